@@ -1,0 +1,209 @@
+"""Subscription covering: ``covers(general, specific)`` iff every publication matching ``specific``
+also matches ``general`` (the Boolean reading of Definition 3, which is what routing needs).
+
+Method. ``specific`` is a union of filters (``qel.filters``); it is covered iff each of its filters F
+is covered by the union of ``general``'s filters H1..Hk. For one F, a counterexample is a publication
+that matches F and no Hi. Adding triples to a publication only helps the Hi (their tests are
+existential), so it suffices to look at publications holding exactly one object per pattern of F.
+Each pattern of F (and the subject) is a dimension; its possible objects split into finitely many
+*cells* that every Hi treats alike:
+
+* a fixed value (``X = c``): one cell, the value itself;
+* no constraint: one cell, a fresh term that only an unconstrained Hi pattern accepts;
+* ``contains s1 .. sn``: one cell, the string ``#s1#..#sn#`` with ``#`` a character found in no
+  constant. It contains exactly the substrings of the si, so it is accepted by the fewest Hi: the
+  worst case for F, and therefore the only one to check;
+* a number or date range: the points and open intervals cut out by every bound that an Hi puts on the
+  same predicate, plus the infinities for an unbounded numeric end.
+
+A depth-first search over the cells of each dimension looks for an assignment that no Hi accepts,
+pruning a branch as soon as some Hi is satisfied whatever the rest, or no Hi can be satisfied.
+
+Soundness and completeness. The search is exact for every subscription of the language, including
+repeated predicates and DNF whose disjuncts only jointly cover. It is incomplete in exactly one place:
+when a single filter needs more than ``budget`` search steps (many interleaved ranges over many
+predicates), it stops and answers "does not cover", the safe answer (it only costs extra messages).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Final
+
+from qel.domains import AnyDomain, ContainsDomain, Domain, PointDomain, RangeDomain
+from qel.filters import Filter, filter_within
+from qel.model import Subscription
+from qel.terms import KIND_NUMBER, KIND_STRING
+
+DEFAULT_BUDGET: Final = 20_000
+"""Search steps allowed per filter before ``covers`` gives up and answers False."""
+
+_FRESH: Final = ("fresh", None)
+Cell = tuple[str, object]
+
+
+def covers(general: Subscription, specific: Subscription, *, budget: int = DEFAULT_BUDGET) -> bool:
+    """Sound always; complete unless the search budget runs out (see the module docstring)."""
+    if general.key == specific.key:
+        return True
+    return all(filter_covered(part, general.filters, budget=budget) for part in specific.filters)
+
+
+def filter_covered(
+    target: Filter, candidates: Sequence[Filter], *, budget: int = DEFAULT_BUDGET
+) -> bool:
+    """Whether every publication matching ``target`` matches one of ``candidates``."""
+    usable = [h for h in candidates if h.predicates <= target.predicates]
+    if not usable:
+        return False
+    if any(filter_within(target, h) for h in usable):
+        return True
+    return _CellSearch(target, usable, budget).run()
+
+
+class _BudgetExhausted(Exception):
+    pass
+
+
+class _CellSearch:
+    def __init__(self, target: Filter, candidates: list[Filter], budget: int) -> None:
+        self.candidates = candidates
+        self.budget = budget
+        separator = _separator(target, candidates)
+        # Dimension 0 is the subject; dimension i > 0 is target pattern i - 1.
+        dimensions: list[tuple[object, Domain]] = [(None, target.subject)]
+        dimensions += list(target.patterns)
+        cells = [
+            _cells(domain, _bounds_on(key, domain, candidates), separator)
+            for key, domain in dimensions
+        ]
+        order = sorted(range(len(dimensions)), key=lambda i: (i != 0, len(cells[i])))
+        self.keys = [dimensions[i][0] for i in order]
+        self.cells = [cells[i] for i in order]
+        self.assigned: list[Cell | None] = [None] * len(order)
+        self.depth_of_key: dict[object, list[int]] = {}
+        for depth, key in enumerate(self.keys):
+            self.depth_of_key.setdefault(key, []).append(depth)
+
+    def run(self) -> bool:
+        try:
+            return self._search(0, self.candidates)
+        except _BudgetExhausted:
+            return False
+
+    def _search(self, depth: int, alive: list[Filter]) -> bool:
+        """True if every completion of the assignment so far is matched by some alive filter."""
+        self.budget -= 1
+        if self.budget < 0:
+            raise _BudgetExhausted
+        still: list[Filter] = []
+        for candidate in alive:
+            verdict = self._verdict(candidate, depth)
+            if verdict is True:
+                return True
+            if verdict is None:
+                still.append(candidate)
+        if not still or depth == len(self.keys):
+            return False
+        for cell in self.cells[depth]:
+            self.assigned[depth] = cell
+            if not self._search(depth + 1, still):
+                self.assigned[depth] = None
+                return False
+        self.assigned[depth] = None
+        return True
+
+    def _verdict(self, candidate: Filter, depth: int) -> bool | None:
+        """True: satisfied whatever comes next; False: can no longer be; None: undecided."""
+        undecided = False
+        subject_cell = self.assigned[0] if depth > 0 else None
+        if not isinstance(candidate.subject, AnyDomain):
+            if subject_cell is None:
+                undecided = True
+            elif not candidate.subject.admits(*subject_cell):
+                return False
+        for predicate, domain in candidate.patterns:
+            hit = False
+            pending = False
+            for position in self.depth_of_key[predicate]:
+                if position >= depth:
+                    pending = True
+                    continue
+                cell = self.assigned[position]
+                if domain.admits(*cell):  # type: ignore[misc]
+                    hit = True
+                    break
+            if hit:
+                continue
+            if not pending:
+                return False
+            undecided = True
+        return None if undecided else True
+
+
+def _separator(target: Filter, candidates: list[Filter]) -> str:
+    used: set[str] = set()
+    for compiled in (target, *candidates):
+        for _, domain in compiled.patterns:
+            if isinstance(domain, ContainsDomain):
+                used.update(*domain.substrings)
+            elif isinstance(domain, PointDomain) and domain.kind == KIND_STRING:
+                used.update(domain.value)  # type: ignore[arg-type]
+    code = 0xE000
+    while chr(code) in used:
+        code += 1
+    return chr(code)
+
+
+def _bounds_on(key: object, domain: Domain, candidates: list[Filter]) -> list[object]:
+    if not isinstance(domain, RangeDomain) or key is None:
+        return []
+    bounds: set[object] = set()
+    for candidate in candidates:
+        for predicate, other in candidate.patterns:
+            if predicate == key and isinstance(other, RangeDomain) and other.kind == domain.kind:
+                bounds.update(b for b in (other.low, other.high) if b is not None)
+    return sorted(bounds)  # type: ignore[type-var]
+
+
+def _cells(domain: Domain, bounds: list[object], separator: str) -> list[Cell]:
+    if isinstance(domain, AnyDomain):
+        return [_FRESH]
+    if isinstance(domain, PointDomain):
+        return [(domain.kind, domain.value)]
+    if isinstance(domain, ContainsDomain):
+        text = separator + separator.join(domain.substrings) + separator
+        return [(KIND_STRING, text)]
+    return _range_cells(domain, bounds)
+
+
+def _range_cells(domain: RangeDomain, bounds: list[object]) -> list[Cell]:
+    kind = domain.kind
+    if domain.is_point:
+        return [(kind, domain.low)]
+    inside = [b for b in bounds if domain.admits(kind, b)]
+    markers = sorted(
+        {*inside, *(b for b in (domain.low, domain.high) if b is not None)}  # type: ignore[type-var]
+    )
+    representatives: list[object] = list(inside)
+    if domain.low_inclusive:
+        representatives.append(domain.low)
+    if domain.high_inclusive:
+        representatives.append(domain.high)
+    representatives += [Fraction(a + b) / 2 for a, b in itertools.pairwise(markers)]  # type: ignore[operator]
+    if markers:
+        if domain.low is None:
+            representatives.append(markers[0] - 1)  # type: ignore[operator]
+        if domain.high is None:
+            representatives.append(markers[-1] + 1)  # type: ignore[operator]
+    else:
+        representatives.append(0)
+    if kind == KIND_NUMBER:
+        if domain.low is None:
+            representatives.append(float("-inf"))
+        if domain.high is None:
+            representatives.append(float("inf"))
+    unique = {value for value in representatives if domain.admits(kind, value)}
+    return [(kind, value) for value in sorted(unique)]  # type: ignore[type-var]

@@ -1,0 +1,67 @@
+"""Compiled subscriptions: the form matching, covering and indexing work on.
+
+A subscription (Definition 2) is a set of triple patterns on one subject plus a DNF constraint. Since
+every atom names one variable and object variables are distinct, the subscription is equivalent to a
+disjunction of *filters*: one per satisfiable conjunction of the DNF, each a subject domain and, per
+triple pattern, the predicate and the domain of its object. A publication matches a filter when its
+subject is in the subject domain and, for every pattern, some object of that predicate is in the
+pattern's domain. Variable names are gone, so two subscriptions that differ only in naming or in how
+the constraint was written compile to the same filters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qel import domains
+from qel.domains import Domain
+from qel.terms import URI
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """One conjunctive alternative of a subscription: ``subject`` and ``(predicate, domain)`` pairs."""
+
+    subject: Domain
+    patterns: tuple[tuple[URI, Domain], ...]
+    predicates: frozenset[URI] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.patterns, key=_pattern_key))
+        object.__setattr__(self, "patterns", ordered)
+        object.__setattr__(self, "predicates", frozenset(p for p, _ in ordered))
+
+    def sort_key(self) -> tuple[str, list[tuple[str, str]]]:
+        return (repr(self.subject), [_pattern_key(pattern) for pattern in self.patterns])
+
+
+def _pattern_key(pattern: tuple[URI, Domain]) -> tuple[str, str]:
+    return (pattern[0].value, repr(pattern[1]))
+
+
+def filter_within(inner: Filter, outer: Filter) -> bool:
+    """Sufficient test that every publication matching ``inner`` matches ``outer``.
+
+    Each pattern of ``outer`` must be implied by some pattern of ``inner`` on the same predicate;
+    exact when no predicate repeats (see ``qel.covering`` for the complete test over unions).
+    """
+    if not domains.subset(inner.subject, outer.subject):
+        return False
+    return all(
+        any(
+            predicate == inner_predicate and domains.subset(inner_domain, outer_domain)
+            for inner_predicate, inner_domain in inner.patterns
+        )
+        for predicate, outer_domain in outer.patterns
+    )
+
+
+def simplify(filters: list[Filter]) -> tuple[Filter, ...]:
+    """Sorted, de-duplicated, without filters that another filter of the same set contains."""
+    kept: list[Filter] = []
+    for candidate in sorted(set(filters), key=Filter.sort_key):
+        if any(filter_within(candidate, other) for other in kept):
+            continue
+        kept = [other for other in kept if not filter_within(other, candidate)]
+        kept.append(candidate)
+    return tuple(sorted(kept, key=Filter.sort_key))

@@ -1,0 +1,134 @@
+"""``covers``: examples, then soundness, completeness (against a brute-force oracle over a universe of
+publications that reaches every case the constants can distinguish), reflexivity, transitivity."""
+
+import pytest
+from hypothesis import event, given, settings
+
+import qel
+from tests.strategies import small_publications, subscriptions, universe
+
+DC = "@prefix ex: <http://example.org/> .\n"
+
+
+def q(text: str) -> qel.Subscription:
+    return qel.parse_subscription(DC + text)
+
+
+def oracle_covers(general: qel.Subscription, specific: qel.Subscription) -> bool:
+    choices = universe(general, specific)
+    # One object per pattern: a predicate repeated n times in a filter gets n objects.
+    counts: dict = {}
+    for compiled in specific.filters:
+        for predicate in compiled.predicates:
+            n = sum(1 for p, _ in compiled.patterns if p == predicate)
+            counts[predicate] = max(counts.get(predicate, 0), n)
+    predicates = sorted((p for p, n in counts.items() for _ in range(n)), key=lambda u: u.value)
+    for publication in small_publications(predicates, choices):
+        if qel.matches(specific, publication) and not qel.matches(general, publication):
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("general", "specific"),
+    [
+        ("X : t(X, dc:date, D), D >= 2000", "X : t(X, dc:date, D), D = 2004"),
+        ("X : t(X, dc:date, D), D > 2000", "X : t(X, dc:date, D), D > 2000, D < 2010"),
+        ('X : t(X, dc:creator, Y), Y contains "Ne"', 'X : t(X, dc:creator, Y), Y contains "Nejdl"'),
+        ('X : t(X, dc:creator, Y), Y contains "dl"', 'X : t(X, dc:creator, Y), Y = "Nejdl"'),
+        ("X : t(X, dc:creator, Y)", 'X : t(X, dc:creator, Y), t(X, dc:title, T), T = "A"'),
+        ("X : t(X, rdf:type, C)", "X : t(X, rdf:type, dc:article)"),
+        ("X : t(X, dc:creator, Y)", 'X : t(X, dc:creator, "Nejdl")'),
+        # A union covers what no single alternative does.
+        (
+            "X : t(X, dc:date, D), (D <= 2004 ; D > 2004)",
+            "X : t(X, dc:date, D), D >= 1990",
+        ),
+        (
+            "X : t(X, dc:date, D), (D >= 2000, D <= 2004 ; D > 2004, D <= 2010)",
+            "X : t(X, dc:date, D), D >= 2001, D < 2009",
+        ),
+        (
+            'X : t(X, dc:date, D), t(X, dc:creator, Y), (D < 5 ; Y contains "a" ; D >= 5)',
+            'X : t(X, dc:date, D), t(X, dc:creator, Y), Y contains "b", D >= 0',
+        ),
+        ("X : t(X, dc:date, D), D != 3", "X : t(X, dc:date, D), D > 3"),
+        ("X : t(X, ex:on, W), W >= 2004-01-01", "X : t(X, ex:on, W), W = 2004-06-01T10:00:00Z"),
+    ],
+)
+def test_covers_examples(general, specific):
+    assert qel.covers(q(general), q(specific))
+
+
+@pytest.mark.parametrize(
+    ("general", "specific"),
+    [
+        ("X : t(X, dc:date, D), D = 2004", "X : t(X, dc:date, D), D >= 2000"),
+        # Over the reals (decimals are numbers too) > 2003 is not >= 2004.
+        ("X : t(X, dc:date, D), D >= 2004", "X : t(X, dc:date, D), D > 2003"),
+        # An unbounded range includes xsd:double's INF.
+        ("X : t(X, dc:date, D), D > 0, D < 1E300", "X : t(X, dc:date, D), D > 0"),
+        (
+            'X : t(X, dc:creator, Y), Y contains "ab"',
+            'X : t(X, dc:creator, Y), Y contains "a", Y contains "b"',
+        ),
+        ('X : t(X, dc:creator, Y), Y = "Nejdl"', 'X : t(X, dc:creator, Y), Y contains "Nejdl"'),
+        ("X : t(X, dc:creator, Y), t(X, dc:title, T)", "X : t(X, dc:creator, Y)"),
+        ("X : t(X, rdf:type, dc:article)", "X : t(X, rdf:type, C)"),
+        # An unconstrained object may be a URI, a string, anything: no typed constraint covers it.
+        ('X : t(X, dc:creator, Y), Y contains ""', "X : t(X, dc:creator, Y)"),
+        ("X : t(X, dc:date, D), (D < 2004 ; D > 2004)", "X : t(X, dc:date, D), D >= 2000"),
+        ("X : t(X, dc:creator, Y), X = ex:a", "X : t(X, dc:creator, Y)"),
+    ],
+)
+def test_does_not_cover_examples(general, specific):
+    assert not qel.covers(q(general), q(specific))
+
+
+def test_repeated_predicates_are_handled_exactly():
+    # Two creators, one containing "a" and one containing "b", vs one containing both.
+    two = q('X : t(X, dc:creator, A), t(X, dc:creator, B), A contains "a", B contains "b"')
+    one = q('X : t(X, dc:creator, A), A contains "a", A contains "b"')
+    assert qel.covers(two, one)
+    assert not qel.covers(one, two)
+
+
+@settings(max_examples=300)
+@given(subscriptions(), subscriptions())
+def test_covers_agrees_with_the_brute_force_oracle_without_repeated_predicates(general, specific):
+    result = qel.covers(general, specific)
+    event(f"covers={result}")
+    assert result == oracle_covers(general, specific)
+
+
+@settings(max_examples=200)
+@given(
+    subscriptions(repeat_predicates=True, max_patterns=3),
+    subscriptions(repeat_predicates=True, max_patterns=3),
+)
+def test_covers_agrees_with_the_oracle_with_repeated_predicates(general, specific):
+    result = qel.covers(general, specific)
+    event(f"covers={result}")
+    assert result == oracle_covers(general, specific)
+
+
+@given(subscriptions(repeat_predicates=True))
+def test_covers_is_reflexive(subscription):
+    assert qel.covers(subscription, subscription)
+
+
+@settings(max_examples=300)
+@given(subscriptions(max_patterns=2), subscriptions(max_patterns=2), subscriptions(max_patterns=2))
+def test_covers_is_transitive(a, b, c):
+    if qel.covers(a, b) and qel.covers(b, c):
+        assert qel.covers(a, c)
+
+
+def test_search_budget_exhaustion_answers_does_not_cover():
+    wide = q(
+        "X : t(X, dc:a, A), t(X, dc:b, B), t(X, dc:c, C), "
+        "(A < 1 ; A >= 1), (B < 1 ; B >= 1), (C < 1 ; C >= 1)"
+    )
+    narrow = q("X : t(X, dc:a, A), t(X, dc:b, B), t(X, dc:c, C), A > 0, B > 0, C > 0")
+    assert qel.covers(wide, narrow)
+    assert not qel.covers(wide, narrow, budget=3)

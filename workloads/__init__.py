@@ -1,0 +1,1 @@
+"""Workload generators shared by the simulator, the replay tool and the benchmarks."""
