@@ -30,13 +30,15 @@ super-peer, and monotone (if q' covers q and the elements cover q, they cover q'
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from qel import domains
-from qel.domains import AnyDomain, Domain, PointDomain, RangeDomain
+from qel.domains import AnyDomain, ContainsDomain, Domain, PointDomain, RangeDomain
 from qel.filters import Filter
 from qel.model import Publication, Subscription
 from qel.terms import (
@@ -87,7 +89,86 @@ class OpenElement:
     exclude: frozenset[URI] = frozenset()
 
 
-Element = SchemaElement | PropertyElement | ValueElement | OpenElement
+@dataclass(frozen=True, slots=True)
+class BloomElement:
+    """A summary of many fixed values of ``property`` (OntoNet's Bloom filters): allows the triples
+    whose object's value the filter holds. False positives only: covering stays sound.
+
+    ``kinds`` are the value kinds summarised, so a range or ``contains`` query can tell whether the
+    summary may hold a value of its kind (it then answers "may overlap").
+    """
+
+    property: URI
+    bits: bytes
+    hashes: int
+    kinds: frozenset[str]
+
+    def holds(self, kind: str, value: object) -> bool:
+        size = len(self.bits) * 8
+        return all(
+            self.bits[position // 8] & (1 << (position % 8))
+            for position in _bloom_positions(kind, value, self.hashes, size)
+        )
+
+
+Element = SchemaElement | PropertyElement | ValueElement | OpenElement | BloomElement
+
+
+def _bloom_key(kind: str, value: object) -> bytes:
+    if kind in (KIND_NUMBER, KIND_DATE) and not (
+        isinstance(value, float) and not math.isfinite(value)
+    ):
+        value = Fraction(value)  # type: ignore[arg-type]
+    return f"{kind}\x00{value}".encode()
+
+
+def _bloom_positions(kind: str, value: object, hashes: int, size: int) -> list[int]:
+    digest = hashlib.blake2b(_bloom_key(kind, value), digest_size=16).digest()
+    first, second = int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big") | 1
+    return [(first + i * second) % size for i in range(hashes)]
+
+
+def bloom_summary(
+    prop: URI, points: Iterable[PointDomain | RangeDomain], *, false_positive_rate: float = 0.01
+) -> BloomElement:
+    """A Bloom filter over fixed values (points), sized for the requested false-positive rate."""
+    keys = [(p.kind, p.value if isinstance(p, PointDomain) else p.low) for p in points]
+    count = max(1, len(keys))
+    size = max(64, math.ceil(-count * math.log(false_positive_rate) / math.log(2) ** 2))
+    size = (size + 7) // 8 * 8
+    hashes = max(1, round(size / count * math.log(2)))
+    bits = bytearray(size // 8)
+    for kind, value in keys:
+        for position in _bloom_positions(kind, value, hashes, size):
+            bits[position // 8] |= 1 << (position % 8)
+    return BloomElement(prop, bytes(bits), hashes, frozenset(kind for kind, _ in keys))
+
+
+def summarise(elements: Iterable[Element], max_values: int) -> frozenset[Element]:
+    """Elements with large value sets replaced by summaries: per property, more than ``max_values``
+    fixed numbers or dates become one covering range, more than ``max_values`` other fixed values
+    (strings, URIs) one Bloom filter. Everything the input allows, the output allows."""
+    kept: set[Element] = set()
+    points: dict[tuple[URI, bool], list[PointDomain | RangeDomain]] = {}
+    for element in elements:
+        if isinstance(element, ValueElement) and (
+            isinstance(element.value, PointDomain) or element.value.is_point
+        ):
+            ordered = element.value.kind in (KIND_NUMBER, KIND_DATE)
+            points.setdefault((element.property, ordered), []).append(element.value)
+        else:
+            kept.add(element)
+    for (prop, ordered), values in points.items():
+        if len(values) <= max_values:
+            kept.update(ValueElement(prop, v) for v in values)
+        elif ordered:
+            for kind in sorted({v.kind for v in values}):
+                bounds = [v.low for v in values if v.kind == kind]  # type: ignore[union-attr]
+                low, high = min(bounds), max(bounds)  # type: ignore[type-var]
+                kept.add(ValueElement(prop, RangeDomain(kind, low, True, high, True)))
+        else:
+            kept.add(bloom_summary(prop, values))
+    return frozenset(kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +249,8 @@ def _elements(ad: Advertisement) -> list[Element]:
 
 
 def element_allows_triple(element: Element, predicate: URI, obj: Term) -> bool:
+    if isinstance(element, BloomElement):
+        return element.property == predicate and element.holds(obj.kind, obj.value)
     if isinstance(element, ValueElement):
         return element.property == predicate and element.value.admits(obj.kind, obj.value)
     if predicate in element.exclude:
@@ -184,6 +267,14 @@ def element_allows_triple(element: Element, predicate: URI, obj: Term) -> bool:
 
 def element_overlaps(element: Element, predicate: URI, domain: Domain) -> bool:
     """Whether the element allows some triple on ``predicate`` whose object lies in ``domain``."""
+    if isinstance(element, BloomElement):
+        if element.property != predicate:
+            return False
+        if isinstance(domain, PointDomain):
+            return element.holds(domain.kind, domain.value)
+        if isinstance(domain, RangeDomain) and domain.is_point:
+            return element.holds(domain.kind, domain.low)
+        return isinstance(domain, AnyDomain) or domain_kind(domain) in element.kinds
     if isinstance(element, ValueElement):
         return element.property == predicate and domains.overlaps(element.value, domain)
     if predicate in element.exclude:
@@ -208,6 +299,15 @@ def element_overlaps(element: Element, predicate: URI, domain: Domain) -> bool:
     if element.item == RDF_TYPE or isinstance(domain, AnyDomain):
         return True
     return domain.admits(KIND_URI, element.item.value)
+
+
+def domain_kind(domain: Domain) -> str | None:
+    """The kind of term a constrained domain holds (None for ANY)."""
+    if isinstance(domain, PointDomain | RangeDomain):
+        return domain.kind
+    if isinstance(domain, ContainsDomain):
+        return "string"
+    return None
 
 
 def elements_cover_filter(elements: Iterable[Element], compiled: Filter) -> bool:

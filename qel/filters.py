@@ -12,10 +12,14 @@ the constraint was written compile to the same filters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from qel import domains
 from qel.domains import Domain
-from qel.terms import URI
+from qel.terms import URI, Literal, Term
+
+if TYPE_CHECKING:
+    from qel.model import Publication
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +69,32 @@ def simplify(filters: list[Filter]) -> tuple[Filter, ...]:
         kept = [other for other in kept if not filter_within(other, candidate)]
         kept.append(candidate)
     return tuple(sorted(kept, key=Filter.sort_key))
+
+
+WITNESS_SEPARATOR = "\ue000"
+"""Joins ``contains`` substrings in witnesses: a private-use character no query is expected to use,
+so the witness contains as few other substrings as possible."""
+FRESH_URI = URI("urn:qel:witness:any")
+
+
+def witness(compiled: Filter) -> Publication:
+    """A publication that matches ``compiled``, with one object per pattern.
+
+    Every subscription that covers the filter matches it, which makes it a cheap necessary test when
+    looking for covering subscriptions. Unconstrained objects are a fresh URI and ``contains``
+    objects join the substrings with ``WITNESS_SEPARATOR``, so the witness matches as few other
+    subscriptions as possible.
+    """
+    statements = set()
+    for predicate, domain in compiled.patterns:
+        if isinstance(domain, domains.ContainsDomain):
+            term: Term = Literal(WITNESS_SEPARATOR.join(domain.substrings))
+        else:
+            term = domains.witness(domain) or FRESH_URI
+        statements.add((predicate, term))
+    from qel.model import Publication
+
+    subject = (
+        compiled.subject.term if isinstance(compiled.subject, domains.PointDomain) else FRESH_URI
+    )
+    return Publication(subject, frozenset(statements))  # type: ignore[arg-type]

@@ -1,0 +1,129 @@
+"""An index of one witness publication per stored subscription, to find the subscriptions that a new
+one covers without testing every stored subscription.
+
+If ``q`` covers a stored subscription ``n``, then ``q`` matches every publication that matches ``n``,
+in particular ``n``'s witness (``qel.filters.witness``). So the subscriptions ``q`` covers are among
+those whose witness ``q`` matches: this index answers that question by looking up, per pattern of
+``q``, the witnesses whose object on that predicate lies in the pattern's domain (a hash look-up for
+a fixed value, a range scan for a range, a scan of the predicate's distinct strings for
+``contains``), starting from the most selective pattern. The caller then confirms with ``covers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from qel import Subscription
+from qel.domains import AnyDomain, Domain, PointDomain, RangeDomain
+from qel.filters import Filter, witness
+from qel.matching import filter_matches
+from qel.model import Publication
+from qel.terms import KIND_STRING, URI
+
+
+@dataclass
+class _PredicateWitnesses:
+    """Witness objects of every stored subscription on one predicate."""
+
+    by_value: dict[tuple[str, object], set[Hashable]] = field(default_factory=dict)
+    ordered: dict[str, SortedList] = field(default_factory=dict)
+    holders: set[Hashable] = field(default_factory=set)
+
+    def add(self, key: Hashable, kind: str, value: object) -> None:
+        self.holders.add(key)
+        self.by_value.setdefault((kind, value), set()).add(key)
+        self.ordered.setdefault(kind, SortedList(key=_order)).add((value, key))
+
+    def remove(self, key: Hashable, kind: str, value: object) -> None:
+        bucket = self.by_value[kind, value]
+        bucket.discard(key)
+        if not bucket:
+            del self.by_value[kind, value]
+        entries = self.ordered[kind]
+        entries.remove((value, key))
+        if not entries:
+            del self.ordered[kind]
+
+    def candidates(self, domain: Domain) -> Iterable[Hashable]:
+        if isinstance(domain, AnyDomain):
+            return self.holders
+        if isinstance(domain, PointDomain):
+            return self.by_value.get((domain.kind, domain.value), ())
+        if isinstance(domain, RangeDomain):
+            entries = self.ordered.get(domain.kind)
+            return self._range(entries, domain) if entries else ()
+        return [
+            key
+            for (kind, value), keys in self.by_value.items()
+            if kind == KIND_STRING and domain.admits(kind, value)
+            for key in keys
+        ]
+
+    @staticmethod
+    def _range(entries: SortedList, domain: RangeDomain) -> list[Hashable]:
+        start = 0 if domain.low is None else entries.bisect_key_left(domain.low)
+        found = []
+        for value, key in entries.islice(start):
+            if domain.high is not None and value > domain.high:  # type: ignore[operator]
+                break
+            if domain.admits(domain.kind, value):
+                found.append(key)
+        return found
+
+
+def _order(entry: tuple[object, Hashable]) -> object:
+    return entry[0]
+
+
+class WitnessIndex:
+    """Maps keys to their subscriptions' witnesses; ``covered_candidates(q)`` is a superset of the
+    keys whose subscription ``q`` covers (exactly the keys whose first witness ``q`` matches)."""
+
+    def __init__(self) -> None:
+        self._predicates: dict[URI, _PredicateWitnesses] = {}
+        self._witnesses: dict[Hashable, Publication] = {}
+
+    def __len__(self) -> int:
+        return len(self._witnesses)
+
+    def add(self, key: Hashable, subscription: Subscription) -> None:
+        if key in self._witnesses:
+            raise KeyError(f"{key!r} is already indexed")
+        sample = witness(subscription.filters[0])
+        self._witnesses[key] = sample
+        for predicate, term in sample.statements:
+            self._predicates.setdefault(predicate, _PredicateWitnesses()).add(
+                key, term.kind, term.value
+            )
+
+    def remove(self, key: Hashable) -> None:
+        sample = self._witnesses.pop(key)
+        for predicate, term in sample.statements:
+            self._predicates[predicate].remove(key, term.kind, term.value)
+        for predicate in {p for p, _ in sample.statements}:
+            entry = self._predicates[predicate]
+            entry.holders.discard(key)
+            if not entry.holders:
+                del self._predicates[predicate]
+
+    def covered_candidates(self, subscription: Subscription) -> set[Hashable]:
+        found: set[Hashable] = set()
+        for compiled in subscription.filters:
+            found |= self._filter_candidates(compiled)
+        return found
+
+    def _filter_candidates(self, compiled: Filter) -> set[Hashable]:
+        best: Iterable[Hashable] | None = None
+        best_size = -1
+        for predicate, domain in compiled.patterns:
+            entry = self._predicates.get(predicate)
+            if entry is None:
+                return set()
+            candidates = entry.candidates(domain)
+            size = len(candidates)  # type: ignore[arg-type]
+            if best is None or size < best_size:
+                best, best_size = candidates, size
+        return {key for key in best or () if filter_matches(compiled, self._witnesses[key])}

@@ -1,0 +1,241 @@
+"""msgpack encoding of messages, by field type, with validation on the way in.
+
+A message on the wire is ``[version, kind, id, fields]``: the protocol version (every message
+carries it), the message's ``KIND``, an id chosen by the sender (for traces; may be empty) and a map
+from field name to the field's plain form (``wire.model`` for language objects). Decoding is pure
+and strict: an unknown kind, a wrong version, a missing or extra field, a value of the wrong type or
+a language object that does not validate all raise ``WireError`` naming what was wrong, and
+msgpack's own limits (string, binary, array and map lengths, from ``WireLimits``) bound what one
+message can make the decoder allocate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+import qel
+from qel.advertisements import Element
+from wire import model
+
+PROTOCOL_VERSION: Final = 1
+
+
+class WireError(ValueError):
+    """Bytes that are not a valid message of this protocol; the text says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WireLimits:
+    """Bounds on what one message may contain (each is checked while decoding)."""
+
+    max_frame_bytes: int = 1024 * 1024
+    max_string_bytes: int = 64 * 1024
+    max_binary_bytes: int = 256 * 1024
+    max_collection_items: int = 100_000
+    max_depth: int = 32
+
+
+DEFAULT_WIRE_LIMITS: Final = WireLimits()
+
+Converter = tuple[Callable[[Any], Any], Callable[[Any], Any]]
+_REGISTRY: dict[str, type] = {}
+_FIELDS: dict[type, tuple[tuple[str, Converter], ...]] = {}
+
+
+def register(*classes: type) -> None:
+    """Makes message classes known to the codec (their fields' types must be supported)."""
+    for cls in classes:
+        kind = cls.KIND  # type: ignore[attr-defined]
+        if kind in _REGISTRY and _REGISTRY[kind] is not cls:
+            raise ValueError(f"two message classes claim the kind {kind!r}")
+        hints = typing.get_type_hints(cls)
+        _FIELDS[cls] = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+        _REGISTRY[kind] = cls
+
+
+def kinds() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def encode(message: object, message_id: str = "") -> bytes:
+    cls = type(message)
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        raise TypeError(f"{cls.__name__} is not a registered message")
+    payload = {name: to_plain(getattr(message, name)) for name, (to_plain, _) in fields}
+    return msgpack.packb(
+        [PROTOCOL_VERSION, cls.KIND, message_id, payload],  # type: ignore[attr-defined]
+        use_bin_type=True,
+    )
+
+
+def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[object, str]:
+    """The message and its id; ``WireError`` for anything malformed."""
+    if len(data) > limits.max_frame_bytes:
+        raise WireError(f"message of {len(data)} bytes exceeds max_frame_bytes")
+    try:
+        envelope = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=False,
+            max_str_len=limits.max_string_bytes,
+            max_bin_len=limits.max_binary_bytes,
+            max_array_len=limits.max_collection_items,
+            max_map_len=limits.max_collection_items,
+            max_ext_len=0,
+        )
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as error:
+        raise WireError(f"not a msgpack message: {error}") from None
+    if not isinstance(envelope, list) or len(envelope) != 4:
+        raise WireError("a message is [version, kind, id, fields]")
+    version, kind, message_id, payload = envelope
+    if version != PROTOCOL_VERSION:
+        raise WireError(
+            f"protocol version {version!r} is not supported (this is {PROTOCOL_VERSION})"
+        )
+    cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise WireError(f"unknown message kind {kind!r}")
+    if not isinstance(message_id, str):
+        raise WireError("a message id is a string")
+    if not isinstance(payload, dict):
+        raise WireError(f"{kind}: the fields are a map")
+    _check_depth(payload, limits.max_depth, kind)
+    fields = _FIELDS[cls]
+    expected = {name for name, _ in fields}
+    if set(payload) != expected:
+        missing = sorted(expected - set(payload))
+        extra = sorted(str(k) for k in set(payload) - expected)
+        raise WireError(f"{kind}: missing fields {missing}, unexpected fields {extra}")
+    values = {}
+    for name, (_, from_plain) in fields:
+        try:
+            values[name] = from_plain(payload[name])
+        except (model.ModelError, WireError) as error:
+            raise WireError(f"{kind}.{name}: {error}") from None
+    return cls(**values), message_id
+
+
+def _check_depth(value: object, remaining: int, kind: str) -> None:
+    if remaining < 0:
+        raise WireError(f"{kind}: nesting deeper than max_depth")
+    if isinstance(value, list):
+        for item in value:
+            _check_depth(item, remaining - 1, kind)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _check_depth(item, remaining - 1, kind)
+
+
+# -- converters by type -----------------------------------------------------------------------
+
+
+def _identity(value: object) -> object:
+    return value
+
+
+def _checked(expected: type | tuple[type, ...], name: str) -> Callable[[Any], Any]:
+    def check(value: object) -> object:
+        if not isinstance(value, expected) or (isinstance(value, bool) and expected is int):
+            raise WireError(f"expected {name}, got {type(value).__name__}")
+        return value
+
+    return check
+
+
+def _float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WireError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+_SIMPLE: dict[object, Converter] = {
+    str: (_identity, _checked(str, "a string")),
+    int: (_identity, _checked(int, "an integer")),
+    bool: (_identity, _checked(bool, "a boolean")),
+    bytes: (_identity, _checked(bytes, "bytes")),
+    float: (_identity, _float),
+    type(None): (_identity, _checked(type(None), "nil")),
+    qel.Subscription: (model.subscription_to_plain, model.subscription_from_plain),
+    qel.Publication: (model.publication_to_plain, model.publication_from_plain),
+    qel.Advertisement: (model.advertisement_to_plain, model.advertisement_from_plain),
+    Element: (model.element_to_plain, model.element_from_plain),
+}
+
+
+def _converter(hint: object) -> Converter:
+    if hint in _SIMPLE:
+        return _SIMPLE[hint]
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        inner_to, inner_from = _converter(args[0])
+        return (
+            lambda value: [inner_to(v) for v in value],
+            lambda value: tuple(inner_from(v) for v in _sequence(value)),
+        )
+    if origin is tuple and args:
+        parts = [_converter(a) for a in args]
+        return (
+            lambda value: [to(v) for (to, _), v in zip(parts, value, strict=True)],
+            lambda value: _fixed_tuple(value, parts),
+        )
+    if origin is dict and len(args) == 2:
+        key_to, key_from = _converter(args[0])
+        value_to, value_from = _converter(args[1])
+        return (
+            lambda value: {key_to(k): value_to(v) for k, v in value.items()},
+            lambda value: _mapping(value, key_from, value_from),
+        )
+    if origin in (typing.Union, types.UnionType):
+        options = [_converter(a) for a in args]
+        return (
+            lambda value: _union_to(value, args, options),
+            lambda value: _union_from(value, options),
+        )
+    raise TypeError(f"the codec does not support fields of type {hint!r}")
+
+
+def _sequence(value: object) -> list:
+    if not isinstance(value, list):
+        raise WireError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _fixed_tuple(value: object, parts: list[Converter]) -> tuple:
+    items = _sequence(value)
+    if len(items) != len(parts):
+        raise WireError(f"expected {len(parts)} items, got {len(items)}")
+    return tuple(from_plain(item) for (_, from_plain), item in zip(parts, items, strict=True))
+
+
+def _mapping(value: object, key_from: Callable, value_from: Callable) -> dict:
+    if not isinstance(value, dict):
+        raise WireError(f"expected a map, got {type(value).__name__}")
+    return {key_from(k): value_from(v) for k, v in value.items()}
+
+
+def _union_to(value: object, args: tuple, options: list[Converter]) -> object:
+    for arg, (to_plain, _) in zip(args, options, strict=True):
+        if arg is type(None) and value is None:
+            return None
+        if arg is not type(None) and isinstance(value, typing.get_origin(arg) or arg):
+            return to_plain(value)
+    raise TypeError(f"{value!r} matches none of {args}")
+
+
+def _union_from(value: object, options: list[Converter]) -> object:
+    errors = []
+    for _, from_plain in options:
+        try:
+            return from_plain(value)
+        except (WireError, model.ModelError) as error:
+            errors.append(str(error))
+    raise WireError("; ".join(errors))

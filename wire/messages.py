@@ -1,0 +1,154 @@
+"""Every message the network exchanges, defined once: what the sans-IO cores consume and produce and
+what the daemons put on the wire.
+
+Messages are frozen, keyword-only dataclasses carrying language objects (``qel.Subscription``, ...);
+``wire.codec`` turns them into msgpack and back by field type. Each has a ``KIND`` that names it on
+the wire. Three families:
+
+* peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish``, ``Leave``;
+* access point -> peer: ``Notify``, ``Ack``, ``Refused``;
+* super-peer <-> super-peer: ``Elements`` (advertisement elements spreading down their origin's
+  tree), ``Forward`` / ``Retract`` (a subscription travelling toward covering origins, and its
+  withdrawal), ``Notification`` (a publication travelling down its origin's tree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import qel
+from qel.advertisements import Element
+
+# -- peer -> access point -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Advertise:
+    """The peer's whole advertisement; it replaces the previous one."""
+
+    KIND: ClassVar[str] = "peer.advertise"
+    advertisement: qel.Advertisement
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subscribe:
+    """A subscription under an id the peer chose (unique among the peer's subscriptions)."""
+
+    KIND: ClassVar[str] = "peer.subscribe"
+    id: str
+    subscription: qel.Subscription
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unsubscribe:
+    KIND: ClassVar[str] = "peer.unsubscribe"
+    id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Publish:
+    KIND: ClassVar[str] = "peer.publish"
+    publication: qel.Publication
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leave:
+    """The peer leaves for good: its subscriptions and advertisement go with it."""
+
+    KIND: ClassVar[str] = "peer.leave"
+
+
+# -- access point -> peer -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notify:
+    """A publication for the peer, with the ids of the peer's subscriptions it matches.
+
+    ``owner`` is the publishing peer's id and ``access_point`` its super-peer's address, so the
+    subscriber can later fetch the resource or ask for a rendezvous. ``hops`` counts super-peer to
+    super-peer messages on the way; ``published_at`` is the time the origin accepted it.
+    """
+
+    KIND: ClassVar[str] = "peer.notify"
+    publication: qel.Publication
+    subscriptions: tuple[str, ...]
+    owner: str
+    access_point: str
+    origin: str
+    hops: int
+    published_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ack:
+    """A request was applied; ``request`` names it (e.g. ``subscribe s1``)."""
+
+    KIND: ClassVar[str] = "peer.ack"
+    request: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """A request was refused and changed nothing; ``reason`` says why, for the user."""
+
+    KIND: ClassVar[str] = "peer.refused"
+    request: str
+    reason: str
+
+
+# -- super-peer <-> super-peer --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Elements:
+    """Advertisement elements ``origin`` now stands for (``added``) or no longer does
+    (``withdrawn``), spreading down the spanning tree rooted at ``origin_position``."""
+
+    KIND: ClassVar[str] = "sp.elements"
+    origin: str
+    origin_position: int
+    added: tuple[Element, ...]
+    withdrawn: tuple[Element, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forward:
+    """A subscription sent one hop toward some of the origins that may publish what it matches.
+
+    ``id`` is the sender's id for it on this link; ``toward`` lists the origins (with their root
+    positions) this hop is on the way to. Sending the same id again adds origins.
+    """
+
+    KIND: ClassVar[str] = "sp.forward"
+    id: str
+    subscription: qel.Subscription
+    toward: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retract:
+    """The sender withdraws the subscription it forwarded under ``id``."""
+
+    KIND: ClassVar[str] = "sp.retract"
+    id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notification:
+    """A publication travelling down the tree of ``origin`` (rooted at ``origin_position``)."""
+
+    KIND: ClassVar[str] = "sp.notification"
+    origin: str
+    origin_position: int
+    publication: qel.Publication
+    owner: str
+    access_point: str
+    hops: int
+    published_at: float
+
+
+PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave)
+PEER_REPLIES = (Notify, Ack, Refused)
+BACKBONE = (Elements, Forward, Retract, Notification)
