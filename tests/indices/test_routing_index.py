@@ -24,7 +24,9 @@ def test_figure_4_style_indices_route_example_1_to_the_covering_super_peers():
     index = AdvertisementIndex()
     index.add("SP1", "SP1", ad({"schemas": ["dc", "lom"]}))
     index.add("SP6", "SP6", ad({"properties": ["dc:article", "dc:creator", "dc:date"]}))
-    index.add("SP2", "SP2", ad({"values": {"dc:creator": ["W. Nejdl"], "dc:year": [{"min": 2002}]}}))
+    index.add(
+        "SP2", "SP2", ad({"values": {"dc:creator": ["W. Nejdl"], "dc:year": [{"min": 2002}]}})
+    )
     index.add("SP3", "SP3", ad({"schemas": ["foaf"]}))
     index.add("SP4", "SP4", ad({"values": {"dc:creator": ["P. Chirita"]}}))
     q = qel.parse_subscription(EXAMPLE_1)
@@ -52,7 +54,10 @@ def test_withdrawing_an_unknown_claim_changes_nothing():
 
 
 @settings(max_examples=200)
-@given(st.lists(advertisements(), min_size=1, max_size=6), st.lists(subscriptions(repeat_predicates=True), max_size=6))
+@given(
+    st.lists(advertisements(), min_size=1, max_size=6),
+    st.lists(subscriptions(repeat_predicates=True), max_size=6),
+)
 def test_covering_origins_equals_brute_force_over_origins(ads, queries):
     index = AdvertisementIndex()
     for number, advertisement in enumerate(ads):
