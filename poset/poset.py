@@ -155,21 +155,14 @@ class SubscriptionPoset:
         )
 
     def ancestors(self, node: PosetNode) -> list[PosetNode]:
-        """Every node that strictly covers ``node`` (its transitive parents)."""
-        seen: dict[int, PosetNode] = {}
-        stack = list(node.parents.values())
-        while stack:
-            current = stack.pop()
-            if current.id not in seen:
-                seen[current.id] = current
-                stack.extend(current.parents.values())
-        return sorted(seen.values(), key=_by_id)
+        """Every node that strictly covers ``node`` (its transitive parents), by id."""
+        return sorted(_ancestors(node).values(), key=_by_id)
 
     def sent_labels(self, node: PosetNode, destination: str) -> set[str]:
         """The labels for which ``node``, or a subscription covering it, was sent to
         ``destination``."""
         found = set(node.sent.get(destination, ()))
-        for ancestor in self.ancestors(node):
+        for ancestor in _ancestors(node).values():
             found |= ancestor.sent.get(destination, set())
         return found
 
@@ -301,14 +294,14 @@ class SubscriptionPoset:
         for child in children:
             del child.parents[node.id]
         for child in children:
-            above = {a.id for a in self.ancestors(child)}
+            above = set(_ancestors(child))
             for parent in parents:
                 if parent.id in above:
                     continue
                 parent.children[child.id] = child
                 child.parents[parent.id] = parent
                 above.add(parent.id)
-                above.update(a.id for a in self.ancestors(parent))
+                above.update(_ancestors(parent))
             if not child.parents:
                 self._roots[child.id] = child
         self._roots.pop(node.id, None)
@@ -322,10 +315,10 @@ class SubscriptionPoset:
         ancestors first; what an earlier one will be sent for counts as covering later ones."""
         planned: dict[int, set[str]] = {}
         chosen = []
-        ordered = sorted(nodes, key=lambda n: (len(self.ancestors(n)), n.id))
+        ordered = sorted(nodes, key=lambda n: (len(_ancestors(n)), n.id))
         for current in ordered:
             have = self.sent_labels(current, destination)
-            for ancestor in self.ancestors(current):
+            for ancestor in _ancestors(current).values():
                 have |= planned.get(ancestor.id, set())
             missing = wants(current, destination) - have
             if missing:
@@ -369,9 +362,9 @@ class SubscriptionPoset:
 
     def match_index(self, publication: qel.Publication) -> list[PosetNode]:
         """Matching nodes found by the predicate index: cost proportional to what the publication
-        satisfies, whatever the shape of the poset."""
-        ids = set().union(*self._index.match_groups(publication))
-        return sorted((self._nodes[i] for i in ids), key=_by_id)
+        satisfies, whatever the shape of the poset. In no particular order."""
+        nodes = self._nodes
+        return [nodes[i] for i in set().union(*self._index.match_groups(publication))]
 
     def match(self, publication: qel.Publication) -> dict[str, set[str]]:
         """For each source, the ids of its subscriptions that match: the notification fan-out."""
@@ -419,6 +412,17 @@ def _labels_of(removed: PosetNode) -> Wants:
 
 def _equivalent(first: qel.Subscription, second: qel.Subscription) -> bool:
     return qel.covers(first, second) and qel.covers(second, first)
+
+
+def _ancestors(node: PosetNode) -> dict[int, PosetNode]:
+    seen: dict[int, PosetNode] = {}
+    stack = list(node.parents.values())
+    while stack:
+        current = stack.pop()
+        if current.id not in seen:
+            seen[current.id] = current
+            stack.extend(current.parents.values())
+    return seen
 
 
 def _by_id(node: PosetNode) -> int:

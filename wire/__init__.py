@@ -1,5 +1,6 @@
 """The wire: message types, their msgpack encoding, and (for the daemons) framing and limits."""
 
+import hypercup
 from wire import messages
 from wire.codec import (
     DEFAULT_WIRE_LIMITS,
@@ -12,7 +13,8 @@ from wire.codec import (
     register,
 )
 
-register(*messages.PEER_REQUESTS, *messages.PEER_REPLIES, *messages.BACKBONE)
+register(*messages.PEER_REQUESTS, *messages.PEER_REPLIES, *messages.BACKBONE, *messages.LINK)
+register(*hypercup.MESSAGE_TYPES.values())
 
 __all__ = [
     "DEFAULT_WIRE_LIMITS",

@@ -91,7 +91,13 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[objec
             max_map_len=limits.max_collection_items,
             max_ext_len=0,
         )
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as error:
+    except (
+        ValueError,
+        TypeError,
+        msgpack.ExtraData,
+        msgpack.FormatError,
+        msgpack.StackError,
+    ) as error:
         raise WireError(f"not a msgpack message: {error}") from None
     if not isinstance(envelope, list) or len(envelope) != 4:
         raise WireError("a message is [version, kind, id, fields]")
@@ -123,15 +129,22 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[objec
     return cls(**values), message_id
 
 
-def _check_depth(value: object, remaining: int, kind: str) -> None:
-    if remaining < 0:
-        raise WireError(f"{kind}: nesting deeper than max_depth")
-    if isinstance(value, list):
-        for item in value:
-            _check_depth(item, remaining - 1, kind)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _check_depth(item, remaining - 1, kind)
+def _check_depth(value: object, limit: int, kind: str) -> None:
+    """Rejects nesting deeper than ``limit`` (the C unpacker already stops at 1024 levels; this
+    makes the bound the protocol's own), visiting containers only."""
+    level: list[object] = [value]
+    depth = 0
+    while level:
+        if depth > limit:
+            raise WireError(f"{kind}: nesting deeper than max_depth ({limit})")
+        deeper: list[object] = []
+        for item in level:
+            if type(item) is list:
+                deeper.extend(x for x in item if type(x) is list or type(x) is dict)
+            elif type(item) is dict:
+                deeper.extend(x for x in item.values() if type(x) is list or type(x) is dict)
+        level = deeper
+        depth += 1
 
 
 # -- converters by type -----------------------------------------------------------------------

@@ -152,3 +152,67 @@ class Notification:
 PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave)
 PEER_REPLIES = (Notify, Ack, Refused)
 BACKBONE = (Elements, Forward, Retract, Notification)
+
+
+# -- links: the first frames of a connection, errors, goodbyes, control -------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hello:
+    """The first frame a connecting side sends: who it is and which protocol it speaks.
+
+    ``role`` is ``peer``, ``superpeer`` or ``control`` (a local command-line client); ``node_id``
+    and ``address`` name the sender (a super-peer's listening address; empty for others).
+    """
+
+    KIND: ClassVar[str] = "link.hello"
+    role: str
+    node_id: str
+    address: str
+    protocol: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Welcome:
+    """The accepting side's answer to ``Hello``."""
+
+    KIND: ClassVar[str] = "link.welcome"
+    node_id: str
+    address: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkError:
+    """Sent just before closing a connection because of what the other side sent."""
+
+    KIND: ClassVar[str] = "link.error"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Goodbye:
+    """The sender is shutting down cleanly; ``reason`` is for logs."""
+
+    KIND: ClassVar[str] = "link.goodbye"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlRequest:
+    """A command from a local command-line client: ``command`` and its arguments as strings."""
+
+    KIND: ClassVar[str] = "control.request"
+    command: str
+    arguments: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlReply:
+    """The answer to a ``ControlRequest``: ``ok`` and a JSON document (or an error text)."""
+
+    KIND: ClassVar[str] = "control.reply"
+    ok: bool
+    body: str
+
+
+LINK = (Hello, Welcome, LinkError, Goodbye, ControlRequest, ControlReply)

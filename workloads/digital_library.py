@@ -3,7 +3,9 @@
 Documents are articles, books, theses and reports with Dublin Core metadata (``dc:creator``,
 ``dc:title``, ``dc:date`` as a year, ``dc:subject`` as a topic URI, ``rdf:type``). Author and topic
 popularity follow a Zipf law, so some subscriptions are popular and many publications share values,
-as in a real library. Subscriptions mix the language's constructs: equality, ranges, ``contains``
+as in a real library. A publisher stands for an institution: given a ``group``, a document's authors
+come from that group's own authors (one in ten from anywhere) and its topics from the group's three
+favourite topics, so property/value advertisements say something about who publishes what. Subscriptions mix the language's constructs: equality, ranges, ``contains``
 and DNF, and a share of them are deliberately generalised copies of others, so that covering
 relations exist for the posets to exploit. Everything is a pure function of the seed.
 """
@@ -72,16 +74,34 @@ class DigitalLibrary:
         return self.last_year - min(span, int(self.rng.expovariate(1 / 6)))
 
     # -- publications ---------------------------------------------------------------------------
-    def document(self, number: int) -> dict[str, object]:
+    def group_author(self, group: int, groups: int) -> str:
+        members = range(group % groups, len(self.names), groups)
+        if self.rng.random() < 0.1 or not members:
+            return self.author()
+        return self.names[members[self._zipf(len(members))]]
+
+    def group_topic(self, group: int) -> str:
+        favourites = [TOPICS[(group * 7 + k * 5) % len(TOPICS)] for k in range(3)]
+        return favourites[self._zipf(3)]
+
+    def document(
+        self, number: int, group: int | None = None, groups: int = 50
+    ) -> dict[str, object]:
         """One document's metadata as plain values (used to render Turtle and to advertise)."""
         words = self.rng.sample(WORDS, self.rng.randint(3, 6))
+        if group is None:
+            creators = {self.author() for _ in range(self.rng.randint(1, 3))}
+            topics = {self.topic() for _ in range(self.rng.randint(1, 2))}
+        else:
+            creators = {self.group_author(group, groups) for _ in range(self.rng.randint(1, 3))}
+            topics = {self.group_topic(group) for _ in range(self.rng.randint(1, 2))}
         return {
             "uri": f"lib:doc-{self.seed}-{number}",
             "class": self.rng.choice(CLASSES),
-            "creators": sorted({self.author() for _ in range(self.rng.randint(1, 3))}),
+            "creators": sorted(creators),
             "title": " ".join(words).capitalize(),
             "year": self.year(),
-            "topics": sorted({self.topic() for _ in range(self.rng.randint(1, 2))}),
+            "topics": sorted(topics),
         }
 
     @staticmethod
@@ -137,13 +157,14 @@ class DigitalLibrary:
 
     # -- advertisements ------------------------------------------------------------------------
     def advertisement(self, documents: list[dict[str, object]]) -> dict[str, object]:
-        """What a publisher of ``documents`` advertises: one of the three levels, chosen at random,
-        always allowing every one of those documents."""
+        """What a publisher of ``documents`` advertises, always allowing every one of them: mostly
+        the property/value level (its own authors and years, as a library would), sometimes only
+        the properties it uses (20%) or only its schemas (10%)."""
         level = self.rng.random()
         prefixes = {"dc": DC, "lib": LIB}
-        if level < 0.3 or not documents:
+        if level < 0.1 or not documents:
             return {"prefixes": prefixes, "schemas": ["dc", "lib", "rdf"]}
-        if level < 0.6:
+        if level < 0.3:
             classes = sorted({str(d["class"]) for d in documents})
             return {
                 "prefixes": prefixes,
@@ -151,11 +172,15 @@ class DigitalLibrary:
             }
         creators = sorted({c for d in documents for c in d["creators"]})  # type: ignore[attr-defined]
         years = [int(d["year"]) for d in documents]  # type: ignore[call-overload]
+        classes = sorted({str(d["class"]) for d in documents})
+        topics = sorted({t for d in documents for t in d["topics"]})  # type: ignore[attr-defined]
         return {
             "prefixes": prefixes,
             "values": {
                 "dc:creator": creators,
                 "dc:date": [{"min": min(years), "max": max(years)}],
+                "rdf:type": [{"uri": c} for c in classes],
+                "dc:subject": [{"uri": t} for t in topics],
             },
         }
 

@@ -1,0 +1,186 @@
+"""Matching and routing-index throughput at 10^3, 10^4 and 10^5 subscriptions, in one run.
+
+    python -m bench.matching [--subscriptions N] [--publications 200] [--seed 1] [--json]
+
+On the generated digital-library workload (equality, ranges, ``contains``, DNF; a share of broad
+subscriptions that cover others; Zipf-distributed authors and topics, so many subscriptions repeat):
+
+* publications/s for: brute force (``qel.matches`` over every subscription), the poset walk (from the
+  roots, descending below matching nodes only), the predicate index (``PredicateIndex.match``, the
+  set of matching keys), and the index's matching filters alone (``match_groups``: what the index
+  finds, without building the union of the keys, whose size is the number of matches);
+* poset insertion rate and memory per subscription (tracemalloc, separate pass) at the largest size;
+* ``covering_origins`` look-ups/s with 1,000 origins, beside checking every origin one by one.
+
+``--subscriptions N`` runs only that size. ``--json`` prints one object whose top-level keys
+(``index_pubs_per_s``, ``index_groups_pubs_per_s``, ``poset_pubs_per_s``, ``brute_pubs_per_s``, ...)
+are for the requested (or largest) size, with every size under ``sizes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import qel
+from indices.routing import AdvertisementIndex
+from poset import PredicateIndex, SubscriptionPoset
+from workloads.digital_library import DigitalLibrary
+
+
+def _per_second(items: list, work: Callable[[object], object], budget: float = 2.0) -> float:
+    """Items/s for ``work`` over ``items``, stopping early after ``budget`` seconds."""
+    done = 0
+    start = time.perf_counter()
+    for item in items:
+        work(item)
+        done += 1
+        if time.perf_counter() - start > budget:
+            break
+    return done / (time.perf_counter() - start)
+
+
+def _subscriptions(library: DigitalLibrary, count: int) -> list[qel.Subscription]:
+    parsed: dict[str, qel.Subscription] = {}
+    result = []
+    for _ in range(count):
+        text = library.subscription()
+        if text not in parsed:
+            parsed[text] = qel.parse_subscription(text)
+        result.append(parsed[text])
+    return result
+
+
+def measure_size(
+    subscriptions: list[qel.Subscription], publications: list[qel.Publication], *, memory: bool
+) -> dict[str, object]:
+    index = PredicateIndex()
+    for key, subscription in enumerate(subscriptions):
+        index.add(key, subscription)
+    index.match(publications[0])  # build the lazy structures before timing
+    poset = SubscriptionPoset()
+    start = time.perf_counter()
+    for key, subscription in enumerate(subscriptions):
+        poset.insert(subscription, f"peer{key % 1000}", str(key))
+    insert_rate = len(subscriptions) / (time.perf_counter() - start)
+    matches = qel.matches
+    brute = _per_second(publications, lambda p: [s for s in subscriptions if matches(s, p)])
+    walk = _per_second(publications, poset.match_walk)
+    full = _per_second(publications * 3, index.match)
+    groups = _per_second(publications * 3, index.match_groups)
+    node_index = _per_second(publications * 3, poset.match_index)
+    answer = sum(len(index.match(p)) for p in publications) / len(publications)
+    statistics = poset.statistics()
+    result: dict[str, object] = {
+        "subscriptions": len(subscriptions),
+        "distinct_subscriptions": len({s.key for s in subscriptions}),
+        "poset_nodes": statistics.nodes,
+        "poset_roots": statistics.roots,
+        "poset_edges": statistics.edges,
+        "mean_matching_subscriptions": round(answer, 1),
+        "brute_pubs_per_s": round(brute, 1),
+        "poset_pubs_per_s": round(walk, 1),
+        "index_pubs_per_s": round(full, 1),
+        "index_groups_pubs_per_s": round(groups, 1),
+        "poset_index_pubs_per_s": round(node_index, 1),
+        "index_vs_brute": round(full / brute, 1),
+        "index_vs_poset": round(full / walk, 1),
+        "poset_vs_brute": round(walk / brute, 1),
+        "poset_inserts_per_s": round(insert_rate),
+    }
+    if memory:
+        del poset
+        tracemalloc.start()
+        traced = SubscriptionPoset()
+        for key, subscription in enumerate(subscriptions):
+            traced.insert(subscription, f"peer{key % 1000}", str(key))
+        used, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        result["poset_bytes_per_subscription"] = round(used / len(subscriptions))
+    return result
+
+
+def measure_origins(
+    library: DigitalLibrary, subscriptions: list[qel.Subscription]
+) -> dict[str, object]:
+    index = AdvertisementIndex()
+    rng = random.Random(7)
+    for number in range(1000):
+        documents = [library.document(n, group=number) for n in range(rng.randint(1, 20))]
+        advertisement = qel.parse_advertisement(library.advertisement(documents))
+        index.add(f"sp{number}", f"sp{number}", advertisement.elements)
+    queries = subscriptions[:2000]
+    lookups = _per_second(queries, index.covering_origins)
+    elements = {origin: index.elements(origin) for origin in index.origins()}
+    brute = _per_second(
+        queries, lambda q: {o for o, es in elements.items() if qel.elements_cover(es, q)}
+    )
+    mean = sum(len(index.covering_origins(q)) for q in queries[:500]) / 500
+    return {
+        "origins": 1000,
+        "covering_origins_per_s": round(lookups),
+        "brute_covering_origins_per_s": round(brute, 1),
+        "covering_origins_speedup": round(lookups / brute, 1),
+        "mean_covering_origins": round(mean, 1),
+    }
+
+
+def run(sizes: list[int], publication_count: int, seed: int) -> dict[str, object]:
+    library = DigitalLibrary(seed=seed)
+    everything = _subscriptions(library, max(sizes))
+    publications = [
+        qel.parse_publications(library.turtle(library.document(n)), id=str(n))[0]
+        for n in range(publication_count)
+    ]
+    results = [
+        measure_size(everything[:size], publications, memory=size == max(sizes)) for size in sizes
+    ]
+    origins = measure_origins(library, everything)
+    report: dict[str, object] = dict(results[-1])
+    report.update(origins)
+    report["sizes"] = results
+    report["publications"] = publication_count
+    report["seed"] = seed
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--subscriptions", type=int, help="one size instead of 10^3, 10^4, 10^5")
+    parser.add_argument("--publications", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = [args.subscriptions] if args.subscriptions else [1_000, 10_000, 100_000]
+    report = run(sizes, args.publications, args.seed)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"digital library, seed {args.seed}, {args.publications} publications (publications/s)")
+    header = f"{'subs':>8} {'distinct':>8} {'matches':>8} {'brute':>9} {'poset':>9} {'index':>9} {'groups':>9} {'idx/brute':>9} {'idx/poset':>9}"
+    print(header)
+    for row in report["sizes"]:  # type: ignore[union-attr]
+        print(
+            f"{row['subscriptions']:>8} {row['distinct_subscriptions']:>8} "
+            f"{row['mean_matching_subscriptions']:>8} {row['brute_pubs_per_s']:>9} "
+            f"{row['poset_pubs_per_s']:>9} {row['index_pubs_per_s']:>9} "
+            f"{row['index_groups_pubs_per_s']:>9} {row['index_vs_brute']:>8}x {row['index_vs_poset']:>8}x"
+        )
+    print(
+        f"poset at {report['subscriptions']}: {report['poset_inserts_per_s']} inserts/s, "
+        f"{report.get('poset_bytes_per_subscription')} bytes per subscription, "
+        f"{report['poset_nodes']} nodes, {report['poset_roots']} roots"
+    )
+    print(
+        f"covering_origins with 1,000 origins: {report['covering_origins_per_s']}/s "
+        f"(one by one: {report['brute_covering_origins_per_s']}/s, {report['covering_origins_speedup']}x), "
+        f"{report['mean_covering_origins']} covering origins on average"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""HyperCuP: the self-organising hypercube backbone of super-peers (pure, sans-IO).
+
+Super-peers hold positions of a binary hypercube; a broadcast follows the spanning tree of its
+origin and costs exactly N-1 messages, every path is at most ceil(log2 N) hops, and every super-peer
+holds one or two positions. ``HypercupNode`` is the protocol one super-peer runs (join, leave,
+failure repair, growing and shrinking the cube); ``LocalView`` answers tree questions from one
+node's knowledge; ``Topology`` is a global snapshot for tests and simulations;
+``hypercup.testing`` drives networks of nodes in memory.
+"""
+
+from hypercup.errors import (
+    HypercupError,
+    LocalProtocolError,
+    MessageError,
+    RemoteProtocolError,
+    TopologyError,
+)
+from hypercup.events import Joined, Left, Output, Send, TopologyChanged
+from hypercup.messages import (
+    MESSAGE_TYPES,
+    Grow,
+    JoinDone,
+    JoinRequest,
+    JoinWalk,
+    LeaveWalk,
+    Lookup,
+    LookupReply,
+    Message,
+    NeighbourUpdate,
+    PeerTable,
+    Reclaim,
+    Released,
+    ReturnTop,
+    Shrink,
+    UpdateAck,
+    Welcome,
+)
+from hypercup.node import HypercupNode, NodeState
+from hypercup.positions import (
+    adjacent,
+    hamming,
+    highest_differing_bit,
+    lowest_differing_bit,
+    neighbour_position,
+    neighbour_positions,
+    next_hop_position,
+    path_positions,
+    top_bit,
+    tree_children_positions,
+    tree_parent_position,
+)
+from hypercup.topology import Topology
+from hypercup.view import LocalView
+
+__all__ = [
+    "MESSAGE_TYPES",
+    "Grow",
+    "HypercupError",
+    "HypercupNode",
+    "JoinDone",
+    "JoinRequest",
+    "JoinWalk",
+    "Joined",
+    "LeaveWalk",
+    "Left",
+    "LocalProtocolError",
+    "LocalView",
+    "Lookup",
+    "LookupReply",
+    "Message",
+    "MessageError",
+    "NeighbourUpdate",
+    "NodeState",
+    "Output",
+    "PeerTable",
+    "Reclaim",
+    "Released",
+    "RemoteProtocolError",
+    "ReturnTop",
+    "Send",
+    "Shrink",
+    "Topology",
+    "TopologyChanged",
+    "TopologyError",
+    "UpdateAck",
+    "Welcome",
+    "adjacent",
+    "hamming",
+    "highest_differing_bit",
+    "lowest_differing_bit",
+    "neighbour_position",
+    "neighbour_positions",
+    "next_hop_position",
+    "path_positions",
+    "top_bit",
+    "tree_children_positions",
+    "tree_parent_position",
+]

@@ -1,0 +1,245 @@
+"""What both halves of the protocol (``_joins``, ``_departures``) share: a node's state, how one
+input becomes a list of outputs, and when a message may be processed.
+
+* ``_run`` handles one input: it collects the outputs, appends a ``TopologyChanged`` when the
+  node's epoch, positions, neighbour table or neighbours' addresses changed, and marks the node
+  BROKEN when the input raised ``RemoteProtocolError`` (its state can no longer be trusted).
+* Epochs: every message but ``JoinRequest`` and ``Released`` carries its sender's epoch. A message
+  from a later epoch is held back until this node's own ``Grow`` / ``Shrink`` arrives (they carry
+  the epoch they start, so they need the one before). A message from an earlier epoch is an error,
+  except a join walk not yet admitted by an anchor, which starts over (``_joins``).
+* A newcomer holds back everything until its ``Welcome``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
+from hypercup.errors import LocalProtocolError, RemoteProtocolError
+from hypercup.events import Left, Output, Send, TopologyChanged
+from hypercup.messages import (
+    ROUTE,
+    Grow,
+    JoinWalk,
+    Message,
+    Released,
+    Shrink,
+    Welcome,
+)
+
+
+class NodeState(enum.Enum):
+    IDLE = "idle"
+    JOINING = "joining"
+    MEMBER = "member"
+    LEAVING = "leaving"
+    LEFT = "left"
+    BROKEN = "broken"
+
+
+@dataclass
+class PendingTake:
+    """A node handed its mirror over and waits for the neighbouring columns to acknowledge."""
+
+    anchor: str
+    anchor_address: str
+    outstanding: set[int]
+
+
+@dataclass
+class PendingRepair:
+    """The repairer rebuilds the failed node's peer table before walking on its behalf."""
+
+    failed: str
+    failed_address: str
+    positions: frozenset[int]
+    found: dict[str, Peer]
+    missing: set[int]
+
+
+class NodeCore:
+    """State and plumbing; ``HypercupNode`` adds the handlers (``_handle``)."""
+
+    _handle: Callable[[str, Message], None]
+    """Processes a message this node may process now (defined by ``HypercupNode``)."""
+
+    def __init__(self, node_id: str, address: str) -> None:
+        if not node_id or not address:
+            raise LocalProtocolError("a node needs a non-empty id and address")
+        self.node_id = node_id
+        self.address = address
+        self._state = NodeState.IDLE
+        self._epoch = 0
+        self._hood: Neighbourhood | None = None
+        self._held_back: list[tuple[str, Message]] = []
+        self._out: list[Output] = []
+        # the anchor's count of admitted joins, and the joins waiting for a grow
+        self._in_flight = 0
+        self._queued: list[JoinWalk] = []
+        # acknowledged updates: the take this node waits on, and the relays it made
+        self._next_ack = 0
+        self._take: PendingTake | None = None
+        self._relays: dict[int, tuple[str, str, int]] = {}
+        self._repair: PendingRepair | None = None
+
+    @property
+    def state(self) -> NodeState:
+        return self._state
+
+    @property
+    def epoch(self) -> int:
+        """How many times the cube changed dimension, as far as this node knows."""
+        return self._epoch
+
+    def busy(self) -> bool:
+        """Whether this node takes part in an operation that is not complete (a join it
+        admitted, handed over or relays, a repair it runs, or messages it holds back)."""
+        return self._joining_activity() or self._repair is not None or bool(self._held_back)
+
+    # -- one input ----------------------------------------------------------------------------
+
+    def _run(self, action: Callable[[], None]) -> list[Output]:
+        if self._state is NodeState.BROKEN:
+            raise LocalProtocolError(f"{self.node_id} hit a protocol error and refuses further use")
+        before = self._snapshot()
+        self._out = []
+        try:
+            action()
+        except RemoteProtocolError:
+            self._state = NodeState.BROKEN
+            raise
+        after = self._snapshot()
+        if after is not None and after != before:
+            assert self._hood is not None
+            self._out.append(
+                TopologyChanged(
+                    epoch=self._epoch, view=self._hood.view(), addresses=self._hood.addresses()
+                )
+            )
+        out, self._out = self._out, []
+        return out
+
+    def _snapshot(self) -> tuple[object, ...] | None:
+        if self._state is not NodeState.MEMBER or self._hood is None:
+            return None
+        hood = self._hood
+        return (
+            self._epoch,
+            hood.dimension,
+            hood.positions,
+            tuple(sorted(hood.holders.items())),
+            tuple(sorted(hood.addresses().items())),
+        )
+
+    def _require_state(self, state: NodeState, operation: str) -> None:
+        if self._state is not state:
+            raise LocalProtocolError(
+                f"{operation}: {self.node_id} is {self._state.value}, not {state.value}"
+            )
+
+    def _member_hood(self, operation: str = "this") -> Neighbourhood:
+        self._require_state(NodeState.MEMBER, operation)
+        assert self._hood is not None
+        return self._hood
+
+    def _send(self, to: str, address: str, message: Message) -> None:
+        assert to != self.node_id, f"{self.node_id} sends {message.KIND} to itself"
+        self._out.append(Send(to=to, address=address, message=message))
+
+    def _new_ack_id(self) -> int:
+        self._next_ack += 1
+        return self._next_ack
+
+    def _joining_activity(self) -> bool:
+        return bool(self._take or self._relays or self._in_flight or self._queued)
+
+    # -- which messages, when -----------------------------------------------------------------
+
+    def _deliver(self, sender: str, message: Message) -> None:
+        state = self._state
+        if state is NodeState.JOINING:
+            if isinstance(message, Welcome):
+                self._guarded(sender, lambda: self._handle(sender, message))
+                self._flush()
+            else:
+                self._held_back.append((sender, message))
+            return
+        if state is NodeState.LEAVING and isinstance(message, Released):
+            self._state = NodeState.LEFT
+            self._hood = None
+            self._out.append(Left())
+            return
+        if state is not NodeState.MEMBER or isinstance(message, Welcome | Released):
+            raise RemoteProtocolError(
+                sender,
+                f"{message.KIND} reached {self.node_id}, which is {state.value}"
+                + (
+                    ": the protocol assumes a departure runs alone"
+                    if state is NodeState.LEAVING
+                    else ""
+                ),
+            )
+        self._dispatch(sender, message)
+
+    def _guarded(self, sender: str, handle: Callable[[], None]) -> None:
+        """Runs a handler; what it finds inconsistent is the sender's protocol error."""
+        try:
+            handle()
+        except KnowledgeError as error:
+            raise RemoteProtocolError(sender, str(error)) from None
+
+    @staticmethod
+    def _required_epoch(message: Message) -> int | None:
+        if isinstance(message, Grow | Shrink):
+            return message.epoch - 1
+        return getattr(message, "epoch", None)
+
+    def _dispatch(self, sender: str, message: Message) -> None:
+        required = self._required_epoch(message)
+        if required is not None and required > self._epoch:
+            self._held_back.append((sender, message))
+            return
+        restartable = (
+            isinstance(message, JoinWalk) and message.phase == ROUTE and not message.admitted
+        )
+        if required is not None and required < self._epoch and not restartable:
+            raise RemoteProtocolError(
+                sender,
+                f"{message.KIND} of epoch {required} reached {self.node_id} in epoch "
+                f"{self._epoch}: the cube changed dimension while it was in flight",
+            )
+        self._guarded(sender, lambda: self._handle(sender, message))
+
+    def _flush(self) -> None:
+        """Processes held-back messages that the node's epoch now allows, in arrival order."""
+        progress = True
+        while progress and self._held_back and self._state is NodeState.MEMBER:
+            progress = False
+            pending, self._held_back = self._held_back, []
+            for sender, message in pending:
+                required = self._required_epoch(message)
+                if required is not None and required > self._epoch:
+                    self._held_back.append((sender, message))
+                else:
+                    self._dispatch(sender, message)
+                    progress = True
+
+    def _require_no_join(self, sender: str, message: Message) -> None:
+        if self._joining_activity():
+            raise RemoteProtocolError(
+                sender,
+                f"{message.KIND} reached {self.node_id} while it takes part in a join: the "
+                "protocol assumes a departure runs alone",
+            )
+
+    def _apply(self, change: Callable[[], None]) -> None:
+        """Changes the dimension (``Neighbourhood.grow`` / ``shrink``): a new epoch begins."""
+        assert not self._joining_activity() and self._repair is None, (
+            "dimension change mid-operation"
+        )
+        change()
+        self._epoch += 1
+        self._flush()

@@ -1,0 +1,295 @@
+"""Joining, growing the cube, and keeping neighbour tables (see ``hypercup.node`` for the
+overview).
+
+The walk. ``route``: one dimension per hop (lowest differing bit first) to the anchor position
+``TOP - 1``. ``search``: starting at the anchor's column (all low bits set), for each bit from the
+highest down, clear it if the column obtained that way is doubled; the node at the current column
+knows, because that column is its neighbour. The last column reached is the lowest doubled one,
+``k``: every bit kept was kept because the column one below the result (``k - 1``) is split.
+
+Why concurrent joins are safe. Joins only ever split columns, so "split" is never stale: a search
+can only be misled into a column that is no longer doubled, and the node there retries from the
+anchor. The take itself is atomic at the node that holds the column. The updates of a take go from
+its base holder K to the base holders of the neighbouring columns (base positions never change
+during joins), and each relays them to its own newcomer; the newcomer A of K's column hears of its
+neighbours only from K (``Welcome``, then K's relays). So every piece of news about a column reaches
+each interested node along one path of FIFO links, in order, and tables stay consistent however
+takes next to each other interleave. Every update is acknowledged, end to end through the relays;
+K then reports ``JoinDone`` to the anchor, and the anchor only grows the cube when no admitted join
+is in flight, so no message of the old epoch is on its way when the dimension changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypercup._core import NodeCore, NodeState, PendingTake
+from hypercup._neighbourhood import Neighbourhood, peers_from_wire
+from hypercup.errors import RemoteProtocolError
+from hypercup.events import Joined
+from hypercup.messages import (
+    ROUTE,
+    SEARCH,
+    Grow,
+    JoinDone,
+    JoinRequest,
+    JoinWalk,
+    NeighbourUpdate,
+    PeerTable,
+    UpdateAck,
+    Welcome,
+)
+from hypercup.positions import adjacent, next_hop_position, top_bit
+
+
+class Joins(NodeCore):
+    def _on_welcome(self, message: Welcome) -> None:
+        self._hood = Neighbourhood(
+            node_id=self.node_id,
+            address=self.address,
+            dimension=message.dimension,
+            positions={message.position},
+            peers=peers_from_wire(message.peers),
+        )
+        self._epoch = message.epoch
+        self._state = NodeState.MEMBER
+        self._out.append(Joined())
+
+    def _require_no_repair(self, sender: str) -> None:
+        if self._repair is not None:
+            raise RemoteProtocolError(
+                sender,
+                f"a join reached {self.node_id}, which repairs a failure: the protocol assumes a "
+                "departure runs alone",
+            )
+
+    def _on_join_request(self, sender: str, message: JoinRequest) -> None:
+        hood = self._member_hood()
+        if sender in hood.peers or sender == self.node_id:
+            raise RemoteProtocolError(sender, f"{sender} asks to join but is already a member")
+        self._require_no_repair(sender)
+        self._advance_join(
+            JoinWalk(
+                epoch=self._epoch,
+                newcomer=sender,
+                newcomer_address=message.address,
+                phase=ROUTE,
+                position=min(hood.positions),
+                bit=-1,
+                admitted=False,
+                anchor=None,
+                anchor_address=None,
+            )
+        )
+
+    def _on_join_walk(self, sender: str, walk: JoinWalk) -> None:
+        """A walk addressed to the mirror we just handed over (the sender had not heard yet) is
+        passed on to its newcomer by ``_advance_join``."""
+        self._require_no_repair(sender)
+        self._advance_join(walk if walk.epoch == self._epoch else self._restart(walk))
+
+    @staticmethod
+    def _anchor_position(hood: Neighbourhood) -> int:
+        return 0 if hood.dimension == 0 else top_bit(hood.dimension) - 1
+
+    def _restart(self, walk: JoinWalk) -> JoinWalk:
+        """The walk starts over from this node, in its epoch, not yet admitted."""
+        return replace(
+            walk,
+            epoch=self._epoch,
+            phase=ROUTE,
+            position=min(self._member_hood().positions),
+            bit=-1,
+            admitted=False,
+            anchor=None,
+            anchor_address=None,
+        )
+
+    def _advance_join(self, walk: JoinWalk) -> None:
+        """Takes the walk's steps at this node until it must go to another node or ends here."""
+        while True:
+            hood = self._member_hood()
+            if walk.position not in hood.positions:
+                holder = hood.holder(walk.position)
+                self._send(holder, hood.address_of(holder), walk)
+                return
+            if walk.phase == ROUTE:
+                anchor = self._anchor_position(hood)
+                if walk.position != anchor:
+                    walk = replace(walk, position=next_hop_position(walk.position, anchor))
+                    continue
+                admitted = self._admit(walk)
+                if admitted is None:
+                    return
+                walk = admitted
+                continue
+            column = walk.position
+            if column | top_bit(hood.dimension) not in hood.positions:
+                self._retry(walk)
+                return
+            bit = walk.bit
+            lower: int | None = None
+            while bit >= 0:
+                assert column >> bit & 1, "the search clears each bit at its own step"
+                candidate = column ^ (1 << bit)
+                bit -= 1
+                if not hood.column_split(candidate):
+                    lower = candidate
+                    break
+            walk = replace(walk, bit=bit)
+            if lower is None:
+                self._take_over(walk)
+                return
+            walk = replace(walk, position=lower)
+
+    def _admit(self, walk: JoinWalk) -> JoinWalk | None:
+        """At the anchor: count the walk and start its search, or grow the cube, or hold the walk
+        while the cube is full and joins are still in flight (None)."""
+        hood = self._member_hood()
+        if walk.admitted:
+            self._in_flight -= 1
+        full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
+        if full:
+            if self._in_flight:
+                self._queued.append(self._restart(walk))
+                return None
+            self._grow()
+            return self._restart(walk)
+        self._in_flight += 1
+        return replace(
+            walk,
+            phase=SEARCH,
+            bit=hood.dimension - 2,
+            admitted=True,
+            anchor=self.node_id,
+            anchor_address=self.address,
+        )
+
+    def _retry(self, walk: JoinWalk) -> None:
+        """The column was taken by a concurrent join: search again from the anchor (the search
+        only moves away from the anchor, so this is never the anchor itself)."""
+        assert walk.anchor not in (None, self.node_id) and walk.anchor_address is not None
+        again = replace(
+            walk, phase=ROUTE, position=self._anchor_position(self._member_hood()), bit=-1
+        )
+        self._send(walk.anchor, walk.anchor_address, again)
+
+    def _take_over(self, walk: JoinWalk) -> None:
+        """Hands this node's mirror to the newcomer, atomically, and tells the columns around."""
+        hood = self._member_hood()
+        assert walk.anchor is not None and walk.anchor_address is not None
+        assert self._take is None, "a column splits once per epoch"
+        column = walk.position
+        mirror = column | top_bit(hood.dimension)
+        welcome = hood.to_wire(around=[mirror])
+        welcome[self.node_id] = (self.address, (column,))
+        hood.release(mirror, walk.newcomer, walk.newcomer_address)
+        self._send(
+            walk.newcomer,
+            walk.newcomer_address,
+            Welcome(epoch=self._epoch, dimension=hood.dimension, position=mirror, peers=welcome),
+        )
+        update: PeerTable = {
+            self.node_id: (self.address, (column,)),
+            walk.newcomer: (walk.newcomer_address, (mirror,)),
+        }
+        outstanding = set()
+        for dimension in range(hood.dimension - 1):
+            base = hood.holder(column ^ (1 << dimension))
+            ack = self._new_ack_id()
+            outstanding.add(ack)
+            self._send(
+                base,
+                hood.address_of(base),
+                NeighbourUpdate(epoch=self._epoch, holders=update, relay=True, ack_id=ack),
+            )
+        self._take = PendingTake(walk.anchor, walk.anchor_address, outstanding)
+        if not outstanding:
+            self._finish_take()
+
+    def _finish_take(self) -> None:
+        take = self._take
+        assert take is not None
+        self._take = None
+        if take.anchor == self.node_id:
+            self._join_done()
+        else:
+            self._send(take.anchor, take.anchor_address, JoinDone(epoch=self._epoch))
+
+    def _on_neighbour_update(self, sender: str, message: NeighbourUpdate) -> None:
+        hood = self._member_hood()
+        for node, peer in peers_from_wire(message.holders).items():
+            hood.claim(node, peer)
+        if message.ack_id is not None and sender not in hood.peers:
+            raise RemoteProtocolError(sender, f"{sender} is not a neighbour of {self.node_id}")
+        if message.relay:
+            base = min(hood.positions)
+            if base >= top_bit(hood.dimension):
+                raise RemoteProtocolError(
+                    sender, f"relay asked of {self.node_id}, which holds no base position"
+                )
+            partner = hood.partner()
+            mirror = base | top_bit(hood.dimension)
+            changed = [p for _, held in message.holders.values() for p in held]
+            if partner is not None and any(adjacent(mirror, p) for p in changed):
+                assert message.ack_id is not None
+                ack = self._new_ack_id()
+                self._relays[ack] = (sender, hood.address_of(sender), message.ack_id)
+                self._send(
+                    partner, hood.address_of(partner), replace(message, relay=False, ack_id=ack)
+                )
+                return
+        if message.ack_id is not None:
+            self._send(
+                sender, hood.address_of(sender), UpdateAck(epoch=self._epoch, ack_id=message.ack_id)
+            )
+
+    def _on_update_ack(self, sender: str, message: UpdateAck) -> None:
+        if message.ack_id in self._relays:
+            origin, address, their_ack = self._relays.pop(message.ack_id)
+            self._send(origin, address, UpdateAck(epoch=self._epoch, ack_id=their_ack))
+        elif self._take is not None and message.ack_id in self._take.outstanding:
+            self._take.outstanding.remove(message.ack_id)
+            if not self._take.outstanding:
+                self._finish_take()
+        else:
+            raise RemoteProtocolError(
+                sender, f"acknowledges update {message.ack_id}, which {self.node_id} did not send"
+            )
+
+    def _on_join_done(self, sender: str, message: JoinDone) -> None:
+        hood = self._member_hood()
+        if self._anchor_position(hood) not in hood.positions or not self._in_flight:
+            raise RemoteProtocolError(sender, f"{self.node_id} admitted no join to report on")
+        self._join_done()
+
+    def _join_done(self) -> None:
+        self._in_flight -= 1
+        if not self._in_flight and self._queued:
+            self._grow()
+
+    def _grow(self) -> None:
+        """At the anchor of a full cube with no join in flight: broadcast ``Grow``, then restart
+        the joins that waited."""
+        hood = self._member_hood()
+        root = min(hood.positions)
+        message = Grow(epoch=self._epoch + 1, dimension=hood.dimension + 1, root=root)
+        for child in hood.view().children(root):
+            self._send(child, hood.address_of(child), message)
+        queued, self._queued = self._queued, []
+        self._apply(hood.grow)
+        for walk in queued:
+            self._advance_join(self._restart(walk))
+
+    def _on_grow(self, sender: str, message: Grow) -> None:
+        hood = self._member_hood()
+        view = hood.view()
+        if message.dimension != hood.dimension + 1 or view.parent(message.root) != sender:
+            raise RemoteProtocolError(
+                sender,
+                f"Grow to dimension {message.dimension} from {sender}, but {self.node_id} is in "
+                f"dimension {hood.dimension} with parent {view.parent(message.root)}",
+            )
+        for child in view.children(message.root):
+            self._send(child, hood.address_of(child), message)
+        self._apply(hood.grow)

@@ -1,0 +1,49 @@
+"""What a ``HypercupNode`` hands back to its runtime: messages to send and events for the core."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from hypercup.messages import Message
+from hypercup.view import LocalView
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Send:
+    """Send ``message`` to node ``to``, reachable at ``address``."""
+
+    to: str
+    address: str
+    message: Message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyChanged:
+    """This node's positions, the cube's dimension or the neighbour table changed.
+
+    ``view`` is the new local view (a ``superpeer.core.TopologyView``); ``addresses`` gives the
+    address of every neighbour in it. Routing state built on the old trees must be revised: every
+    tree changes when the dimension does, and a change of neighbours changes the trees through
+    them."""
+
+    epoch: int
+    view: LocalView
+    addresses: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "addresses", MappingProxyType(dict(self.addresses)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Joined:
+    """This node is now a member of the cube (a ``TopologyChanged`` follows)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Left:
+    """This node is no longer a member: its positions have a new holder (or the cube is empty)."""
+
+
+Output = Send | TopologyChanged | Joined | Left

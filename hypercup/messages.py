@@ -1,0 +1,357 @@
+"""The messages super-peers exchange to keep the cube: frozen, keyword-only, slotted dataclasses.
+
+Every field is a plain value (str, int, bool, None, tuples and str-keyed dicts of those), so that a
+generic codec can encode them by field name; each class names itself on the wire with ``KIND``.
+Messages validate and normalise themselves when built (lists become tuples, position lists are
+sorted), so a decoded message compares equal to the one that was sent.
+
+Node ids are strings; a node's address (``"host:port"``) travels wherever a node learns of a node it
+may have to connect to. A *peer table* (``PeerTable``) maps node ids to ``(address, positions)``:
+what those nodes hold, as they last announced it.
+
+``epoch`` counts the cube's changes of dimension (each grow or shrink adds one); a message is only
+processed by a node in the same epoch (``Grow`` / ``Shrink``: the epoch before), see
+``hypercup.node``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Final
+
+from hypercup.errors import MessageError
+
+PeerTable = dict[str, tuple[str, tuple[int, ...]]]
+"""node id -> (address, positions held, ascending)."""
+
+ROUTE: Final = "route"
+SEARCH: Final = "search"
+_PHASES: Final = (ROUTE, SEARCH)
+
+
+def _check_int(owner: object, name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise MessageError(f"{type(owner).__name__}.{name} must be an int >= {minimum}: {value!r}")
+
+
+def _check_str(owner: object, name: str, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise MessageError(f"{type(owner).__name__}.{name} must be a non-empty string: {value!r}")
+
+
+def _positions(owner: object, name: str, value: object) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple):
+        raise MessageError(f"{type(owner).__name__}.{name} must be a list of positions: {value!r}")
+    for position in value:
+        _check_int(owner, name, position, 0)
+    if len(set(value)) != len(value) or not value:
+        raise MessageError(f"{type(owner).__name__}.{name} must list distinct positions: {value!r}")
+    return tuple(sorted(value))
+
+
+def _peer_table(owner: object, name: str, value: object) -> PeerTable:
+    if not isinstance(value, Mapping):
+        raise MessageError(f"{type(owner).__name__}.{name} must map node ids to entries")
+    table: PeerTable = {}
+    for node, entry in value.items():
+        _check_str(owner, name, node)
+        if not isinstance(entry, list | tuple) or len(entry) != 2:
+            raise MessageError(
+                f"{type(owner).__name__}.{name}[{node!r}] must be (address, positions): {entry!r}"
+            )
+        address, positions = entry
+        _check_str(owner, name, address)
+        table[node] = (address, _positions(owner, name, positions))
+    return table
+
+
+def _normalise(message: Any, **values: object) -> None:
+    for name, value in values.items():
+        object.__setattr__(message, name, value)
+
+
+class _Validated:
+    """Checks the fields every message shares; subclasses add their own in ``_validate``."""
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        names = {f.name for f in fields(self)}  # type: ignore[arg-type]
+        for name in ("epoch", "dimension", "position", "column", "root", "target"):
+            if name in names:
+                _check_int(self, name, getattr(self, name), 0)
+        for name in (
+            "address",
+            "newcomer",
+            "newcomer_address",
+            "leaver",
+            "leaver_address",
+            "base_holder",
+            "base_address",
+            "absent",
+            "avoid",
+            "requester",
+            "requester_address",
+            "holder",
+        ):
+            if name in names:
+                _check_str(self, name, getattr(self, name))
+        for name in ("peers", "holders", "leaver_peers"):
+            if name in names:
+                _normalise(self, **{name: _peer_table(self, name, getattr(self, name))})
+        for name in ("positions", "leaver_positions"):
+            if name in names:
+                _normalise(self, **{name: _positions(self, name, getattr(self, name))})
+        self._validate()
+
+    def _validate(self) -> None:
+        """Per-message checks beyond the shared ones."""
+
+
+# -- joining ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinRequest(_Validated):
+    """Newcomer -> any member: please integrate me (the newcomer's id is the sender)."""
+
+    KIND: ClassVar[str] = "hypercup.join_request"
+    address: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinWalk(_Validated):
+    """A join travelling to the holder of the lowest doubled column, which hands its mirror over.
+
+    ``route``: toward the anchor position ``TOP - 1``, one dimension per hop. ``search``: a binary
+    search from the anchor over the bits of the column, highest first (``bit`` is the next bit to
+    test; -1 when done). ``admitted`` once the anchor counted it as in flight; ``anchor`` is then
+    who to report to."""
+
+    KIND: ClassVar[str] = "hypercup.join_walk"
+    epoch: int
+    newcomer: str
+    newcomer_address: str
+    phase: str
+    position: int
+    bit: int
+    admitted: bool
+    anchor: str | None
+    anchor_address: str | None
+
+    def _validate(self) -> None:
+        if self.phase not in _PHASES:
+            raise MessageError(f"JoinWalk.phase must be one of {_PHASES}: {self.phase!r}")
+        _check_int(self, "bit", self.bit, -1)
+        if self.admitted != (self.anchor is not None) or (self.anchor is None) != (
+            self.anchor_address is None
+        ):
+            raise MessageError("JoinWalk: an admitted walk names its anchor and its address")
+        if self.phase == SEARCH and not self.admitted:
+            raise MessageError("JoinWalk: only an admitted walk searches")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Welcome(_Validated):
+    """Old holder -> newcomer: you now hold ``position``; ``peers`` hold its neighbours."""
+
+    KIND: ClassVar[str] = "hypercup.welcome"
+    epoch: int
+    dimension: int
+    position: int
+    peers: PeerTable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NeighbourUpdate(_Validated):
+    """These nodes now hold exactly these positions.
+
+    With ``relay`` the receiver is the base holder of a column next to the change and passes the
+    update on to the newcomer of its column, if it has one. With an ``ack_id`` the receiver answers
+    ``UpdateAck`` once the update (and its relay) has been applied."""
+
+    KIND: ClassVar[str] = "hypercup.neighbour_update"
+    epoch: int
+    holders: PeerTable
+    relay: bool
+    ack_id: int | None
+
+    def _validate(self) -> None:
+        if self.ack_id is not None:
+            _check_int(self, "ack_id", self.ack_id, 0)
+        if self.relay and self.ack_id is None:
+            raise MessageError("NeighbourUpdate: a relayed update is acknowledged")
+        if not self.holders:
+            raise MessageError("NeighbourUpdate: holders is empty")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateAck(_Validated):
+    KIND: ClassVar[str] = "hypercup.update_ack"
+    epoch: int
+    ack_id: int
+
+    def _validate(self) -> None:
+        _check_int(self, "ack_id", self.ack_id, 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinDone(_Validated):
+    """New holder's old owner -> anchor: the join is complete and every table is updated."""
+
+    KIND: ClassVar[str] = "hypercup.join_done"
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grow(_Validated):
+    """Broadcast along the tree of position ``root``: every position ``x`` is mirrored into
+    ``2**(dimension-1) | x``; the cube now has ``dimension`` dimensions."""
+
+    KIND: ClassVar[str] = "hypercup.grow"
+    epoch: int
+    dimension: int
+    root: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shrink(_Validated):
+    """Broadcast along the tree of position ``root`` (0): drop the top dimension. ``absent`` (the
+    departing node) takes no part; its children in the tree hear from whoever started it."""
+
+    KIND: ClassVar[str] = "hypercup.shrink"
+    epoch: int
+    dimension: int
+    root: int
+    absent: str
+
+
+# -- leaving ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaveWalk(_Validated):
+    """A departure (announced, or a failure being repaired) travelling to the last split column.
+
+    It carries the departing node's positions and peer table, so that any node can take the
+    departed node's steps (it may be dead) and so that its successor can take its place. ``route``:
+    toward position 0. ``search``: binary search over the bits of the column, highest first."""
+
+    KIND: ClassVar[str] = "hypercup.leave_walk"
+    epoch: int
+    dimension: int
+    leaver: str
+    leaver_address: str
+    leaver_positions: tuple[int, ...]
+    leaver_peers: PeerTable
+    failed: bool
+    phase: str
+    position: int
+    bit: int
+
+    def _validate(self) -> None:
+        if self.phase not in _PHASES:
+            raise MessageError(f"LeaveWalk.phase must be one of {_PHASES}: {self.phase!r}")
+        _check_int(self, "bit", self.bit, -1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reclaim(_Validated):
+    """-> the newcomer of the last split column: take the departing node's positions.
+
+    If ``base_holder`` is the departing node, keep your mirror too (you now hold the whole column);
+    otherwise give the mirror back to ``base_holder`` (``ReturnTop``)."""
+
+    KIND: ClassVar[str] = "hypercup.reclaim"
+    epoch: int
+    dimension: int
+    column: int
+    base_holder: str
+    base_address: str
+    leaver: str
+    leaver_address: str
+    leaver_positions: tuple[int, ...]
+    leaver_peers: PeerTable
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReturnTop(_Validated):
+    """Newcomer -> base holder of its column: the mirror is yours again; ``peers`` hold its
+    neighbours."""
+
+    KIND: ClassVar[str] = "hypercup.return_top"
+    epoch: int
+    column: int
+    leaver: str
+    peers: PeerTable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Released(_Validated):
+    """-> the departing node: your positions have a new holder; you may go."""
+
+    KIND: ClassVar[str] = "hypercup.released"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lookup(_Validated):
+    """Who holds ``target``? Routed toward it around the failed node ``avoid``; the first node that
+    knows answers ``requester`` directly."""
+
+    KIND: ClassVar[str] = "hypercup.lookup"
+    epoch: int
+    target: int
+    avoid: str
+    requester: str
+    requester_address: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LookupReply(_Validated):
+    KIND: ClassVar[str] = "hypercup.lookup_reply"
+    epoch: int
+    target: int
+    holder: str
+    address: str
+    positions: tuple[int, ...]
+
+
+Message = (
+    JoinRequest
+    | JoinWalk
+    | Welcome
+    | NeighbourUpdate
+    | UpdateAck
+    | JoinDone
+    | Grow
+    | Shrink
+    | LeaveWalk
+    | Reclaim
+    | ReturnTop
+    | Released
+    | Lookup
+    | LookupReply
+)
+
+MESSAGE_TYPES: Final[Mapping[str, type[Message]]] = {
+    cls.KIND: cls
+    for cls in (
+        JoinRequest,
+        JoinWalk,
+        Welcome,
+        NeighbourUpdate,
+        UpdateAck,
+        JoinDone,
+        Grow,
+        Shrink,
+        LeaveWalk,
+        Reclaim,
+        ReturnTop,
+        Released,
+        Lookup,
+        LookupReply,
+    )
+}
+"""Every message class by its ``KIND``, for codecs."""

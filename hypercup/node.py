@@ -1,0 +1,238 @@
+"""``HypercupNode``: one super-peer's part in keeping the cube, as a sans-IO state machine.
+
+Inputs are calls (``create``, ``join_via``, ``leave``, ``neighbour_failed``) and messages
+(``receive(sender, message)``); each returns a list of outputs: ``Send`` for the runtime to deliver,
+and ``Joined`` / ``TopologyChanged`` / ``Left`` for the super-peer core. No sockets, clocks or
+randomness: failure detection is the runtime's job (it calls ``neighbour_failed``).
+
+The shape kept is described in ``hypercup.topology``: columns ``x < TOP`` whose mirror ``TOP | x``
+is held by a newcomer for exactly ``x < k`` (prefix order), by the base holder otherwise. The
+prefix order lets a node find ``k`` with local knowledge, by a binary search in which every step is
+one hop: a node knows, for each neighbour, every position that neighbour holds, so it can tell
+whether the neighbour's column is split.
+
+Join (newcomer A contacts any member C): ``JoinRequest`` A -> C. C starts a ``JoinWalk`` that is
+routed to the *anchor* position ``TOP - 1`` (at most d hops), then searches down from it for the
+lowest doubled column ``k`` (at most d - 1 hops; ``TOP - 1`` is doubled unless the cube is full).
+Its holder K hands the mirror ``TOP | k`` to A (``Welcome``, with the holders around it) and tells
+the base holders of the d - 1 neighbouring columns (``NeighbourUpdate``), each of which relays the
+update to the newcomer of its own column, if there is one. Every update is acknowledged, and K
+reports ``JoinDone`` to the anchor.
+Grow: when the anchor finds its own column split, the cube is full (``N = 2**d``). Once no admitted
+join is in flight it broadcasts ``Grow`` along its tree (N - 1 messages): every position ``x`` is
+mirrored into ``2**d | x``, physically nothing moves, every node now holds a doubled column, and
+waiting joins restart in the new cube. This is the worst case of a join, N - 1 messages, once every
+N/2 joins: amortised O(1).
+
+Leave (announced) or failure: a ``LeaveWalk`` carrying the departing node L's positions and peer
+table is routed to position 0 and searches up for the last split column ``x = k - 1``; any node can
+take L's steps from the table it carries, so L may be dead. Then, as in deleting from a heap, the
+newcomer Z of column x takes L's positions and its mirror returns to the base holder X, whose column
+becomes doubled (``Reclaim`` -> Z, ``ReturnTop`` Z -> X); if L is Z, X takes its mirror back; if L
+is X, Z takes X's base position and keeps its mirror. X and Z each announce their new holdings to
+every neighbour, old and new (``NeighbourUpdate``), and L is ``Released``.
+Shrink: when column 0 is doubled every column is (``k = 0``): the walk first broadcasts ``Shrink``
+from position 0 (N - 1 messages; the departing node is skipped and its children hear from the
+walk), every node drops its mirror, and the walk goes on in the smaller cube, where every column is
+split.
+
+Failure: the runtime calls ``neighbour_failed(L)`` on L's neighbours. Exactly one of them repairs:
+the holder of the neighbour of L's lowest position across the lowest dimension whose neighbour is
+not L's own. It rebuilds L's peer table: it knows some holders itself and asks for the others with a
+``Lookup`` routed around L (2 or 3 hops each), then it starts the ``LeaveWalk`` on L's behalf. The
+others only apply the announcements that follow.
+
+Costs, with d the dimension (``ceil(log2 N)``, or ``log2 N + 1`` right after leaves made ``k = 0``):
+
+* join: at most 2d walk hops (more only when a concurrent join forces a retry), a ``Welcome``,
+  d - 1 updates, at most d - 1 relays, as many acknowledgements and a ``JoinDone``: under 6d + 2
+  messages. It changes the neighbour tables of at most 2d super-peers (K, the newcomer, and the
+  holders of the d - 1 neighbouring mirrors); the base holders around learn that K's column split.
+* leave: at most 2d - 1 walk hops, ``Reclaim``, ``ReturnTop``, ``Released``, and two
+  announcements to at most 2d neighbours each: under 7d + 3 messages, changing at most 4d tables.
+  A failure adds at most 2d lookups (a few hops and a reply each).
+* worst case: an operation that grows or shrinks the cube adds N - 1 messages and changes every
+  super-peer's table. Joins alone grow the cube once every N/2 joins (amortised O(1) per join);
+  joins and leaves alternating one for one never grow and shrink repeatedly. But the bound of two
+  positions per node forces a full cube to grow on the next join and a cube of doubled columns to
+  shrink on the next leave, so the adversarial sequence join, leave, leave, join, repeated around
+  N = 2**m, pays a grow and a shrink every four operations.
+
+Bound on positions: every node always holds one position or two (a doubled column), after any
+sequence of joins, leaves and failures, because each operation restores the shape exactly.
+
+Concurrency model. Links are reliable and FIFO (a message never overtakes an earlier one on the same
+link); nothing else is assumed about timing.
+
+* Joins may run concurrently with each other, through any contacts. The take is atomic at K: a walk
+  that reaches a column that is no longer doubled (a concurrent join took it) retries from the
+  anchor. A node's knowledge of a neighbour's column can only be stale in one direction (doubled
+  when it was just split), so the search never skips the lowest doubled column. Every update about a
+  column travels one path, its base holder -> the neighbouring base holders -> their newcomers,
+  and each hop is FIFO, so concurrent takes next to each other leave consistent tables. The anchor
+  grows only when no admitted join is in flight and every one of their updates is acknowledged, so
+  no message of the old cube is left in flight when the dimension changes.
+* Messages carry the sender's ``epoch`` (number of grows and shrinks so far); a node holds back a
+  message from a later epoch until its own ``Grow`` / ``Shrink`` arrives, and restarts a join walk
+  from an earlier epoch that was not yet admitted.
+* Limitation: a departure (leave or failure repair) must run alone: no join and no other departure
+  in progress anywhere until it is complete (the test driver serialises them). A node raises
+  ``LocalProtocolError`` when asked to leave or repair while it takes part in a join, and
+  ``RemoteProtocolError`` when a departure's message reaches it in the middle of a join or while it
+  is leaving; other overlaps cannot be detected locally.
+* A newcomer holds back every message until its ``Welcome`` arrives.
+
+States: IDLE --create--> MEMBER; IDLE --join_via--> JOINING --Welcome--> MEMBER;
+MEMBER --leave--> LEAVING --Released--> LEFT (or MEMBER --leave, alone--> LEFT). After a
+``RemoteProtocolError`` the node is BROKEN and refuses further use.
+"""
+
+from __future__ import annotations
+
+from hypercup._core import NodeState
+from hypercup._departures import Departures
+from hypercup._joins import Joins
+from hypercup._neighbourhood import Neighbourhood
+from hypercup.errors import LocalProtocolError
+from hypercup.events import Joined, Left, Output
+from hypercup.messages import (
+    Grow,
+    JoinDone,
+    JoinRequest,
+    JoinWalk,
+    LeaveWalk,
+    Lookup,
+    LookupReply,
+    Message,
+    NeighbourUpdate,
+    Reclaim,
+    ReturnTop,
+    Shrink,
+    UpdateAck,
+    Welcome,
+)
+from hypercup.positions import neighbour_positions
+from hypercup.view import LocalView
+
+__all__ = ["HypercupNode", "NodeState"]
+
+
+class HypercupNode(Joins, Departures):
+    """The topology protocol of super-peer ``node_id``, reachable at ``address``."""
+
+    # -- what the runtime and the core can see ----------------------------------------------
+
+    def view(self) -> LocalView:
+        """This node's positions and neighbour table (only while it is a member)."""
+        return self._member_hood("view").view()
+
+    def known_peers(self) -> dict[str, tuple[str, frozenset[int]]]:
+        """Every neighbour's address and the positions it announced (a member's knowledge)."""
+        hood = self._member_hood("known_peers")
+        return {node: (peer.address, peer.positions) for node, peer in hood.peers.items()}
+
+    # -- inputs -------------------------------------------------------------------------------
+
+    def create(self) -> list[Output]:
+        """Become the only member of a new cube (dimension 0, position 0)."""
+
+        def action() -> None:
+            self._require_state(NodeState.IDLE, "create")
+            self._hood = Neighbourhood(
+                node_id=self.node_id, address=self.address, dimension=0, positions={0}, peers={}
+            )
+            self._state = NodeState.MEMBER
+            self._out.append(Joined())
+
+        return self._run(action)
+
+    def join_via(self, contact_id: str, contact_address: str) -> list[Output]:
+        """Ask member ``contact_id`` to integrate this node; ``Joined`` comes with the
+        ``Welcome``."""
+
+        def action() -> None:
+            self._require_state(NodeState.IDLE, "join_via")
+            if contact_id == self.node_id:
+                raise LocalProtocolError(f"{self.node_id} cannot join through itself")
+            self._state = NodeState.JOINING
+            self._send(contact_id, contact_address, JoinRequest(address=self.address))
+
+        return self._run(action)
+
+    def leave(self) -> list[Output]:
+        """Announce this node's departure; ``Left`` comes once its positions have a successor
+        (at once if it is the last member)."""
+
+        def action() -> None:
+            hood = self._member_hood("leave")
+            if self.busy():
+                raise LocalProtocolError(
+                    f"{self.node_id} cannot leave while it takes part in another operation: the "
+                    "protocol assumes a departure runs alone"
+                )
+            if not hood.peers:
+                self._state = NodeState.LEFT
+                self._hood = None
+                self._out.append(Left())
+                return
+            self._start_leave()
+
+        return self._run(action)
+
+    def neighbour_failed(self, node_id: str) -> list[Output]:
+        """The runtime saw neighbour ``node_id`` (one of ``view().neighbours()``) stop answering.
+        Only the neighbour designated in the module docstring repairs; for the others this changes
+        nothing, and they take the repair's announcements when they come."""
+
+        def action() -> None:
+            hood = self._member_hood("neighbour_failed")
+            if node_id not in hood.peers:
+                raise LocalProtocolError(f"{node_id} is not a neighbour of {self.node_id}")
+            lost = hood.peers[node_id].positions
+            lowest = min(lost)
+            repairer = next(q for q in neighbour_positions(lowest, hood.dimension) if q not in lost)
+            if repairer not in hood.positions:
+                return
+            if self.busy():
+                raise LocalProtocolError(
+                    f"{self.node_id} cannot repair the failure of {node_id} while it takes part in "
+                    "another operation: the protocol assumes a departure runs alone"
+                )
+            self._start_repair(node_id)
+
+        return self._run(action)
+
+    def receive(self, sender_id: str, message: Message) -> list[Output]:
+        """Process ``message`` from node ``sender_id``."""
+        return self._run(lambda: self._deliver(sender_id, message))
+
+    def _handle(self, sender: str, message: Message) -> None:
+        match message:
+            case Welcome():
+                self._on_welcome(message)
+            case JoinRequest():
+                self._on_join_request(sender, message)
+            case JoinWalk():
+                self._on_join_walk(sender, message)
+            case NeighbourUpdate():
+                self._on_neighbour_update(sender, message)
+            case UpdateAck():
+                self._on_update_ack(sender, message)
+            case JoinDone():
+                self._on_join_done(sender, message)
+            case Grow():
+                self._on_grow(sender, message)
+            case Shrink():
+                self._on_shrink(sender, message)
+            case LeaveWalk():
+                self._on_leave_walk(sender, message)
+            case Reclaim():
+                self._on_reclaim(sender, message)
+            case ReturnTop():
+                self._on_return_top(sender, message)
+            case Lookup():
+                self._route_lookup(message)
+            case LookupReply():
+                self._on_lookup_reply(sender, message)
+            case _:
+                raise AssertionError(f"{message.KIND} is handled before it is dispatched")

@@ -1,0 +1,330 @@
+"""``HypercupNode`` as a state machine: outputs of single inputs, held-back messages, errors."""
+
+import pytest
+
+from hypercup import (
+    Grow,
+    HypercupNode,
+    JoinDone,
+    Joined,
+    JoinRequest,
+    LeaveWalk,
+    Left,
+    LocalProtocolError,
+    LookupReply,
+    NeighbourUpdate,
+    NodeState,
+    Reclaim,
+    Released,
+    RemoteProtocolError,
+    ReturnTop,
+    Send,
+    TopologyChanged,
+    UpdateAck,
+    Welcome,
+)
+from hypercup.testing import Network, address_of
+
+
+def node(name: str) -> HypercupNode:
+    return HypercupNode(name, address_of(name))
+
+
+def pair() -> tuple[HypercupNode, HypercupNode]:
+    """``a`` created the cube and ``b`` joined it, messages delivered by hand."""
+    a, b = node("a"), node("b")
+    a.create()
+    (request,) = b.join_via("a", address_of("a"))
+    (welcome, _) = a.receive("b", request.message)
+    b.receive("a", welcome.message)
+    return a, b
+
+
+def test_create_makes_a_cube_of_one() -> None:
+    a = node("a")
+    joined, changed = a.create()
+    assert joined == Joined()
+    assert isinstance(changed, TopologyChanged)
+    assert changed.epoch == 0 and changed.view.dimension == 0
+    assert changed.view.positions == {0} and dict(changed.view.table) == {}
+
+
+def test_a_join_step_by_step() -> None:
+    a, b = node("a"), node("b")
+    a.create()
+    (request,) = b.join_via("a", address_of("a"))
+    assert request == Send(
+        to="a", address=address_of("a"), message=JoinRequest(address="b.sim:4000")
+    )
+    assert b.state is NodeState.JOINING
+    # a is alone (dimension 0, a full cube): it grows to dimension 1 and hands position 1 over.
+    welcome, changed = a.receive("b", request.message)
+    assert welcome.to == "b"
+    assert welcome.message == Welcome(
+        epoch=1, dimension=1, position=1, peers={"a": (address_of("a"), (0,))}
+    )
+    assert isinstance(changed, TopologyChanged)
+    assert changed.view.positions == {0} and dict(changed.view.table) == {1: "b"}
+    assert dict(changed.addresses) == {"b": address_of("b")}
+    joined, changed = b.receive("a", welcome.message)
+    assert joined == Joined()
+    assert isinstance(changed, TopologyChanged)
+    assert changed.view.positions == {1} and dict(changed.view.table) == {0: "a"}
+    assert not a.busy() and not b.busy()
+
+
+def test_a_newcomer_holds_messages_back_until_welcomed() -> None:
+    a, b = node("a"), node("b")
+    a.create()
+    (request,) = b.join_via("a", address_of("a"))
+    (welcome, _) = a.receive("b", request.message)
+    early = NeighbourUpdate(
+        epoch=1, holders={"a": (address_of("a"), (0,))}, relay=False, ack_id=None
+    )
+    assert b.receive("a", early) == []
+    assert b.busy()
+    outputs = b.receive("a", welcome.message)
+    assert outputs[0] == Joined()
+    assert not b.busy()
+
+
+def test_messages_from_a_later_epoch_wait_for_the_change_of_dimension() -> None:
+    _a, b = pair()
+    later = NeighbourUpdate(
+        epoch=2, holders={"a": (address_of("a"), (0, 2))}, relay=False, ack_id=None
+    )
+    assert b.receive("a", later) == []
+    assert b.busy()
+    grow = Grow(epoch=2, dimension=2, root=0)
+    outputs = b.receive("a", grow)
+    assert not b.busy()
+    (changed,) = outputs
+    assert isinstance(changed, TopologyChanged)
+    assert changed.epoch == 2 and changed.view.positions == {1, 3}
+    assert dict(changed.view.table) == {0: "a", 2: "a"}
+
+
+def test_a_stale_message_breaks_the_node() -> None:
+    _a, b = pair()
+    stale = NeighbourUpdate(
+        epoch=0, holders={"a": (address_of("a"), (0,))}, relay=False, ack_id=None
+    )
+    with pytest.raises(RemoteProtocolError, match="epoch 0 reached b in epoch 1"):
+        b.receive("a", stale)
+    assert b.state is NodeState.BROKEN
+    with pytest.raises(LocalProtocolError, match="refuses further use"):
+        b.leave()
+
+
+@pytest.mark.parametrize(
+    ("message", "text"),
+    [
+        (UpdateAck(epoch=1, ack_id=9), "did not send"),
+        (ReturnTop(epoch=1, column=1, leaver="x", peers={}), "does not hold next to us"),
+        (Welcome(epoch=1, dimension=1, position=1, peers={}), "which is member"),
+        (Released(), "which is member"),
+        (JoinRequest(address=address_of("b")), "already a member"),
+        (Grow(epoch=2, dimension=3, root=0), "Grow to dimension 3"),
+    ],
+)
+def test_messages_the_protocol_does_not_allow(message, text: str) -> None:
+    a, _ = pair()
+    with pytest.raises(RemoteProtocolError, match=text) as raised:
+        a.receive("b", message)
+    assert raised.value.sender == "b"
+    assert a.state is NodeState.BROKEN
+
+
+def test_local_misuse_changes_nothing() -> None:
+    lonely = node("x")
+    with pytest.raises(LocalProtocolError, match="x is idle, not member"):
+        lonely.leave()
+    with pytest.raises(LocalProtocolError, match="through itself"):
+        lonely.join_via("x", address_of("x"))
+    a, _ = pair()
+    with pytest.raises(LocalProtocolError, match="nobody is not a neighbour"):
+        a.neighbour_failed("nobody")
+    with pytest.raises(LocalProtocolError, match="a is member, not idle"):
+        a.create()
+    assert a.state is NodeState.MEMBER
+    with pytest.raises(RemoteProtocolError, match="which is idle"):
+        lonely.receive("a", Released())
+
+
+def test_a_node_alone_leaves_at_once_and_a_leaving_node_only_accepts_its_release() -> None:
+    a = node("a")
+    a.create()
+    assert a.leave() == [Left()]
+    assert a.state is NodeState.LEFT
+    a, b = pair()
+    outputs = b.leave()
+    assert all(isinstance(o, Send) for o in outputs)
+    assert b.state is NodeState.LEAVING
+    with pytest.raises(RemoteProtocolError, match="departure runs alone"):
+        b.receive("a", Grow(epoch=2, dimension=2, root=0))
+    _, c = pair()
+    c.leave()
+    assert c.receive("a", Released()) == [Left()]
+    assert c.state is NodeState.LEFT
+
+
+def test_only_the_designated_neighbour_repairs_a_failure() -> None:
+    network = Network(seed=3)
+    network.create("n0")
+    for i in range(1, 8):
+        network.join(f"n{i}")
+    topology = network.check()
+    failed = topology.holder(5)  # d = 3, every column split: lowest position 5, repairer at 4
+    for watcher in sorted(topology.neighbours(failed)):
+        outputs = network.node(watcher).neighbour_failed(failed)
+        assert bool(outputs) == (watcher == topology.holder(4))
+
+
+def messages(outputs: list, to: str) -> list:
+    return [o.message for o in outputs if isinstance(o, Send) and o.to == to]
+
+
+def test_a_node_refuses_to_leave_in_the_middle_of_a_join() -> None:
+    a, b = pair()
+    c = node("c")
+    (request,) = c.join_via("a", address_of("a"))
+    # The cube of two is full: a grows it and sends the walk on to the new anchor, b.
+    grow, walk = messages(a.receive("c", request.message), "b")
+    assert isinstance(grow, Grow)
+    b.receive("a", grow)
+    (walk,) = messages(b.receive("a", walk), "a")  # column 1 is doubled, so is column 0: to a
+    outputs = a.receive("b", walk)
+    (welcome,) = messages(outputs, "c")
+    (update,) = messages(outputs, "b")
+    assert welcome.position == 2 and update.relay
+    assert a.busy()
+    with pytest.raises(LocalProtocolError, match="departure runs alone"):
+        a.leave()
+    (ack,) = messages(b.receive("a", update), "a")
+    assert ack == UpdateAck(epoch=2, ack_id=update.ack_id)
+    (done,) = messages(a.receive("b", ack), "b")  # b admitted the walk: it is the anchor
+    assert isinstance(done, JoinDone)
+    assert not a.busy() and b.busy()
+    assert b.receive("a", done) == []
+    assert not b.busy()
+
+
+def cube(n: int) -> Network:
+    network = Network(seed=n)
+    network.create("n0")
+    for i in range(1, n):
+        network.join(f"n{i}")
+    network.check()
+    return network
+
+
+def some_walk(position: int, dimension: int = 3, epoch: int = 3) -> LeaveWalk:
+    return LeaveWalk(
+        epoch=epoch,
+        dimension=dimension,
+        leaver="gone",
+        leaver_address=address_of("gone"),
+        leaver_positions=(7,),
+        leaver_peers={},
+        failed=True,
+        phase="route",
+        position=position,
+        bit=-1,
+    )
+
+
+def test_what_a_node_cannot_be_told() -> None:
+    network = cube(8)  # d = 3, epoch 3, every column split
+    topology = network.check()
+    holder0, holder1 = topology.holder(0), topology.holder(1)
+    cases = [
+        (some_walk(position=1), "not held by"),
+        (
+            Reclaim(
+                epoch=3,
+                dimension=3,
+                column=1,
+                base_holder=holder1,
+                base_address=address_of(holder1),
+                leaver="gone",
+                leaver_address=address_of("gone"),
+                leaver_positions=(7,),
+                leaver_peers={},
+                failed=True,
+            ),
+            "Reclaim of the mirror 5",
+        ),
+        (
+            LookupReply(epoch=3, target=5, holder="x", address=address_of("x"), positions=(5,)),
+            "nobody asked for",
+        ),
+        (JoinDone(epoch=3), "admitted no join"),
+        (
+            NeighbourUpdate(
+                epoch=3, holders={holder0: (address_of(holder0), (0,))}, relay=False, ack_id=None
+            ),
+            f"about {holder0} reached {holder0} itself",
+        ),
+        (
+            NeighbourUpdate(
+                epoch=3, holders={"x": (address_of("x"), (0,))}, relay=False, ack_id=None
+            ),
+            "claims positions",
+        ),
+    ]
+    for message, text in cases:
+        with pytest.raises(RemoteProtocolError, match=text):
+            network.node(holder0).receive(holder1, message)
+        network = cube(8)
+    stranger = NeighbourUpdate(
+        epoch=3, holders={"x": (address_of("x"), (6,))}, relay=True, ack_id=1
+    )
+    with pytest.raises(RemoteProtocolError, match="x is not a neighbour"):
+        network.node(holder0).receive("x", stranger)
+
+
+def test_a_relay_is_only_asked_of_a_base_holder() -> None:
+    network = cube(8)
+    topology = network.check()
+    newcomer, base = topology.holder(4), topology.holder(0)
+    update = NeighbourUpdate(
+        epoch=3, holders={base: (address_of(base), (0,))}, relay=True, ack_id=1
+    )
+    with pytest.raises(RemoteProtocolError, match="holds no base position"):
+        network.node(newcomer).receive(base, update)
+
+
+def test_a_welcome_that_leaves_a_neighbour_unknown_is_refused() -> None:
+    a = node("a")
+    a.join_via("b", address_of("b"))
+    with pytest.raises(RemoteProtocolError, match="nobody is known to hold positions"):
+        a.receive("b", Welcome(epoch=1, dimension=2, position=2, peers={"b": ("b.sim:4000", (0,))}))
+
+
+def test_joins_and_repairs_do_not_overlap() -> None:
+    network = cube(8)
+    topology = network.check()
+    failed = topology.holder(5)
+    repairer = network.node(topology.holder(4))
+    assert repairer.neighbour_failed(failed)  # it starts asking around
+    assert repairer.busy()
+    with pytest.raises(RemoteProtocolError, match="repairs a failure"):
+        repairer.receive("newcomer", JoinRequest(address=address_of("newcomer")))
+    network = cube(8)
+    repairer = network.node(topology.holder(4))
+    repairer.neighbour_failed(failed)
+    with pytest.raises(LocalProtocolError, match="departure runs alone"):
+        repairer.neighbour_failed(failed)
+
+
+def test_a_departure_reaching_a_node_in_the_middle_of_a_join_is_refused() -> None:
+    a, b = pair()
+    c = node("c")
+    (request,) = c.join_via("a", address_of("a"))
+    grow, walk = messages(a.receive("c", request.message), "b")
+    b.receive("a", grow)
+    (walk,) = messages(b.receive("a", walk), "a")
+    a.receive("b", walk)
+    assert a.busy()
+    with pytest.raises(RemoteProtocolError, match="takes part in a join"):
+        a.receive("b", some_walk(position=0, dimension=2, epoch=2))

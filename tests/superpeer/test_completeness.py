@@ -1,0 +1,109 @@
+"""The completeness property (the most important test of the project): on random workloads and
+random hypercube sizes, every peer receives exactly the publications that match one of its
+subscriptions active at publish time and that the publisher's advertisement allows; no duplicates;
+nothing else. The oracle is a central brute-force matcher over the whole workload."""
+
+import json
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from superpeer.sim import Simulation
+from tests.strategies import advertisements, publications, subscriptions
+from tests.superpeer.oracle import expected_deliveries
+
+BROAD = {"schemas": ["dc", "rdf", "http://example.org/"]}
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """Joins, advertisements (often broad, so publications are allowed) and subscriptions first,
+    then a random mix where publications dominate, with churn and unsubscriptions."""
+    superpeers = draw(st.integers(1, 12))
+    peers = [f"p{i}" for i in range(draw(st.integers(1, 6)))]
+    ops: list[dict] = [
+        {"op": "join", "peer": peer, "superpeer": draw(st.integers(0, superpeers - 1))}
+        for peer in peers
+    ]
+
+    def advertise(peer: str) -> dict:
+        fields = BROAD if draw(st.booleans()) else json.loads(draw(advertisements()).to_text())
+        return {"op": "advertise", "peer": peer, **fields}
+
+    def subscribe(peer: str) -> dict:
+        query = draw(subscriptions(max_patterns=2, repeat_predicates=True)).to_text()
+        return {
+            "op": "subscribe",
+            "peer": peer,
+            "id": f"s{draw(st.integers(0, 3))}",
+            "query": query,
+        }
+
+    ops += [advertise(peer) for peer in peers]
+    ops += [subscribe(draw(st.sampled_from(peers))) for _ in range(draw(st.integers(1, 8)))]
+    present = set(peers)
+    for number in range(draw(st.integers(1, 25))):
+        peer = draw(st.sampled_from(peers))
+        kind = draw(
+            st.sampled_from(
+                ["publish"] * 6
+                + ["advertise", "subscribe", "unsubscribe", "detach", "attach", "leave", "join"]
+            )
+        )
+        if kind == "advertise":
+            ops.append(advertise(peer))
+        elif kind == "subscribe":
+            ops.append(subscribe(peer))
+        elif kind == "unsubscribe":
+            ops.append({"op": "unsubscribe", "peer": peer, "id": f"s{draw(st.integers(0, 3))}"})
+        elif kind == "publish":
+            text = draw(publications()).to_text()
+            ops.append(
+                {"op": "publish", "peer": peer, "id": f"n{number}", "format": "nt", "data": text}
+            )
+        elif kind == "leave":
+            if peer in present:
+                present.discard(peer)
+                ops.append({"op": "leave", "peer": peer})
+        elif kind == "join":
+            if peer not in present:
+                present.add(peer)
+                ops.append(
+                    {"op": "join", "peer": peer, "superpeer": draw(st.integers(0, superpeers - 1))}
+                )
+                ops.append(advertise(peer))
+        else:
+            ops.append({"op": kind, "peer": peer})
+    return superpeers, ops
+
+
+def run(superpeers: int, ops: list[dict], **options) -> Simulation:
+    simulation = Simulation(superpeers, **options)
+    for op in ops:
+        simulation.apply(dict(op))
+    return simulation
+
+
+@settings(max_examples=150)
+@given(workloads(), st.booleans(), st.integers(0, 3))
+def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, seed):
+    superpeers, ops = workload
+    simulation = run(superpeers, ops, interleave=interleave, seed=seed)
+    expected = expected_deliveries(superpeers, ops)
+    delivered = sum(len(v) for v in expected.values())
+    event(f"deliveries: {'none' if not delivered else '1-3' if delivered < 4 else 'more'}")
+    assert simulation.deliveries() == expected
+    assert simulation.duplicates == 0
+
+
+@settings(max_examples=40)
+@given(workloads())
+def test_after_everyone_unsubscribes_no_routing_state_is_left(workload):
+    superpeers, ops = workload
+    simulation = run(superpeers, ops)
+    for name in list(simulation.peers):
+        simulation.apply({"op": "attach", "peer": name})
+        simulation.apply({"op": "leave", "peer": name})
+    for core in simulation.cores.values():
+        assert len(core.poset) == 0, f"{core.node_id} keeps subscriptions nobody holds"
+        assert core.ads.origins() == [], f"{core.node_id} keeps advertisements nobody makes"

@@ -1,0 +1,83 @@
+"""Message economy: broadcasts cost N-1 messages, covered subscriptions cost nothing more, and a
+notification crosses each link at most once (checked on the trace logs, which also checks them)."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from superpeer.sim import Simulation
+from superpeer.sim.generate import generate
+from superpeer.trace import FIELDS
+
+DC = "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n"
+
+
+@pytest.mark.parametrize("superpeers", [1, 2, 3, 4, 7, 8, 12, 16, 33])
+def test_an_advertisement_reaches_every_super_peer_with_n_minus_1_messages(superpeers):
+    simulation = Simulation(superpeers)
+    simulation.apply({"op": "join", "peer": "pub", "superpeer": superpeers // 2})
+    simulation.apply({"op": "advertise", "peer": "pub", "schemas": ["dc"]})
+    assert simulation.messages["sp.elements"] == superpeers - 1
+    origin = simulation.ids[superpeers // 2]
+    for sp, core in simulation.cores.items():
+        assert core.ads.origins() == [origin], sp
+    # The same elements advertised by a second local peer are not broadcast again.
+    simulation.apply({"op": "join", "peer": "pub2", "superpeer": superpeers // 2})
+    simulation.apply({"op": "advertise", "peer": "pub2", "schemas": ["dc"]})
+    assert simulation.messages["sp.elements"] == superpeers - 1
+
+
+def test_a_covered_subscription_from_the_same_direction_costs_no_backbone_message():
+    simulation = Simulation(8)
+    simulation.apply({"op": "join", "peer": "pub", "superpeer": 7})
+    simulation.apply({"op": "advertise", "peer": "pub", "schemas": ["dc"]})
+    simulation.apply({"op": "join", "peer": "bob", "superpeer": 0})
+    simulation.apply({"op": "join", "peer": "alice", "superpeer": 0})
+    simulation.apply(
+        {"op": "subscribe", "peer": "bob", "id": "all", "query": "X : t(X, dc:creator, Y)"}
+    )
+    forwarded = simulation.messages["sp.forward"]
+    assert forwarded == 3  # one per hop from 000 to 111
+    simulation.apply(
+        {
+            "op": "subscribe",
+            "peer": "alice",
+            "id": "nejdl",
+            "query": 'X : t(X, dc:creator, Y), Y contains "Nejdl"',
+        }
+    )
+    simulation.apply(
+        {"op": "subscribe", "peer": "bob", "id": "again", "query": "X : t(X, dc:creator, Z)"}
+    )
+    assert simulation.messages["sp.forward"] == forwarded
+
+
+def test_notifications_cross_each_link_at_most_once_and_traces_follow_the_schema(tmp_path):
+    ops = list(generate(superpeers=11, peers=30, subscriptions=150, publications=80, seed=4))
+    simulation = Simulation(11, trace_dir=tmp_path, interleave=True, seed=2)
+    for op in ops:
+        simulation.apply(op)
+    simulation.close()
+    records = [
+        json.loads(line)
+        for path in sorted(tmp_path.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    assert {path.stem for path in tmp_path.glob("*.jsonl")} <= set(simulation.ids)
+    assert all(tuple(record) == FIELDS for record in records)
+    crossings = Counter(
+        (r["pub"], r["node"], r["neighbour"])
+        for r in records
+        if r["event"] == "send" and r["kind"] == "sp.notification"
+    )
+    assert crossings and max(crossings.values()) == 1
+    sends = Counter(r["msg"] for r in records if r["event"] == "send")
+    receives = Counter(r["msg"] for r in records if r["event"] == "receive" and r["neighbour"])
+    assert sends == receives, "every backbone message sent is received once"
+    delivered = Counter(
+        (r["peer"], r["pub"]) for r in records if r["event"] in ("deliver", "flush")
+    )
+    online_or_flushed = sum(delivered.values())
+    assert online_or_flushed == sum(p.received.total() for p in simulation.peers.values())
+    assert simulation.report()["totals"]["duplicates"] == 0

@@ -1,0 +1,263 @@
+"""The message codec: round trips of every message type, and strict, clear rejection of anything
+else (fuzzed with random bytes and random msgpack objects: only ``WireError``, never a crash)."""
+
+import contextlib
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qel
+import wire
+from tests.strategies import advertisements, publications, subscriptions
+from wire import messages as m
+
+
+@st.composite
+def any_message(draw: st.DrawFn) -> object:
+    text = st.text(max_size=20)
+    choice = draw(st.integers(0, 11))
+    if choice == 0:
+        return m.Advertise(advertisement=draw(advertisements()))
+    if choice == 1:
+        return m.Subscribe(id=draw(text), subscription=draw(subscriptions(repeat_predicates=True)))
+    if choice == 2:
+        return m.Unsubscribe(id=draw(text))
+    if choice == 3:
+        return m.Publish(publication=draw(publications()))
+    if choice == 4:
+        return m.Leave()
+    if choice == 5:
+        return m.Notify(
+            publication=draw(publications()),
+            subscriptions=tuple(draw(st.lists(text, max_size=3))),
+            owner=draw(text),
+            access_point=draw(text),
+            origin=draw(text),
+            hops=draw(st.integers(0, 20)),
+            published_at=draw(st.floats(allow_nan=False, allow_infinity=False)),
+        )
+    if choice == 6:
+        return m.Ack(request=draw(text))
+    if choice == 7:
+        return m.Refused(request=draw(text), reason=draw(text))
+    if choice == 8:
+        ad = draw(advertisements())
+        return m.Elements(
+            origin=draw(text),
+            origin_position=draw(st.integers(0, 2**20)),
+            added=tuple(sorted(ad.elements, key=repr)),
+            withdrawn=(),
+        )
+    if choice == 9:
+        return m.Forward(
+            id=draw(text),
+            subscription=draw(subscriptions()),
+            toward=tuple(draw(st.lists(st.tuples(text, st.integers(0, 1023)), max_size=3))),
+        )
+    if choice == 10:
+        return m.Retract(id=draw(text))
+    return m.Notification(
+        origin=draw(text),
+        origin_position=draw(st.integers(0, 1023)),
+        publication=draw(publications()),
+        owner=draw(text),
+        access_point=draw(text),
+        hops=draw(st.integers(0, 20)),
+        published_at=draw(st.floats(allow_nan=False, allow_infinity=False)),
+    )
+
+
+@settings(max_examples=300)
+@given(any_message(), st.text(max_size=10))
+def test_every_message_round_trips(message, message_id):
+    data = wire.encode(message, message_id)
+    decoded, decoded_id = wire.decode(data)
+    assert decoded == message and decoded_id == message_id
+    assert type(decoded) is type(message)
+
+
+def test_language_objects_keep_their_exact_values():
+    subscription = qel.parse_subscription(
+        "X : t(X, dc:date, D), D > 0.1, D <= 123456789012345678901234567890"
+    )
+    decoded, _ = wire.decode(wire.encode(m.Subscribe(id="s", subscription=subscription)))
+    assert decoded.subscription == subscription
+    assert decoded.subscription.key == subscription.key
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=2000))
+def test_random_bytes_never_crash_the_decoder(data):
+    with contextlib.suppress(wire.WireError):
+        wire.decode(data)
+
+
+plain = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@st.composite
+def plausible_envelopes(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from([*wire.kinds(), "nope", 7]))
+    payload = draw(
+        st.dictionaries(
+            st.sampled_from(["id", "subscription", "publication", "toward", "origin", "hops", "x"]),
+            plain,
+            max_size=6,
+        )
+    )
+    version = draw(st.sampled_from([wire.PROTOCOL_VERSION, wire.PROTOCOL_VERSION, 2, "1"]))
+    return msgpack.packb([version, kind, draw(st.text(max_size=5)), payload], use_bin_type=True)
+
+
+@settings(max_examples=1000)
+@given(plausible_envelopes() | plain.map(lambda v: msgpack.packb(v, use_bin_type=True)))
+def test_random_msgpack_objects_give_wire_errors_only(data):
+    with contextlib.suppress(wire.WireError):
+        wire.decode(data)
+
+
+@settings(max_examples=300)
+@given(any_message(), st.data())
+def test_corrupting_a_valid_message_gives_a_wire_error_or_a_valid_message(message, data):
+    encoded = bytearray(wire.encode(message))
+    for _ in range(data.draw(st.integers(1, 4))):
+        position = data.draw(st.integers(0, len(encoded) - 1))
+        encoded[position] = data.draw(st.integers(0, 255))
+    try:
+        decoded, _ = wire.decode(bytes(encoded))
+    except wire.WireError:
+        return
+    assert wire.decode(wire.encode(decoded))[0] == decoded
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"\xc1", "not a msgpack message"),
+        (msgpack.packb([1, "peer.leave", ""]), "a message is [version, kind, id, fields]"),
+        (msgpack.packb([9, "peer.leave", "", {}]), "protocol version 9 is not supported"),
+        (msgpack.packb([1, "peer.hack", "", {}]), "unknown message kind 'peer.hack'"),
+        (msgpack.packb([1, "peer.unsubscribe", "", {}]), "missing fields ['id']"),
+        (
+            msgpack.packb([1, "peer.unsubscribe", "", {"id": "a", "x": 1}]),
+            "unexpected fields ['x']",
+        ),
+        (
+            msgpack.packb([1, "peer.unsubscribe", "", {"id": 5}]),
+            "peer.unsubscribe.id: expected a string, got int",
+        ),
+        (msgpack.packb([1, "peer.unsubscribe", 5, {"id": "a"}]), "a message id is a string"),
+        (
+            msgpack.packb(
+                [
+                    1,
+                    "peer.subscribe",
+                    "",
+                    {
+                        "id": "a",
+                        "subscription": {
+                            "subject": "x",
+                            "answer": [],
+                            "patterns": [],
+                            "constraint": [[]],
+                        },
+                    },
+                ]
+            ),
+            "needs at least one triple pattern",
+        ),
+        (
+            msgpack.packb(
+                [
+                    1,
+                    "peer.subscribe",
+                    "",
+                    {
+                        "id": "a",
+                        "subscription": {
+                            "subject": "x",
+                            "answer": [],
+                            "patterns": [["http://p", "y"]],
+                            "constraint": [[["y", ">", ["l", "b", None, None]]]],
+                        },
+                    },
+                ]
+            ),
+            "compares numbers or dates",
+        ),
+        (
+            msgpack.packb(
+                [
+                    1,
+                    "peer.publish",
+                    "",
+                    {
+                        "publication": {
+                            "subject": "http://s",
+                            "statements": [],
+                            "publisher": "",
+                            "id": "",
+                        }
+                    },
+                ]
+            ),
+            "has no triples",
+        ),
+    ],
+)
+def test_malformed_messages_say_what_is_wrong(payload, message):
+    with pytest.raises(wire.WireError) as caught:
+        wire.decode(payload)
+    assert message in str(caught.value)
+
+
+def test_limits_are_enforced_and_named():
+    big = wire.encode(m.Ack(request="x" * 5000))
+    with pytest.raises(wire.WireError, match="max_frame_bytes"):
+        wire.decode(big, wire.WireLimits(max_frame_bytes=1000))
+    with pytest.raises(wire.WireError, match="not a msgpack message"):
+        wire.decode(big, wire.WireLimits(max_string_bytes=100))
+    nested = msgpack.packb([1, "peer.ack", "", {"request": [[[[[[["x"]]]]]]]}])
+    with pytest.raises(wire.WireError, match="max_depth"):
+        wire.decode(nested, wire.WireLimits(max_depth=4))
+    many = msgpack.packb([1, "peer.ack", "", {"request": list(range(2000))}])
+    with pytest.raises(wire.WireError, match="not a msgpack message"):
+        wire.decode(many, wire.WireLimits(max_collection_items=1000))
+
+
+def test_every_hypercup_message_the_protocol_sends_round_trips():
+    from hypercup.events import Send
+    from hypercup.testing import Network
+
+    captured = []
+
+    class Capturing(Network):
+        def _process(self, node_id, outputs):
+            captured.extend(o.message for o in outputs if isinstance(o, Send))
+            super()._process(node_id, outputs)
+
+    network = Capturing(seed=3)
+    network.create("n0")
+    for number in range(1, 11):
+        network.join(f"n{number}")
+    network.leave("n4")
+    network.fail("n7")
+    network.leave("n0")
+    kinds = {type(message).KIND for message in captured}
+    assert len(kinds) >= 12, kinds
+    for message in captured:
+        decoded, _ = wire.decode(wire.encode(message, "h"))
+        assert decoded == message

@@ -1,0 +1,162 @@
+"""Length-prefixed frames and the sans-IO link: what a daemon feeds the bytes it reads into.
+
+A frame is a 4-byte big-endian length followed by that many bytes of one encoded message
+(``wire.codec``). ``FrameDecoder`` refuses a frame whose announced length exceeds the limit as soon
+as it reads the header, so a peer can never make it buffer more than one frame's limit (plus the
+chunk being fed). ``Link`` is one end of a connection, in the style of h11: the daemon owns the
+socket, feeds received bytes to ``receive_data`` and gets back messages or a ``Violation`` that
+carries the error frame to send before closing; ``send`` turns a message into frame bytes. The
+first frame each way is the handshake (``Hello`` from the connecting side, ``Welcome`` back); any
+other frame first is out of order. After a violation or a close, the link refuses further use.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+from wire import codec
+from wire import messages as m
+from wire.codec import DEFAULT_WIRE_LIMITS, WireError, WireLimits
+
+HEADER: Final = struct.Struct(">I")
+
+
+class FrameError(WireError):
+    """The byte stream is not a sequence of acceptable frames."""
+
+
+class LinkClosed(RuntimeError):
+    """Local misuse: the link was already closed or broken."""
+
+
+def frame(payload: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> bytes:
+    if not payload or len(payload) > limits.max_frame_bytes:
+        raise FrameError(
+            f"a frame carries 1..{limits.max_frame_bytes} bytes (max_frame_bytes), "
+            f"not {len(payload)}"
+        )
+    return HEADER.pack(len(payload)) + payload
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames, refusing oversized and empty ones."""
+
+    def __init__(self, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> None:
+        self.limits = limits
+        self._buffer = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buffer += data
+        frames = []
+        while len(self._buffer) >= HEADER.size:
+            (length,) = HEADER.unpack_from(self._buffer)
+            if length == 0 or length > self.limits.max_frame_bytes:
+                self._buffer.clear()
+                raise FrameError(
+                    f"a frame announces {length} bytes; the limit is "
+                    f"{self.limits.max_frame_bytes} (max_frame_bytes) and frames are never empty"
+                )
+            end = HEADER.size + length
+            if len(self._buffer) < end:
+                break
+            frames.append(bytes(self._buffer[HEADER.size : end]))
+            del self._buffer[:end]
+        return frames
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    message: object
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """The other side broke the protocol: send ``reply`` (an error frame), then close."""
+
+    reason: str
+    reply: bytes
+
+
+class Link:
+    """One end of a connection. ``accepting=True`` for the side that accepted it (expects
+    ``Hello`` first); False for the side that connected (sends ``Hello``, expects ``Welcome``)."""
+
+    def __init__(self, *, accepting: bool, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> None:
+        self.accepting = accepting
+        self.limits = limits
+        self.peer_hello: m.Hello | None = None
+        self.peer_welcome: m.Welcome | None = None
+        self._decoder = FrameDecoder(limits)
+        self._open = False
+        self._closed = False
+
+    @property
+    def open(self) -> bool:
+        """Whether the handshake is complete and the link still usable."""
+        return self._open and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def send(self, message: object, message_id: str = "") -> bytes:
+        if self._closed:
+            raise LinkClosed("the link is closed")
+        return frame(codec.encode(message, message_id), self.limits)
+
+    def close(self) -> None:
+        self._closed = True
+
+    def receive_data(self, data: bytes) -> list[Received | Violation]:
+        """Messages decoded from ``data``; a ``Violation`` ends the list and closes the link."""
+        if self._closed:
+            raise LinkClosed("the link is closed")
+        events: list[Received | Violation] = []
+        try:
+            frames = self._decoder.feed(data)
+        except FrameError as error:
+            return [self._violation(str(error))]
+        for payload in frames:
+            try:
+                message, message_id = codec.decode(payload, self.limits)
+            except WireError as error:
+                events.append(self._violation(str(error)))
+                return events
+            problem = self._check_order(message)
+            if problem is not None:
+                events.append(self._violation(problem))
+                return events
+            events.append(Received(message, message_id))
+        return events
+
+    def _check_order(self, message: object) -> str | None:
+        if not self._open:
+            if self.accepting:
+                if not isinstance(message, m.Hello):
+                    return f"expected link.hello first, got {type(message).KIND}"  # type: ignore[attr-defined]
+                if message.protocol != codec.PROTOCOL_VERSION:
+                    return f"protocol {message.protocol} is not supported (this is {codec.PROTOCOL_VERSION})"
+                self.peer_hello = message
+            else:
+                if isinstance(message, m.LinkError):
+                    return f"refused: {message.reason}"
+                if not isinstance(message, m.Welcome):
+                    return f"expected link.welcome first, got {type(message).KIND}"  # type: ignore[attr-defined]
+                self.peer_welcome = message
+            self._open = True
+            return None
+        if isinstance(message, m.Hello | m.Welcome):
+            return f"{message.KIND} after the handshake"
+        return None
+
+    def _violation(self, reason: str) -> Violation:
+        reply = frame(codec.encode(m.LinkError(reason=reason)), self.limits)
+        self._closed = True
+        return Violation(reason, reply)
