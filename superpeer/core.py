@@ -352,6 +352,22 @@ class SuperPeerCore:
             self._route(node, now, out)
         return out
 
+    def retire(self, now: float) -> list[Output]:
+        """This super-peer is leaving the backbone: withdraw, network-wide, every element it
+        announced, so no subscription keeps travelling toward an origin that is gone."""
+        out: list[Output] = []
+        if self._announced:
+            message = m.Elements(
+                origin=self.node_id,
+                origin_position=self.view.root_position,
+                added=(),
+                withdrawn=tuple(sorted(self._announced, key=repr)),
+            )
+            self._announced = frozenset()
+            for child in self.view.children(self.view.root_position):
+                self._send(child, message, now, out, origin=self.node_id)
+        return out
+
     # -- routing ------------------------------------------------------------------------------
     def _targets(self, node: PosetNode) -> dict[str, int]:
         """The origins ``node``'s subscription travels toward, with their root positions: for a

@@ -1,0 +1,180 @@
+"""A local cluster: N super-peer daemons (separate processes) on 127.0.0.1 forming a hypercube.
+
+    python -m deploy.cluster --superpeers 8 [--base-port 7400] [--data-dir DIR]
+
+starts them one after the other (each new one joins through a random member, as operators would),
+waits until every one is a member, prints their addresses, and stops them all cleanly on Ctrl-C or
+SIGTERM. ``Cluster`` is the same thing as a context manager, for the replay tool, the demo and the
+tests: leaving the ``with`` block always stops every process it started (SIGTERM, then SIGKILL
+after a grace period), so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import trio
+
+from superpeer.cli import ControlUnavailable, control
+
+READY_TIMEOUT = 30.0
+
+
+class ClusterError(RuntimeError):
+    """A daemon did not start (its stderr tail is in the message)."""
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel says are free now (bound and released; fine on a quiet loopback)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            probe = socket.socket()
+            probe.bind(("127.0.0.1", 0))
+            sockets.append(probe)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for probe in sockets:
+            probe.close()
+
+
+class Cluster:
+    """Start ``size`` super-peers; ``addresses`` and ``directories`` are in start order."""
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        directory: str | Path | None = None,
+        base_port: int | None = None,
+        seed: int = 0,
+        trace: bool = True,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        if size < 1:
+            raise ValueError("a cluster needs at least one super-peer")
+        self.size = size
+        self._owned = directory is None
+        self.root = Path(directory or tempfile.mkdtemp(prefix="cluster-"))
+        ports = list(range(base_port, base_port + size)) if base_port else free_ports(size)
+        self.addresses = [f"127.0.0.1:{port}" for port in ports]
+        self.directories = [self.root / f"sp{k}" for k in range(size)]
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self._random = random.Random(seed)
+        self._trace = trace
+        self._extra = extra_args
+
+    def __enter__(self) -> Cluster:
+        try:
+            for k in range(self.size):
+                self._start(k)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _start(self, k: int) -> None:
+        directory = self.directories[k]
+        directory.mkdir(parents=True, exist_ok=True)
+        if not self._trace:
+            (directory / "superpeer.toml").write_text("[trace]\nenabled = false\n")
+        command = [
+            sys.executable, "-m", "superpeer.cli", "run",
+            "--listen", self.addresses[k], "--data-dir", str(directory), "--node-id", f"sp{k}",
+        ]  # fmt: skip
+        if not self._trace:
+            command += ["--config", str(directory / "superpeer.toml")]
+        if k:
+            command += ["--join", self.addresses[self._random.randrange(k)]]
+        command += list(self._extra)
+        stderr = (directory / "stderr.log").open("wb")
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
+        self.processes.append(process)
+        assert process.stdout is not None
+        deadline = time.monotonic() + READY_TIMEOUT
+        line = b""
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            if b"listening on" in line or not line:
+                break
+        if b"listening on" not in line:
+            process.kill()
+            tail = (directory / "stderr.log").read_text(errors="replace")[-2000:]
+            raise ClusterError(f"super-peer {k} did not start:\n{tail}")
+
+    def status(self, k: int) -> dict:
+        reply = trio.run(control, self.directories[k], "status")
+        return json.loads(reply.body)
+
+    async def statuses(self) -> list[dict]:
+        """Every daemon's status, asked concurrently (for use inside a trio program)."""
+        results: list[dict] = [{} for _ in range(self.size)]
+
+        async def ask(k: int) -> None:
+            try:
+                reply = await control(self.directories[k], "status")
+                results[k] = json.loads(reply.body)
+            except ControlUnavailable:
+                results[k] = {}
+
+        async with trio.open_nursery() as nursery:
+            for k in range(self.size):
+                nursery.start_soon(ask, k)
+        return results
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM every daemon (last started first, so the cube shrinks in order), wait, then
+        SIGKILL whatever is still running."""
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
+        self.processes.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.cluster", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--superpeers", type=int, default=8)
+    parser.add_argument("--base-port", type=int, help="first port (default: free ports)")
+    parser.add_argument(
+        "--data-dir", help="where the daemons keep their data (default: a temp dir)"
+    )
+    args = parser.parse_args(argv)
+    with Cluster(args.superpeers, directory=args.data_dir, base_port=args.base_port) as cluster:
+        for k, address in enumerate(cluster.addresses):
+            print(f"sp{k} {address} data={cluster.directories[k]}", flush=True)
+        print("running; Ctrl-C stops every super-peer", flush=True)
+        stop_signals = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+        signal.sigwait(stop_signals)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

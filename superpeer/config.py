@@ -1,0 +1,179 @@
+"""Super-peer daemon configuration: embedded defaults, a TOML file, command-line overrides.
+
+With no file and no options a super-peer listens on 127.0.0.1:7400, keeps its data under the
+user's data home (``platformdirs``), and starts a new network of its own. A TOML file may set::
+
+    listen = "127.0.0.1:7401"
+    data_dir = "/var/lib/semantic-pubsub/sp1"
+    node_id = "sp-hannover"            # default: generated once and kept in the data dir
+    join = ["127.0.0.1:7400"]          # members to join through, tried in order (or one string)
+
+    [limits]
+    max_frame_bytes = 1048576          # largest frame accepted
+    max_peer_queue = 1000              # frames waiting for a slow peer before it counts as detached
+    max_neighbour_queue = 100000       # frames waiting for a neighbour before it counts as failed
+    failure_seconds = 10.0             # a neighbour unreachable this long has failed
+
+    [trace]
+    enabled = true
+    max_bytes = 67108864
+    keep = 10
+
+    [routing]
+    summarise_values_above = 1000      # summarise larger advertised value sets (0: never)
+
+Unknown keys are errors: a typo must not silently change how a server runs.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+import platformdirs
+
+from wire.codec import WireLimits
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 7400
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    max_frame_bytes: int = 1024 * 1024
+    max_peer_queue: int = 1000
+    max_neighbour_queue: int = 100_000
+    failure_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceSettings:
+    enabled: bool = True
+    max_bytes: int = 64 * 1024 * 1024
+    keep: int = 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SuperPeerConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    data_dir: Path | None = None
+    node_id: str | None = None
+    join: tuple[tuple[str, int], ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    trace: TraceSettings = field(default_factory=TraceSettings)
+    summarise_values_above: int | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def directory(self) -> Path:
+        if self.data_dir is not None:
+            return self.data_dir
+        return Path(platformdirs.user_data_dir("semantic-pubsub")) / f"superpeer-{self.port}"
+
+    def wire_limits(self) -> WireLimits:
+        return WireLimits(max_frame_bytes=self.limits.max_frame_bytes)
+
+    def with_overrides(self, **changes: Any) -> SuperPeerConfig:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def parse_address(text: str, *, what: str = "address") -> tuple[str, int]:
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{what} must be HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def load_config(path: str | Path | None) -> SuperPeerConfig:
+    """The defaults, updated by the TOML file at ``path`` if given."""
+    if path is None:
+        return SuperPeerConfig()
+    try:
+        with Path(path).open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"cannot read the configuration {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+    return config_from_mapping(data, source=str(path))
+
+
+def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") -> SuperPeerConfig:
+    known = {"listen", "data_dir", "node_id", "join", "limits", "trace", "routing"}
+    _no_unknown(data, known, source)
+    changes: dict[str, Any] = {}
+    if "listen" in data:
+        changes["host"], changes["port"] = parse_address(
+            _str(data, "listen", source), what="listen"
+        )
+    if "data_dir" in data:
+        changes["data_dir"] = Path(_str(data, "data_dir", source)).expanduser()
+    if "node_id" in data:
+        changes["node_id"] = _str(data, "node_id", source)
+    if "join" in data:
+        joins = data["join"] if isinstance(data["join"], list) else [data["join"]]
+        if not all(isinstance(j, str) for j in joins):
+            raise ConfigError(f"{source}: join is an address or a list of addresses")
+        changes["join"] = tuple(parse_address(j, what="join") for j in joins)
+    if "limits" in data:
+        changes["limits"] = _section(Limits, data["limits"], "limits", source)
+    if "trace" in data:
+        changes["trace"] = _section(TraceSettings, data["trace"], "trace", source)
+    if "routing" in data:
+        routing = data["routing"]
+        if not isinstance(routing, dict):
+            raise ConfigError(f"{source}: [routing] must be a table")
+        _no_unknown(routing, {"summarise_values_above"}, f"{source} [routing]")
+        value = routing.get("summarise_values_above", 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{source}: routing.summarise_values_above must be an integer >= 0")
+        changes["summarise_values_above"] = value or None
+    return SuperPeerConfig(**changes)
+
+
+def _no_unknown(data: dict[str, Any], known: set[str], source: str) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key(s) {unknown}; known: {sorted(known)}")
+
+
+def _str(data: dict[str, Any], key: str, source: str) -> str:
+    value = data[key]
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{source}: {key} must be a non-empty string")
+    return value
+
+
+def _section(cls: type, value: object, name: str, source: str) -> Any:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: [{name}] must be a table")
+    defaults = cls()
+    _no_unknown(value, set(defaults.__dataclass_fields__), f"{source} [{name}]")
+    checked = {
+        key: _typed(item, type(getattr(defaults, key)), f"{source}: {name}.{key}")
+        for key, item in value.items()
+    }
+    return replace(defaults, **checked)
+
+
+def _typed(item: object, expected: type, where: str) -> object:
+    """``item`` as the type of the default it replaces (an integer is fine for a float)."""
+    if isinstance(item, bool) != (expected is bool):
+        raise ConfigError(f"{where} must be a {expected.__name__}")
+    if expected is float and isinstance(item, int):
+        item = float(item)
+    if not isinstance(item, expected):
+        raise ConfigError(f"{where} must be a {expected.__name__}")
+    if expected in (int, float) and item <= 0:  # type: ignore[operator]
+        raise ConfigError(f"{where} must be positive")
+    return item
