@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -105,8 +106,8 @@ class Cluster:
         if k:
             command += ["--join", self.addresses[self._random.randrange(k)]]
         command += list(self._extra)
-        stderr = (directory / "stderr.log").open("wb")
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
+        with (directory / "stderr.log").open("wb") as stderr:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
         self.processes.append(process)
         assert process.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT
@@ -154,6 +155,8 @@ class Cluster:
             if process.stdout is not None:
                 process.stdout.close()
         self.processes.clear()
+        if self._owned:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

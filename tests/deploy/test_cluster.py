@@ -1,0 +1,179 @@
+"""Real processes on 127.0.0.1: the replay tool against the simulator and the oracle, a malformed
+client beside a well-behaved one, the super-peer command line. Every process is stopped."""
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+
+import msgpack
+import pytest
+import trio
+
+import qel
+import wire
+from deploy.cluster import Cluster
+from deploy.driver import RemotePeer, wait_quiet
+from deploy.replay import replay
+from superpeer.sim import Simulation
+from superpeer.sim.generate import generate
+from tests.superpeer.oracle import expected_deliveries
+from wire import messages as m
+
+pytestmark = pytest.mark.process
+
+
+def write_workload(path, **options) -> list[dict]:
+    operations = list(generate(**options))
+    path.write_text("".join(json.dumps(op) + "\n" for op in operations))
+    return operations
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, seed):
+    workload = tmp_path / "workload.jsonl"
+    operations = write_workload(
+        workload, superpeers=8, peers=14, subscriptions=40, publications=30,
+        churn=0.15, unsubscribe=0.1, seed=seed,
+    )  # fmt: skip
+    report = trio.run(replay, workload, 8, None)
+    simulation = Simulation(8)
+    for op in operations:
+        simulation.apply(dict(op))
+    expected = expected_deliveries(8, operations)
+    assert report["deliveries"] == simulation.deliveries() == expected
+    assert report["totals"]["duplicates"] == 0
+    assert report["errors"] == simulation.errors
+    backbone = {k: v["count"] for k, v in report["messages"].items() if k.startswith("sp.")}
+    assert backbone == {k: c for k, c in simulation.messages.items() if k.startswith("sp.")}
+
+
+def raw_exchange(address: str, payload: bytes) -> bytes:
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(payload)
+        chunks = []
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks)
+
+
+def error_reason(reply: bytes) -> str:
+    (length,) = struct.unpack(">I", reply[:4])
+    message, _ = wire.decode(reply[4 : 4 + length])
+    assert isinstance(message, m.LinkError)
+    return message.reason
+
+
+def test_malformed_clients_are_answered_and_closed_while_others_carry_on():
+    with Cluster(2, trace=False) as cluster:
+
+        async def scenario() -> None:
+            good = RemotePeer("good", cluster.addresses[0])
+            publisher = RemotePeer("publisher", cluster.addresses[1])
+            async with trio.open_nursery() as nursery:
+                await good.connect(nursery)
+                await publisher.connect(nursery)
+                await publisher.request(
+                    m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]}))
+                )
+                await good.request(
+                    m.Subscribe(
+                        id="all", subscription=qel.parse_subscription("X : t(X, dc:title, T)")
+                    )
+                )
+                await wait_quiet(cluster, [good, publisher])
+                address = cluster.addresses[0]
+                bad_first = struct.pack(">I", 3) + b"\xc1\xc1\xc1"
+                assert "not a msgpack message" in error_reason(
+                    await trio.to_thread.run_sync(raw_exchange, address, bad_first)
+                )
+                huge = struct.pack(">I", 50_000_000)
+                assert "max_frame_bytes" in error_reason(
+                    await trio.to_thread.run_sync(raw_exchange, address, huge)
+                )
+                leave_first = wire.framing.frame(wire.encode(m.Leave()))
+                assert "expected link.hello first" in error_reason(
+                    await trio.to_thread.run_sync(raw_exchange, address, leave_first)
+                )
+                unknown = wire.framing.frame(msgpack.packb([1, "peer.hack", "", {}]))
+                assert "unknown message kind" in error_reason(
+                    await trio.to_thread.run_sync(raw_exchange, address, unknown)
+                )
+                [publication] = qel.parse_publications(
+                    '<http://ex/a> <http://purl.org/dc/elements/1.1/title> "T" .', "nt", id="p1"
+                )
+                await publisher.request(m.Publish(publication=publication))
+                await wait_quiet(cluster, [good, publisher])
+                assert [n.publication.id for n in good.notifications] == ["p1"]
+                for peer in (good, publisher):
+                    await peer.disconnect()
+                nursery.cancel_scope.cancel()
+
+        trio.run(scenario)
+        assert cluster.status(0)["violations"] == 4
+
+
+def test_superpeer_command_line_errors_and_status(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('listen = "nowhere"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "superpeer.cli", "run", "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and "listen must be HOST:PORT" in result.stderr
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[limits]\nmax_frame = 5\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "superpeer.cli", "run", "--config", str(typo)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and "unknown key(s) ['max_frame']" in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "superpeer.cli", "status", "--data-dir", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 3 and "no super-peer daemon" in result.stderr
+    with Cluster(3, trace=True) as cluster:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "superpeer.cli",
+                "status",
+                "--data-dir",
+                str(cluster.directories[2]),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        status = json.loads(result.stdout)
+        assert status["node"] == "sp2" and status["state"] == "member" and status["dimension"] == 2
+        assert set(status["neighbours"]) <= {"sp0", "sp1"}
+        human = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "superpeer.cli",
+                "status",
+                "--data-dir",
+                str(cluster.directories[0]),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "super-peer sp0" in human.stdout and "cube" in human.stdout
+        assert (cluster.directories[0] / "traces" / "sp0.jsonl").exists()
