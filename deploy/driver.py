@@ -38,6 +38,7 @@ class RemotePeer:
     sent_bytes: Counter[str] = field(default_factory=Counter)
     received: Counter[str] = field(default_factory=Counter)
     received_bytes: Counter[str] = field(default_factory=Counter)
+    closed: trio.Event = field(default_factory=trio.Event)
     _scope: trio.CancelScope | None = None
 
     @property
@@ -52,6 +53,7 @@ class RemotePeer:
         await stream.send_all(link.send(hello))
         self.answers, self.pending = trio.open_memory_channel(100)
         self.stream, self.link = stream, link
+        self.closed = trio.Event()
         welcomed = trio.Event()
         nursery.start_soon(self._read, stream, link, welcomed)
         with trio.fail_after(10):
@@ -71,6 +73,7 @@ class RemotePeer:
                         self._take(event, welcomed)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
+        self.closed.set()
 
     def _take(self, event: Received, welcomed: trio.Event) -> None:
         message = event.message
@@ -81,9 +84,12 @@ class RemotePeer:
             welcomed.set()
         elif isinstance(message, m.Notify):
             self.notifications.append(message)
-        elif isinstance(message, m.Ack | m.Refused):
-            assert self.answers is not None
+        elif isinstance(message, m.Ack | m.Refused) and self.answers is not None:
             self.answers.send_nowait(message)
+
+    def ignore_answers(self) -> None:
+        """From now on answers are dropped on arrival (a publisher streaming without waiting)."""
+        self.answers = None
 
     async def request(self, message: object) -> m.Ack | m.Refused | None:
         """Send a request; its answer (None for ``Leave``, which has none)."""

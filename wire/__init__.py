@@ -1,5 +1,6 @@
 """The wire: message types, their msgpack encoding, and (for the daemons) framing and limits."""
 
+import crypto
 import hypercup
 from wire import messages
 from wire.codec import (
@@ -15,6 +16,7 @@ from wire.codec import (
 
 register(*messages.PEER_REQUESTS, *messages.PEER_REPLIES, *messages.BACKBONE, *messages.LINK)
 register(*hypercup.MESSAGE_TYPES.values())
+register(*crypto.MESSAGE_TYPES.values())
 
 __all__ = [
     "DEFAULT_WIRE_LIMITS",

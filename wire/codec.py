@@ -126,7 +126,10 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[objec
             values[name] = from_plain(payload[name])
         except (model.ModelError, WireError) as error:
             raise WireError(f"{kind}.{name}: {error}") from None
-    return cls(**values), message_id
+    try:
+        return cls(**values), message_id
+    except (ValueError, TypeError) as error:  # a message class validating its own fields
+        raise WireError(f"{kind}: {error}") from None
 
 
 def _check_depth(value: object, limit: int, kind: str) -> None:

@@ -74,6 +74,8 @@ class FrameDecoder:
 class Received:
     message: object
     message_id: str
+    size: int = 0
+    """Bytes of the encoded message (the frame without its header)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +135,7 @@ class Link:
             if problem is not None:
                 events.append(self._violation(problem))
                 return events
-            events.append(Received(message, message_id))
+            events.append(Received(message, message_id, len(payload)))
         return events
 
     def _check_order(self, message: object) -> str | None:
