@@ -124,6 +124,7 @@ class SuperPeerCore:
         self._announced: frozenset[Element] = frozenset()
         self._toward: dict[tuple[str, str], dict[str, int]] = {}
         self._message_number = 0
+        self._children: dict[int, tuple[str, ...]] = {}
 
     # -- local peers --------------------------------------------------------------------------
     def attach(self, peer: str, now: float) -> list[Output]:
@@ -336,6 +337,7 @@ class SuperPeerCore:
         old_neighbours = self.view.neighbours()
         moved = view.root_position != self.view.root_position
         self.view = view
+        self._children = {}
         for departed in sorted(old_neighbours - view.neighbours()):
             for sid in self.poset.ids_of(_NEIGHBOUR + departed):
                 self._toward.pop((_NEIGHBOUR + departed, sid), None)
@@ -516,7 +518,12 @@ class SuperPeerCore:
                 hops=notification.hops + 1,
                 published_at=notification.published_at,
             )
-            for child in self.view.children(notification.origin_position):
+            children = self._children.get(notification.origin_position)
+            if children is None:
+                children = self._children[notification.origin_position] = self.view.children(
+                    notification.origin_position
+                )
+            for child in children:
                 if child in neighbours:
                     # ``sub`` names the child's subscriptions this notification answers (the
                     # analytics measure forwarding efficiency with it).

@@ -172,6 +172,25 @@ def _float(value: object) -> float:
     return float(value)
 
 
+class _PlainCache:
+    """The plain form of the last few publications encoded: a super-peer relays one notification
+    to several neighbours, and the publication inside is the same object each time."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._entries: dict[int, tuple[object, object]] = {}
+        self._size = size
+
+    def __call__(self, publication: qel.Publication) -> object:
+        entry = self._entries.get(id(publication))
+        if entry is not None and entry[0] is publication:
+            return entry[1]
+        plain = model.publication_to_plain(publication)
+        if len(self._entries) >= self._size:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[id(publication)] = (publication, plain)
+        return plain
+
+
 _SIMPLE: dict[object, Converter] = {
     str: (_identity, _checked(str, "a string")),
     int: (_identity, _checked(int, "an integer")),
@@ -180,7 +199,7 @@ _SIMPLE: dict[object, Converter] = {
     float: (_identity, _float),
     type(None): (_identity, _checked(type(None), "nil")),
     qel.Subscription: (model.subscription_to_plain, model.subscription_from_plain),
-    qel.Publication: (model.publication_to_plain, model.publication_from_plain),
+    qel.Publication: (_PlainCache(), model.publication_from_plain),
     qel.Advertisement: (model.advertisement_to_plain, model.advertisement_from_plain),
     Element: (model.element_to_plain, model.element_from_plain),
 }
