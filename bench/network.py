@@ -112,10 +112,10 @@ async def measure_cluster(size: int, rate: float, seconds: float, burst: int) ->
             await subscriber.connect(nursery)
             original = subscriber._take
 
-            def stamp(event, welcomed):  # type: ignore[no-untyped-def]
+            def stamp(event):  # type: ignore[no-untyped-def]
                 if isinstance(event.message, m.Notify):
                     received_at[event.message.publication.id] = time.perf_counter()
-                original(event, welcomed)
+                original(event)
 
             subscriber._take = stamp  # type: ignore[method-assign]
             await publisher.request(

@@ -4,7 +4,9 @@
 
 starts them one after the other (each new one joins through a random member, as operators would),
 waits until every one is a member, prints their addresses, and stops them all cleanly on Ctrl-C or
-SIGTERM. ``Cluster`` is the same thing as a context manager, for the replay tool, the demo and the
+SIGTERM. With TLS (the default) the launcher first does what an operator does once: creates a
+network CA in the cluster's directory, a key for every super-peer, and a certificate for it (2048-bit
+keys, so a local cluster starts in seconds; ``--key-bits 3072`` for production sizes). ``Cluster`` is the same thing as a context manager, for the replay tool, the demo and the
 tests: leaving the ``with`` block always stops every process it started (SIGTERM, then SIGKILL
 after a grace period), so nothing is left running.
 """
@@ -26,7 +28,8 @@ from types import TracebackType
 
 import trio
 
-from superpeer.cli import ControlUnavailable, control
+import crypto
+from superpeer.cli import ControlUnavailable, control, control_blocking
 
 READY_TIMEOUT = 30.0
 
@@ -60,6 +63,8 @@ class Cluster:
         base_port: int | None = None,
         seed: int = 0,
         trace: bool = True,
+        tls: bool = True,
+        key_bits: int = 2048,
         extra_args: tuple[str, ...] = (),
     ) -> None:
         if size < 1:
@@ -73,12 +78,37 @@ class Cluster:
         self.processes: list[subprocess.Popen[bytes]] = []
         self._random = random.Random(seed)
         self._trace = trace
+        self.tls = tls
+        self._key_bits = key_bits
         self._extra = extra_args
+        self.ca_directory = self.root / "ca"
+
+    @property
+    def ca_certificate(self) -> Path:
+        """The network CA's certificate: what a peer of this cluster trusts."""
+        return self.ca_directory / "ca-cert.pem"
+
+    def _certify(self, k: int) -> None:
+        """An operator's set-up of super-peer ``k``: its key and the CA's certificate for it."""
+        identity = self.directories[k] / "identity"
+        identity.mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = crypto.generate_private_key(self._key_bits)
+        crypto.save_private_key(key, identity / "key.pem")
+        certificate = crypto.issue_certificate(
+            self.ca_directory, node_key=key, node_id=f"sp{k}", hosts=("127.0.0.1", "localhost")
+        )
+        crypto.save_certificate(certificate, identity / "cert.pem")
+        shutil.copyfile(self.ca_certificate, identity / "ca.pem")
 
     def __enter__(self) -> Cluster:
         try:
+            if self.tls:
+                crypto.init_ca(self.ca_directory, name="local cluster CA", bits=self._key_bits)
             for k in range(self.size):
+                if self.tls:
+                    self._certify(k)
                 self._start(k)
+                self._settle(k + 1)
         except BaseException:
             self.stop()
             raise
@@ -95,13 +125,18 @@ class Cluster:
     def _start(self, k: int) -> None:
         directory = self.directories[k]
         directory.mkdir(parents=True, exist_ok=True)
+        settings = []
         if not self._trace:
-            (directory / "superpeer.toml").write_text("[trace]\nenabled = false\n")
+            settings.append("[trace]\nenabled = false\n")
+        if not self.tls:
+            settings.append("[security]\ntls = false\n")
+        if settings:
+            (directory / "superpeer.toml").write_text("".join(settings))
         command = [
             sys.executable, "-m", "superpeer.cli", "run",
             "--listen", self.addresses[k], "--data-dir", str(directory), "--node-id", f"sp{k}",
         ]  # fmt: skip
-        if not self._trace:
+        if settings:
             command += ["--config", str(directory / "superpeer.toml")]
         if k:
             command += ["--join", self.addresses[self._random.randrange(k)]]
@@ -121,8 +156,33 @@ class Cluster:
             tail = (directory / "stderr.log").read_text(errors="replace")[-2000:]
             raise ClusterError(f"super-peer {k} did not start:\n{tail}")
 
+    def _settle(self, running: int, timeout: float = 30.0) -> None:
+        if not self._wait_settled(running, timeout):
+            raise ClusterError("the backbone did not settle")
+
+    def _wait_settled(self, running: int, timeout: float) -> bool:
+        """Whether, within ``timeout``, the first ``running`` daemons are all members with no
+        topology operation under way: HyperCuP runs one departure at a time, and never beside a
+        join (see ``hypercup``), so the launcher starts and stops one daemon at a time."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            statuses = [self._status_or_none(k) for k in range(running)]
+            if all(
+                s is not None and s["state"] == "member" and not s["topology_busy"]
+                for s in statuses
+            ):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _status_or_none(self, k: int) -> dict | None:
+        try:
+            return self.status(k)
+        except ControlUnavailable:
+            return None
+
     def status(self, k: int) -> dict:
-        reply = trio.run(control, self.directories[k], "status")
+        reply = control_blocking(self.directories[k], "status")
         return json.loads(reply.body)
 
     async def statuses(self) -> list[dict]:
@@ -144,7 +204,8 @@ class Cluster:
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM every daemon (last started first, so the cube shrinks in order), wait, then
         SIGKILL whatever is still running."""
-        for process in reversed(self.processes):
+        for k in reversed(range(len(self.processes))):
+            process = self.processes[k]
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:
@@ -154,6 +215,8 @@ class Cluster:
                     process.wait()
             if process.stdout is not None:
                 process.stdout.close()
+            if k and all(p.poll() is None for p in self.processes[:k]):
+                self._wait_settled(k, timeout=grace)
         self.processes.clear()
         if self._owned:
             shutil.rmtree(self.root, ignore_errors=True)
@@ -168,10 +231,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data-dir", help="where the daemons keep their data (default: a temp dir)"
     )
+    parser.add_argument("--key-bits", type=int, default=2048)
+    parser.add_argument(
+        "--no-tls", action="store_true", help="plaintext (to measure what TLS costs)"
+    )
     args = parser.parse_args(argv)
-    with Cluster(args.superpeers, directory=args.data_dir, base_port=args.base_port) as cluster:
+    with Cluster(
+        args.superpeers,
+        directory=args.data_dir,
+        base_port=args.base_port,
+        tls=not args.no_tls,
+        key_bits=args.key_bits,
+    ) as cluster:
         for k, address in enumerate(cluster.addresses):
             print(f"sp{k} {address} data={cluster.directories[k]}", flush=True)
+        if cluster.tls:
+            print(f"network CA certificate (peers trust it): {cluster.ca_certificate}", flush=True)
         print("running; Ctrl-C stops every super-peer", flush=True)
         stop_signals = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)

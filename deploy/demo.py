@@ -43,14 +43,18 @@ isl:dias02.pdf a dc:article ; dc:creator "Koubarakis", "Tryfonopoulos" ; dc:date
 
 async def scenario(cluster: Cluster) -> list[str]:
     """Runs the scenario; returns the subjects Bob received."""
-    bob = RemotePeer("bob", cluster.addresses[0])
-    hannover = RemotePeer("hannover", cluster.addresses[3])
-    crete = RemotePeer("crete", cluster.addresses[7])
+    ca = cluster.ca_certificate
+    bob = RemotePeer("bob", cluster.addresses[0], ca=ca)
+    hannover = RemotePeer("hannover", cluster.addresses[3], ca=ca)
+    crete = RemotePeer("crete", cluster.addresses[7], ca=ca)
     everyone = [bob, hannover, crete]
     async with trio.open_nursery() as nursery:
         for peer in everyone:
             await peer.connect(nursery)
-            print(f"{peer.name} attached to the super-peer at {peer.address}")
+            print(
+                f"{peer.name} attached to the super-peer at {peer.address} over TLS, identified "
+                f"as {peer.network_id[:16]}..."
+            )
         for peer, ad in ((hannover, HANNOVER_AD), (crete, CRETE_AD)):
             advertisement = qel.parse_advertisement(ad)
             await peer.request(m.Advertise(advertisement=advertisement))
@@ -66,11 +70,12 @@ async def scenario(cluster: Cluster) -> list[str]:
                 print(f"{peer.name} publishes <{publication.subject}>")
                 await wait_quiet(cluster, everyone)
         received = []
+        names = {peer.network_id: peer.name for peer in everyone}
         for note in bob.notifications:
             received.append(note.publication.subject.value)
             print(
-                f"bob is notified of <{note.publication.subject}> (owner {note.owner}, access "
-                f"point {note.access_point}, {note.hops} super-peer hops)"
+                f"bob is notified of <{note.publication.subject}> (owner {names[note.owner]}, "
+                f"access point {note.access_point}, {note.hops} super-peer hops)"
             )
         for peer in everyone:
             await peer.disconnect()

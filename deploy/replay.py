@@ -76,7 +76,8 @@ class Replay:
         if op["peer"] in self.peers:
             self._error(op, f"peer {op['peer']} has already joined")
             return
-        peer = RemotePeer(op["peer"], self.cluster.addresses[index])
+        ca = self.cluster.ca_certificate if self.cluster.tls else None
+        peer = RemotePeer(op["peer"], self.cluster.addresses[index], ca=ca)
         await peer.connect(nursery)
         self.peers[peer.name] = peer
         self.everyone.append(peer)
@@ -116,7 +117,7 @@ class Replay:
         peer = self._known(op)
         if peer is not None and peer.connected:
             await peer.disconnect()
-            await self._until_detached(peer.name)
+            await self._until_detached(peer.network_id)
 
     async def _until_detached(self, name: str) -> None:
         with trio.fail_after(30):

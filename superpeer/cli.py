@@ -4,11 +4,17 @@
                   [--node-id ID]
     superpeer status [--config FILE | --data-dir DIR | --listen HOST:PORT] [--json]
     superpeer stop   [--config FILE | --data-dir DIR | --listen HOST:PORT]
+    superpeer keygen [--config FILE | --data-dir DIR] [--bits 3072] [--force]
+    superpeer ca init  --ca-dir DIR [--name NAME] [--bits 3072]
+    superpeer ca issue --ca-dir DIR [--config FILE | --data-dir DIR] --node-id ID [--host H]...
 
 ``run`` with no options starts a standalone super-peer on 127.0.0.1:7400 with its data under the
-user's data home; SIGTERM or SIGINT shuts it down cleanly. ``status`` and ``stop`` talk to the
-daemon over the control socket in its data directory. Exit codes: 0 ok, 2 bad usage or
-configuration, 3 no daemon answering.
+user's data home (creating its own identity the first time, see ``superpeer.security``); SIGTERM or
+SIGINT shuts it down cleanly. ``status`` and ``stop`` talk to the daemon over the control socket in
+its data directory. A backbone of several super-peers shares a network CA: ``ca init`` creates it
+(keep its directory offline), ``keygen`` creates a super-peer's key in its data directory, ``ca
+issue`` signs that key's certificate for a node id and installs it, with the CA's certificate, in
+the data directory. Exit codes: 0 ok, 2 bad usage or configuration, 3 no daemon answering.
 """
 
 from __future__ import annotations
@@ -16,15 +22,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import signal
+import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import trio
 
+import crypto
 import wire
 from superpeer.config import ConfigError, SuperPeerConfig, load_config, parse_address
 from superpeer.daemon import DaemonError, SuperPeerDaemon
+from superpeer.security import IdentityError, identity_paths
 from wire import messages as m
 from wire.framing import Link, Violation
 
@@ -35,13 +46,34 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="run a super-peer daemon")
     status = commands.add_parser("status", help="show a running daemon's state")
     stop = commands.add_parser("stop", help="shut a running daemon down cleanly")
-    for sub in (run, status, stop):
+    keygen = commands.add_parser("keygen", help="create this super-peer's key")
+    ca = commands.add_parser("ca", help="the network CA").add_subparsers(
+        dest="ca_command", required=True
+    )
+    ca_init = ca.add_parser("init", help="create the network CA")
+    ca_issue = ca.add_parser("issue", help="certify a super-peer's key for a node id")
+    for sub in (ca_init, ca_issue):
+        sub.add_argument("--ca-dir", required=True, help="the CA's directory")
+    ca_init.add_argument("--name", default="semantic-pubsub network CA")
+    ca_init.add_argument("--bits", type=int, default=3072)
+    ca_issue.add_argument("--node-id", required=True)
+    ca_issue.add_argument(
+        "--host", action="append", help="address or DNS name it is reached at (repeatable)"
+    )
+    keygen.add_argument("--bits", type=int, default=3072)
+    keygen.add_argument("--force", action="store_true", help="replace an existing key")
+    for sub in (run, status, stop, keygen, ca_issue):
         sub.add_argument("--config", help="TOML configuration file")
         sub.add_argument("--data-dir", help="data directory (default: under the user's data home)")
         sub.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:7400)")
     run.add_argument("--join", action="append", help="join the backbone through this member")
     run.add_argument("--node-id", help="this super-peer's id (default: generated and kept)")
     run.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+    run.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="plaintext connections (only to measure what TLS costs)",
+    )
     status.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
@@ -49,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"superpeer: {error}", file=sys.stderr)
         return 2
+    if args.command in ("keygen", "ca"):
+        try:
+            return _identity_command(args, config)
+        except (crypto.CryptoError, IdentityError, OSError) as error:
+            print(f"superpeer: {error}", file=sys.stderr)
+            return 2
     if args.command == "run":
         logging.basicConfig(
             level=args.log_level.upper(),
@@ -57,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return _serve(config)
     try:
-        reply = trio.run(control, config.directory, args.command)
+        reply = control_blocking(config.directory, args.command)
     except ControlUnavailable as error:
         print(f"superpeer: {error}", file=sys.stderr)
         return 3
@@ -74,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(config: SuperPeerConfig) -> int:
     try:
         trio.run(_run, config)
-    except (BaseExceptionGroup, DaemonError, OSError) as caught:
+    except (BaseExceptionGroup, DaemonError, OSError, IdentityError, crypto.CryptoError) as caught:
         error = _first(caught)
-        if isinstance(error, DaemonError):
+        if isinstance(error, DaemonError | IdentityError | crypto.CryptoError):
             print(f"superpeer: {error}", file=sys.stderr)
             return 2
         if isinstance(error, OSError):
@@ -94,12 +132,42 @@ def _first(group: BaseException) -> BaseException:
     return error
 
 
+def _identity_command(args: argparse.Namespace, config: SuperPeerConfig) -> int:
+    if args.command == "ca" and args.ca_command == "init":
+        certificate = crypto.init_ca(args.ca_dir, name=args.name, bits=args.bits)
+        print(
+            f"network CA created in {args.ca_dir} (fingerprint {crypto.fingerprint(certificate)})"
+        )
+        print("keep ca-key.pem secret and offline; give ca-cert.pem to every super-peer and peer")
+        return 0
+    key_path, cert_path, ca_path = identity_paths(config.directory, config.security)
+    key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if args.command == "keygen":
+        key = crypto.generate_private_key(args.bits)
+        crypto.save_private_key(key, key_path, overwrite=args.force)
+        print(f"key written to {key_path} (fingerprint {crypto.fingerprint(key)})")
+        return 0
+    key = crypto.load_private_key(key_path)
+    hosts = args.host or [config.host, "127.0.0.1", "localhost"]
+    certificate = crypto.issue_certificate(
+        args.ca_dir, node_key=key, node_id=args.node_id, hosts=sorted(set(hosts))
+    )
+    crypto.save_certificate(certificate, cert_path, overwrite=True)
+    shutil.copyfile(Path(args.ca_dir) / "ca-cert.pem", ca_path)
+    print(
+        f"certificate for node {args.node_id!r} written to {cert_path}; network CA copied to {ca_path}"
+    )
+    return 0
+
+
 def _config(args: argparse.Namespace) -> SuperPeerConfig:
-    config = load_config(args.config)
+    config = load_config(getattr(args, "config", None))
     changes: dict[str, object] = {}
-    if args.listen:
+    if getattr(args, "no_tls", False):
+        changes["security"] = replace(config.security, tls=False)
+    if getattr(args, "listen", None):
         changes["host"], changes["port"] = parse_address(args.listen, what="--listen")
-    if args.data_dir:
+    if getattr(args, "data_dir", None):
         changes["data_dir"] = Path(args.data_dir).expanduser()
     if getattr(args, "join", None):
         changes["join"] = tuple(parse_address(j, what="--join") for j in args.join)
@@ -127,10 +195,28 @@ class ControlUnavailable(RuntimeError):
     """No daemon answers on the control socket."""
 
 
+def _request_frames(link: Link, command: str, arguments: dict[str, str] | None) -> bytes:
+    hello = m.Hello(role="control", node_id="cli", address="", protocol=wire.PROTOCOL_VERSION)
+    return link.send(hello) + link.send(
+        m.ControlRequest(command=command, arguments=arguments or {})
+    )
+
+
+def _reply_in(link: Link, data: bytes) -> m.ControlReply | None:
+    if not data:
+        raise ControlUnavailable("the daemon closed the control connection")
+    for event in link.receive_data(data):
+        if isinstance(event, Violation):
+            raise ControlUnavailable(f"control protocol error: {event.reason}")
+        if isinstance(event.message, m.ControlReply):
+            return event.message
+    return None
+
+
 async def control(
     directory: Path, command: str, arguments: dict[str, str] | None = None
 ) -> m.ControlReply:
-    """Send one command to the daemon whose data directory is ``directory``."""
+    """Send one command to the daemon whose data directory is ``directory`` (from trio code)."""
     path = directory / "control.sock"
     try:
         stream = await trio.open_unix_socket(str(path))
@@ -138,20 +224,29 @@ async def control(
         raise ControlUnavailable(f"no super-peer daemon at {path} ({error.strerror})") from None
     async with stream:
         link = Link(accepting=False)
-        hello = m.Hello(role="control", node_id="cli", address="", protocol=wire.PROTOCOL_VERSION)
-        await stream.send_all(link.send(hello))
-        await stream.send_all(
-            link.send(m.ControlRequest(command=command, arguments=arguments or {}))
-        )
-        while True:
-            data = await stream.receive_some(65536)
-            if not data:
-                raise ControlUnavailable("the daemon closed the control connection")
-            for event in link.receive_data(data):
-                if isinstance(event, Violation):
-                    raise ControlUnavailable(f"control protocol error: {event.reason}")
-                if isinstance(event.message, m.ControlReply):
-                    return event.message
+        await stream.send_all(_request_frames(link, command, arguments))
+        while (reply := _reply_in(link, await stream.receive_some(65536))) is None:
+            pass
+        return reply
+
+
+def control_blocking(
+    directory: Path, command: str, arguments: dict[str, str] | None = None, timeout: float = 30
+) -> m.ControlReply:
+    """``control`` for plain (blocking) code: the command line, launchers, tests."""
+    path = directory / "control.sock"
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(timeout)
+    with client:
+        try:
+            client.connect(str(path))
+        except OSError as error:
+            raise ControlUnavailable(f"no super-peer daemon at {path} ({error.strerror})") from None
+        link = Link(accepting=False)
+        client.sendall(_request_frames(link, command, arguments))
+        while (reply := _reply_in(link, client.recv(65536))) is None:
+            pass
+        return reply
 
 
 def _print_status(status: dict) -> None:

@@ -22,6 +22,13 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     [routing]
     summarise_values_above = 1000      # summarise larger advertised value sets (0: never)
 
+    [security]
+    tls = true                         # false only to measure what encryption costs
+    key = "/var/lib/semantic-pubsub/sp1/identity/key.pem"     # defaults: <data_dir>/identity/...
+    certificate = "/var/lib/semantic-pubsub/sp1/identity/cert.pem"
+    ca = "/var/lib/semantic-pubsub/sp1/identity/ca.pem"
+    key_bits = 3072                    # for the identity a fresh standalone super-peer creates
+
 Unknown keys are errors: a typo must not silently change how a server runs.
 """
 
@@ -34,6 +41,7 @@ from typing import Any, Final
 
 import platformdirs
 
+from superpeer.security import SecuritySettings
 from wire.codec import WireLimits
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -50,6 +58,7 @@ class Limits:
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
     failure_seconds: float = 10.0
+    handshake_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +77,7 @@ class SuperPeerConfig:
     join: tuple[tuple[str, int], ...] = ()
     limits: Limits = field(default_factory=Limits)
     trace: TraceSettings = field(default_factory=TraceSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     summarise_values_above: int | None = None
 
     @property
@@ -109,7 +119,7 @@ def load_config(path: str | Path | None) -> SuperPeerConfig:
 
 
 def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") -> SuperPeerConfig:
-    known = {"listen", "data_dir", "node_id", "join", "limits", "trace", "routing"}
+    known = {"listen", "data_dir", "node_id", "join", "limits", "trace", "routing", "security"}
     _no_unknown(data, known, source)
     changes: dict[str, Any] = {}
     if "listen" in data:
@@ -129,6 +139,8 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         changes["limits"] = _section(Limits, data["limits"], "limits", source)
     if "trace" in data:
         changes["trace"] = _section(TraceSettings, data["trace"], "trace", source)
+    if "security" in data:
+        changes["security"] = _security(data["security"], source)
     if "routing" in data:
         routing = data["routing"]
         if not isinstance(routing, dict):
@@ -139,6 +151,28 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
             raise ConfigError(f"{source}: routing.summarise_values_above must be an integer >= 0")
         changes["summarise_values_above"] = value or None
     return SuperPeerConfig(**changes)
+
+
+def _security(value: object, source: str) -> SecuritySettings:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: [security] must be a table")
+    _no_unknown(value, {"tls", "key", "certificate", "ca", "key_bits"}, f"{source} [security]")
+    settings = SecuritySettings()
+    if "tls" in value:
+        if not isinstance(value["tls"], bool):
+            raise ConfigError(f"{source}: security.tls must be true or false")
+        settings = replace(settings, tls=value["tls"])
+    for name in ("key", "certificate", "ca"):
+        if name in value:
+            settings = replace(
+                settings, **{name: Path(_str(value, name, f"{source} [security]")).expanduser()}
+            )
+    if "key_bits" in value:
+        bits = value["key_bits"]
+        if isinstance(bits, bool) or not isinstance(bits, int) or bits < 2048:
+            raise ConfigError(f"{source}: security.key_bits must be an integer >= 2048")
+        settings = replace(settings, key_bits=bits)
+    return settings
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], source: str) -> None:

@@ -21,17 +21,21 @@ The runtime owns what the cores may not touch: sockets, the clock, the disk. It
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import random
 import secrets
+import ssl
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
 
+import crypto
 import wire
 from hypercup import HypercupNode, NodeState
 from hypercup.errors import HypercupError
@@ -41,6 +45,7 @@ from superpeer.actions import DiscardOffline, FlushOffline, ToNeighbour, ToOffli
 from superpeer.config import SuperPeerConfig
 from superpeer.core import CoreConfig, Output, SuperPeerCore
 from superpeer.offline import SqliteOutbox
+from superpeer.security import Identity, SqliteRegistry, prepare_identity
 from superpeer.trace import TraceRecord
 from superpeer.tracelog import TraceLog
 from wire import messages as m
@@ -74,6 +79,49 @@ class NeighbourLink:
     unreachable_since: float | None = None
 
 
+class _Connection:
+    """An accepted connection: its stream, its ``Link``, and the events read but not yet used
+    (one read can carry several frames)."""
+
+    def __init__(self, stream: trio.abc.Stream, link: Link) -> None:
+        self.stream = stream
+        self.link = link
+        self._events: deque[Received | Violation] = deque()
+
+    async def next(self) -> Received | Violation | None:
+        """The next message or violation; None when the other side closed the connection."""
+        while not self._events:
+            if self.link.closed:
+                return None
+            data = await self.stream.receive_some(READ_SIZE)
+            if not data:
+                return None
+            self._events.extend(self.link.receive_data(data))
+        return self._events.popleft()
+
+    async def send(self, message: object) -> None:
+        await self.stream.send_all(self.link.send(message))
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+
+def _remote_address(stream: trio.abc.Stream) -> str:
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return "unknown"
+    try:
+        host, port = sock.getpeername()[:2]
+    except OSError:
+        return "unknown"
+    return f"{host}:{port}"
+
+
+def _short(error: BaseException) -> str:
+    cause = error.__cause__ or error
+    return getattr(cause, "reason", None) or type(cause).__name__
+
+
 def _with_waiting(first: bytes, channel: trio.MemoryReceiveChannel[bytes]) -> bytes:
     """``first`` and every frame already waiting behind it, as one write: under load, one system
     call and one wake-up carry many frames (they stay in order, and a frame is never split)."""
@@ -81,7 +129,7 @@ def _with_waiting(first: bytes, channel: trio.MemoryReceiveChannel[bytes]) -> by
     while len(batch) < 256:
         try:
             batch.append(channel.receive_nowait())
-        except trio.WouldBlock:
+        except (trio.WouldBlock, trio.EndOfChannel):
             break
     return b"".join(batch) if len(batch) > 1 else first
 
@@ -112,6 +160,16 @@ class SuperPeerDaemon:
             ) from None
         self.node_id = node_id_for(self.directory, config.node_id)
         self.address = config.address
+        self.identity: Identity | None = None
+        self._server_context: ssl.SSLContext | None = None
+        self._client_context: ssl.SSLContext | None = None
+        if config.security.tls:
+            self.identity = prepare_identity(
+                self.directory, self.node_id, config.security, config.host
+            )
+            self._server_context = self.identity.server_context()
+            self._client_context = self.identity.client_context()
+        self.registry = SqliteRegistry(self.directory / "peers.sqlite")
         self.limits = config.wire_limits()
         self.topology = HypercupNode(self.node_id, self.address)
         self.core: SuperPeerCore | None = None
@@ -181,12 +239,42 @@ class SuperPeerDaemon:
             try:
                 with trio.fail_after(5):
                     return await self._ask_id(host, port), f"{host}:{port}"
-            except (OSError, trio.TooSlowError, DaemonError, FrameError) as error:
+            except (
+                OSError,
+                trio.TooSlowError,
+                DaemonError,
+                FrameError,
+                crypto.CryptoError,
+            ) as error:
                 problems.append(f"{host}:{port}: {error}")
         raise DaemonError("cannot join: no member answered (" + "; ".join(problems) + ")")
 
+    async def _open_backbone(self, host: str, port: int, expected: str | None) -> trio.abc.Stream:
+        """A connection to a super-peer: TLS with our certificate, the other end's certificate
+        verified against the network CA and (when known) checked for ``expected``'s node id."""
+        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+        if self._client_context is None:
+            return stream
+        secure = trio.SSLStream(stream, self._client_context, server_hostname=host)
+        try:
+            with trio.fail_after(self.config.limits.handshake_seconds):
+                await secure.do_handshake()
+            if expected is not None:
+                crypto.check_peer_node_id(secure, expected)  # type: ignore[arg-type]
+        except (
+            trio.BrokenResourceError,
+            trio.TooSlowError,
+            ssl.SSLError,
+            crypto.CryptoError,
+        ) as error:
+            await stream.aclose()
+            reason = f"TLS to {host}:{port} failed: {_short(error) if not isinstance(error, crypto.CryptoError) else error}"
+            self._auth_failure(expected, "superpeer", f"{host}:{port}", "tls_client", reason)
+            raise OSError(reason) from None
+        return secure
+
     async def _ask_id(self, host: str, port: int) -> str:
-        stream = await trio.open_tcp_stream(host, port)
+        stream = await self._open_backbone(host, port, None)
         async with stream:
             link = Link(accepting=False, limits=self.limits)
             await stream.send_all(link.send(self._hello()))
@@ -198,7 +286,10 @@ class SuperPeerDaemon:
                 if violations:
                     raise DaemonError(violations[0].reason)
             assert link.peer_welcome is not None
-            return link.peer_welcome.node_id
+            node_id = link.peer_welcome.node_id
+            if self._client_context is not None:
+                crypto.check_peer_node_id(stream, node_id)  # type: ignore[arg-type]
+            return node_id
 
     def _hello(self) -> m.Hello:
         return m.Hello(
@@ -256,71 +347,185 @@ class SuperPeerDaemon:
         if self.trace is not None:
             self.trace.close()
         self.outbox.close()
+        self.registry.close()
 
     # -- incoming connections -----------------------------------------------------------------
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        link = Link(accepting=True, limits=self.limits)
+        remote = _remote_address(stream)
         try:
             async with stream:
-                await self._converse(stream, link)
+                if self.identity is not None:
+                    stream = await self._accept_tls(stream, remote)
+                    if stream is None:
+                        return
+                await self._converse(
+                    _Connection(stream, Link(accepting=True, limits=self.limits)), remote
+                )
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             return
 
-    async def _converse(self, stream: trio.abc.Stream, link: Link) -> None:
-        role: str | None = None
-        sender = ""
-        session: PeerSession | None = None
+    async def _accept_tls(self, stream: trio.abc.Stream, remote: str) -> trio.SSLStream | None:
+        assert self._server_context is not None
+        secure = trio.SSLStream(stream, self._server_context, server_side=True)
         try:
-            while True:
-                data = await stream.receive_some(READ_SIZE)
-                if not data:
-                    return
-                for event in link.receive_data(data):
-                    if isinstance(event, Violation):
-                        self.violations += 1
-                        log.warning(
-                            "event=violation role=%s sender=%s reason=%r",
-                            role,
-                            sender,
-                            event.reason,
-                        )
-                        self._trace_drop(sender, role, event.reason)
-                        with trio.move_on_after(1):
-                            await stream.send_all(event.reply)
-                        return
-                    if role is None:
-                        hello = event.message
-                        assert isinstance(hello, m.Hello)
-                        role, sender = hello.role, hello.node_id
-                        refusal = self._admit(hello)
-                        if refusal is not None:
-                            await stream.send_all(link.send(m.LinkError(reason=refusal)))
-                            return
-                        await stream.send_all(
-                            link.send(m.Welcome(node_id=self.node_id, address=self.address))
-                        )
-                        if role == "peer":
-                            session = await self._open_peer(sender, stream, link)
-                        continue
-                    if role == "peer":
-                        self._from_peer(sender, event)
-                    elif role == "superpeer":
-                        self._from_superpeer(sender, event)
-        finally:
-            if session is not None:
-                self._close_peer(session)
+            with trio.fail_after(self.config.limits.handshake_seconds):
+                await secure.do_handshake()
+        except (trio.BrokenResourceError, trio.TooSlowError, ssl.SSLError) as error:
+            reason = f"TLS handshake failed: {_short(error)}"
+            self._auth_failure(None, None, remote, "tls_handshake", reason)
+            return None
+        return secure
 
-    def _admit(self, hello: m.Hello) -> str | None:
+    async def _converse(self, connection: _Connection, remote: str) -> None:
+        event = await connection.next()
+        if event is None or not await self._check(connection, event, None, ""):
+            return
+        hello = event.message
+        assert isinstance(hello, m.Hello)
+        refusal = self._admit(hello, connection.stream, remote)
+        if refusal is not None:
+            await connection.send(m.LinkError(reason=refusal))
+            return
+        await connection.send(m.Welcome(node_id=self.node_id, address=self.address))
+        if hello.role == "superpeer":
+            while (event := await connection.next()) is not None:
+                if not await self._check(connection, event, "superpeer", hello.node_id):
+                    return
+                self._from_superpeer(hello.node_id, event)
+            return
+        peer = hello.node_id
+        if self.identity is not None:
+            peer = await self._identify(connection, hello.node_id, remote)
+            if peer is None:
+                return
+        session = await self._open_peer(peer, connection)
+        try:
+            while (event := await connection.next()) is not None:
+                if isinstance(event, Violation):
+                    self._violation("peer", peer, event.reason)
+                    self._enqueue_peer(session, event.reply)
+                    return
+                self._from_peer(peer, event)
+        finally:
+            self._close_peer(session)
+
+    async def _check(
+        self, connection: _Connection, event: Received | Violation, role: str | None, sender: str
+    ) -> bool:
+        """False (after answering with the error frame) for a protocol violation."""
+        if isinstance(event, Violation):
+            self._violation(role, sender, event.reason)
+            with trio.move_on_after(1):
+                await connection.send_raw(event.reply)
+            return False
+        return True
+
+    def _violation(self, role: str | None, sender: str, reason: str) -> None:
+        self.violations += 1
+        log.warning("event=violation role=%s sender=%s reason=%r", role, sender, reason)
+        self._trace_drop(sender, role, reason)
+
+    async def _identify(self, connection: _Connection, claimed: str, remote: str) -> str | None:
+        """Secure identification (``crypto.Verifier``) inside the TLS channel; the peer's public
+        identifier, or None after a failure (traced, counted, answered, connection closed)."""
+        assert self.identity is not None
+        verifier = crypto.Verifier(
+            node_id=self.node_id,
+            fingerprint=self.identity.fingerprint,
+            registry=self.registry,
+            address=remote,
+        )
+        await connection.send(verifier.challenge(time.time()))
+        deadline = verifier.get_timer()
+        with trio.move_on_at(trio.current_time() + max(0.0, (deadline or 0) - time.time())):
+            while (event := await connection.next()) is not None:
+                if not await self._check(connection, event, "peer", claimed):
+                    return None
+                for output in verifier.receive(event.message, time.time()):
+                    if isinstance(output, crypto.Send):
+                        await connection.send(output.message)
+                    elif isinstance(output, crypto.AuthFailure):
+                        self._auth_failure(
+                            output.public_id or claimed, "peer", remote, output.code, output.reason
+                        )
+                        return None
+                    elif isinstance(output, crypto.PeerAuthenticated):
+                        public_id = output.record.public_id
+                        if public_id != claimed:
+                            await connection.send(
+                                m.LinkError(reason="the Hello named another peer")
+                            )
+                            self._auth_failure(
+                                claimed,
+                                "peer",
+                                remote,
+                                "identifier_mismatch",
+                                "the Hello named another peer than the key",
+                            )
+                            return None
+                        log.info(
+                            "event=peer_identified peer=%s registered=%s address=%s",
+                            public_id,
+                            output.registered,
+                            remote,
+                        )
+                        return public_id
+            if event is None:
+                return None
+        for output in verifier.handle_timer(time.time()):
+            if isinstance(output, crypto.Send):
+                with trio.move_on_after(1):
+                    await connection.send(output.message)
+            elif isinstance(output, crypto.AuthFailure):
+                self._auth_failure(claimed, "peer", remote, output.code, output.reason)
+        return None
+
+    def _auth_failure(
+        self, who: str | None, role: str | None, remote: str, code: str, reason: str
+    ) -> None:
+        self.auth_failures += 1
+        log.warning(
+            "event=auth_failure role=%s who=%s remote=%s code=%s reason=%r",
+            role,
+            who,
+            remote,
+            code,
+            reason,
+        )
+        if self.trace is not None:
+            self.trace.write(
+                TraceRecord(
+                    ts=time.time(),
+                    node=self.node_id,
+                    event="auth_failure",
+                    kind=code,
+                    peer=who if role == "peer" else None,
+                    neighbour=who if role == "superpeer" else None,
+                    msg=f"{remote}: {reason}"[:300],
+                )
+            )
+
+    def _admit(self, hello: m.Hello, stream: trio.abc.Stream, remote: str) -> str | None:
         if hello.role not in ("peer", "superpeer"):
             return f"unknown role {hello.role!r} on this port"
         if not hello.node_id:
             return "a Hello must name its sender"
         if hello.role == "peer" and (self.core is None or self._stopping):
             return "this super-peer is not serving peers (joining or shutting down)"
+        if hello.role == "superpeer" and self.identity is not None:
+            certified = crypto.verified_peer_certificate_node_id(stream)  # type: ignore[arg-type]
+            if certified != hello.node_id:
+                reason = (
+                    "a backbone member needs a certificate from this network's CA for its node id"
+                    f" ({hello.node_id!r}); "
+                    + ("none was presented" if certified is None else f"it names {certified!r}")
+                )
+                self._auth_failure(hello.node_id, "superpeer", remote, "certificate", reason)
+                return reason
         return None
 
     # -- peers --------------------------------------------------------------------------------
-    async def _open_peer(self, peer: str, stream: trio.abc.Stream, link: Link) -> PeerSession:
+    async def _open_peer(self, peer: str, connection: _Connection) -> PeerSession:
         previous = self.peers.get(peer)
         if previous is not None:
             previous.scope.cancel()
@@ -329,7 +534,7 @@ class SuperPeerDaemon:
         session = PeerSession(peer, send, scope, time.time())
         self.peers[peer] = session
         assert self._nursery is not None
-        self._nursery.start_soon(self._pump_peer, session, stream, receive)
+        self._nursery.start_soon(self._pump_peer, session, connection.stream, receive)
         log.info("event=peer_attached peer=%s", peer)
         assert self.core is not None
         self._execute(self.core.attach(peer, time.time()))
@@ -341,14 +546,17 @@ class SuperPeerDaemon:
         stream: trio.abc.Stream,
         receive: trio.MemoryReceiveChannel[bytes],
     ) -> None:
+        """Write the session's queue to the peer. When the session is cancelled (the peer
+        reconnected elsewhere, overflowed its queue, or left), close the connection too, which
+        ends the reading side in ``_converse``."""
         with session.scope:
             try:
                 async for data in receive:
                     await stream.send_all(_with_waiting(data, receive))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return
-        with trio.move_on_after(0.5):
-            await stream.aclose()
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await trio.aclose_forcefully(stream)
 
     def _close_peer(self, session: PeerSession) -> None:
         session.scope.cancel()
@@ -433,7 +641,7 @@ class SuperPeerDaemon:
             while True:
                 host, _, port = link.address.rpartition(":")
                 try:
-                    stream = await trio.open_tcp_stream(host, int(port))
+                    stream = await self._open_backbone(host, int(port), link.node_id)
                 except OSError as error:
                     self._unreachable(link, str(error))
                     await trio.sleep(delay * (1 + self._random.random()))
@@ -662,6 +870,7 @@ class SuperPeerDaemon:
             "node": self.node_id,
             "address": self.address,
             "state": self.topology.state.name.lower(),
+            "topology_busy": self.topology.state == NodeState.MEMBER and self.topology.busy(),
             "uptime_seconds": round(time.time() - self.started_at, 1),
             "violations": self.violations,
             "flushed": self.flushed,

@@ -3,6 +3,7 @@ client beside a well-behaved one, the super-peer command line. Every process is 
 
 import json
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import msgpack
 import pytest
 import trio
 
+import crypto
 import qel
 import wire
 from deploy.cluster import Cluster
@@ -49,16 +51,21 @@ def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, s
     assert backbone == {k: c for k, c in simulation.messages.items() if k.startswith("sp.")}
 
 
-def raw_exchange(address: str, payload: bytes) -> bytes:
+def raw_exchange(address: str, payload: bytes, ca=None) -> bytes:
+    """Send raw bytes (inside TLS when ``ca`` is given) and read until the server closes."""
     host, _, port = address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    plain = socket.create_connection((host, int(port)), timeout=10)
+    sock = (
+        crypto.peer_client_context(ca=ca).wrap_socket(plain, server_hostname=host) if ca else plain
+    )
+    chunks = []
+    with sock:
         sock.sendall(payload)
-        chunks = []
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                break
-            chunks.append(data)
+        try:
+            while data := sock.recv(65536):
+                chunks.append(data)
+        except (ssl.SSLError, ConnectionError):
+            pass
     return b"".join(chunks)
 
 
@@ -71,10 +78,14 @@ def error_reason(reply: bytes) -> str:
 
 def test_malformed_clients_are_answered_and_closed_while_others_carry_on():
     with Cluster(2, trace=False) as cluster:
+        ca = cluster.ca_certificate
+
+        async def exchange(payload: bytes) -> bytes:
+            return await trio.to_thread.run_sync(raw_exchange, cluster.addresses[0], payload, ca)
 
         async def scenario() -> None:
-            good = RemotePeer("good", cluster.addresses[0])
-            publisher = RemotePeer("publisher", cluster.addresses[1])
+            good = RemotePeer("good", cluster.addresses[0], ca=ca)
+            publisher = RemotePeer("publisher", cluster.addresses[1], ca=ca)
             async with trio.open_nursery() as nursery:
                 await good.connect(nursery)
                 await publisher.connect(nursery)
@@ -87,22 +98,20 @@ def test_malformed_clients_are_answered_and_closed_while_others_carry_on():
                     )
                 )
                 await wait_quiet(cluster, [good, publisher])
-                address = cluster.addresses[0]
                 bad_first = struct.pack(">I", 3) + b"\xc1\xc1\xc1"
-                assert "not a msgpack message" in error_reason(
-                    await trio.to_thread.run_sync(raw_exchange, address, bad_first)
-                )
+                assert "not a msgpack message" in error_reason(await exchange(bad_first))
                 huge = struct.pack(">I", 50_000_000)
-                assert "max_frame_bytes" in error_reason(
-                    await trio.to_thread.run_sync(raw_exchange, address, huge)
-                )
+                assert "max_frame_bytes" in error_reason(await exchange(huge))
                 leave_first = wire.framing.frame(wire.encode(m.Leave()))
-                assert "expected link.hello first" in error_reason(
-                    await trio.to_thread.run_sync(raw_exchange, address, leave_first)
-                )
+                assert "expected link.hello first" in error_reason(await exchange(leave_first))
                 unknown = wire.framing.frame(msgpack.packb([1, "peer.hack", "", {}]))
-                assert "unknown message kind" in error_reason(
-                    await trio.to_thread.run_sync(raw_exchange, address, unknown)
+                assert "unknown message kind" in error_reason(await exchange(unknown))
+                plaintext = wire.framing.frame(
+                    wire.encode(m.Hello(role="peer", node_id="x", address="", protocol=1))
+                )
+                assert (
+                    await trio.to_thread.run_sync(raw_exchange, cluster.addresses[0], plaintext)
+                    == b""
                 )
                 [publication] = qel.parse_publications(
                     '<http://ex/a> <http://purl.org/dc/elements/1.1/title> "T" .', "nt", id="p1"
@@ -115,7 +124,10 @@ def test_malformed_clients_are_answered_and_closed_while_others_carry_on():
                 nursery.cancel_scope.cancel()
 
         trio.run(scenario)
-        assert cluster.status(0)["violations"] == 4
+        status = cluster.status(0)
+        assert status["violations"] == 4
+        assert status["auth_failures"] == 1, "the plaintext client"
+        assert status["peers"]["detached"] and status["state"] == "member", "still serving"
 
 
 def test_superpeer_command_line_errors_and_status(tmp_path):
