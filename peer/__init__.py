@@ -1,1 +1,16 @@
-"""peer."""
+"""The desktop peer: a daemon that keeps a peer attached to its access point (super-peer), and the
+``peer`` command that talks to it.
+
+Modules, from the protocol outwards:
+
+* ``peer.session`` - the peer's end of a connection, sans-IO (handshake, answers matched to
+  requests, timers, what to re-send after reconnecting, backoff);
+* ``peer.client`` - the trio runtime around it: connecting, reconnecting, requests, notifications;
+* ``peer.state`` / ``peer.inbox`` / ``peer.files`` - what the peer keeps on disk, durably;
+* ``peer.control`` - the local control protocol (and the command side's blocking client);
+* ``peer.daemon`` - ``serve_peer``: the client plus the control socket and the commands;
+* ``peer.config`` / ``peer.cli`` - configuration and the ``peer`` command.
+
+Nothing is re-exported here: ``peer.cli`` is imported by every command, which must start without
+loading trio or the daemon.
+"""

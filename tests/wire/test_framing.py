@@ -57,7 +57,10 @@ def test_the_decoder_never_holds_more_than_one_frame_limit(chunks):
 def test_handshake_then_messages():
     server, client = Link(accepting=True), Link(accepting=False)
     events = server.receive_data(client.send(HELLO) + client.send(m.Unsubscribe(id="s1"), "x1"))
-    assert [(e.message, e.message_id) for e in events] == [(HELLO, ""), (m.Unsubscribe(id="s1"), "x1")]
+    assert [(e.message, e.message_id) for e in events] == [
+        (HELLO, ""),
+        (m.Unsubscribe(id="s1"), "x1"),
+    ]
     assert all(isinstance(e, Received) and e.size > 0 for e in events)
     assert server.open and server.peer_hello == HELLO
     [welcome] = client.receive_data(server.send(WELCOME))

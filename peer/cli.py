@@ -1,0 +1,398 @@
+"""``peer``: run a desktop peer's daemon, and talk to it.
+
+    peer run --superpeer HOST:PORT [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
+    peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
+    peer subscribe QUERY|FILE [--id ID]         (QEL text or SPARQL; a FILE holds the query)
+    peer unsubscribe ID
+    peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID]   (FILE "-" reads stdin)
+    peer inbox [--json] [--follow]
+    peer status [--json]
+    peer leave
+
+Every command takes ``--data-dir DIR``, ``--config FILE`` and ``--name NAME``, which locate the
+daemon (several peers run side by side with different data directories). The commands talk to the
+running daemon over its control socket; ``run`` is the daemon itself (SIGTERM or SIGINT stop it
+cleanly).
+
+Exit codes: 0 done; 1 refused by the network; 2 a local error (usage, unreadable file, a query
+outside the language, ...); 3 no daemon running, or the access point is not connected or did not
+answer. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, NoReturn
+
+from peer.config import ConfigError, PeerConfig, load_config, toml_to_json
+from peer.control import EXIT_CODES, ControlClient, ControlUnavailable
+
+FORMATS_BY_SUFFIX = {
+    ".ttl": "turtle",
+    ".turtle": "turtle",
+    ".nt": "nt",
+    ".rdf": "xml",
+    ".xml": "xml",
+    ".owl": "xml",
+    ".jsonld": "json-ld",
+    ".json": "json-ld",
+}
+
+
+class UsageError(Exception):
+    """A problem with the command line or its files (exit 2)."""
+
+
+class CommandFailed(Exception):
+    """The daemon reported a failure; ``code`` is the exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+        config = load_config(
+            args.config, data_dir=args.data_dir, name=args.name, superpeer=args.superpeer
+        )
+        if args.command == "run":
+            return _run(config, args.log_level)
+        return _COMMANDS[args.command](args, config)
+    except (UsageError, ConfigError) as error:
+        return _fail(str(error), 2)
+    except ControlUnavailable as error:
+        return _fail(str(error), 3)
+    except CommandFailed as error:
+        return _fail(str(error), error.code)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"peer: {message}", file=sys.stderr)
+    return code
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--data-dir", help="the peer's data directory")
+    common.add_argument("--config", help="TOML configuration file")
+    common.add_argument("--name", help="the peer's name (its id; also picks the default data dir)")
+    parser = _Parser(prog="peer", description="Run a desktop peer's daemon, and talk to it.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, parents=[common], description=help)
+        sub.set_defaults(superpeer=None)
+        return sub
+
+    run = command("run", "run the peer daemon")
+    run.add_argument("--superpeer", metavar="HOST:PORT", help="the access point (super-peer)")
+    run.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+    command("advertise", "say what this peer publishes").add_argument(
+        "file", metavar="FILE", help="the advertisement: JSON, or TOML (.toml)"
+    )
+    subscribe = command("subscribe", "subscribe with a QEL or SPARQL query")
+    subscribe.add_argument("query", metavar="QUERY|FILE", help="the query, or a file holding it")
+    subscribe.add_argument("--id", help="the subscription's id (default: a hash of the query)")
+    command("unsubscribe", "withdraw a subscription").add_argument("id", metavar="ID")
+    publish = command("publish", "publish the resources an RDF document describes")
+    publish.add_argument("file", metavar="FILE", help='the RDF document ("-" for stdin)')
+    publish.add_argument(
+        "--format",
+        choices=["turtle", "nt", "xml", "json-ld"],
+        help="the document's format (default: from the file name, else turtle)",
+    )
+    publish.add_argument("--id", help="the publication's id (default: a hash of its content)")
+    inbox = command("inbox", "list the notifications received")
+    inbox.add_argument("--json", action="store_true", help="one JSON record per line")
+    inbox.add_argument("--follow", action="store_true", help="keep printing new notifications")
+    command("status", "show the daemon's state").add_argument(
+        "--json", action="store_true", help="print one JSON object"
+    )
+    command("leave", "leave the network for good (keeps the inbox) and stop the daemon")
+    return parser
+
+
+# -- run ----------------------------------------------------------------------------------------
+def _run(config: PeerConfig, log_level: str) -> int:
+    import trio
+
+    from peer.daemon import DaemonError
+
+    try:
+        logging.basicConfig(
+            level=log_level.upper(),
+            stream=sys.stderr,
+            format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+        )
+    except ValueError:
+        raise UsageError(f"unknown log level {log_level!r}") from None
+    try:
+        trio.run(_serve_until_signal, config)
+    except (DaemonError, OSError, BaseExceptionGroup) as caught:
+        leaves = list(_leaves(caught))
+        for error in leaves:
+            if isinstance(error, DaemonError):
+                return _fail(str(error), 2)
+        if all(isinstance(e, OSError) for e in leaves):
+            return _fail(f"the daemon stopped: {leaves[0]}", 1)
+        raise
+    return 0
+
+
+async def _serve_until_signal(config: PeerConfig) -> None:
+    import signal
+
+    import trio
+
+    from peer.daemon import Running, serve_peer
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def serve(*, task_status: trio.TaskStatus[Running]) -> None:
+                await serve_peer(config, task_status=task_status)
+                nursery.cancel_scope.cancel()  # the peer left the network
+
+            running: Running = await nursery.start(serve)
+            print(
+                f"peer {running.peer_id} running (access point {running.access_point}, "
+                f"control socket {running.control_path})",
+                flush=True,
+            )
+            async for number in signals:
+                logging.getLogger("peer").info(
+                    "event=stopping signal=%s", signal.Signals(number).name
+                )
+                nursery.cancel_scope.cancel()
+                return
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+# -- the commands -------------------------------------------------------------------------------
+def _call(config: PeerConfig, command: str, **arguments: str) -> dict[str, Any]:
+    """One command to the daemon; its result, or ``CommandFailed``."""
+    with ControlClient(config.control_path, timeout=_answer_timeout(config)) as control:
+        ok, body = control.call(command, **arguments)
+    if not ok:
+        _report_results(body.get("results", []))
+        raise CommandFailed(str(body.get("message")), EXIT_CODES.get(body.get("error", ""), 2))
+    return body
+
+
+def _answer_timeout(config: PeerConfig) -> float:
+    """The daemon always answers: the access point has ``request_timeout`` to answer it."""
+    return max(60.0, 2 * config.request_timeout)
+
+
+def _advertise(args: argparse.Namespace, config: PeerConfig) -> int:
+    path = Path(args.file)
+    text = _read(path)
+    if path.suffix == ".toml":
+        try:
+            text = toml_to_json(tomllib.loads(text))
+        except tomllib.TOMLDecodeError as error:
+            raise UsageError(f"{path} is not valid TOML: {error}") from None
+    summary = _call(config, "advertise", advertisement=text)["advertisement"]
+    print(f"advertised: {_summary(summary)}")
+    return 0
+
+
+def _summary(advertisement: dict[str, int]) -> str:
+    return ", ".join(
+        _plural(advertisement[key], singular, plural)
+        for key, singular, plural in (
+            ("schemas", "schema", "schemas"),
+            ("properties", "property", "properties"),
+            ("value_sets", "value set", "value sets"),
+        )
+    )
+
+
+def _plural(count: int, singular: str, plural: str) -> str:
+    return f"{count} {singular if count == 1 else plural}"
+
+
+def _subscribe(args: argparse.Namespace, config: PeerConfig) -> int:
+    query = args.query
+    if _is_file(query):
+        query = _read(Path(query))
+    arguments = {"query": query}
+    if args.id is not None:
+        arguments["id"] = args.id
+    result = _call(config, "subscribe", **arguments)
+    verb = "already subscribed" if result["repeated"] else "subscribed"
+    print(f"{verb} {result['id']}: {result['query']}")
+    return 0
+
+
+def _unsubscribe(args: argparse.Namespace, config: PeerConfig) -> int:
+    _call(config, "unsubscribe", id=args.id)
+    print(f"unsubscribed {args.id}")
+    return 0
+
+
+def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
+    if args.file == "-":
+        data = sys.stdin.read()
+        fmt = args.format or "turtle"
+    else:
+        path = Path(args.file)
+        data = _read(path)
+        fmt = args.format or FORMATS_BY_SUFFIX.get(path.suffix.lower(), "turtle")
+    arguments = {"data": data, "format": fmt}
+    if args.id is not None:
+        arguments["id"] = args.id
+    _report_results(_call(config, "publish", **arguments)["results"])
+    return 0
+
+
+def _report_results(results: list[dict[str, Any]]) -> None:
+    """One line per publication: published ones on stdout, the others on stderr."""
+    for result in results:
+        line = f"{result['outcome']} {result['id']} <{result['subject']}>"
+        if result["outcome"] == "published":
+            print(line)
+        else:
+            reason = f": {result['reason']}" if "reason" in result else ""
+            print(f"peer: {line}{reason}", file=sys.stderr)
+
+
+def _inbox(args: argparse.Namespace, config: PeerConfig) -> int:
+    with ControlClient(config.control_path, timeout=None if args.follow else 60.0) as control:
+        after = 0
+        wait = False
+        while True:
+            arguments = {"after": str(after)}
+            if wait:
+                arguments["wait"] = "true"
+            ok, body = control.call("inbox", **arguments)
+            if not ok:
+                raise CommandFailed(str(body.get("message")), EXIT_CODES.get(body.get("error"), 2))
+            for record in body["records"]:
+                print(json.dumps(record) if args.json else _record_line(record), flush=True)
+                after = record["sequence"]
+            if not body["records"]:
+                if not args.follow:
+                    return 0
+                wait = True
+
+
+def _record_line(record: dict[str, Any]) -> str:
+    received = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record["received_at"]))
+    matched = ",".join(record["subscriptions"])
+    return (
+        f"{record['sequence']:>5}  {received}  {record['publication']}  <{record['subject']}>  "
+        f"from {record['owner']} at {record['access_point']} ({record['hops']} hops; {matched})"
+    )
+
+
+def _status(args: argparse.Namespace, config: PeerConfig) -> int:
+    status = _call(config, "status")
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    since = _when(status["since"])
+    if status["connected"]:
+        link = f"connected to {status['superpeer_id']} since {since}"
+    else:
+        link = "not connected"
+        if status["last_error"]:
+            link += f" ({status['last_error']})"
+        if status["retry_at"] is not None:
+            link += f"; next attempt at {_when(status['retry_at'])}"
+    print(f"peer {status['peer_id']}  (data {status['data_dir']})")
+    print(f"  access point {status['access_point']}: {link}")
+    advertisement = status["advertisement"]
+    if advertisement is None:
+        print("  advertisement: none")
+    elif "problem" in advertisement:
+        print(f"  advertisement: unusable ({advertisement['problem']})")
+    else:
+        print(f"  advertisement: {_summary(advertisement)}")
+    print(f"  subscriptions: {len(status['subscriptions'])}")
+    for name, query in status["subscriptions"].items():
+        print(f"    {name}: {' '.join(query.split())}")
+    if status["in_doubt"]:
+        print(f"  withdrawing on reconnection: {', '.join(status['in_doubt'])}")
+    inbox = status["inbox"]
+    print(
+        f"  inbox: {_plural(inbox['records'], 'notification', 'notifications')}, "
+        f"{_plural(inbox['duplicates_ignored'], 'repeat', 'repeats')} ignored"
+        + (f", {inbox['unreadable']} unreadable" if inbox["unreadable"] else "")
+    )
+    counters = status["counters"]
+    print(
+        f"  requests: {counters['requests']} sent, {counters['acknowledged']} acknowledged, "
+        f"{counters['refused']} refused, {counters['failed']} failed; "
+        f"connections: {counters['connections']}"
+    )
+    for problem in status["problems"]:
+        print(f"  problem: {problem}")
+    return 0
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+
+
+def _leave(args: argparse.Namespace, config: PeerConfig) -> int:
+    result = _call(config, "leave")
+    print(
+        f"peer {result['peer_id']} left the network: its subscriptions and advertisement are "
+        "gone, its inbox is kept; the daemon stopped"
+    )
+    return 0
+
+
+def _is_file(argument: str) -> bool:
+    try:
+        return Path(argument).is_file()
+    except (OSError, ValueError):  # not a possible path (too long, NUL, ...): it is a query
+        return False
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text") from None
+
+
+_COMMANDS = {
+    "advertise": _advertise,
+    "subscribe": _subscribe,
+    "unsubscribe": _unsubscribe,
+    "publish": _publish,
+    "inbox": _inbox,
+    "status": _status,
+    "leave": _leave,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,521 @@
+"""The peer's connection to its access point, with trio: the runtime around ``peer.session``.
+
+``PeerClient.serve`` keeps one connection open, reconnecting with capped exponential backoff and
+jitter (``peer.session.Backoff``) when it cannot connect, is refused, or loses the connection. Each
+connection runs three tasks in its own nursery:
+
+* the reader feeds received bytes to the ``Session`` and acts on its events: on ``Welcome`` the
+  client becomes *connected* and queues the re-send of its whole state (advertisement first, then
+  subscriptions); a ``Notify`` is stored in the inbox; an answer completes the oldest request;
+* the writer sends the ``Hello``, then requests from the connection's queue, one at a time and in
+  order (the order of the queue is the order of the answers);
+* the watcher calls the session's timer (handshake and answer timeouts).
+
+A request (``submit`` / ``request``) is only accepted while connected: what the user asks for
+while the access point is unreachable fails at once and changes nothing, rather than being queued
+behind an outage of unknown length. A request carries ``on_answer``, applied synchronously when its
+answer is read, before anything else happens, so a state change acknowledged by the access point is
+persisted before the next frame is even looked at (and before a shutdown can interrupt it); and
+``on_doubt``, applied if the connection is lost after the request was sent but before its answer.
+
+When a connection ends, queued requests fail as *not sent* and sent, unanswered ones as *in doubt*
+(``RequestFailed.sent``). Closing the connection is the whole of a clean shutdown: the access point
+keeps the peer's subscriptions and notifications while it is detached.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import trio
+
+import qel
+from peer.config import format_address
+from peer.inbox import Inbox
+from peer.session import (
+    Answered,
+    Backoff,
+    Ended,
+    Established,
+    Event,
+    Notified,
+    Outgoing,
+    Request,
+    RequestTooLarge,
+    Session,
+    plan_resend,
+    request_label,
+)
+from peer.state import StateStore, parse_state
+from wire import messages as m
+from wire.codec import WireLimits
+
+log = logging.getLogger("peer.client")
+READ_SIZE = 65536
+Answer = m.Ack | m.Refused
+
+
+class RequestFailed(Exception):
+    """The request has no answer. If ``sent`` is False nothing reached the access point; if True
+    its outcome is unknown (the connection was lost after it was sent)."""
+
+    def __init__(self, reason: str, *, sent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.sent = sent
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class PeerRequest:
+    """A request for the access point and what its outcome means for the peer's state."""
+
+    message: Request
+    on_answer: Callable[[Answer], None] | None = None
+    on_doubt: Callable[[], None] | None = None
+
+
+class Ticket:
+    """A submitted request; ``await ticket.wait()`` returns its answer."""
+
+    def __init__(self, request: PeerRequest, outgoing: Outgoing) -> None:
+        self.request = request
+        self.outgoing = outgoing
+        self._done = trio.Event()
+        self._answer: Answer | None = None
+        self._failure: RequestFailed | None = None
+
+    async def wait(self) -> Answer:
+        await self._done.wait()
+        if self._failure is not None:
+            raise self._failure
+        assert self._answer is not None
+        return self._answer
+
+    def _resolve(self, answer: Answer) -> None:
+        if self.request.on_answer is not None:
+            self.request.on_answer(answer)
+        self._answer = answer
+        self._done.set()
+
+    def _fail(self, failure: RequestFailed) -> None:
+        if failure.sent and self.request.on_doubt is not None:
+            self.request.on_doubt()
+        self._failure = failure
+        self._done.set()
+
+
+class _Leave:
+    """The ``Leave`` frame queued behind earlier requests; ``done`` is set when the connection
+    it was queued on has ended, with ``failure`` unless the frame was written whole."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.failure: RequestFailed | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientStatistics:
+    connected: bool
+    superpeer_id: str | None
+    since: float | None
+    """Wall-clock time of the last connection or disconnection (None before the first attempt)."""
+    last_error: str | None
+    retry_at: float | None
+    """Wall-clock time of the next connection attempt, while disconnected."""
+    connections: int
+    notifications: int
+    requests: int
+    acknowledged: int
+    refused: int
+    failed: int
+    resend_problems: tuple[str, ...]
+
+
+class _Connection:
+    """One TCP connection's runtime state; ``end`` stops its three tasks."""
+
+    def __init__(self, stream: trio.abc.Stream, session: Session[Ticket]) -> None:
+        self.stream = stream
+        self.session = session
+        self.queue_in, self.queue_out = trio.open_memory_channel[Ticket | _Leave](math.inf)
+        self.scope = trio.CancelScope()
+        self.reason: str | None = None
+        self.reply = b""
+        self.writing = False
+        self.leaving: _Leave | None = None
+        self.superpeer_id: str | None = None
+
+    def end(self, reason: str, reply: bytes = b"") -> None:
+        if self.reason is None:
+            self.reason, self.reply = reason, reply
+        self.scope.cancel()
+
+
+class PeerClient:
+    """Keeps the peer attached to its access point; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        inbox: Inbox,
+        superpeer: tuple[str, int],
+        backoff: Backoff,
+        limits: WireLimits,
+        request_timeout: float,
+        open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        language_limits: qel.Limits = qel.DEFAULT_LIMITS,
+    ) -> None:
+        self.store = store
+        self.inbox = inbox
+        self.superpeer = superpeer
+        self._backoff = backoff
+        self._limits = limits
+        self._timeout = request_timeout
+        self._open_stream = open_stream or self._open_tcp_stream
+        self._wall_clock = wall_clock
+        self._language_limits = language_limits
+        self._connection: _Connection | None = None
+        self._left = False
+        self._inbox_changed = trio.Event()
+        self._since: float | None = None
+        self._last_error: str | None = None
+        self._retry_at: float | None = None
+        self._connections = 0
+        self._notifications = 0
+        self._requests = 0
+        self._acknowledged = 0
+        self._refused = 0
+        self._failed = 0
+        self._resend_problems: dict[str, str] = {}
+
+    @property
+    def address(self) -> str:
+        return format_address(self.superpeer)
+
+    # -- running ------------------------------------------------------------------------------
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Connect, and reconnect whenever the connection is lost, until cancelled or until the
+        peer has left the network."""
+        task_status.started()
+        while True:
+            reason = await self._connect_once()
+            self._since = self._wall_clock()
+            self._last_error = reason
+            if self._left:
+                log.info("event=left access_point=%s", self.address)
+                return
+            delay = self._backoff.next_delay()
+            self._retry_at = self._wall_clock() + delay
+            log.warning(
+                "event=disconnected access_point=%s reason=%r retry_in=%.2f",
+                self.address,
+                reason,
+                delay,
+            )
+            await trio.sleep(delay)
+            self._retry_at = None
+
+    async def _open_tcp_stream(self) -> trio.abc.Stream:
+        host, port = self.superpeer
+        stream = await trio.open_tcp_stream(host, port)
+        # The protocol has no heartbeat: let the kernel find a peer that vanished while idle.
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, option):
+                stream.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+        return stream
+
+    async def _connect_once(self) -> str:
+        """One connection, from connecting to its end; returns why it ended."""
+        stream = None
+        with trio.move_on_after(self._timeout):
+            try:
+                stream = await self._open_stream()
+            except OSError as error:
+                return f"cannot connect to {self.address}: {_connect_error(error)}"
+        if stream is None:
+            return f"cannot connect to {self.address} within {self._timeout:g} s"
+        connection = _Connection(
+            stream, Session(self.store.current.peer_id, limits=self._limits, timeout=self._timeout)
+        )
+        async with stream:
+            try:
+                with connection.scope:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._read, connection)
+                        nursery.start_soon(self._write, connection)
+                        nursery.start_soon(self._watch, connection)
+            finally:
+                self._teardown(connection)
+            if connection.reply and not connection.writing:
+                with trio.move_on_after(1.0):
+                    await self._send_quietly(connection, connection.reply)
+        return connection.reason or "the connection ended"
+
+    def _teardown(self, connection: _Connection) -> None:
+        """Fails what the connection leaves unanswered: queued requests were not sent; sent ones
+        are in doubt."""
+        if self._connection is connection:
+            self._connection = None
+        reason = connection.reason or "the peer daemon is stopping"
+        connection.queue_in.close()
+        unanswered = connection.session.close()
+        while True:
+            try:
+                item = connection.queue_out.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+            failure = RequestFailed(f"not connected to the access point ({reason})", sent=False)
+            if isinstance(item, _Leave):
+                item.failure = failure
+                item.done.set()
+            else:
+                self._failed += 1
+                item._fail(failure)
+        leaving = connection.leaving
+        if leaving is not None:
+            if connection.writing:
+                leaving.failure = RequestFailed(
+                    f"the connection was lost while leaving ({reason})", sent=True
+                )
+            else:
+                self._left = True
+            leaving.done.set()
+        for ticket in unanswered:
+            self._failed += 1
+            ticket._fail(
+                RequestFailed(
+                    f"the connection to the access point was lost before it answered ({reason})",
+                    sent=True,
+                )
+            )
+
+    async def _send_quietly(self, connection: _Connection, data: bytes) -> None:
+        """Best effort, for the error frame sent just before closing: the other side may already
+        be gone, which is then the expected outcome and only logged."""
+        try:
+            await connection.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+            log.debug("event=error_frame_not_sent reason=%r", str(error))
+
+    # -- the connection's tasks ---------------------------------------------------------------
+    async def _read(self, connection: _Connection) -> None:
+        while True:
+            try:
+                data = await connection.stream.receive_some(READ_SIZE)
+            except trio.BrokenResourceError as error:
+                connection.end(f"the connection broke: {error}")
+                return
+            if not data:
+                connection.end("the access point closed the connection")
+                return
+            for event in connection.session.receive_data(data, trio.current_time()):
+                await self._handle(connection, event)
+
+    async def _handle(self, connection: _Connection, event: Event[Ticket]) -> None:
+        if isinstance(event, Established):
+            self._established(connection, event)
+        elif isinstance(event, Notified):
+            await self._store(event.notify)
+        elif isinstance(event, Answered):
+            if event.answer.request != event.expected:
+                log.warning(
+                    "event=answer_label_mismatch expected=%r got=%r",
+                    event.expected,
+                    event.answer.request,
+                )
+            if isinstance(event.answer, m.Ack):
+                self._acknowledged += 1
+            else:
+                self._refused += 1
+                log.info(
+                    "event=refused request=%r reason=%r", event.answer.request, event.answer.reason
+                )
+            event.token._resolve(event.answer)
+        else:
+            assert isinstance(event, Ended)
+            connection.end(event.reason, event.reply)
+
+    def _established(self, connection: _Connection, event: Established) -> None:
+        connection.superpeer_id = event.superpeer_id
+        self._connection = connection
+        self._connections += 1
+        self._since = self._wall_clock()
+        self._last_error = None
+        self._backoff.reset()
+        log.info("event=connected access_point=%s superpeer=%s", self.address, event.superpeer_id)
+        state = self.store.current
+        parsed = parse_state(state, limits=self._language_limits)
+        problems = {f"stored state ({n})": p for n, p in enumerate(parsed.problems, start=1)}
+        withdraw = state.in_doubt - set(state.subscriptions)
+        for message in plan_resend(parsed.advertisement, parsed.subscriptions, withdraw):
+            try:
+                self.submit(PeerRequest(message=message, on_answer=self._resend_answered(message)))
+            except RequestTooLarge as error:
+                problems[request_label(message)] = str(error)
+        for what, problem in problems.items():
+            log.error("event=resend_problem what=%r problem=%r", what, problem)
+        self._resend_problems = problems
+
+    def _resend_answered(self, message: Request) -> Callable[[Answer], None]:
+        """What an answer to a re-sent request means: a withdrawal of an in-doubt subscription is
+        settled either way; a refused re-send is a problem the user must see (``status``)."""
+
+        def answered(answer: Answer) -> None:
+            if isinstance(message, m.Unsubscribe):
+                self.store.resolve_in_doubt(message.id)
+            elif isinstance(answer, m.Refused):
+                log.error(
+                    "event=resend_refused request=%r reason=%r", answer.request, answer.reason
+                )
+                self._resend_problems[answer.request] = answer.reason
+            else:
+                self._resend_problems.pop(answer.request, None)
+
+        return answered
+
+    async def _store(self, notify: m.Notify) -> None:
+        pending = self.inbox.prepare(notify, self._wall_clock())
+        if pending is None:
+            log.info(
+                "event=duplicate_ignored publication=%r owner=%s",
+                notify.publication.id,
+                notify.owner,
+            )
+            return
+        # Shielded: a notification read from the socket is kept even if the connection or the
+        # daemon is being stopped (the access point counts it as delivered).
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(pending.write)
+        self.inbox.commit(pending)
+        self._notifications += 1
+        log.info(
+            "event=notification publication=%r owner=%s subscriptions=%s",
+            notify.publication.id,
+            notify.owner,
+            ",".join(notify.subscriptions),
+        )
+        self._inbox_changed.set()
+        self._inbox_changed = trio.Event()
+
+    async def _write(self, connection: _Connection) -> None:
+        await self._send(connection, connection.session.hello(trio.current_time()))
+        async for item in connection.queue_out:
+            if isinstance(item, _Leave):
+                connection.leaving = item
+                await self._send(connection, connection.session.leave())
+                # The access point closes the connection (the reader then ends it); answers to
+                # earlier requests may still come until then.
+                await trio.sleep(self._timeout)
+                connection.end("left the network; the access point did not close the connection")
+                return
+            data = connection.session.send(item.outgoing, item, trio.current_time())
+            await self._send(connection, data)
+
+    async def _send(self, connection: _Connection, data: bytes) -> None:
+        connection.writing = True
+        try:
+            await connection.stream.send_all(data)
+        except trio.BrokenResourceError as error:
+            connection.end(f"the connection broke: {error}")
+            await trio.lowlevel.checkpoint()  # raises Cancelled: end() stopped the connection
+        connection.writing = False
+
+    async def _watch(self, connection: _Connection) -> None:
+        session = connection.session
+        while True:
+            deadline = session.get_timer()
+            # With nothing to wait for, look again after one timeout: anything that starts
+            # meanwhile has a deadline at least that far away.
+            await trio.sleep_until(
+                deadline if deadline is not None else trio.current_time() + session.timeout
+            )
+            ended = session.handle_timer(trio.current_time())
+            if ended is not None:
+                connection.end(ended.reason, ended.reply)
+                return
+
+    # -- requests -----------------------------------------------------------------------------
+    def submit(self, request: PeerRequest) -> Ticket:
+        """Queues ``request`` on the current connection. Raises ``RequestFailed`` (not sent) when
+        not connected and ``peer.session.RequestTooLarge`` when it cannot go on the wire."""
+        [ticket] = self.submit_all([request])
+        return ticket
+
+    def submit_all(self, requests: list[PeerRequest]) -> list[Ticket]:
+        """Queues all of ``requests``, in order, or (raising as ``submit``) none of them."""
+        connection = self._connection
+        if connection is None:
+            raise RequestFailed(self._not_connected(), sent=False)
+        tickets = [Ticket(r, connection.session.prepare(r.message)) for r in requests]
+        for ticket in tickets:
+            connection.queue_in.send_nowait(ticket)
+        self._requests += len(tickets)
+        return tickets
+
+    async def request(self, request: PeerRequest) -> Answer:
+        return await self.submit(request).wait()
+
+    async def leave(self) -> None:
+        """Sends ``Leave`` after the requests already queued and stops reconnecting."""
+        connection = self._connection
+        if connection is None:
+            raise RequestFailed(self._not_connected(), sent=False)
+        item = _Leave()
+        connection.queue_in.send_nowait(item)
+        await item.done.wait()
+        if item.failure is not None:
+            raise item.failure
+
+    def _not_connected(self) -> str:
+        reason = f"not connected to the access point {self.address}"
+        if self._last_error is not None:
+            reason += f" ({self._last_error})"
+        if self._retry_at is not None:
+            reason += f"; next attempt in {max(0.0, self._retry_at - self._wall_clock()):.0f} s"
+        return reason
+
+    async def wait_for_record_after(self, sequence: int) -> None:
+        """Returns once the inbox holds a record with a sequence above ``sequence``."""
+        while self.inbox.last_sequence <= sequence:
+            await self._inbox_changed.wait()
+
+    def statistics(self) -> ClientStatistics:
+        connection = self._connection
+        return ClientStatistics(
+            connected=connection is not None,
+            superpeer_id=connection.superpeer_id if connection is not None else None,
+            since=self._since,
+            last_error=self._last_error,
+            retry_at=self._retry_at,
+            connections=self._connections,
+            notifications=self._notifications,
+            requests=self._requests,
+            acknowledged=self._acknowledged,
+            refused=self._refused,
+            failed=self._failed,
+            resend_problems=tuple(
+                f"{request}: {reason}" for request, reason in self._resend_problems.items()
+            ),
+        )
+
+
+def _connect_error(error: OSError) -> str:
+    """What went wrong connecting: trio reports "all attempts to connect failed" and keeps each
+    attempt's error as the cause; the first one says why (refused, unreachable, ...)."""
+    cause: BaseException = error
+    while isinstance(cause.__cause__, BaseException):
+        cause = cause.__cause__
+        while isinstance(cause, BaseExceptionGroup):
+            cause = cause.exceptions[0]
+    if isinstance(cause, OSError) and cause.errno is not None:
+        return os.strerror(cause.errno)
+    return str(cause)

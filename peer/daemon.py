@@ -1,0 +1,585 @@
+"""The peer daemon: ``serve_peer`` runs the connection to the access point (``peer.client``) and
+the local control socket the ``peer`` commands talk to (``peer.control``).
+
+Decisions a user sees:
+
+* **State changes need the access point.** ``advertise``, ``subscribe`` and ``unsubscribe`` are
+  saved only when the access point acknowledges them; while it is unreachable they fail at once
+  (exit 3) and nothing changes. Queuing them durably instead would report success for a change
+  the network may later refuse, with nobody left to tell. What *was* acknowledged is kept and
+  re-sent after every reconnection, so an outage never loses it.
+* **Local errors never reach the network.** Queries, advertisements and documents are parsed here
+  first; the access point only sees what the language accepts, under the wire's limits.
+* **A lost answer is reported as such** (exit 3): a subscription left in doubt is withdrawn on
+  the next connection, an advertisement or unsubscription in doubt is undone by re-sending the
+  saved state, a publication in doubt may or may not have gone out (subscribers ignore repeats).
+* ``leave`` sends ``Leave``, forgets the subscriptions and the advertisement (the identity and
+  the inbox stay) and stops the daemon: a running daemon would otherwise attach again.
+
+One daemon per data directory (an exclusive lock on ``<data>/daemon.lock``); a control socket left
+by a daemon that was killed is replaced. Each control connection is served on its own: one that
+sends garbage, or the wrong first frame, gets a ``LinkError`` and is closed, and nobody else
+notices. Stopping (cancellation: SIGTERM/SIGINT in ``peer run``) closes the network connection and
+removes the socket; every file was already written durably.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+import qel
+import wire
+from peer.client import Answer, PeerClient, PeerRequest, RequestFailed, Ticket
+from peer.config import PeerConfig
+from peer.control import CONTROL_LIMITS, INBOX_PAGE_BYTES, READ_SIZE
+from peer.inbox import Inbox
+from peer.session import Backoff, RequestTooLarge
+from peer.state import StateError, StateStore, subscription_id
+from wire import messages as m
+from wire.codec import WireLimits
+from wire.framing import Link, Received, Violation, frame
+
+log = logging.getLogger("peer.daemon")
+HANDSHAKE_SECONDS: Final = 10.0
+MAX_SOCKET_PATH: Final = 107
+MAX_ID_CHARS: Final = 128
+
+
+class DaemonError(Exception):
+    """The daemon cannot start: the message says why and what to do."""
+
+
+class CommandError(Exception):
+    """A command failed; ``kind`` is one of ``peer.control.EXIT_CODES``."""
+
+    def __init__(self, kind: str, message: str, **extra: object) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.extra = extra
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """What ``serve_peer`` reports once it accepts commands."""
+
+    peer_id: str
+    access_point: str
+    control_path: Path
+
+
+async def serve_peer(
+    config: PeerConfig, *, task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Runs the peer until cancelled or until it leaves the network; reports ``Running`` once it
+    accepts commands. Raises ``DaemonError`` if it cannot start."""
+    if config.superpeer is None:
+        raise DaemonError("no access point: give --superpeer HOST:PORT or superpeer in the config")
+    if len(os.fsencode(config.control_path)) > MAX_SOCKET_PATH:
+        raise DaemonError(
+            f"the control socket path {config.control_path} is longer than the {MAX_SOCKET_PATH} "
+            "bytes a Unix socket allows; use a shorter --data-dir"
+        )
+    with _hold_data_dir(config.data_dir):
+        try:
+            store = StateStore.open(config.data_dir, name=config.name)
+        except StateError as error:
+            raise DaemonError(str(error)) from None
+        if config.advertisement is not None:
+            _apply_configured_advertisement(store, config.advertisement)
+        inbox = Inbox.open(config.data_dir / "notifications")
+        client = PeerClient(
+            store=store,
+            inbox=inbox,
+            superpeer=config.superpeer,
+            backoff=Backoff(config.reconnect_initial, config.reconnect_max, random.random),
+            limits=WireLimits(max_frame_bytes=config.max_frame_bytes),
+            request_timeout=config.request_timeout,
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                service = PeerService(
+                    config, store, inbox, client, stop=nursery.cancel_scope.cancel
+                )
+                await nursery.start(client.serve)
+                await nursery.start(serve_control, config.control_path, service.serve_connection)
+                log.info(
+                    "event=ready peer=%s access_point=%s control=%s records=%d",
+                    store.current.peer_id,
+                    client.address,
+                    config.control_path,
+                    inbox.count,
+                )
+                task_status.started(
+                    Running(store.current.peer_id, client.address, config.control_path)
+                )
+        finally:
+            log.info("event=stopped peer=%s", store.current.peer_id)
+
+
+@contextmanager
+def _hold_data_dir(directory: Path) -> Iterator[None]:
+    """Creates the data directory (private to the user) and holds its lock while the daemon runs."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(directory / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise DaemonError(f"cannot use the data directory {directory}: {error.strerror}") from None
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DaemonError(
+                f"a peer daemon is already running with the data directory {directory}"
+            ) from None
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _apply_configured_advertisement(store: StateStore, text: str) -> None:
+    """The config file's advertisement replaces the saved one at every start (it is sent first
+    on every connection; a refusal shows in ``peer status``)."""
+    try:
+        qel.parse_advertisement(text)
+    except qel.AdvertisementError as error:
+        raise DaemonError(f"the configured advertisement is invalid: {error}") from None
+    if store.current.advertisement != text:
+        store.set_advertisement(text)
+
+
+async def serve_control(
+    path: Path,
+    handler: Callable[[trio.SocketStream], Awaitable[None]],
+    *,
+    task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serves ``handler`` on a Unix socket at ``path`` (mode 0600) until cancelled, then removes
+    the socket file. The caller holds the data directory's lock, so a file already at ``path`` is
+    a leftover of a daemon that was killed."""
+    path.unlink(missing_ok=True)
+    listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    try:
+        await listener.bind(str(path))
+        os.chmod(path, 0o600)  # before listen(): nobody can connect in between
+        listener.listen(16)
+    except OSError as error:
+        listener.close()
+        raise DaemonError(f"cannot create the control socket {path}: {error.strerror}") from None
+    except BaseException:
+        listener.close()
+        raise
+    try:
+        task_status.started(path)
+        await trio.serve_listeners(handler, [trio.SocketListener(listener)])
+    finally:
+        path.unlink(missing_ok=True)
+
+
+class _ControlChannel:
+    """Frames in and out of one control connection."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.link = Link(accepting=True, limits=CONTROL_LIMITS)
+        self._events: deque[object] = deque()
+
+    async def receive(self) -> object | None:
+        """The next message, or None when the connection is over (closed by the other side, or
+        a protocol violation, which was answered with a ``LinkError``)."""
+        while not self._events:
+            data = await self.stream.receive_some(READ_SIZE)
+            if not data:
+                return None
+            self._events.extend(self.link.receive_data(data))
+        event = self._events.popleft()
+        if isinstance(event, Violation):
+            log.warning("event=control_violation reason=%r", event.reason)
+            await self.stream.send_all(event.reply)
+            return None
+        assert isinstance(event, Received)
+        return event.message
+
+    async def send(self, message: object) -> None:
+        # Not ``link.send``: a violation read in the same chunk as the current request has
+        # already closed the link; it is answered by the next ``receive``, after this reply.
+        await self.stream.send_all(frame(wire.encode(message), CONTROL_LIMITS))
+
+    async def refuse(self, reason: str) -> None:
+        log.warning("event=control_violation reason=%r", reason)
+        await self.send(m.LinkError(reason=reason))
+
+
+class PeerService:
+    """The daemon's commands (see ``peer.control`` for the protocol)."""
+
+    def __init__(
+        self,
+        config: PeerConfig,
+        store: StateStore,
+        inbox: Inbox,
+        client: PeerClient,
+        *,
+        stop: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.inbox = inbox
+        self.client = client
+        self._stop = stop
+
+    # -- control connections ------------------------------------------------------------------
+    async def serve_connection(self, stream: trio.SocketStream) -> None:
+        """One control connection. A command side that vanishes ends only its own connection
+        (``except*``: the error may come from a task of a nested nursery)."""
+        async with stream:
+            try:
+                await self._converse(_ControlChannel(stream))
+            except* trio.BrokenResourceError as group:
+                log.info("event=control_client_gone reason=%r", str(group.exceptions[0]))
+
+    async def _converse(self, channel: _ControlChannel) -> None:
+        hello = None
+        with trio.move_on_after(HANDSHAKE_SECONDS) as waiting:
+            hello = await channel.receive()
+        if waiting.cancelled_caught:
+            await channel.refuse(f"no hello within {HANDSHAKE_SECONDS:g} s")
+            return
+        if hello is None:
+            return
+        assert isinstance(hello, m.Hello)  # the link lets nothing else come first
+        if hello.role != "control":
+            await channel.refuse(
+                f"this is a peer's control socket: role must be control, not {hello.role!r}"
+            )
+            return
+        await channel.send(
+            m.Welcome(node_id=self.store.current.peer_id, address=self.client.address)
+        )
+        while True:
+            request = await channel.receive()
+            if request is None:
+                return
+            if not isinstance(request, m.ControlRequest):
+                await channel.refuse(f"expected control.request, got {type(request).KIND}")  # type: ignore[attr-defined]
+                return
+            waits = request.command == "inbox" and request.arguments.get("wait") == "true"
+            if waits and not await self._wait_for_records(channel, request.arguments):
+                return
+            reply = await self.execute(request)
+            try:
+                await channel.send(reply)
+            finally:
+                if request.command == "leave" and reply.ok:
+                    self._stop()
+
+    async def _wait_for_records(self, channel: _ControlChannel, arguments: dict[str, str]) -> bool:
+        """Blocks until the inbox has a record after ``after``; False if the command side went
+        away meanwhile (or sent something while it should wait: the connection is then closed)."""
+        try:
+            after = _sequence_argument(arguments)
+        except CommandError:
+            return True  # execute() reports the bad argument
+        gone = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch_client() -> None:
+                nonlocal gone
+                try:
+                    data = await channel.stream.receive_some(READ_SIZE)
+                    if data:
+                        await channel.refuse("a request arrived while another was in progress")
+                except trio.BrokenResourceError as error:
+                    log.info("event=control_client_gone reason=%r", str(error))
+                gone = True
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_client)
+            await self.client.wait_for_record_after(after)
+            nursery.cancel_scope.cancel()
+        return not gone
+
+    async def execute(self, request: m.ControlRequest) -> m.ControlReply:
+        commands = {
+            "advertise": self.advertise,
+            "subscribe": self.subscribe,
+            "unsubscribe": self.unsubscribe,
+            "publish": self.publish,
+            "inbox": self.inbox_page,
+            "status": self.status,
+            "leave": self.leave,
+        }
+        command = commands.get(request.command)
+        if command is None:
+            known = ", ".join(commands)
+            return _failure(
+                request, CommandError("invalid", f"unknown command {request.command!r} ({known})")
+            )
+        try:
+            body = await command(request.arguments)
+        except CommandError as error:
+            return _failure(request, error)
+        return m.ControlReply(ok=True, body=json.dumps(body))
+
+    # -- commands -----------------------------------------------------------------------------
+    async def advertise(self, arguments: dict[str, str]) -> dict[str, Any]:
+        text = _argument(arguments, "advertisement")
+        try:
+            advertisement = qel.parse_advertisement(text)
+        except (qel.AdvertisementError, RecursionError) as error:  # see _nesting
+            raise CommandError("invalid", f"invalid advertisement: {_nesting(error)}") from None
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Ack):
+                self.store.set_advertisement(text)
+
+        await self._answer(
+            self._submit(
+                PeerRequest(message=m.Advertise(advertisement=advertisement), on_answer=answered)
+            ),
+            "the saved advertisement is sent again when the daemon reconnects",
+        )
+        return {"advertisement": advertisement_summary(advertisement)}
+
+    async def subscribe(self, arguments: dict[str, str]) -> dict[str, Any]:
+        text = _argument(arguments, "query")
+        try:
+            subscription = qel.parse_subscription(text)
+        except (qel.QueryError, RecursionError) as error:  # see _nesting
+            raise CommandError(
+                "invalid", f"the query is outside the language: {_nesting(error)}"
+            ) from None
+        name = arguments.get("id") or subscription_id(subscription)
+        _check_id(name)
+        existing = self.store.current.subscriptions.get(name)
+        if existing is not None and not _same_subscription(existing, subscription):
+            raise CommandError(
+                "invalid",
+                f"the id {name!r} is already used for another subscription ({existing.strip()}); "
+                "unsubscribe it first or choose another --id",
+            )
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Ack):
+                self.store.add_subscription(name, text)
+
+        def in_doubt() -> None:
+            if name not in self.store.current.subscriptions:
+                self.store.mark_in_doubt(name)
+
+        await self._answer(
+            self._submit(
+                PeerRequest(
+                    message=m.Subscribe(id=name, subscription=subscription),
+                    on_answer=answered,
+                    on_doubt=in_doubt,
+                )
+            ),
+            "the subscription was not saved and is withdrawn when the daemon reconnects",
+        )
+        return {"id": name, "query": subscription.to_text(), "repeated": existing is not None}
+
+    async def unsubscribe(self, arguments: dict[str, str]) -> dict[str, Any]:
+        name = _argument(arguments, "id")
+        if name not in self.store.current.subscriptions:
+            raise CommandError("invalid", f"no subscription with id {name!r} (see peer status)")
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Ack) and name in self.store.current.subscriptions:
+                self.store.remove_subscription(name)
+
+        await self._answer(
+            self._submit(PeerRequest(message=m.Unsubscribe(id=name), on_answer=answered)),
+            "the subscription was kept and is sent again when the daemon reconnects",
+        )
+        return {"id": name}
+
+    async def publish(self, arguments: dict[str, str]) -> dict[str, Any]:
+        data = _argument(arguments, "data")
+        try:
+            publications = qel.parse_publications(
+                data,
+                arguments.get("format") or "turtle",
+                publisher=self.store.current.peer_id,
+                id=arguments.get("id") or None,
+            )
+        except qel.PublicationError as error:
+            raise CommandError("invalid", f"cannot publish: {error}") from None
+        tickets = self._submit_all(
+            [PeerRequest(message=m.Publish(publication=p)) for p in publications]
+        )
+        results: list[dict[str, Any]] = []
+        failure: RequestFailed | None = None
+        for publication, ticket in zip(publications, tickets, strict=True):
+            result: dict[str, Any] = {"id": publication.id, "subject": publication.subject.value}
+            try:
+                answer = await ticket.wait()
+            except RequestFailed as error:
+                failure = failure or error
+                result["outcome"] = "unknown" if error.sent else "not sent"
+            else:
+                result["outcome"] = "published" if isinstance(answer, m.Ack) else "refused"
+                if isinstance(answer, m.Refused):
+                    result["reason"] = answer.reason
+            results.append(result)
+        if failure is not None:
+            raise CommandError(
+                "unavailable",
+                f"{failure.reason}; a publication whose outcome is unknown may or may not have "
+                "gone out (publishing it again is safe: subscribers ignore repeats)",
+                results=results,
+            )
+        refused = [r for r in results if r["outcome"] == "refused"]
+        if refused:
+            raise CommandError(
+                "refused",
+                f"the access point refused {len(refused)} of {len(results)} publication(s)",
+                results=results,
+            )
+        return {"results": results}
+
+    async def inbox_page(self, arguments: dict[str, str]) -> dict[str, Any]:
+        after = _sequence_argument(arguments)
+        return {
+            "records": self.inbox.records_after(after, max_bytes=INBOX_PAGE_BYTES),
+            "last": self.inbox.last_sequence,
+        }
+
+    async def status(self, arguments: dict[str, str]) -> dict[str, Any]:
+        statistics = self.client.statistics()
+        state = self.store.current
+        advertisement = None
+        if state.advertisement is not None:
+            try:
+                advertisement = advertisement_summary(qel.parse_advertisement(state.advertisement))
+            except qel.AdvertisementError as error:
+                advertisement = {"problem": str(error)}
+        return {
+            "peer_id": state.peer_id,
+            "data_dir": str(self.config.data_dir),
+            "access_point": self.client.address,
+            "superpeer_id": statistics.superpeer_id,
+            "connected": statistics.connected,
+            "since": statistics.since,
+            "last_error": statistics.last_error,
+            "retry_at": statistics.retry_at,
+            "subscriptions": dict(sorted(state.subscriptions.items())),
+            "in_doubt": sorted(state.in_doubt),
+            "advertisement": advertisement,
+            "inbox": {
+                "records": self.inbox.count,
+                "duplicates_ignored": self.inbox.duplicates,
+                "unreadable": self.inbox.unreadable,
+            },
+            "counters": {
+                "connections": statistics.connections,
+                "notifications": statistics.notifications,
+                "requests": statistics.requests,
+                "acknowledged": statistics.acknowledged,
+                "refused": statistics.refused,
+                "failed": statistics.failed,
+            },
+            "problems": list(statistics.resend_problems),
+        }
+
+    async def leave(self, arguments: dict[str, str]) -> dict[str, Any]:
+        try:
+            await self.client.leave()
+        except RequestFailed as error:
+            detail = (
+                "the access point may not have received it; the daemon keeps running"
+                if error.sent
+                else "nothing was sent"
+            )
+            raise CommandError("unavailable", f"{error.reason}; {detail}") from None
+        self.store.clear_network_state()
+        return {"peer_id": self.store.current.peer_id, "left": True}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _submit(self, request: PeerRequest) -> Ticket:
+        [ticket] = self._submit_all([request])
+        return ticket
+
+    def _submit_all(self, requests: list[PeerRequest]) -> list[Ticket]:
+        try:
+            return self.client.submit_all(requests)
+        except RequestFailed as error:
+            raise CommandError("unavailable", f"{error.reason}; nothing was sent") from None
+        except RequestTooLarge as error:
+            raise CommandError("invalid", str(error)) from None
+
+    async def _answer(self, ticket: Ticket, when_in_doubt: str) -> m.Ack:
+        try:
+            answer = await ticket.wait()
+        except RequestFailed as error:
+            raise CommandError("unavailable", f"{error.reason}; {when_in_doubt}") from None
+        if isinstance(answer, m.Refused):
+            raise CommandError("refused", f"refused by the access point: {answer.reason}")
+        return answer
+
+
+def _nesting(error: Exception) -> str:
+    """The language's parsers report bad input with their own errors, except that the QEL text
+    and advertisement JSON readers let Python's ``RecursionError`` escape on deeply nested input;
+    either way the input is refused, and one command's bad input must not stop the daemon."""
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply"
+    return str(error)
+
+
+def _same_subscription(stored: str, subscription: qel.Subscription) -> bool:
+    try:
+        return qel.parse_subscription(stored).key == subscription.key
+    except qel.QueryError:  # saved by an older version of the language: not the same
+        return False
+
+
+def advertisement_summary(advertisement: qel.Advertisement) -> dict[str, int]:
+    return {
+        "schemas": len(advertisement.schemas),
+        "properties": len(advertisement.properties),
+        "value_sets": len(advertisement.values),
+    }
+
+
+def _failure(request: m.ControlRequest, error: CommandError) -> m.ControlReply:
+    log.info("event=command_failed command=%s kind=%s", request.command, error.kind)
+    document = {"error": error.kind, "message": error.message, **error.extra}
+    return m.ControlReply(ok=False, body=json.dumps(document))
+
+
+def _argument(arguments: dict[str, str], name: str) -> str:
+    value = arguments.get(name)
+    if not value:
+        raise CommandError("invalid", f"the argument {name!r} is missing")
+    return value
+
+
+def _sequence_argument(arguments: dict[str, str]) -> int:
+    text = arguments.get("after") or "0"
+    if not text.isdigit():
+        raise CommandError("invalid", f"after must be a record sequence number, not {text!r}")
+    return int(text)
+
+
+def _check_id(name: str) -> None:
+    if len(name) > MAX_ID_CHARS or not name.isprintable() or any(c.isspace() for c in name):
+        raise CommandError(
+            "invalid",
+            f"a subscription id is up to {MAX_ID_CHARS} printable characters without spaces, "
+            f"not {name!r}",
+        )

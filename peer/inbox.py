@@ -1,0 +1,163 @@
+"""The notifications directory ``<data>/notifications/``: one JSON file per publication received.
+
+A record's file name is a hash of the publication's owner and id (``record_key``), so any id is a
+safe file name and a second notification of the same publication finds its file taken: it is
+ignored and counted (the network promises each publication once per subscriber, but a super-peer
+that re-sends its offline outbox after a crash, or a daemon restarted between receiving and
+acknowledging, can repeat one). Records are written atomically and durably (``peer.files``), so a
+record exists completely or not at all. A record::
+
+    {"format": 1,
+     "sequence": 7,                       # receive order in this inbox, from 1, never reused
+     "publication": "n1",                 # the publication's id, unique per owner
+     "owner": "peer-9f8e7d6c",            # the publishing peer
+     "subject": "http://example.org/a",
+     "ntriples": "# publication {...}\\n<http://example.org/a> <...> \\"...\\" .\\n",
+     "subscriptions": ["s1"],             # this peer's subscriptions it matched
+     "access_point": "127.0.0.1:7400",    # the owner's super-peer (to fetch the resource)
+     "origin": "sp-1a2b3c4d",             # the super-peer where it entered the network
+     "hops": 2,                           # super-peer to super-peer hops on the way
+     "published_at": 1764108000.25,       # when the origin accepted it (its clock)
+     "received_at": 1764108000.31}        # when this peer stored it (this machine's clock)
+
+``ntriples`` is the publication's canonical text (sorted N-Triples after a comment header line),
+which ``qel.parse_publication_text`` reads back into an equal publication.
+
+Storing is split in three steps so that the daemon can do the slow part (the fsyncs) in a worker
+thread while the index stays owned by one task: ``prepare`` (dedup, sequence, the bytes),
+``PendingRecord.write`` (the file), ``commit`` (the record becomes visible to readers). One
+notification at a time goes through them; a write that fails ends the inbox's use (the daemon stops:
+it must not acknowledge notifications it cannot keep).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from peer.files import remove_temporary_files, write_atomically
+from wire import messages as m
+
+RECORD_FORMAT: Final = 1
+log = logging.getLogger("peer.inbox")
+
+
+def record_key(owner: str, publication_id: str) -> str:
+    return hashlib.sha256(json.dumps([owner, publication_id]).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRecord:
+    key: str
+    sequence: int
+    path: Path
+    data: bytes
+
+    def write(self) -> None:
+        write_atomically(self.path, self.data)
+
+
+def _sequence_of(path: Path) -> int:
+    record = json.loads(path.read_bytes())
+    sequence = record.get("sequence") if isinstance(record, dict) else None
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 1:
+        raise ValueError(f"no valid sequence number (found {sequence!r})")
+    return sequence
+
+
+class Inbox:
+    """The records of one notifications directory, indexed by key and by sequence."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.duplicates = 0
+        """Notifications ignored because their publication was already stored (this run)."""
+        self.unreadable = 0
+        """Record files found damaged when the inbox was opened (kept, skipped, logged)."""
+        self._keys: set[str] = set()
+        self._order: list[tuple[int, str]] = []
+        self._next_sequence = 1
+
+    @classmethod
+    def open(cls, directory: Path) -> Inbox:
+        """Creates the directory if needed, clears interrupted writes, and indexes the records."""
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        remove_temporary_files(directory)
+        inbox = cls(directory)
+        for path in directory.glob("*.json"):
+            inbox._keys.add(path.stem)
+            try:
+                sequence = _sequence_of(path)
+            except (OSError, ValueError) as error:
+                inbox.unreadable += 1
+                log.warning("event=unreadable_record file=%s error=%r", path, str(error))
+                continue
+            inbox._order.append((sequence, path.stem))
+        inbox._order.sort()
+        if inbox._order:
+            inbox._next_sequence = inbox._order[-1][0] + 1
+        return inbox
+
+    @property
+    def count(self) -> int:
+        return len(self._order)
+
+    @property
+    def last_sequence(self) -> int:
+        return self._order[-1][0] if self._order else 0
+
+    def prepare(self, notify: m.Notify, received_at: float) -> PendingRecord | None:
+        """The record to write for ``notify``, or None (counted) if its publication is stored."""
+        publication = notify.publication
+        key = record_key(notify.owner, publication.id)
+        if key in self._keys:
+            self.duplicates += 1
+            return None
+        self._keys.add(key)
+        sequence = self._next_sequence
+        self._next_sequence += 1
+        record = {
+            "format": RECORD_FORMAT,
+            "sequence": sequence,
+            "publication": publication.id,
+            "owner": notify.owner,
+            "subject": publication.subject.value,
+            "ntriples": publication.to_text(),
+            "subscriptions": list(notify.subscriptions),
+            "access_point": notify.access_point,
+            "origin": notify.origin,
+            "hops": notify.hops,
+            "published_at": notify.published_at,
+            "received_at": received_at,
+        }
+        data = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()
+        return PendingRecord(key, sequence, self.directory / f"{key}.json", data)
+
+    def commit(self, pending: PendingRecord) -> None:
+        self._order.append((pending.sequence, pending.key))
+
+    def records_after(self, sequence: int, *, max_bytes: int) -> list[dict[str, Any]]:
+        """Records with a sequence above ``sequence``, in receive order, as many as fit in
+        ``max_bytes`` of JSON (at least one, if there is one)."""
+        start = bisect.bisect_right(self._order, (sequence, "\uffff"))
+        records: list[dict[str, Any]] = []
+        size = 0
+        for _, key in self._order[start:]:
+            path = self.directory / f"{key}.json"
+            try:
+                data = path.read_bytes()
+                record = json.loads(data)
+            except (OSError, ValueError) as error:
+                # Removed or edited by hand since it was indexed: what is left is still listed.
+                log.warning("event=unreadable_record file=%s error=%r", path, str(error))
+                continue
+            size += len(data)
+            if records and size > max_bytes:
+                break
+            records.append(record)
+        return records

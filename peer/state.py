@@ -1,0 +1,192 @@
+"""The peer's durable state in its data directory: ``state.json``.
+
+It holds what the peer must re-send to its access point after every (re)connection, so that a
+super-peer that lost its state is repaired by the next connection::
+
+    {"format": 1,
+     "peer_id": "peer-1a2b3c4d",
+     "advertisement": "{\\"schemas\\": [\\"dc\\"]}",      # the JSON text as given, or null
+     "subscriptions": {"s1": "X : t(X, dc:title, T)"},  # id -> query text as given
+     "in_doubt": ["s2"]}
+
+Texts are kept as the user gave them (not re-serialised), so what is re-sent is exactly what was
+accepted. ``in_doubt`` lists subscription ids whose ``Subscribe`` was sent but whose answer never
+came (the connection dropped): the access point may hold them although the user was told the
+subscription failed, so the next connection withdraws them (see ``peer.session.plan_resend``).
+
+The peer id is chosen once, when the data directory is first used (``--name``, or ``peer-`` and
+8 random hex digits) and never changes: the access point knows the peer's subscriptions by that
+id, so running the same data directory under another name would orphan them there.
+
+Every change is written atomically (``peer.files``) before the call returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Final
+
+import qel
+from peer.files import write_atomically
+
+STATE_FORMAT: Final = 1
+STATE_FILE: Final = "state.json"
+
+
+class StateError(Exception):
+    """The state file cannot be used (damaged, or for another peer); the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerState:
+    peer_id: str
+    advertisement: str | None = None
+    subscriptions: Mapping[str, str] = field(default_factory=dict)
+    in_doubt: frozenset[str] = frozenset()
+
+    def to_json(self) -> bytes:
+        document = {
+            "format": STATE_FORMAT,
+            "peer_id": self.peer_id,
+            "advertisement": self.advertisement,
+            "subscriptions": dict(sorted(self.subscriptions.items())),
+            "in_doubt": sorted(self.in_doubt),
+        }
+        return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> PeerState:
+        """Raises ``ValueError`` naming the first thing that is wrong."""
+        document = json.loads(data)
+        if not isinstance(document, dict) or document.get("format") != STATE_FORMAT:
+            raise ValueError(f"not a state document of format {STATE_FORMAT}")
+        peer_id = document.get("peer_id")
+        advertisement = document.get("advertisement")
+        subscriptions = document.get("subscriptions")
+        in_doubt = document.get("in_doubt")
+        if not isinstance(peer_id, str) or not peer_id:
+            raise ValueError("peer_id must be a non-empty string")
+        if advertisement is not None and not isinstance(advertisement, str):
+            raise ValueError("advertisement must be a string or null")
+        if not isinstance(subscriptions, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in subscriptions.items()
+        ):
+            raise ValueError("subscriptions must map ids to query texts")
+        if not isinstance(in_doubt, list) or not all(isinstance(i, str) for i in in_doubt):
+            raise ValueError("in_doubt must be a list of ids")
+        return cls(peer_id, advertisement, subscriptions, frozenset(in_doubt))
+
+
+class StateStore:
+    """The current ``PeerState`` and its file; every mutation is durable when it returns."""
+
+    def __init__(self, path: Path, state: PeerState) -> None:
+        self.path = path
+        self._state = state
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: Path,
+        *,
+        name: str | None,
+        token_hex: Callable[[int], str] = secrets.token_hex,
+    ) -> StateStore:
+        """Loads the state, or creates it (choosing the peer id) on first use of ``data_dir``."""
+        path = data_dir / STATE_FILE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            store = cls(path, PeerState(name or f"peer-{token_hex(4)}"))
+            store._save(store._state)
+            return store
+        except OSError as error:
+            raise StateError(f"cannot read {path}: {error.strerror}") from None
+        try:
+            state = PeerState.from_json(data)
+        except ValueError as error:
+            raise StateError(
+                f"the state file {path} is damaged ({error}); move it away to start afresh "
+                "(the peer then gets a new identity and no subscriptions)"
+            ) from None
+        if name is not None and name != state.peer_id:
+            raise StateError(
+                f"the data directory {data_dir} belongs to peer {state.peer_id!r}, not {name!r}; "
+                "use another --data-dir for another peer"
+            )
+        return cls(path, state)
+
+    @property
+    def current(self) -> PeerState:
+        return self._state
+
+    def set_advertisement(self, text: str) -> None:
+        self._save(replace(self._state, advertisement=text))
+
+    def add_subscription(self, subscription_id: str, text: str) -> None:
+        subscriptions = {**self._state.subscriptions, subscription_id: text}
+        self._save(
+            replace(
+                self._state,
+                subscriptions=subscriptions,
+                in_doubt=self._state.in_doubt - {subscription_id},
+            )
+        )
+
+    def remove_subscription(self, subscription_id: str) -> None:
+        subscriptions = dict(self._state.subscriptions)
+        del subscriptions[subscription_id]
+        self._save(replace(self._state, subscriptions=subscriptions))
+
+    def mark_in_doubt(self, subscription_id: str) -> None:
+        self._save(replace(self._state, in_doubt=self._state.in_doubt | {subscription_id}))
+
+    def resolve_in_doubt(self, subscription_id: str) -> None:
+        if subscription_id in self._state.in_doubt:
+            self._save(replace(self._state, in_doubt=self._state.in_doubt - {subscription_id}))
+
+    def clear_network_state(self) -> None:
+        """After leaving the network: nothing is left to re-send (the identity stays)."""
+        self._save(PeerState(self._state.peer_id))
+
+    def _save(self, state: PeerState) -> None:
+        write_atomically(self.path, state.to_json())
+        self._state = state
+
+
+def subscription_id(subscription: qel.Subscription) -> str:
+    """The default id of a subscription: a hash of its canonical text, so the same query (however
+    it is laid out) subscribed twice gets the same id, which the access point treats as a repeat."""
+    return "q-" + hashlib.sha256(subscription.to_text().encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedState:
+    """The state's texts as language objects, ready to send; ``problems`` lists stored texts
+    that no longer parse (possible only after an upgrade of the language), which are not sent."""
+
+    advertisement: qel.Advertisement
+    subscriptions: Mapping[str, qel.Subscription]
+    problems: tuple[str, ...]
+
+
+def parse_state(state: PeerState, *, limits: qel.Limits = qel.DEFAULT_LIMITS) -> ParsedState:
+    problems = []
+    advertisement = qel.parse_advertisement({})
+    if state.advertisement is not None:
+        try:
+            advertisement = qel.parse_advertisement(state.advertisement, limits=limits)
+        except qel.AdvertisementError as error:
+            problems.append(f"the stored advertisement no longer parses: {error}")
+    subscriptions = {}
+    for name, text in sorted(state.subscriptions.items()):
+        try:
+            subscriptions[name] = qel.parse_subscription(text, limits=limits)
+        except qel.QueryError as error:
+            problems.append(f"the stored subscription {name!r} no longer parses: {error}")
+    return ParsedState(advertisement, subscriptions, tuple(problems))

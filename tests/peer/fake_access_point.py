@@ -1,0 +1,254 @@
+"""A minimal access point for the peer's tests: the super-peer's side of the peer protocol, and
+nothing else (one super-peer, so routing is "every local peer whose subscription matches").
+
+It follows the contract the peer relies on, exactly:
+
+* a connection's first frame must be ``Hello(role="peer")``: ``Welcome`` back, else ``LinkError``
+  and close; a frame that breaks the protocol gets ``LinkError`` and the connection is closed;
+* the newest connection of a peer wins (the older one is closed);
+* a detached peer keeps its advertisement and subscriptions, and its notifications wait in an
+  outbox delivered right after the next ``Welcome``;
+* every request gets exactly one answer, in order: ``Ack`` or ``Refused`` (a publication outside
+  the advertisement, an unknown subscription id, an id reused for another subscription);
+  re-sending the same subscription or advertisement is harmless;
+* ``Notify`` frames go out at any time, including between a request and its answer
+  (``interleave``), and after the ``Ack`` of the publication that caused them;
+* ``Leave`` has no answer: the peer is forgotten and the connection closed.
+
+Hooks for tests: ``hold_answers`` (apply requests but keep their answers), ``drop`` (close a
+peer's connection abruptly), ``restart`` (a super-peer that lost all its state), ``deliver``
+(a notification from elsewhere in the network), ``goodbye`` (shutting down).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+
+import qel
+import wire
+from wire import messages as m
+from wire.framing import Link, Received, Violation, frame
+
+NODE_ID = "sp-fake"
+
+
+class _Connection:
+    def __init__(self, peer_id: str, stream: trio.abc.Stream, link: Link) -> None:
+        self.peer_id = peer_id
+        self.stream = stream
+        self.link = link
+        self._lock = trio.StrictFIFOLock()
+
+    async def send(self, message: object) -> None:
+        async with self._lock:  # not link.send: see peer.daemon._ControlChannel.send
+            await self.stream.send_all(frame(wire.encode(message)))
+
+
+@dataclass
+class FakePeer:
+    advertisement: qel.Advertisement = field(default_factory=lambda: qel.parse_advertisement({}))
+    subscriptions: dict[str, qel.Subscription] = field(default_factory=dict)
+    outbox: list[m.Notify] = field(default_factory=list)
+    interleave: list[m.Notify] = field(default_factory=list)
+    connection: _Connection | None = None
+
+
+class FakeAccessPoint:
+    def __init__(self) -> None:
+        self.address = ""
+        self.port = 0
+        self.peers: dict[str, FakePeer] = {}
+        self.received: list[tuple[str, object]] = []
+        """(peer id, request) for every request received, in order."""
+        self.attachments: Counter[str] = Counter()
+        self.refused_hellos: list[str] = []
+        self.hold_answers = False
+        self.held: list[tuple[_Connection, m.Ack | m.Refused]] = []
+        self._changed = trio.Event()
+
+    # -- running ------------------------------------------------------------------------------
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(self.port, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
+            task_status.started(self.port)
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            await self._changed.wait()
+
+    def requests_from(self, peer_id: str) -> list[object]:
+        return [message for sender, message in self.received if sender == peer_id]
+
+    def _touch(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # -- hooks --------------------------------------------------------------------------------
+    async def drop(self, peer_id: str) -> None:
+        connection = self.peers[peer_id].connection
+        assert connection is not None, f"{peer_id} is not connected"
+        await connection.stream.aclose()
+
+    async def restart(self) -> None:
+        """Every connection closes and everything about every peer is forgotten."""
+        for peer in list(self.peers.values()):
+            if peer.connection is not None:
+                await peer.connection.stream.aclose()
+        self.peers.clear()
+
+    async def deliver(self, peer_id: str, notify: m.Notify) -> None:
+        """A notification for ``peer_id`` (sent now if it is attached, else kept)."""
+        peer = self.peers.setdefault(peer_id, FakePeer())
+        if peer.connection is None:
+            peer.outbox.append(notify)
+            return
+        try:
+            await peer.connection.send(notify)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            peer.outbox.append(notify)
+
+    async def release_held(self) -> None:
+        held, self.held = self.held, []
+        for connection, answer in held:
+            await connection.send(answer)
+
+    async def goodbye(self, reason: str) -> None:
+        for peer in self.peers.values():
+            if peer.connection is not None:
+                await peer.connection.send(m.Goodbye(reason=reason))
+                await peer.connection.stream.aclose()
+
+    # -- connections --------------------------------------------------------------------------
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        link = Link(accepting=True)
+        connection: _Connection | None = None
+        async with stream:
+            try:
+                while True:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return
+                    for event in link.receive_data(data):
+                        if isinstance(event, Violation):
+                            await stream.send_all(event.reply)
+                            return
+                        assert isinstance(event, Received)
+                        if connection is None:
+                            connection = await self._attach(stream, link, event.message)
+                            if connection is None:
+                                return
+                        elif not await self._request(connection, event.message):
+                            return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            finally:
+                if connection is not None:
+                    peer = self.peers.get(connection.peer_id)
+                    if peer is not None and peer.connection is connection:
+                        peer.connection = None
+                    self._touch()
+
+    async def _attach(
+        self, stream: trio.abc.Stream, link: Link, hello: object
+    ) -> _Connection | None:
+        assert isinstance(hello, m.Hello)  # the link lets nothing else come first
+        if hello.role != "peer" or not hello.node_id:
+            self.refused_hellos.append(hello.role)
+            await stream.send_all(
+                frame(wire.encode(m.LinkError(reason="this port serves peers only")))
+            )
+            return None
+        peer = self.peers.setdefault(hello.node_id, FakePeer())
+        previous, connection = peer.connection, _Connection(hello.node_id, stream, link)
+        peer.connection = connection
+        if previous is not None:
+            await previous.stream.aclose()
+        await connection.send(m.Welcome(node_id=NODE_ID, address=self.address))
+        outbox, peer.outbox = peer.outbox, []
+        for notify in outbox:
+            await connection.send(notify)
+        self.attachments[hello.node_id] += 1
+        self._touch()
+        return connection
+
+    async def _request(self, connection: _Connection, message: object) -> bool:
+        """Applies one request and answers it; False when the connection must close."""
+        peer_id = connection.peer_id
+        peer = self.peers.setdefault(peer_id, FakePeer(connection=connection))
+        self.received.append((peer_id, message))
+        self._touch()
+        if isinstance(message, m.Leave):
+            del self.peers[peer_id]
+            return False
+        if not isinstance(message, m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish):
+            kind = type(message).KIND  # type: ignore[attr-defined]
+            await connection.send(m.LinkError(reason=f"{kind} is not a peer request"))
+            return False
+        answer, notifications = self._apply(peer_id, peer, message)
+        if self.hold_answers:
+            self.held.append((connection, answer))
+            return True
+        interleaved, peer.interleave = peer.interleave, []
+        for notify in interleaved:
+            await connection.send(notify)
+        await connection.send(answer)
+        for target, notify in notifications:
+            await self.deliver(target, notify)
+        return True
+
+    def _apply(
+        self,
+        peer_id: str,
+        peer: FakePeer,
+        message: m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish,
+    ) -> tuple[m.Ack | m.Refused, list[tuple[str, m.Notify]]]:
+        if isinstance(message, m.Advertise):
+            peer.advertisement = message.advertisement
+            return m.Ack(request="advertise"), []
+        if isinstance(message, m.Subscribe):
+            label = f"subscribe {message.id}"
+            existing = peer.subscriptions.get(message.id)
+            if existing is not None and existing.key != message.subscription.key:
+                reason = f"the id {message.id!r} is already used for another subscription"
+                return m.Refused(request=label, reason=reason), []
+            peer.subscriptions[message.id] = message.subscription
+            return m.Ack(request=label), []
+        if isinstance(message, m.Unsubscribe):
+            label = f"unsubscribe {message.id}"
+            if peer.subscriptions.pop(message.id, None) is None:
+                reason = f"no subscription with id {message.id!r}"
+                return m.Refused(request=label, reason=reason), []
+            return m.Ack(request=label), []
+        publication = message.publication
+        label = f"publish {publication.id}"
+        if not qel.advertisement_allows(peer.advertisement, publication):
+            reason = "the publication is outside your advertisement"
+            return m.Refused(request=label, reason=reason), []
+        publication = qel.Publication(
+            publication.subject, publication.statements, peer_id, publication.id
+        )
+        notifications = []
+        for target_id, target in self.peers.items():
+            matched = sorted(
+                name for name, q in target.subscriptions.items() if qel.matches(q, publication)
+            )
+            if matched:
+                notify = m.Notify(
+                    publication=publication,
+                    subscriptions=tuple(matched),
+                    owner=peer_id,
+                    access_point=self.address,
+                    origin=NODE_ID,
+                    hops=0,
+                    published_at=time.time(),
+                )
+                notifications.append((target_id, notify))
+        return m.Ack(request=label), notifications

@@ -1,0 +1,328 @@
+"""The trio client: against the fake access point over real 127.0.0.1 sockets (connection,
+re-send, notifications, refusals, reconnection, requests left in doubt), and against an access
+point played by hand on in-memory streams with trio's autojump clock (timeouts, protocol
+violations, requests queued behind a stuck write), so no test waits for real time."""
+
+import random
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import qel
+import wire
+from peer.client import PeerClient, PeerRequest, RequestFailed
+from peer.inbox import Inbox
+from peer.session import Backoff
+from peer.state import StateStore
+from tests.peer.fake_access_point import FakeAccessPoint, FakePeer
+from tests.peer.helpers import DC_ADVERTISEMENT, TITLE_QUERY, notify, publication
+from wire import messages as m
+from wire.framing import Link, Received
+
+QUERY = qel.parse_subscription(TITLE_QUERY)
+
+
+def make_client(directory: Path, port: int, *, open_stream=None, timeout=30.0) -> PeerClient:
+    return PeerClient(
+        store=StateStore.open(directory, name="alice"),
+        inbox=Inbox.open(directory / "notifications"),
+        superpeer=("127.0.0.1", port),
+        backoff=Backoff(0.01, 0.05, random.Random(7).random),
+        limits=wire.DEFAULT_WIRE_LIMITS,
+        request_timeout=timeout,
+        open_stream=open_stream,
+    )
+
+
+async def attached(access_point: FakeAccessPoint, times: int = 1) -> None:
+    """Until the peer has connected ``times`` times: every connection starts with its advertisement,
+    and the client sends it only once it is connected."""
+
+    def advertised() -> bool:
+        sent = access_point.requests_from("alice")
+        return sum(isinstance(r, m.Advertise) for r in sent) >= times
+
+    await access_point.wait_until(advertised)
+
+
+async def barrier(client: PeerClient) -> None:
+    """Answers come in order: once this one is back, everything before it was handled."""
+    await client.request(PeerRequest(message=m.Unsubscribe(id="barrier")))
+
+
+async def test_it_connects_and_resends_its_state_advertisement_first(
+    tmp_path, access_point, nursery
+):
+    client = make_client(tmp_path, access_point.port)
+    client.store.set_advertisement(DC_ADVERTISEMENT)
+    client.store.add_subscription("s2", "X : t(X, dc:creator, C)")
+    client.store.add_subscription("s1", TITLE_QUERY)
+    client.store.mark_in_doubt("s9")
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    await barrier(client)
+    assert access_point.requests_from("alice")[:4] == [
+        m.Advertise(advertisement=qel.parse_advertisement(DC_ADVERTISEMENT)),
+        m.Unsubscribe(id="s9"),
+        m.Subscribe(id="s1", subscription=QUERY),
+        m.Subscribe(id="s2", subscription=qel.parse_subscription("X : t(X, dc:creator, C)")),
+    ]
+    assert client.store.current.in_doubt == frozenset(), "refused or not, the withdrawal is done"
+    statistics = client.statistics()
+    assert statistics.connected
+    assert statistics.superpeer_id == "sp-fake"
+    assert statistics.resend_problems == ()
+
+
+async def test_notifications_are_stored_once(tmp_path, access_point, nursery):
+    client = make_client(tmp_path, access_point.port)
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    await access_point.deliver("alice", notify())
+    await access_point.deliver("alice", notify())
+    await client.wait_for_record_after(0)
+    await barrier(client)
+    assert (client.inbox.count, client.inbox.duplicates) == (1, 1)
+    [record] = client.inbox.records_after(0, max_bytes=10**6)
+    assert (record["publication"], record["owner"], record["subscriptions"]) == (
+        "n1",
+        "peer-owner",
+        ["s1"],
+    )
+    assert client.statistics().notifications == 1
+
+
+async def test_answers_reach_their_requests_with_notifications_in_between(
+    tmp_path, access_point, nursery
+):
+    client = make_client(tmp_path, access_point.port)
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    access_point.peers["alice"].interleave.append(notify())
+    answered = []
+    refused = await client.request(
+        PeerRequest(message=m.Publish(publication=publication()), on_answer=answered.append)
+    )
+    assert refused == m.Refused(
+        request="publish n1", reason="the publication is outside your advertisement"
+    )
+    assert answered == [refused], "on_answer ran before the waiter woke"
+    assert client.inbox.count == 1, "the notification before the answer was stored first"
+    advertise = m.Advertise(advertisement=qel.parse_advertisement(DC_ADVERTISEMENT))
+    assert await client.request(PeerRequest(message=advertise)) == m.Ack(request="advertise")
+    assert await client.request(PeerRequest(message=m.Publish(publication=publication()))) == (
+        m.Ack(request="publish n1")
+    )
+    statistics = client.statistics()
+    assert (statistics.acknowledged, statistics.refused) == (3, 1)  # with the re-sent advertisement
+
+
+async def test_it_reconnects_and_repairs_an_access_point_that_lost_its_state(
+    tmp_path, access_point, nursery
+):
+    client = make_client(tmp_path, access_point.port)
+    client.store.add_subscription("s1", TITLE_QUERY)
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    await access_point.restart()
+    assert access_point.peers == {}
+    await attached(access_point, times=2)
+    await barrier(client)
+    assert access_point.peers["alice"].subscriptions == {"s1": QUERY}
+    await access_point.goodbye("maintenance")
+    await attached(access_point, times=3)
+    assert client.statistics().connections == 3
+
+
+async def test_a_request_lost_with_the_connection_is_in_doubt_and_withdrawn_later(
+    tmp_path, access_point, nursery
+):
+    client = make_client(tmp_path, access_point.port)
+    store = client.store
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    access_point.hold_answers = True
+    ticket = client.submit(
+        PeerRequest(
+            message=m.Subscribe(id="s1", subscription=QUERY),
+            on_answer=lambda answer: store.add_subscription("s1", TITLE_QUERY),
+            on_doubt=lambda: store.mark_in_doubt("s1"),
+        )
+    )
+    await access_point.wait_until(lambda: "s1" in access_point.peers["alice"].subscriptions)
+    access_point.hold_answers = False
+    await access_point.drop("alice")
+    with pytest.raises(RequestFailed, match="lost before it answered") as failure:
+        await ticket.wait()
+    assert failure.value.sent
+    assert store.current.subscriptions == {}
+    assert store.current.in_doubt == frozenset({"s1"})
+    await attached(access_point, times=2)
+    await barrier(client)
+    assert access_point.peers["alice"].subscriptions == {}, "the access point had applied it"
+    assert store.current.in_doubt == frozenset()
+    assert client.statistics().failed == 1
+
+
+async def test_a_refused_resend_is_reported(tmp_path, access_point, nursery):
+    client = make_client(tmp_path, access_point.port)
+    client.store.add_subscription("s1", TITLE_QUERY)
+    other = qel.parse_subscription("X : t(X, dc:creator, C)")
+    access_point.peers["alice"] = FakePeer(subscriptions={"s1": other})
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    await barrier(client)
+    [problem] = client.statistics().resend_problems
+    assert problem.startswith("subscribe s1: the id 's1' is already used")
+
+
+async def test_requests_need_a_connection(tmp_path, closed_port):
+    client = make_client(tmp_path, closed_port)
+    with pytest.raises(
+        RequestFailed, match=f"not connected to the access point 127.0.0.1:{closed_port}"
+    ):
+        client.submit(PeerRequest(message=m.Unsubscribe(id="s1")))
+    with pytest.raises(RequestFailed) as failure:
+        await client.leave()
+    assert not failure.value.sent
+
+
+async def test_leaving_sends_leave_and_stops(tmp_path, access_point):
+    client = make_client(tmp_path, access_point.port)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.serve)
+        await attached(access_point)
+        await client.leave()
+    assert access_point.requests_from("alice")[-1] == m.Leave()
+    assert "alice" not in access_point.peers
+    assert not client.statistics().connected
+
+
+# -- an access point played by hand on in-memory streams, with the autojump clock -------------
+
+
+class HandPlayed:
+    """Accepts the client's connections as in-memory streams; the test speaks for the access
+    point, frame by frame."""
+
+    def __init__(self, *, lockstep: bool = False) -> None:
+        self.lockstep = lockstep
+        self._send, self._receive = trio.open_memory_channel(10)
+
+    async def open_stream(self) -> trio.abc.Stream:
+        pair = (
+            trio.testing.lockstep_stream_pair if self.lockstep else trio.testing.memory_stream_pair
+        )
+        client_end, access_point_end = pair()
+        self._send.send_nowait(access_point_end)
+        return client_end
+
+    async def accept(self) -> "Conversation":
+        conversation = Conversation(await self._receive.receive())
+        assert isinstance(await conversation.receive(), m.Hello)
+        return conversation
+
+
+class Conversation:
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.link = Link(accepting=True)
+        self.events: list[object] = []
+
+    async def receive(self) -> object | None:
+        while not self.events:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
+            self.events.extend(self.link.receive_data(data))
+        event = self.events.pop(0)
+        assert isinstance(event, Received), event
+        return event.message
+
+    async def send(self, *messages: object) -> None:
+        for message in messages:
+            await self.stream.send_all(self.link.send(message))
+
+    async def welcome(self) -> None:
+        await self.send(m.Welcome(node_id="sp-hand", address="127.0.0.1:1"))
+        assert isinstance(await self.receive(), m.Advertise)
+        await self.send(m.Ack(request="advertise"))
+
+
+async def test_an_unanswered_request_ends_the_connection_after_the_timeout(
+    tmp_path, autojump_clock, nursery
+):
+    access_point = HandPlayed()
+    client = make_client(tmp_path, 1, open_stream=access_point.open_stream, timeout=30.0)
+    nursery.start_soon(client.serve)
+    first = await access_point.accept()
+    await first.welcome()
+    started = trio.current_time()
+    ticket = client.submit(PeerRequest(message=m.Unsubscribe(id="s1")))
+    assert await first.receive() == m.Unsubscribe(id="s1")
+    with pytest.raises(
+        RequestFailed, match=r"no answer to 'unsubscribe s1' .* within 30 s"
+    ) as failure:
+        await ticket.wait()
+    assert failure.value.sent
+    assert trio.current_time() - started == pytest.approx(30.0)
+    assert await first.receive() is None, "the client closed the connection"
+    second = await access_point.accept()
+    await second.welcome()
+    assert client.statistics().connected
+
+
+async def test_a_silent_or_refusing_access_point_is_retried_with_backoff(
+    tmp_path, autojump_clock, nursery
+):
+    access_point = HandPlayed()
+    client = make_client(tmp_path, 1, open_stream=access_point.open_stream, timeout=10.0)
+    nursery.start_soon(client.serve)
+    silent = await access_point.accept()
+    started = trio.current_time()
+    refusing = await access_point.accept()
+    assert trio.current_time() - started == pytest.approx(10.0, abs=0.06), "handshake timeout"
+    assert client.statistics().last_error == "no welcome from the access point within 10 s"
+    await refusing.send(m.LinkError(reason="full"))
+    third = await access_point.accept()
+    assert client.statistics().last_error == "handshake failed: refused: full"
+    await third.welcome()
+    assert client.statistics().last_error is None
+    assert await silent.receive() is None, "the silent connection was closed"
+
+
+async def test_an_answer_nobody_asked_for_is_a_violation_answered_with_a_link_error(
+    tmp_path, autojump_clock, nursery
+):
+    access_point = HandPlayed()
+    client = make_client(tmp_path, 1, open_stream=access_point.open_stream)
+    nursery.start_soon(client.serve)
+    first = await access_point.accept()
+    await first.welcome()
+    await first.send(m.Ack(request="advertise"))
+    error = await first.receive()
+    assert isinstance(error, m.LinkError)
+    assert "with no request pending" in error.reason
+    assert await first.receive() is None
+    await (await access_point.accept()).welcome()
+
+
+async def test_a_request_stuck_in_a_write_is_in_doubt_and_the_queued_ones_were_not_sent(
+    tmp_path, autojump_clock, nursery
+):
+    access_point = HandPlayed(lockstep=True)
+    client = make_client(tmp_path, 1, open_stream=access_point.open_stream)
+    nursery.start_soon(client.serve)
+    first = await access_point.accept()
+    await first.welcome()
+    writing = client.submit(PeerRequest(message=m.Unsubscribe(id="a")))
+    queued = client.submit(PeerRequest(message=m.Unsubscribe(id="b")))
+    await trio.testing.wait_all_tasks_blocked()
+    await first.stream.aclose()
+    with pytest.raises(RequestFailed) as in_doubt:
+        await writing.wait()
+    with pytest.raises(RequestFailed, match="not connected") as not_sent:
+        await queued.wait()
+    assert (in_doubt.value.sent, not_sent.value.sent) == (True, False)

@@ -1,0 +1,98 @@
+"""Configuration: the TOML file, command-line options on top, clear errors for typos."""
+
+import json
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+import qel
+from peer.config import ConfigError, format_address, load_config, parse_address
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:7400", ("127.0.0.1", 7400)),
+        ("example.org:1", ("example.org", 1)),
+        ("[::1]:7400", ("::1", 7400)),
+    ],
+)
+def test_addresses(text, expected):
+    assert parse_address(text, what="--superpeer") == expected
+    assert parse_address(format_address(expected), what="x") == expected
+
+
+@pytest.mark.parametrize("text", ["7400", "host:", ":7400", "host:0", "host:65536", "host:http"])
+def test_bad_addresses_name_the_option(text):
+    with pytest.raises(ConfigError, match="--superpeer must be HOST:PORT"):
+        parse_address(text, what="--superpeer")
+
+
+def test_defaults_put_the_data_under_the_users_data_dir():
+    base = Path(platformdirs.user_data_dir("semantic-pubsub"))
+    assert load_config(None).data_dir == base / "peer-default"
+    named = load_config(None, name="alice")
+    assert (named.data_dir, named.name, named.superpeer) == (base / "peer-alice", "alice", None)
+    assert named.control_path == base / "peer-alice" / "control.sock"
+
+
+def test_a_file_with_options_on_top(tmp_path, monkeypatch):
+    config_file = tmp_path / "conf" / "peer.toml"
+    config_file.parent.mkdir()
+    config_file.write_text(
+        """
+superpeer = "127.0.0.1:7400"
+data_dir = "data"
+name = "alice"
+request_timeout = 5
+reconnect_initial = 0.25
+reconnect_max = 4.0
+
+[advertisement]
+schemas = ["dc"]
+values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
+"""
+    )
+    monkeypatch.chdir(tmp_path)
+    config = load_config(str(config_file))
+    assert config.data_dir == tmp_path / "conf" / "data", "relative to the file"
+    assert config.superpeer == ("127.0.0.1", 7400)
+    assert (config.request_timeout, config.reconnect_initial, config.reconnect_max) == (5, 0.25, 4)
+    assert config.advertisement is not None
+    assert json.loads(config.advertisement)["values"]["dc:date"] == [
+        {"min": "2004-01-01", "type": "date"}
+    ]
+    qel.parse_advertisement(config.advertisement)
+    overridden = load_config(
+        str(config_file), data_dir="elsewhere", name="bob", superpeer="[::1]:9"
+    )
+    assert overridden.data_dir == tmp_path / "elsewhere", "relative to the working directory"
+    assert (overridden.name, overridden.superpeer) == ("bob", ("::1", 9))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("superpeer = 7400", "superpeer must be a str"),
+        ("superpeers = '127.0.0.1:7400'", r"unknown configuration key\(s\) \['superpeers'\]"),
+        ("request_timeout = 0", "request_timeout must be a positive number"),
+        ("max_frame_bytes = 1.5", "max_frame_bytes must be a positive integer"),
+        ("reconnect_initial = 5\nreconnect_max = 1", "reconnect_max must be at least"),
+        ("name = 'a b'", "name 'a b' is not a valid peer name"),
+        ("advertisement = 'dc'", "advertisement must be a table"),
+        ("superpeer = [", "is not valid TOML"),
+    ],
+)
+def test_configuration_errors_name_the_key(tmp_path, content, message):
+    config_file = tmp_path / "peer.toml"
+    config_file.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(config_file))
+
+
+def test_a_missing_file_and_a_bad_name_option_are_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read the configuration"):
+        load_config(str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match=r"--name '\.\./x' is not a valid peer name"):
+        load_config(None, name="../x")

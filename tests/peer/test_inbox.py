@@ -1,0 +1,113 @@
+"""The notifications directory: one durable record per publication, repeats ignored and counted,
+safe file names whatever the ids, reading back in receive order."""
+
+import json
+import stat
+
+import pytest
+
+import qel
+from peer.inbox import Inbox, record_key
+from tests.peer.helpers import notify, publication
+
+
+def store(inbox: Inbox, note, received_at: float = 100.0) -> bool:
+    pending = inbox.prepare(note, received_at)
+    if pending is None:
+        return False
+    pending.write()
+    inbox.commit(pending)
+    return True
+
+
+def test_a_record_holds_everything_about_the_notification(tmp_path):
+    inbox = Inbox.open(tmp_path / "notifications")
+    note = notify(subscriptions=("s1", "s2"))
+    assert store(inbox, note, received_at=1764108001.5)
+    path = tmp_path / "notifications" / f"{record_key('peer-owner', 'n1')}.json"
+    record = json.loads(path.read_text())
+    assert record == {
+        "format": 1,
+        "sequence": 1,
+        "publication": "n1",
+        "owner": "peer-owner",
+        "subject": "http://example.org/a",
+        "ntriples": note.publication.to_text(),
+        "subscriptions": ["s1", "s2"],
+        "access_point": "127.0.0.1:7400",
+        "origin": "sp-origin",
+        "hops": 2,
+        "published_at": 1764108000.25,
+        "received_at": 1764108001.5,
+    }
+    assert qel.parse_publication_text(record["ntriples"]) == note.publication
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "notifications").stat().st_mode) == 0o700
+
+
+def test_a_publication_is_stored_once_and_repeats_are_counted(tmp_path):
+    inbox = Inbox.open(tmp_path)
+    assert store(inbox, notify())
+    assert not store(inbox, notify(subscriptions=("s9",)))
+    assert store(inbox, notify(owner="peer-other")), "ids are unique per owner only"
+    assert store(inbox, notify(publication(id="n2")))
+    assert (inbox.count, inbox.duplicates) == (3, 1)
+    assert len(list(tmp_path.glob("*.json"))) == 3
+
+
+@pytest.mark.parametrize("odd", ["../../etc/passwd", "a/b\\c", "ñ 💡 \x00", "x" * 5000, ""])
+def test_any_publication_id_makes_a_safe_file_name(tmp_path, odd):
+    inbox = Inbox.open(tmp_path / "inbox")
+    assert store(inbox, notify(publication(id=odd)))
+    [path] = (tmp_path / "inbox").iterdir()
+    assert len(path.stem) == 32
+    assert int(path.stem, 16) >= 0
+    assert inbox.records_after(0, max_bytes=10**6)[0]["publication"] == odd
+
+
+def test_reopening_keeps_the_records_their_order_and_the_dedup(tmp_path):
+    inbox = Inbox.open(tmp_path)
+    for number in range(1, 4):
+        assert store(inbox, notify(publication(id=f"n{number}")), received_at=float(number))
+    reopened = Inbox.open(tmp_path)
+    assert (reopened.count, reopened.last_sequence) == (3, 3)
+    assert not store(reopened, notify(publication(id="n2")))
+    assert store(reopened, notify(publication(id="n4")))
+    records = reopened.records_after(0, max_bytes=10**6)
+    assert [r["publication"] for r in records] == ["n1", "n2", "n3", "n4"]
+    assert [r["sequence"] for r in records] == [1, 2, 3, 4]
+    assert [r["publication"] for r in reopened.records_after(2, max_bytes=10**6)] == ["n3", "n4"]
+
+
+def test_an_interrupted_write_leaves_no_record_and_is_cleared(tmp_path):
+    inbox = Inbox.open(tmp_path)
+    pending = inbox.prepare(notify(), 1.0)
+    assert pending is not None
+    # What a crash between creating the temporary file and renaming it leaves behind:
+    (tmp_path / f".{pending.path.name}.0badf00d.tmp").write_bytes(pending.data[:20])
+    reopened = Inbox.open(tmp_path)
+    assert reopened.count == 0
+    assert list(tmp_path.iterdir()) == []
+    assert store(reopened, notify()), "the publication was never stored, so it is not a repeat"
+
+
+def test_a_damaged_record_is_skipped_but_still_blocks_repeats(tmp_path, caplog):
+    inbox = Inbox.open(tmp_path)
+    assert store(inbox, notify())
+    assert store(inbox, notify(publication(id="n2")))
+    (tmp_path / f"{record_key('peer-owner', 'n1')}.json").write_text("{garbage")
+    reopened = Inbox.open(tmp_path)
+    assert (reopened.count, reopened.unreadable) == (1, 1)
+    assert "unreadable_record" in caplog.text
+    assert not store(reopened, notify())
+    assert reopened.last_sequence == 2
+
+
+def test_pages_are_bounded_but_never_empty(tmp_path):
+    inbox = Inbox.open(tmp_path)
+    for number in range(1, 6):
+        assert store(inbox, notify(publication(id=f"n{number}")))
+    size = len((tmp_path / f"{record_key('peer-owner', 'n1')}.json").read_bytes())
+    assert len(inbox.records_after(0, max_bytes=2 * size + 10)) == 2
+    assert len(inbox.records_after(0, max_bytes=1)) == 1
+    assert inbox.records_after(5, max_bytes=10**6) == []

@@ -1,0 +1,97 @@
+"""The peer's durable state: identity chosen once, every change on disk when the call returns,
+damaged files reported clearly."""
+
+import json
+import stat
+
+import pytest
+
+import qel
+from peer.state import PeerState, StateError, StateStore, parse_state, subscription_id
+from tests.peer.helpers import DC_ADVERTISEMENT, TITLE_QUERY
+
+
+def test_the_identity_is_generated_once_and_kept(tmp_path):
+    store = StateStore.open(tmp_path, name=None, token_hex=lambda n: "1a2b3c4d")
+    assert store.current == PeerState("peer-1a2b3c4d")
+    again = StateStore.open(tmp_path, name=None, token_hex=lambda n: "ffffffff")
+    assert again.current.peer_id == "peer-1a2b3c4d"
+    assert stat.S_IMODE((tmp_path / "state.json").stat().st_mode) == 0o600
+
+
+def test_a_name_sets_the_identity_and_another_name_is_refused(tmp_path):
+    assert StateStore.open(tmp_path, name="alice").current.peer_id == "alice"
+    assert StateStore.open(tmp_path, name=None).current.peer_id == "alice"
+    with pytest.raises(StateError, match="belongs to peer 'alice', not 'bob'"):
+        StateStore.open(tmp_path, name="bob")
+
+
+def test_every_change_is_on_disk_when_the_call_returns(tmp_path):
+    store = StateStore.open(tmp_path, name="alice")
+    store.set_advertisement(DC_ADVERTISEMENT)
+    store.add_subscription("s1", TITLE_QUERY)
+    store.add_subscription("s2", "X : t(X, dc:creator, C)")
+    store.mark_in_doubt("s3")
+    store.mark_in_doubt("s2")
+    store.add_subscription("s2", "X : t(X, dc:creator, C)")  # acknowledged after all
+    store.remove_subscription("s1")
+    reopened = StateStore.open(tmp_path, name=None).current
+    assert reopened == PeerState(
+        "alice", DC_ADVERTISEMENT, {"s2": "X : t(X, dc:creator, C)"}, frozenset({"s3"})
+    )
+    store.resolve_in_doubt("s3")
+    store.resolve_in_doubt("never")
+    assert StateStore.open(tmp_path, name=None).current.in_doubt == frozenset()
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"], "no temporary files left"
+
+
+def test_leaving_keeps_only_the_identity(tmp_path):
+    store = StateStore.open(tmp_path, name="alice")
+    store.set_advertisement(DC_ADVERTISEMENT)
+    store.add_subscription("s1", TITLE_QUERY)
+    store.clear_network_state()
+    assert StateStore.open(tmp_path, name=None).current == PeerState("alice")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b'{"format": 2, "peer_id": "a", "advertisement": null, "subscriptions": {}, "in_doubt": []}',
+        b'{"format": 1, "peer_id": "", "advertisement": null, "subscriptions": {}, "in_doubt": []}',
+        b'{"format": 1, "peer_id": "a", "advertisement": null, "subscriptions": [], "in_doubt": []}',
+    ],
+)
+def test_a_damaged_state_file_is_reported_with_what_to_do(tmp_path, content):
+    (tmp_path / "state.json").write_bytes(content)
+    with pytest.raises(StateError, match=r"is damaged .*move it away"):
+        StateStore.open(tmp_path, name=None)
+
+
+def test_the_file_keeps_texts_as_given(tmp_path):
+    store = StateStore.open(tmp_path, name="alice")
+    store.add_subscription("s1", "  X:t(X,dc:title,T)  ")
+    document = json.loads((tmp_path / "state.json").read_text())
+    assert document["subscriptions"] == {"s1": "  X:t(X,dc:title,T)  "}
+
+
+def test_default_subscription_ids_are_stable_hashes_of_the_canonical_query():
+    compact = qel.parse_subscription('X :t(X,dc:title,T),T contains "RDF"')
+    spaced = qel.parse_subscription(TITLE_QUERY)
+    other = qel.parse_subscription('X : t(X, dc:title, T), T contains "P2P"')
+    assert subscription_id(compact) == subscription_id(spaced)
+    assert subscription_id(compact) != subscription_id(other)
+    assert subscription_id(compact).startswith("q-")
+    assert len(subscription_id(compact)) == 12
+
+
+def test_parsing_the_state_reports_texts_that_no_longer_parse():
+    state = PeerState(
+        "alice", DC_ADVERTISEMENT, {"good": TITLE_QUERY, "bad": "SELECT ?x WHERE { ?x ?p ?o }"}
+    )
+    parsed = parse_state(state)
+    assert parsed.advertisement == qel.parse_advertisement(DC_ADVERTISEMENT)
+    assert list(parsed.subscriptions) == ["good"]
+    [problem] = parsed.problems
+    assert problem.startswith("the stored subscription 'bad' no longer parses")
+    assert parse_state(PeerState("alice")).advertisement == qel.parse_advertisement({})
