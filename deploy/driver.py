@@ -72,18 +72,22 @@ class RemotePeer:
     async def connect(self, nursery: trio.Nursery) -> None:
         host, _, port = self.address.rpartition(":")
         stream: trio.abc.Stream = await trio.open_tcp_stream(host, int(port))
-        if self.ca is not None:
-            stream = trio.SSLStream(
-                stream, crypto.peer_client_context(ca=self.ca), server_hostname=host
+        try:
+            if self.ca is not None:
+                stream = trio.SSLStream(
+                    stream, crypto.peer_client_context(ca=self.ca), server_hostname=host
+                )
+                await stream.do_handshake()
+            link = Link(accepting=False)
+            hello = m.Hello(
+                role="peer", node_id=self.network_id, address="", protocol=wire.PROTOCOL_VERSION
             )
-            await stream.do_handshake()
-        link = Link(accepting=False)
-        hello = m.Hello(
-            role="peer", node_id=self.network_id, address="", protocol=wire.PROTOCOL_VERSION
-        )
-        await stream.send_all(link.send(hello))
-        with trio.fail_after(30):
-            leftovers = await self._handshake(stream, link)
+            await stream.send_all(link.send(hello))
+            with trio.fail_after(30):
+                leftovers = await self._handshake(stream, link)
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
         self.answers, self.pending = trio.open_memory_channel(100)
         self.stream, self.link = stream, link
         self.closed = trio.Event()
@@ -191,12 +195,16 @@ class RemotePeer:
 
 
 async def wait_quiet(cluster: Cluster, peers: list[RemotePeer], *, timeout: float = 60) -> None:
-    """Until nothing is in flight anywhere (checked twice in a row, to be sure)."""
+    """Until nothing is in flight anywhere (checked twice in a row, to be sure): every backbone
+    message sent has been received, no link has anything queued, and each of ``peers`` has
+    received every notification a super-peer handed to its connection (peers are counted by
+    network id, so give every ``RemotePeer`` object that spoke for an id)."""
     stable = 0
     with trio.move_on_after(timeout) as scope:
         while stable < 2:
             statuses = await cluster.statuses()
-            sent = received = in_flight = handed = 0
+            sent = received = in_flight = 0
+            handed: Counter[str] = Counter()
             for status in statuses:
                 messages = status.get("messages", {})
                 sent += sum(v for k, v in messages.get("sent", {}).items() if k.startswith("sp."))
@@ -204,9 +212,15 @@ async def wait_quiet(cluster: Cluster, peers: list[RemotePeer], *, timeout: floa
                     v for k, v in messages.get("received", {}).items() if k.startswith("sp.")
                 )
                 in_flight += status.get("backbone_in_flight", 0)
-                handed += messages.get("delivered", 0) + status.get("flushed", 0)
-            arrived = sum(len(p.notifications) for p in peers)
-            quiet = sent == received and not in_flight and handed <= arrived
+                handed.update(status.get("handed", {}))
+            arrived: Counter[str] = Counter()
+            for peer in peers:
+                arrived[peer.network_id] += len(peer.notifications)
+            quiet = (
+                sent == received
+                and not in_flight
+                and all(handed[peer.network_id] <= arrived[peer.network_id] for peer in peers)
+            )
             stable = stable + 1 if quiet else 0
             await trio.sleep(0.005 if quiet else 0.01)
     if scope.cancelled_caught:

@@ -29,7 +29,7 @@ import random
 import secrets
 import ssl
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,6 +191,8 @@ class SuperPeerDaemon:
         self.violations = 0
         self.auth_failures = 0
         self.flushed = 0
+        self.handed: Counter[str] = Counter()
+        """Notifications queued for each peer's connection (online or flushed)."""
         self._joined = trio.Event()
         self._left = trio.Event()
         self._done = trio.Event()
@@ -756,6 +758,8 @@ class SuperPeerDaemon:
         session = self.peers.get(output.peer)
         data = frame(output.data, self.limits)
         if session is not None and self._enqueue_peer(session, data):
+            if isinstance(output.message, m.Notify):
+                self.handed[output.peer] += 1
             return
         if isinstance(output.message, m.Notify):
             self.outbox.put(output.peer, output.data)
@@ -772,6 +776,7 @@ class SuperPeerDaemon:
                     self.outbox.put(peer, rest)
                 return
             self.flushed += 1
+            self.handed[peer] += 1
             if self.trace is not None:
                 notify, _ = wire.decode(data, self.limits)
                 assert isinstance(notify, m.Notify)
@@ -874,6 +879,7 @@ class SuperPeerDaemon:
             "uptime_seconds": round(time.time() - self.started_at, 1),
             "violations": self.violations,
             "flushed": self.flushed,
+            "handed": dict(self.handed),
             "auth_failures": self.auth_failures,
             "offline_kept": self.outbox.counts(),
             "links": {
