@@ -54,6 +54,8 @@ def parse_advertisement(obj: object, *, limits: Limits = DEFAULT_LIMITS) -> Adve
             obj = json.loads(obj, parse_float=Decimal)
         except ValueError as error:
             raise AdvertisementError(f"the advertisement is not valid JSON: {error}") from None
+        except RecursionError:
+            raise AdvertisementError("the advertisement's JSON nests too deeply") from None
     if not isinstance(obj, Mapping):
         raise AdvertisementError("an advertisement is a JSON object")
     unknown = set(obj) - _KEYS

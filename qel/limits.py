@@ -20,6 +20,8 @@ class Limits:
     """Most conjunctions in a subscription's DNF (after rewriting ``!=``, ``!`` and distribution)."""
     max_atoms: int = 1024
     """Most atomic constraints in a subscription's DNF, summed over its conjunctions."""
+    max_nesting: int = 64
+    """Deepest nesting of parentheses in the QEL text form (and of a SPARQL filter)."""
     max_string_chars: int = 4096
     """Longest string constant in a subscription or advertisement."""
     max_document_bytes: int = 4 * 1024 * 1024

@@ -110,6 +110,7 @@ class _Parser:
         self.limits = limits
         self.tokens = self._tokenise(text)
         self.index = 0
+        self.depth = 0
         self.prefixes: dict[str, str] = dict(WELL_KNOWN)
 
     # -- tokens -----------------------------------------------------------------------------
@@ -125,7 +126,7 @@ class _Parser:
                 tokens.append(_Token(kind, match.group(), offset))
             offset = match.end()
         tokens.append(_Token("end", "", len(text)))
-        return tokens
+        return _split_glued_heads(tokens)
 
     def _where(self, offset: int) -> str:
         line = self.text.count("\n", 0, offset) + 1
@@ -231,8 +232,15 @@ class _Parser:
         token = self.peek()
         if token.text == "(":
             self.next()
+            self.depth += 1
+            if self.depth > self.limits.max_nesting:
+                raise self._error(
+                    f"parentheses nested deeper than {self.limits.max_nesting} (max_nesting)",
+                    token.offset,
+                )
             inner = self._formula()
             self.expect(")")
+            self.depth -= 1
             return inner
         if token.text == "t" and self.peek(1).text == "(":
             return self._triple()
@@ -409,6 +417,29 @@ class _Parser:
             return disjoin(parts, max_disjuncts=self.limits.max_disjuncts)
         except OverflowError as error:
             raise self._error(str(error)) from None
+
+
+def _split_glued_heads(tokens: list[_Token]) -> list[_Token]:
+    """``X:t(...)`` (the head glued to the first triple) reads as a QName; split it back."""
+    result = []
+    for number, token in enumerate(tokens):
+        prefix, _, local = token.text.partition(":")
+        following = tokens[number + 1] if number + 1 < len(tokens) else None
+        if (
+            token.kind == "qname"
+            and local == "t"
+            and _is_var_name(prefix)
+            and following is not None
+            and following.text == "("
+        ):
+            result += [
+                _Token("name", prefix, token.offset),
+                _Token("op", ":", token.offset + len(prefix)),
+                _Token("name", "t", token.offset + len(prefix) + 1),
+            ]
+        else:
+            result.append(token)
+    return result
 
 
 def _find_triple(item: tuple) -> int | None:

@@ -172,7 +172,11 @@ class _Translator:
         raise self.error(f"expected a constant, found {_describe(node)}", _keyword_of(node))
 
     # -- filters ------------------------------------------------------------------------------
-    def constraint(self, node: object, negated: bool = False) -> Constraint:
+    def constraint(self, node: object, negated: bool = False, depth: int = 0) -> Constraint:
+        if depth > self.limits.max_nesting:
+            raise self.error(
+                f"the FILTER nests deeper than {self.limits.max_nesting} (max_nesting)"
+            )
         limit = self.limits.max_disjuncts
         if isinstance(node, RdfLiteral) and isinstance(node.toPython(), bool):
             return TRUE if node.toPython() != negated else FALSE
@@ -181,8 +185,8 @@ class _Translator:
         name = node.name
         try:
             if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
-                parts = [self.constraint(node.expr, negated)]
-                parts += [self.constraint(other, negated) for other in node.other or ()]
+                parts = [self.constraint(node.expr, negated, depth + 1)]
+                parts += [self.constraint(other, negated, depth + 1) for other in node.other or ()]
                 is_or = (name == "ConditionalOrExpression") != negated
                 return (
                     disjoin(parts, max_disjuncts=limit)
@@ -190,7 +194,7 @@ class _Translator:
                     else conjoin(parts, max_disjuncts=limit)
                 )
             if name == "UnaryNot":
-                return self.constraint(node.expr, not negated)
+                return self.constraint(node.expr, not negated, depth + 1)
             if name == "RelationalExpression":
                 return self.relational(node, negated)
             if name == "Builtin_CONTAINS":
@@ -263,6 +267,8 @@ def parse_sparql(text: str, *, limits: Limits = DEFAULT_LIMITS) -> Subscription:
         )
     try:
         query = translateQuery(parseQuery(text), initNs=dict(WELL_KNOWN))
+    except RecursionError:
+        raise QueryError("the query nests too deeply for the SPARQL parser") from None
     except ParseException as error:
         raise QueryError(
             f"SPARQL syntax error: {error.msg} (at line {error.lineno}, column {error.col})"

@@ -221,3 +221,13 @@ def test_limits_are_enforced_and_named():
 def test_non_text_input_is_a_query_error():
     with pytest.raises(QueryError, match="a subscription is text"):
         qel.parse_subscription(b"X : t(X, dc:c, Y)")  # type: ignore[arg-type]
+
+
+def test_nesting_limits_and_the_glued_head():
+    deep = "X : t(X, dc:c, Y), " + "(" * 100 + "Y = 1" + ")" * 100
+    assert "max_nesting" in error_of(deep)
+    deep_sparql = SELECT + "?x dc:c ?y FILTER(" + "(" * 200 + "?y = 1" + ")" * 200 + ") }"
+    assert "nests" in error_of(deep_sparql)
+    assert qel.parse_subscription("X:t(X, dc:creator, Y)").answer == ("X",)
+    with pytest.raises(qel.AdvertisementError, match="nests too deeply"):
+        qel.parse_advertisement('{"values": ' + "[" * 100_000 + "]" * 100_000 + "}")
