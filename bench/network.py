@@ -1,9 +1,11 @@
 """End-to-end latency and throughput of a loopback cluster, beside the transport's floor.
 
-    python -m bench.network [--sizes 8,16] [--rate 1000] [--seconds 5] [--burst 5000] [--json]
+    python -m bench.network [--sizes 8,16] [--rate 1000] [--seconds 5] [--burst 5000]
+                            [--handshakes 200] [--json]
 
-For each cluster size: N super-peer daemons on 127.0.0.1 (separate processes, trace logs off), a
-publisher attached to the super-peer at position 0 and a subscriber three hops away (position 7).
+For each cluster size, with TLS and identification (the default) and again in plaintext: N
+super-peer daemons on 127.0.0.1 (separate processes, trace logs off), a publisher attached to the
+super-peer at position 0 and a subscriber three hops away (position 7).
 The subscriber takes everything the publisher publishes. Measured, with one clock (both ends live
 in this process):
 
@@ -14,6 +16,9 @@ in this process):
 
 The floor, in the same run: the same notifications (same framing, same msgpack encoding, decoded at
 the other end) sent over one TCP connection to a second process, at the same rate and as a burst.
+Connection set-up: peers connecting to one super-peer one after the other, each a TCP connection,
+a TLS 1.3 handshake and a secure identification (registration, then re-identification), beside
+plaintext connections, per second.
 """
 
 from __future__ import annotations
@@ -102,10 +107,13 @@ async def _until_received(subscriber: RemotePeer, count: int, timeout: float) ->
             await trio.sleep(0.002)
 
 
-async def measure_cluster(size: int, rate: float, seconds: float, burst: int) -> dict[str, object]:
-    with Cluster(size, trace=False) as cluster:
-        publisher = RemotePeer("publisher", cluster.addresses[0])
-        subscriber = RemotePeer("subscriber", cluster.addresses[7])
+async def measure_cluster(
+    size: int, rate: float, seconds: float, burst: int, tls: bool
+) -> dict[str, object]:
+    with Cluster(size, trace=False, tls=tls) as cluster:
+        ca = cluster.ca_certificate if tls else None
+        publisher = RemotePeer("publisher", cluster.addresses[0], ca=ca)
+        subscriber = RemotePeer("subscriber", cluster.addresses[7], ca=ca)
         received_at: dict[str, float] = {}
         async with trio.open_nursery() as nursery:
             await publisher.connect(nursery)
@@ -144,6 +152,7 @@ async def measure_cluster(size: int, rate: float, seconds: float, burst: int) ->
             nursery.cancel_scope.cancel()
     return {
         "superpeers": size,
+        "tls": tls,
         "hops": sorted(hops),
         "offered_per_s": rate,
         "latency": percentiles(latency),
@@ -213,26 +222,55 @@ def measure_floor(rate: float, seconds: float, burst: int) -> dict[str, object]:
     return results
 
 
+async def measure_handshakes(count: int, tls: bool) -> dict[str, object]:
+    """Connections per second to one super-peer: TCP, TLS, identification, Welcome."""
+    with Cluster(1, trace=False, tls=tls) as cluster:
+        ca = cluster.ca_certificate if tls else None
+        peers = [RemotePeer(f"h{k}", cluster.addresses[0], ca=ca) for k in range(count)]
+        for peer in peers:
+            _ = peer.network_id  # make the keys before timing
+        rates = {}
+        async with trio.open_nursery() as nursery:
+            for phase in ("first contact", "again"):
+                start = time.perf_counter()
+                for peer in peers:
+                    await peer.connect(nursery)
+                    await peer.disconnect()
+                rates[phase] = round(count / (time.perf_counter() - start), 1)
+            nursery.cancel_scope.cancel()
+    return {"tls": tls, "connections_per_s": rates}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="8,16")
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--burst", type=int, default=5000)
+    parser.add_argument("--handshakes", type=int, default=200)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     clusters = [
-        trio.run(measure_cluster, int(s), args.rate, args.seconds, args.burst)
+        trio.run(measure_cluster, int(s), args.rate, args.seconds, args.burst, tls)
         for s in args.sizes.split(",")
+        for tls in (True, False)
     ]
+    handshakes = [trio.run(measure_handshakes, args.handshakes, tls) for tls in (True, False)]
     floor = measure_floor(args.rate, args.seconds, args.burst)
+    plain = {row["superpeers"]: row for row in clusters if not row["tls"]}
     for row in clusters:
+        if row["tls"]:
+            row["throughput_vs_plaintext"] = round(
+                row["throughput_per_s"] / plain[row["superpeers"]]["throughput_per_s"],
+                2,  # type: ignore[operator]
+            )
         row["latency_p50_vs_floor"] = round(
             row["latency"]["p50_ms"] / max(floor["latency"]["p50_ms"], 1e-3), 1
         )  # type: ignore[index]
         row["throughput_vs_floor"] = round(row["throughput_per_s"] / floor["throughput_per_s"], 3)  # type: ignore[operator]
     report = {
         "clusters": clusters,
+        "handshakes": handshakes,
         "floor": floor,
         "rate": args.rate,
         "seconds": args.seconds,
@@ -242,16 +280,23 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"offered {args.rate:.0f} publications/s for {args.seconds} s; burst of {args.burst}")
-    print(f"{'setup':<22} {'hops':>5} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max/s':>8}")
+    print(f"{'setup':<28} {'hops':>5} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max/s':>8}")
     for row in clusters:
         lat = row["latency"]
+        label = f"{row['superpeers']} super-peers, {'TLS' if row['tls'] else 'plaintext'}"
         print(
-            f"{str(row['superpeers']) + ' super-peers':<22} {','.join(map(str, row['hops'])):>5} {lat['p50_ms']:>8} {lat['p90_ms']:>8} {lat['p99_ms']:>8} {row['throughput_per_s']:>8}"
+            f"{label:<28} {','.join(map(str, row['hops'])):>5} {lat['p50_ms']:>8} {lat['p90_ms']:>8} {lat['p99_ms']:>8} {row['throughput_per_s']:>8}"
         )  # type: ignore[index]
     lat = floor["latency"]
     print(
-        f"{'direct TCP (floor)':<22} {'-':>5} {lat['p50_ms']:>8} {lat['p90_ms']:>8} {lat['p99_ms']:>8} {floor['throughput_per_s']:>8}"
+        f"{'direct TCP (floor)':<28} {'-':>5} {lat['p50_ms']:>8} {lat['p90_ms']:>8} {lat['p99_ms']:>8} {floor['throughput_per_s']:>8}"
     )  # type: ignore[index]
+    for row in handshakes:
+        rates = row["connections_per_s"]
+        print(
+            f"connection set-up ({'TLS + identification' if row['tls'] else 'plaintext'}): "
+            f"{rates['first contact']}/s first contact, {rates['again']}/s again"  # type: ignore[index]
+        )
 
 
 if __name__ == "__main__":
