@@ -1,0 +1,81 @@
+"""The definitions the Spark job and the pure-Python reference share, without Spark.
+
+``analytics.reference`` computes the same figures in one plain Python process (for the benchmark,
+and as a second opinion); it must not import PySpark, so the constants both sides rely on live
+here. The meaning of each figure is in ``analytics.figures``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+EVENTS: Final = (
+    "publish",
+    "send",
+    "receive",
+    "deliver",
+    "offline",
+    "flush",
+    "refused",
+    "drop",
+    "auth_failure",
+)
+"""The ``event`` values of ``superpeer.trace`` (a test checks they are the same)."""
+
+MAX_TS: Final = 253_402_300_800.0
+"""10000-01-01T00:00:00Z in seconds: the first instant Spark's timestamps cannot hold."""
+
+TRACE_SUFFIXES: Final = (".jsonl", ".jsonl.gz", ".json", ".json.gz")
+"""The file names read as JSON-lines traces (``.gz`` ones decompressed)."""
+
+BLANK: Final = " \t\n\x0b\f\r"
+"""Whitespace as Java's regular expressions define ``\\s``: a line of nothing else is blank."""
+
+ONLINE: Final = "online"
+FLUSHED: Final = "flushed"
+SUMMARY_PERCENTS: Final = (50, 90, 99)
+CDF_PERCENTS: Final = tuple(range(1, 101))
+
+BUCKET_SIZES: Final = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    15.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    900.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    10800.0,
+    21600.0,
+    43200.0,
+    86400.0,
+    604800.0,
+    2592000.0,
+    31536000.0,
+)
+"""Candidate time-bucket sizes in seconds: round numbers a reader can take in at a glance."""
+MAX_BUCKETS: Final = 60
+
+
+def bucket_seconds(span: float) -> float:
+    """The smallest of ``BUCKET_SIZES`` that covers ``span`` seconds in ``MAX_BUCKETS`` buckets
+    (the largest for longer spans): fine enough to show change, coarse enough to stay readable."""
+    for size in BUCKET_SIZES:
+        if span <= size * MAX_BUCKETS:
+            return size
+    return BUCKET_SIZES[-1]

@@ -1,0 +1,176 @@
+"""Reading trace logs into Spark, and the Parquet copy for repeated analysis.
+
+A trace location is a directory (local path or any Hadoop-compatible URI: ``hdfs://``, ``s3a://``,
+``file://`` ...) holding either JSON-lines files (``*.jsonl``, ``*.json``, optionally gzipped as
+``*.jsonl.gz``; in subdirectories too, so logs gathered per host can stay in one folder per host) or
+the Parquet copy this module writes. Files and folders whose names start with ``_`` or ``.`` are
+ignored, as Spark ignores them.
+
+Lines are read as text and parsed with ``from_json`` against the explicit schema rather than with
+Spark's JSON reader, so that every invalid line keeps its original text, including well-formed JSON
+that breaks the trace rules (``{}``, an unknown event), which the JSON reader would not flag.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Final, Literal
+from urllib.parse import urlparse
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analytics.definitions import EVENTS, MAX_TS, TRACE_SUFFIXES
+from analytics.schema import (
+    DATE_COLUMN,
+    INVALID_COLUMN,
+    PARQUET_SCHEMA,
+    RAW_SCHEMA,
+    TRACE_SCHEMA,
+)
+
+_TRACE_GLOB: Final = "*.{jsonl,jsonl.gz,json,json.gz}"
+_JSON_OPTIONS: Final = {
+    "mode": "PERMISSIVE",
+    "columnNameOfCorruptRecord": INVALID_COLUMN,
+    # Spark accepts 'single quotes' by default; a trace line is strict JSON.
+    "allowSingleQuotes": "false",
+}
+
+Layout = Literal["json", "parquet"]
+
+
+class TraceInputError(Exception):
+    """The trace location cannot be analysed: missing, without trace files, or of mixed formats.
+
+    The message names the location and says what is wrong, for the operator to read as it is."""
+
+
+def is_local_path(path: str) -> bool:
+    """Whether ``path`` names the local file system whatever Spark's default file system is."""
+    scheme = urlparse(path).scheme
+    return scheme == "file" or (scheme == "" and not path.startswith("//"))
+
+
+def local_layout(path: str) -> Layout:
+    """The checks ``read_traces`` makes through Hadoop, on a local path and without Spark, so the
+    command line can refuse a wrong directory before it spends seconds starting a JVM."""
+    local = urlparse(path).path if path.startswith("file:") else path
+    if not os.path.exists(local):
+        raise TraceInputError(f"{path}: no such log directory")
+    if os.path.isfile(local):
+        return _classify([os.path.basename(local)], path)
+    names: list[str] = []
+    for folder, dirs, files in os.walk(local):
+        dirs[:] = [d for d in dirs if not _hidden(d)]
+        names.extend(os.path.join(folder, f) for f in files if not _hidden(f))
+    return _classify(names, path)
+
+
+def read_traces(spark: SparkSession, path: str) -> DataFrame:
+    """Every non-blank line under ``path`` as a row of ``RAW_SCHEMA``: the trace fields, and the
+    original text in ``_corrupt_record`` when the line is invalid (see ``analytics.schema``).
+
+    Reads JSON lines (plain or gzipped) or the Parquet copy, whichever ``path`` holds. Raises
+    ``TraceInputError`` when ``path`` is missing, holds no trace files, or only empty ones (the one
+    Spark job here stops at the first line it finds)."""
+    if _hadoop_layout(spark, path) == "parquet":
+        stored = spark.read.schema(PARQUET_SCHEMA).parquet(path)
+        # Rows written invalid keep their text; a row that breaks the rules without one (a Parquet
+        # copy edited by other tools) is shown as the JSON of its fields.
+        fallback = F.to_json(F.struct(*[F.col(f.name) for f in TRACE_SCHEMA.fields]))
+        raw = _mark_invalid(stored, F.coalesce(F.col(INVALID_COLUMN), fallback))
+    else:
+        raw = _read_lines(spark, path)
+    if raw.isEmpty():
+        raise TraceInputError(f"{path}: the trace files hold no lines")
+    return raw
+
+
+def _read_lines(spark: SparkSession, path: str) -> DataFrame:
+    lines = (
+        spark.read.option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", _TRACE_GLOB)
+        .text(path)
+        .where(~F.col("value").rlike(r"^\s*$"))
+    )
+    parsed = lines.select(
+        F.from_json("value", RAW_SCHEMA, _JSON_OPTIONS).alias("record"), F.col("value")
+    ).select("record.*", "value")
+    return _mark_invalid(parsed, F.col("value"))
+
+
+def write_parquet(raw: DataFrame, path: str) -> None:
+    """Write what ``read_traces`` returned as Parquet under ``path``, partitioned by the UTC date of
+    ``ts`` and by ``node`` (replacing what is there), so that later runs read only the columns and
+    the days or super-peers they need. Invalid lines go along with their text: an analysis of the
+    copy reports them as the analysis of the logs does."""
+    in_range = F.col("ts").isNotNull() & (F.col("ts") >= 0) & (F.col("ts") < MAX_TS)
+    dated = raw.withColumn(
+        DATE_COLUMN, F.when(in_range, F.to_date(F.timestamp_seconds(F.col("ts"))))
+    )
+    dated.write.mode("overwrite").partitionBy(DATE_COLUMN, "node").parquet(path)
+
+
+def _mark_invalid(parsed: DataFrame, line: Column) -> DataFrame:
+    valid = (
+        F.col(INVALID_COLUMN).isNull()
+        & F.col("ts").isNotNull()
+        & ~F.isnan(F.col("ts"))
+        & (F.col("ts") >= 0)
+        & (F.col("ts") < MAX_TS)
+        & F.col("node").isNotNull()
+        & F.col("event").isin(*EVENTS)
+        & F.col("kind").isNotNull()
+    )
+    columns = [
+        F.coalesce(F.col("bytes"), F.lit(0)).alias("bytes") if f.name == "bytes" else F.col(f.name)
+        for f in TRACE_SCHEMA.fields
+    ]
+    return parsed.select(
+        *columns,
+        F.when(F.coalesce(valid, F.lit(False)), None).otherwise(line).alias(INVALID_COLUMN),
+    )
+
+
+def _hadoop_layout(spark: SparkSession, path: str) -> Layout:
+    """``local_layout`` through Hadoop's FileSystem API, for any URI Spark can read."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    if not fs.exists(hadoop_path):
+        raise TraceInputError(f"{path}: no such log directory")
+    if fs.getFileStatus(hadoop_path).isFile():
+        return _classify([hadoop_path.getName()], path)
+    names: list[str] = []
+    files = fs.listFiles(hadoop_path, True)
+    while files.hasNext():
+        status = files.next()
+        relative = str(status.getPath().toUri().getPath())[
+            len(str(fs.makeQualified(hadoop_path).toUri().getPath())) :
+        ]
+        if not any(_hidden(part) for part in relative.split("/") if part):
+            names.append(relative)
+    return _classify(names, path)
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def _classify(names: Iterable[str], path: str) -> Layout:
+    names = list(names)
+    traces = any(name.endswith(TRACE_SUFFIXES) for name in names)
+    parquet = any(name.endswith(".parquet") for name in names)
+    if traces and parquet:
+        raise TraceInputError(
+            f"{path}: holds both JSON-lines traces and Parquet files; point at one of them"
+        )
+    if parquet:
+        return "parquet"
+    if traces:
+        return "json"
+    raise TraceInputError(
+        f"{path}: no trace files (*.jsonl, *.jsonl.gz, *.json, *.json.gz or a Parquet copy)"
+    )

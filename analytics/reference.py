@@ -1,0 +1,319 @@
+"""The report's figures in one plain Python process: the yardstick the benchmark measures Spark
+against, and a second opinion on its results.
+
+One pass over the lines, keeping only what the figures need (counters per kind, node, link,
+second and hop count; the publication times; one small tuple per delivery; the sets of forwarded
+and answered subscriptions), then the percentiles by sorting. No PySpark: it reads local JSON-lines
+files (plain or gzipped) only. Its tables have the columns and row order of the Spark tables in
+``analytics.figures`` (nulls sort first, as in Spark), as tuples, so the two compare with ``==``.
+
+Parsing follows Spark's for the trace schema: a JSON value of another type in a string field is
+kept as its (compact) JSON text, a number where an integer is expected, or any non-number ``ts``,
+makes the line invalid, ``NaN`` and overflowing numbers parse and then fail the ``ts`` range check.
+Where JSON syntax is exotic (trailing text after the object, say) the two parsers may disagree.
+"""
+
+from __future__ import annotations
+
+import gzip
+import heapq
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from analytics.definitions import (
+    BLANK,
+    CDF_PERCENTS,
+    EVENTS,
+    FLUSHED,
+    MAX_TS,
+    ONLINE,
+    SUMMARY_PERCENTS,
+    TRACE_SUFFIXES,
+    bucket_seconds,
+)
+
+Table = list[tuple[Any, ...]]
+
+_STRINGS = ("node", "event", "kind", "msg", "pub", "sub", "origin", "peer", "neighbour")
+_LONG = 2**63
+_KNOWN_EVENTS = frozenset(EVENTS)
+
+
+def trace_files(path: str | Path) -> list[Path]:
+    """The trace files under ``path`` (or ``path`` itself), skipping hidden files and folders
+    (names starting with ``_`` or ``.``), as Spark does."""
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
+        found += [
+            Path(folder, f)
+            for f in sorted(files)
+            if not f.startswith(("_", ".")) and f.endswith(TRACE_SUFFIXES)
+        ]
+    return found
+
+
+def parse(line: str) -> tuple[Any, ...] | None:
+    """``(ts, node, event, kind, msg, pub, sub, origin, peer, neighbour, bytes, hops)`` of a
+    valid line (``analytics.schema``), or None for an invalid one."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    ts = record.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float):
+        return None
+    try:
+        ts = float(ts)
+    except OverflowError:
+        return None
+    if not 0.0 <= ts < MAX_TS:  # also rejects NaN
+        return None
+    strings = []
+    for name in _STRINGS:
+        value = record.get(name)
+        if value is not None and not isinstance(value, str):
+            value = json.dumps(value, separators=(",", ":"))
+        strings.append(value)
+    numbers = []
+    for name in ("bytes", "hops"):
+        value = record.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not -_LONG <= value < _LONG
+        ):
+            return None
+        numbers.append(value)
+    node, event, kind = strings[0], strings[1], strings[2]
+    if node is None or kind is None or event not in _KNOWN_EVENTS:
+        return None
+    return (ts, *strings, numbers[0] or 0, numbers[1])
+
+
+def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
+    """Every table of ``analytics.figures.Figures`` for the traces under ``path``, plus
+    ``bucket_seconds`` (one row, one value)."""
+    lines = valid = 0
+    smallest_invalid: list[_Reversed] = []  # the first invalid lines in text order, largest on top
+    first = last = None
+    nodes: set[str] = set()
+    messages = total_bytes = 0
+    kinds: dict[str, list[int]] = {}
+    sent: Counter[str] = Counter()
+    sent_bytes: Counter[str] = Counter()
+    received: Counter[str] = Counter()
+    received_bytes: Counter[str] = Counter()
+    links: dict[tuple[str, str], list[int]] = {}
+    sends: dict[float, list[int]] = {}
+    hops: Counter[int | None] = Counter()
+    published: dict[tuple[str, str], float] = {}
+    deliveries: list[tuple[str, str | None, str | None, float]] = []
+    delivered: Counter[tuple[str | None, str | None]] = Counter()
+    stored = 0
+    offline: set[tuple[str, str | None, str | None]] = set()
+    flushed: set[tuple[str, str | None, str | None]] = set()
+    forwarded: set[tuple[str, str | None, str]] = set()
+    answered: set[tuple[str, str, str]] = set()
+
+    for line in _lines(path):
+        if not line.strip(BLANK):
+            continue
+        lines += 1
+        record = parse(line)
+        if record is None:
+            if len(smallest_invalid) < examples:
+                heapq.heappush(smallest_invalid, _Reversed(line))
+            elif examples and line < smallest_invalid[0].line:
+                heapq.heapreplace(smallest_invalid, _Reversed(line))
+            continue
+        valid += 1
+        ts, node, event, kind, _msg, pub, sub, origin, peer, neighbour, size, hop = record
+        nodes.add(node)
+        if first is None or ts < first:
+            first = ts
+        if last is None or ts > last:
+            last = ts
+        if event == "send":
+            _add(kinds, kind, size)
+            messages += 1
+            total_bytes += size
+            sent[node] += 1
+            sent_bytes[node] += size
+            if neighbour is not None:
+                _add(links, (node, neighbour), size)
+            _add(sends, ts, size)
+            if sub is not None:
+                if kind == "sp.forward":
+                    forwarded.add((node, neighbour, sub))
+                elif kind == "sp.notification" and neighbour is not None:
+                    answered.update((neighbour, node, s) for s in sub.split(",") if s)
+        elif event == "receive":
+            received[node] += 1
+            received_bytes[node] += size
+            if peer is not None:
+                _add(kinds, kind, size)
+                messages += 1
+                total_bytes += size
+        elif event in ("deliver", "flush"):
+            _add(kinds, kind, size)
+            messages += 1
+            total_bytes += size
+            sent[node] += 1
+            sent_bytes[node] += size
+            hops[hop] += 1
+            deliveries.append((ONLINE if event == "deliver" else FLUSHED, pub, origin, ts))
+            delivered[peer, pub] += 1
+            if event == "flush":
+                flushed.add((node, peer, pub))
+        elif event == "publish":
+            if pub is not None:
+                key = (pub, node)
+                if key not in published or ts < published[key]:
+                    published[key] = ts
+        elif event == "offline":
+            stored += 1
+            offline.add((node, peer, pub))
+
+    span = 0.0 if first is None or last is None else last - first
+    bucket = bucket_seconds(span)
+    tables: dict[str, Table] = {"bucket_seconds": [(bucket,)]}
+    tables["quality"] = [(lines, valid, lines - valid)]
+    tables["invalid_examples"] = [(item.line,) for item in sorted(smallest_invalid, reverse=True)]
+    tables["overview"] = [(valid, len(nodes), first, last, messages, total_bytes)]
+    tables["kinds"] = [(kind, c, b) for kind, (c, b) in sorted(kinds.items())]
+    tables["superpeers"] = [
+        (n, sent[n], sent_bytes[n], received[n], received_bytes[n]) for n in sorted(nodes)
+    ]
+    tables["links"] = [(n, m, c, b) for (n, m), (c, b) in sorted(links.items())]
+    tables["load_curve"], tables["load_gini"] = _load({n: received[n] for n in nodes})
+    tables["hops"] = sorted(hops.items(), key=_nulls_first)
+
+    latencies: dict[str, list[float]] = {}
+    buckets: dict[float, list[float]] = {}
+    unmatched = 0
+    for delivery, pub, origin, ts in deliveries:
+        start = published.get((pub, origin)) if pub is not None and origin is not None else None
+        if start is None:
+            unmatched += 1
+            continue
+        latency = ts - start
+        latencies.setdefault(delivery, []).append(latency)
+        if delivery == ONLINE:
+            buckets.setdefault(math.floor(start / bucket) * bucket, []).append(latency)
+    tables["latency_summary"] = []
+    tables["latency_cdf"] = []
+    for delivery, values in sorted(latencies.items()):
+        values.sort()
+        tables["latency_summary"].append(
+            (delivery, len(values), values[0], *_percentiles(values, SUMMARY_PERCENTS), values[-1])
+        )
+        tables["latency_cdf"] += [
+            (delivery, p, v)
+            for p, v in zip(CDF_PERCENTS, _percentiles(values, CDF_PERCENTS), strict=True)
+        ]
+    tables["latency_over_time"] = [
+        (start, bucket, len(values), *_percentiles(sorted(values), SUMMARY_PERCENTS))
+        for start, values in sorted(buckets.items())
+    ]
+    duplicates = sorted(
+        ((peer, pub, n) for (peer, pub), n in delivered.items() if n > 1), key=_nulls_first
+    )
+    online = sum(1 for d in deliveries if d[0] == ONLINE)
+    still = sum(1 for key in offline if None in key or key not in flushed)
+    tables["deliveries"] = [
+        (online, len(deliveries) - online, stored, still, unmatched, len(duplicates))
+    ]
+    tables["duplicates"] = duplicates
+    tables["forwarding"], tables["forwarding_total"] = _forwarding(forwarded, answered)
+    per_second: dict[int, list[int]] = {}
+    per_bucket: dict[float, list[int]] = {}
+    for ts, (count, size) in sends.items():
+        for table, key in (
+            (per_second, math.floor(ts)),
+            (per_bucket, math.floor(ts / bucket) * bucket),
+        ):
+            totals = table.setdefault(key, [0, 0])
+            totals[0] += count
+            totals[1] += size
+    tables["traffic_per_second"] = [(s, c, b) for s, (c, b) in sorted(per_second.items())]
+    tables["traffic_over_time"] = [
+        (start, bucket, c, b, c / bucket, b / bucket)
+        for start, (c, b) in sorted(per_bucket.items())
+    ]
+    return tables
+
+
+def _lines(path: str | Path) -> Iterator[str]:
+    for file in trace_files(path):
+        opener: Callable[..., IO[str]] = gzip.open if file.name.endswith(".gz") else open
+        with opener(file, "rt", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                yield line[:-1] if line.endswith("\n") else line
+
+
+class _Reversed:
+    """A line ordered backwards, so ``heapq`` (a min-heap) keeps the smallest lines seen."""
+
+    __slots__ = ("line",)
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return self.line > other.line
+
+
+def _add(table: dict[Any, list[int]], key: Any, size: int) -> None:
+    totals = table.get(key)
+    if totals is None:
+        table[key] = [1, size]
+    else:
+        totals[0] += 1
+        totals[1] += size
+
+
+def _nulls_first(row: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
+    return tuple((value is not None, value) for value in row)
+
+
+def _percentiles(ordered: list[float], percents: tuple[int, ...]) -> list[float]:
+    """Nearest rank: the value at 1-based rank ceil(p * n / 100), in integers."""
+    n = len(ordered)
+    return [ordered[(p * n + 99) // 100 - 1] for p in percents]
+
+
+def _load(load: dict[str, int]) -> tuple[Table, Table]:
+    n, total = len(load), sum(load.values())
+    curve: Table = []
+    upto = 0
+    for rank, (node, value) in enumerate(sorted(load.items(), key=lambda i: (-i[1], i[0])), 1):
+        upto += value
+        curve.append((rank, node, value, rank / n, upto / total if total > 0 else None))
+    ascending = sorted(load.items(), key=lambda i: (i[1], i[0]))
+    weighted = sum(i * value for i, (_node, value) in enumerate(ascending, 1))
+    gini = 2 * weighted / (n * total) - (n + 1) / n if total > 0 else None
+    return curve, [(n, total, gini)]
+
+
+def _forwarding(
+    forwarded: set[tuple[str, str | None, str]], answered: set[tuple[str, str, str]]
+) -> tuple[Table, Table]:
+    per: dict[str | None, list[int]] = {}
+    for key in forwarded:
+        totals = per.setdefault(key[1], [0, 0])
+        totals[0] += 1
+        totals[1] += key[1] is not None and key in answered  # type: ignore[operator]
+    rows = [(superpeer, f, r, r / f) for superpeer, (f, r) in sorted(per.items(), key=_nulls_first)]
+    forwarded_all = sum(row[1] for row in rows)
+    routed_all = sum(row[2] for row in rows)
+    share = routed_all / forwarded_all if forwarded_all > 0 else None
+    return rows, [(forwarded_all, routed_all, share)]

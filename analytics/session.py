@@ -1,0 +1,144 @@
+"""The SparkSession for the analysis: local mode on one machine by default, unchanged under
+``spark-submit`` on a cluster, and a clear error before the JVM starts when Java is missing or
+too old (PySpark's own failure is a Py4J traceback that names neither).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import pyspark
+from pyspark.sql import SparkSession
+
+MINIMUM_JAVA: Final = 17 if int(pyspark.__version__.split(".")[0]) >= 4 else 8
+"""Spark 4 runs on Java 17 or newer; Spark 3.5 still ran on Java 8."""
+
+LOCAL_DRIVER_MEMORY: Final = "4g"
+"""Local mode runs everything in the driver JVM, whose default heap (1 GiB) is too small to cache
+the events of a few million trace lines."""
+
+
+class JavaRuntimeError(RuntimeError):
+    """No usable Java runtime for Spark: none found, or one too old. The message says which."""
+
+
+def java_major_version(version_output: str) -> int:
+    """The major version in the output of ``java -version``: ``"1.8.0_392"`` is 8, ``"17.0.9"``
+    is 17, ``"21"`` and ``"21-ea"`` are 21."""
+    match = re.search(r'version "([^"]+)"', version_output)
+    if match is None:
+        raise JavaRuntimeError(f"cannot read the Java version from: {version_output.strip()!r}")
+    parts = re.findall(r"\d+", match.group(1))
+    if not parts:
+        raise JavaRuntimeError(f"cannot read the Java version from: {match.group(1)!r}")
+    if parts[0] == "1" and len(parts) > 1:
+        return int(parts[1])
+    return int(parts[0])
+
+
+def find_java() -> str | None:
+    """The ``java`` Spark would start: ``$JAVA_HOME/bin/java`` if set, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        return candidate if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def check_java(java: str | None = None, minimum: int = MINIMUM_JAVA) -> int:
+    """The major version of ``java`` (by default ``find_java()``), or ``JavaRuntimeError`` if there
+    is none or it is older than ``minimum``."""
+    java = java or find_java()
+    if java is None:
+        where = "JAVA_HOME/bin/java" if os.environ.get("JAVA_HOME") else "PATH"
+        raise JavaRuntimeError(
+            f"no Java runtime found (looked in {where}): Spark {pyspark.__version__} needs Java "
+            f"{minimum} or newer; install one or set JAVA_HOME"
+        )
+    try:
+        result = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError as error:
+        raise JavaRuntimeError(f"cannot run {java}: {error}") from error
+    version = java_major_version(result.stderr + result.stdout)
+    if version < minimum:
+        raise JavaRuntimeError(
+            f"Java {version} at {java} is too old: Spark {pyspark.__version__} needs Java "
+            f"{minimum} or newer; install one or point JAVA_HOME at it"
+        )
+    return version
+
+
+def under_spark_submit() -> bool:
+    """Whether ``spark-submit`` started this Python: then its JVM is already running and its
+    options (master, memory, ...) are the ones to keep."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+@contextmanager
+def open_spark_session(
+    master: str | None = None,
+    *,
+    app_name: str = "hypercup-analyze",
+    progress: bool = False,
+    log_level: str = "WARN",
+    driver_memory: str | None = None,
+) -> Iterator[SparkSession]:
+    """A SparkSession, stopped on exit if this call started it.
+
+    An active session (a test suite's, a notebook's) is used as it is and left running. Otherwise:
+    under ``spark-submit`` its master and resources stand; elsewhere ``master`` (default
+    ``local[*]``) and local defaults for a small machine: few shuffle partitions (Spark's 200 are
+    for clusters; each costs a task), no web UI, the driver memory above. ``progress`` shows
+    Spark's console progress bar. Times are UTC, so dates (the Parquet partitions) do not depend
+    on where the job runs."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "true" if progress else "false")
+    )
+    submitted = under_spark_submit()
+    if not submitted:
+        check_java()
+    if master is not None or not submitted:
+        builder = builder.master(master or "local[*]")
+    if (master or "local").startswith("local") and not submitted:
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))
+            .config("spark.driver.memory", driver_memory or LOCAL_DRIVER_MEMORY)
+        )
+    elif driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
+    spark = builder.getOrCreate()
+    configure_logging(spark, log_level)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def configure_logging(spark: SparkSession, log_level: str = "WARN") -> None:
+    """Spark's log level, without its "No Partition Defined for Window operation" warning.
+
+    The load curve and the Gini coefficient rank the super-peers with a window over the whole
+    load table, which has one row per super-peer: one partition is what that needs, and the
+    warning (written again for every plan that contains such a window) would bury the progress
+    bar. Spark drops constant partition keys, so the window cannot be written to avoid it; this
+    silences that one logger and nothing else."""
+    spark.sparkContext.setLogLevel(log_level)
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.window.WindowExec", jvm.org.apache.logging.log4j.Level.ERROR
+    )
