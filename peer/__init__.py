@@ -3,9 +3,11 @@
 
 Modules, from the protocol outwards:
 
-* ``peer.session`` - the peer's end of a connection, sans-IO (handshake, answers matched to
-  requests, timers, what to re-send after reconnecting, backoff);
-* ``peer.client`` - the trio runtime around it: connecting, reconnecting, requests, notifications;
+* ``peer.session`` - the peer's end of a connection, sans-IO (handshake, secure identification,
+  answers matched to requests, timers, what to re-send after reconnecting, backoff);
+* ``peer.client`` - the trio runtime around it: TLS, connecting, reconnecting, requests,
+  notifications;
+* ``peer.identity`` - the peer's key and the private identifier its access point issued;
 * ``peer.state`` / ``peer.inbox`` / ``peer.files`` - what the peer keeps on disk, durably;
 * ``peer.control`` - the local control protocol (and the command side's blocking client);
 * ``peer.daemon`` - ``serve_peer``: the client plus the control socket and the commands;

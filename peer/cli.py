@@ -1,6 +1,8 @@
 """``peer``: run a desktop peer's daemon, and talk to it.
 
-    peer run --superpeer HOST:PORT [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
+    peer keygen [--bits 3072] [--force]         (the peer's key; prints its public identifier)
+    peer run --superpeer HOST:PORT (--ca FILE | --pin FINGERPRINT | --no-tls)
+             [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
     peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
     peer subscribe QUERY|FILE [--id ID]         (QEL text or SPARQL; a FILE holds the query)
     peer unsubscribe ID
@@ -12,7 +14,14 @@
 Every command takes ``--data-dir DIR``, ``--config FILE`` and ``--name NAME``, which locate the
 daemon (several peers run side by side with different data directories). The commands talk to the
 running daemon over its control socket; ``run`` is the daemon itself (SIGTERM or SIGINT stop it
-cleanly).
+cleanly), and ``keygen`` creates the peer's identity, which ``run`` needs with TLS.
+
+Security (``peer.config``, ``peer.identity``): the access point is reached over TLS 1.3 and
+authenticated by the network CA's certificate (``--ca``) or by its key fingerprint (``--pin``, for
+a single super-peer, which logs it); ``--no-tls`` is for a plaintext super-peer (``superpeer run
+--no-tls``). The network knows the peer by its key's public identifier (``pk1-...``); ``--name`` is
+a local label. A passphrase-protected key is unlocked with ``$PEER_KEY_PASSPHRASE`` (``keygen``
+encrypts the new key with it when it is set).
 
 Exit codes: 0 done; 1 refused by the network; 2 a local error (usage, unreadable file, a query
 outside the language, ...); 3 no daemon running, or the access point is not connected or did not
@@ -32,6 +41,8 @@ from typing import Any, NoReturn
 
 from peer.config import ConfigError, PeerConfig, load_config, toml_to_json
 from peer.control import EXIT_CODES, ControlClient, ControlUnavailable
+
+DEFAULT_KEY_BITS = 3072
 
 FORMATS_BY_SUFFIX = {
     ".ttl": "turtle",
@@ -67,7 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         config = load_config(
-            args.config, data_dir=args.data_dir, name=args.name, superpeer=args.superpeer
+            args.config,
+            data_dir=args.data_dir,
+            name=args.name,
+            superpeer=args.superpeer,
+            ca=args.ca,
+            pin=args.pin,
+            no_tls=args.no_tls,
         )
         if args.command == "run":
             return _run(config, args.log_level)
@@ -91,17 +108,45 @@ def _build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--data-dir", help="the peer's data directory")
     common.add_argument("--config", help="TOML configuration file")
-    common.add_argument("--name", help="the peer's name (its id; also picks the default data dir)")
+    common.add_argument(
+        "--name",
+        help="the peer's name (a local label; its id with --no-tls; picks the default data dir)",
+    )
     parser = _Parser(prog="peer", description="Run a desktop peer's daemon, and talk to it.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, parents=[common], description=help)
-        sub.set_defaults(superpeer=None)
+        sub.set_defaults(superpeer=None, ca=None, pin=None, no_tls=False)
         return sub
 
+    keygen = command("keygen", "create the peer's key (its identity) and print its identifier")
+    keygen.add_argument(
+        "--bits", type=int, default=DEFAULT_KEY_BITS, help="RSA key size (default 3072)"
+    )
+    keygen.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing key: the peer becomes a new peer for the network",
+    )
     run = command("run", "run the peer daemon")
     run.add_argument("--superpeer", metavar="HOST:PORT", help="the access point (super-peer)")
+    trust = run.add_mutually_exclusive_group()
+    trust.add_argument(
+        "--ca",
+        metavar="FILE",
+        help="trust the access point if the network CA (this PEM file) vouches",
+    )
+    trust.add_argument(
+        "--pin",
+        metavar="FINGERPRINT",
+        help="trust only the super-peer with this key fingerprint (pk1-...; `superpeer run` logs it)",
+    )
+    trust.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="plaintext, for a super-peer run with --no-tls (no identification)",
+    )
     run.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
     command("advertise", "say what this peer publishes").add_argument(
         "file", metavar="FILE", help="the advertisement: JSON, or TOML (.toml)"
@@ -130,9 +175,19 @@ def _build_parser() -> argparse.ArgumentParser:
 
 # -- run ----------------------------------------------------------------------------------------
 def _run(config: PeerConfig, log_level: str) -> int:
+    import os
+
     import trio
 
     from peer.daemon import DaemonError
+    from peer.identity import IdentityError, passphrase_from
+
+    passphrase = None
+    if config.security.tls:
+        try:
+            passphrase = passphrase_from(os.environ)
+        except IdentityError as error:
+            raise UsageError(str(error)) from None
 
     try:
         logging.basicConfig(
@@ -143,7 +198,7 @@ def _run(config: PeerConfig, log_level: str) -> int:
     except ValueError:
         raise UsageError(f"unknown log level {log_level!r}") from None
     try:
-        trio.run(_serve_until_signal, config)
+        trio.run(_serve_until_signal, config, passphrase)
     except (DaemonError, OSError, BaseExceptionGroup) as caught:
         leaves = list(_leaves(caught))
         for error in leaves:
@@ -155,7 +210,7 @@ def _run(config: PeerConfig, log_level: str) -> int:
     return 0
 
 
-async def _serve_until_signal(config: PeerConfig) -> None:
+async def _serve_until_signal(config: PeerConfig, passphrase: bytes | None) -> None:
     import signal
 
     import trio
@@ -166,13 +221,13 @@ async def _serve_until_signal(config: PeerConfig) -> None:
         async with trio.open_nursery() as nursery:
 
             async def serve(*, task_status: trio.TaskStatus[Running]) -> None:
-                await serve_peer(config, task_status=task_status)
+                await serve_peer(config, passphrase=passphrase, task_status=task_status)
                 nursery.cancel_scope.cancel()  # the peer left the network
 
             running: Running = await nursery.start(serve)
             print(
-                f"peer {running.peer_id} running (access point {running.access_point}, "
-                f"control socket {running.control_path})",
+                f"peer {_who(running.peer_id, running.name)} running (access point "
+                f"{running.access_point}, control socket {running.control_path})",
                 flush=True,
             )
             async for number in signals:
@@ -183,10 +238,52 @@ async def _serve_until_signal(config: PeerConfig) -> None:
                 return
 
 
+def _who(peer_id: str, name: str) -> str:
+    return peer_id if peer_id == name else f"{peer_id} ({name})"
+
+
 def _leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
     return [error]
+
+
+# -- keygen -------------------------------------------------------------------------------------
+def _keygen(args: argparse.Namespace, config: PeerConfig) -> int:
+    """Creates the key (never over an existing one without ``--force``). Replacing a key makes a
+    new identity: the registration of the old one goes with it, and no daemon may be running."""
+    import os
+
+    import crypto
+    from peer.files import DataDirBusy, hold_data_dir
+    from peer.identity import IdentityError, create_key, forget_registration, passphrase_from
+
+    path = config.key_path
+    try:
+        passphrase = passphrase_from(os.environ)
+        if path.is_relative_to(config.data_dir):
+            config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if args.force:
+            with hold_data_dir(config.data_dir):
+                key = create_key(path, bits=args.bits, passphrase=passphrase, force=True)
+                dropped = forget_registration(config.identity_dir)
+        else:
+            key = create_key(path, bits=args.bits, passphrase=passphrase, force=False)
+            dropped = False
+    except IdentityError as error:
+        raise UsageError(str(error)) from None
+    except DataDirBusy:
+        raise UsageError(
+            f"a peer daemon is running with the data directory {config.data_dir}; stop it before "
+            "replacing its key"
+        ) from None
+    except OSError as error:
+        raise UsageError(f"cannot use the data directory {config.data_dir}: {error}") from None
+    encrypted = ", encrypted with $PEER_KEY_PASSPHRASE" if passphrase is not None else ""
+    print(f"public identifier {crypto.public_identifier(key)} (key {path}{encrypted})")
+    if dropped:
+        print("the registration of the replaced key was removed: the peer registers again")
+    return 0
 
 
 # -- the commands -------------------------------------------------------------------------------
@@ -321,8 +418,17 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
             link += f" ({status['last_error']})"
         if status["retry_at"] is not None:
             link += f"; next attempt at {_when(status['retry_at'])}"
-    print(f"peer {status['peer_id']}  (data {status['data_dir']})")
+    print(f"peer {_who(status['peer_id'], status['name'])}  (data {status['data_dir']})")
     print(f"  access point {status['access_point']}: {link}")
+    security = status["security"]
+    if security["tls"]:
+        registered = security["registered_with"]
+        print(
+            f"  security: TLS, trusting {security['trust']}; "
+            + (f"registered with {registered}" if registered else "not registered yet")
+        )
+    else:
+        print("  security: plaintext (--no-tls)")
     advertisement = status["advertisement"]
     if advertisement is None:
         print("  advertisement: none")
@@ -384,6 +490,7 @@ def _read(path: Path) -> str:
 
 
 _COMMANDS = {
+    "keygen": _keygen,
     "advertise": _advertise,
     "subscribe": _subscribe,
     "unsubscribe": _unsubscribe,

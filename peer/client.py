@@ -1,14 +1,22 @@
 """The peer's connection to its access point, with trio: the runtime around ``peer.session``.
 
 ``PeerClient.serve`` keeps one connection open, reconnecting with capped exponential backoff and
-jitter (``peer.session.Backoff``) when it cannot connect, is refused, or loses the connection. Each
-connection runs three tasks in its own nursery:
+jitter (``peer.session.Backoff``) when it cannot connect, is refused, or loses the connection.
+Opening a connection: TCP (with keepalive), then, unless the network is plaintext, TLS 1.3
+(``trio.SSLStream`` with the context of ``TlsSettings``, the access point's host as server name)
+and, when the access point's key is pinned, ``crypto.check_pinned_connection`` right after the
+handshake: a server that fails it has received nothing (the connection is closed at once). Each
+connection then runs three tasks in its own nursery:
 
-* the reader feeds received bytes to the ``Session`` and acts on its events: on ``Welcome`` the
-  client becomes *connected* and queues the re-send of its whole state (advertisement first, then
-  subscriptions); a ``Notify`` is stored in the inbox; an answer completes the oldest request;
-* the writer sends the ``Hello``, then requests from the connection's queue, one at a time and in
-  order (the order of the queue is the order of the answers);
+* the reader feeds received bytes to the ``Session`` and acts on its events: handshake bytes
+  (``Reply``) go to the writer; ``Store`` writes the registration the access point issued (in a
+  worker thread, durably) *before* the confirmation is queued; ``Forget`` deletes a registration
+  the access point no longer knows; on ``Established`` (the ``Welcome`` without TLS, the
+  identification accepted with it) the client becomes *connected* and queues the re-send of its
+  whole state (advertisement first, then subscriptions); a ``Notify`` is stored in the inbox; an
+  answer completes the oldest request;
+* the writer sends the ``Hello``, then what the connection's queue holds, one item at a time and
+  in order: handshake frames, then requests (the order of the queue is the order of the answers);
 * the watcher calls the session's timer (handshake and answer timeouts).
 
 A request (``submit`` / ``request``) is only accepted while connected: what the user asks for
@@ -21,6 +29,9 @@ persisted before the next frame is even looked at (and before a shutdown can int
 When a connection ends, queued requests fail as *not sent* and sent, unanswered ones as *in doubt*
 (``RequestFailed.sent``). Closing the connection is the whole of a clean shutdown: the access point
 keeps the peer's subscriptions and notifications while it is detached.
+
+Nothing here logs the private identifier: events carry it inside ``crypto.PrivateIdentifier``,
+whose ``repr`` hides it, and the logs name only the access point that issued it.
 """
 
 from __future__ import annotations
@@ -29,14 +40,17 @@ import logging
 import math
 import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
 
+import crypto
 import qel
 from peer.config import format_address
+from peer.identity import IdentityError, PeerIdentity
 from peer.inbox import Inbox
 from peer.session import (
     Answered,
@@ -44,11 +58,15 @@ from peer.session import (
     Ended,
     Established,
     Event,
+    Forget,
+    Identification,
     Notified,
     Outgoing,
+    Reply,
     Request,
     RequestTooLarge,
     Session,
+    Store,
     plan_resend,
     request_label,
 )
@@ -59,6 +77,22 @@ from wire.codec import WireLimits
 log = logging.getLogger("peer.client")
 READ_SIZE = 65536
 Answer = m.Ack | m.Refused
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """TLS to the access point: ``context`` from ``crypto.peer_client_context``; ``pin`` when
+    that context trusts a pinned key fingerprint (it verifies nothing by itself: the client checks
+    the pin right after the handshake)."""
+
+    context: ssl.SSLContext
+    pin: str | None = None
+
+
+class _ConnectFailed(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class RequestFailed(Exception):
@@ -123,6 +157,8 @@ class _Leave:
 class ClientStatistics:
     connected: bool
     superpeer_id: str | None
+    registered_with: str | None
+    """The super-peer that issued the private identifier the peer holds (None without TLS)."""
     since: float | None
     """Wall-clock time of the last connection or disconnection (None before the first attempt)."""
     last_error: str | None
@@ -143,7 +179,7 @@ class _Connection:
     def __init__(self, stream: trio.abc.Stream, session: Session[Ticket]) -> None:
         self.stream = stream
         self.session = session
-        self.queue_in, self.queue_out = trio.open_memory_channel[Ticket | _Leave](math.inf)
+        self.queue_in, self.queue_out = trio.open_memory_channel[Ticket | _Leave | bytes](math.inf)
         self.scope = trio.CancelScope()
         self.reason: str | None = None
         self.reply = b""
@@ -158,7 +194,12 @@ class _Connection:
 
 
 class PeerClient:
-    """Keeps the peer attached to its access point; see the module docstring."""
+    """Keeps the peer attached to its access point; see the module docstring.
+
+    With ``tls`` and ``identity`` the peer is known by its key's public identifier and identifies
+    on every connection; with neither, it is known by its name on a plaintext network.
+    ``open_stream`` replaces the TCP connection (tests); TLS, if any, runs on top of it.
+    """
 
     def __init__(
         self,
@@ -169,11 +210,17 @@ class PeerClient:
         backoff: Backoff,
         limits: WireLimits,
         request_timeout: float,
+        tls: TlsSettings | None = None,
+        identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
         wall_clock: Callable[[], float] = time.time,
         language_limits: qel.Limits = qel.DEFAULT_LIMITS,
     ) -> None:
+        if (tls is None) != (identity is None):
+            raise ValueError("TLS and an identity go together: identification needs the channel")
         self.store = store
+        self.tls = tls
+        self.identity = identity
         self.inbox = inbox
         self.superpeer = superpeer
         self._backoff = backoff
@@ -199,6 +246,11 @@ class PeerClient:
     @property
     def address(self) -> str:
         return format_address(self.superpeer)
+
+    @property
+    def peer_id(self) -> str:
+        """How the network knows this peer: its public identifier, or its name without TLS."""
+        return self.identity.public_id if self.identity is not None else self.store.current.name
 
     # -- running ------------------------------------------------------------------------------
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -233,19 +285,88 @@ class PeerClient:
                 stream.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
         return stream
 
-    async def _connect_once(self) -> str:
-        """One connection, from connecting to its end; returns why it ended."""
+    async def _secure(self, stream: trio.abc.Stream, tls: TlsSettings) -> trio.SSLStream:
+        """The TLS channel over ``stream``, its server authenticated (CA or pin). On any failure,
+        cancellation included, the connection is closed before a byte of the protocol was
+        sent."""
+        secure = trio.SSLStream(stream, tls.context, server_hostname=self.superpeer[0])
+        try:
+            refusal = await self._authenticate(secure, tls)
+        except BaseException:
+            await trio.aclose_forcefully(secure)
+            raise
+        if refusal is not None:
+            await trio.aclose_forcefully(secure)
+            log.error("event=tls_refused access_point=%s reason=%r", self.address, refusal)
+            raise _ConnectFailed(refusal)
+        return secure
+
+    async def _authenticate(self, secure: trio.SSLStream, tls: TlsSettings) -> str | None:
+        """Runs the handshake; None if the server is the one to trust, else why it is not."""
+        try:
+            await secure.do_handshake()
+        except trio.BrokenResourceError as error:
+            return self._tls_failure(error)
+        if tls.pin is not None:
+            try:
+                crypto.check_pinned_connection(secure, tls.pin)
+            except crypto.CertificateError as error:
+                return f"the access point {self.address}: {error}"
+        return None
+
+    def _tls_failure(self, error: trio.BrokenResourceError) -> str:
+        cause = error.__cause__
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (
+                f"the access point {self.address} presented a certificate this peer does not "
+                f"trust ({cause.verify_message}): is --ca the certificate of its network's CA?"
+            )
+        detail = _tls_error_text(cause) if cause is not None else "the connection broke"
+        return (
+            f"TLS handshake with {self.address} failed ({detail}); a plaintext super-peer needs "
+            "--no-tls"
+        )
+
+    async def _open_connection(self) -> tuple[trio.abc.Stream, Session[Ticket]]:
+        """TCP, TLS and the session to run on them; ``_ConnectFailed`` says why not."""
         stream = None
         with trio.move_on_after(self._timeout):
             try:
                 stream = await self._open_stream()
             except OSError as error:
-                return f"cannot connect to {self.address}: {_connect_error(error)}"
+                raise _ConnectFailed(
+                    f"cannot connect to {self.address}: {_connect_error(error)}"
+                ) from None
         if stream is None:
-            return f"cannot connect to {self.address} within {self._timeout:g} s"
-        connection = _Connection(
-            stream, Session(self.store.current.peer_id, limits=self._limits, timeout=self._timeout)
+            raise _ConnectFailed(f"cannot connect to {self.address} within {self._timeout:g} s")
+        if self.tls is None or self.identity is None:
+            return stream, Session(self.peer_id, limits=self._limits, timeout=self._timeout)
+        secure = None
+        with trio.move_on_after(self._timeout):
+            secure = await self._secure(stream, self.tls)  # closes the stream if it fails
+        if secure is None:
+            raise _ConnectFailed(f"no TLS handshake with {self.address} within {self._timeout:g} s")
+        identification = Identification(
+            key=self.identity.key,
+            server_fingerprint=crypto.peer_fingerprint(secure),
+            server_node_id=crypto.verified_peer_certificate_node_id(secure),
+            registration=self.identity.registration,
         )
+        session: Session[Ticket] = Session(
+            self.peer_id,
+            limits=self._limits,
+            timeout=self._timeout,
+            identification=identification,
+        )
+        return secure, session
+
+    async def _connect_once(self) -> str:
+        """One connection, from connecting to its end; returns why it ended."""
+        try:
+            stream, session = await self._open_connection()
+        except _ConnectFailed as failure:
+            return failure.reason
+        connection = _Connection(stream, session)
         async with stream:
             try:
                 with connection.scope:
@@ -273,6 +394,8 @@ class PeerClient:
                 item = connection.queue_out.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
+            if isinstance(item, bytes):
+                continue  # a handshake frame: nobody waits for it
             failure = RequestFailed(f"not connected to the access point ({reason})", sent=False)
             if isinstance(item, _Leave):
                 item.failure = failure
@@ -315,13 +438,24 @@ class PeerClient:
                 connection.end(f"the connection broke: {error}")
                 return
             if not data:
-                connection.end("the access point closed the connection")
+                reason = "the access point closed the connection"
+                if self.tls is None and not connection.session.established:
+                    reason += (
+                        " before welcoming the peer (a super-peer with TLS needs --ca or --pin)"
+                    )
+                connection.end(reason)
                 return
             for event in connection.session.receive_data(data, trio.current_time()):
                 await self._handle(connection, event)
 
     async def _handle(self, connection: _Connection, event: Event[Ticket]) -> None:
-        if isinstance(event, Established):
+        if isinstance(event, Reply):
+            connection.queue_in.send_nowait(event.data)
+        elif isinstance(event, Store):
+            await self._store_registration(connection, event)
+        elif isinstance(event, Forget):
+            await self._forget_registration(connection, event)
+        elif isinstance(event, Established):
             self._established(connection, event)
         elif isinstance(event, Notified):
             await self._store(event.notify)
@@ -342,7 +476,49 @@ class PeerClient:
             event.token._resolve(event.answer)
         else:
             assert isinstance(event, Ended)
+            if event.refusal is not None:
+                log.error(
+                    "event=identification_refused access_point=%s code=%s reason=%r",
+                    self.address,
+                    event.refusal,
+                    event.reason,
+                )
             connection.end(event.reason, event.reply)
+
+    async def _store_registration(self, connection: _Connection, event: Store) -> None:
+        """Stores the registration durably, then queues the confirmation (never before)."""
+        identity = self.identity
+        assert identity is not None
+        failure = await _in_thread(identity.store, event.registration)
+        if failure is not None:
+            log.error(
+                "event=registration_not_stored access_point=%s error=%r", self.address, failure
+            )
+            connection.end(
+                f"cannot store the private identifier the access point issued: {failure}"
+            )
+            return
+        log.info(
+            "event=registration_stored issued_by=%s replaces=%s",
+            event.registration.issued_by,
+            event.replaces,
+        )
+        connection.queue_in.send_nowait(connection.session.stored(trio.current_time()))
+
+    async def _forget_registration(self, connection: _Connection, event: Forget) -> None:
+        identity = self.identity
+        assert identity is not None
+        failure = await _in_thread(identity.forget)
+        if failure is not None:
+            log.error("event=registration_not_forgotten error=%r", failure)
+            connection.end(f"{failure} (the access point no longer knows the private identifier)")
+            return
+        log.warning(
+            "event=registration_forgotten issued_by=%s note=%r",
+            event.issued_by,
+            "the access point no longer knows it; registering again",
+        )
+        self._backoff.reset()  # understood and repaired: the next attempt registers, soon
 
     def _established(self, connection: _Connection, event: Established) -> None:
         connection.superpeer_id = event.superpeer_id
@@ -351,7 +527,13 @@ class PeerClient:
         self._since = self._wall_clock()
         self._last_error = None
         self._backoff.reset()
-        log.info("event=connected access_point=%s superpeer=%s", self.address, event.superpeer_id)
+        log.info(
+            "event=connected access_point=%s superpeer=%s peer=%s registered=%s",
+            self.address,
+            event.superpeer_id,
+            self.peer_id,
+            event.registered,
+        )
         state = self.store.current
         parsed = parse_state(state, limits=self._language_limits)
         problems = {f"stored state ({n})": p for n, p in enumerate(parsed.problems, start=1)}
@@ -409,6 +591,9 @@ class PeerClient:
     async def _write(self, connection: _Connection) -> None:
         await self._send(connection, connection.session.hello(trio.current_time()))
         async for item in connection.queue_out:
+            if isinstance(item, bytes):
+                await self._send(connection, item)
+                continue
             if isinstance(item, _Leave):
                 connection.leaving = item
                 await self._send(connection, connection.session.leave())
@@ -490,9 +675,11 @@ class PeerClient:
 
     def statistics(self) -> ClientStatistics:
         connection = self._connection
+        registration = self.identity.registration if self.identity is not None else None
         return ClientStatistics(
             connected=connection is not None,
             superpeer_id=connection.superpeer_id if connection is not None else None,
+            registered_with=registration.issued_by if registration is not None else None,
             since=self._since,
             last_error=self._last_error,
             retry_at=self._retry_at,
@@ -506,6 +693,22 @@ class PeerClient:
                 f"{request}: {reason}" for request, reason in self._resend_problems.items()
             ),
         )
+
+
+async def _in_thread(function: Callable[..., None], *args: object) -> str | None:
+    """Runs a file operation of ``peer.identity`` in a worker thread; its ``IdentityError``
+    message, or None when it succeeded."""
+    try:
+        await trio.to_thread.run_sync(function, *args)
+    except IdentityError as error:
+        return str(error)
+    return None
+
+
+def _tls_error_text(error: BaseException) -> str:
+    if isinstance(error, ssl.SSLError) and error.reason:
+        return str(error.reason).lower().replace("_", " ")
+    return str(error) or type(error).__name__
 
 
 def _connect_error(error: OSError) -> str:

@@ -6,7 +6,9 @@ A TOML file may set::
     superpeer = "127.0.0.1:7400"       # the access point (required to run, here or --superpeer)
     data_dir = "~/peers/alice"         # relative to this file; default: under the user's
                                        # data dir, semantic-pubsub/peer-<name or "default">
-    name = "alice"                     # the peer id (default: generated once, kept in data_dir)
+    name = "alice"                     # the peer's name (default: generated once, kept in
+                                       # data_dir): a local label with TLS (the network knows
+                                       # the peer by its key), the peer's id without TLS
     request_timeout = 30.0             # seconds the access point has to answer a request
     max_frame_bytes = 1048576          # largest frame sent or accepted on the network link
     reconnect_initial = 0.5            # first reconnection delay, doubled up to reconnect_max
@@ -14,6 +16,17 @@ A TOML file may set::
 
     [advertisement]                    # what this peer publishes, applied at every start
     schemas = ["dc"]                   # (same keys as the JSON advertisement, see README)
+
+    [security]                         # how the peer and its access point authenticate
+    ca = "network-ca.pem"              # trust the network CA's certificate (relative to this
+                                       # file), or
+    pin = "pk1-..."                    # trust one super-peer's key fingerprint; or
+    tls = false                        # a plaintext super-peer (`superpeer run --no-tls`)
+    key = "~/keys/alice.pem"           # the peer's RSA key (default <data_dir>/identity/key.pem)
+
+Exactly one of ``ca``, ``pin`` and ``tls = false`` (or ``--ca``, ``--pin``, ``--no-tls``, which
+replace the file's choice): a peer never trusts a server it cannot authenticate. The key's
+passphrase, if it has one, comes from the environment variable ``PEER_KEY_PASSPHRASE``.
 
 Unknown keys are errors: a typo must not silently change what a daemon does. The data directory
 holds everything a peer has (identity, subscriptions, notifications, the control socket), so
@@ -26,7 +39,7 @@ import datetime
 import json
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,12 +56,37 @@ _KEYS: Final = frozenset(
         "reconnect_initial",
         "reconnect_max",
         "advertisement",
+        "security",
     }
 )
+_SECURITY_KEYS: Final = frozenset({"tls", "key", "ca", "pin"})
 
 
 class ConfigError(ValueError):
     """A configuration or option that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SecurityConfig:
+    """TLS to the access point and the peer's key. With ``tls``, exactly one of ``ca`` and
+    ``pin`` says whom to trust; ``serve_peer`` refuses to start with neither."""
+
+    tls: bool = True
+    ca: Path | None = None
+    """The network CA's certificate: the access point's certificate must verify against it."""
+    pin: str | None = None
+    """The access point's key fingerprint (``pk1-...``, canonical lower case)."""
+    key: Path | None = None
+    """The peer's key file (default ``<data_dir>/identity/key.pem``)."""
+
+    @property
+    def trust(self) -> str | None:
+        """How the access point is authenticated, for humans: ``ca FILE``, ``pin FP`` or None."""
+        if self.ca is not None:
+            return f"ca {self.ca}"
+        if self.pin is not None:
+            return f"pin {self.pin}"
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,10 +100,20 @@ class PeerConfig:
     reconnect_max: float = 30.0
     advertisement: str | None = None
     """The config file's advertisement as JSON text (validated when the daemon starts)."""
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
     @property
     def control_path(self) -> Path:
         return self.data_dir / "control.sock"
+
+    @property
+    def identity_dir(self) -> Path:
+        """Where the peer keeps its key (by default) and its private identifier."""
+        return self.data_dir / "identity"
+
+    @property
+    def key_path(self) -> Path:
+        return self.security.key or self.identity_dir / "key.pem"
 
 
 def default_data_dir(name: str | None) -> Path:
@@ -102,8 +150,12 @@ def load_config(
     data_dir: str | None = None,
     name: str | None = None,
     superpeer: str | None = None,
+    ca: str | None = None,
+    pin: str | None = None,
+    no_tls: bool = False,
 ) -> PeerConfig:
-    """The configuration from ``config_file`` (if any) with the command-line options on top."""
+    """The configuration from ``config_file`` (if any) with the command-line options on top.
+    ``ca``, ``pin`` and ``no_tls`` (at most one) replace the file's choice of whom to trust."""
     path = Path(config_file).expanduser().absolute() if config_file else None
     table: dict[str, Any] = _read_file(path) if path is not None else {}
     unknown = set(table) - _KEYS
@@ -135,10 +187,73 @@ def load_config(
         reconnect_initial=_positive(table, "reconnect_initial", 0.5),
         reconnect_max=_positive(table, "reconnect_max", 30.0),
         advertisement=toml_to_json(advertisement) if advertisement is not None else None,
+        security=_security(table, path, ca=ca, pin=pin, no_tls=no_tls),
     )
     if config.reconnect_max < config.reconnect_initial:
         raise ConfigError("reconnect_max must be at least reconnect_initial")
     return config
+
+
+def _security(
+    table: dict[str, Any], path: Path | None, *, ca: str | None, pin: str | None, no_tls: bool
+) -> SecurityConfig:
+    section = table.get("security", {})
+    if not isinstance(section, dict):
+        raise ConfigError("security must be a table (tls, key, ca, pin)")
+    unknown = set(section) - _SECURITY_KEYS
+    if unknown:
+        raise ConfigError(
+            f"unknown security key(s) {sorted(unknown)}; known: {sorted(_SECURITY_KEYS)}"
+        )
+    tls = section.get("tls", True)
+    if not isinstance(tls, bool):
+        raise ConfigError("security.tls must be true or false")
+    base = path.parent if path is not None else Path.cwd()
+    key = _optional(section, "key", str)
+    settings = SecurityConfig(
+        tls=tls,
+        ca=_file_path(base, _optional(section, "ca", str)),
+        pin=_pin(_optional(section, "pin", str), what="security.pin"),
+        key=_file_path(base, key),
+    )
+    if settings.ca is not None and settings.pin is not None:
+        raise ConfigError("security: give ca or pin, not both (whom the peer trusts is one choice)")
+    if not settings.tls and (settings.ca is not None or settings.pin is not None):
+        raise ConfigError("security: tls = false contradicts ca and pin (plaintext trusts no one)")
+    if sum((ca is not None, pin is not None, no_tls)) > 1:
+        raise ConfigError("--ca, --pin and --no-tls exclude each other")
+    if ca is not None or pin is not None or no_tls:
+        settings = SecurityConfig(
+            tls=not no_tls,
+            ca=_file_path(Path.cwd(), ca),
+            pin=_pin(pin, what="--pin"),
+            key=settings.key,
+        )
+    return settings
+
+
+def _file_path(base: Path, text: str | None) -> Path | None:
+    if text is None:
+        return None
+    if not text:
+        raise ConfigError("a file path must not be empty")
+    return (base / Path(text).expanduser()).absolute()
+
+
+def _pin(text: str | None, *, what: str) -> str | None:
+    """The canonical form of a pinned fingerprint (``crypto`` is imported only when one is
+    given: the commands that merely talk to the daemon start without it)."""
+    if text is None:
+        return None
+    from crypto import IdentifierError, parse_public_identifier
+
+    try:
+        return parse_public_identifier(text.strip())
+    except IdentifierError as error:
+        raise ConfigError(
+            f"{what} must be a super-peer's key fingerprint (pk1-...; `superpeer run` logs it): "
+            f"{error}"
+        ) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:

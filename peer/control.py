@@ -82,7 +82,8 @@ class ControlClient:
             sock.close()
             raise ControlUnavailable(
                 f"no peer daemon is running with the data directory {self.path.parent} "
-                "(start one with: peer run --superpeer HOST:PORT --data-dir DIR)"
+                "(start one with: peer run --superpeer HOST:PORT --ca FILE|--pin FINGERPRINT "
+                "--data-dir DIR)"
             ) from None
         except OSError as error:
             sock.close()

@@ -1,6 +1,14 @@
 """The peer daemon: ``serve_peer`` runs the connection to the access point (``peer.client``) and
 the local control socket the ``peer`` commands talk to (``peer.control``).
 
+Starting checks what the connection needs before anything runs, and refuses with one clear line
+(``DaemonError``, exit 2) rather than retrying what cannot work: with TLS (the default) a way to
+authenticate the access point (``--ca`` or ``--pin``; never "trust any server"), a usable CA
+certificate, and the peer's key (missing: run ``peer keygen``; unreadable, too small, of the wrong
+type, with loose permissions or a wrong passphrase: ``crypto.KeyFileError`` says which) and
+consistent registration files (``peer.identity``). With TLS the network knows the peer by its key's
+public identifier; the name stays a local label (``peer.state``).
+
 Decisions a user sees:
 
 * **State changes need the access point.** ``advertise``, ``subscribe`` and ``unsubscribe`` are
@@ -25,11 +33,11 @@ removes the socket; every file was already written durably.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import random
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -38,12 +46,16 @@ from pathlib import Path
 from typing import Any, Final
 
 import trio
+from cryptography.hazmat.primitives.asymmetric import rsa
 
+import crypto
 import qel
 import wire
-from peer.client import Answer, PeerClient, PeerRequest, RequestFailed, Ticket
-from peer.config import PeerConfig
+from peer.client import Answer, PeerClient, PeerRequest, RequestFailed, Ticket, TlsSettings
+from peer.config import PeerConfig, SecurityConfig
 from peer.control import CONTROL_LIMITS, INBOX_PAGE_BYTES, READ_SIZE
+from peer.files import DataDirBusy, hold_data_dir
+from peer.identity import IdentityError, PeerIdentity, load_key
 from peer.inbox import Inbox
 from peer.session import Backoff, RequestTooLarge
 from peer.state import StateError, StateStore, subscription_id
@@ -73,18 +85,32 @@ class CommandError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Running:
-    """What ``serve_peer`` reports once it accepts commands."""
+    """What ``serve_peer`` reports once it accepts commands: ``peer_id`` is how the network knows
+    the peer (its public identifier with TLS), ``name`` its local name."""
 
     peer_id: str
+    name: str
     access_point: str
     control_path: Path
 
 
+NO_TRUST: Final = (
+    "the peer does not know how to authenticate its access point: give --ca FILE (the network "
+    "CA's certificate) or --pin FINGERPRINT (a single super-peer's key fingerprint, pk1-..., which "
+    "`superpeer run` logs), or --no-tls for a plaintext super-peer (or ca, pin or tls = false in "
+    "the [security] table of the config); a peer never trusts a server it cannot authenticate"
+)
+
+
 async def serve_peer(
-    config: PeerConfig, *, task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED
+    config: PeerConfig,
+    *,
+    passphrase: bytes | None = None,
+    task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Runs the peer until cancelled or until it leaves the network; reports ``Running`` once it
-    accepts commands. Raises ``DaemonError`` if it cannot start."""
+    accepts commands. ``passphrase`` unlocks an encrypted key (``peer run`` reads it from
+    ``$PEER_KEY_PASSPHRASE``). Raises ``DaemonError`` if it cannot start."""
     if config.superpeer is None:
         raise DaemonError("no access point: give --superpeer HOST:PORT or superpeer in the config")
     if len(os.fsencode(config.control_path)) > MAX_SOCKET_PATH:
@@ -92,11 +118,19 @@ async def serve_peer(
             f"the control socket path {config.control_path} is longer than the {MAX_SOCKET_PATH} "
             "bytes a Unix socket allows; use a shorter --data-dir"
         )
+    tls = tls_settings(config.security)
+    key = None
+    if tls is not None:
+        try:
+            key = load_key(config.key_path, passphrase)
+        except IdentityError as error:
+            raise DaemonError(str(error)) from None
     with _hold_data_dir(config.data_dir):
         try:
             store = StateStore.open(config.data_dir, name=config.name)
         except StateError as error:
             raise DaemonError(str(error)) from None
+        identity = _open_identity(key, config.identity_dir) if key is not None else None
         if config.advertisement is not None:
             _apply_configured_advertisement(store, config.advertisement)
         inbox = Inbox.open(config.data_dir / "notifications")
@@ -107,6 +141,8 @@ async def serve_peer(
             backoff=Backoff(config.reconnect_initial, config.reconnect_max, random.random),
             limits=WireLimits(max_frame_bytes=config.max_frame_bytes),
             request_timeout=config.request_timeout,
+            tls=tls,
+            identity=identity,
         )
         try:
             async with trio.open_nursery() as nursery:
@@ -116,39 +152,72 @@ async def serve_peer(
                 await nursery.start(client.serve)
                 await nursery.start(serve_control, config.control_path, service.serve_connection)
                 log.info(
-                    "event=ready peer=%s access_point=%s control=%s records=%d",
-                    store.current.peer_id,
+                    "event=ready peer=%s name=%s access_point=%s security=%r control=%s records=%d",
+                    client.peer_id,
+                    store.current.name,
                     client.address,
+                    _security_summary(config.security),
                     config.control_path,
                     inbox.count,
                 )
                 task_status.started(
-                    Running(store.current.peer_id, client.address, config.control_path)
+                    Running(client.peer_id, store.current.name, client.address, config.control_path)
                 )
         finally:
-            log.info("event=stopped peer=%s", store.current.peer_id)
+            log.info("event=stopped peer=%s", client.peer_id)
+
+
+def tls_settings(security: SecurityConfig) -> TlsSettings | None:
+    """The TLS context for the access point, None for a plaintext network; ``DaemonError`` when
+    the configuration says whom to trust in no usable way."""
+    if not security.tls:
+        return None
+    try:
+        if security.ca is not None:
+            return TlsSettings(crypto.peer_client_context(ca=security.ca))
+        if security.pin is not None:
+            return TlsSettings(
+                crypto.peer_client_context(pinned_fingerprint=security.pin), pin=security.pin
+            )
+    except crypto.CertificateError as error:
+        raise DaemonError(f"the CA certificate (--ca): {error}") from None
+    except ssl.SSLError as error:
+        raise DaemonError(f"the CA certificate {security.ca} cannot be used: {error}") from None
+    raise DaemonError(NO_TRUST)
+
+
+def _open_identity(key: rsa.RSAPrivateKey, directory: Path) -> PeerIdentity:
+    try:
+        identity = PeerIdentity.open(key, directory)
+    except IdentityError as error:
+        raise DaemonError(str(error)) from None
+    registration = identity.registration
+    log.info(
+        "event=identity peer=%s registered_with=%s",
+        identity.public_id,
+        registration.issued_by if registration is not None else None,
+    )
+    return identity
+
+
+def _security_summary(security: SecurityConfig) -> str:
+    if not security.tls:
+        return "plaintext (--no-tls)"
+    return f"TLS 1.3, trusting {security.trust}"
 
 
 @contextmanager
 def _hold_data_dir(directory: Path) -> Iterator[None]:
     """Creates the data directory (private to the user) and holds its lock while the daemon runs."""
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        descriptor = os.open(directory / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        with hold_data_dir(directory):
+            yield
+    except DataDirBusy:
+        raise DaemonError(
+            f"a peer daemon is already running with the data directory {directory}"
+        ) from None
     except OSError as error:
         raise DaemonError(f"cannot use the data directory {directory}: {error.strerror}") from None
-    try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DaemonError(
-                f"a peer daemon is already running with the data directory {directory}"
-            ) from None
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, f"{os.getpid()}\n".encode())
-        yield
-    finally:
-        os.close(descriptor)
 
 
 def _apply_configured_advertisement(store: StateStore, text: str) -> None:
@@ -267,9 +336,7 @@ class PeerService:
                 f"this is a peer's control socket: role must be control, not {hello.role!r}"
             )
             return
-        await channel.send(
-            m.Welcome(node_id=self.store.current.peer_id, address=self.client.address)
-        )
+        await channel.send(m.Welcome(node_id=self.client.peer_id, address=self.client.address))
         while True:
             request = await channel.receive()
             if request is None:
@@ -414,7 +481,7 @@ class PeerService:
             publications = qel.parse_publications(
                 data,
                 arguments.get("format") or "turtle",
-                publisher=self.store.current.peer_id,
+                publisher=self.client.peer_id,
                 id=arguments.get("id") or None,
             )
         except qel.PublicationError as error:
@@ -468,10 +535,18 @@ class PeerService:
                 advertisement = advertisement_summary(qel.parse_advertisement(state.advertisement))
             except qel.AdvertisementError as error:
                 advertisement = {"problem": str(error)}
+        security = self.config.security
         return {
-            "peer_id": state.peer_id,
+            "peer_id": self.client.peer_id,
+            "name": state.name,
             "data_dir": str(self.config.data_dir),
             "access_point": self.client.address,
+            "security": {
+                "tls": security.tls,
+                "trust": security.trust,
+                "key": str(self.config.key_path) if security.tls else None,
+                "registered_with": statistics.registered_with,
+            },
             "superpeer_id": statistics.superpeer_id,
             "connected": statistics.connected,
             "since": statistics.since,
@@ -507,7 +582,7 @@ class PeerService:
             )
             raise CommandError("unavailable", f"{error.reason}; {detail}") from None
         self.store.clear_network_state()
-        return {"peer_id": self.store.current.peer_id, "left": True}
+        return {"peer_id": self.client.peer_id, "left": True}
 
     # -- helpers ------------------------------------------------------------------------------
     def _submit(self, request: PeerRequest) -> Ticket:

@@ -4,16 +4,46 @@ A file is replaced atomically (write a temporary file beside it, fsync it, renam
 target, fsync the directory), so after a crash at any point the target holds either the old or the
 new content, never a mix, and a rename that returned survives a power cut. Temporary files end in
 ``.tmp``; a crash can leave one behind, and ``remove_temporary_files`` clears them at start-up.
+
+``hold_data_dir`` is the data directory's lock: one daemon per directory, and no ``peer keygen
+--force`` under a running daemon.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
 TEMPORARY_SUFFIX: Final = ".tmp"
+LOCK_FILE: Final = "daemon.lock"
+
+
+class DataDirBusy(Exception):
+    """Another process (a running daemon) holds the data directory's lock."""
+
+
+@contextmanager
+def hold_data_dir(directory: Path) -> Iterator[None]:
+    """Creates ``directory`` (private to the user) and holds its exclusive lock, recording this
+    process's id in it. ``DataDirBusy`` if another process holds it; ``OSError`` if the directory
+    cannot be used."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DataDirBusy(str(directory)) from None
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def write_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:

@@ -1,22 +1,43 @@
 """The peer's end of one connection to its access point, sans-IO: bytes in, events out.
 
-The trio client (``peer.client``) owns the socket and the clock and drives a ``Session``; every
-protocol decision is here, in plain synchronous code. The rules, from the access point's contract:
+The trio client (``peer.client``) owns the socket, the TLS channel, the files and the clock, and
+drives a ``Session``; every protocol decision is here, in plain synchronous code. The rules, from
+the access point's contract:
 
 * The peer connects and sends ``Hello(role="peer", node_id=<peer id>)``; the access point answers
-  ``Welcome`` (the session is *established*) or ``LinkError`` and closes.
-* After ``Welcome``, the access point sends ``Notify`` frames at any time, and exactly one answer
-  (``Ack`` or ``Refused``) per request, in the order the requests were sent. The session keeps the
-  requests sent and not yet answered in a FIFO and each answer completes the oldest; the answer's
-  ``request`` label is only compared with the expected one for the logs (labels are descriptive,
-  the order is the contract). ``Leave`` has no answer.
+  ``Welcome`` or ``LinkError`` and closes. The peer id is the key's public identifier (``pk1-...``)
+  on a TLS connection, the peer's name on a plaintext one.
+* With TLS (an ``Identification``), secure identification follows the ``Welcome``
+  (``crypto.identification``): the access point sends ``auth.challenge``, and the session builds
+  its ``crypto.Prover`` from the challenge. It *identifies* (``auth.identify``, with the private
+  identifier) when the peer holds a registration issued by the super-peer that challenges, and
+  *registers* (``auth.register``) otherwise: never registered, or registered with another super-peer
+  (the peer moved: it becomes a new peer there, and the private identifier it holds is never sent
+  to anyone but its issuer; the new registration replaces it, see ``peer.identity``, and the
+  notifications the previous access point keeps for the peer are not fetched: migrating them is
+  the next issue's work). The ``Prover`` checks the challenge against what the TLS handshake
+  authenticated (the server's key; its node id when a CA vouched for it). A registration yields
+  ``Store``: the client stores it durably, then calls ``stored`` and sends the ``auth.confirm``
+  it returns (the access point keeps the registration only once confirmed).
+* The session is *established* (``Established``) on ``Welcome`` without TLS, on ``auth.accepted``
+  with it; only then does the client count as connected and re-send its state, and only then may
+  requests be sent. Anything else before that is a protocol violation.
+* A refused identification (``auth.rejected``) ends the session. ``unknown_identifier`` for a
+  private identifier means its issuer lost it (or never got the confirmation): ``Forget`` comes
+  first, and the next connection registers again. Other refusals are reported (the client retries
+  with backoff); ``already_registered`` and ``bad_private_identifier`` need the operator.
+* After ``Established``, the access point sends ``Notify`` frames at any time, and exactly one
+  answer (``Ack`` or ``Refused``) per request, in the order the requests were sent. The session
+  keeps the requests sent and not yet answered in a FIFO and each answer completes the oldest; the
+  answer's ``request`` label is only compared with the expected one for the logs (labels are
+  descriptive, the order is the contract). ``Leave`` has no answer.
 * An answer with nothing pending, or a message the access point never sends to a peer, is a
   protocol violation: the session ends with a ``LinkError`` frame to send before closing.
   ``Goodbye`` and ``LinkError`` from the access point end the session.
-* Timers (time is an argument): the ``Welcome`` must come within ``timeout`` of the ``Hello``, and
-  the oldest pending request must be answered within ``timeout`` of being sent. A stuck or
-  half-open connection cannot be told from a dead one, so the session ends and the client
-  reconnects.
+* Timers (time is an argument): the handshake (``Welcome`` and the identification) must complete
+  within ``timeout`` of the ``Hello``, and the oldest pending request must be answered within
+  ``timeout`` of being sent. A stuck or half-open connection cannot be told from a dead one, so
+  the session ends and the client reconnects.
 * Ending a session returns the requests that were sent and never answered: their outcome is
   unknown (the access point may have applied them), which the caller must say to its user.
 
@@ -29,8 +50,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+import crypto
 import qel
 from wire import codec
 from wire import messages as m
@@ -39,6 +63,20 @@ from wire.framing import Link, Received, frame
 
 T = TypeVar("T")
 Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish
+AUTH_MESSAGES: Final = tuple(crypto.MESSAGE_TYPES.values())
+UNKNOWN_IDENTIFIER: Final = "unknown_identifier"
+MAX_REASON_CHARS: Final = 300
+_OPERATOR_HINTS: Final = {
+    "already_registered": (
+        "this key is registered there, but the peer holds no private identifier from it (lost, "
+        "or replaced by a registration elsewhere): the super-peer's operator must delete the "
+        "peer's record, or the peer needs a new key (`peer keygen --force`: a new identity)"
+    ),
+    "bad_private_identifier": (
+        "the stored private identifier is not the one it issued: the super-peer's operator must "
+        "delete the peer's record, or the peer needs a new key (`peer keygen --force`)"
+    ),
+}
 
 
 class SessionError(RuntimeError):
@@ -51,9 +89,59 @@ class RequestTooLarge(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Registration:
+    """A private identifier and the node id of the access point that issued it, its only
+    legitimate recipient. ``repr`` never shows the secret (``crypto.PrivateIdentifier``)."""
+
+    private_identifier: crypto.PrivateIdentifier
+    issued_by: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Identification:
+    """What secure identification on one TLS connection needs: the peer's key, what the TLS
+    handshake authenticated about the access point (``crypto.peer_fingerprint``;
+    ``crypto.verified_peer_certificate_node_id``, None when the key was pinned), and the
+    registration the peer holds, if any."""
+
+    key: rsa.RSAPrivateKey
+    server_fingerprint: str
+    server_node_id: str | None
+    registration: Registration | None
+
+
+@dataclass(frozen=True, slots=True)
 class Established:
+    """The session accepts requests. ``registered``: None without identification (plaintext),
+    else whether the peer registered on this connection (False: it identified)."""
+
     superpeer_id: str
     address: str
+    registered: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Handshake bytes to send now (``auth.register`` or ``auth.identify``)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """The access point registered the peer: store ``registration`` durably (it replaces the one
+    issued by ``replaces``, if not None), then send what ``Session.stored`` returns."""
+
+    registration: Registration
+    replaces: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """``issued_by`` no longer knows the peer's private identifier: delete the registration (the
+    next connection registers again). The session's ``Ended`` follows."""
+
+    issued_by: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +161,15 @@ class Answered(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """The session is over; send ``reply`` (may be empty) and close the connection."""
+    """The session is over; send ``reply`` (may be empty) and close the connection. ``refusal``
+    is the rejection code when the access point refused the identification."""
 
     reason: str
     reply: bytes = b""
+    refusal: str | None = None
 
 
-Event = Established | Notified | Answered[T] | Ended
+Event = Established | Reply | Store | Forget | Notified | Answered[T] | Ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,23 +200,43 @@ class _Pending(Generic[T]):
 
 
 class Session(Generic[T]):
-    """One connection's protocol state; ``T`` is whatever the caller uses to track a request."""
+    """One connection's protocol state; ``T`` is whatever the caller uses to track a request.
+    With ``identification`` (a TLS connection), ``peer_id`` must be the key's public identifier."""
 
     def __init__(
-        self, peer_id: str, *, limits: WireLimits = DEFAULT_WIRE_LIMITS, timeout: float = 30.0
+        self,
+        peer_id: str,
+        *,
+        limits: WireLimits = DEFAULT_WIRE_LIMITS,
+        timeout: float = 30.0,
+        identification: Identification | None = None,
     ) -> None:
+        if identification is not None and crypto.public_identifier(identification.key) != peer_id:
+            raise ValueError("with identification, the peer id is the key's public identifier")
         self.peer_id = peer_id
         self.limits = limits
         self.timeout = timeout
         self._link = Link(accepting=False, limits=limits)
         self._pending: deque[_Pending[T]] = deque()
         self._handshake_deadline: float | None = None
+        self._identification = identification
+        self._welcome: m.Welcome | None = None
+        self._prover: crypto.Prover | None = None
+        self._challenger: str | None = None
+        self._identifying_with: Registration | None = None
+        self._identified = False
         self._leaving = False
         self._ended = False
 
     @property
     def established(self) -> bool:
-        return self._link.open and not self._ended
+        identified = self._identification is None or self._identified
+        return self._link.open and identified and not self._ended
+
+    @property
+    def identifying(self) -> bool:
+        """Welcomed, and the identification is under way."""
+        return self._welcome is not None and not self._identified and not self._ended
 
     def hello(self, now: float) -> bytes:
         self._handshake_deadline = now + self.timeout
@@ -170,16 +280,36 @@ class Session(Generic[T]):
                 stage = "handshake failed" if handshake else "protocol violation"
                 events.append(self._end(f"{stage}: {item.reason}", item.reply))
                 break
-            event = self._handle(item.message)
-            events.append(event)
-            if isinstance(event, Ended):
+            handled = self._handle(item.message)
+            events += handled
+            if handled and isinstance(handled[-1], Ended):
                 break
         return events
 
-    def _handle(self, message: object) -> Event[T]:
+    def stored(self, now: float) -> bytes:
+        """The ``auth.confirm`` frame, once the client has stored the registration of ``Store``
+        durably (never before: the access point keeps it on confirmation)."""
+        prover = self._prover
+        if self._ended or prover is None or prover.state is not crypto.ProverState.AWAIT_STORED:
+            raise SessionError("stored() follows a Store event, once, in a live session")
+        return self._link.send(prover.confirm())
+
+    def _handle(self, message: object) -> list[Event[T]]:
+        if isinstance(message, m.Goodbye):
+            return [self._end(f"the access point said goodbye ({message.reason})")]
+        if isinstance(message, m.LinkError):
+            return [self._end(f"the access point reported an error: {message.reason}")]
         if isinstance(message, m.Welcome):
+            if self._identification is not None:
+                self._welcome = message
+                return []
             self._handshake_deadline = None
-            return Established(message.node_id, message.address)
+            return [Established(message.node_id, message.address)]
+        if self.identifying:
+            return self._identify(message)
+        return [self._request_traffic(message)]
+
+    def _request_traffic(self, message: object) -> Event[T]:
         if isinstance(message, m.Notify):
             return Notified(message)
         if isinstance(message, m.Ack | m.Refused):
@@ -189,11 +319,76 @@ class Session(Generic[T]):
                 )
             pending = self._pending.popleft()
             return Answered(pending.token, message, pending.label)
-        if isinstance(message, m.Goodbye):
-            return self._end(f"the access point said goodbye ({message.reason})")
-        if isinstance(message, m.LinkError):
-            return self._end(f"the access point reported an error: {message.reason}")
         return self._violation(f"unexpected {type(message).KIND} from the access point")  # type: ignore[attr-defined]
+
+    # -- identification -----------------------------------------------------------------------
+    def _identify(self, message: object) -> list[Event[T]]:
+        kind = getattr(type(message), "KIND", type(message).__name__)
+        if not isinstance(message, AUTH_MESSAGES):
+            return [self._violation(f"{kind} before the identification completed")]
+        if self._prover is None:
+            if isinstance(message, crypto.Rejected):
+                return self._refused(str(message.code), str(message.reason))
+            if not isinstance(message, crypto.Challenge):
+                return [self._violation(f"{kind} before the access point's challenge")]
+            self._prover = self._new_prover(message)
+        try:
+            outputs = self._prover.receive(message)
+        except crypto.RemoteProtocolError as error:
+            return [self._violation(f"identification failed: {error}")]
+        events: list[Event[T]] = []
+        for output in outputs:
+            if isinstance(output, crypto.Send):
+                events.append(Reply(self._link.send(output.message)))
+            elif isinstance(output, crypto.IdentifierIssued):
+                assert self._challenger is not None and self._identification is not None
+                held = self._identification.registration
+                events.append(
+                    Store(
+                        Registration(output.private_identifier, self._challenger),
+                        replaces=held.issued_by if held is not None else None,
+                    )
+                )
+            elif isinstance(output, crypto.Identified):
+                self._identified = True
+                self._handshake_deadline = None
+                assert self._welcome is not None
+                events.append(
+                    Established(output.verifier_id, self._welcome.address, output.registered)
+                )
+            else:
+                assert isinstance(output, crypto.Refused)
+                events += self._refused(output.code, output.reason)
+        return events
+
+    def _new_prover(self, challenge: crypto.Challenge) -> crypto.Prover:
+        """Identify with the registration if the challenger issued it, else register. The
+        ``Prover`` then checks the challenge against the TLS channel (and, identifying, that it
+        comes from the issuer), so the private identifier only ever goes to its issuer."""
+        identification = self._identification
+        assert identification is not None
+        held = identification.registration
+        if held is not None and held.issued_by == challenge.verifier_id:
+            self._identifying_with = held
+        self._challenger = str(challenge.verifier_id)
+        using = self._identifying_with
+        return crypto.Prover(
+            identification.key,
+            verifier_fingerprint=identification.server_fingerprint,
+            verifier_node_id=identification.server_node_id,
+            private_identifier=using.private_identifier if using is not None else None,
+            issued_by=using.issued_by if using is not None else None,
+        )
+
+    def _refused(self, code: str, reason: str) -> list[Event[T]]:
+        text = f"the access point refused the identification ({code}): {reason[:MAX_REASON_CHARS]}"
+        events: list[Event[T]] = []
+        if code == UNKNOWN_IDENTIFIER and self._identifying_with is not None:
+            events.append(Forget(self._identifying_with.issued_by))
+            text += "; the peer registers again on the next connection"
+        elif code in _OPERATOR_HINTS:
+            text += f"; {_OPERATOR_HINTS[code]}"
+        return [*events, self._end(text, refusal=code)]
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or None if nothing is waited for."""
@@ -208,6 +403,11 @@ class Session(Generic[T]):
         if self._ended:
             return None
         if self._handshake_deadline is not None and now >= self._handshake_deadline:
+            if self._welcome is not None:
+                return self._end(
+                    f"the access point did not complete the identification within "
+                    f"{self.timeout:g} s"
+                )
             return self._end(f"no welcome from the access point within {self.timeout:g} s")
         if self._pending and now >= self._pending[0].deadline:
             label = self._pending[0].label
@@ -230,10 +430,10 @@ class Session(Generic[T]):
             frame(codec.encode(m.LinkError(reason=reason)), self.limits),
         )
 
-    def _end(self, reason: str, reply: bytes = b"") -> Ended:
+    def _end(self, reason: str, reply: bytes = b"", *, refusal: str | None = None) -> Ended:
         self._ended = True
         self._link.close()
-        return Ended(reason, reply)
+        return Ended(reason, reply, refusal)
 
 
 def plan_resend(

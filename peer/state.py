@@ -4,7 +4,7 @@ It holds what the peer must re-send to its access point after every (re)connecti
 super-peer that lost its state is repaired by the next connection::
 
     {"format": 1,
-     "peer_id": "peer-1a2b3c4d",
+     "peer_id": "peer-1a2b3c4d",                       # the peer's name (see below)
      "advertisement": "{\\"schemas\\": [\\"dc\\"]}",      # the JSON text as given, or null
      "subscriptions": {"s1": "X : t(X, dc:title, T)"},  # id -> query text as given
      "in_doubt": ["s2"]}
@@ -14,9 +14,19 @@ accepted. ``in_doubt`` lists subscription ids whose ``Subscribe`` was sent but w
 came (the connection dropped): the access point may hold them although the user was told the
 subscription failed, so the next connection withdraws them (see ``peer.session.plan_resend``).
 
-The peer id is chosen once, when the data directory is first used (``--name``, or ``peer-`` and
-8 random hex digits) and never changes: the access point knows the peer's subscriptions by that
-id, so running the same data directory under another name would orphan them there.
+The peer's *name* is chosen once, when the data directory is first used (``--name``, or ``peer-``
+and 8 random hex digits) and never changes. What it means depends on the network:
+
+* with TLS (the default) the network knows the peer by its key's public identifier (``pk1-...``,
+  ``peer.identity``), and the name is only a local label (``peer status`` shows both). The
+  identifier is not stored here: the key is its one source, so nothing can disagree with it;
+* on a plaintext network (``--no-tls``) the name *is* the peer's id, as before TLS existed.
+
+The file keeps the key ``peer_id`` (and format 1) for the name, so a data directory from the
+plaintext era opens unchanged: with ``--no-tls`` it is the same peer as before; with TLS, once it
+has a key (``peer keygen``), it registers as a new peer and its saved advertisement and
+subscriptions are re-sent under the new identity on the first connection (notifications its access
+point kept for the old plaintext id are not collected).
 
 Every change is written atomically (``peer.files``) before the call returns.
 """
@@ -44,7 +54,8 @@ class StateError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class PeerState:
-    peer_id: str
+    name: str
+    """The peer's name, stored under the key ``peer_id`` (see the module docstring)."""
     advertisement: str | None = None
     subscriptions: Mapping[str, str] = field(default_factory=dict)
     in_doubt: frozenset[str] = frozenset()
@@ -52,7 +63,7 @@ class PeerState:
     def to_json(self) -> bytes:
         document = {
             "format": STATE_FORMAT,
-            "peer_id": self.peer_id,
+            "peer_id": self.name,
             "advertisement": self.advertisement,
             "subscriptions": dict(sorted(self.subscriptions.items())),
             "in_doubt": sorted(self.in_doubt),
@@ -65,11 +76,11 @@ class PeerState:
         document = json.loads(data)
         if not isinstance(document, dict) or document.get("format") != STATE_FORMAT:
             raise ValueError(f"not a state document of format {STATE_FORMAT}")
-        peer_id = document.get("peer_id")
+        name = document.get("peer_id")
         advertisement = document.get("advertisement")
         subscriptions = document.get("subscriptions")
         in_doubt = document.get("in_doubt")
-        if not isinstance(peer_id, str) or not peer_id:
+        if not isinstance(name, str) or not name:
             raise ValueError("peer_id must be a non-empty string")
         if advertisement is not None and not isinstance(advertisement, str):
             raise ValueError("advertisement must be a string or null")
@@ -79,7 +90,7 @@ class PeerState:
             raise ValueError("subscriptions must map ids to query texts")
         if not isinstance(in_doubt, list) or not all(isinstance(i, str) for i in in_doubt):
             raise ValueError("in_doubt must be a list of ids")
-        return cls(peer_id, advertisement, subscriptions, frozenset(in_doubt))
+        return cls(name, advertisement, subscriptions, frozenset(in_doubt))
 
 
 class StateStore:
@@ -97,7 +108,7 @@ class StateStore:
         name: str | None,
         token_hex: Callable[[int], str] = secrets.token_hex,
     ) -> StateStore:
-        """Loads the state, or creates it (choosing the peer id) on first use of ``data_dir``."""
+        """Loads the state, or creates it (choosing the name) on first use of ``data_dir``."""
         path = data_dir / STATE_FILE
         try:
             data = path.read_bytes()
@@ -112,11 +123,11 @@ class StateStore:
         except ValueError as error:
             raise StateError(
                 f"the state file {path} is damaged ({error}); move it away to start afresh "
-                "(the peer then gets a new identity and no subscriptions)"
+                "(the peer then has a new name and no subscriptions)"
             ) from None
-        if name is not None and name != state.peer_id:
+        if name is not None and name != state.name:
             raise StateError(
-                f"the data directory {data_dir} belongs to peer {state.peer_id!r}, not {name!r}; "
+                f"the data directory {data_dir} belongs to peer {state.name!r}, not {name!r}; "
                 "use another --data-dir for another peer"
             )
         return cls(path, state)
@@ -151,8 +162,8 @@ class StateStore:
             self._save(replace(self._state, in_doubt=self._state.in_doubt - {subscription_id}))
 
     def clear_network_state(self) -> None:
-        """After leaving the network: nothing is left to re-send (the identity stays)."""
-        self._save(PeerState(self._state.peer_id))
+        """After leaving the network: nothing is left to re-send (the name and the key stay)."""
+        self._save(PeerState(self._state.name))
 
     def _save(self, state: PeerState) -> None:
         write_atomically(self.path, state.to_json())

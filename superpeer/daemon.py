@@ -443,6 +443,21 @@ class SuperPeerDaemon:
             while (event := await connection.next()) is not None:
                 if not await self._check(connection, event, "peer", claimed):
                     return None
+                if (
+                    isinstance(event.message, crypto.Register | crypto.Identify)
+                    and event.message.public_id != claimed
+                ):
+                    # refused before the verifier sees it, so no record is made for a key that
+                    # the Hello did not name
+                    await connection.send(m.LinkError(reason="the Hello named another peer"))
+                    self._auth_failure(
+                        claimed,
+                        "peer",
+                        remote,
+                        "identifier_mismatch",
+                        "the Hello named another peer than the key",
+                    )
+                    return None
                 for output in verifier.receive(event.message, time.time()):
                     if isinstance(output, crypto.Send):
                         await connection.send(output.message)
@@ -453,18 +468,6 @@ class SuperPeerDaemon:
                         return None
                     elif isinstance(output, crypto.PeerAuthenticated):
                         public_id = output.record.public_id
-                        if public_id != claimed:
-                            await connection.send(
-                                m.LinkError(reason="the Hello named another peer")
-                            )
-                            self._auth_failure(
-                                claimed,
-                                "peer",
-                                remote,
-                                "identifier_mismatch",
-                                "the Hello named another peer than the key",
-                            )
-                            return None
                         log.info(
                             "event=peer_identified peer=%s registered=%s address=%s",
                             public_id,

@@ -93,6 +93,18 @@ async def until_challenge(attacker: Attacker) -> crypto.Challenge:
                 return event.message
 
 
+async def first(attacker: Attacker) -> object:
+    """The first message after the challenge."""
+    assert attacker.stream is not None
+    with trio.fail_after(10):
+        while True:
+            data = await attacker.stream.receive_some(65536)
+            assert data, "closed before an answer"
+            for event in attacker.link.receive_data(data):
+                assert isinstance(event, Received)
+                return event.message
+
+
 @pytest.fixture(scope="module")
 def cluster():
     with Cluster(2, trace=True) as running:
@@ -177,8 +189,37 @@ def test_attacks_on_peer_identity_are_refused_and_change_nothing(cluster):
             assert rejected.code == "bad_signature"
             await replayer.close()
 
+            # 4. A Hello naming the victim, then a valid registration of the attacker's own key:
+            # refused before anything is recorded, so that key can still register as itself.
+            async def register_thief(hello_id: str) -> list[object]:
+                attacker = Attacker(cluster.addresses[0], ca)
+                await attacker.open()
+                await attacker.send(m.Hello(role="peer", node_id=hello_id, address="", protocol=1))
+                challenge = await until_challenge(attacker)
+                transcript = crypto.transcript(
+                    purpose="register", nonce=challenge.nonce, verifier_id=challenge.verifier_id,
+                    verifier_fingerprint=challenge.verifier_fingerprint, public_id=thief_id,
+                    channel_binding=b"",
+                )  # fmt: skip
+                await attacker.send(
+                    crypto.Register(
+                        public_id=thief_id,
+                        public_key=crypto.public_key_der(key),
+                        signature=crypto.sign_transcript(key, transcript),
+                    )
+                )
+                got = await attacker.receive() if hello_id != thief_id else [await first(attacker)]
+                await attacker.close()
+                return got
+
+            thief_id = crypto.public_identifier(key)
+            assert not any(
+                isinstance(x, crypto.Registered) for x in await register_thief(victim_id)
+            )
+            assert isinstance((await register_thief(thief_id))[0], crypto.Registered)
+
             status = cluster.status(0)
-            assert status["auth_failures"] >= failures_before + 3
+            assert status["auth_failures"] >= failures_before + 4
             assert victim_id in status["peers"]["detached"], "the victim's registration is intact"
             assert status["subscriptions"]["held"] >= 1
 

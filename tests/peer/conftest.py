@@ -1,15 +1,39 @@
-"""Fixtures for the peer's tests: a fake access point on 127.0.0.1 and a way to find free ports."""
+"""Fixtures for the peer's tests: the fake access point on 127.0.0.1 (plaintext, or TLS with
+secure identification), TLS identities made once per session, and a way to find free ports."""
 
 import socket
 
 import pytest
 
-from tests.peer.fake_access_point import FakeAccessPoint
+import crypto
+from tests.peer.fake_access_point import NODE_ID, FakeAccessPoint, FakeTls
+from tests.peer.tls import TlsWorld, make_server
 
 
 @pytest.fixture
 async def access_point(nursery):
     fake = FakeAccessPoint()
+    await nursery.start(fake.serve)
+    return fake
+
+
+@pytest.fixture(scope="session")
+def tls_world(tmp_path_factory) -> TlsWorld:
+    root = tmp_path_factory.mktemp("tls")
+    return TlsWorld(
+        network=make_server(root / "network", NODE_ID, ca_name="test network CA"),
+        rogue=make_server(root / "rogue", NODE_ID, ca_name="rogue CA"),
+        peer_keys=tuple(crypto.generate_private_key(2048) for _ in range(2)),
+    )
+
+
+@pytest.fixture
+async def tls_access_point(nursery, tls_world):
+    """The fake access point over TLS with the network CA's certificate, identifying peers."""
+    network = tls_world.network
+    fake = FakeAccessPoint(
+        tls=FakeTls(network.server_context(), network.node_id, network.fingerprint)
+    )
     await nursery.start(fake.serve)
     return fake
 

@@ -18,17 +18,27 @@ It follows the contract the peer relies on, exactly:
 Hooks for tests: ``hold_answers`` (apply requests but keep their answers), ``drop`` (close a
 peer's connection abruptly), ``restart`` (a super-peer that lost all its state), ``deliver``
 (a notification from elsewhere in the network), ``goodbye`` (shutting down).
+
+With ``tls`` it is a TLS access point (the server side of ``crypto.tls``) that identifies peers
+as the real super-peer does (``crypto.Verifier`` after ``Welcome``; the ``Hello`` must name the
+identified key), with its registry in memory (``registry``: replace it to make the access point
+forget its peers). It records what a test needs to check the peer's side: every byte of the
+protocol received (``bytes_received``), failed TLS handshakes, identifications and refusals, and
+``before_confirm`` sees the private identifier it issued when the peer's ``auth.confirm`` arrives
+(the peer must have stored it by then).
 """
 
 from __future__ import annotations
 
+import ssl
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
 
+import crypto
 import qel
 import wire
 from wire import messages as m
@@ -49,6 +59,39 @@ class _Connection:
             await self.stream.send_all(frame(wire.encode(message)))
 
 
+@dataclass(frozen=True)
+class FakeTls:
+    context: ssl.SSLContext
+    node_id: str
+    fingerprint: str
+
+
+class _Reader:
+    """The messages of one connection, one at a time; None at the end (a violation is answered
+    with its error frame, then the end)."""
+
+    def __init__(self, access_point: FakeAccessPoint, stream: trio.abc.Stream, link: Link) -> None:
+        self.access_point = access_point
+        self.stream = stream
+        self.link = link
+        self.events: deque[object] = deque()
+
+    async def next(self) -> object | None:
+        while not self.events:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
+            self.access_point.bytes_received += len(data)
+            self.access_point._touch()
+            for event in self.link.receive_data(data):
+                if isinstance(event, Violation):
+                    await self.stream.send_all(event.reply)
+                    return None
+                assert isinstance(event, Received)
+                self.events.append(event.message)
+        return self.events.popleft()
+
+
 @dataclass
 class FakePeer:
     advertisement: qel.Advertisement = field(default_factory=lambda: qel.parse_advertisement({}))
@@ -59,7 +102,8 @@ class FakePeer:
 
 
 class FakeAccessPoint:
-    def __init__(self) -> None:
+    def __init__(self, *, tls: FakeTls | None = None) -> None:
+        self.tls = tls
         self.address = ""
         self.port = 0
         self.peers: dict[str, FakePeer] = {}
@@ -69,6 +113,16 @@ class FakeAccessPoint:
         self.refused_hellos: list[str] = []
         self.hold_answers = False
         self.held: list[tuple[_Connection, m.Ack | m.Refused]] = []
+        self.connections = 0
+        """Connections accepted and ended (after the TLS handshake, if any)."""
+        self.bytes_received = 0
+        self.tls_failures = 0
+        self.registry = crypto.MemoryRegistry()
+        self.identified: list[tuple[str, bool]] = []
+        """(public id, registered) for every identification accepted."""
+        self.auth_failures: list[str] = []
+        self.before_confirm: Callable[[str, crypto.PrivateIdentifier], None] | None = None
+        self._issued: dict[str, bytes] = {}
         self._changed = trio.Event()
 
     # -- running ------------------------------------------------------------------------------
@@ -95,13 +149,13 @@ class FakeAccessPoint:
     async def drop(self, peer_id: str) -> None:
         connection = self.peers[peer_id].connection
         assert connection is not None, f"{peer_id} is not connected"
-        await connection.stream.aclose()
+        await trio.aclose_forcefully(connection.stream)
 
     async def restart(self) -> None:
         """Every connection closes and everything about every peer is forgotten."""
         for peer in list(self.peers.values()):
             if peer.connection is not None:
-                await peer.connection.stream.aclose()
+                await trio.aclose_forcefully(peer.connection.stream)
         self.peers.clear()
 
     async def deliver(self, peer_id: str, notify: m.Notify) -> None:
@@ -124,40 +178,47 @@ class FakeAccessPoint:
         for peer in self.peers.values():
             if peer.connection is not None:
                 await peer.connection.send(m.Goodbye(reason=reason))
-                await peer.connection.stream.aclose()
+                await trio.aclose_forcefully(peer.connection.stream)
 
     # -- connections --------------------------------------------------------------------------
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        link = Link(accepting=True)
-        connection: _Connection | None = None
-        async with stream:
+        if self.tls is not None:
+            secure = trio.SSLStream(stream, self.tls.context, server_side=True)
             try:
-                while True:
-                    data = await stream.receive_some(65536)
-                    if not data:
-                        return
-                    for event in link.receive_data(data):
-                        if isinstance(event, Violation):
-                            await stream.send_all(event.reply)
-                            return
-                        assert isinstance(event, Received)
-                        if connection is None:
-                            connection = await self._attach(stream, link, event.message)
-                            if connection is None:
-                                return
-                        elif not await self._request(connection, event.message):
-                            return
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await secure.do_handshake()
+            except trio.BrokenResourceError:
+                self.tls_failures += 1
+                self._touch()
+                await trio.aclose_forcefully(secure)
                 return
-            finally:
-                if connection is not None:
-                    peer = self.peers.get(connection.peer_id)
-                    if peer is not None and peer.connection is connection:
-                        peer.connection = None
-                    self._touch()
+            stream = secure
+        link = Link(accepting=True)
+        reader = _Reader(self, stream, link)
+        connection: _Connection | None = None
+        try:
+            hello = await reader.next()
+            if hello is None:
+                return
+            connection = await self._attach(stream, link, reader, hello)
+            if connection is None:
+                return
+            while (message := await reader.next()) is not None:
+                if not await self._request(connection, message):
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        finally:
+            # Forcefully: a TLS close_notify is of no use here, and ``drop`` may have closed it.
+            await trio.aclose_forcefully(stream)
+            self.connections += 1
+            if connection is not None:
+                peer = self.peers.get(connection.peer_id)
+                if peer is not None and peer.connection is connection:
+                    peer.connection = None
+            self._touch()
 
     async def _attach(
-        self, stream: trio.abc.Stream, link: Link, hello: object
+        self, stream: trio.abc.Stream, link: Link, reader: _Reader, hello: object
     ) -> _Connection | None:
         assert isinstance(hello, m.Hello)  # the link lets nothing else come first
         if hello.role != "peer" or not hello.node_id:
@@ -166,18 +227,54 @@ class FakeAccessPoint:
                 frame(wire.encode(m.LinkError(reason="this port serves peers only")))
             )
             return None
+        connection = _Connection(hello.node_id, stream, link)
+        await connection.send(m.Welcome(node_id=NODE_ID, address=self.address))
+        if self.tls is not None and not await self._identify(connection, reader):
+            return None
         peer = self.peers.setdefault(hello.node_id, FakePeer())
-        previous, connection = peer.connection, _Connection(hello.node_id, stream, link)
+        previous = peer.connection
         peer.connection = connection
         if previous is not None:
-            await previous.stream.aclose()
-        await connection.send(m.Welcome(node_id=NODE_ID, address=self.address))
+            await trio.aclose_forcefully(previous.stream)
         outbox, peer.outbox = peer.outbox, []
         for notify in outbox:
             await connection.send(notify)
         self.attachments[hello.node_id] += 1
         self._touch()
         return connection
+
+    async def _identify(self, connection: _Connection, reader: _Reader) -> bool:
+        """The super-peer's side of secure identification (as ``superpeer.daemon``)."""
+        assert self.tls is not None
+        verifier = crypto.Verifier(
+            node_id=self.tls.node_id,
+            fingerprint=self.tls.fingerprint,
+            registry=self.registry,
+            address="127.0.0.1",
+        )
+        await connection.send(verifier.challenge(time.time()))
+        while (message := await reader.next()) is not None:
+            if isinstance(message, crypto.Confirm) and self.before_confirm is not None:
+                issued = self._issued.get(message.public_id)
+                assert issued is not None, "a confirmation of nothing issued"
+                self.before_confirm(message.public_id, crypto.PrivateIdentifier(issued))
+            for output in verifier.receive(message, time.time()):
+                if isinstance(output, crypto.Send):
+                    if isinstance(output.message, crypto.Registered):
+                        self._issued[output.message.public_id] = output.message.private_id
+                    await connection.send(output.message)
+                elif isinstance(output, crypto.AuthFailure):
+                    self.auth_failures.append(output.code)
+                    self._touch()
+                    return False
+                else:
+                    assert isinstance(output, crypto.PeerAuthenticated)
+                    if output.record.public_id != connection.peer_id:
+                        await connection.send(m.LinkError(reason="the Hello named another peer"))
+                        return False
+                    self.identified.append((connection.peer_id, output.registered))
+                    return True
+        return False
 
     async def _request(self, connection: _Connection, message: object) -> bool:
         """Applies one request and answers it; False when the connection must close."""

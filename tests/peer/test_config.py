@@ -7,7 +7,7 @@ import platformdirs
 import pytest
 
 import qel
-from peer.config import ConfigError, format_address, load_config, parse_address
+from peer.config import ConfigError, SecurityConfig, format_address, load_config, parse_address
 
 
 @pytest.mark.parametrize(
@@ -96,3 +96,63 @@ def test_a_missing_file_and_a_bad_name_option_are_errors(tmp_path):
         load_config(str(tmp_path / "missing.toml"))
     with pytest.raises(ConfigError, match=r"--name '\.\./x' is not a valid peer name"):
         load_config(None, name="../x")
+
+
+FINGERPRINT = "pk1-fvyrmqvxe2yeialcpsu7xlbs6xefgd5rsa6mjwycewdrpeq2jcaq"
+
+
+def test_security_defaults_to_tls_with_nothing_trusted_yet(tmp_path):
+    config = load_config(None, data_dir=str(tmp_path))
+    assert config.security == SecurityConfig(tls=True)
+    assert config.security.trust is None, "serve_peer refuses to start without ca or pin"
+    assert config.key_path == tmp_path / "identity" / "key.pem"
+    assert config.identity_dir == tmp_path / "identity"
+
+
+def test_security_from_the_file_and_the_command_line_on_top(tmp_path, monkeypatch):
+    config_file = tmp_path / "conf" / "peer.toml"
+    config_file.parent.mkdir()
+    config_file.write_text(f'[security]\npin = "{FINGERPRINT.upper()}"\nkey = "keys/alice.pem"\n')
+    monkeypatch.chdir(tmp_path)
+    config = load_config(str(config_file))
+    assert config.security == SecurityConfig(
+        pin=FINGERPRINT, key=tmp_path / "conf" / "keys" / "alice.pem"
+    ), "the pin is canonical, the key relative to the file"
+    assert config.key_path == tmp_path / "conf" / "keys" / "alice.pem"
+    assert config.security.trust == f"pin {FINGERPRINT}"
+
+    by_ca = load_config(str(config_file), ca="ca.pem")
+    assert (by_ca.security.ca, by_ca.security.pin) == (tmp_path / "ca.pem", None)
+    assert by_ca.security.key == config.security.key, "the key setting stays"
+    plain = load_config(str(config_file), no_tls=True)
+    assert (plain.security.tls, plain.security.ca, plain.security.pin) == (False, None, None)
+    config_file.write_text('[security]\nca = "network-ca.pem"\n')
+    assert load_config(str(config_file)).security.ca == tmp_path / "conf" / "network-ca.pem"
+    assert load_config(str(config_file), pin=FINGERPRINT).security == SecurityConfig(
+        pin=FINGERPRINT
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "message"),
+    [
+        (f'[security]\nca = "a.pem"\npin = "{FINGERPRINT}"', {}, "give ca or pin, not both"),
+        ('[security]\ntls = false\nca = "a.pem"', {}, "tls = false contradicts ca and pin"),
+        ("[security]\ntls = 'no'", {}, "security.tls must be true or false"),
+        ("[security]\ncert = 'x'", {}, r"unknown security key\(s\) \['cert'\]"),
+        ("security = 'tls'", {}, "security must be a table"),
+        (
+            '[security]\npin = "sha256:ab"',
+            {},
+            "security.pin must be a super-peer's key fingerprint",
+        ),
+        ("", {"pin": "pk1-nope"}, "--pin must be a super-peer's key fingerprint"),
+        ("", {"ca": "a.pem", "pin": FINGERPRINT}, "--ca, --pin and --no-tls exclude each other"),
+        ("", {"ca": "a.pem", "no_tls": True}, "--ca, --pin and --no-tls exclude each other"),
+    ],
+)
+def test_security_errors_name_the_setting(tmp_path, content, options, message):
+    config_file = tmp_path / "peer.toml"
+    config_file.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(config_file), **options)

@@ -35,8 +35,14 @@ def run_cli(capsys):
 
 
 async def start(nursery, tmp_path, name: str, port: int) -> Running:
+    """A daemon on the fake access point, which is plaintext (``--no-tls``): the peer's id is its
+    name. ``test_identity.py`` and the process tests run the daemon with TLS."""
     config = load_config(
-        None, data_dir=str(tmp_path / name), name=name, superpeer=f"127.0.0.1:{port}"
+        None,
+        data_dir=str(tmp_path / name),
+        name=name,
+        superpeer=f"127.0.0.1:{port}",
+        no_tls=True,
     )
     return await nursery.start(serve_peer, config)
 
@@ -130,8 +136,8 @@ async def test_the_commands_against_an_access_point(tmp_path, access_point, nurs
         (["publish", "{DOC}"], 1, "the access point refused 1 of 1 publication(s)"),
         (["publish", "missing.ttl"], 2, "cannot read missing.ttl"),
         (["subscribe"], 2, "the following arguments are required: QUERY|FILE"),
-        (["subscribe", "X : t(X, dc:title, T), " + "(" * 30000 + ")" * 30000], 2, "too deeply"),
-        (["advertise", "{NESTED}"], 2, "nested too deeply"),
+        (["subscribe", "X : t(X, dc:title, T), " + "(" * 30000 + ")" * 30000], 2, "nested deeper"),
+        (["advertise", "{NESTED}"], 2, "nests too deeply"),
     ],
 )
 async def test_errors_are_one_clear_line_with_the_right_exit_code(
@@ -190,7 +196,9 @@ async def test_leave_forgets_the_network_state_keeps_the_inbox_and_stops(
 async def test_one_daemon_per_data_directory_and_stale_sockets_are_replaced(
     tmp_path, access_point, nursery
 ):
-    config = load_config(None, data_dir=str(tmp_path / "p"), superpeer=access_point.address)
+    config = load_config(
+        None, data_dir=str(tmp_path / "p"), superpeer=access_point.address, no_tls=True
+    )
     (tmp_path / "p").mkdir()
     config.control_path.write_text("left by a killed daemon")
     await nursery.start(serve_peer, config)
@@ -199,7 +207,9 @@ async def test_one_daemon_per_data_directory_and_stale_sockets_are_replaced(
         await serve_peer(config)
     deep = tmp_path / ("d" * 120)
     with pytest.raises(DaemonError, match="longer than the 107 bytes"):
-        await serve_peer(load_config(None, data_dir=str(deep), superpeer=access_point.address))
+        await serve_peer(
+            load_config(None, data_dir=str(deep), superpeer=access_point.address, no_tls=True)
+        )
     with pytest.raises(DaemonError, match="no access point"):
         await serve_peer(load_config(None, data_dir=str(tmp_path / "q")))
 
@@ -212,6 +222,8 @@ async def test_a_configured_advertisement_is_sent_on_connection(tmp_path, access
             data_dir = "p"
             [advertisement]
             properties = ["dc:title"]
+            [security]
+            tls = false
         """)
     )
     await nursery.start(serve_peer, load_config(str(config_file)))
@@ -221,6 +233,7 @@ async def test_a_configured_advertisement_is_sent_on_connection(tmp_path, access
     bad_file = tmp_path / "bad.toml"
     bad_file.write_text(
         f'superpeer = "{access_point.address}"\n[advertisement]\nschemas = ["zz"]\n'
+        "[security]\ntls = false\n"
     )
     with pytest.raises(DaemonError, match="the configured advertisement is invalid"):
         await serve_peer(load_config(str(bad_file), data_dir=str(tmp_path / "bad")))

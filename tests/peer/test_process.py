@@ -1,5 +1,7 @@
 """Real processes on 127.0.0.1: ``peer run`` daemons driven by the ``peer`` command, against the
-real super-peer daemon (``superpeer run``) or the fake access point running in the test process.
+real super-peer daemon (``superpeer run``, with TLS: a standalone super-peer trusted by its key
+fingerprint, ``--pin``, or by the CA that certified it, ``--ca``) or the fake access point running
+in the test process (plaintext, so those daemons run with ``--no-tls``).
 
 Every process is started through ``Processes``, which stops it (SIGTERM, then SIGKILL if it does
 not exit in time) at the end of the test whatever happens; waits are on what the daemons log or
@@ -9,6 +11,7 @@ print (read from their pipes), never on sleeps.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 import trio
 
+import crypto
 import qel
 import wire
 from tests.peer.fake_access_point import FakeAccessPoint
@@ -103,17 +107,22 @@ class Processes:
         return daemon
 
     async def superpeer(self, data_dir: Path, port: int) -> Daemon:
-        # --no-tls: the peer speaks this issue's contract (plain TCP, Hello/Welcome); TLS and the
-        # super-peer's identification challenge for peers are not implemented on the peer yet.
+        """A TLS super-peer, node ``sp0``: on a fresh directory it creates a standalone identity
+        (its key, a CA of its own and a certificate from it; 2048-bit keys to start fast)."""
+        config = data_dir.parent / "superpeer.toml"
+        config.write_text("[security]\nkey_bits = 2048\n")
         daemon = await self.start(
             "superpeer",
             "superpeer.cli",
             "run",
-            "--no-tls",
             "--listen",
             f"127.0.0.1:{port}",
             "--data-dir",
             str(data_dir),
+            "--node-id",
+            "sp0",
+            "--config",
+            str(config),
         )
         await daemon.wait_for(f"listening on 127.0.0.1:{port}")
         return daemon
@@ -158,10 +167,38 @@ async def peer(data_dir: Path, *argv: str, stdin: bytes = b"") -> subprocess.Com
         )
 
 
+async def superpeer_status(data_dir: Path) -> dict:
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [
+                sys.executable,
+                "-m",
+                "superpeer.cli",
+                "status",
+                "--json",
+                "--data-dir",
+                str(data_dir),
+            ],
+            cwd=ROOT,
+            capture_stdout=True,
+            check=True,
+        )
+    return json.loads(done.stdout)
+
+
+def pin_of(superpeer_dir: Path) -> str:
+    """What a peer pins for a standalone super-peer: its key's fingerprint (it logs it too)."""
+    return crypto.fingerprint(crypto.load_private_key(superpeer_dir / "identity" / "key.pem"))
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
 
 
 async def follow_inbox(processes: Processes, data_dir: Path, count: int) -> list[dict]:
@@ -178,11 +215,23 @@ async def follow_inbox(processes: Processes, data_dir: Path, count: int) -> list
 async def test_peers_publish_and_subscribe_through_the_real_superpeer(tmp_path, processes):
     port = free_port()
     superpeer = await processes.superpeer(tmp_path / "sp", port)
+    pin = pin_of(tmp_path / "sp")
+    assert superpeer.count(f"fingerprint={pin}") == 1, "the fingerprint to pin is logged"
     address = f"127.0.0.1:{port}"
-    alice = await processes.peer(tmp_path / "alice", address, "--name", "alice")
-    bob = await processes.peer(tmp_path / "bob", address, "--name", "bob")
-    await alice.wait_for("event=connected")
-    await bob.wait_for("event=connected")
+    keys = {}
+    for name in ("alice", "bob"):
+        done = await peer(tmp_path / name, "keygen", "--bits", "2048")
+        assert done.returncode == 0, done.stderr
+        keys[name] = done.stdout.split()[2].decode()
+    fast = tmp_path / "peer.toml"  # reconnect soon after the super-peer restarts
+    fast.write_text("reconnect_initial = 0.1\nreconnect_max = 0.5\n")
+    options = ("--pin", pin, "--config", str(fast))
+    alice = await processes.peer(tmp_path / "alice", address, "--name", "alice", *options)
+    bob = await processes.peer(tmp_path / "bob", address, "--name", "bob", *options)
+    await alice.wait_for(
+        f"event=connected access_point={address} superpeer=sp0 peer={keys['alice']}"
+    )
+    await bob.wait_for("registered=True")
     (tmp_path / "ad.json").write_text('{"schemas": ["dc"]}')
     (tmp_path / "a.ttl").write_text(ARTICLE.format(name="a"))
     (tmp_path / "b.ttl").write_text(ARTICLE.format(name="b"))
@@ -198,7 +247,7 @@ async def test_peers_publish_and_subscribe_through_the_real_superpeer(tmp_path, 
     [record] = await follow_inbox(processes, tmp_path / "alice", 1)
     assert (record["publication"], record["owner"], record["subscriptions"]) == (
         "n1",
-        "bob",
+        keys["bob"],
         ["s1"],
     )
     assert record["access_point"] == address
@@ -213,27 +262,162 @@ async def test_peers_publish_and_subscribe_through_the_real_superpeer(tmp_path, 
     assert done.stderr.startswith(b"peer: the query is outside the language: ")
     assert done.stderr.count(b"\n") == 1
 
-    # The super-peer restarts with nothing (a new data directory): the peers reconnect and re-send
-    # their advertisement and subscriptions, so publishing works as before.
+    # The super-peer restarts with nothing but its identity (same key and node id, an empty
+    # registry): the peers' private identifiers are unknown there, so they forget them, register
+    # again and re-send their advertisement and subscriptions; publishing works as before.
     assert await processes.stop(superpeer) == 0
+    shutil.copytree(tmp_path / "sp" / "identity", tmp_path / "sp-new" / "identity")
     superpeer = await processes.superpeer(tmp_path / "sp-new", port)
     await alice.wait_for("event=connected", 2)
     await bob.wait_for("event=connected", 2)
+    for daemon in (alice, bob):
+        assert daemon.count("code=unknown_identifier") == 1
+        assert daemon.count("event=registration_forgotten issued_by=sp0") == 1
+        assert daemon.count("registered=True") == 2
     done = await peer(tmp_path / "bob", "publish", str(tmp_path / "b.ttl"), "--id", "n2")
     assert done.returncode == 0, done.stderr
     records = await follow_inbox(processes, tmp_path / "alice", 2)
     assert [r["publication"] for r in records] == ["n1", "n2"]
     status = json.loads((await peer(tmp_path / "alice", "status", "--json")).stdout)
     assert status["connected"]
+    assert (status["peer_id"], status["name"]) == (keys["alice"], "alice")
     assert status["counters"]["connections"] == 2
+    assert (await superpeer_status(tmp_path / "sp-new"))["peers"]["attached"] == sorted(
+        keys.values()
+    )
     assert superpeer.count("event=violation") == 0
+
+
+async def test_registration_then_reidentification_after_a_daemon_restart(
+    tmp_path, processes, tls_world
+):
+    """Trusting the CA that certified the super-peer (node id sp0 in its certificate): the peer
+    registers once, identifies with its private identifier after a restart, and collects what
+    the super-peer kept meanwhile. The private identifier is in its 0600 file and nowhere else."""
+    port = free_port()
+    superpeer = await processes.superpeer(tmp_path / "sp", port)
+    ca = str(tmp_path / "sp" / "identity" / "ca.pem")
+    address = f"127.0.0.1:{port}"
+    alice_dir, bob_dir = tmp_path / "alice", tmp_path / "bob"
+    alice_id = tls_world.install_key(alice_dir, 0)
+    bob_id = tls_world.install_key(bob_dir, 1)
+    first = await processes.peer(alice_dir, address, "--ca", ca, "--name", "alice")
+    bob = await processes.peer(bob_dir, address, "--ca", ca, "--name", "bob")
+    await first.wait_for("registered=True")
+    await bob.wait_for("registered=True")
+    (tmp_path / "ad.json").write_text('{"schemas": ["dc"]}')
+    (tmp_path / "a.ttl").write_text(ARTICLE.format(name="a"))
+    (tmp_path / "b.ttl").write_text(ARTICLE.format(name="b"))
+    commands = [
+        await peer(alice_dir, "subscribe", TITLE_QUERY, "--id", "s1"),
+        await peer(bob_dir, "advertise", str(tmp_path / "ad.json")),
+        await peer(bob_dir, "publish", str(tmp_path / "a.ttl"), "--id", "n1"),
+    ]
+    assert [done.returncode for done in commands] == [0, 0, 0]
+    await first.wait_for("event=notification publication='n1'")
+    before = await superpeer_status(tmp_path / "sp")
+    assert before["peers"]["attached"] == sorted([alice_id, bob_id])
+
+    assert await processes.stop(first) == 0
+    await superpeer.wait_for(f"event=peer_detached peer={alice_id}")
+    commands.append(await peer(bob_dir, "publish", str(tmp_path / "b.ttl"), "--id", "n2"))
+    assert commands[-1].returncode == 0
+    alice = await processes.peer(alice_dir, address, "--ca", ca)
+    await alice.wait_for(f"superpeer=sp0 peer={alice_id} registered=False")
+    await alice.wait_for("event=notification publication='n2'")
+
+    commands.append(await peer(alice_dir, "inbox", "--json"))
+    records = [json.loads(line) for line in commands[-1].stdout.splitlines()]
+    assert [(r["publication"], r["owner"]) for r in records] == [("n1", bob_id), ("n2", bob_id)]
+    commands.append(await peer(alice_dir, "status", "--json"))
+    status = json.loads(commands[-1].stdout)
+    assert (status["peer_id"], status["name"], status["connected"]) == (alice_id, "alice", True)
+    assert status["subscriptions"] == {"s1": TITLE_QUERY}
+    assert status["security"]["registered_with"] == "sp0"
+    after = await superpeer_status(tmp_path / "sp")
+    assert after["peers"]["attached"] == sorted([alice_id, bob_id])
+    assert after["auth_failures"] == 0
+    assert superpeer.count(f"event=peer_identified peer={alice_id} registered=False") == 1
+
+    secret_file = alice_dir / "identity" / "private-id"
+    assert stat_mode(secret_file) == 0o600
+    secret = secret_file.read_text().strip()
+    assert secret.startswith("secret1-")
+    body = secret.removeprefix("secret1-")
+    crypto.PrivateIdentifier.from_text(secret)
+    outputs = [*first.lines, *alice.lines, *bob.lines, *superpeer.lines]
+    outputs += [d.stdout.decode() + d.stderr.decode() for d in commands]
+    assert not [line for line in outputs if body in line or body.upper() in line]
+    for path in alice_dir.rglob("*"):
+        if path.is_file() and path != secret_file:
+            assert body.encode() not in path.read_bytes(), path
+
+
+async def test_keygen_and_what_stops_peer_run(tmp_path):
+    data = tmp_path / "alice"
+    pin = ("--pin", "pk1-fvyrmqvxe2yeialcpsu7xlbs6xefgd5rsa6mjwycewdrpeq2jcaq")
+
+    async def run(*options: str) -> subprocess.CompletedProcess:
+        return await peer(data, "run", "--superpeer", "127.0.0.1:9", *options)
+
+    done = await run(*pin)
+    assert done.returncode == 2
+    assert done.stderr.startswith(b"peer: the peer has no key at ")
+    assert b"`peer keygen`" in done.stderr
+    assert done.stderr.count(b"\n") == 1
+    done = await peer(data, "keygen", "--bits", "2048")
+    assert done.returncode == 0
+    key = data / "identity" / "key.pem"
+    public_id = crypto.public_identifier(crypto.load_private_key(key))
+    assert done.stdout == f"public identifier {public_id} (key {key})\n".encode()
+    assert stat_mode(key) == 0o600
+    done = await run()
+    assert done.returncode == 2
+    assert b"does not know how to authenticate its access point" in done.stderr
+    key.chmod(0o640)
+    done = await run(*pin)
+    assert done.returncode == 2
+    assert f"run `chmod 600 {key}`".encode() in done.stderr
+    assert b"Traceback" not in done.stderr
+
+
+async def test_a_wrong_pin_or_a_foreign_ca_fails_clearly_and_sends_nothing(
+    tmp_path, processes, tls_world
+):
+    port = free_port()
+    await processes.superpeer(tmp_path / "sp", port)
+    address = f"127.0.0.1:{port}"
+    tls_world.install_key(tmp_path / "pinned", 0)
+    tls_world.install_key(tmp_path / "foreign", 1)
+    pinned = await processes.peer(
+        tmp_path / "pinned", address, "--pin", tls_world.rogue.fingerprint
+    )
+    foreign = await processes.peer(tmp_path / "foreign", address, "--ca", str(tls_world.rogue.ca))
+    await pinned.wait_for("level=ERROR logger=peer.client event=tls_refused", 2)
+    await foreign.wait_for("level=ERROR logger=peer.client event=tls_refused", 2)
+
+    done = await peer(tmp_path / "pinned", "status")
+    assert done.returncode == 0
+    assert (
+        f"not connected (the access point {address}: the server's key is ".encode() in done.stdout
+    )
+    assert f"not the pinned {tls_world.rogue.fingerprint}".encode() in done.stdout
+    done = await peer(tmp_path / "foreign", "status", "--json")
+    status = json.loads(done.stdout)
+    assert not status["connected"]
+    assert "presented a certificate this peer does not trust" in status["last_error"]
+    superpeer = await superpeer_status(tmp_path / "sp")
+    assert superpeer["peers"] == {"attached": [], "detached": []}
+    assert superpeer["violations"] == 0
+    for directory in ("pinned", "foreign"):
+        assert not (tmp_path / directory / "identity" / "private-id").exists()
 
 
 async def test_a_daemon_restarted_mid_run_keeps_its_inbox_and_stores_nothing_twice(
     tmp_path, processes, access_point: FakeAccessPoint
 ):
     data = tmp_path / "alice"
-    alice = await processes.peer(data, access_point.address, "--name", "alice")
+    alice = await processes.peer(data, access_point.address, "--name", "alice", "--no-tls")
     assert (await peer(data, "subscribe", TITLE_QUERY, "--id", "s1")).returncode == 0
     await access_point.deliver("alice", notify(publication(id="n1")))
     await alice.wait_for("event=notification publication='n1'")
@@ -243,7 +427,7 @@ async def test_a_daemon_restarted_mid_run_keeps_its_inbox_and_stores_nothing_twi
     await access_point.wait_until(lambda: access_point.peers["alice"].connection is None)
     await access_point.deliver("alice", notify(publication(id="n2")))
     await access_point.deliver("alice", notify(publication(id="n1")))
-    alice = await processes.peer(data, access_point.address)
+    alice = await processes.peer(data, access_point.address, "--no-tls")
     await alice.wait_for("event=duplicate_ignored publication='n1'")
 
     done = await peer(data, "inbox", "--json")
@@ -268,7 +452,7 @@ async def test_a_malformed_control_client_does_not_disturb_a_well_behaved_one(
     tmp_path, processes, access_point: FakeAccessPoint
 ):
     data = tmp_path / "alice"
-    await processes.peer(data, access_point.address)
+    await processes.peer(data, access_point.address, "--no-tls")
     hello = frame(
         wire.encode(
             m.Hello(role="control", node_id="x", address="", protocol=wire.PROTOCOL_VERSION)
@@ -300,13 +484,20 @@ async def test_clear_failures_when_the_network_or_the_daemon_is_missing(tmp_path
     assert done.returncode == 3
     assert b"no peer daemon is running with the data directory" in done.stderr
     port = free_port()
-    await processes.peer(data, f"127.0.0.1:{port}")
+    await processes.peer(data, f"127.0.0.1:{port}", "--no-tls")
     done = await peer(data, "subscribe", TITLE_QUERY)
     assert done.returncode == 3
     assert f"not connected to the access point 127.0.0.1:{port}".encode() in done.stderr
     assert b"nothing was sent" in done.stderr
     second = await processes.start(
-        "second", "peer.cli", "run", "--superpeer", f"127.0.0.1:{port}", "--data-dir", str(data)
+        "second",
+        "peer.cli",
+        "run",
+        "--superpeer",
+        f"127.0.0.1:{port}",
+        "--data-dir",
+        str(data),
+        "--no-tls",
     )
     with trio.fail_after(20):
         assert await second.process.wait() == 2

@@ -1,21 +1,29 @@
-"""The sans-IO session: handshake, FIFO answer matching with notifications in between, protocol
+"""The sans-IO session: handshake, secure identification (against the access point's real
+``crypto.Verifier``, no sockets), FIFO answer matching with notifications in between, protocol
 violations, timers, the re-send plan and the backoff."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import crypto
 import qel
 import wire
+from crypto import MemoryRegistry
 from peer.session import (
     Answered,
     Backoff,
     Ended,
     Established,
+    Forget,
+    Identification,
     Notified,
+    Registration,
+    Reply,
     RequestTooLarge,
     Session,
     SessionError,
+    Store,
     plan_resend,
     request_label,
 )
@@ -238,3 +246,234 @@ def test_answers_always_go_to_the_oldest_pending_request(script):
             answered.append(event.token)
     assert answered == sent[: len(answered)]
     assert session.close() == sent[len(answered) :]
+
+
+# -- secure identification, against the access point's real Verifier, without sockets ----------
+
+
+class VerifyingAccessPoint:
+    """The super-peer's side of one connection, as ``superpeer.daemon`` runs it: ``Welcome`` and
+    ``auth.challenge`` after the ``Hello``, then ``crypto.Verifier`` for every message."""
+
+    def __init__(self, node_id: str, fingerprint: str, registry: crypto.Registry) -> None:
+        self.node_id = node_id
+        self.link = Link(accepting=True)
+        self.verifier = crypto.Verifier(
+            node_id=node_id, fingerprint=fingerprint, registry=registry, address="127.0.0.1:9"
+        )
+        self.received: list[object] = []
+        self.outcome: list[object] = []
+
+    def accept(self, hello: bytes) -> bytes:
+        [received] = self.link.receive_data(hello)
+        assert isinstance(received.message, m.Hello)
+        return access_point_frames(
+            m.Welcome(node_id=self.node_id, address="127.0.0.1:7400"),
+            self.verifier.challenge(0.0),
+        )
+
+    def answer(self, data: bytes) -> bytes:
+        frames = b""
+        for event in self.link.receive_data(data):
+            self.received.append(event.message)
+            for output in self.verifier.receive(event.message, 1.0):
+                if isinstance(output, crypto.Send):
+                    frames += access_point_frames(output.message)
+                else:
+                    self.outcome.append(output)
+        return frames
+
+
+def identifying(
+    tls_world, registration: Registration | None = None, **server: str | None
+) -> Session[str]:
+    key = tls_world.peer_keys[0]
+    identification = Identification(
+        key=key,
+        server_fingerprint=server.get("fingerprint") or tls_world.network.fingerprint,
+        server_node_id=server.get("node_id", "sp0"),
+        registration=registration,
+    )
+    return Session(crypto.public_identifier(key), identification=identification)
+
+
+def register(tls_world, registry: crypto.Registry) -> Registration:
+    """A first connection, to its end: the registration the session handed over to store."""
+    session = identifying(tls_world)
+    access_point = VerifyingAccessPoint("sp0", tls_world.network.fingerprint, registry)
+    [reply] = session.receive_data(access_point.accept(session.hello(0.0)), 0.0)
+    [store] = session.receive_data(access_point.answer(reply.data), 0.0)
+    session.receive_data(access_point.answer(session.stored(0.0)), 0.0)
+    assert session.established
+    return store.registration
+
+
+def test_a_first_connection_registers_and_confirms_only_once_stored(tls_world):
+    registry = crypto.MemoryRegistry()
+    session = identifying(tls_world)
+    access_point = VerifyingAccessPoint("sp0", tls_world.network.fingerprint, registry)
+    public_id = crypto.public_identifier(tls_world.peer_keys[0])
+
+    [reply] = session.receive_data(access_point.accept(session.hello(0.0)), 0.0)
+    assert isinstance(reply, Reply)
+    assert not session.established, "welcomed, not yet identified"
+    with pytest.raises(SessionError):
+        send(session, m.Unsubscribe(id="s1"), "too early")
+    with pytest.raises(SessionError):
+        session.stored(0.0)
+
+    [store] = session.receive_data(access_point.answer(reply.data), 0.0)
+    assert isinstance(access_point.received[-1], crypto.Register)
+    assert isinstance(store, Store)
+    assert store.registration.issued_by == "sp0"
+    assert store.replaces is None
+    assert len(registry) == 0, "nothing is kept before the peer confirms"
+    assert not session.established
+
+    events = session.receive_data(access_point.answer(session.stored(0.0)), 0.0)
+    assert events == [Established("sp0", "127.0.0.1:7400", registered=True)]
+    assert registry.get(public_id) is not None
+    assert session.established
+    with pytest.raises(SessionError):
+        session.stored(0.0)
+    send(session, m.Unsubscribe(id="s1"), "now")
+
+
+def test_a_later_connection_identifies_with_the_private_identifier(tls_world):
+    registry = crypto.MemoryRegistry()
+    registration = register(tls_world, registry)
+    session = identifying(tls_world, registration)
+    access_point = VerifyingAccessPoint("sp0", tls_world.network.fingerprint, registry)
+    [reply] = session.receive_data(access_point.accept(session.hello(0.0)), 0.0)
+    events = session.receive_data(access_point.answer(reply.data), 0.0)
+    identify = access_point.received[-1]
+    assert isinstance(identify, crypto.Identify)
+    assert identify.private_id == registration.private_identifier.reveal()
+    assert events == [Established("sp0", "127.0.0.1:7400", registered=False)]
+
+
+def test_a_peer_registered_elsewhere_registers_here_and_keeps_its_secret_to_itself(tls_world):
+    registration = register(tls_world, crypto.MemoryRegistry())
+    moved = Registration(registration.private_identifier, "sp-old")
+    session = identifying(tls_world, moved)
+    access_point = VerifyingAccessPoint("sp0", tls_world.network.fingerprint, MemoryRegistry())
+    [reply] = session.receive_data(access_point.accept(session.hello(0.0)), 0.0)
+    [store] = session.receive_data(access_point.answer(reply.data), 0.0)
+    assert isinstance(access_point.received[-1], crypto.Register)
+    assert registration.private_identifier.reveal() not in reply.data, "only to its issuer"
+    assert store.replaces == "sp-old"
+    assert store.registration.issued_by == "sp0"
+
+
+def test_an_access_point_that_lost_the_registration_makes_the_peer_forget_it(tls_world):
+    registration = register(tls_world, crypto.MemoryRegistry())
+    session = identifying(tls_world, registration)
+    access_point = VerifyingAccessPoint("sp0", tls_world.network.fingerprint, MemoryRegistry())
+    [reply] = session.receive_data(access_point.accept(session.hello(0.0)), 0.0)
+    forget, ended = session.receive_data(access_point.answer(reply.data), 0.0)
+    assert forget == Forget("sp0")
+    assert isinstance(ended, Ended)
+    assert ended.refusal == "unknown_identifier"
+    assert ended.reason.endswith("the peer registers again on the next connection")
+    assert not session.established
+
+
+def test_a_key_registered_without_its_secret_needs_the_operator(tls_world):
+    registry = crypto.MemoryRegistry()
+    register(tls_world, registry)
+    session = identifying(tls_world)  # the peer lost its registration
+    access_point = VerifyingAccessPoint("sp0", tls_world.network.fingerprint, registry)
+    [reply] = session.receive_data(access_point.accept(session.hello(0.0)), 0.0)
+    [ended] = session.receive_data(access_point.answer(reply.data), 0.0)
+    assert isinstance(ended, Ended)
+    assert ended.refusal == "already_registered"
+    assert "operator must delete the peer's record" in ended.reason
+    assert "peer keygen --force" in ended.reason
+
+
+@pytest.mark.parametrize(
+    ("server", "problem"),
+    [
+        ({"fingerprint": "OTHER"}, "names a server key other than the one the TLS channel"),
+        ({"node_id": "sp9"}, "claims a node id other than the one in the server's certificate"),
+    ],
+)
+def test_a_challenge_for_another_server_is_refused_before_signing(tls_world, server, problem):
+    """A relay: the challenge names another key (or node) than the TLS handshake authenticated."""
+    if server.get("fingerprint") == "OTHER":
+        server["fingerprint"] = tls_world.rogue.fingerprint
+    session = identifying(tls_world, **server)
+    access_point = VerifyingAccessPoint("sp0", tls_world.network.fingerprint, MemoryRegistry())
+    [ended] = session.receive_data(access_point.accept(session.hello(0.0)), 0.0)
+    assert isinstance(ended, Ended)
+    assert ended.reason.startswith("protocol violation: identification failed: access point: ")
+    assert problem in ended.reason
+    reply, _ = wire.decode(ended.reply[4:])
+    assert isinstance(reply, m.LinkError)
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (notify(), "peer.notify before the identification completed"),
+        (m.Ack(request="advertise"), "peer.ack before the identification completed"),
+        (crypto.Accepted(public_id="pk1-x"), "auth.accepted before the access point's challenge"),
+    ],
+)
+def test_nothing_but_the_identification_comes_between_welcome_and_accepted(
+    tls_world, message, reason
+):
+    session = identifying(tls_world)
+    session.hello(0.0)
+    [ended] = session.receive_data(access_point_frames(WELCOME, message), 0.0)
+    assert isinstance(ended, Ended)
+    assert ended.reason == f"protocol violation: {reason}"
+
+
+def test_a_rejection_before_the_challenge_ends_the_session(tls_world):
+    session = identifying(tls_world)
+    session.hello(0.0)
+    rejected = crypto.Rejected(code="malformed", reason="no")
+    [ended] = session.receive_data(access_point_frames(WELCOME, rejected), 0.0)
+    assert ended == Ended(
+        "the access point refused the identification (malformed): no", b"", "malformed"
+    )
+
+
+def test_the_identification_must_complete_within_the_timeout(tls_world):
+    key = tls_world.peer_keys[0]
+    identification = Identification(
+        key=key,
+        server_fingerprint=tls_world.network.fingerprint,
+        server_node_id=None,
+        registration=None,
+    )
+    session: Session[str] = Session(
+        crypto.public_identifier(key), timeout=5.0, identification=identification
+    )
+    session.hello(0.0)
+    session.receive_data(access_point_frames(WELCOME), 1.0)
+    assert session.get_timer() == 5.0
+    ended = session.handle_timer(5.0)
+    assert ended is not None
+    assert ended.reason == "the access point did not complete the identification within 5 s"
+
+
+def test_with_identification_the_peer_id_is_the_keys_public_identifier(tls_world):
+    identification = Identification(
+        key=tls_world.peer_keys[0],
+        server_fingerprint=tls_world.network.fingerprint,
+        server_node_id=None,
+        registration=None,
+    )
+    with pytest.raises(ValueError, match="public identifier"):
+        Session("alice", identification=identification)
+
+
+def test_the_private_identifier_never_shows_in_an_event(tls_world):
+    registration = register(tls_world, crypto.MemoryRegistry())
+    secret = registration.private_identifier
+    shown = repr(Store(registration, replaces=None)) + str(registration)
+    assert secret.reveal_text() not in shown
+    assert secret.reveal().hex() not in shown
+    assert "<hidden>" in shown

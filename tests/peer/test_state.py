@@ -1,4 +1,4 @@
-"""The peer's durable state: identity chosen once, every change on disk when the call returns,
+"""The peer's durable state: name chosen once, every change on disk when the call returns,
 damaged files reported clearly."""
 
 import json
@@ -11,17 +11,17 @@ from peer.state import PeerState, StateError, StateStore, parse_state, subscript
 from tests.peer.helpers import DC_ADVERTISEMENT, TITLE_QUERY
 
 
-def test_the_identity_is_generated_once_and_kept(tmp_path):
+def test_the_name_is_generated_once_and_kept(tmp_path):
     store = StateStore.open(tmp_path, name=None, token_hex=lambda n: "1a2b3c4d")
     assert store.current == PeerState("peer-1a2b3c4d")
     again = StateStore.open(tmp_path, name=None, token_hex=lambda n: "ffffffff")
-    assert again.current.peer_id == "peer-1a2b3c4d"
+    assert again.current.name == "peer-1a2b3c4d"
     assert stat.S_IMODE((tmp_path / "state.json").stat().st_mode) == 0o600
 
 
-def test_a_name_sets_the_identity_and_another_name_is_refused(tmp_path):
-    assert StateStore.open(tmp_path, name="alice").current.peer_id == "alice"
-    assert StateStore.open(tmp_path, name=None).current.peer_id == "alice"
+def test_a_name_given_is_kept_and_another_name_is_refused(tmp_path):
+    assert StateStore.open(tmp_path, name="alice").current.name == "alice"
+    assert StateStore.open(tmp_path, name=None).current.name == "alice"
     with pytest.raises(StateError, match="belongs to peer 'alice', not 'bob'"):
         StateStore.open(tmp_path, name="bob")
 
@@ -45,7 +45,7 @@ def test_every_change_is_on_disk_when_the_call_returns(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"], "no temporary files left"
 
 
-def test_leaving_keeps_only_the_identity(tmp_path):
+def test_leaving_keeps_only_the_name(tmp_path):
     store = StateStore.open(tmp_path, name="alice")
     store.set_advertisement(DC_ADVERTISEMENT)
     store.add_subscription("s1", TITLE_QUERY)
@@ -66,6 +66,20 @@ def test_a_damaged_state_file_is_reported_with_what_to_do(tmp_path, content):
     (tmp_path / "state.json").write_bytes(content)
     with pytest.raises(StateError, match=r"is damaged .*move it away"):
         StateStore.open(tmp_path, name=None)
+
+
+def test_a_state_file_of_the_plaintext_era_opens_unchanged(tmp_path):
+    """Before TLS the file's ``peer_id`` was the peer's network id; it is now read as the name
+    (the network id with --no-tls), and written back under the same key and format."""
+    (tmp_path / "state.json").write_text(
+        '{"format": 1, "peer_id": "alice", "advertisement": null,'
+        ' "subscriptions": {"s1": "X : t(X, dc:title, T)"}, "in_doubt": []}'
+    )
+    store = StateStore.open(tmp_path, name="alice")
+    assert store.current == PeerState("alice", None, {"s1": "X : t(X, dc:title, T)"})
+    store.mark_in_doubt("s2")
+    document = json.loads((tmp_path / "state.json").read_text())
+    assert (document["format"], document["peer_id"]) == (1, "alice")
 
 
 def test_the_file_keeps_texts_as_given(tmp_path):
