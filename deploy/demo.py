@@ -77,6 +77,14 @@ async def scenario(cluster: Cluster) -> list[str]:
                 f"bob is notified of <{note.publication.subject}> (owner {names[note.owner]}, "
                 f"access point {note.access_point}, {note.hops} super-peer hops)"
             )
+        # To fetch a paper, Bob asks where its owner is now (its public identifier is all he has).
+        owner = bob.notifications[0].owner if bob.notifications else hannover.network_id
+        found = await bob.request(m.Locate(id="owner", public_id=owner))
+        if isinstance(found, m.Located) and found.online:
+            print(
+                f"bob locates {names[owner]}: online at {found.address}, through super-peer "
+                f"{found.superpeer} ({found.access_point})"
+            )
         for peer in everyone:
             await peer.disconnect()
         nursery.cancel_scope.cancel()

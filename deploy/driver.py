@@ -164,14 +164,14 @@ class RemotePeer:
         self.received_bytes[kind] += event.size
         if isinstance(message, m.Notify):
             self.notifications.append(message)
-        elif isinstance(message, m.Ack | m.Refused) and self.answers is not None:
+        elif isinstance(message, m.Ack | m.Refused | m.Located) and self.answers is not None:
             self.answers.send_nowait(message)
 
     def ignore_answers(self) -> None:
         """From now on answers are dropped on arrival (a publisher streaming without waiting)."""
         self.answers = None
 
-    async def request(self, message: object) -> m.Ack | m.Refused | None:
+    async def request(self, message: object) -> m.Ack | m.Refused | m.Located | None:
         """Send a request; its answer (None for ``Leave``, which has none)."""
         if self.stream is None or self.link is None or self.pending is None:
             raise DriverError(f"{self.name} is not connected")

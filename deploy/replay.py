@@ -34,6 +34,7 @@ class Replay:
         self.peers: dict[str, RemotePeer] = {}
         self.everyone: list[RemotePeer] = []
         self.errors: list[dict[str, object]] = []
+        self.locations: dict[str, dict[str, str | None]] = {}
         self.operations = 0
         self._label = ""
 
@@ -57,16 +58,18 @@ class Replay:
             self._error(op, f"peer {op['peer']} has not joined")
         return peer
 
-    async def _request(self, op: dict, message: object) -> None:
+    async def _request(self, op: dict, message: object) -> object:
+        """Send ``message`` for ``op``'s peer; its answer (refusals are recorded as errors)."""
         peer = self._known(op)
         if peer is None:
-            return
+            return None
         if not peer.connected:
             self._error(op, f"peer {peer.name} is detached")
-            return
+            return None
         answer = await peer.request(message)
         if isinstance(answer, m.Refused):
             self.errors.append({"op": self._label, "peer": peer.name, "error": answer.reason})
+        return answer
 
     async def _op_join(self, op: dict, nursery: trio.Nursery) -> None:
         index = op["superpeer"]
@@ -142,6 +145,14 @@ class Replay:
         await peer.disconnect()
         del self.peers[peer.name]
 
+    async def _op_locate(self, op: dict, nursery: trio.Nursery) -> None:
+        target = self.peers.get(op["target"])
+        public_id = target.network_id if target is not None else op["target"]
+        answer = await self._request(op, m.Locate(id=op["id"], public_id=public_id))
+        if isinstance(answer, m.Located):
+            where = answer.superpeer if answer.online else None
+            self.locations.setdefault(op["peer"], {})[op["id"]] = where
+
     def report(self, statuses: list[dict]) -> dict[str, object]:
         """The simulator's report; ``statuses`` are the daemons' last (for backbone counts)."""
         deliveries = {
@@ -176,6 +187,9 @@ class Replay:
             "errors": self.errors,
             "messages": {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)},
             "hops": {str(h): hops[h] for h in sorted(hops)},
+            "locations": {
+                name: dict(sorted(found.items())) for name, found in sorted(self.locations.items())
+            },
             "totals": {
                 "superpeers": self.cluster.size,
                 "peers": len(self.peers),

@@ -4,9 +4,9 @@
 Modules, from the protocol outwards:
 
 * ``peer.session`` - the peer's end of a connection, sans-IO (handshake, secure identification,
-  answers matched to requests, timers, what to re-send after reconnecting, backoff);
+  answers matched to requests and look-ups, timers, what to re-send after reconnecting, backoff);
 * ``peer.client`` - the trio runtime around it: TLS, connecting, reconnecting, requests,
-  notifications;
+  look-ups, notifications;
 * ``peer.identity`` - the peer's key and the private identifier its access point issued;
 * ``peer.state`` / ``peer.inbox`` / ``peer.files`` - what the peer keeps on disk, durably;
 * ``peer.control`` - the local control protocol (and the command side's blocking client);

@@ -9,6 +9,7 @@
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID]   (FILE "-" reads stdin)
     peer inbox [--json] [--follow]
     peer status [--json]
+    peer locate PUBLIC_ID [--json]              (is that peer online, and where?)
     peer leave
 
 Every command takes ``--data-dir DIR``, ``--config FILE`` and ``--name NAME``, which locate the
@@ -169,6 +170,13 @@ def _build_parser() -> argparse.ArgumentParser:
     command("status", "show the daemon's state").add_argument(
         "--json", action="store_true", help="print one JSON object"
     )
+    locate = command("locate", "ask the network whether a peer is online, and where")
+    locate.add_argument(
+        "public_id",
+        metavar="PUBLIC_ID",
+        help="the peer's public identifier (pk1-...; its name on a plaintext network)",
+    )
+    locate.add_argument("--json", action="store_true", help="print one JSON object")
     command("leave", "leave the network for good (keeps the inbox) and stop the daemon")
     return parser
 
@@ -298,8 +306,9 @@ def _call(config: PeerConfig, command: str, **arguments: str) -> dict[str, Any]:
 
 
 def _answer_timeout(config: PeerConfig) -> float:
-    """The daemon always answers: the access point has ``request_timeout`` to answer it."""
-    return max(60.0, 2 * config.request_timeout)
+    """The daemon always answers: the access point has ``request_timeout`` to answer it, and
+    ``locate_timeout`` for a look-up."""
+    return max(60.0, 2 * config.request_timeout, 2 * config.locate_timeout)
 
 
 def _advertise(args: argparse.Namespace, config: PeerConfig) -> int:
@@ -464,6 +473,21 @@ def _when(timestamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
 
 
+def _locate(args: argparse.Namespace, config: PeerConfig) -> int:
+    """Not online is an answer, not a failure (exit 0); ``--json`` says it to scripts."""
+    found = _call(config, "locate", public_id=args.public_id)
+    if args.json:
+        print(json.dumps(found))
+    elif found["online"]:
+        print(
+            f"{found['public_id']} is online at {found['address']} "
+            f"(super-peer {found['superpeer']} at {found['access_point']})"
+        )
+    else:
+        print(f"{found['public_id']} is not online")
+    return 0
+
+
 def _leave(args: argparse.Namespace, config: PeerConfig) -> int:
     result = _call(config, "leave")
     print(
@@ -497,6 +521,7 @@ _COMMANDS = {
     "publish": _publish,
     "inbox": _inbox,
     "status": _status,
+    "locate": _locate,
     "leave": _leave,
 }
 

@@ -14,10 +14,12 @@ connection then runs three tasks in its own nursery:
   the access point no longer knows; on ``Established`` (the ``Welcome`` without TLS, the
   identification accepted with it) the client becomes *connected* and queues the re-send of its
   whole state (advertisement first, then subscriptions); a ``Notify`` is stored in the inbox; an
-  answer completes the oldest request;
+  answer completes the oldest request, and the answer to a look-up (``Locate``) completes that
+  look-up, whenever it comes;
 * the writer sends the ``Hello``, then what the connection's queue holds, one item at a time and
-  in order: handshake frames, then requests (the order of the queue is the order of the answers);
-* the watcher calls the session's timer (handshake and answer timeouts).
+  in order: handshake frames, then requests (the order of the queue is the order of the answers,
+  look-ups apart);
+* the watcher calls the session's timer (handshake, answer and look-up timeouts).
 
 A request (``submit`` / ``request``) is only accepted while connected: what the user asks for
 while the access point is unreachable fails at once and changes nothing, rather than being queued
@@ -25,10 +27,13 @@ behind an outage of unknown length. A request carries ``on_answer``, applied syn
 answer is read, before anything else happens, so a state change acknowledged by the access point is
 persisted before the next frame is even looked at (and before a shutdown can interrupt it); and
 ``on_doubt``, applied if the connection is lost after the request was sent but before its answer.
+A look-up (``locate``) is a request too, but its answer is only worth something now: one without
+an answer within ``locate_timeout`` fails alone, and the connection stays.
 
 When a connection ends, queued requests fail as *not sent* and sent, unanswered ones as *in doubt*
-(``RequestFailed.sent``). Closing the connection is the whole of a clean shutdown: the access point
-keeps the peer's subscriptions and notifications while it is detached.
+(``RequestFailed.sent``; a look-up changed nothing either way). Closing the connection is the whole
+of a clean shutdown: the access point keeps the peer's subscriptions and notifications while it is
+detached.
 
 Nothing here logs the private identifier: events carry it inside ``crypto.PrivateIdentifier``,
 whose ``repr`` hides it, and the logs name only the access point that issued it.
@@ -60,13 +65,17 @@ from peer.session import (
     Event,
     Forget,
     Identification,
+    LookupAnswered,
+    LookupExpired,
     Notified,
     Outgoing,
     Reply,
     Request,
     RequestTooLarge,
     Session,
+    StaleLookupAnswer,
     Store,
+    new_lookup_id,
     plan_resend,
     request_label,
 )
@@ -76,7 +85,7 @@ from wire.codec import WireLimits
 
 log = logging.getLogger("peer.client")
 READ_SIZE = 65536
-Answer = m.Ack | m.Refused
+Answer = m.Ack | m.Refused | m.Located
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +219,7 @@ class PeerClient:
         backoff: Backoff,
         limits: WireLimits,
         request_timeout: float,
+        locate_timeout: float = 10.0,
         tls: TlsSettings | None = None,
         identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
@@ -226,6 +236,7 @@ class PeerClient:
         self._backoff = backoff
         self._limits = limits
         self._timeout = request_timeout
+        self._locate_timeout = locate_timeout
         self._open_stream = open_stream or self._open_tcp_stream
         self._wall_clock = wall_clock
         self._language_limits = language_limits
@@ -340,7 +351,12 @@ class PeerClient:
         if stream is None:
             raise _ConnectFailed(f"cannot connect to {self.address} within {self._timeout:g} s")
         if self.tls is None or self.identity is None:
-            return stream, Session(self.peer_id, limits=self._limits, timeout=self._timeout)
+            return stream, Session(
+                self.peer_id,
+                limits=self._limits,
+                timeout=self._timeout,
+                locate_timeout=self._locate_timeout,
+            )
         secure = None
         with trio.move_on_after(self._timeout):
             secure = await self._secure(stream, self.tls)  # closes the stream if it fails
@@ -356,6 +372,7 @@ class PeerClient:
             self.peer_id,
             limits=self._limits,
             timeout=self._timeout,
+            locate_timeout=self._locate_timeout,
             identification=identification,
         )
         return secure, session
@@ -474,6 +491,14 @@ class PeerClient:
                     "event=refused request=%r reason=%r", event.answer.request, event.answer.reason
                 )
             event.token._resolve(event.answer)
+        elif isinstance(event, LookupAnswered):
+            self._lookup_answered(event)
+        elif isinstance(event, LookupExpired):
+            self._failed += 1
+            log.warning("event=lookup_expired reason=%r", event.reason)
+            event.token._fail(RequestFailed(event.reason, sent=True))
+        elif isinstance(event, StaleLookupAnswer):
+            log.info("event=stale_lookup_answer answer=%r", event.answer)
         else:
             assert isinstance(event, Ended)
             if event.refusal is not None:
@@ -484,6 +509,23 @@ class PeerClient:
                     event.reason,
                 )
             connection.end(event.reason, event.reply)
+
+    def _lookup_answered(self, event: LookupAnswered[Ticket]) -> None:
+        answer = event.answer
+        if isinstance(answer, m.Located):
+            self._acknowledged += 1  # answered: the counters count answers, whatever they say
+            log.info(
+                "event=located id=%s public_id=%s online=%s address=%s superpeer=%s",
+                answer.id,
+                answer.public_id,
+                answer.online,
+                answer.address,
+                answer.superpeer,
+            )
+        else:
+            self._refused += 1
+            log.info("event=refused request=%r reason=%r", answer.request, answer.reason)
+        event.token._resolve(answer)
 
     async def _store_registration(self, connection: _Connection, event: Store) -> None:
         """Stores the registration durably, then queues the confirmation (never before)."""
@@ -559,7 +601,7 @@ class PeerClient:
                     "event=resend_refused request=%r reason=%r", answer.request, answer.reason
                 )
                 self._resend_problems[answer.request] = answer.reason
-            else:
+            elif isinstance(answer, m.Ack):
                 self._resend_problems.pop(answer.request, None)
 
         return answered
@@ -618,15 +660,16 @@ class PeerClient:
         session = connection.session
         while True:
             deadline = session.get_timer()
-            # With nothing to wait for, look again after one timeout: anything that starts
-            # meanwhile has a deadline at least that far away.
-            await trio.sleep_until(
-                deadline if deadline is not None else trio.current_time() + session.timeout
-            )
-            ended = session.handle_timer(trio.current_time())
-            if ended is not None:
-                connection.end(ended.reason, ended.reply)
-                return
+            # Look again after the shorter timeout at the latest: anything that starts meanwhile
+            # has a deadline at least that far away (a look-up sent now may be due before the
+            # oldest request).
+            soonest = trio.current_time() + min(session.timeout, session.locate_timeout)
+            await trio.sleep_until(soonest if deadline is None else min(deadline, soonest))
+            for event in session.handle_timer(trio.current_time()):
+                if isinstance(event, Ended):
+                    connection.end(event.reason, event.reply)
+                    return
+                await self._handle(connection, event)
 
     # -- requests -----------------------------------------------------------------------------
     def submit(self, request: PeerRequest) -> Ticket:
@@ -648,6 +691,11 @@ class PeerClient:
 
     async def request(self, request: PeerRequest) -> Answer:
         return await self.submit(request).wait()
+
+    def locate(self, public_id: str) -> Ticket:
+        """Queues a look-up of ``public_id`` (a fresh ``Locate``); its ticket's answer is
+        ``Located`` or ``Refused``. Raises as ``submit``: a look-up is never kept for later."""
+        return self.submit(PeerRequest(message=m.Locate(id=new_lookup_id(), public_id=public_id)))
 
     async def leave(self) -> None:
         """Sends ``Leave`` after the requests already queued and stops reconnecting."""

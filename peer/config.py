@@ -10,6 +10,8 @@ A TOML file may set::
                                        # data_dir): a local label with TLS (the network knows
                                        # the peer by its key), the peer's id without TLS
     request_timeout = 30.0             # seconds the access point has to answer a request
+    locate_timeout = 10.0              # seconds the network has to answer a look-up (peer
+                                       # locate); only the look-up fails when it does not
     max_frame_bytes = 1048576          # largest frame sent or accepted on the network link
     reconnect_initial = 0.5            # first reconnection delay, doubled up to reconnect_max
     reconnect_max = 30.0
@@ -52,6 +54,7 @@ _KEYS: Final = frozenset(
         "data_dir",
         "name",
         "request_timeout",
+        "locate_timeout",
         "max_frame_bytes",
         "reconnect_initial",
         "reconnect_max",
@@ -95,6 +98,7 @@ class PeerConfig:
     superpeer: tuple[str, int] | None = None
     name: str | None = None
     request_timeout: float = 30.0
+    locate_timeout: float = 10.0
     max_frame_bytes: int = 1024 * 1024
     reconnect_initial: float = 0.5
     reconnect_max: float = 30.0
@@ -183,6 +187,7 @@ def load_config(
         ),
         name=chosen_name,
         request_timeout=_positive(table, "request_timeout", 30.0),
+        locate_timeout=_positive(table, "locate_timeout", 10.0),
         max_frame_bytes=int(_positive(table, "max_frame_bytes", 1024 * 1024, integer=True)),
         reconnect_initial=_positive(table, "reconnect_initial", 0.5),
         reconnect_max=_positive(table, "reconnect_max", 30.0),

@@ -15,7 +15,7 @@ A reply's body is JSON. When ``ok``, it is the command's result. Otherwise it is
 * ``invalid`` - the request is wrong before it reaches the network: a query outside the language,
   an unreadable document, an unknown subscription id, a missing argument (2);
 * ``unavailable`` - the access point is not connected, or the connection was lost before it
-  answered (3).
+  answered, or a look-up had no answer in time (3).
 
 Commands and their arguments (all strings; ``?`` marks optional ones)::
 
@@ -25,7 +25,11 @@ Commands and their arguments (all strings; ``?`` marks optional ones)::
     publish      data=<RDF document>  format?=<turtle|nt|xml|json-ld>  id?=<id>
     inbox        after?=<sequence>  wait?=<true|false>   (wait: block until there is a record)
     status
+    locate       public_id=<the peer's public identifier; its name on a plaintext network>
     leave
+
+``locate`` answers ``{"id", "public_id", "online", "address", "superpeer", "access_point"}``
+(the ``Located`` message; the addresses are empty when the peer is not online).
 """
 
 from __future__ import annotations

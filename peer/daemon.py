@@ -23,6 +23,10 @@ Decisions a user sees:
   saved state, a publication in doubt may or may not have gone out (subscribers ignore repeats).
 * ``leave`` sends ``Leave``, forgets the subscriptions and the advertisement (the identity and
   the inbox stay) and stops the daemon: a running daemon would otherwise attach again.
+* **A look-up is only worth something now.** ``locate`` asks the access point where a peer is;
+  while the access point is unreachable it fails at once (exit 3), and it is never queued or
+  saved. The network may take a while (the access point may ask the whole backbone), so the
+  command waits up to ``locate_timeout``, then fails alone (exit 3); a refusal is exit 1.
 
 One daemon per data directory (an exclusive lock on ``<data>/daemon.lock``); a control socket left
 by a daemon that was killed is replaced. Each control connection is served on its own: one that
@@ -52,7 +56,7 @@ import crypto
 import qel
 import wire
 from peer.client import Answer, PeerClient, PeerRequest, RequestFailed, Ticket, TlsSettings
-from peer.config import PeerConfig, SecurityConfig
+from peer.config import ConfigError, PeerConfig, SecurityConfig, check_name
 from peer.control import CONTROL_LIMITS, INBOX_PAGE_BYTES, READ_SIZE
 from peer.files import DataDirBusy, hold_data_dir
 from peer.identity import IdentityError, PeerIdentity, load_key
@@ -141,6 +145,7 @@ async def serve_peer(
             backoff=Backoff(config.reconnect_initial, config.reconnect_max, random.random),
             limits=WireLimits(max_frame_bytes=config.max_frame_bytes),
             request_timeout=config.request_timeout,
+            locate_timeout=config.locate_timeout,
             tls=tls,
             identity=identity,
         )
@@ -388,6 +393,7 @@ class PeerService:
             "publish": self.publish,
             "inbox": self.inbox_page,
             "status": self.status,
+            "locate": self.locate,
             "leave": self.leave,
         }
         command = commands.get(request.command)
@@ -571,6 +577,42 @@ class PeerService:
             "problems": list(statistics.resend_problems),
         }
 
+    async def locate(self, arguments: dict[str, str]) -> dict[str, Any]:
+        public_id = self._public_id(_argument(arguments, "public_id"))
+        try:
+            answer = await self.client.locate(public_id).wait()
+        except RequestFailed as error:
+            raise CommandError("unavailable", error.reason) from None
+        except RequestTooLarge as error:
+            raise CommandError("invalid", str(error)) from None
+        if isinstance(answer, m.Refused):
+            raise CommandError("refused", f"refused by the access point: {answer.reason}")
+        assert isinstance(answer, m.Located)
+        return {
+            "id": answer.id,
+            "public_id": answer.public_id,
+            "online": answer.online,
+            "address": answer.address,
+            "superpeer": answer.superpeer,
+            "access_point": answer.access_point,
+        }
+
+    def _public_id(self, text: str) -> str:
+        """How the network knows the peer to look up, checked here so that a typo is told apart
+        from "not online": with TLS a public identifier (in its canonical lower case, as peers
+        name themselves), on a plaintext network a peer name."""
+        if self.client.identity is None:
+            try:
+                return check_name(text, what="the peer")
+            except ConfigError as error:
+                raise CommandError("invalid", str(error)) from None
+        try:
+            return crypto.parse_public_identifier(text)
+        except crypto.IdentifierError as error:
+            raise CommandError(
+                "invalid", f"{text!r} is not a peer's public identifier (pk1-...): {error}"
+            ) from None
+
     async def leave(self, arguments: dict[str, str]) -> dict[str, Any]:
         try:
             await self.client.leave()
@@ -604,6 +646,7 @@ class PeerService:
             raise CommandError("unavailable", f"{error.reason}; {when_in_doubt}") from None
         if isinstance(answer, m.Refused):
             raise CommandError("refused", f"refused by the access point: {answer.reason}")
+        assert isinstance(answer, m.Ack)  # only a look-up is answered otherwise (``locate``)
         return answer
 
 

@@ -31,15 +31,26 @@ the access point's contract:
   keeps the requests sent and not yet answered in a FIFO and each answer completes the oldest; the
   answer's ``request`` label is only compared with the expected one for the logs (labels are
   descriptive, the order is the contract). ``Leave`` has no answer.
+* Look-ups (``Locate``) are the exception: the access point may have to ask the whole backbone,
+  so their answers come whenever they are ready, after later requests' answers and notifications.
+  They are kept apart, by id, and matched by id: ``Located`` by its ``id``, ``Refused`` by its
+  ``request`` label ``locate <id>`` (the label is the contract here, and no other request has such
+  a label). The access point answers on the peer's *current* connection, so an answer to a
+  look-up asked before a reconnection (or a daemon restart) can arrive on a new session: look-up
+  ids are random (``new_lookup_id``), never reused, and an answer to an id this session does not
+  wait for is ignored (``StaleLookupAnswer``), not a violation.
 * An answer with nothing pending, or a message the access point never sends to a peer, is a
   protocol violation: the session ends with a ``LinkError`` frame to send before closing.
   ``Goodbye`` and ``LinkError`` from the access point end the session.
 * Timers (time is an argument): the handshake (``Welcome`` and the identification) must complete
   within ``timeout`` of the ``Hello``, and the oldest pending request must be answered within
   ``timeout`` of being sent. A stuck or half-open connection cannot be told from a dead one, so
-  the session ends and the client reconnects.
-* Ending a session returns the requests that were sent and never answered: their outcome is
-  unknown (the access point may have applied them), which the caller must say to its user.
+  the session ends and the client reconnects. A look-up must be answered within
+  ``locate_timeout``; when it is not, only the look-up fails (``LookupExpired``): a slow backbone
+  says nothing about this connection, and the answer is only worth something now.
+* Ending a session returns the requests and look-ups that were sent and never answered: a
+  request's outcome is unknown (the access point may have applied it), which the caller must say
+  to its user; a look-up changed nothing and simply has no answer.
 
 After every (re)connection the peer re-sends its whole state (``plan_resend``): re-sending is
 idempotent for the access point and repairs one that lost its state.
@@ -47,6 +58,7 @@ idempotent for the access point and repairs one that lost its state.
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -62,7 +74,8 @@ from wire.codec import DEFAULT_WIRE_LIMITS, WireError, WireLimits
 from wire.framing import Link, Received, frame
 
 T = TypeVar("T")
-Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish
+Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Locate
+LookupAnswer = m.Located | m.Refused
 AUTH_MESSAGES: Final = tuple(crypto.MESSAGE_TYPES.values())
 UNKNOWN_IDENTIFIER: Final = "unknown_identifier"
 MAX_REASON_CHARS: Final = 300
@@ -160,6 +173,32 @@ class Answered(Generic[T]):
 
 
 @dataclass(frozen=True, slots=True)
+class LookupAnswered(Generic[T]):
+    """The answer to the look-up ``token`` (what the caller passed to ``send``): ``Located``,
+    or ``Refused`` (e.g. too many look-ups waiting at the access point)."""
+
+    token: T
+    answer: LookupAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class LookupExpired(Generic[T]):
+    """The look-up ``token`` had no answer within ``locate_timeout``; the session forgot it (an
+    answer arriving later is a ``StaleLookupAnswer``). The connection is not in question."""
+
+    token: T
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StaleLookupAnswer:
+    """An answer to a look-up this session does not wait for: it expired, or it was asked on an
+    earlier connection. Ignored; for the logs."""
+
+    answer: LookupAnswer
+
+
+@dataclass(frozen=True, slots=True)
 class Ended:
     """The session is over; send ``reply`` (may be empty) and close the connection. ``refusal``
     is the rejection code when the access point refused the identification."""
@@ -169,7 +208,18 @@ class Ended:
     refusal: str | None = None
 
 
-Event = Established | Reply | Store | Forget | Notified | Answered[T] | Ended
+Event = (
+    Established
+    | Reply
+    | Store
+    | Forget
+    | Notified
+    | Answered[T]
+    | LookupAnswered[T]
+    | LookupExpired[T]
+    | StaleLookupAnswer
+    | Ended
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,13 +239,29 @@ def request_label(message: Request) -> str:
         return f"subscribe {message.id}"
     if isinstance(message, m.Unsubscribe):
         return f"unsubscribe {message.id}"
+    if isinstance(message, m.Locate):
+        return f"locate {message.id}"
     return f"publish {message.publication.id}"
+
+
+def new_lookup_id() -> str:
+    """A fresh look-up id: random rather than a counter, so that an answer to a look-up of an
+    earlier connection (or of a daemon that was restarted) can never be taken for the answer to
+    a new one."""
+    return secrets.token_hex(8)
 
 
 @dataclass(slots=True)
 class _Pending(Generic[T]):
     token: T
     label: str
+    deadline: float
+
+
+@dataclass(slots=True)
+class _Lookup(Generic[T]):
+    token: T
+    public_id: str
     deadline: float
 
 
@@ -209,6 +275,7 @@ class Session(Generic[T]):
         *,
         limits: WireLimits = DEFAULT_WIRE_LIMITS,
         timeout: float = 30.0,
+        locate_timeout: float = 10.0,
         identification: Identification | None = None,
     ) -> None:
         if identification is not None and crypto.public_identifier(identification.key) != peer_id:
@@ -216,8 +283,10 @@ class Session(Generic[T]):
         self.peer_id = peer_id
         self.limits = limits
         self.timeout = timeout
+        self.locate_timeout = locate_timeout
         self._link = Link(accepting=False, limits=limits)
         self._pending: deque[_Pending[T]] = deque()
+        self._lookups: dict[str, _Lookup[T]] = {}
         self._handshake_deadline: float | None = None
         self._identification = identification
         self._welcome: m.Welcome | None = None
@@ -259,7 +328,14 @@ class Session(Generic[T]):
         """The bytes to write for ``outgoing``; its answer will complete ``token``."""
         if not self.established or self._leaving:
             raise SessionError("requests need an established session the peer has not left")
-        self._pending.append(_Pending(token, outgoing.label, now + self.timeout))
+        message = outgoing.message
+        if isinstance(message, m.Locate):
+            if message.id in self._lookups:
+                raise SessionError(f"a look-up with id {message.id!r} is already waiting")
+            deadline = now + self.locate_timeout
+            self._lookups[message.id] = _Lookup(token, message.public_id, deadline)
+        else:
+            self._pending.append(_Pending(token, outgoing.label, now + self.timeout))
         return outgoing.data
 
     def leave(self) -> bytes:
@@ -312,6 +388,10 @@ class Session(Generic[T]):
     def _request_traffic(self, message: object) -> Event[T]:
         if isinstance(message, m.Notify):
             return Notified(message)
+        if isinstance(message, m.Located):
+            return self._lookup_answer(message.id, message)
+        if isinstance(message, m.Refused) and message.request.startswith("locate "):
+            return self._lookup_answer(message.request.removeprefix("locate "), message)
         if isinstance(message, m.Ack | m.Refused):
             if not self._pending:
                 return self._violation(
@@ -320,6 +400,12 @@ class Session(Generic[T]):
             pending = self._pending.popleft()
             return Answered(pending.token, message, pending.label)
         return self._violation(f"unexpected {type(message).KIND} from the access point")  # type: ignore[attr-defined]
+
+    def _lookup_answer(self, lookup_id: str, answer: LookupAnswer) -> Event[T]:
+        lookup = self._lookups.pop(lookup_id, None)
+        if lookup is None:
+            return StaleLookupAnswer(answer)
+        return LookupAnswered(lookup.token, answer)
 
     # -- identification -----------------------------------------------------------------------
     def _identify(self, message: object) -> list[Event[T]]:
@@ -397,31 +483,48 @@ class Session(Generic[T]):
         deadlines = [d for d in (self._handshake_deadline,) if d is not None]
         if self._pending:
             deadlines.append(self._pending[0].deadline)
+        deadlines += (lookup.deadline for lookup in self._lookups.values())
         return min(deadlines, default=None)
 
-    def handle_timer(self, now: float) -> Ended | None:
+    def handle_timer(self, now: float) -> list[Event[T]]:
+        """What the deadlines passed at ``now`` mean: ``[Ended]`` when the handshake or the
+        oldest request took too long, else a ``LookupExpired`` per look-up that did."""
         if self._ended:
-            return None
+            return []
         if self._handshake_deadline is not None and now >= self._handshake_deadline:
             if self._welcome is not None:
-                return self._end(
-                    f"the access point did not complete the identification within "
-                    f"{self.timeout:g} s"
-                )
-            return self._end(f"no welcome from the access point within {self.timeout:g} s")
+                return [
+                    self._end(
+                        f"the access point did not complete the identification within "
+                        f"{self.timeout:g} s"
+                    )
+                ]
+            return [self._end(f"no welcome from the access point within {self.timeout:g} s")]
         if self._pending and now >= self._pending[0].deadline:
             label = self._pending[0].label
-            return self._end(
-                f"no answer to {label!r} from the access point within {self.timeout:g} s"
-            )
-        return None
+            return [
+                self._end(f"no answer to {label!r} from the access point within {self.timeout:g} s")
+            ]
+        expired = [name for name, lookup in self._lookups.items() if now >= lookup.deadline]
+        return [self._expire(name) for name in expired]
+
+    def _expire(self, lookup_id: str) -> LookupExpired[T]:
+        lookup = self._lookups.pop(lookup_id)
+        return LookupExpired(
+            lookup.token,
+            f"no answer from the network to the look-up of {lookup.public_id} within "
+            f"{self.locate_timeout:g} s (locate_timeout)",
+        )
 
     def close(self) -> list[T]:
-        """Ends the session; returns the requests sent and never answered, oldest first."""
+        """Ends the session; returns the requests sent and never answered, oldest first, then
+        the look-ups never answered."""
         self._ended = True
         self._link.close()
         unanswered = [p.token for p in self._pending]
+        unanswered += [lookup.token for lookup in self._lookups.values()]
         self._pending.clear()
+        self._lookups.clear()
         return unanswered
 
     def _violation(self, reason: str) -> Ended:

@@ -13,6 +13,7 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_peer_queue = 1000              # frames waiting for a slow peer before it counts as detached
     max_neighbour_queue = 100000       # frames waiting for a neighbour before it counts as failed
     failure_seconds = 10.0             # a neighbour unreachable this long has failed
+    max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
 
     [trace]
     enabled = true
@@ -59,6 +60,7 @@ class Limits:
     max_neighbour_queue: int = 100_000
     failure_seconds: float = 10.0
     handshake_seconds: float = 10.0
+    max_lookups_per_peer: int = 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

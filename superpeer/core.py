@@ -83,6 +83,27 @@ class TopologyView(Protocol):
 @dataclass
 class PeerState:
     attached: bool = True
+    address: str = ""
+    """Where the peer connects from, as seen here: what a ``Locate`` for it answers."""
+    lookups: int = 0
+    """Its ``Locate`` requests still waiting for the backbone's answer."""
+
+
+@dataclass
+class _Lookup:
+    """A ``LocateQuery`` this node passed down its tree (or started, ``parent`` None), waiting
+    for the answers of ``waiting``."""
+
+    public_id: str
+    parent: str | None
+    waiting: set[str]
+    peer: str | None = None
+    asker: PeerState | None = None
+    """The asking peer's record: an answer is not counted against a later record of the same
+    name (the peer left and joined again meanwhile)."""
+    request: str = ""
+    answered: bool = False
+    """Found below and answered already; kept until the other children have answered too."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +114,9 @@ class CoreConfig:
     every value (exact routing, more index memory elsewhere)."""
     tracing: bool = True
     """Whether to produce trace records (the simulator turns them off for large runs)."""
+    max_lookups_per_peer: int = 16
+    """``Locate`` requests one peer may have waiting at once (each costs 2(N - 1) backbone
+    messages); more are refused."""
 
 
 @dataclass
@@ -125,15 +149,18 @@ class SuperPeerCore:
         self._toward: dict[tuple[str, str], dict[str, int]] = {}
         self._message_number = 0
         self._children: dict[int, tuple[str, ...]] = {}
+        self._lookups: dict[tuple[str, str], _Lookup] = {}
 
     # -- local peers --------------------------------------------------------------------------
-    def attach(self, peer: str, now: float) -> list[Output]:
-        """A peer connects (first time or again): what was kept while it was away is delivered."""
+    def attach(self, peer: str, now: float, address: str = "") -> list[Output]:
+        """A peer connects (first time or again, from ``address``): what was kept while it was
+        away is delivered."""
         state = self.peers.get(peer)
         if state is None:
-            self.peers[peer] = PeerState()
+            self.peers[peer] = PeerState(address=address)
             return []
         state.attached = True
+        state.address = address
         return [FlushOffline(peer)]
 
     def detach(self, peer: str, now: float) -> list[Output]:
@@ -178,6 +205,8 @@ class SuperPeerCore:
             self._publish(peer, message.publication, now, out)
         elif isinstance(message, m.Leave):
             out += self.leave(peer, now)
+        elif isinstance(message, m.Locate):
+            self._locate(peer, message, now, out)
         else:
             self._refuse(peer, type(message).__name__, "not a request a peer can make", now, out)
         return out
@@ -304,6 +333,10 @@ class SuperPeerCore:
                 self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
             else:
                 self._dispatch(message, now, out)
+        elif isinstance(message, m.LocateQuery):
+            self._locate_query(neighbour, message, now, out)
+        elif isinstance(message, m.LocateAnswer):
+            self._locate_answer(neighbour, message, now, out)
         else:
             self.statistics.dropped += 1
             self._trace(out, now, "drop", message, neighbour=neighbour)
@@ -339,6 +372,7 @@ class SuperPeerCore:
         self.view = view
         self._children = {}
         for departed in sorted(old_neighbours - view.neighbours()):
+            self._lookups_lost(departed, now, out)
             for sid in self.poset.ids_of(_NEIGHBOUR + departed):
                 self._toward.pop((_NEIGHBOUR + departed, sid), None)
                 removed = self.poset.remove(_NEIGHBOUR + departed, sid, self._wants)
@@ -369,6 +403,135 @@ class SuperPeerCore:
             for child in self.view.children(self.view.root_position):
                 self._send(child, message, now, out, origin=self.node_id)
         return out
+
+    # -- locating peers -----------------------------------------------------------------------
+    # A look-up goes down the asker's spanning tree (N - 1 messages) and the answers come back up
+    # it, each node answering its parent once the peer is found below it or every child has said
+    # no (N - 1 more): a definite "not online" without timers. A look-up whose answers can no
+    # longer arrive (a neighbour on the way departed) ends as "not online" at once.
+
+    def _locate(self, peer: str, message: m.Locate, now: float, out: list[Output]) -> None:
+        state = self.peers[peer]
+        found = self._online_here(message.public_id)
+        children = self.view.children(self.view.root_position)
+        if found is not None or not children:
+            where = found or _NOWHERE
+            self._reply(
+                peer, m.Located(id=message.id, public_id=message.public_id, **where), now, out
+            )
+            return
+        if state.lookups >= self.config.max_lookups_per_peer:
+            self._refuse(
+                peer,
+                f"locate {message.id}",
+                f"{state.lookups} look-ups are already waiting "
+                f"(max_lookups_per_peer = {self.config.max_lookups_per_peer})",
+                now,
+                out,
+            )
+            return
+        state.lookups += 1
+        query = self._next_id()
+        self._lookups[(self.node_id, query)] = _Lookup(
+            message.public_id, None, set(children), peer, state, message.id
+        )
+        relay = m.LocateQuery(
+            query=query,
+            origin=self.node_id,
+            origin_position=self.view.root_position,
+            public_id=message.public_id,
+        )
+        for child in children:
+            self._send(child, relay, now, out, peer=peer, origin=self.node_id)
+
+    def _locate_query(
+        self, neighbour: str, message: m.LocateQuery, now: float, out: list[Output]
+    ) -> None:
+        key = (message.origin, message.query)
+        if self.view.parent(message.origin_position) != neighbour or key in self._lookups:
+            self.statistics.dropped += 1
+            self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
+            return
+        found = self._online_here(message.public_id)
+        children = self.view.children(message.origin_position)
+        if found is not None or not children:
+            answer = m.LocateAnswer(
+                query=message.query,
+                origin=message.origin,
+                public_id=message.public_id,
+                **(found or _NOWHERE),
+            )
+            self._send(neighbour, answer, now, out, origin=message.origin)
+            return
+        self._lookups[key] = _Lookup(message.public_id, neighbour, set(children))
+        for child in children:
+            self._send(child, message, now, out, origin=message.origin)
+
+    def _locate_answer(
+        self, neighbour: str, message: m.LocateAnswer, now: float, out: list[Output]
+    ) -> None:
+        key = (message.origin, message.query)
+        lookup = self._lookups.get(key)
+        if lookup is None or neighbour not in lookup.waiting:
+            self.statistics.dropped += 1
+            self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
+            return
+        lookup.waiting.discard(neighbour)
+        if not lookup.answered and (message.online or not lookup.waiting):
+            self._answer_lookup(key, lookup, message if message.online else None, now, out)
+        if not lookup.waiting:
+            del self._lookups[key]
+
+    def _answer_lookup(
+        self,
+        key: tuple[str, str],
+        lookup: _Lookup,
+        found: m.LocateAnswer | None,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        lookup.answered = True
+        origin, query = key
+        if lookup.parent is not None:
+            answer = found or m.LocateAnswer(
+                query=query, origin=origin, public_id=lookup.public_id, **_NOWHERE
+            )
+            if lookup.parent in self.view.neighbours():
+                self._send(lookup.parent, answer, now, out, origin=origin)
+            return
+        assert lookup.peer is not None and lookup.asker is not None
+        state = lookup.asker
+        state.lookups -= 1
+        if self.peers.get(lookup.peer) is not state or not state.attached:
+            return  # an answer is only worth something now: nothing is kept for later
+        # (a peer that detached and came back meanwhile gets it on its new connection: peers
+        # match answers by their random look-up ids and ignore those they no longer wait for)
+        where = _NOWHERE if found is None else _fields_of_where(found)
+        located = m.Located(id=lookup.request, public_id=lookup.public_id, **where)
+        self._reply(lookup.peer, located, now, out)
+
+    def _lookups_lost(self, departed: str, now: float, out: list[Output]) -> None:
+        for key, lookup in list(self._lookups.items()):
+            if lookup.parent == departed:
+                del self._lookups[key]  # nobody to answer to
+            elif departed in lookup.waiting:
+                lookup.waiting.discard(departed)
+                if not lookup.waiting:
+                    if not lookup.answered:
+                        self._answer_lookup(key, lookup, None, now, out)
+                    del self._lookups[key]
+
+    def _online_here(self, public_id: str) -> dict[str, object] | None:
+        """Where ``public_id`` is, as ``Located``/``LocateAnswer`` fields, if it is online here."""
+        state = self.peers.get(public_id)
+        if state is None or not state.attached:
+            return None
+        return {
+            "online": True,
+            "address": state.address,
+            "superpeer": self.node_id,
+            "access_point": self.address,
+        }
 
     # -- routing ------------------------------------------------------------------------------
     def _targets(self, node: PosetNode) -> dict[str, int]:
@@ -642,6 +805,13 @@ class SuperPeerCore:
                 hops=hops,
             )
         )
+
+
+_NOWHERE: dict[str, object] = {"online": False, "address": "", "superpeer": "", "access_point": ""}
+
+
+def _fields_of_where(answer: m.LocateAnswer) -> dict[str, object]:
+    return {name: getattr(answer, name) for name in _NOWHERE}
 
 
 def _term_text(term: qel.Term) -> str:

@@ -400,7 +400,7 @@ class SuperPeerDaemon:
             peer = await self._identify(connection, hello.node_id, remote)
             if peer is None:
                 return
-        session = await self._open_peer(peer, connection)
+        session = await self._open_peer(peer, connection, remote)
         try:
             while (event := await connection.next()) is not None:
                 if isinstance(event, Violation):
@@ -530,7 +530,7 @@ class SuperPeerDaemon:
         return None
 
     # -- peers --------------------------------------------------------------------------------
-    async def _open_peer(self, peer: str, connection: _Connection) -> PeerSession:
+    async def _open_peer(self, peer: str, connection: _Connection, remote: str) -> PeerSession:
         previous = self.peers.get(peer)
         if previous is not None:
             previous.scope.cancel()
@@ -542,7 +542,7 @@ class SuperPeerDaemon:
         self._nursery.start_soon(self._pump_peer, session, connection.stream, receive)
         log.info("event=peer_attached peer=%s", peer)
         assert self.core is not None
-        self._execute(self.core.attach(peer, time.time()))
+        self._execute(self.core.attach(peer, time.time(), remote))
         return session
 
     async def _pump_peer(
@@ -722,6 +722,7 @@ class SuperPeerDaemon:
                 CoreConfig(
                     summarise_values_above=self.config.summarise_values_above,
                     tracing=self.trace is not None,
+                    max_lookups_per_peer=self.config.limits.max_lookups_per_peer,
                 ),
             )
 

@@ -5,11 +5,14 @@ Messages are frozen, keyword-only dataclasses carrying language objects (``qel.S
 ``wire.codec`` turns them into msgpack and back by field type. Each has a ``KIND`` that names it on
 the wire. Three families:
 
-* peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish``, ``Leave``;
-* access point -> peer: ``Notify``, ``Ack``, ``Refused``;
+* peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish``, ``Leave``,
+  ``Locate``;
+* access point -> peer: ``Notify``, ``Ack``, ``Refused``, ``Located``;
 * super-peer <-> super-peer: ``Elements`` (advertisement elements spreading down their origin's
   tree), ``Forward`` / ``Retract`` (a subscription travelling toward covering origins, and its
-  withdrawal), ``Notification`` (a publication travelling down its origin's tree).
+  withdrawal), ``Notification`` (a publication travelling down its origin's tree),
+  ``LocateQuery`` / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and
+  the answers gathered back up).
 """
 
 from __future__ import annotations
@@ -59,6 +62,17 @@ class Leave:
     KIND: ClassVar[str] = "peer.leave"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Locate:
+    """Where is the peer named ``public_id`` now (to fetch a resource from it directly)? Answered
+    by ``Located`` under the same ``id``. Knowing a peer's public identifier gives its address
+    only while it is online, and nothing else."""
+
+    KIND: ClassVar[str] = "peer.locate"
+    id: str
+    public_id: str
+
+
 # -- access point -> peer -------------------------------------------------------------------------
 
 
@@ -87,6 +101,21 @@ class Ack:
 
     KIND: ClassVar[str] = "peer.ack"
     request: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Located:
+    """The answer to ``Locate``: whether the peer is online and, if so, its address as its
+    access point sees it, and that super-peer's node id and address (all empty when offline or
+    unknown)."""
+
+    KIND: ClassVar[str] = "peer.located"
+    id: str
+    public_id: str
+    online: bool
+    address: str
+    superpeer: str
+    access_point: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,9 +178,36 @@ class Notification:
     published_at: float
 
 
-PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave)
-PEER_REPLIES = (Notify, Ack, Refused)
-BACKBONE = (Elements, Forward, Retract, Notification)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocateQuery:
+    """A look-up of ``public_id`` started by ``origin`` (its ``query``), spreading down the
+    spanning tree rooted at ``origin_position``."""
+
+    KIND: ClassVar[str] = "sp.locate"
+    query: str
+    origin: str
+    origin_position: int
+    public_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocateAnswer:
+    """A subtree's answer to a ``LocateQuery``, sent to the neighbour the query came from once
+    the peer is found or every child has answered (``online`` false: not in this subtree)."""
+
+    KIND: ClassVar[str] = "sp.located"
+    query: str
+    origin: str
+    public_id: str
+    online: bool
+    address: str
+    superpeer: str
+    access_point: str
+
+
+PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave, Locate)
+PEER_REPLIES = (Notify, Ack, Refused, Located)
+BACKBONE = (Elements, Forward, Retract, Notification, LocateQuery, LocateAnswer)
 
 
 # -- links: the first frames of a connection, errors, goodbyes, control -------------------------

@@ -96,6 +96,7 @@ class Simulation:
         self.message_bytes: Counter[str] = Counter()
         self.hops: Counter[int] = Counter()
         self.errors: list[dict[str, object]] = []
+        self.locations: dict[str, dict[str, str | None]] = {}
         self.duplicates = 0
         self.operations = 0
         self._op_label = ""
@@ -124,7 +125,7 @@ class Simulation:
             return
         peer = SimPeer(name, self.ids[index])
         self.peers[name] = peer
-        self._execute(peer.access_point, self.cores[peer.access_point].attach(name, self.now))
+        self._attach(peer)
 
     def _op_advertise(self, op: dict) -> None:
         fields_ = {k: v for k, v in op.items() if k not in ("op", "peer")}
@@ -169,9 +170,7 @@ class Simulation:
         peer = self._known(op)
         if peer is not None and not peer.attached:
             peer.attached = True
-            self._execute(
-                peer.access_point, self.cores[peer.access_point].attach(peer.name, self.now)
-            )
+            self._attach(peer)
 
     def _op_leave(self, op: dict) -> None:
         peer = self._known(op)
@@ -179,11 +178,16 @@ class Simulation:
             return
         if not peer.attached:
             peer.attached = True
-            self._execute(
-                peer.access_point, self.cores[peer.access_point].attach(peer.name, self.now)
-            )
+            self._attach(peer)
         self._request(op, m.Leave())
         del self.peers[peer.name]
+
+    def _op_locate(self, op: dict) -> None:
+        self._request(op, m.Locate(id=op["id"], public_id=op["target"]))
+
+    def _attach(self, peer: SimPeer) -> None:
+        core = self.cores[peer.access_point]
+        self._execute(peer.access_point, core.attach(peer.name, self.now, f"{peer.name}.peer.sim"))
 
     def _known(self, op: dict) -> SimPeer | None:
         peer = self.peers.get(op["peer"])
@@ -296,6 +300,9 @@ class Simulation:
             self.hops[message.hops] += 1
         elif isinstance(message, m.Refused):
             self.errors.append({"op": self._op_label, "peer": name, "error": message.reason})
+        elif isinstance(message, m.Located):
+            where = message.superpeer if message.online else None
+            self.locations.setdefault(name, {})[message.id] = where
 
     def _count(self, message: object, data: bytes) -> None:
         kind = type(message).KIND  # type: ignore[attr-defined]
@@ -356,6 +363,9 @@ class Simulation:
                 for kind in sorted(self.messages)
             },
             "hops": {str(h): self.hops[h] for h in sorted(self.hops)},
+            "locations": {
+                name: dict(sorted(found.items())) for name, found in sorted(self.locations.items())
+            },
             "totals": {
                 "superpeers": len(self.ids),
                 "peers": len(self.peers),

@@ -14,6 +14,7 @@ publish        ``peer``, ``id`` (publication id), ``data`` (the RDF document), `
 detach         ``peer`` (goes offline; keeps its subscriptions; notifications are kept for it)
 attach         ``peer`` (comes back and receives what was kept)
 leave          ``peer`` (leaves for good)
+locate         ``peer``, ``id`` (the peer's name for the look-up), ``target`` (the peer to find)
 =============  ==================================================================================
 
 A document with several subjects makes several publications, ``id#1``, ``id#2``, ... in subject
@@ -36,6 +37,7 @@ OPERATIONS: Final = {
     "detach": {"peer"},
     "attach": {"peer"},
     "leave": {"peer"},
+    "locate": {"peer", "id", "target"},
 }
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
@@ -60,7 +62,7 @@ def check_operation(op: object, line: int) -> dict:
     extra = set(op) - required - OPTIONAL.get(name, set()) - {"op"}
     if extra:
         raise WorkloadError(f"line {line}: {name} does not take {sorted(extra)}")
-    for key in ("peer", "id"):
+    for key in ("peer", "id", "target"):
         if key in op:
             if isinstance(op[key], bool) or not isinstance(op[key], str | int):
                 raise WorkloadError(f"line {line}: {key} must be a string or a number")

@@ -20,25 +20,28 @@ from deploy.driver import RemotePeer, wait_quiet
 from deploy.replay import replay
 from superpeer.sim import Simulation
 from superpeer.sim.generate import generate
-from tests.superpeer.oracle import expected_deliveries
+from tests.superpeer.oracle import expected_deliveries, expected_locations
 from wire import messages as m
 
 pytestmark = pytest.mark.process
 
 
-def write_workload(path, **options) -> list[dict]:
-    operations = list(generate(**options))
-    path.write_text("".join(json.dumps(op) + "\n" for op in operations))
-    return operations
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, seed):
     workload = tmp_path / "workload.jsonl"
-    operations = write_workload(
-        workload, superpeers=8, peers=14, subscriptions=40, publications=30,
-        churn=0.15, unsubscribe=0.1, seed=seed,
+    operations = list(
+        generate(
+            superpeers=8, peers=14, subscriptions=40, publications=30,
+            churn=0.15, unsubscribe=0.1, seed=seed,
+        )
     )  # fmt: skip
+    # look-ups at the end, while some peers are detached: online ones found where they are
+    operations += [
+        {"op": "locate", "peer": f"peer{k}", "id": f"where{j}", "target": f"peer{j}"}
+        for k in (0, 7)
+        for j in (*range(14), "stranger")
+    ]
+    workload.write_text("".join(json.dumps(op) + "\n" for op in operations))
     report = trio.run(replay, workload, 8, None)
     simulation = Simulation(8)
     for op in operations:
@@ -47,6 +50,10 @@ def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, s
     assert report["deliveries"] == simulation.deliveries() == expected
     assert report["totals"]["duplicates"] == 0
     assert report["errors"] == simulation.errors
+    located = expected_locations(8, operations)
+    assert report["locations"] == simulation.report()["locations"] == located
+    assert any(where is None for found in located.values() for where in found.values())
+    assert sum(where is not None for found in located.values() for where in found.values()) > 10
     backbone = {k: v["count"] for k, v in report["messages"].items() if k.startswith("sp.")}
     assert backbone == {k: c for k, c in simulation.messages.items() if k.startswith("sp.")}
 

@@ -13,11 +13,17 @@ It follows the contract the peer relies on, exactly:
   re-sending the same subscription or advertisement is harmless;
 * ``Notify`` frames go out at any time, including between a request and its answer
   (``interleave``), and after the ``Ack`` of the publication that caused them;
-* ``Leave`` has no answer: the peer is forgotten and the connection closed.
+* ``Leave`` has no answer: the peer is forgotten and the connection closed;
+* ``Locate`` is answered with ``Located`` under its id, as the real super-peer answers: online
+  with the address its connection comes from for a peer attached here, from ``known_peers`` (the
+  rest of the network, configured by the test) otherwise, else not online (empty addresses).
 
 Hooks for tests: ``hold_answers`` (apply requests but keep their answers), ``drop`` (close a
 peer's connection abruptly), ``restart`` (a super-peer that lost all its state), ``deliver``
-(a notification from elsewhere in the network), ``goodbye`` (shutting down).
+(a notification from elsewhere in the network), ``goodbye`` (shutting down); for look-ups,
+``hold_lookups`` (keep their answers, as a backbone still searching: ``release_lookups`` sends
+them, on the asker's current connection as the real super-peer does) and ``refuse_lookups`` (a
+reason: every look-up is refused with it).
 
 With ``tls`` it is a TLS access point (the server side of ``crypto.tls``) that identifies peers
 as the real super-peer does (``crypto.Verifier`` after ``Welcome``; the ``Hello`` must name the
@@ -48,15 +54,25 @@ NODE_ID = "sp-fake"
 
 
 class _Connection:
-    def __init__(self, peer_id: str, stream: trio.abc.Stream, link: Link) -> None:
+    def __init__(self, peer_id: str, stream: trio.abc.Stream, link: Link, remote: str) -> None:
         self.peer_id = peer_id
         self.stream = stream
         self.link = link
+        self.remote = remote
         self._lock = trio.StrictFIFOLock()
 
     async def send(self, message: object) -> None:
         async with self._lock:  # not link.send: see peer.daemon._ControlChannel.send
             await self.stream.send_all(frame(wire.encode(message)))
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a peer attached elsewhere in the network is: what ``Located`` says of it."""
+
+    address: str
+    superpeer: str
+    access_point: str
 
 
 @dataclass(frozen=True)
@@ -122,6 +138,12 @@ class FakeAccessPoint:
         """(public id, registered) for every identification accepted."""
         self.auth_failures: list[str] = []
         self.before_confirm: Callable[[str, crypto.PrivateIdentifier], None] | None = None
+        self.known_peers: dict[str, Location] = {}
+        """Peers online elsewhere in the network, by public id, for ``Locate``."""
+        self.hold_lookups = False
+        self.held_lookups: list[tuple[str, m.Located]] = []
+        """(asking peer id, answer) for every look-up answer held back."""
+        self.refuse_lookups: str | None = None
         self._issued: dict[str, bytes] = {}
         self._changed = trio.Event()
 
@@ -174,6 +196,15 @@ class FakeAccessPoint:
         for connection, answer in held:
             await connection.send(answer)
 
+    async def release_lookups(self) -> None:
+        """Sends the look-up answers held back, each to its asker if attached (else it is lost:
+        an answer is only worth something now)."""
+        held, self.held_lookups = self.held_lookups, []
+        for peer_id, answer in held:
+            peer = self.peers.get(peer_id)
+            if peer is not None and peer.connection is not None:
+                await peer.connection.send(answer)
+
     async def goodbye(self, reason: str) -> None:
         for peer in self.peers.values():
             if peer.connection is not None:
@@ -192,6 +223,7 @@ class FakeAccessPoint:
                 await trio.aclose_forcefully(secure)
                 return
             stream = secure
+        remote = _remote_address(stream)
         link = Link(accepting=True)
         reader = _Reader(self, stream, link)
         connection: _Connection | None = None
@@ -199,7 +231,7 @@ class FakeAccessPoint:
             hello = await reader.next()
             if hello is None:
                 return
-            connection = await self._attach(stream, link, reader, hello)
+            connection = await self._attach(stream, link, reader, hello, remote)
             if connection is None:
                 return
             while (message := await reader.next()) is not None:
@@ -218,7 +250,7 @@ class FakeAccessPoint:
             self._touch()
 
     async def _attach(
-        self, stream: trio.abc.Stream, link: Link, reader: _Reader, hello: object
+        self, stream: trio.abc.Stream, link: Link, reader: _Reader, hello: object, remote: str
     ) -> _Connection | None:
         assert isinstance(hello, m.Hello)  # the link lets nothing else come first
         if hello.role != "peer" or not hello.node_id:
@@ -227,7 +259,7 @@ class FakeAccessPoint:
                 frame(wire.encode(m.LinkError(reason="this port serves peers only")))
             )
             return None
-        connection = _Connection(hello.node_id, stream, link)
+        connection = _Connection(hello.node_id, stream, link, remote)
         await connection.send(m.Welcome(node_id=NODE_ID, address=self.address))
         if self.tls is not None and not await self._identify(connection, reader):
             return None
@@ -285,6 +317,9 @@ class FakeAccessPoint:
         if isinstance(message, m.Leave):
             del self.peers[peer_id]
             return False
+        if isinstance(message, m.Locate):
+            await self._locate(connection, message)
+            return True
         if not isinstance(message, m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish):
             kind = type(message).KIND  # type: ignore[attr-defined]
             await connection.send(m.LinkError(reason=f"{kind} is not a peer request"))
@@ -300,6 +335,30 @@ class FakeAccessPoint:
         for target, notify in notifications:
             await self.deliver(target, notify)
         return True
+
+    async def _locate(self, connection: _Connection, message: m.Locate) -> None:
+        if self.refuse_lookups is not None:
+            label = f"locate {message.id}"
+            await connection.send(m.Refused(request=label, reason=self.refuse_lookups))
+            return
+        here = self.peers.get(message.public_id)
+        if here is not None and here.connection is not None:
+            location: Location | None = Location(here.connection.remote, NODE_ID, self.address)
+        else:
+            location = self.known_peers.get(message.public_id)
+        answer = m.Located(
+            id=message.id,
+            public_id=message.public_id,
+            online=location is not None,
+            address=location.address if location else "",
+            superpeer=location.superpeer if location else "",
+            access_point=location.access_point if location else "",
+        )
+        if self.hold_lookups:
+            self.held_lookups.append((connection.peer_id, answer))
+            self._touch()
+            return
+        await connection.send(answer)
 
     def _apply(
         self,
@@ -349,3 +408,12 @@ class FakeAccessPoint:
                 )
                 notifications.append((target_id, notify))
         return m.Ack(request=label), notifications
+
+
+def _remote_address(stream: trio.abc.Stream) -> str:
+    """HOST:PORT of the other end (below TLS, if any), as the real super-peer reports it."""
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    assert isinstance(stream, trio.SocketStream)
+    host, port = stream.socket.getpeername()[:2]
+    return f"{host}:{port}"

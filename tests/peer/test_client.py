@@ -24,7 +24,9 @@ from wire.framing import Link, Received
 QUERY = qel.parse_subscription(TITLE_QUERY)
 
 
-def make_client(directory: Path, port: int, *, open_stream=None, timeout=30.0) -> PeerClient:
+def make_client(
+    directory: Path, port: int, *, open_stream=None, timeout=30.0, locate_timeout=10.0
+) -> PeerClient:
     return PeerClient(
         store=StateStore.open(directory, name="alice"),
         inbox=Inbox.open(directory / "notifications"),
@@ -32,6 +34,7 @@ def make_client(directory: Path, port: int, *, open_stream=None, timeout=30.0) -
         backoff=Backoff(0.01, 0.05, random.Random(7).random),
         limits=wire.DEFAULT_WIRE_LIMITS,
         request_timeout=timeout,
+        locate_timeout=locate_timeout,
         open_stream=open_stream,
     )
 
@@ -272,6 +275,40 @@ async def test_an_unanswered_request_ends_the_connection_after_the_timeout(
     second = await access_point.accept()
     await second.welcome()
     assert client.statistics().connected
+
+
+async def test_an_unanswered_lookup_fails_alone_on_time_and_its_late_answer_is_ignored(
+    tmp_path, autojump_clock, nursery
+):
+    """Sent while the watcher sleeps toward a later request's deadline, the look-up still fails
+    exactly ``locate_timeout`` after it was sent, and the connection goes on."""
+    access_point = HandPlayed()
+    client = make_client(
+        tmp_path, 1, open_stream=access_point.open_stream, timeout=30.0, locate_timeout=10.0
+    )
+    nursery.start_soon(client.serve)
+    first = await access_point.accept()
+    await first.welcome()
+    request = client.submit(PeerRequest(message=m.Unsubscribe(id="s1")))
+    assert await first.receive() == m.Unsubscribe(id="s1")
+    await trio.sleep(3.0)
+    started = trio.current_time()
+    lookup = client.locate("bob")
+    asked = await first.receive()
+    assert isinstance(asked, m.Locate)
+    assert asked.public_id == "bob"
+    with pytest.raises(RequestFailed, match=r"look-up of bob within 10 s \(locate_timeout\)"):
+        await lookup.wait()
+    assert trio.current_time() - started == pytest.approx(10.0)
+    await first.send(
+        m.Located(
+            id=asked.id, public_id="bob", online=False, address="", superpeer="", access_point=""
+        ),
+        m.Ack(request="unsubscribe s1"),
+    )
+    assert await request.wait() == m.Ack(request="unsubscribe s1")
+    statistics = client.statistics()
+    assert (statistics.connected, statistics.connections) == (True, 1)
 
 
 async def test_a_silent_or_refusing_access_point_is_retried_with_backoff(

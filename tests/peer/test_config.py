@@ -46,6 +46,7 @@ superpeer = "127.0.0.1:7400"
 data_dir = "data"
 name = "alice"
 request_timeout = 5
+locate_timeout = 2.5
 reconnect_initial = 0.25
 reconnect_max = 4.0
 
@@ -59,6 +60,7 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
     assert config.data_dir == tmp_path / "conf" / "data", "relative to the file"
     assert config.superpeer == ("127.0.0.1", 7400)
     assert (config.request_timeout, config.reconnect_initial, config.reconnect_max) == (5, 0.25, 4)
+    assert (config.locate_timeout, load_config(None).locate_timeout) == (2.5, 10.0)
     assert config.advertisement is not None
     assert json.loads(config.advertisement)["values"]["dc:date"] == [
         {"min": "2004-01-01", "type": "date"}
@@ -77,6 +79,7 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
         ("superpeer = 7400", "superpeer must be a str"),
         ("superpeers = '127.0.0.1:7400'", r"unknown configuration key\(s\) \['superpeers'\]"),
         ("request_timeout = 0", "request_timeout must be a positive number"),
+        ("locate_timeout = -1", "locate_timeout must be a positive number"),
         ("max_frame_bytes = 1.5", "max_frame_bytes must be a positive integer"),
         ("reconnect_initial = 5\nreconnect_max = 1", "reconnect_max must be at least"),
         ("name = 'a b'", "name 'a b' is not a valid peer name"),

@@ -2,6 +2,7 @@
 loop, the command-line ``main`` (blocking by design) in a worker thread, the access point is the
 fake one. The real-process tests (``test_process.py``) repeat the essentials across processes."""
 
+import dataclasses
 import json
 import stat
 import textwrap
@@ -14,7 +15,8 @@ from peer import cli
 from peer.config import load_config
 from peer.control import CONTROL_LIMITS, ControlClient
 from peer.daemon import DaemonError, Running, serve_peer
-from tests.peer.helpers import TITLE_QUERY
+from tests.peer.fake_access_point import NODE_ID, Location
+from tests.peer.helpers import TITLE_QUERY, notify, publication
 from wire import messages as m
 from wire.framing import FrameDecoder, Link, frame
 
@@ -34,9 +36,10 @@ def run_cli(capsys):
     return run
 
 
-async def start(nursery, tmp_path, name: str, port: int) -> Running:
+async def start(nursery, tmp_path, name: str, port: int, **settings: float) -> Running:
     """A daemon on the fake access point, which is plaintext (``--no-tls``): the peer's id is its
-    name. ``test_identity.py`` and the process tests run the daemon with TLS."""
+    name. ``test_identity.py`` and the process tests run the daemon with TLS. ``settings``
+    replace configuration values (``locate_timeout=0.5``)."""
     config = load_config(
         None,
         data_dir=str(tmp_path / name),
@@ -44,7 +47,7 @@ async def start(nursery, tmp_path, name: str, port: int) -> Running:
         superpeer=f"127.0.0.1:{port}",
         no_tls=True,
     )
-    return await nursery.start(serve_peer, config)
+    return await nursery.start(serve_peer, dataclasses.replace(config, **settings))
 
 
 async def records(running: Running, count: int) -> list[dict]:
@@ -138,6 +141,8 @@ async def test_the_commands_against_an_access_point(tmp_path, access_point, nurs
         (["subscribe"], 2, "the following arguments are required: QUERY|FILE"),
         (["subscribe", "X : t(X, dc:title, T), " + "(" * 30000 + ")" * 30000], 2, "nested deeper"),
         (["advertise", "{NESTED}"], 2, "nests too deeply"),
+        (["locate", "not a name"], 2, "'not a name' is not a valid peer name"),
+        (["locate"], 2, "the following arguments are required: PUBLIC_ID"),
     ],
 )
 async def test_errors_are_one_clear_line_with_the_right_exit_code(
@@ -323,3 +328,163 @@ async def test_a_follower_that_goes_away_or_talks_out_of_turn_ends_its_wait(
     assert [type(message) for message in answer] == [m.Welcome, m.LinkError]
     await trio.testing.wait_all_tasks_blocked()
     assert control_handlers() == 0
+
+
+# -- peer locate ------------------------------------------------------------------------------
+
+
+async def connected(access_point, *names: str) -> None:
+    """Until every one of ``names`` is attached and has sent its state (it accepts commands)."""
+    await access_point.wait_until(lambda: all(access_point.requests_from(n) for n in names))
+
+
+async def test_locate_says_where_a_peer_is_online_or_that_it_is_not(
+    tmp_path, access_point, nursery, run_cli
+):
+    await start(nursery, tmp_path, "alice", access_point.port)
+    await start(nursery, tmp_path, "bob", access_point.port)
+    await connected(access_point, "alice", "bob")
+    access_point.known_peers["carol"] = Location("192.0.2.7:40404", "sp3", "127.0.0.1:7403")
+    a = ("--data-dir", str(tmp_path / "alice"))
+
+    bob_connection = access_point.peers["bob"].connection
+    assert bob_connection is not None
+    assert await run_cli("locate", "bob", *a) == (
+        0,
+        f"bob is online at {bob_connection.remote} "
+        f"(super-peer {NODE_ID} at {access_point.address})\n",
+        "",
+    )
+    assert await run_cli("locate", "carol", *a) == (
+        0,
+        "carol is online at 192.0.2.7:40404 (super-peer sp3 at 127.0.0.1:7403)\n",
+        "",
+    )
+    assert await run_cli("locate", "dave", *a) == (0, "dave is not online\n", "")
+    code, out, _ = await run_cli("locate", "carol", "--json", *a)
+    assert code == 0
+    found = json.loads(out)
+    asked = [r for r in access_point.requests_from("alice") if isinstance(r, m.Locate)]
+    assert [r.public_id for r in asked] == ["bob", "carol", "dave", "carol"]
+    assert len({r.id for r in asked}) == 4, "a fresh id for every look-up"
+    assert found == {
+        "id": asked[-1].id,
+        "public_id": "carol",
+        "online": True,
+        "address": "192.0.2.7:40404",
+        "superpeer": "sp3",
+        "access_point": "127.0.0.1:7403",
+    }
+    code, out, _ = await run_cli("locate", "dave", "--json", *a)
+    assert code == 0
+    assert {k: v for k, v in json.loads(out).items() if k != "id"} == {
+        "public_id": "dave",
+        "online": False,
+        "address": "",
+        "superpeer": "",
+        "access_point": "",
+    }
+
+
+async def test_a_refused_locate_exits_1(tmp_path, access_point, nursery, run_cli):
+    await start(nursery, tmp_path, "alice", access_point.port)
+    await connected(access_point, "alice")
+    access_point.refuse_lookups = "16 look-ups are already waiting (max_lookups_per_peer = 16)"
+    assert await run_cli("locate", "bob", "--data-dir", str(tmp_path / "alice")) == (
+        1,
+        "",
+        "peer: refused by the access point: 16 look-ups are already waiting "
+        "(max_lookups_per_peer = 16)\n",
+    )
+    code, out, _ = await run_cli("status", "--json", "--data-dir", str(tmp_path / "alice"))
+    assert (code, json.loads(out)["counters"]["refused"]) == (0, 1)
+
+
+async def test_a_locate_without_answer_times_out_and_the_connection_stays(
+    tmp_path, access_point, nursery, run_cli
+):
+    await start(nursery, tmp_path, "alice", access_point.port, locate_timeout=0.5)
+    await connected(access_point, "alice")
+    a = ("--data-dir", str(tmp_path / "alice"))
+    access_point.hold_lookups = True
+    assert await run_cli("locate", "bob", *a) == (
+        3,
+        "",
+        "peer: no answer from the network to the look-up of bob within 0.5 s (locate_timeout)\n",
+    )
+    # The answer comes too late: it is ignored, and the connection is fine.
+    access_point.hold_lookups = False
+    await access_point.release_lookups()
+    assert await run_cli("locate", "alice", *a) == (
+        0,
+        f"alice is online at {access_point.peers['alice'].connection.remote} "
+        f"(super-peer {NODE_ID} at {access_point.address})\n",
+        "",
+    )
+    assert access_point.attachments["alice"] == 1
+
+
+async def test_a_locate_while_not_connected_fails_at_once(tmp_path, closed_port, nursery, run_cli):
+    await start(nursery, tmp_path, "alice", closed_port)
+    code, out, err = await run_cli("locate", "bob", "--data-dir", str(tmp_path / "alice"))
+    assert (code, out) == (3, "")
+    assert err.startswith(f"peer: not connected to the access point 127.0.0.1:{closed_port} (")
+    assert err.count("\n") == 1
+
+
+def in_background(nursery, run_cli, *argv: str) -> dict[str, tuple[int, str, str]]:
+    """Starts a command; its (code, out, err) is in the returned dict once it has ended."""
+    result: dict[str, tuple[int, str, str]] = {}
+
+    async def run() -> None:
+        result["done"] = await run_cli(*argv)
+
+    nursery.start_soon(run)
+    return result
+
+
+async def test_a_lost_connection_fails_the_waiting_locate(tmp_path, access_point, nursery, run_cli):
+    await start(nursery, tmp_path, "alice", access_point.port)
+    await connected(access_point, "alice")
+    access_point.hold_lookups = True
+    async with trio.open_nursery() as command:
+        result = in_background(
+            command, run_cli, "locate", "bob", "--data-dir", str(tmp_path / "alice")
+        )
+        await access_point.wait_until(lambda: bool(access_point.held_lookups))
+        await access_point.drop("alice")
+    code, out, err = result["done"]
+    assert (code, out) == (3, "")
+    assert err.startswith("peer: the connection to the access point was lost before it answered (")
+    assert err.count("\n") == 1
+
+
+async def test_a_locate_answer_after_notifications_and_other_answers_reaches_its_command(
+    tmp_path, access_point, nursery, run_cli
+):
+    alice = await start(nursery, tmp_path, "alice", access_point.port)
+    await start(nursery, tmp_path, "bob", access_point.port)
+    await connected(access_point, "alice", "bob")
+    access_point.hold_lookups = True
+    async with trio.open_nursery() as command:
+        result = in_background(
+            command, run_cli, "locate", "bob", "--data-dir", str(tmp_path / "alice")
+        )
+        await access_point.wait_until(lambda: bool(access_point.held_lookups))
+        await access_point.deliver("alice", notify(publication(id="n1")))
+        await access_point.deliver("alice", notify(publication(id="n2")))
+
+        def subscribe() -> tuple[bool, dict]:
+            with ControlClient(alice.control_path, timeout=10) as control:
+                return control.call("subscribe", query=TITLE_QUERY, id="s1")
+
+        assert (await trio.to_thread.run_sync(subscribe))[0], "answered while the look-up waits"
+        assert "done" not in result
+        await access_point.release_lookups()
+    bob = access_point.peers["bob"].connection
+    assert result["done"] == (
+        0,
+        f"bob is online at {bob.remote} (super-peer {NODE_ID} at {access_point.address})\n",
+        "",
+    )
+    assert [r["publication"] for r in await records(alice, 2)] == ["n1", "n2"]

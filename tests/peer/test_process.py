@@ -11,6 +11,7 @@ print (read from their pipes), never on sleeps.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import socket
@@ -351,6 +352,59 @@ async def test_registration_then_reidentification_after_a_daemon_restart(
     for path in alice_dir.rglob("*"):
         if path.is_file() and path != secret_file:
             assert body.encode() not in path.read_bytes(), path
+
+
+async def test_a_peer_locates_another_while_it_is_online(tmp_path, processes, tls_world):
+    """``peer locate`` through the real super-peer: online with the address the super-peer sees
+    the other peer's connection come from, then not online once that peer's daemon stopped."""
+    port = free_port()
+    superpeer = await processes.superpeer(tmp_path / "sp", port)
+    address = f"127.0.0.1:{port}"
+    pin = ("--pin", pin_of(tmp_path / "sp"))
+    alice_dir, bob_dir = tmp_path / "alice", tmp_path / "bob"
+    tls_world.install_key(alice_dir, 0)
+    bob_id = tls_world.install_key(bob_dir, 1)
+    alice = await processes.peer(alice_dir, address, *pin)
+    bob = await processes.peer(bob_dir, address, *pin)
+    await alice.wait_for("registered=True")
+    await bob.wait_for("registered=True")
+    await superpeer.wait_for(f"event=peer_identified peer={bob_id} ")
+    [seen] = [line for line in superpeer.lines if f"event=peer_identified peer={bob_id} " in line]
+    match = re.search(r"address=(127\.0\.0\.1:\d+)$", seen)
+    assert match is not None, seen
+    bob_address = match.group(1)
+
+    done = await peer(alice_dir, "locate", bob_id)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout.decode() == (
+        f"{bob_id} is online at {bob_address} (super-peer sp0 at {address})\n"
+    )
+    done = await peer(alice_dir, "locate", bob_id.upper(), "--json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert {k: v for k, v in found.items() if k != "id"} == {
+        "public_id": bob_id,
+        "online": True,
+        "address": bob_address,
+        "superpeer": "sp0",
+        "access_point": address,
+    }
+    done = await peer(alice_dir, "locate", "bob")
+    assert done.returncode == 2
+    assert done.stderr.startswith(b"peer: 'bob' is not a peer's public identifier (pk1-...)")
+
+    assert await processes.stop(bob) == 0
+    await superpeer.wait_for(f"event=peer_detached peer={bob_id}")
+    done = await peer(alice_dir, "locate", bob_id)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"{bob_id} is not online\n".encode(),
+        b"",
+    )
+    done = await peer(alice_dir, "locate", bob_id, "--json")
+    assert json.loads(done.stdout)["online"] is False
+    assert alice.count("event=located ") == 4
+    assert superpeer.count("event=violation") == 0
 
 
 async def test_keygen_and_what_stops_peer_run(tmp_path):

@@ -1,6 +1,7 @@
 """The sans-IO session: handshake, secure identification (against the access point's real
-``crypto.Verifier``, no sockets), FIFO answer matching with notifications in between, protocol
-violations, timers, the re-send plan and the backoff."""
+``crypto.Verifier``, no sockets), FIFO answer matching with notifications in between, look-ups
+matched by id whenever their answers come, protocol violations, timers, the re-send plan and the
+backoff."""
 
 import pytest
 from hypothesis import given
@@ -17,13 +18,17 @@ from peer.session import (
     Established,
     Forget,
     Identification,
+    LookupAnswered,
+    LookupExpired,
     Notified,
     Registration,
     Reply,
     RequestTooLarge,
     Session,
     SessionError,
+    StaleLookupAnswer,
     Store,
+    new_lookup_id,
     plan_resend,
     request_label,
 )
@@ -39,8 +44,8 @@ def access_point_frames(*messages: object) -> bytes:
     return b"".join(frame(wire.encode(x)) for x in messages)
 
 
-def established(timeout: float = 30.0) -> Session[str]:
-    session: Session[str] = Session("peer-a", timeout=timeout)
+def established(timeout: float = 30.0, locate_timeout: float = 10.0) -> Session[str]:
+    session: Session[str] = Session("peer-a", timeout=timeout, locate_timeout=locate_timeout)
     hello = session.hello(now=0.0)
     server = Link(accepting=True)
     [received] = server.receive_data(hello)
@@ -63,6 +68,7 @@ def test_labels_name_requests_as_the_access_point_does():
     assert request_label(m.Subscribe(id="s1", subscription=QUERY)) == "subscribe s1"
     assert request_label(m.Unsubscribe(id="s1")) == "unsubscribe s1"
     assert request_label(m.Publish(publication=publication(id="n7"))) == "publish n7"
+    assert request_label(m.Locate(id="l1", public_id="bob")) == "locate l1"
 
 
 def test_answers_complete_requests_in_order_with_notifications_in_between():
@@ -183,9 +189,9 @@ def test_the_welcome_must_come_within_the_timeout():
     session: Session[str] = Session("peer-a", timeout=5.0)
     session.hello(now=10.0)
     assert session.get_timer() == 15.0
-    assert session.handle_timer(14.9) is None
-    ended = session.handle_timer(15.0)
-    assert ended is not None
+    assert session.handle_timer(14.9) == []
+    [ended] = session.handle_timer(15.0)
+    assert isinstance(ended, Ended)
     assert ended.reason == "no welcome from the access point within 5 s"
 
 
@@ -197,9 +203,9 @@ def test_the_oldest_request_must_be_answered_within_the_timeout():
     assert session.get_timer() == 6.0
     session.receive_data(access_point_frames(m.Ack(request="unsubscribe a")), 4.0)
     assert session.get_timer() == 8.0
-    assert session.handle_timer(7.9) is None
-    ended = session.handle_timer(8.0)
-    assert ended is not None
+    assert session.handle_timer(7.9) == []
+    [ended] = session.handle_timer(8.0)
+    assert isinstance(ended, Ended)
     assert "no answer to 'unsubscribe b'" in ended.reason
     assert session.close() == ["b"]
     assert session.get_timer() is None
@@ -246,6 +252,156 @@ def test_answers_always_go_to_the_oldest_pending_request(script):
             answered.append(event.token)
     assert answered == sent[: len(answered)]
     assert session.close() == sent[len(answered) :]
+
+
+# -- look-ups: matched by id, whenever their answers come ---------------------------------------
+
+
+def located(lookup_id: str, public_id: str = "bob", *, online: bool = True) -> m.Located:
+    return m.Located(
+        id=lookup_id,
+        public_id=public_id,
+        online=online,
+        address="10.0.0.7:51000" if online else "",
+        superpeer="sp3" if online else "",
+        access_point="127.0.0.1:7403" if online else "",
+    )
+
+
+def locate(session: Session[str], lookup_id: str, token: str, now: float = 0.0) -> None:
+    send(session, m.Locate(id=lookup_id, public_id=f"peer-{lookup_id}"), token, now)
+
+
+def test_lookups_are_answered_by_id_after_notifications_and_later_answers():
+    """The backbone answers when it is ready: after notifications, after the answers to requests
+    sent later, and in any order among look-ups; the FIFO of requests is left alone."""
+    session = established()
+    send(session, m.Subscribe(id="s1", subscription=QUERY), "subscribe")
+    locate(session, "l1", "first look-up")
+    locate(session, "l2", "second look-up")
+    send(session, m.Publish(publication=publication()), "publish")
+    note = notify()
+    online, offline = located("l2"), located("l1", online=False)
+    events = session.receive_data(
+        access_point_frames(
+            note,
+            m.Ack(request="subscribe s1"),
+            online,
+            note,
+            m.Ack(request="publish n1"),
+            offline,
+        ),
+        1.0,
+    )
+    assert events == [
+        Notified(note),
+        Answered("subscribe", m.Ack(request="subscribe s1"), "subscribe s1"),
+        LookupAnswered("second look-up", online),
+        Notified(note),
+        Answered("publish", m.Ack(request="publish n1"), "publish n1"),
+        LookupAnswered("first look-up", offline),
+    ]
+    assert session.get_timer() is None
+    assert session.close() == []
+
+
+def test_a_refused_lookup_is_matched_by_its_label_not_by_the_order():
+    session = established()
+    send(session, m.Unsubscribe(id="s1"), "unsubscribe")
+    locate(session, "l1", "look-up")
+    refused = m.Refused(request="locate l1", reason="16 look-ups are already waiting")
+    events = session.receive_data(
+        access_point_frames(refused, m.Refused(request="unsubscribe s1", reason="unknown")), 0.0
+    )
+    assert events == [
+        LookupAnswered("look-up", refused),
+        Answered(
+            "unsubscribe", m.Refused(request="unsubscribe s1", reason="unknown"), "unsubscribe s1"
+        ),
+    ]
+
+
+def test_a_lookup_without_answer_expires_alone_and_a_late_answer_is_ignored():
+    session = established(timeout=30.0, locate_timeout=5.0)
+    send(session, m.Unsubscribe(id="s1"), "request", now=0.0)
+    locate(session, "l1", "look-up", now=1.0)
+    assert session.get_timer() == 6.0, "the look-up is due before the request"
+    assert session.handle_timer(5.9) == []
+    assert session.handle_timer(6.0) == [
+        LookupExpired(
+            "look-up",
+            "no answer from the network to the look-up of peer-l1 within 5 s (locate_timeout)",
+        )
+    ]
+    assert session.established, "a slow backbone says nothing about the connection"
+    assert session.get_timer() == 30.0
+    late = located("l1")
+    assert session.receive_data(access_point_frames(late), 7.0) == [StaleLookupAnswer(late)]
+    assert session.established
+    assert session.close() == ["request"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [located("l9"), m.Refused(request="locate l9", reason="too many look-ups waiting")],
+)
+def test_an_answer_to_a_lookup_of_an_earlier_connection_is_ignored(answer):
+    """The access point answers on the peer's current connection, whichever asked."""
+    session = established()
+    send(session, m.Unsubscribe(id="s1"), "request")
+    assert session.receive_data(access_point_frames(answer), 0.0) == [StaleLookupAnswer(answer)]
+    assert session.established
+    assert session.close() == ["request"], "the request still waits for its own answer"
+
+
+def test_lookups_need_an_established_session_and_unanswered_ones_are_returned_on_close():
+    session: Session[str] = Session("peer-a")
+    with pytest.raises(SessionError):
+        locate(session, "l1", "too early")
+    session = established()
+    locate(session, "l1", "look-up")
+    with pytest.raises(SessionError, match="already waiting"):
+        locate(session, "l1", "same id")
+    send(session, m.Unsubscribe(id="s1"), "request")
+    assert session.close() == ["request", "look-up"]
+    assert session.get_timer() is None
+
+
+def test_lookup_ids_are_never_reused():
+    ids = {new_lookup_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(len(name) == 16 and " " not in name for name in ids)
+
+
+@given(st.data())
+def test_requests_go_in_order_and_lookups_by_id_however_answers_interleave(data):
+    session = established()
+    requests: list[str] = []
+    lookups: list[str] = []
+    answered: list[str] = []
+    found: set[str] = set()
+    for number in range(data.draw(st.integers(0, 30))):
+        step = data.draw(st.sampled_from(["request", "lookup", "notify", "answer", "located"]))
+        token = f"t{number}"
+        if step == "request":
+            send(session, m.Unsubscribe(id=token), token)
+            requests.append(token)
+        elif step == "lookup":
+            locate(session, token, token)
+            lookups.append(token)
+        elif step == "notify":
+            assert session.receive_data(access_point_frames(notify()), 0.0) == [Notified(notify())]
+        elif step == "answer" and len(answered) < len(requests):
+            [event] = session.receive_data(access_point_frames(m.Ack(request="x")), 0.0)
+            assert isinstance(event, Answered)
+            answered.append(event.token)
+        elif step == "located" and set(lookups) - found:
+            chosen = data.draw(st.sampled_from(sorted(set(lookups) - found)))
+            [event] = session.receive_data(access_point_frames(located(chosen)), 0.0)
+            assert event == LookupAnswered(chosen, located(chosen))
+            found.add(chosen)
+    assert answered == requests[: len(answered)]
+    assert session.close() == requests[len(answered) :] + [t for t in lookups if t not in found]
 
 
 # -- secure identification, against the access point's real Verifier, without sockets ----------
@@ -454,8 +610,8 @@ def test_the_identification_must_complete_within_the_timeout(tls_world):
     session.hello(0.0)
     session.receive_data(access_point_frames(WELCOME), 1.0)
     assert session.get_timer() == 5.0
-    ended = session.handle_timer(5.0)
-    assert ended is not None
+    [ended] = session.handle_timer(5.0)
+    assert isinstance(ended, Ended)
     assert ended.reason == "the access point did not complete the identification within 5 s"
 
 

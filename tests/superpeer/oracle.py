@@ -79,3 +79,31 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
                     if any(qel.matches(q, publication) for q in active.values()):
                         received[peer].add(publication.id)
     return {name: sorted(ids) for name, ids in sorted(received.items())}
+
+
+def expected_locations(superpeers: int, operations: Iterable[dict]) -> dict[str, dict[str, str]]:
+    """Per asking peer, per look-up id, the super-peer the target was attached to at that moment
+    (``sp<k>``), or None when it was detached, gone or never there."""
+    where: dict[str, str] = {}
+    detached: set[str] = set()
+    found: dict[str, dict[str, str | None]] = {}
+    for op in operations:
+        name = str(op["peer"])
+        kind = op["op"]
+        if kind == "join":
+            if name not in where and 0 <= op["superpeer"] < superpeers:
+                where[name] = f"sp{op['superpeer']}"
+        elif name not in where:
+            continue
+        elif kind == "detach":
+            detached.add(name)
+        elif kind == "attach":
+            detached.discard(name)
+        elif kind == "leave":
+            del where[name]
+            detached.discard(name)
+        elif kind == "locate" and name not in detached:
+            target = str(op["target"])
+            online = target in where and target not in detached
+            found.setdefault(name, {})[str(op["id"])] = where[target] if online else None
+    return {name: dict(sorted(ids.items())) for name, ids in sorted(found.items())}

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from superpeer.sim import Simulation
 from tests.strategies import advertisements, publications, subscriptions
-from tests.superpeer.oracle import expected_deliveries
+from tests.superpeer.oracle import expected_deliveries, expected_locations
 
 BROAD = {"schemas": ["dc", "rdf", "http://example.org/"]}
 
@@ -48,6 +48,7 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
             st.sampled_from(
                 ["publish"] * 6
                 + ["advertise", "subscribe", "unsubscribe", "detach", "attach", "leave", "join"]
+                + ["locate"] * 2
             )
         )
         if kind == "advertise":
@@ -65,6 +66,9 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
             if peer in present:
                 present.discard(peer)
                 ops.append({"op": "leave", "peer": peer})
+        elif kind == "locate":
+            target = draw(st.sampled_from([*peers, "nobody"]))
+            ops.append({"op": "locate", "peer": peer, "id": f"l{number}", "target": target})
         elif kind == "join":
             if peer not in present:
                 present.add(peer)
@@ -94,6 +98,7 @@ def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, 
     event(f"deliveries: {'none' if not delivered else '1-3' if delivered < 4 else 'more'}")
     assert simulation.deliveries() == expected
     assert simulation.duplicates == 0
+    assert simulation.report()["locations"] == expected_locations(superpeers, ops)
 
 
 @settings(max_examples=40)
@@ -107,3 +112,4 @@ def test_after_everyone_unsubscribes_no_routing_state_is_left(workload):
     for core in simulation.cores.values():
         assert len(core.poset) == 0, f"{core.node_id} keeps subscriptions nobody holds"
         assert core.ads.origins() == [], f"{core.node_id} keeps advertisements nobody makes"
+        assert not core._lookups, f"{core.node_id} keeps look-ups nobody waits for"
