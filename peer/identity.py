@@ -17,7 +17,7 @@ it because the secret file holds the secret alone.
 
 The peer holds one registration: with the access point it registered with last. Registering
 with another super-peer (the peer moved) replaces it, so going back to the previous one later
-meets ``already_registered`` there (its operator must delete the old record); carrying a peer's
+meets ``already_registered`` there (its operator must run ``superpeer forget-peer``); carrying a peer's
 record and kept notifications from one access point to another is the next issue's work.
 
 Writing a registration: ``registration.json`` first, then ``private-id``, both durably, and only
@@ -132,7 +132,7 @@ class RegistrationFiles:
                     f"{self.private_id_path} exists but {self.registration_path} (which access "
                     "point issued it) does not: restore it, or move the private identifier away "
                     "to register again (the access point that issued it then answers "
-                    "already_registered until its operator deletes the peer's record)"
+                    "already_registered until its operator runs `superpeer forget-peer`)"
                 )
             return None
         if not secret_present:

@@ -82,12 +82,13 @@ MAX_REASON_CHARS: Final = 300
 _OPERATOR_HINTS: Final = {
     "already_registered": (
         "this key is registered there, but the peer holds no private identifier from it (lost, "
-        "or replaced by a registration elsewhere): the super-peer's operator must delete the "
-        "peer's record, or the peer needs a new key (`peer keygen --force`: a new identity)"
+        "or replaced by a registration elsewhere): the super-peer's operator must forget the "
+        "registration (`superpeer forget-peer ID`), or the peer needs a new key (`peer keygen --force`)"
     ),
     "bad_private_identifier": (
         "the stored private identifier is not the one it issued: the super-peer's operator must "
-        "delete the peer's record, or the peer needs a new key (`peer keygen --force`)"
+        "forget the registration (`superpeer forget-peer ID`), or the peer needs a new key "
+        "(`peer keygen --force`)"
     ),
 }
 

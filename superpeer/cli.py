@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="run a super-peer daemon")
     status = commands.add_parser("status", help="show a running daemon's state")
     stop = commands.add_parser("stop", help="shut a running daemon down cleanly")
+    forget = commands.add_parser(
+        "forget-peer",
+        help="drop a detached peer's registration so its key can register again",
+    )
+    forget.add_argument("peer", help="the peer's public identifier (pk1-...)")
     keygen = commands.add_parser("keygen", help="create this super-peer's key")
     ca = commands.add_parser("ca", help="the network CA").add_subparsers(
         dest="ca_command", required=True
@@ -62,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     keygen.add_argument("--bits", type=int, default=3072)
     keygen.add_argument("--force", action="store_true", help="replace an existing key")
-    for sub in (run, status, stop, keygen, ca_issue):
+    for sub in (run, status, stop, forget, keygen, ca_issue):
         sub.add_argument("--config", help="TOML configuration file")
         sub.add_argument("--data-dir", help="data directory (default: under the user's data home)")
         sub.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:7400)")
@@ -95,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return _serve(config)
     try:
-        reply = control_blocking(config.directory, args.command)
+        arguments = {"peer": args.peer} if args.command == "forget-peer" else None
+        reply = control_blocking(config.directory, args.command, arguments)
     except ControlUnavailable as error:
         print(f"superpeer: {error}", file=sys.stderr)
         return 3

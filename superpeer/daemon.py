@@ -579,6 +579,7 @@ class SuperPeerDaemon:
             self.core.peer_message(peer, event.message, event.size, time.time(), event.message_id)
         )
         if isinstance(event.message, m.Leave):
+            self.registry.remove(peer)  # gone for good: its identity may register afresh
             session = self.peers.get(peer)
             if session is not None:
                 session.scope.cancel()
@@ -871,7 +872,22 @@ class SuperPeerDaemon:
             assert self._nursery is not None
             self._nursery.start_soon(self.shutdown)
             return m.ControlReply(ok=True, body=json.dumps({"stopping": True}))
-        return m.ControlReply(ok=False, body=f"unknown command {request.command!r} (status, stop)")
+        if request.command == "forget-peer":
+            return self._forget_peer(request.arguments.get("peer", ""))
+        return m.ControlReply(
+            ok=False, body=f"unknown command {request.command!r} (status, stop, forget-peer)"
+        )
+
+    def _forget_peer(self, public_id: str) -> m.ControlReply:
+        """The operator's way out of ``already_registered`` (a peer that lost its private
+        identifier, or registered elsewhere and came back): drop the registration, keep the
+        peer's subscriptions and kept notifications for when it registers again."""
+        if public_id in self.peers:
+            return m.ControlReply(ok=False, body=f"peer {public_id} is connected now")
+        if not self.registry.remove(public_id):
+            return m.ControlReply(ok=False, body=f"no peer {public_id} is registered here")
+        log.info("event=peer_forgotten peer=%s", public_id)
+        return m.ControlReply(ok=True, body=json.dumps({"forgotten": public_id}))
 
     def status(self) -> dict[str, object]:
         """What ``superpeer status`` shows."""

@@ -165,6 +165,12 @@ class SqliteRegistry:
     def update_address(self, public_id: str, address: str) -> None:
         self._db.execute("UPDATE peers SET address = ? WHERE public_id = ?", (address, public_id))
 
+    def remove(self, public_id: str) -> bool:
+        """Forget a registration (the peer left for good, or the operator said so): the same key
+        may register again and receive a new private identifier."""
+        cursor = self._db.execute("DELETE FROM peers WHERE public_id = ?", (public_id,))
+        return cursor.rowcount == 1
+
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM peers").fetchone()[0]
 

@@ -379,3 +379,47 @@ def test_the_wire_carries_no_secret_and_no_payload_in_clear_and_tampering_is_det
 
     trio.run(scenario)
     assert wire.PROTOCOL_VERSION == 1
+
+
+def forget(cluster, public_id: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "superpeer.cli", "forget-peer", public_id,
+         "--data-dir", str(cluster.directories[0])],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_a_lost_private_identifier_needs_the_operator_and_a_leave_frees_the_identity(cluster):
+    ca = cluster.ca_certificate
+
+    async def scenario() -> None:
+        async with trio.open_nursery() as nursery:
+            roamer = RemotePeer("roamer", cluster.addresses[0], ca=ca)
+            await roamer.connect(nursery)
+            await roamer.request(m.Subscribe(id="mine", subscription=SUBSCRIPTION))
+            assert forget(cluster, roamer.network_id).returncode == 2, "refused while connected"
+            await roamer.disconnect()
+            await wait_quiet(cluster, [roamer])
+
+            # The same key without its private identifier (a reinstalled machine): refused ...
+            amnesiac = RemotePeer("roamer", cluster.addresses[0], ca=ca)
+            with pytest.raises(DriverError, match="already_registered"):
+                await amnesiac.connect(nursery)
+            # ... until the operator forgets the registration; the subscription was kept.
+            result = forget(cluster, roamer.network_id)
+            assert result.returncode == 0, result.stderr
+            assert forget(cluster, roamer.network_id).returncode == 2, "nothing left to forget"
+            await amnesiac.connect(nursery)
+            assert amnesiac.private_identifier not in (None, roamer.private_identifier)
+            assert roamer.network_id in cluster.status(0)["peers"]["attached"]
+            assert cluster.status(0)["subscriptions"]["held"] >= 1
+
+            # A peer that leaves for good frees its identity: the key registers afresh.
+            await amnesiac.request(m.Leave())
+            await amnesiac.disconnect()
+            again = RemotePeer("roamer", cluster.addresses[0], ca=ca)
+            await again.connect(nursery)
+            await again.disconnect()
+            nursery.cancel_scope.cancel()
+
+    trio.run(scenario)

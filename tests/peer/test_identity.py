@@ -168,7 +168,7 @@ async def test_a_refused_identification_is_retried_and_reported(
     assert not statistics.connected
     assert statistics.last_error is not None
     assert "refused the identification (already_registered)" in statistics.last_error
-    assert "operator must delete the peer's record" in statistics.last_error
+    assert "operator must forget the registration" in statistics.last_error
     assert tls_access_point.peers == {}
 
 

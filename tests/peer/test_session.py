@@ -543,7 +543,7 @@ def test_a_key_registered_without_its_secret_needs_the_operator(tls_world):
     [ended] = session.receive_data(access_point.answer(reply.data), 0.0)
     assert isinstance(ended, Ended)
     assert ended.refusal == "already_registered"
-    assert "operator must delete the peer's record" in ended.reason
+    assert "operator must forget the registration" in ended.reason
     assert "peer keygen --force" in ended.reason
 
 
