@@ -1,9 +1,12 @@
-"""A local cluster: N super-peer daemons (separate processes) on 127.0.0.1 forming a hypercube.
+"""A local cluster: N super-peer daemons (separate processes) on 127.0.0.1 forming a hypercube,
+and optionally M peer daemons attached to them.
 
-    python -m deploy.cluster --superpeers 8 [--base-port 7400] [--data-dir DIR]
+    python -m deploy.cluster --superpeers 8 [--peers 4] [--base-port 7400] [--data-dir DIR]
 
-starts them one after the other (each new one joins through a random member, as operators would),
-waits until every one is a member, prints their addresses, and stops them all cleanly on Ctrl-C or
+starts the super-peers one after the other (each new one joins through a random member, as operators
+would), waits until every one is a member, then starts the peers (``peer keygen`` and ``peer run``,
+attached round-robin, each in its own data directory, so ``peer --data-dir DIR subscribe ...``
+drives them), prints where everything is, and stops them all cleanly (peers first) on Ctrl-C or
 SIGTERM. With TLS (the default) the launcher first does what an operator does once: creates a
 network CA in the cluster's directory, a key for every super-peer, and a certificate for it (2048-bit
 keys, so a local cluster starts in seconds; ``--key-bits 3072`` for production sizes). ``Cluster`` is the same thing as a context manager, for the replay tool, the demo and the
@@ -66,6 +69,7 @@ class Cluster:
         tls: bool = True,
         key_bits: int = 2048,
         extra_args: tuple[str, ...] = (),
+        peers: int = 0,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one super-peer")
@@ -76,6 +80,8 @@ class Cluster:
         self.addresses = [f"127.0.0.1:{port}" for port in ports]
         self.directories = [self.root / f"sp{k}" for k in range(size)]
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.peer_directories = [self.root / f"peer{j}" for j in range(peers)]
+        self.peer_processes: list[subprocess.Popen[bytes]] = []
         self._random = random.Random(seed)
         self._trace = trace
         self.tls = tls
@@ -109,6 +115,8 @@ class Cluster:
                     self._certify(k)
                 self._start(k)
                 self._settle(k + 1)
+            for j in range(len(self.peer_directories)):
+                self._start_peer(j)
         except BaseException:
             self.stop()
             raise
@@ -156,6 +164,42 @@ class Cluster:
             tail = (directory / "stderr.log").read_text(errors="replace")[-2000:]
             raise ClusterError(f"super-peer {k} did not start:\n{tail}")
 
+    def _start_peer(self, j: int) -> None:
+        """Peer ``j``: its key (with TLS), then its daemon, attached to super-peer ``j mod N``;
+        returns once the daemon is connected and identified (``peer status``)."""
+        directory = self.peer_directories[j]
+        directory.mkdir(parents=True, exist_ok=True)
+        peer = [sys.executable, "-m", "peer.cli"]
+        if self.tls:
+            subprocess.run(
+                [*peer, "keygen", "--data-dir", str(directory), "--bits", str(self._key_bits)],
+                check=True,
+                capture_output=True,
+            )
+        trust = ["--ca", str(self.ca_certificate)] if self.tls else ["--no-tls"]
+        command = [
+            *peer, "run", "--superpeer", self.addresses[j % self.size],
+            "--data-dir", str(directory), *trust,
+        ]  # fmt: skip
+        log = directory / "daemon.log"
+        with log.open("wb") as output:
+            process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+        self.peer_processes.append(process)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline and process.poll() is None:
+            status = subprocess.run(
+                [*peer, "status", "--json", "--data-dir", str(directory)],
+                capture_output=True,
+                check=False,
+            )
+            if status.returncode == 0 and json.loads(status.stdout).get("connected"):
+                return
+            time.sleep(0.05)
+        process.kill()
+        process.wait()
+        tail = log.read_text(errors="replace")[-2000:]
+        raise ClusterError(f"peer {j} did not connect:\n{tail}")
+
     def _settle(self, running: int, timeout: float = 30.0) -> None:
         if not self._wait_settled(running, timeout):
             raise ClusterError("the backbone did not settle")
@@ -202,8 +246,17 @@ class Cluster:
         return results
 
     def stop(self, grace: float = 15.0) -> None:
-        """SIGTERM every daemon (last started first, so the cube shrinks in order), wait, then
-        SIGKILL whatever is still running."""
+        """SIGTERM every daemon (peers first, then super-peers, last started first, so the cube
+        shrinks in order), wait, then SIGKILL whatever is still running."""
+        for process in self.peer_processes:
+            process.send_signal(signal.SIGTERM)
+        for process in self.peer_processes:
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.peer_processes.clear()
         for k in reversed(range(len(self.processes))):
             process = self.processes[k]
             if process.poll() is None:
@@ -227,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m deploy.cluster", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--superpeers", type=int, default=8)
+    parser.add_argument(
+        "--peers", type=int, default=0, help="peer daemons to start too (round-robin)"
+    )
     parser.add_argument("--base-port", type=int, help="first port (default: free ports)")
     parser.add_argument(
         "--data-dir", help="where the daemons keep their data (default: a temp dir)"
@@ -242,12 +298,16 @@ def main(argv: list[str] | None = None) -> int:
         base_port=args.base_port,
         tls=not args.no_tls,
         key_bits=args.key_bits,
+        peers=args.peers,
     ) as cluster:
         for k, address in enumerate(cluster.addresses):
             print(f"sp{k} {address} data={cluster.directories[k]}", flush=True)
+        for j, directory in enumerate(cluster.peer_directories):
+            access = cluster.addresses[j % cluster.size]
+            print(f"peer{j} -> {access}: peer --data-dir {directory} status", flush=True)
         if cluster.tls:
             print(f"network CA certificate (peers trust it): {cluster.ca_certificate}", flush=True)
-        print("running; Ctrl-C stops every super-peer", flush=True)
+        print("running; Ctrl-C stops every daemon", flush=True)
         stop_signals = {signal.SIGINT, signal.SIGTERM}
         signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
         signal.sigwait(stop_signals)

@@ -7,6 +7,7 @@ import ssl
 import struct
 import subprocess
 import sys
+import time
 
 import msgpack
 import pytest
@@ -196,3 +197,35 @@ def test_superpeer_command_line_errors_and_status(tmp_path):
         )
         assert "super-peer sp0" in human.stdout and "cube" in human.stdout
         assert (cluster.directories[0] / "traces" / "sp0.jsonl").exists()
+
+
+def test_the_launcher_starts_peer_daemons_that_the_peer_command_line_drives(tmp_path):
+    def peer(directory, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "peer.cli", *argv, "--data-dir", str(directory)],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    advertisement = tmp_path / "ad.json"
+    advertisement.write_text(json.dumps({"schemas": ["dc"]}))
+    paper = tmp_path / "paper.ttl"
+    paper.write_text(
+        "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n"
+        '<http://example.org/p1> dc:title "Semantic publish/subscribe" ; dc:creator "Nejdl" .\n'
+    )
+    with Cluster(4, peers=2, trace=False) as cluster:
+        subscriber, publisher = cluster.peer_directories
+        assert peer(publisher, "advertise", str(advertisement)).returncode == 0
+        subscribed = peer(subscriber, "subscribe", 'X : t(X, dc:creator, Y), Y contains "Nejdl"')
+        assert subscribed.returncode == 0, subscribed.stderr
+        deadline = time.monotonic() + 30
+        published = peer(publisher, "publish", str(paper))
+        assert published.returncode == 0, published.stderr
+        inbox: list = []
+        while not inbox and time.monotonic() < deadline:
+            listed = peer(subscriber, "inbox", "--json").stdout
+            inbox = [json.loads(line) for line in listed.splitlines()]
+            time.sleep(0.1)
+        assert [n["subject"] for n in inbox] == ["http://example.org/p1"], inbox
+        daemons = cluster.peer_processes + cluster.processes
+    assert [process.returncode for process in daemons] == [0] * 6
