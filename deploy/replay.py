@@ -21,10 +21,15 @@ from pathlib import Path
 
 import trio
 
-import qel
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, wait_quiet
-from superpeer.sim.workload import WorkloadError, read_workload
+from superpeer.sim.workload import (
+    REQUESTS,
+    OperationError,
+    WorkloadError,
+    peer_requests,
+    read_workload,
+)
 from wire import messages as m
 
 
@@ -42,7 +47,10 @@ class Replay:
         for number, op in enumerate(operations, start=1):
             self.operations += 1
             self._label = f"{number}:{op['op']}"
-            await getattr(self, "_op_" + op["op"])(op, nursery)
+            if op["op"] in REQUESTS:
+                await self._requests(op)
+            else:
+                await getattr(self, "_op_" + op["op"])(op, nursery)
             await wait_quiet(self.cluster, self.everyone)
         for peer in self.peers.values():
             if not peer.connected:
@@ -85,37 +93,6 @@ class Replay:
         self.peers[peer.name] = peer
         self.everyone.append(peer)
 
-    async def _op_advertise(self, op: dict, nursery: trio.Nursery) -> None:
-        fields = {k: v for k, v in op.items() if k not in ("op", "peer")}
-        try:
-            advertisement = qel.parse_advertisement(fields)
-        except qel.AdvertisementError as error:
-            self._error(op, str(error))
-            return
-        await self._request(op, m.Advertise(advertisement=advertisement))
-
-    async def _op_subscribe(self, op: dict, nursery: trio.Nursery) -> None:
-        try:
-            subscription = qel.parse_subscription(op["query"])
-        except qel.QueryError as error:
-            self._error(op, str(error))
-            return
-        await self._request(op, m.Subscribe(id=op["id"], subscription=subscription))
-
-    async def _op_unsubscribe(self, op: dict, nursery: trio.Nursery) -> None:
-        await self._request(op, m.Unsubscribe(id=op["id"]))
-
-    async def _op_publish(self, op: dict, nursery: trio.Nursery) -> None:
-        try:
-            publications = qel.parse_publications(
-                op["data"], op.get("format", "turtle"), publisher=op["peer"], id=op["id"]
-            )
-        except qel.PublicationError as error:
-            self._error(op, str(error))
-            return
-        for publication in publications:
-            await self._request(op, m.Publish(publication=publication))
-
     async def _op_detach(self, op: dict, nursery: trio.Nursery) -> None:
         peer = self._known(op)
         if peer is not None and peer.connected:
@@ -145,13 +122,21 @@ class Replay:
         await peer.disconnect()
         del self.peers[peer.name]
 
-    async def _op_locate(self, op: dict, nursery: trio.Nursery) -> None:
-        target = self.peers.get(op["target"])
-        public_id = target.network_id if target is not None else op["target"]
-        answer = await self._request(op, m.Locate(id=op["id"], public_id=public_id))
-        if isinstance(answer, m.Located):
-            where = answer.superpeer if answer.online else None
-            self.locations.setdefault(op["peer"], {})[op["id"]] = where
+    async def _requests(self, op: dict) -> None:
+        def public_id(name: str) -> str:
+            target = self.peers.get(name)
+            return target.network_id if target is not None else name
+
+        try:
+            messages = peer_requests(op, public_id)
+        except OperationError as error:
+            self._error(op, str(error))
+            return
+        for message in messages:
+            answer = await self._request(op, message)
+            if isinstance(answer, m.Located):
+                where = answer.superpeer if answer.online else None
+                self.locations.setdefault(op["peer"], {})[op["id"]] = where
 
     def report(self, statuses: list[dict]) -> dict[str, object]:
         """The simulator's report; ``statuses`` are the daemons' last (for backbone counts)."""

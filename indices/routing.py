@@ -108,14 +108,6 @@ class AdvertisementIndex:
         """Drops every claim of ``holder`` (a peer that left for good)."""
         return self.remove(origin, holder, self.elements_of(origin, holder))
 
-    def remove_origin(self, origin: str) -> list[Element]:
-        """Forgets an origin entirely (a super-peer that left the backbone)."""
-        gone = list(self._counts.get(origin, {}))
-        for element in gone:
-            self._unindex(origin, element)
-        self._counts.pop(origin, None)
-        return sorted(gone, key=repr)
-
     # -- queries ------------------------------------------------------------------------------
     def origins(self) -> list[str]:
         return sorted(self._counts)

@@ -265,7 +265,7 @@ class SubscriptionPoset:
             del node.sources[source]
         if node.sources:
             return Removed(node, False, {}, ())
-        below = self._descendants(node)
+        below = _descendants(node)
         self._unlink(node)
         resend = {}
         for destination in sorted(node.sent):
@@ -277,7 +277,7 @@ class SubscriptionPoset:
     def withdraw(self, node: PosetNode, destination: str, wants: Wants) -> Resend:
         """Stops counting ``node`` as sent to ``destination`` (the caller retracts it there) and
         returns what below it must be sent there instead, as ``remove`` does."""
-        below = self._descendants(node)
+        below = _descendants(node)
         self.unmark_sent(node, destination)
         return self.uncovered(below, destination, wants)
 
@@ -325,16 +325,6 @@ class SubscriptionPoset:
                 planned[current.id] = missing
                 chosen.append((current, frozenset(missing)))
         return tuple(chosen)
-
-    def _descendants(self, node: PosetNode) -> list[PosetNode]:
-        found: dict[int, PosetNode] = {}
-        stack = list(node.children.values())
-        while stack:
-            current = stack.pop()
-            if current.id not in found:
-                found[current.id] = current
-                stack.extend(current.children.values())
-        return list(found.values())
 
     def _sent_above(self, node: PosetNode, *, include_self: bool) -> dict[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
@@ -415,13 +405,22 @@ def _equivalent(first: qel.Subscription, second: qel.Subscription) -> bool:
 
 
 def _ancestors(node: PosetNode) -> dict[int, PosetNode]:
+    return _closure(node, "parents")
+
+
+def _descendants(node: PosetNode) -> list[PosetNode]:
+    return list(_closure(node, "children").values())
+
+
+def _closure(node: PosetNode, direction: str) -> dict[int, PosetNode]:
+    """Every node reachable from ``node`` (not itself) following ``parents`` or ``children``."""
     seen: dict[int, PosetNode] = {}
-    stack = list(node.parents.values())
+    stack = list(getattr(node, direction).values())
     while stack:
         current = stack.pop()
         if current.id not in seen:
             seen[current.id] = current
-            stack.extend(current.parents.values())
+            stack.extend(getattr(current, direction).values())
     return seen
 
 

@@ -357,7 +357,7 @@ class SuperPeerCore:
                 added=message.added if moved else tuple(fresh),
                 withdrawn=tuple(gone),
             )
-            for child in self.view.children(message.origin_position):
+            for child in self._children_of(message.origin_position):
                 self._send(child, relay, now, out, origin=origin)
         if fresh or moved:
             self._trigger(origin, now, out)
@@ -400,7 +400,7 @@ class SuperPeerCore:
                 withdrawn=tuple(sorted(self._announced, key=repr)),
             )
             self._announced = frozenset()
-            for child in self.view.children(self.view.root_position):
+            for child in self._children_of(self.view.root_position):
                 self._send(child, message, now, out, origin=self.node_id)
         return out
 
@@ -413,7 +413,7 @@ class SuperPeerCore:
     def _locate(self, peer: str, message: m.Locate, now: float, out: list[Output]) -> None:
         state = self.peers[peer]
         found = self._online_here(message.public_id)
-        children = self.view.children(self.view.root_position)
+        children = self._children_of(self.view.root_position)
         if found is not None or not children:
             where = found or _NOWHERE
             self._reply(
@@ -453,7 +453,7 @@ class SuperPeerCore:
             self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
             return
         found = self._online_here(message.public_id)
-        children = self.view.children(message.origin_position)
+        children = self._children_of(message.origin_position)
         if found is not None or not children:
             answer = m.LocateAnswer(
                 query=message.query,
@@ -654,7 +654,7 @@ class SuperPeerCore:
             added=added,
             withdrawn=withdrawn,
         )
-        for child in self.view.children(self.view.root_position):
+        for child in self._children_of(self.view.root_position):
             self._send(child, message, now, out, origin=self.node_id)
 
     def _dispatch(self, notification: m.Notification, now: float, out: list[Output]) -> None:
@@ -681,12 +681,7 @@ class SuperPeerCore:
                 hops=notification.hops + 1,
                 published_at=notification.published_at,
             )
-            children = self._children.get(notification.origin_position)
-            if children is None:
-                children = self._children[notification.origin_position] = self.view.children(
-                    notification.origin_position
-                )
-            for child in children:
+            for child in self._children_of(notification.origin_position):
                 if child in neighbours:
                     # ``sub`` names the child's subscriptions this notification answers (the
                     # analytics measure forwarding efficiency with it).
@@ -704,34 +699,33 @@ class SuperPeerCore:
             )
             data = wire.encode(notify, self._next_id())
             state = self.peers.get(peer)
-            if state is not None and state.attached:
+            online = state is not None and state.attached
+            if online:
                 self.statistics.delivered += 1
                 out.append(ToPeer(peer, notify, data))
-                self._trace(
-                    out,
-                    now,
-                    "deliver",
-                    notify,
-                    peer=peer,
-                    size=len(data),
-                    origin=notification.origin,
-                    hops=notification.hops,
-                )
             else:
                 self.statistics.stored_offline += 1
                 out.append(ToOffline(peer, notify, data))
-                self._trace(
-                    out,
-                    now,
-                    "offline",
-                    notify,
-                    peer=peer,
-                    size=len(data),
-                    origin=notification.origin,
-                    hops=notification.hops,
-                )
+            self._trace(
+                out,
+                now,
+                "deliver" if online else "offline",
+                notify,
+                peer=peer,
+                size=len(data),
+                origin=notification.origin,
+                hops=notification.hops,
+            )
 
     # -- plumbing -----------------------------------------------------------------------------
+    def _children_of(self, root_position: int) -> tuple[str, ...]:
+        """This node's children in the tree rooted at ``root_position``, remembered until the
+        topology changes (every notification asks)."""
+        children = self._children.get(root_position)
+        if children is None:
+            children = self._children[root_position] = self.view.children(root_position)
+        return children
+
     def _peer(self, peer: str) -> PeerState:
         state = self.peers.get(peer)
         if state is None:

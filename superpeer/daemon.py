@@ -46,7 +46,7 @@ from superpeer.config import SuperPeerConfig
 from superpeer.core import CoreConfig, Output, SuperPeerCore
 from superpeer.offline import SqliteOutbox
 from superpeer.security import Identity, SqliteRegistry, prepare_identity
-from superpeer.trace import TraceRecord
+from superpeer.trace import TraceRecord, flush_record
 from superpeer.tracelog import TraceLog
 from wire import messages as m
 from wire.framing import FrameError, Link, Received, Violation, frame
@@ -587,9 +587,7 @@ class SuperPeerDaemon:
     def _enqueue_peer(self, session: PeerSession, data: bytes) -> bool:
         try:
             session.send.send_nowait(data)
-        except trio.WouldBlock:
-            return False
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             return False
         return True
 
@@ -628,15 +626,15 @@ class SuperPeerDaemon:
 
     def _send_backbone(self, node_id: str, data: bytes, address: str | None = None) -> None:
         link = self._link(node_id, address)
-        try:
+        with contextlib.suppress(trio.WouldBlock):
             link.send.send_nowait(frame(data, self.limits))
-        except trio.WouldBlock:
-            log.exception(
-                "event=neighbour_backlog neighbour=%s queue=%d",
-                node_id,
-                self.config.limits.max_neighbour_queue,
-            )
-            self._neighbour_failed(node_id)
+            return
+        log.error(  # an error, not an exception: a full queue has no traceback worth reading
+            "event=neighbour_backlog neighbour=%s queue=%d",
+            node_id,
+            self.config.limits.max_neighbour_queue,
+        )
+        self._neighbour_failed(node_id)
 
     async def _run_link(self, link: NeighbourLink) -> None:
         """Keep a connection to ``link``'s super-peer and write its queue to it, reconnecting
@@ -784,20 +782,7 @@ class SuperPeerDaemon:
             self.handed[peer] += 1
             if self.trace is not None:
                 notify, _ = wire.decode(data, self.limits)
-                assert isinstance(notify, m.Notify)
-                self.trace.write(
-                    TraceRecord(
-                        ts=time.time(),
-                        node=self.node_id,
-                        event="flush",
-                        kind=notify.KIND,
-                        pub=notify.publication.id,
-                        origin=notify.origin,
-                        peer=peer,
-                        bytes=len(data),
-                        hops=notify.hops,
-                    )
-                )
+                self.trace.write(flush_record(time.time(), self.node_id, notify, peer, len(data)))
 
     def _trace_drop(self, sender: str, role: str | None, reason: str) -> None:
         if self.trace is None:

@@ -10,19 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Protocol
-
-
-class Outbox(Protocol):
-    def put(self, peer: str, data: bytes) -> None: ...
-
-    def take(self, peer: str) -> list[bytes]:
-        """Everything kept for ``peer``, oldest first, and forget it."""
-        ...
-
-    def discard(self, peer: str) -> None: ...
-
-    def counts(self) -> dict[str, int]: ...
 
 
 class SqliteOutbox:
@@ -42,6 +29,7 @@ class SqliteOutbox:
         self._db.execute("INSERT INTO outbox (peer, data) VALUES (?, ?)", (peer, data))
 
     def take(self, peer: str) -> list[bytes]:
+        """Everything kept for ``peer``, oldest first, and forget it."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             rows = self._db.execute(

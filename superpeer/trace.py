@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Final
+from typing import Any, Final
 
 EVENTS: Final = (
     "publish",
@@ -68,3 +68,19 @@ class TraceRecord:
 
 
 FIELDS: Final = tuple(f.name for f in fields(TraceRecord))
+
+
+def flush_record(ts: float, node: str, notify: Any, peer: str, size: int) -> TraceRecord:
+    """A kept notification (a ``wire.messages.Notify``) handed to its peer on its return: the
+    daemon and the simulator write the same record."""
+    return TraceRecord(
+        ts=ts,
+        node=node,
+        event="flush",
+        kind=notify.KIND,
+        pub=notify.publication.id,
+        origin=notify.origin,
+        peer=peer,
+        bytes=size,
+        hops=notify.hops,
+    )

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
-import qel
 import wire
 from superpeer.actions import DiscardOffline, FlushOffline, ToNeighbour, ToOffline, ToPeer
 from superpeer.core import CoreConfig, Output, SuperPeerCore
 from superpeer.sim.topology import hypercube_views
-from superpeer.trace import TraceRecord
+from superpeer.sim.workload import REQUESTS, OperationError, peer_requests
+from superpeer.trace import TraceRecord, flush_record
 from wire import messages as m
 
 START: Final = 1_767_225_600.0
@@ -111,8 +111,10 @@ class Simulation:
         self.operations += 1
         self.now = max(self.now, START + (self.operations - 1) * self.op_interval)
         self._op_label = f"{number if number is not None else self.operations}:{op['op']}"
-        handler = getattr(self, "_op_" + op["op"])
-        handler(op)
+        if op["op"] in REQUESTS:
+            self._requests(op)
+        else:
+            getattr(self, "_op_" + op["op"])(op)
         self.run_until_quiet()
 
     def _op_join(self, op: dict) -> None:
@@ -126,37 +128,6 @@ class Simulation:
         peer = SimPeer(name, self.ids[index])
         self.peers[name] = peer
         self._attach(peer)
-
-    def _op_advertise(self, op: dict) -> None:
-        fields_ = {k: v for k, v in op.items() if k not in ("op", "peer")}
-        try:
-            advertisement = qel.parse_advertisement(fields_)
-        except qel.AdvertisementError as error:
-            self._error(op, str(error))
-            return
-        self._request(op, m.Advertise(advertisement=advertisement))
-
-    def _op_subscribe(self, op: dict) -> None:
-        try:
-            subscription = qel.parse_subscription(op["query"])
-        except qel.QueryError as error:
-            self._error(op, str(error))
-            return
-        self._request(op, m.Subscribe(id=op["id"], subscription=subscription))
-
-    def _op_unsubscribe(self, op: dict) -> None:
-        self._request(op, m.Unsubscribe(id=op["id"]))
-
-    def _op_publish(self, op: dict) -> None:
-        try:
-            publications = qel.parse_publications(
-                op["data"], op.get("format", "turtle"), publisher=op["peer"], id=op["id"]
-            )
-        except qel.PublicationError as error:
-            self._error(op, str(error))
-            return
-        for publication in publications:
-            self._request(op, m.Publish(publication=publication))
 
     def _op_detach(self, op: dict) -> None:
         peer = self._known(op)
@@ -182,8 +153,14 @@ class Simulation:
         self._request(op, m.Leave())
         del self.peers[peer.name]
 
-    def _op_locate(self, op: dict) -> None:
-        self._request(op, m.Locate(id=op["id"], public_id=op["target"]))
+    def _requests(self, op: dict) -> None:
+        try:
+            messages = peer_requests(op)
+        except OperationError as error:
+            self._error(op, str(error))
+            return
+        for message in messages:
+            self._request(op, message)
 
     def _attach(self, peer: SimPeer) -> None:
         core = self.cores[peer.access_point]
@@ -281,7 +258,7 @@ class Simulation:
             elif isinstance(output, FlushOffline):
                 for notify, data in self.outboxes.pop(output.peer, []):
                     self._count(notify, data)
-                    self._trace(node, "flush", notify, output.peer, len(data))
+                    self._write_trace(flush_record(self.now, node, notify, output.peer, len(data)))
                     self._enqueue(node, output.peer, notify, data, to_peer=True, from_peer=False)
             elif isinstance(output, DiscardOffline):
                 self.outboxes.pop(output.peer, None)
@@ -310,23 +287,6 @@ class Simulation:
         self.message_bytes[kind] += len(data)
 
     # -- traces -------------------------------------------------------------------------------
-    def _trace(self, node: str, event: str, notify: m.Notify, peer: str, size: int) -> None:
-        if self._trace_dir is None:
-            return
-        self._write_trace(
-            TraceRecord(
-                ts=self.now,
-                node=node,
-                event=event,
-                kind=notify.KIND,
-                pub=notify.publication.id,
-                origin=notify.origin,
-                peer=peer,
-                bytes=size,
-                hops=notify.hops,
-            )
-        )
-
     def _write_trace(self, record: TraceRecord) -> None:
         if self._trace_dir is None:
             return

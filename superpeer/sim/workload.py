@@ -24,9 +24,12 @@ order. ``read_workload`` checks every line's shape and reports the first bad one
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
+
+import qel
+from wire import messages as m
 
 OPERATIONS: Final = {
     "join": {"peer", "superpeer"},
@@ -45,8 +48,41 @@ OPTIONAL: Final = {
 }
 
 
+REQUESTS: Final = frozenset({"advertise", "subscribe", "unsubscribe", "publish", "locate"})
+"""The operations that are a peer's requests to its access point."""
+
+
 class WorkloadError(ValueError):
     """A workload line that is not a valid operation."""
+
+
+class OperationError(ValueError):
+    """An operation whose content the peer's own parsers refuse: nothing is sent."""
+
+
+def peer_requests(op: dict, public_id: Callable[[str], str] = str) -> list[object]:
+    """The messages a peer sends for ``op`` (one of ``REQUESTS``), made in one place so that the
+    simulator and the replay tool send the same things. ``public_id`` names a ``locate`` target
+    the way the network knows it (on a TLS network, by its key)."""
+    kind = op["op"]
+    try:
+        if kind == "advertise":
+            fields = {k: v for k, v in op.items() if k not in ("op", "peer")}
+            return [m.Advertise(advertisement=qel.parse_advertisement(fields))]
+        if kind == "subscribe":
+            return [m.Subscribe(id=op["id"], subscription=qel.parse_subscription(op["query"]))]
+        if kind == "unsubscribe":
+            return [m.Unsubscribe(id=op["id"])]
+        if kind == "publish":
+            publications = qel.parse_publications(
+                op["data"], op.get("format", "turtle"), publisher=op["peer"], id=op["id"]
+            )
+            return [m.Publish(publication=publication) for publication in publications]
+        if kind == "locate":
+            return [m.Locate(id=op["id"], public_id=public_id(op["target"]))]
+    except (qel.AdvertisementError, qel.QueryError, qel.PublicationError) as error:
+        raise OperationError(str(error)) from None
+    raise ValueError(f"{kind!r} is not a peer request")
 
 
 def check_operation(op: object, line: int) -> dict:
