@@ -18,7 +18,7 @@ from analytics.load import (
     read_traces,
     write_parquet,
 )
-from analytics.session import JavaRuntimeError, open_spark_session, under_spark_submit
+from analytics.session import JavaRuntimeError, local_mode, open_spark_session
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,10 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parquet_dir = args.parquet_dir or (f"{args.out}/events" if args.parquet else None)
     if parquet_dir is not None and parquet_dir.rstrip("/") == args.logdir.rstrip("/"):
         return _fail("--parquet-dir must differ from LOGDIR: the copy replaces what is there")
-    local_run = (args.master or "local").startswith("local") and not under_spark_submit()
     started = time.perf_counter()
     try:
-        if local_run and is_local_path(args.logdir):
+        if local_mode(args.master) and is_local_path(args.logdir):
             local_layout(args.logdir)
         with open_spark_session(
             args.master, progress=not args.no_progress, driver_memory=args.driver_memory

@@ -2,25 +2,16 @@
 
 ``analytics.reference`` computes the same figures in one plain Python process (for the benchmark,
 and as a second opinion); it must not import PySpark, so the constants both sides rely on live
-here. The meaning of each figure is in ``analytics.figures``.
+here. The meaning of each figure is in ``analytics.figures``. The trace record itself (its fields,
+their types, ``EVENTS``) is imported from ``superpeer.trace``, which needs nothing but the standard
+library either; ``deploy/spark-submit.sh`` ships it beside this package.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Final
-
-EVENTS: Final = (
-    "publish",
-    "send",
-    "receive",
-    "deliver",
-    "offline",
-    "flush",
-    "refused",
-    "drop",
-    "auth_failure",
-)
-"""The ``event`` values of ``superpeer.trace`` (a test checks they are the same)."""
 
 MAX_TS: Final = 253_402_300_800.0
 """10000-01-01T00:00:00Z in seconds: the first instant Spark's timestamps cannot hold."""
@@ -79,3 +70,21 @@ def bucket_seconds(span: float) -> float:
         if span <= size * MAX_BUCKETS:
             return size
     return BUCKET_SIZES[-1]
+
+
+def hidden(name: str) -> bool:
+    """Whether Spark skips a file or folder of this name: one starting with ``_`` or ``.``."""
+    return name.startswith(("_", "."))
+
+
+def local_files(path: str | Path) -> list[Path]:
+    """The files under the local ``path`` (or ``path`` itself, if a file) that are not
+    ``hidden`` and not in a ``hidden`` folder below ``path``, in name order."""
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not hidden(d))
+        found += [Path(folder, f) for f in sorted(files) if not hidden(f)]
+    return found

@@ -57,6 +57,7 @@ from dataclasses import dataclass, fields
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.storagelevel import StorageLevel
 
 from analytics.definitions import (
     CDF_PERCENTS,
@@ -149,13 +150,10 @@ def traffic_by_link(events: DataFrame) -> DataFrame:
     )
 
 
-def load_by_superpeer(events: DataFrame) -> DataFrame:
-    """``node, load``: ``receive`` events per super-peer, 0 for one that received nothing."""
-    return (
-        events.groupBy("node")
-        .agg(F.count(F.when(F.col("event") == "receive", True)).alias("load"))
-        .orderBy("node")
-    )
+def load_by_superpeer(superpeers: DataFrame) -> DataFrame:
+    """``node, load``: ``receive`` events per super-peer, 0 for one that received nothing, read
+    off ``superpeers`` (``traffic_by_superpeer``, whose ``received`` they are)."""
+    return superpeers.select("node", F.col("received").alias("load"))
 
 
 def load_curve(load: DataFrame) -> DataFrame:
@@ -437,7 +435,8 @@ def traffic_over_time(events: DataFrame, bucket: float) -> DataFrame:
 @dataclass(frozen=True, slots=True)
 class Figures:
     """Every table of the report, as lazy DataFrames, the time-bucket size they use, and the
-    intermediates ``analyze`` persisted for them (``unpersist`` releases those)."""
+    intermediates ``analyze`` persisted for them, in the order it persisted them
+    (``unpersist`` releases those)."""
 
     bucket_seconds: float
     quality: DataFrame
@@ -469,33 +468,38 @@ class Figures:
         }
 
     def unpersist(self) -> None:
-        for frame in self.persisted:
+        """Release the persisted intermediates, each before those it was computed from."""
+        for frame in reversed(self.persisted):
             frame.unpersist()
 
 
 def analyze(raw: DataFrame) -> Figures:
-    """All figures of ``raw`` (``read_traces``; persist it first, each table reads it).
+    """All figures of ``raw`` (``read_traces``).
 
-    Collects one row, the time span, to choose the bucket size; everything else stays lazy. The
-    intermediates that several tables read are persisted, so that each is computed once: the
-    deliveries with their latencies (one join), and the small aggregates other tables derive from
-    (loads, forwarding per super-peer, the latency CDF, the duplicate pairs)."""
-    events = valid_events(raw)
-    summary = overview(events)
+    Persists ``raw`` (without ``msg``, which no figure reads), since every table reads it, and
+    collects one row, the overview with the time span, to choose the bucket size; everything
+    else stays lazy. The intermediates that several tables read are persisted, so that each is
+    computed once: the overview, the deliveries with their latencies (one join), and the small
+    aggregates other tables derive from (traffic and so load per super-peer, forwarding per
+    super-peer, the latency CDF, the duplicate pairs). ``Figures.unpersist`` releases them all."""
+    cached = raw.drop("msg").persist(StorageLevel.MEMORY_AND_DISK)
+    events = valid_events(cached)
+    summary = overview(events).persist()
     span = summary.select((F.col("last_ts") - F.col("first_ts")).alias("span")).first()
     bucket = bucket_seconds(span["span"] if span and span["span"] is not None else 0.0)
     deliveries = delivery_latencies(events).persist()
-    load = load_by_superpeer(events).persist()
+    superpeers = traffic_by_superpeer(events).persist()
+    load = load_by_superpeer(superpeers)
     forwarding = forwarding_efficiency(events).persist()
     cdf = latency_cdf(deliveries).persist()
     duplicates = duplicate_deliveries(deliveries).persist()
     return Figures(
         bucket_seconds=bucket,
-        quality=input_quality(raw),
-        invalid_examples=invalid_examples(raw),
+        quality=input_quality(cached),
+        invalid_examples=invalid_examples(cached),
         overview=summary,
         kinds=messages_by_kind(events),
-        superpeers=traffic_by_superpeer(events),
+        superpeers=superpeers,
         links=traffic_by_link(events),
         load_curve=load_curve(load),
         load_gini=load_gini(load),
@@ -509,7 +513,7 @@ def analyze(raw: DataFrame) -> Figures:
         forwarding_total=forwarding_total(forwarding),
         traffic_per_second=traffic_per_second(events),
         traffic_over_time=traffic_over_time(events, bucket),
-        persisted=(deliveries, load, forwarding, cdf, duplicates),
+        persisted=(cached, summary, deliveries, superpeers, forwarding, cdf, duplicates),
     )
 
 

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics.definitions import EVENTS, MAX_TS, TRACE_SUFFIXES
+from analytics.definitions import MAX_TS, TRACE_SUFFIXES, hidden, local_files
 from analytics.schema import (
     DATE_COLUMN,
     INVALID_COLUMN,
@@ -29,6 +29,7 @@ from analytics.schema import (
     RAW_SCHEMA,
     TRACE_SCHEMA,
 )
+from superpeer.trace import EVENTS
 
 _TRACE_GLOB: Final = "*.{jsonl,jsonl.gz,json,json.gz}"
 _JSON_OPTIONS: Final = {
@@ -59,13 +60,7 @@ def local_layout(path: str) -> Layout:
     local = urlparse(path).path if path.startswith("file:") else path
     if not os.path.exists(local):
         raise TraceInputError(f"{path}: no such log directory")
-    if os.path.isfile(local):
-        return _classify([os.path.basename(local)], path)
-    names: list[str] = []
-    for folder, dirs, files in os.walk(local):
-        dirs[:] = [d for d in dirs if not _hidden(d)]
-        names.extend(os.path.join(folder, f) for f in files if not _hidden(f))
-    return _classify(names, path)
+    return _classify([file.name for file in local_files(local)], path)
 
 
 def read_traces(spark: SparkSession, path: str) -> DataFrame:
@@ -106,9 +101,8 @@ def write_parquet(raw: DataFrame, path: str) -> None:
     ``ts`` and by ``node`` (replacing what is there), so that later runs read only the columns and
     the days or super-peers they need. Invalid lines go along with their text: an analysis of the
     copy reports them as the analysis of the logs does."""
-    in_range = F.col("ts").isNotNull() & (F.col("ts") >= 0) & (F.col("ts") < MAX_TS)
     dated = raw.withColumn(
-        DATE_COLUMN, F.when(in_range, F.to_date(F.timestamp_seconds(F.col("ts"))))
+        DATE_COLUMN, F.when(_ts_in_range(), F.to_date(F.timestamp_seconds(F.col("ts"))))
     )
     dated.write.mode("overwrite").partitionBy(DATE_COLUMN, "node").parquet(path)
 
@@ -116,10 +110,7 @@ def write_parquet(raw: DataFrame, path: str) -> None:
 def _mark_invalid(parsed: DataFrame, line: Column) -> DataFrame:
     valid = (
         F.col(INVALID_COLUMN).isNull()
-        & F.col("ts").isNotNull()
-        & ~F.isnan(F.col("ts"))
-        & (F.col("ts") >= 0)
-        & (F.col("ts") < MAX_TS)
+        & _ts_in_range()
         & F.col("node").isNotNull()
         & F.col("event").isin(*EVENTS)
         & F.col("kind").isNotNull()
@@ -132,6 +123,12 @@ def _mark_invalid(parsed: DataFrame, line: Column) -> DataFrame:
         *columns,
         F.when(F.coalesce(valid, F.lit(False)), None).otherwise(line).alias(INVALID_COLUMN),
     )
+
+
+def _ts_in_range() -> Column:
+    """``ts`` is a number of seconds in ``[0, MAX_TS)`` (not null, not NaN)."""
+    ts = F.col("ts")
+    return ts.isNotNull() & ~F.isnan(ts) & (ts >= 0) & (ts < MAX_TS)
 
 
 def _hadoop_layout(spark: SparkSession, path: str) -> Layout:
@@ -150,13 +147,9 @@ def _hadoop_layout(spark: SparkSession, path: str) -> Layout:
         relative = str(status.getPath().toUri().getPath())[
             len(str(fs.makeQualified(hadoop_path).toUri().getPath())) :
         ]
-        if not any(_hidden(part) for part in relative.split("/") if part):
+        if not any(hidden(part) for part in relative.split("/") if part):
             names.append(relative)
     return _classify(names, path)
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(("_", "."))
 
 
 def _classify(names: Iterable[str], path: str) -> Layout:

@@ -19,7 +19,6 @@ import gzip
 import heapq
 import json
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,14 +27,15 @@ from typing import IO, Any
 from analytics.definitions import (
     BLANK,
     CDF_PERCENTS,
-    EVENTS,
     FLUSHED,
     MAX_TS,
     ONLINE,
     SUMMARY_PERCENTS,
     TRACE_SUFFIXES,
     bucket_seconds,
+    local_files,
 )
+from superpeer.trace import EVENTS
 
 Table = list[tuple[Any, ...]]
 
@@ -47,18 +47,7 @@ _KNOWN_EVENTS = frozenset(EVENTS)
 def trace_files(path: str | Path) -> list[Path]:
     """The trace files under ``path`` (or ``path`` itself), skipping hidden files and folders
     (names starting with ``_`` or ``.``), as Spark does."""
-    root = Path(path)
-    if root.is_file():
-        return [root]
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        found += [
-            Path(folder, f)
-            for f in sorted(files)
-            if not f.startswith(("_", ".")) and f.endswith(TRACE_SUFFIXES)
-        ]
-    return found
+    return [file for file in local_files(path) if file.name.endswith(TRACE_SUFFIXES)]
 
 
 def parse(line: str) -> tuple[Any, ...] | None:

@@ -24,7 +24,6 @@ from typing import Any, Final
 from matplotlib.figure import Figure
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.storagelevel import StorageLevel
 
 from analytics.definitions import FLUSHED, ONLINE
 from analytics.figures import Figures, analyze
@@ -97,21 +96,20 @@ def build_report(
     ``<warehouse>/tables`` (default ``out_dir``). ``source`` names the traces in the report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cached = raw.drop("msg").persist(StorageLevel.MEMORY_AND_DISK)
+    spark = raw.sparkSession
+    provenance = (
+        f"Generated {_time(time.time())} by hypercup-analyze on Spark {spark.version} "
+        f"(master `{spark.sparkContext.master}`)."
+    )
+    figures = analyze(raw)
+    # Read three times: for its peak, then written as Parquet and as CSV.
+    per_second = figures.traffic_per_second.persist()
     try:
-        figures = analyze(cached)
-        spark = raw.sparkSession
-        provenance = (
-            f"Generated {_time(time.time())} by hypercup-analyze on Spark {spark.version} "
-            f"(master `{spark.sparkContext.master}`)."
-        )
-        try:
-            collected = _collect(figures)
-            _write_tables(figures, collected, f"{warehouse or str(out.resolve())}/tables")
-        finally:
-            figures.unpersist()
+        collected = _collect(figures)
+        _write_tables(figures, collected, f"{warehouse or str(out.resolve())}/tables")
     finally:
-        cached.unpersist()
+        per_second.unpersist()
+        figures.unpersist()
     plot_load_curve(collected["load_curve"], collected["load_gini"][0], out / PLOTS[0])
     plot_hops(collected["hops"], out / PLOTS[1])
     plot_latency_cdf(collected["latency_cdf"], out / PLOTS[2])

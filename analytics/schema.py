@@ -1,8 +1,8 @@
 """The trace record as an explicit Spark schema, and the rule that makes a trace line valid.
 
-``superpeer.trace`` defines the record; this module mirrors it field for field (names, order and
-types; ``tests/analytics/test_schema.py`` holds the two together) instead of importing it, so the
-``analytics`` package ships to a Spark cluster alone (``deploy/spark-submit.sh`` zips just this
+``superpeer.trace`` defines the record; the schema is made from its fields (names and order, and
+types from their annotations: ``float`` a double, ``str`` a string, ``int`` a long), so a field
+added there is read here too (``deploy/spark-submit.sh`` ships ``superpeer/trace.py`` beside this
 package). Spark never infers the schema: inference reads the data twice and guesses types from
 whatever lines it samples, so one odd line could change the type of a column for the whole run.
 
@@ -10,7 +10,7 @@ A line is *valid* when it parses as a JSON object whose fields have the schema's
 
 - ``ts`` is a finite number of seconds in ``[0, MAX_TS)`` (from the epoch up to the year 9999, the
   range Spark's dates and timestamps can hold; ``analytics.definitions``),
-- ``node``, ``event`` and ``kind`` are present, and ``event`` is one of ``definitions.EVENTS``.
+- ``node``, ``event`` and ``kind`` are present, and ``event`` is one of ``superpeer.trace.EVENTS``.
 
 Blank lines (nothing but whitespace) are skipped, as a JSON-lines reader does. Every other line that
 is not valid is *invalid*: counted, kept with its original text, reported, and left out of the
@@ -21,9 +21,11 @@ JSON text (``"node": 5`` reads as ``"5"``), unknown fields are ignored, and a mi
 
 from __future__ import annotations
 
-from typing import Final
+from dataclasses import fields
+from typing import Final, get_args, get_type_hints
 
 from pyspark.sql.types import (
+    DataType,
     DateType,
     DoubleType,
     LongType,
@@ -32,21 +34,24 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from superpeer.trace import TraceRecord
+
+_SPARK_TYPES: Final[dict[type, DataType]] = {
+    float: DoubleType(),
+    str: StringType(),
+    int: LongType(),
+}
+
+
+def _spark_type(annotation: object) -> DataType:
+    """The Spark type of a record field annotated ``T`` or ``T | None``."""
+    (base,) = [t for t in get_args(annotation) or (annotation,) if t is not type(None)]
+    return _SPARK_TYPES[base]
+
+
+_HINTS: Final = get_type_hints(TraceRecord)
 TRACE_SCHEMA: Final = StructType(
-    [
-        StructField("ts", DoubleType()),
-        StructField("node", StringType()),
-        StructField("event", StringType()),
-        StructField("kind", StringType()),
-        StructField("msg", StringType()),
-        StructField("pub", StringType()),
-        StructField("sub", StringType()),
-        StructField("origin", StringType()),
-        StructField("peer", StringType()),
-        StructField("neighbour", StringType()),
-        StructField("bytes", LongType()),
-        StructField("hops", LongType()),
-    ]
+    [StructField(f.name, _spark_type(_HINTS[f.name])) for f in fields(TraceRecord)]
 )
 """One trace line: the fields of ``superpeer.trace.TraceRecord``, in the same order."""
 

@@ -82,6 +82,12 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def local_mode(master: str | None) -> bool:
+    """Whether ``open_spark_session(master)`` starts Spark in local mode here: a ``local`` master
+    (the default), and not under ``spark-submit``, whose master stands."""
+    return (master or "local").startswith("local") and not under_spark_submit()
+
+
 @contextmanager
 def open_spark_session(
     master: str | None = None,
@@ -113,7 +119,7 @@ def open_spark_session(
         check_java()
     if master is not None or not submitted:
         builder = builder.master(master or "local[*]")
-    if (master or "local").startswith("local") and not submitted:
+    if local_mode(master):
         builder = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))

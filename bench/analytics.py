@@ -218,19 +218,18 @@ def generate_traces(directory: Path, events: int, *, superpeers: int = 64, seed:
 
 
 def spark_tables(spark: Any, traces: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Read, persist, and collect every table (as ``analytics.reference`` returns them)."""
+    """Read, analyse (which persists the events), and collect every table (as
+    ``analytics.reference`` returns them)."""
     from analytics.figures import analyze
     from analytics.load import read_traces
 
-    raw = read_traces(spark, str(traces)).drop("msg").persist()
-    figures = analyze(raw)
+    figures = analyze(read_traces(spark, str(traces)))
     try:
         with ThreadPoolExecutor(max_workers=4) as pool:
             futures = {name: pool.submit(t.collect) for name, t in figures.tables().items()}
         tables = {name: [tuple(row) for row in f.result()] for name, f in futures.items()}
     finally:
         figures.unpersist()
-        raw.unpersist()
     tables["bucket_seconds"] = [(figures.bucket_seconds,)]
     return tables
 

@@ -33,6 +33,7 @@ from crypto import (
     Verifier,
     client_context,
     fingerprint,
+    generate_private_key,
     hash_private_identifier,
     init_ca,
     issue_certificate,
@@ -45,7 +46,6 @@ from crypto import (
     sign_transcript,
     verify_transcript,
 )
-from crypto.keys import generate_private_key
 
 TRANSCRIPT = b"t" * 200
 

@@ -111,11 +111,7 @@ def _tree_broadcasts(topology: Topology, roots: Sequence[str]) -> dict[str, floa
             depth[receiver] = depth[sender] + 1
         messages.append(len(sent))
         depths.append(max(depth.values()))
-    return {
-        "mean": round(statistics.fmean(messages), 2),
-        "max": max(messages),
-        "depth": max(depths),
-    }
+    return {**_summary(messages), "depth": max(depths)}
 
 
 def reverse_path_forwarding(graph: nx.Graph, root: int) -> tuple[int, int]:
@@ -147,10 +143,8 @@ def reverse_path_forwarding(graph: nx.Graph, root: int) -> tuple[int, int]:
 
 def _forwarding(graph: nx.Graph, roots: Sequence[int]) -> dict[str, float]:
     results = [reverse_path_forwarding(graph, root) for root in roots]
-    messages = [sent for sent, _ in results]
     return {
-        "mean": round(statistics.fmean(messages), 2),
-        "max": max(messages),
+        **_summary([sent for sent, _ in results]),
         "depth": max(depth for _, depth in results),
     }
 

@@ -14,6 +14,7 @@
 ``crypto/THREAT_MODEL.md`` says what each mechanism stops.
 """
 
+from crypto._files import sync_directory, write_atomically
 from crypto.errors import (
     CertificateError,
     CryptoError,
@@ -147,7 +148,9 @@ __all__ = [
     "save_private_key",
     "server_context",
     "sign_transcript",
+    "sync_directory",
     "transcript",
     "verified_peer_certificate_node_id",
     "verify_transcript",
+    "write_atomically",
 ]

@@ -50,10 +50,31 @@ def write_atomically(path: Path, data: bytes, *, mode: int, overwrite: bool) -> 
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-    _sync_directory(path.parent)
+    sync_directory(path.parent)
 
 
-def _sync_directory(directory: Path) -> None:
+def save_file(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int,
+    overwrite: bool,
+    what: str,
+    error: type[Exception] = KeyFileError,
+    exists_note: str = "",
+) -> Path:
+    """``write_atomically``, with its failures as ``error`` naming the file (``what`` and
+    ``path``); ``exists_note`` is added to the refusal to replace an existing file."""
+    try:
+        write_atomically(path, data, mode=mode, overwrite=overwrite)
+    except FileExistsError:
+        raise error(f"{what} {path} already exists; refusing to replace it{exists_note}") from None
+    except OSError as failure:
+        raise error(f"cannot write {what} {path}: {failure.strerror}") from None
+    return path
+
+
+def sync_directory(directory: Path) -> None:
     """Makes the new directory entry durable (a crash right after must not lose a new key)."""
     try:
         descriptor = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

@@ -513,7 +513,7 @@ class Verifier:
             raise LocalProtocolError("send the challenge first")
         if self._state in (VerifierState.ACCEPTED, VerifierState.REJECTED):
             raise LocalProtocolError(f"the identification is over ({self._state.value})")
-        kind = getattr(type(message), "KIND", type(message).__name__)
+        kind = _kind(message)
         assert self._deadline is not None
         if now >= self._deadline:
             return self._reject(EXPIRED, "the challenge expired", kind, self._claimed())
@@ -679,6 +679,11 @@ class Verifier:
         ]
 
 
+def _kind(message: object) -> str:
+    """What ``message`` is, for errors: its ``KIND``, or the name of an unknown type."""
+    return getattr(type(message), "KIND", type(message).__name__)
+
+
 def _check_bytes(message: object, name: str, limit: int) -> str | None:
     value = getattr(message, name)
     if not isinstance(value, bytes) or not 0 < len(value) <= limit:
@@ -782,8 +787,7 @@ class Prover:
                     registered=self._private_identifier is None,
                 )
             ]
-        kind = getattr(type(message), "KIND", type(message).__name__)
-        raise self._broken(f"{kind} is out of order ({self._state.value})")
+        raise self._broken(f"{_kind(message)} is out of order ({self._state.value})")
 
     def confirm(self) -> Confirm:
         """The confirmation to send once the issued private identifier is stored durably."""

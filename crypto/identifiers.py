@@ -83,7 +83,7 @@ def _decode(prefix: str, text: str, what: str) -> bytes:
     if not lowered.startswith(prefix):
         raise IdentifierError(f"a {what} starts with {prefix!r}")
     body = lowered[len(prefix) :]
-    if len(body) != _ENCODED_LENGTH or not set(body) <= _BASE32_ALPHABET:
+    if not set(body) <= _BASE32_ALPHABET:
         raise IdentifierError(f"a {what} is {prefix!r} followed by characters of a-z and 2-7")
     data = base64.b32decode(body.upper() + "====")
     if _encode(prefix, data) != lowered:
@@ -188,19 +188,13 @@ def save_private_identifier(
     private_identifier: PrivateIdentifier, path: str | Path, *, overwrite: bool = False
 ) -> Path:
     """Writes the text form at ``path`` with mode 0600, atomically (the peer's copy)."""
-    path = Path(path)
-    data = (private_identifier.reveal_text() + "\n").encode("ascii")
-    try:
-        _files.write_atomically(path, data, mode=_files.PRIVATE_MODE, overwrite=overwrite)
-    except FileExistsError:
-        raise KeyFileError(
-            f"private identifier file {path} already exists; refusing to replace it"
-        ) from None
-    except OSError as error:
-        raise KeyFileError(
-            f"cannot write private identifier file {path}: {error.strerror}"
-        ) from None
-    return path
+    return _files.save_file(
+        Path(path),
+        (private_identifier.reveal_text() + "\n").encode("ascii"),
+        mode=_files.PRIVATE_MODE,
+        overwrite=overwrite,
+        what="private identifier file",
+    )
 
 
 def load_private_identifier(

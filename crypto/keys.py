@@ -26,6 +26,7 @@ from typing import Final
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa, x448, x25519
+from cryptography.hazmat.primitives.asymmetric.types import PublicKeyTypes
 
 from crypto import _files
 from crypto.errors import KeyFileError, KeyPolicyError
@@ -100,18 +101,14 @@ def save_private_key(
     existing file unless ``overwrite`` (replacing a key silently would orphan the identity it
     held). Returns the path written."""
     check_key_policy(key)
-    path = Path(path)
-    data = private_key_pem(key, passphrase)
-    try:
-        _files.write_atomically(path, data, mode=_files.PRIVATE_MODE, overwrite=overwrite)
-    except FileExistsError:
-        raise KeyFileError(
-            f"key file {path} already exists; refusing to replace it (it holds an identity); "
-            "remove it first or pass overwrite=True"
-        ) from None
-    except OSError as error:
-        raise KeyFileError(f"cannot write key file {path}: {error.strerror}") from None
-    return path
+    return _files.save_file(
+        Path(path),
+        private_key_pem(key, passphrase),
+        mode=_files.PRIVATE_MODE,
+        overwrite=overwrite,
+        what="key file",
+        exists_note=" (it holds an identity); remove it first or pass overwrite=True",
+    )
 
 
 def load_private_key(
@@ -169,9 +166,10 @@ def load_private_key(
     return key
 
 
-def public_key_der(key: rsa.RSAPrivateKey | rsa.RSAPublicKey) -> bytes:
-    """The DER SubjectPublicKeyInfo of ``key`` (of its public half for a private key): the one
-    canonical byte form identifiers and fingerprints are computed from."""
+def public_key_der(key: rsa.RSAPrivateKey | PublicKeyTypes) -> bytes:
+    """The DER SubjectPublicKeyInfo of ``key`` (of its public half for an RSA private key): the
+    one canonical byte form identifiers and fingerprints are computed from. Any public key is
+    accepted, so that a server presenting a non-RSA certificate still gets a fingerprint."""
     if isinstance(key, rsa.RSAPrivateKey):
         key = key.public_key()
     return key.public_bytes(

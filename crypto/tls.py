@@ -108,13 +108,7 @@ def fingerprint(
     identifier (``pk1-...``)."""
     if isinstance(item, x509.Certificate):
         item = item.public_key()
-    if isinstance(item, rsa.RSAPrivateKey | rsa.RSAPublicKey):
-        return public_identifier(public_key_der(item))
-    return public_identifier(
-        item.public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
+    return public_identifier(public_key_der(item))
 
 
 def node_id_of(certificate: x509.Certificate) -> str | None:
@@ -188,20 +182,7 @@ def init_ca(
         .not_valid_before(now - CLOCK_SKEW)
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
         .add_extension(key_id, critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(key_id), critical=False
@@ -254,20 +235,7 @@ def issue_certificate(
         .not_valid_before(now - CLOCK_SKEW)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(digital_signature=True), critical=True)
         .add_extension(
             x509.ExtendedKeyUsage(
                 [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
@@ -281,6 +249,23 @@ def issue_certificate(
             critical=False,
         )
         .sign(ca_key, hashes.SHA256())
+    )
+
+
+def _key_usage(
+    *, digital_signature: bool = False, key_cert_sign: bool = False, crl_sign: bool = False
+) -> x509.KeyUsage:
+    """A key usage extension allowing what is named and nothing else."""
+    return x509.KeyUsage(
+        digital_signature=digital_signature,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=key_cert_sign,
+        crl_sign=crl_sign,
+        encipher_only=False,
+        decipher_only=False,
     )
 
 
@@ -309,15 +294,14 @@ def save_certificate(
     certificate: x509.Certificate, path: str | Path, *, overwrite: bool = False
 ) -> Path:
     """Writes ``certificate`` as PEM at ``path`` (mode 0644: it is public), atomically."""
-    path = Path(path)
-    data = certificate.public_bytes(serialization.Encoding.PEM)
-    try:
-        _files.write_atomically(path, data, mode=_files.PUBLIC_MODE, overwrite=overwrite)
-    except FileExistsError:
-        raise CertificateError(f"{path} already exists; refusing to replace it") from None
-    except OSError as error:
-        raise CertificateError(f"cannot write {path}: {error.strerror}") from None
-    return path
+    return _files.save_file(
+        Path(path),
+        certificate.public_bytes(serialization.Encoding.PEM),
+        mode=_files.PUBLIC_MODE,
+        overwrite=overwrite,
+        what="certificate",
+        error=CertificateError,
+    )
 
 
 def load_certificate(path: str | Path) -> x509.Certificate:
@@ -394,10 +378,7 @@ def peer_client_context(
         context.check_hostname = check_hostname
     else:
         assert pinned_fingerprint is not None
-        try:
-            parse_public_identifier(pinned_fingerprint)
-        except IdentifierError as error:
-            raise CertificateError(f"pinned_fingerprint: {error}") from None
+        _parse_pin(pinned_fingerprint, "pinned_fingerprint")
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
@@ -440,10 +421,7 @@ def check_pinned(der_certificate: bytes | None, pinned_fingerprint: str) -> None
     fingerprint. Call it right after the handshake with ``getpeercert(binary_form=True)``."""
     if der_certificate is None:
         raise CertificateError("the server sent no certificate")
-    try:
-        expected = parse_public_identifier(pinned_fingerprint)
-    except IdentifierError as error:
-        raise CertificateError(f"pinned fingerprint: {error}") from None
+    expected = _parse_pin(pinned_fingerprint, "pinned fingerprint")
     try:
         presented = fingerprint(x509.load_der_x509_certificate(der_certificate))
     except ValueError:
@@ -452,6 +430,15 @@ def check_pinned(der_certificate: bytes | None, pinned_fingerprint: str) -> None
         raise CertificateError(
             f"the server's key is {presented}, not the pinned {expected}: refusing the connection"
         )
+
+
+def _parse_pin(pinned_fingerprint: str, name: str) -> str:
+    """The canonical form of a pinned fingerprint; ``CertificateError`` naming it ``name`` if it
+    is not one."""
+    try:
+        return parse_public_identifier(pinned_fingerprint)
+    except IdentifierError as error:
+        raise CertificateError(f"{name}: {error}") from None
 
 
 def check_pinned_connection(connection: PeerCertificateSource, pinned_fingerprint: str) -> None:

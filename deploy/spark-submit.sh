@@ -5,8 +5,8 @@
 #
 # Everything before a `--` goes to spark-submit as it is (--deploy-mode, --executor-memory,
 # --num-executors, --conf ...); everything after it (or all arguments, without a `--`) goes to
-# hypercup-analyze. The analytics package is zipped and shipped with --py-files, and
-# analytics/submit_entry.py is the application spark-submit runs.
+# hypercup-analyze. The analytics package and superpeer/trace.py (the record it reads) are zipped
+# and shipped with --py-files; analytics/submit_entry.py is the application spark-submit runs.
 #
 # Environment:
 #   MASTER                  --master for spark-submit (default: local[*]), e.g. yarn,
@@ -62,8 +62,11 @@ import zipfile
 from pathlib import Path
 
 root, target = Path(sys.argv[1]), sys.argv[2]
+# superpeer/trace.py defines the record and imports only the standard library.
+sources = [*sorted((root / "analytics").rglob("*.py")), root / "superpeer" / "__init__.py",
+           root / "superpeer" / "trace.py"]
 with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-    for source in sorted((root / "analytics").rglob("*.py")):
+    for source in sources:
         archive.write(source, source.relative_to(root).as_posix())
 EOF
 

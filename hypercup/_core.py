@@ -149,6 +149,13 @@ class NodeCore:
         assert to != self.node_id, f"{self.node_id} sends {message.KIND} to itself"
         self._out.append(Send(to=to, address=address, message=message))
 
+    def _forward_down(self, message: Grow | Shrink, skip: str | None = None) -> None:
+        """Sends a broadcast to our children in the tree of ``message.root`` (but ``skip``)."""
+        hood = self._member_hood()
+        for child in hood.view().children(message.root):
+            if child != skip:
+                self._send(child, hood.address_of(child), message)
+
     def _new_ack_id(self) -> int:
         self._next_ack += 1
         return self._next_ack
@@ -197,11 +204,12 @@ class NodeCore:
             return message.epoch - 1
         return getattr(message, "epoch", None)
 
-    def _dispatch(self, sender: str, message: Message) -> None:
+    def _dispatch(self, sender: str, message: Message) -> bool:
+        """Processes ``message``, or holds it back until its epoch comes (False)."""
         required = self._required_epoch(message)
         if required is not None and required > self._epoch:
             self._held_back.append((sender, message))
-            return
+            return False
         restartable = (
             isinstance(message, JoinWalk) and message.phase == ROUTE and not message.admitted
         )
@@ -212,20 +220,15 @@ class NodeCore:
                 f"{self._epoch}: the cube changed dimension while it was in flight",
             )
         self._guarded(sender, lambda: self._handle(sender, message))
+        return True
 
     def _flush(self) -> None:
         """Processes held-back messages that the node's epoch now allows, in arrival order."""
         progress = True
         while progress and self._held_back and self._state is NodeState.MEMBER:
-            progress = False
             pending, self._held_back = self._held_back, []
-            for sender, message in pending:
-                required = self._required_epoch(message)
-                if required is not None and required > self._epoch:
-                    self._held_back.append((sender, message))
-                else:
-                    self._dispatch(sender, message)
-                    progress = True
+            processed = [self._dispatch(sender, message) for sender, message in pending]
+            progress = any(processed)
 
     def _require_no_join(self, sender: str, message: Message) -> None:
         if self._joining_activity():

@@ -22,6 +22,7 @@ knows the holder answers. Then the repairer starts the walk for L.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from hypercup._core import NodeCore, NodeState, PendingRepair
@@ -46,7 +47,13 @@ from hypercup.messages import (
     ReturnTop,
     Shrink,
 )
-from hypercup.positions import hamming, neighbour_positions, next_hop_position, top_bit
+from hypercup.positions import (
+    hamming,
+    neighbour_positions,
+    next_hop_position,
+    surrounding_positions,
+    top_bit,
+)
 
 
 def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
@@ -64,20 +71,34 @@ class Departures(NodeCore):
     def _start_leave(self) -> None:
         """This member leaves: from now on it only waits for ``Released``."""
         hood = self._member_hood()
-        walk = LeaveWalk(
-            epoch=self._epoch,
-            dimension=hood.dimension,
-            leaver=self.node_id,
-            leaver_address=self.address,
-            leaver_positions=tuple(sorted(hood.positions)),
-            leaver_peers=peers_to_wire(hood.peers),
-            failed=False,
-            phase=ROUTE,
-            position=min(hood.positions),
-            bit=-1,
+        walk = self._new_leave_walk(
+            self.node_id, self.address, hood.positions, hood.peers, failed=False
         )
         self._state = NodeState.LEAVING
         self._advance_leave(walk)
+
+    def _new_leave_walk(
+        self,
+        leaver: str,
+        address: str,
+        positions: frozenset[int],
+        peers: Mapping[str, Peer],
+        *,
+        failed: bool,
+    ) -> LeaveWalk:
+        """The walk of a departure, starting at the leaver's lowest position."""
+        return LeaveWalk(
+            epoch=self._epoch,
+            dimension=self._member_hood().dimension,
+            leaver=leaver,
+            leaver_address=address,
+            leaver_positions=tuple(sorted(positions)),
+            leaver_peers=peers_to_wire(peers),
+            failed=failed,
+            phase=ROUTE,
+            position=min(positions),
+            bit=-1,
+        )
 
     def _on_leave_walk(self, sender: str, walk: LeaveWalk) -> None:
         self._require_no_join(sender, walk)
@@ -171,11 +192,8 @@ class Departures(NodeCore):
         self._shrink(message)
 
     def _shrink(self, message: Shrink) -> None:
-        hood = self._member_hood()
-        for child in hood.view().children(message.root):
-            if child != message.absent:
-                self._send(child, hood.address_of(child), message)
-        self._apply(hood.shrink)
+        self._forward_down(message, skip=message.absent)
+        self._apply(self._member_hood().shrink)
 
     def _end_leave_walk(self, walk: LeaveWalk, hood: Neighbourhood) -> None:
         """At the last split column: its newcomer takes the departing node's place."""
@@ -185,7 +203,7 @@ class Departures(NodeCore):
         newcomer = hood.holder(mirror)
         if newcomer == walk.leaver:
             assert base == self.node_id
-            self._take_back(mirror, peers_from_wire(walk.leaver_peers), walk.leaver)
+            self._take_back(mirror, peers_from_wire(walk.leaver_peers), exclude={walk.leaver})
             if not walk.failed:
                 self._send(walk.leaver, walk.leaver_address, Released())
             return
@@ -206,12 +224,13 @@ class Departures(NodeCore):
         else:
             self._send(newcomer, hood.address_of(newcomer), reclaim)
 
-    def _take_back(self, mirror: int, donor: dict[str, Peer], leaver: str) -> None:
-        """Our column's mirror is ours again; ``donor`` is its last holder's peer table."""
+    def _take_back(self, mirror: int, donor: dict[str, Peer], exclude: set[str]) -> None:
+        """Our column's mirror is ours again; ``donor`` is its last holder's peer table. We
+        announce it to every neighbour but ``exclude``."""
         hood = self._member_hood()
         before = hood.addresses()
         hood.replace(hood.positions | {mirror}, merge_tables(hood.peers, donor))
-        self._announce(before, exclude={leaver})
+        self._announce(before, exclude=exclude)
 
     def _on_reclaim(self, sender: str, message: Reclaim) -> None:
         self._require_no_join(sender, message)
@@ -254,10 +273,7 @@ class Departures(NodeCore):
             raise RemoteProtocolError(
                 sender, f"returns the mirror {mirror}, which {sender} does not hold next to us"
             )
-        before = hood.addresses()
-        donor = peers_from_wire(message.peers)
-        hood.replace({message.column, mirror}, merge_tables(hood.peers, donor))
-        self._announce(before, exclude={message.leaver, sender})
+        self._take_back(mirror, peers_from_wire(message.peers), exclude={message.leaver, sender})
 
     def _announce(self, before: dict[str, str], exclude: set[str]) -> None:
         """Tells every neighbour, old and new, what this node now holds."""
@@ -280,7 +296,7 @@ class Departures(NodeCore):
         lost = hood.peers[failed].positions
         found: dict[str, Peer] = {}
         missing: set[int] = set()
-        for position in {q for p in lost for q in neighbour_positions(p, hood.dimension)} - lost:
+        for position in surrounding_positions(lost, hood.dimension):
             if position in hood.positions:
                 found[self.node_id] = Peer(self.address, hood.positions)
             elif position in hood.holders:
@@ -349,16 +365,7 @@ class Departures(NodeCore):
         assert repair is not None
         self._repair = None
         self._advance_leave(
-            LeaveWalk(
-                epoch=self._epoch,
-                dimension=self._member_hood().dimension,
-                leaver=repair.failed,
-                leaver_address=repair.failed_address,
-                leaver_positions=tuple(sorted(repair.positions)),
-                leaver_peers=peers_to_wire(repair.found),
-                failed=True,
-                phase=ROUTE,
-                position=min(repair.positions),
-                bit=-1,
+            self._new_leave_walk(
+                repair.failed, repair.failed_address, repair.positions, repair.found, failed=True
             )
         )

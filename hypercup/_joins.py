@@ -272,10 +272,9 @@ class Joins(NodeCore):
         """At the anchor of a full cube with no join in flight: broadcast ``Grow``, then restart
         the joins that waited."""
         hood = self._member_hood()
-        root = min(hood.positions)
-        message = Grow(epoch=self._epoch + 1, dimension=hood.dimension + 1, root=root)
-        for child in hood.view().children(root):
-            self._send(child, hood.address_of(child), message)
+        self._forward_down(
+            Grow(epoch=self._epoch + 1, dimension=hood.dimension + 1, root=min(hood.positions))
+        )
         queued, self._queued = self._queued, []
         self._apply(hood.grow)
         for walk in queued:
@@ -283,13 +282,12 @@ class Joins(NodeCore):
 
     def _on_grow(self, sender: str, message: Grow) -> None:
         hood = self._member_hood()
-        view = hood.view()
-        if message.dimension != hood.dimension + 1 or view.parent(message.root) != sender:
+        parent = hood.view().parent(message.root)
+        if message.dimension != hood.dimension + 1 or parent != sender:
             raise RemoteProtocolError(
                 sender,
                 f"Grow to dimension {message.dimension} from {sender}, but {self.node_id} is in "
-                f"dimension {hood.dimension} with parent {view.parent(message.root)}",
+                f"dimension {hood.dimension} with parent {parent}",
             )
-        for child in view.children(message.root):
-            self._send(child, hood.address_of(child), message)
+        self._forward_down(message)
         self._apply(hood.grow)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from hypercup.messages import PeerTable
-from hypercup.positions import adjacent, neighbour_positions, top_bit
+from hypercup.positions import adjacent, surrounding_positions, top_bit
 from hypercup.view import LocalView, check_holding
 
 
@@ -84,10 +84,8 @@ class Neighbourhood:
             raise KnowledgeError(f"{node_id}: nobody is known to hold positions {sorted(missing)}")
         self._forget_strangers()
 
-    def _wanted(self) -> set[int]:
-        return {
-            q for p in self.positions for q in neighbour_positions(p, self.dimension)
-        } - self.positions
+    def _wanted(self) -> frozenset[int]:
+        return surrounding_positions(self.positions, self.dimension)
 
     def _forget_strangers(self) -> None:
         linked = set(self.holders.values())

@@ -18,6 +18,8 @@ is the branch of ``a``'s tree that leads to ``b``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 def check_position(position: int, dimension: int) -> None:
     """Raises ``ValueError`` unless ``position`` is a position of a ``dimension``-cube."""
@@ -42,6 +44,13 @@ def neighbour_position(position: int, dimension: int) -> int:
 def neighbour_positions(position: int, dimension: int) -> tuple[int, ...]:
     """The ``dimension`` neighbours of ``position``, by increasing edge label."""
     return tuple(position ^ (1 << j) for j in range(dimension))
+
+
+def surrounding_positions(positions: Iterable[int], dimension: int) -> frozenset[int]:
+    """The positions adjacent to one of ``positions`` and not among them: those whose holders a
+    super-peer holding ``positions`` must know."""
+    held = frozenset(positions)
+    return frozenset(q for p in held for q in neighbour_positions(p, dimension)) - held
 
 
 def hamming(a: int, b: int) -> int:

@@ -38,6 +38,7 @@ from hypercup.positions import (
     hamming,
     neighbour_positions,
     path_positions,
+    surrounding_positions,
     top_bit,
     tree_children_positions,
     tree_parent_position,
@@ -133,13 +134,8 @@ class Topology:
 
     def neighbour_table(self, node: str) -> dict[int, str]:
         """What ``node``'s neighbour table must be: holder of every position adjacent to its own."""
-        held = self.positions(node)
-        return {
-            q: self._holders[q]
-            for p in held
-            for q in neighbour_positions(p, self._dimension)
-            if q not in held
-        }
+        around = surrounding_positions(self.positions(node), self._dimension)
+        return {q: self._holders[q] for q in sorted(around)}
 
     def local_view(self, node: str) -> LocalView:
         return LocalView(

@@ -23,12 +23,12 @@ root position and its entry position.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from hypercup.positions import (
     check_position,
-    neighbour_positions,
+    surrounding_positions,
     top_bit,
     tree_children_positions,
     tree_parent_position,
@@ -57,20 +57,26 @@ class LocalView:
     """One super-peer's positions and neighbour table, validated when built.
 
     ``table`` maps every position adjacent to one of ``positions`` (and not itself one of them) to
-    the id of the super-peer holding it; it must be complete."""
+    the id of the super-peer holding it; it must be complete. A view never changes, so the parent
+    and children of each tree are computed once, when first asked for (a super-peer asks for every
+    message it routes)."""
 
     node_id: str
     dimension: int
     positions: frozenset[int]
     table: Mapping[int, str]
+    _parents: dict[int, str | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _children: dict[int, tuple[str, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         positions = frozenset(self.positions)
         check_holding(positions, self.dimension)
         table = MappingProxyType(dict(self.table))
-        expected = {
-            q for p in positions for q in neighbour_positions(p, self.dimension)
-        } - positions
+        expected = surrounding_positions(positions, self.dimension)
         if set(table) != expected:
             raise ValueError(
                 f"{self.node_id}: the table covers positions {sorted(table)}, "
@@ -118,20 +124,29 @@ class LocalView:
 
     def parent(self, root_position: int) -> str | None:
         """Our parent in the tree rooted at ``root_position`` (None if we hold the root)."""
+        try:
+            return self._parents[root_position]
+        except KeyError:
+            pass
         entry = self.entry_position(root_position)
-        if entry is None:
-            return None
-        parent = tree_parent_position(root_position, entry)
-        assert parent is not None
-        return self.holder(parent)
+        parent = None if entry is None else tree_parent_position(root_position, entry)
+        holder = None if parent is None else self.holder(parent)
+        self._parents[root_position] = holder
+        return holder
 
     def children(self, root_position: int) -> tuple[str, ...]:
         """Our children in the tree rooted at ``root_position``: the super-peers we forward its
         broadcasts to, each once (ordered by our position, then by dimension)."""
+        try:
+            return self._children[root_position]
+        except KeyError:
+            pass
         check_position(root_position, self.dimension)
-        children: list[str] = []
-        for position in sorted(self.positions):
-            for child in tree_children_positions(root_position, position, self.dimension):
-                if child not in self.positions:
-                    children.append(self.table[child])
-        return tuple(children)
+        children = tuple(
+            self.table[child]
+            for position in sorted(self.positions)
+            for child in tree_children_positions(root_position, position, self.dimension)
+            if child not in self.positions
+        )
+        self._children[root_position] = children
+        return children

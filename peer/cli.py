@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 import tomllib
@@ -183,8 +184,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 # -- run ----------------------------------------------------------------------------------------
 def _run(config: PeerConfig, log_level: str) -> int:
-    import os
-
     import trio
 
     from peer.daemon import DaemonError
@@ -260,8 +259,6 @@ def _leaves(error: BaseException) -> list[BaseException]:
 def _keygen(args: argparse.Namespace, config: PeerConfig) -> int:
     """Creates the key (never over an existing one without ``--force``). Replacing a key makes a
     new identity: the registration of the old one goes with it, and no daemon may be running."""
-    import os
-
     import crypto
     from peer.files import DataDirBusy, hold_data_dir
     from peer.identity import IdentityError, create_key, forget_registration, passphrase_from
@@ -298,7 +295,11 @@ def _keygen(args: argparse.Namespace, config: PeerConfig) -> int:
 def _call(config: PeerConfig, command: str, **arguments: str) -> dict[str, Any]:
     """One command to the daemon; its result, or ``CommandFailed``."""
     with ControlClient(config.control_path, timeout=_answer_timeout(config)) as control:
-        ok, body = control.call(command, **arguments)
+        return _result(*control.call(command, **arguments))
+
+
+def _result(ok: bool, body: dict[str, Any]) -> dict[str, Any]:
+    """A reply's body, or ``CommandFailed`` (after the results of a partly done ``publish``)."""
     if not ok:
         _report_results(body.get("results", []))
         raise CommandFailed(str(body.get("message")), EXIT_CODES.get(body.get("error", ""), 2))
@@ -392,9 +393,7 @@ def _inbox(args: argparse.Namespace, config: PeerConfig) -> int:
             arguments = {"after": str(after)}
             if wait:
                 arguments["wait"] = "true"
-            ok, body = control.call("inbox", **arguments)
-            if not ok:
-                raise CommandFailed(str(body.get("message")), EXIT_CODES.get(body.get("error"), 2))
+            body = _result(*control.call("inbox", **arguments))
             for record in body["records"]:
                 print(json.dumps(record) if args.json else _record_line(record), flush=True)
                 after = record["sequence"]
@@ -405,7 +404,7 @@ def _inbox(args: argparse.Namespace, config: PeerConfig) -> int:
 
 
 def _record_line(record: dict[str, Any]) -> str:
-    received = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record["received_at"]))
+    received = _when(record["received_at"])
     matched = ",".join(record["subscriptions"])
     return (
         f"{record['sequence']:>5}  {received}  {record['publication']}  <{record['subject']}>  "

@@ -53,7 +53,6 @@ from dataclasses import dataclass
 import trio
 
 import crypto
-import qel
 from peer.config import format_address
 from peer.identity import IdentityError, PeerIdentity
 from peer.inbox import Inbox
@@ -224,7 +223,6 @@ class PeerClient:
         identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
         wall_clock: Callable[[], float] = time.time,
-        language_limits: qel.Limits = qel.DEFAULT_LIMITS,
     ) -> None:
         if (tls is None) != (identity is None):
             raise ValueError("TLS and an identity go together: identification needs the channel")
@@ -239,7 +237,6 @@ class PeerClient:
         self._locate_timeout = locate_timeout
         self._open_stream = open_stream or self._open_tcp_stream
         self._wall_clock = wall_clock
-        self._language_limits = language_limits
         self._connection: _Connection | None = None
         self._left = False
         self._inbox_changed = trio.Event()
@@ -350,24 +347,22 @@ class PeerClient:
                 ) from None
         if stream is None:
             raise _ConnectFailed(f"cannot connect to {self.address} within {self._timeout:g} s")
-        if self.tls is None or self.identity is None:
-            return stream, Session(
-                self.peer_id,
-                limits=self._limits,
-                timeout=self._timeout,
-                locate_timeout=self._locate_timeout,
+        identification = None
+        if self.tls is not None and self.identity is not None:
+            secure = None
+            with trio.move_on_after(self._timeout):
+                secure = await self._secure(stream, self.tls)  # closes the stream if it fails
+            if secure is None:
+                raise _ConnectFailed(
+                    f"no TLS handshake with {self.address} within {self._timeout:g} s"
+                )
+            stream = secure
+            identification = Identification(
+                key=self.identity.key,
+                server_fingerprint=crypto.peer_fingerprint(secure),
+                server_node_id=crypto.verified_peer_certificate_node_id(secure),
+                registration=self.identity.registration,
             )
-        secure = None
-        with trio.move_on_after(self._timeout):
-            secure = await self._secure(stream, self.tls)  # closes the stream if it fails
-        if secure is None:
-            raise _ConnectFailed(f"no TLS handshake with {self.address} within {self._timeout:g} s")
-        identification = Identification(
-            key=self.identity.key,
-            server_fingerprint=crypto.peer_fingerprint(secure),
-            server_node_id=crypto.verified_peer_certificate_node_id(secure),
-            registration=self.identity.registration,
-        )
         session: Session[Ticket] = Session(
             self.peer_id,
             limits=self._limits,
@@ -375,7 +370,7 @@ class PeerClient:
             locate_timeout=self._locate_timeout,
             identification=identification,
         )
-        return secure, session
+        return stream, session
 
     async def _connect_once(self) -> str:
         """One connection, from connecting to its end; returns why it ended."""
@@ -462,7 +457,7 @@ class PeerClient:
                     )
                 connection.end(reason)
                 return
-            for event in connection.session.receive_data(data, trio.current_time()):
+            for event in connection.session.receive_data(data):
                 await self._handle(connection, event)
 
     async def _handle(self, connection: _Connection, event: Event[Ticket]) -> None:
@@ -483,16 +478,19 @@ class PeerClient:
                     event.expected,
                     event.answer.request,
                 )
-            if isinstance(event.answer, m.Ack):
-                self._acknowledged += 1
-            else:
-                self._refused += 1
-                log.info(
-                    "event=refused request=%r reason=%r", event.answer.request, event.answer.reason
-                )
-            event.token._resolve(event.answer)
+            self._answered(event.token, event.answer)
         elif isinstance(event, LookupAnswered):
-            self._lookup_answered(event)
+            answer = event.answer
+            if isinstance(answer, m.Located):
+                log.info(
+                    "event=located id=%s public_id=%s online=%s address=%s superpeer=%s",
+                    answer.id,
+                    answer.public_id,
+                    answer.online,
+                    answer.address,
+                    answer.superpeer,
+                )
+            self._answered(event.token, answer)
         elif isinstance(event, LookupExpired):
             self._failed += 1
             log.warning("event=lookup_expired reason=%r", event.reason)
@@ -510,22 +508,15 @@ class PeerClient:
                 )
             connection.end(event.reason, event.reply)
 
-    def _lookup_answered(self, event: LookupAnswered[Ticket]) -> None:
-        answer = event.answer
-        if isinstance(answer, m.Located):
-            self._acknowledged += 1  # answered: the counters count answers, whatever they say
-            log.info(
-                "event=located id=%s public_id=%s online=%s address=%s superpeer=%s",
-                answer.id,
-                answer.public_id,
-                answer.online,
-                answer.address,
-                answer.superpeer,
-            )
-        else:
+    def _answered(self, ticket: Ticket, answer: Answer) -> None:
+        """Counts the answer (a ``Located`` counts as acknowledged: the counters count answers,
+        whatever they say) and completes its ticket."""
+        if isinstance(answer, m.Refused):
             self._refused += 1
             log.info("event=refused request=%r reason=%r", answer.request, answer.reason)
-        event.token._resolve(answer)
+        else:
+            self._acknowledged += 1
+        ticket._resolve(answer)
 
     async def _store_registration(self, connection: _Connection, event: Store) -> None:
         """Stores the registration durably, then queues the confirmation (never before)."""
@@ -545,7 +536,9 @@ class PeerClient:
             event.registration.issued_by,
             event.replaces,
         )
-        connection.queue_in.send_nowait(connection.session.stored(trio.current_time()))
+        confirmation = connection.session.stored()
+        if confirmation:  # else the session ended in the same read: nothing is confirmed
+            connection.queue_in.send_nowait(confirmation)
 
     async def _forget_registration(self, connection: _Connection, event: Forget) -> None:
         identity = self.identity
@@ -577,10 +570,9 @@ class PeerClient:
             event.registered,
         )
         state = self.store.current
-        parsed = parse_state(state, limits=self._language_limits)
+        parsed = parse_state(state)
         problems = {f"stored state ({n})": p for n, p in enumerate(parsed.problems, start=1)}
-        withdraw = state.in_doubt - set(state.subscriptions)
-        for message in plan_resend(parsed.advertisement, parsed.subscriptions, withdraw):
+        for message in plan_resend(parsed.advertisement, parsed.subscriptions, state.in_doubt):
             try:
                 self.submit(PeerRequest(message=message, on_answer=self._resend_answered(message)))
             except RequestTooLarge as error:
@@ -666,9 +658,6 @@ class PeerClient:
             soonest = trio.current_time() + min(session.timeout, session.locate_timeout)
             await trio.sleep_until(soonest if deadline is None else min(deadline, soonest))
             for event in session.handle_timer(trio.current_time()):
-                if isinstance(event, Ended):
-                    connection.end(event.reason, event.reply)
-                    return
                 await self._handle(connection, event)
 
     # -- requests -----------------------------------------------------------------------------

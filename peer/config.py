@@ -63,6 +63,14 @@ _KEYS: Final = frozenset(
     }
 )
 _SECURITY_KEYS: Final = frozenset({"tls", "key", "ca", "pin"})
+_NUMBERS: Final = {
+    "request_timeout": float,
+    "locate_timeout": float,
+    "max_frame_bytes": int,
+    "reconnect_initial": float,
+    "reconnect_max": float,
+}
+"""The positive numbers a file may set (the defaults are ``PeerConfig``'s)."""
 
 
 class ConfigError(ValueError):
@@ -178,21 +186,19 @@ def load_config(
     advertisement = table.get("advertisement")
     if advertisement is not None and not isinstance(advertisement, dict):
         raise ConfigError("advertisement must be a table (the JSON advertisement's keys)")
+    access_point = (
+        parse_address(address, what="--superpeer" if superpeer is not None else "superpeer")
+        if address
+        else None
+    )
+    numbers = {key: _positive(table, key, kind) for key, kind in _NUMBERS.items() if key in table}
     config = PeerConfig(
         data_dir=directory,
-        superpeer=(
-            parse_address(address, what="--superpeer" if superpeer is not None else "superpeer")
-            if address
-            else None
-        ),
+        superpeer=access_point,
         name=chosen_name,
-        request_timeout=_positive(table, "request_timeout", 30.0),
-        locate_timeout=_positive(table, "locate_timeout", 10.0),
-        max_frame_bytes=int(_positive(table, "max_frame_bytes", 1024 * 1024, integer=True)),
-        reconnect_initial=_positive(table, "reconnect_initial", 0.5),
-        reconnect_max=_positive(table, "reconnect_max", 30.0),
         advertisement=toml_to_json(advertisement) if advertisement is not None else None,
         security=_security(table, path, ca=ca, pin=pin, no_tls=no_tls),
+        **numbers,
     )
     if config.reconnect_max < config.reconnect_initial:
         raise ConfigError("reconnect_max must be at least reconnect_initial")
@@ -278,12 +284,12 @@ def _optional(table: dict[str, Any], key: str, kind: type) -> Any:
     return value
 
 
-def _positive(table: dict[str, Any], key: str, default: float, *, integer: bool = False) -> float:
-    value = table.get(key, default)
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
-        raise ConfigError(f"{key} must be a positive {'integer' if integer else 'number'}")
-    return float(value)
+def _positive(table: dict[str, Any], key: str, kind: type[float]) -> float:
+    """``table[key]`` as ``kind`` (``int`` or ``float``), which must be positive."""
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, kind | int) or value <= 0:
+        raise ConfigError(f"{key} must be a positive {'integer' if kind is int else 'number'}")
+    return kind(value)
 
 
 def toml_to_json(table: dict[str, Any]) -> str:

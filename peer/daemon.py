@@ -413,8 +413,8 @@ class PeerService:
         text = _argument(arguments, "advertisement")
         try:
             advertisement = qel.parse_advertisement(text)
-        except (qel.AdvertisementError, RecursionError) as error:  # see _nesting
-            raise CommandError("invalid", f"invalid advertisement: {_nesting(error)}") from None
+        except qel.AdvertisementError as error:
+            raise CommandError("invalid", f"invalid advertisement: {error}") from None
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
@@ -432,10 +432,8 @@ class PeerService:
         text = _argument(arguments, "query")
         try:
             subscription = qel.parse_subscription(text)
-        except (qel.QueryError, RecursionError) as error:  # see _nesting
-            raise CommandError(
-                "invalid", f"the query is outside the language: {_nesting(error)}"
-            ) from None
+        except qel.QueryError as error:
+            raise CommandError("invalid", f"the query is outside the language: {error}") from None
         name = arguments.get("id") or subscription_id(subscription)
         _check_id(name)
         existing = self.store.current.subscriptions.get(name)
@@ -648,15 +646,6 @@ class PeerService:
             raise CommandError("refused", f"refused by the access point: {answer.reason}")
         assert isinstance(answer, m.Ack)  # only a look-up is answered otherwise (``locate``)
         return answer
-
-
-def _nesting(error: Exception) -> str:
-    """The language's parsers report bad input with their own errors, except that the QEL text
-    and advertisement JSON readers let Python's ``RecursionError`` escape on deeply nested input;
-    either way the input is refused, and one command's bad input must not stop the daemon."""
-    if isinstance(error, RecursionError):
-        return "it is nested too deeply"
-    return str(error)
 
 
 def _same_subscription(stored: str, subscription: qel.Subscription) -> bool:

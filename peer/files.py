@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
+
+import crypto
 
 TEMPORARY_SUFFIX: Final = ".tmp"
 LOCK_FILE: Final = "daemon.lock"
@@ -46,29 +47,10 @@ def hold_data_dir(directory: Path) -> Iterator[None]:
         os.close(descriptor)
 
 
-def write_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data`` durably and atomically."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make the directory's entries (a rename, a new file) durable."""
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` durably and atomically, readable by the user only (the
+    same write ``crypto`` uses for keys: a reader sees the old file or the whole new one)."""
+    crypto.write_atomically(path, data, mode=0o600, overwrite=True)
 
 
 def remove_temporary_files(directory: Path) -> int:

@@ -43,7 +43,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 import crypto
 from crypto.identifiers import MAX_NODE_ID_CHARS
-from peer.files import fsync_directory, write_atomically
+from peer.files import remove_temporary_files, write_atomically
 from peer.session import Registration
 
 PASSPHRASE_VARIABLE: Final = "PEER_KEY_PASSPHRASE"
@@ -207,6 +207,8 @@ class PeerIdentity:
     @classmethod
     def open(cls, key: rsa.RSAPrivateKey, directory: Path) -> PeerIdentity:
         """``IdentityError`` if the registration files in ``directory`` cannot be used."""
+        if directory.is_dir():
+            remove_temporary_files(directory)  # a write cut short by a crash
         return cls(key, RegistrationFiles(directory, crypto.public_identifier(key)))
 
     @property
@@ -232,7 +234,7 @@ def forget_registration(directory: Path) -> bool:
         secret.unlink(missing_ok=True)
         issuer.unlink(missing_ok=True)
         if present:
-            fsync_directory(directory)
+            crypto.sync_directory(directory)
     except OSError as error:
         raise IdentityError(
             f"cannot remove the registration in {directory}: {error.strerror}"

@@ -18,7 +18,8 @@ the access point's contract:
   the next issue's work). The ``Prover`` checks the challenge against what the TLS handshake
   authenticated (the server's key; its node id when a CA vouched for it). A registration yields
   ``Store``: the client stores it durably, then calls ``stored`` and sends the ``auth.confirm``
-  it returns (the access point keeps the registration only once confirmed).
+  it returns, if any (the access point keeps the registration only once confirmed; nothing is
+  confirmed when a later frame of the same read ended the session).
 * The session is *established* (``Established``) on ``Welcome`` without TLS, on ``auth.accepted``
   with it; only then does the client count as connected and re-send its state, and only then may
   requests be sent. Anything else before that is a protocol violation.
@@ -310,7 +311,7 @@ class Session(Generic[T]):
 
     def hello(self, now: float) -> bytes:
         self._handshake_deadline = now + self.timeout
-        return self._link.send(
+        return self._frame(
             m.Hello(role="peer", node_id=self.peer_id, address="", protocol=codec.PROTOCOL_VERSION)
         )
 
@@ -345,9 +346,9 @@ class Session(Generic[T]):
         if not self.established or self._leaving:
             raise SessionError("leaving needs an established session the peer has not left")
         self._leaving = True
-        return self._link.send(m.Leave())
+        return self._frame(m.Leave())
 
-    def receive_data(self, data: bytes, now: float) -> list[Event[T]]:
+    def receive_data(self, data: bytes) -> list[Event[T]]:
         if self._ended:
             raise SessionError("the session has ended")
         events: list[Event[T]] = []
@@ -363,13 +364,17 @@ class Session(Generic[T]):
                 break
         return events
 
-    def stored(self, now: float) -> bytes:
+    def stored(self) -> bytes:
         """The ``auth.confirm`` frame, once the client has stored the registration of ``Store``
-        durably (never before: the access point keeps it on confirmation)."""
+        durably (never before: the access point keeps it on confirmation). Empty when the session
+        has ended since (a later frame of the same read ended it): nothing is confirmed, and the
+        access point keeps nothing unconfirmed."""
         prover = self._prover
-        if self._ended or prover is None or prover.state is not crypto.ProverState.AWAIT_STORED:
-            raise SessionError("stored() follows a Store event, once, in a live session")
-        return self._link.send(prover.confirm())
+        if prover is None or prover.state is not crypto.ProverState.AWAIT_STORED:
+            raise SessionError("stored() follows a Store event, once")
+        if self._ended:
+            return b""
+        return self._frame(prover.confirm())
 
     def _handle(self, message: object) -> list[Event[T]]:
         if isinstance(message, m.Goodbye):
@@ -426,7 +431,7 @@ class Session(Generic[T]):
         events: list[Event[T]] = []
         for output in outputs:
             if isinstance(output, crypto.Send):
-                events.append(Reply(self._link.send(output.message)))
+                events.append(Reply(self._frame(output.message)))
             elif isinstance(output, crypto.IdentifierIssued):
                 assert self._challenger is not None and self._identification is not None
                 held = self._identification.registration
@@ -481,7 +486,7 @@ class Session(Generic[T]):
         """When ``handle_timer`` must next be called, or None if nothing is waited for."""
         if self._ended:
             return None
-        deadlines = [d for d in (self._handshake_deadline,) if d is not None]
+        deadlines = [] if self._handshake_deadline is None else [self._handshake_deadline]
         if self._pending:
             deadlines.append(self._pending[0].deadline)
         deadlines += (lookup.deadline for lookup in self._lookups.values())
@@ -529,10 +534,13 @@ class Session(Generic[T]):
         return unanswered
 
     def _violation(self, reason: str) -> Ended:
-        return self._end(
-            f"protocol violation: {reason}",
-            frame(codec.encode(m.LinkError(reason=reason)), self.limits),
-        )
+        return self._end(f"protocol violation: {reason}", self._frame(m.LinkError(reason=reason)))
+
+    def _frame(self, message: object) -> bytes:
+        """What the session sends, framed. Not ``Link.send``: the link closes as soon as it reads
+        a broken frame, and a message read before it in the same chunk is still answered (a
+        handshake ``Reply``, a ``LinkError``) before the session ends."""
+        return frame(codec.encode(message), self.limits)
 
     def _end(self, reason: str, reply: bytes = b"", *, refusal: str | None = None) -> Ended:
         self._ended = True
@@ -547,9 +555,10 @@ def plan_resend(
 ) -> list[Request]:
     """What to send after every (re)connection, in order: the advertisement first (an empty one if
     the peer never advertised, which also withdraws one whose ``Advertise`` was left in doubt),
-    then withdrawals of the subscriptions left in doubt, then every subscription, by id."""
+    then withdrawals of the subscriptions left in doubt (``withdraw``; an id that is subscribed
+    again is not withdrawn), then every subscription, by id."""
     plan: list[Request] = [m.Advertise(advertisement=advertisement)]
-    plan += [m.Unsubscribe(id=name) for name in sorted(set(withdraw))]
+    plan += [m.Unsubscribe(id=name) for name in sorted(set(withdraw) - set(subscriptions))]
     plan += [m.Subscribe(id=name, subscription=s) for name, s in sorted(subscriptions.items())]
     return plan
 

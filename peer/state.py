@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Final
 
 import qel
-from peer.files import write_atomically
+from peer.files import remove_temporary_files, write_atomically
 
 STATE_FORMAT: Final = 1
 STATE_FILE: Final = "state.json"
@@ -110,6 +110,7 @@ class StateStore:
     ) -> StateStore:
         """Loads the state, or creates it (choosing the name) on first use of ``data_dir``."""
         path = data_dir / STATE_FILE
+        remove_temporary_files(data_dir)  # a write cut short by a crash (the daemon holds the lock)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -186,18 +187,18 @@ class ParsedState:
     problems: tuple[str, ...]
 
 
-def parse_state(state: PeerState, *, limits: qel.Limits = qel.DEFAULT_LIMITS) -> ParsedState:
+def parse_state(state: PeerState) -> ParsedState:
     problems = []
     advertisement = qel.parse_advertisement({})
     if state.advertisement is not None:
         try:
-            advertisement = qel.parse_advertisement(state.advertisement, limits=limits)
+            advertisement = qel.parse_advertisement(state.advertisement)
         except qel.AdvertisementError as error:
             problems.append(f"the stored advertisement no longer parses: {error}")
     subscriptions = {}
     for name, text in sorted(state.subscriptions.items()):
         try:
-            subscriptions[name] = qel.parse_subscription(text, limits=limits)
+            subscriptions[name] = qel.parse_subscription(text)
         except qel.QueryError as error:
             problems.append(f"the stored subscription {name!r} no longer parses: {error}")
     return ParsedState(advertisement, subscriptions, tuple(problems))

@@ -68,7 +68,9 @@ _NEIGHBOUR = "n:"
 
 class TopologyView(Protocol):
     """What a super-peer knows of the hypercube: its own root position and, for the spanning tree
-    rooted at any position, its parent and children among its neighbours (``hypercup``)."""
+    rooted at any position, its parent and children among its neighbours (``hypercup``). The
+    core asks for them on every message it routes, so a view should answer from memory
+    (``hypercup.LocalView`` computes each tree once)."""
 
     @property
     def root_position(self) -> int: ...
@@ -148,7 +150,6 @@ class SuperPeerCore:
         self._announced: frozenset[Element] = frozenset()
         self._toward: dict[tuple[str, str], dict[str, int]] = {}
         self._message_number = 0
-        self._children: dict[int, tuple[str, ...]] = {}
         self._lookups: dict[tuple[str, str], _Lookup] = {}
 
     # -- local peers --------------------------------------------------------------------------
@@ -357,7 +358,7 @@ class SuperPeerCore:
                 added=message.added if moved else tuple(fresh),
                 withdrawn=tuple(gone),
             )
-            for child in self._children_of(message.origin_position):
+            for child in self.view.children(message.origin_position):
                 self._send(child, relay, now, out, origin=origin)
         if fresh or moved:
             self._trigger(origin, now, out)
@@ -370,7 +371,6 @@ class SuperPeerCore:
         old_neighbours = self.view.neighbours()
         moved = view.root_position != self.view.root_position
         self.view = view
-        self._children = {}
         for departed in sorted(old_neighbours - view.neighbours()):
             self._lookups_lost(departed, now, out)
             for sid in self.poset.ids_of(_NEIGHBOUR + departed):
@@ -400,7 +400,7 @@ class SuperPeerCore:
                 withdrawn=tuple(sorted(self._announced, key=repr)),
             )
             self._announced = frozenset()
-            for child in self._children_of(self.view.root_position):
+            for child in self.view.children(self.view.root_position):
                 self._send(child, message, now, out, origin=self.node_id)
         return out
 
@@ -413,7 +413,7 @@ class SuperPeerCore:
     def _locate(self, peer: str, message: m.Locate, now: float, out: list[Output]) -> None:
         state = self.peers[peer]
         found = self._online_here(message.public_id)
-        children = self._children_of(self.view.root_position)
+        children = self.view.children(self.view.root_position)
         if found is not None or not children:
             where = found or _NOWHERE
             self._reply(
@@ -453,7 +453,7 @@ class SuperPeerCore:
             self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
             return
         found = self._online_here(message.public_id)
-        children = self._children_of(message.origin_position)
+        children = self.view.children(message.origin_position)
         if found is not None or not children:
             answer = m.LocateAnswer(
                 query=message.query,
@@ -654,7 +654,7 @@ class SuperPeerCore:
             added=added,
             withdrawn=withdrawn,
         )
-        for child in self._children_of(self.view.root_position):
+        for child in self.view.children(self.view.root_position):
             self._send(child, message, now, out, origin=self.node_id)
 
     def _dispatch(self, notification: m.Notification, now: float, out: list[Output]) -> None:
@@ -681,7 +681,7 @@ class SuperPeerCore:
                 hops=notification.hops + 1,
                 published_at=notification.published_at,
             )
-            for child in self._children_of(notification.origin_position):
+            for child in self.view.children(notification.origin_position):
                 if child in neighbours:
                     # ``sub`` names the child's subscriptions this notification answers (the
                     # analytics measure forwarding efficiency with it).
@@ -718,14 +718,6 @@ class SuperPeerCore:
             )
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _children_of(self, root_position: int) -> tuple[str, ...]:
-        """This node's children in the tree rooted at ``root_position``, remembered until the
-        topology changes (every notification asks)."""
-        children = self._children.get(root_position)
-        if children is None:
-            children = self._children[root_position] = self.view.children(root_position)
-        return children
-
     def _peer(self, peer: str) -> PeerState:
         state = self.peers.get(peer)
         if state is None:

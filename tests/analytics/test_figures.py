@@ -246,7 +246,6 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
 def collect_all(raw: DataFrame) -> dict[str, list[Row]]:
     """Every table's rows for ``raw``, collected concurrently (each is a small job; together they
     would otherwise queue one after the other)."""
-    raw = raw.persist()
     figures = analyze(raw)
     try:
         with ThreadPoolExecutor(max_workers=4) as pool:
@@ -254,7 +253,6 @@ def collect_all(raw: DataFrame) -> dict[str, list[Row]]:
         return {name: future.result() for name, future in futures.items()}
     finally:
         figures.unpersist()
-        raw.unpersist()
 
 
 def as_rows(name: str, values: list[tuple[Any, ...]]) -> list[Row]:
@@ -270,15 +268,8 @@ def assert_same_figures(actual: dict[str, list[Row]], expected: dict[str, list[t
 
 
 @pytest.fixture(scope="module")
-def raw(spark: SparkSession, traces: Path) -> Iterator[DataFrame]:
-    frame = read_traces(spark, str(traces)).persist()
-    yield frame
-    frame.unpersist()
-
-
-@pytest.fixture(scope="module")
-def figures(raw: DataFrame) -> Iterator[Figures]:
-    analysis = analyze(raw)
+def figures(spark: SparkSession, traces: Path) -> Iterator[Figures]:
+    analysis = analyze(read_traces(spark, str(traces)))
     yield analysis
     analysis.unpersist()
 

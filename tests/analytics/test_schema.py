@@ -1,5 +1,5 @@
-"""The Spark schema and the shared definitions mirror ``superpeer.trace``, the one place the trace
-record is defined: a field added, renamed, reordered or retyped there must fail here."""
+"""The Spark schema and the loader's rules follow ``superpeer.trace``, the one place the trace
+record is defined: a field added, renamed, reordered or retyped there must show here."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import fields
 
 from pyspark.sql.types import DoubleType, LongType, StringType
 
-from analytics.definitions import EVENTS, bucket_seconds
+from analytics.definitions import bucket_seconds
+from analytics.load import EVENTS
 from analytics.schema import INVALID_COLUMN, PARQUET_SCHEMA, RAW_SCHEMA, TRACE_SCHEMA
 from superpeer import trace
 

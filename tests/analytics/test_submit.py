@@ -2,9 +2,9 @@
 
 No cluster here, so ``--master local[2]`` through the spark-submit of the pip-installed PySpark.
 What a cluster adds is that its driver and executors do not have this repository: the driver
-Python below hides the working tree and the editable install, so ``analytics`` can only come from
-the zip the wrapper ships. This starts its own JVM (spark-submit's), the one exception to the single
-session of the test run.
+Python below hides the working tree and the editable install, so ``analytics`` (and the
+``superpeer.trace`` it imports) can only come from the zip the wrapper ships. This starts its own
+JVM (spark-submit's), the one exception to the single session of the test run.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ try:
 finally:
     if "analytics" in sys.modules:
         with open(os.environ["IMPORTED_FROM"], "w") as marker:
-            marker.write(sys.modules["analytics"].__file__)
+            for name in ("analytics", "superpeer.trace"):
+                marker.write(getattr(sys.modules.get(name), "__file__", name) + "\\n")
 """
 
 
@@ -63,7 +64,9 @@ def test_spark_submit_wrapper_ships_the_package(traces: Path, tmp_path: Path) ->
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "report written to" in result.stdout
-    assert "analytics.zip/analytics/__init__.py" in (tmp_path / "imported-from").read_text()
+    imported_from = (tmp_path / "imported-from").read_text()
+    assert "analytics.zip/analytics/__init__.py" in imported_from
+    assert "analytics.zip/superpeer/trace.py" in imported_from
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<h2>Load per super-peer</h2>" in page
     assert (out / "tables" / "kinds.parquet").is_dir()

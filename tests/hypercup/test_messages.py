@@ -1,6 +1,6 @@
 """Protocol messages: plain fields a codec can encode by name, validated when built."""
 
-from dataclasses import FrozenInstanceError, fields
+from dataclasses import FrozenInstanceError, fields, replace
 
 import msgpack
 import pytest
@@ -27,6 +27,19 @@ from hypercup import (
 
 PEERS = {"b": ("b.sim:4000", (1, 3)), "c": ("c.sim:4000", (2,))}
 
+ROUTED = JoinWalk(
+    epoch=0,
+    newcomer="n",
+    newcomer_address="n.sim:4000",
+    phase="route",
+    position=0,
+    bit=-1,
+    admitted=False,
+    anchor=None,
+    anchor_address=None,
+)
+"""A walk on its way to the anchor (the malformed examples below are changes of it)."""
+
 EXAMPLES: list[Message] = [
     JoinRequest(address="n.sim:4000"),
     JoinWalk(
@@ -40,17 +53,7 @@ EXAMPLES: list[Message] = [
         anchor="a",
         anchor_address="a.sim:4000",
     ),
-    JoinWalk(
-        epoch=0,
-        newcomer="n",
-        newcomer_address="n.sim:4000",
-        phase="route",
-        position=0,
-        bit=-1,
-        admitted=False,
-        anchor=None,
-        anchor_address=None,
-    ),
+    ROUTED,
     Welcome(epoch=1, dimension=2, position=2, peers=PEERS),
     NeighbourUpdate(epoch=1, holders=PEERS, relay=True, ack_id=7),
     NeighbourUpdate(epoch=1, holders=PEERS, relay=False, ack_id=None),
@@ -135,34 +138,8 @@ def test_messages_are_frozen_and_normalised() -> None:
             lambda: Welcome(epoch=0, dimension=1, position=1, peers={"b": "b.sim:4000"}),
             r"must be \(address, positions\)",
         ),
-        (
-            lambda: JoinWalk(
-                epoch=0,
-                newcomer="n",
-                newcomer_address="n.sim:4000",
-                phase="search",
-                position=0,
-                bit=-1,
-                admitted=False,
-                anchor=None,
-                anchor_address=None,
-            ),
-            "only an admitted walk searches",
-        ),
-        (
-            lambda: JoinWalk(
-                epoch=0,
-                newcomer="n",
-                newcomer_address="n.sim:4000",
-                phase="fly",
-                position=0,
-                bit=-1,
-                admitted=False,
-                anchor=None,
-                anchor_address=None,
-            ),
-            "phase must be one of",
-        ),
+        (lambda: replace(ROUTED, phase="search"), "only an admitted walk searches"),
+        (lambda: replace(ROUTED, phase="fly"), "phase must be one of"),
     ],
 )
 def test_malformed_messages_are_refused(build, message: str) -> None:

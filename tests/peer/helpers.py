@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import trio
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 import qel
+import wire
+from peer.client import PeerClient, TlsSettings
+from peer.identity import PeerIdentity
+from peer.inbox import Inbox
+from peer.session import Backoff
+from peer.state import StateStore
+from tests.peer.fake_access_point import FakeAccessPoint
 from wire import messages as m
 
 TITLE_QUERY = 'X : t(X, dc:title, T), T contains "RDF"'
@@ -36,3 +50,40 @@ def notify(
         hops=2,
         published_at=1764108000.25,
     )
+
+
+def make_client(
+    directory: Path,
+    port: int,
+    *,
+    timeout: float = 30.0,
+    locate_timeout: float = 10.0,
+    open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
+    tls: TlsSettings | None = None,
+    key: rsa.RSAPrivateKey | None = None,
+) -> PeerClient:
+    """The client of the peer "alice" with its files in ``directory``, for the access point on
+    127.0.0.1:``port``; over TLS, identifying with ``key``, when ``tls`` is given."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return PeerClient(
+        store=StateStore.open(directory, name="alice"),
+        inbox=Inbox.open(directory / "notifications"),
+        superpeer=("127.0.0.1", port),
+        backoff=Backoff(0.01, 0.05, random.Random(7).random),
+        limits=wire.DEFAULT_WIRE_LIMITS,
+        request_timeout=timeout,
+        locate_timeout=locate_timeout,
+        tls=tls,
+        identity=PeerIdentity.open(key, directory / "identity") if key is not None else None,
+        open_stream=open_stream,
+    )
+
+
+async def attached(access_point: FakeAccessPoint, peer_id: str = "alice", times: int = 1) -> None:
+    """Until ``peer_id`` has connected ``times`` times: every connection starts with its
+    advertisement, which the client sends only once it is connected (identified, with TLS)."""
+
+    def advertised() -> bool:
+        return sum(isinstance(r, m.Advertise) for r in access_point.requests_from(peer_id)) >= times
+
+    await access_point.wait_until(advertised)

@@ -3,51 +3,25 @@ re-send, notifications, refusals, reconnection, requests left in doubt), and aga
 point played by hand on in-memory streams with trio's autojump clock (timeouts, protocol
 violations, requests queued behind a stuck write), so no test waits for real time."""
 
-import random
-from pathlib import Path
-
 import pytest
 import trio
 import trio.testing
 
 import qel
-import wire
 from peer.client import PeerClient, PeerRequest, RequestFailed
-from peer.inbox import Inbox
-from peer.session import Backoff
-from peer.state import StateStore
-from tests.peer.fake_access_point import FakeAccessPoint, FakePeer
-from tests.peer.helpers import DC_ADVERTISEMENT, TITLE_QUERY, notify, publication
+from tests.peer.fake_access_point import FakePeer
+from tests.peer.helpers import (
+    DC_ADVERTISEMENT,
+    TITLE_QUERY,
+    attached,
+    make_client,
+    notify,
+    publication,
+)
 from wire import messages as m
 from wire.framing import Link, Received
 
 QUERY = qel.parse_subscription(TITLE_QUERY)
-
-
-def make_client(
-    directory: Path, port: int, *, open_stream=None, timeout=30.0, locate_timeout=10.0
-) -> PeerClient:
-    return PeerClient(
-        store=StateStore.open(directory, name="alice"),
-        inbox=Inbox.open(directory / "notifications"),
-        superpeer=("127.0.0.1", port),
-        backoff=Backoff(0.01, 0.05, random.Random(7).random),
-        limits=wire.DEFAULT_WIRE_LIMITS,
-        request_timeout=timeout,
-        locate_timeout=locate_timeout,
-        open_stream=open_stream,
-    )
-
-
-async def attached(access_point: FakeAccessPoint, times: int = 1) -> None:
-    """Until the peer has connected ``times`` times: every connection starts with its advertisement,
-    and the client sends it only once it is connected."""
-
-    def advertised() -> bool:
-        sent = access_point.requests_from("alice")
-        return sum(isinstance(r, m.Advertise) for r in sent) >= times
-
-    await access_point.wait_until(advertised)
 
 
 async def barrier(client: PeerClient) -> None:
@@ -228,6 +202,16 @@ class HandPlayed:
         return conversation
 
 
+def serve_hand_played(
+    tmp_path, nursery, *, lockstep: bool = False, **options: float
+) -> tuple[HandPlayed, PeerClient]:
+    """A client, serving, whose access point the test plays by hand."""
+    access_point = HandPlayed(lockstep=lockstep)
+    client = make_client(tmp_path, 1, open_stream=access_point.open_stream, **options)
+    nursery.start_soon(client.serve)
+    return access_point, client
+
+
 class Conversation:
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
@@ -257,9 +241,7 @@ class Conversation:
 async def test_an_unanswered_request_ends_the_connection_after_the_timeout(
     tmp_path, autojump_clock, nursery
 ):
-    access_point = HandPlayed()
-    client = make_client(tmp_path, 1, open_stream=access_point.open_stream, timeout=30.0)
-    nursery.start_soon(client.serve)
+    access_point, client = serve_hand_played(tmp_path, nursery, timeout=30.0)
     first = await access_point.accept()
     await first.welcome()
     started = trio.current_time()
@@ -282,11 +264,7 @@ async def test_an_unanswered_lookup_fails_alone_on_time_and_its_late_answer_is_i
 ):
     """Sent while the watcher sleeps toward a later request's deadline, the look-up still fails
     exactly ``locate_timeout`` after it was sent, and the connection goes on."""
-    access_point = HandPlayed()
-    client = make_client(
-        tmp_path, 1, open_stream=access_point.open_stream, timeout=30.0, locate_timeout=10.0
-    )
-    nursery.start_soon(client.serve)
+    access_point, client = serve_hand_played(tmp_path, nursery, timeout=30.0, locate_timeout=10.0)
     first = await access_point.accept()
     await first.welcome()
     request = client.submit(PeerRequest(message=m.Unsubscribe(id="s1")))
@@ -314,9 +292,7 @@ async def test_an_unanswered_lookup_fails_alone_on_time_and_its_late_answer_is_i
 async def test_a_silent_or_refusing_access_point_is_retried_with_backoff(
     tmp_path, autojump_clock, nursery
 ):
-    access_point = HandPlayed()
-    client = make_client(tmp_path, 1, open_stream=access_point.open_stream, timeout=10.0)
-    nursery.start_soon(client.serve)
+    access_point, client = serve_hand_played(tmp_path, nursery, timeout=10.0)
     silent = await access_point.accept()
     started = trio.current_time()
     refusing = await access_point.accept()
@@ -333,9 +309,7 @@ async def test_a_silent_or_refusing_access_point_is_retried_with_backoff(
 async def test_an_answer_nobody_asked_for_is_a_violation_answered_with_a_link_error(
     tmp_path, autojump_clock, nursery
 ):
-    access_point = HandPlayed()
-    client = make_client(tmp_path, 1, open_stream=access_point.open_stream)
-    nursery.start_soon(client.serve)
+    access_point, _ = serve_hand_played(tmp_path, nursery)
     first = await access_point.accept()
     await first.welcome()
     await first.send(m.Ack(request="advertise"))
@@ -349,9 +323,7 @@ async def test_an_answer_nobody_asked_for_is_a_violation_answered_with_a_link_er
 async def test_a_request_stuck_in_a_write_is_in_doubt_and_the_queued_ones_were_not_sent(
     tmp_path, autojump_clock, nursery
 ):
-    access_point = HandPlayed(lockstep=True)
-    client = make_client(tmp_path, 1, open_stream=access_point.open_stream)
-    nursery.start_soon(client.serve)
+    access_point, client = serve_hand_played(tmp_path, nursery, lockstep=True)
     first = await access_point.accept()
     await first.welcome()
     writing = client.submit(PeerRequest(message=m.Unsubscribe(id="a")))

@@ -6,7 +6,6 @@ trust, which receive nothing)."""
 
 import json
 import os
-import random
 import stat
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 import crypto
 import qel
-import wire
 from peer import cli
 from peer.client import PeerClient, PeerRequest, TlsSettings
 from peer.config import load_config
@@ -26,16 +24,13 @@ from peer.files import hold_data_dir
 from peer.identity import (
     PASSPHRASE_VARIABLE,
     IdentityError,
-    PeerIdentity,
     RegistrationFiles,
     load_key,
     passphrase_from,
 )
-from peer.inbox import Inbox
-from peer.session import Backoff, Registration
-from peer.state import StateStore
-from tests.peer.fake_access_point import NODE_ID, FakeAccessPoint
-from tests.peer.helpers import TITLE_QUERY
+from peer.session import Registration
+from tests.peer.fake_access_point import NODE_ID
+from tests.peer.helpers import TITLE_QUERY, attached, make_client
 from tests.peer.tls import TlsWorld
 from wire import messages as m
 
@@ -53,27 +48,7 @@ def pin_trust(fingerprint: str) -> TlsSettings:
 def tls_client(
     directory: Path, port: int, key: rsa.RSAPrivateKey, trust: TlsSettings
 ) -> PeerClient:
-    directory.mkdir(exist_ok=True)
-    return PeerClient(
-        store=StateStore.open(directory, name="alice"),
-        inbox=Inbox.open(directory / "notifications"),
-        superpeer=("127.0.0.1", port),
-        backoff=Backoff(0.01, 0.05, random.Random(7).random),
-        limits=wire.DEFAULT_WIRE_LIMITS,
-        request_timeout=10.0,
-        tls=trust,
-        identity=PeerIdentity.open(key, directory / "identity"),
-    )
-
-
-async def attached(access_point: FakeAccessPoint, peer_id: str, times: int = 1) -> None:
-    """Until ``peer_id`` has connected ``times`` times (each connection starts with its
-    advertisement, sent once the peer is identified)."""
-
-    def advertised() -> bool:
-        return sum(isinstance(r, m.Advertise) for r in access_point.requests_from(peer_id)) >= times
-
-    await access_point.wait_until(advertised)
+    return make_client(directory, port, timeout=10.0, tls=trust, key=key)
 
 
 def mode(path: Path) -> int:
@@ -210,15 +185,7 @@ async def test_tls_and_plaintext_mismatches_say_which_option_is_missing(
 ):
     key = tls_world.peer_keys[0]
     secure = tls_client(tmp_path / "tls", access_point.port, key, ca_trust(tls_world))
-    (tmp_path / "plain").mkdir()
-    plain = PeerClient(
-        store=StateStore.open(tmp_path / "plain", name="alice"),
-        inbox=Inbox.open(tmp_path / "plain" / "notifications"),
-        superpeer=("127.0.0.1", tls_access_point.port),
-        backoff=Backoff(0.01, 0.05, random.Random(7).random),
-        limits=wire.DEFAULT_WIRE_LIMITS,
-        request_timeout=10.0,
-    )
+    plain = make_client(tmp_path / "plain", tls_access_point.port, timeout=10.0)
     nursery.start_soon(secure.serve)
     nursery.start_soon(plain.serve)
     # A second attempt reaching the server means the first one's failure was recorded.

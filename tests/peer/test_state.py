@@ -109,3 +109,12 @@ def test_parsing_the_state_reports_texts_that_no_longer_parse():
     [problem] = parsed.problems
     assert problem.startswith("the stored subscription 'bad' no longer parses")
     assert parse_state(PeerState("alice")).advertisement == qel.parse_advertisement({})
+
+
+def test_a_write_cut_short_by_a_crash_leaves_nothing_behind_at_the_next_start(tmp_path):
+    StateStore.open(tmp_path, name="alice")
+    leftover = tmp_path / ".state.json.0badc0de.tmp"
+    leftover.write_bytes(b'{"half": ')
+    store = StateStore.open(tmp_path, name="alice")
+    assert not leftover.exists()
+    assert store.current.name == "alice"
