@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
 from hypercup.errors import LocalProtocolError, RemoteProtocolError
-from hypercup.events import Left, Output, Send, TopologyChanged
+from hypercup.events import JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
     ROUTE,
     Grow,
+    JoinRefused,
     JoinWalk,
     Message,
     Released,
@@ -167,6 +168,12 @@ class NodeCore:
 
     def _deliver(self, sender: str, message: Message) -> None:
         state = self._state
+        if isinstance(message, JoinRefused):
+            if state is NodeState.JOINING:
+                self._state = NodeState.IDLE
+                self._held_back = []
+                self._out.append(JoinFailed(reason=message.reason))
+            return  # a refusal of an attempt given up already
         if state is NodeState.JOINING:
             if isinstance(message, Welcome):
                 self._guarded(sender, lambda: self._handle(sender, message))

@@ -47,8 +47,8 @@ def any_message(draw: st.DrawFn) -> object:
         return m.Elements(
             origin=draw(text),
             origin_position=draw(st.integers(0, 2**20)),
-            added=tuple(sorted(ad.elements, key=repr)),
-            withdrawn=(),
+            elements=tuple(sorted(ad.elements, key=repr)),
+            version=draw(st.integers(1, 2**31)),
         )
     if choice == 9:
         return m.Forward(
