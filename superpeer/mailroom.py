@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -136,10 +137,11 @@ class Mailroom:
         self._refill(peer, now, out)
         return out
 
-    def take(self, peer: str, now: float) -> list[m.Notify]:
-        """Everything kept for ``peer`` (it moved away): the store forgets it."""
+    def take(self, peer: str, now: float, *, until: float = math.inf) -> list[m.Notify]:
+        """Everything kept for ``peer`` (it moved away) that arrived before ``until`` (what came
+        later is its new access point's business): the store forgets all of it."""
         self._windows.pop(peer, None)
-        return [_decoded(data) for data in self.store.take_mail(peer, now)]
+        return [_decoded(data) for data in self.store.take_mail(peer, now, until)]
 
     def expire(self, before: float, cap: int, now: float) -> list[MailOutput]:
         """Drop mail older than ``before`` and beyond ``cap`` per peer; count it for the peer."""

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import secrets
 from collections import Counter
 from collections.abc import Callable
@@ -164,6 +165,12 @@ class _CatchUp:
     """Only these peers' subscriptions (None: every local peer's)."""
     origins: frozenset[str] | None
     """Only these origins (None: every origin that covers a subscription)."""
+    subscriptions: dict[str, dict[str, qel.Subscription]] | None = None
+    """The subscriptions to catch up for (a moved peer's, as they were when it arrived); None:
+    each peer's current ones, each since it was made here at the earliest."""
+    until: float = math.inf
+    """For ``subscriptions``: until when they stood for the peer (after that, the ones it has
+    here do, and routing brings what they match)."""
 
 
 class SuperPeerNode:
@@ -218,6 +225,10 @@ class SuperPeerNode:
         self._unidentified: Counter[str] = Counter()
         self._peer_connection: dict[str, int] = {}
         self._catchups: list[_CatchUp] = []
+        self._subscribed_at: dict[tuple[str, str], float] = {}
+        self._unsubscribed_at: dict[tuple[str, str], float] = {}
+        """When each subscription made here in this incarnation was made (catch-up never asks
+        for what was published before a subscription existed)."""
         self._moved_away: dict[str, tuple[str, str, float]] = {}
         self._handover_due: dict[str, float] = {}
         """Pending handovers (request -> when to ask again)."""
@@ -695,36 +706,51 @@ class SuperPeerNode:
         self._catchups = [c for c in self._catchups if c.due > now]
         for catchup in due:
             peers = catchup.peers if catchup.peers is not None else self.store.local_peers()
-            wanted: dict[str, list[tuple[str, str, qel.Subscription]]] = {}
+            wanted: dict[str, list[tuple[str, str, qel.Subscription, float, float]]] = {}
+            margin = self.config.catchup_margin_seconds
             for peer in sorted(peers):
-                for sid, subscription in sorted(core.subscriptions_of(peer).items()):
+                if peer in self._moved_away:
+                    continue  # it moved on: its new access point catches up for it
+                if catchup.subscriptions is not None:
+                    subscriptions = catchup.subscriptions.get(peer, {})
+                else:
+                    subscriptions = core.subscriptions_of(peer)
+                for sid, subscription in sorted(subscriptions.items()):
+                    since, until = catchup.since, catchup.until
+                    if catchup.subscriptions is None:
+                        since = max(since, self._subscribed_at.get((peer, sid), -math.inf) - margin)
+                    else:
+                        until = min(until, self._unsubscribed_at.get((peer, sid), math.inf))
+                    entry = (peer, sid, subscription, since, until)
                     for origin in core.ads.covering_origins(subscription):
                         if catchup.origins is None or origin in catchup.origins:
-                            wanted.setdefault(origin, []).append((peer, sid, subscription))
+                            wanted.setdefault(origin, []).append(entry)
             for origin, entries in sorted(wanted.items()):
                 if origin == self.node_id:
-                    self._catch_up_locally(entries, catchup.since, now, out)
+                    self._catch_up_locally(entries, now, out)
                     continue
                 if self.departed.get(origin, -1) >= core.origin_versions.get(origin, (0, 0))[0]:
                     continue
                 self.statistics.catchups_asked += 1
-                request = m.CatchUp(
-                    request=self._next_id(), entries=tuple(entries), since=catchup.since
-                )
-                self._send(origin, request, now, out)
+                request = m.CatchUp(request=self._next_id(), entries=tuple(entries))
+                self._send(origin, request, now, out, address=core.origin_addresses.get(origin, ""))
 
     def _matches(
-        self, entries: tuple[tuple[str, str, qel.Subscription], ...] | list, since: float
+        self, entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list
     ) -> dict[str, list[m.Notify]]:
-        """Per peer, the logged publications since ``since`` that its entries match."""
+        """Per peer, the logged publications that its entries match, each in its window."""
         found: dict[str, list[m.Notify]] = {}
-        for data in self.store.logged_since(since):
+        if not entries:
+            return found
+        for data in self.store.logged_since(min(entry[3] for entry in entries)):
             notification = _decoded(data, m.Notification)
             if notification is None:
                 continue
             matched: dict[str, list[str]] = {}
-            for peer, sid, subscription in entries:
-                if qel.matches(subscription, notification.publication):
+            for peer, sid, subscription, since, until in entries:
+                if since <= notification.published_at < until and qel.matches(
+                    subscription, notification.publication
+                ):
                     matched.setdefault(peer, []).append(sid)
             for peer, sids in matched.items():
                 found.setdefault(peer, []).append(
@@ -740,8 +766,8 @@ class SuperPeerNode:
                 )
         return found
 
-    def _catch_up_locally(self, entries: list, since: float, now: float, out: list[Output]) -> None:
-        for peer, notifications in self._matches(entries, since).items():
+    def _catch_up_locally(self, entries: list, now: float, out: list[Output]) -> None:
+        for peer, notifications in self._matches(entries).items():
             for notify in notifications:
                 self._recover(peer, notify, now, out)
 
@@ -749,8 +775,8 @@ class SuperPeerNode:
         self, sender: str, message: m.CatchUp, now: float, out: list[Output]
     ) -> None:
         self.statistics.catchups_served += 1
-        found = self._matches(message.entries, message.since)
-        peers = sorted({peer for peer, _, _ in message.entries})
+        found = self._matches(message.entries)
+        peers = sorted({peer for peer, *_ in message.entries})
         for peer in peers:
             self._send_mail(
                 sender,
@@ -787,6 +813,8 @@ class SuperPeerNode:
             self._send(target, mail, now, out, address=address)
 
     def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
+        if message.purpose == "catchup" and message.peer in self._moved_away:
+            return  # asked for before it moved on; its new access point asks for itself
         for notify in message.notifications:
             self._recover(message.peer, notify, now, out)
 
@@ -814,6 +842,12 @@ class SuperPeerNode:
             "signature": message.signature.hex(),
             "caught_up": False,
             "asked_at": now,
+            "subscriptions": {
+                sid: wire.encode(m.Subscribe(id=sid, subscription=q)).hex()
+                for sid, q in sorted(self.core.subscriptions_of(peer).items())
+            }
+            if self.core is not None
+            else {},
         }
         for key, old in self.store.pending(HANDOVERS).items():
             if old["peer"] == peer and old["previous"] == message.previous:
@@ -835,6 +869,7 @@ class SuperPeerNode:
         handover = m.Handover(
             request=request,
             peer=entry["peer"],
+            moved_at=entry["asked_at"],
             previous=entry["previous"],
             superpeer=self.node_id,
             address=self.address,
@@ -876,6 +911,7 @@ class SuperPeerNode:
                 claim = m.Handover(
                     request=f"{self.node_id}:claim:{self._next_id()}",
                     peer=peer,
+                    moved_at=statement["asked_at"],
                     previous=statement["previous"],
                     superpeer=self.node_id,
                     address=self.address,
@@ -905,18 +941,29 @@ class SuperPeerNode:
                 # published since the peer last heard from it; keep asking it for what it kept
                 entry["caught_up"] = True
                 self.store.set_pending(HANDOVERS, request, entry)
-                self._catchups.append(
-                    _CatchUp(
-                        now,
-                        entry["since"] - self.config.catchup_margin_seconds,
-                        frozenset({entry["peer"]}),
-                        None,
-                    )
-                )
+                self._catchups.append(self._moved_catchup(entry, now))
             if now - entry["asked_at"] > self.config.retention_seconds:
                 self._forget_handover(request)
                 continue
             self._ask_handover(request, entry, now, out)
+
+    def _moved_catchup(self, entry: dict, now: float) -> _CatchUp:
+        """What a moved peer may have missed: what its subscriptions (as it brought them)
+        matched since it last heard from its previous access point."""
+        subscriptions = {}
+        for sid, data in entry.get("subscriptions", {}).items():
+            subscribe = _decoded(bytes.fromhex(data), m.Subscribe)
+            if subscribe is not None:
+                subscriptions[sid] = subscribe.subscription
+        settled = self.config.routing.settle_seconds + self.config.catchup_margin_seconds
+        return _CatchUp(
+            now,
+            entry["since"] - self.config.catchup_margin_seconds,
+            frozenset({entry["peer"]}),
+            None,
+            {entry["peer"]: subscriptions},
+            until=entry["asked_at"] + settled,
+        )
 
     def _handover_out(
         self, sender: str, message: m.Handover, now: float, out: list[Output]
@@ -942,7 +989,9 @@ class SuperPeerNode:
             return
         peer = message.peer
         self.statistics.handovers_out += 1
-        kept = self.mail.take(peer, now)
+        kept = self.mail.take(
+            peer, now, until=message.moved_at + self.config.catchup_margin_seconds
+        )
         expired = self.store.take_expired(peer)
         self._send_mail(
             sender,
@@ -1011,14 +1060,7 @@ class SuperPeerNode:
         if message.expired:
             self.store.add_expired(message.peer, message.expired)
         if not message.accepted and not entry["caught_up"]:
-            self._catchups.append(
-                _CatchUp(
-                    now,
-                    entry["since"] - self.config.catchup_margin_seconds,
-                    frozenset({message.peer}),
-                    None,
-                )
-            )
+            self._catchups.append(self._moved_catchup(entry, now))
         log.info(
             "event=handover_done node=%s peer=%s accepted=%s reason=%r",
             self.node_id,
@@ -1305,8 +1347,11 @@ class SuperPeerNode:
         elif isinstance(message, m.Subscribe):
             if core.subscriptions_of(peer).get(message.id) is not None:
                 self.store.set_subscription(peer, message.id, wire.encode(message))
+                self._subscribed_at.setdefault((peer, message.id), now)
         elif isinstance(message, m.Unsubscribe):
             self.store.set_subscription(peer, message.id, None)
+            self._subscribed_at.pop((peer, message.id), None)
+            self._unsubscribed_at[(peer, message.id)] = now
 
     # == time ======================================================================================
     def next_deadline(self) -> float | None:

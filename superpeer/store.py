@@ -77,7 +77,7 @@ class Store(Protocol):
     def last_delivery(self) -> int: ...
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]: ...
     def acknowledge(self, peer: str, through: int, now: float) -> int: ...
-    def take_mail(self, peer: str, now: float) -> list[bytes]: ...
+    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]: ...
     def mail_counts(self) -> dict[str, int]: ...
     def expire_mail(self, before: float, cap: int) -> dict[str, int]: ...
     def forget_delivered(self, before: float) -> None: ...
@@ -230,13 +230,13 @@ class MemoryStore:
             self._delivered[peer, key] = now
         return len(done)
 
-    def take_mail(self, peer: str, now: float) -> list[bytes]:
+    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]:
         box = self._mail.pop(peer, None)
         if box is None:
             return []
         for key in box.keys:
             self._delivered[peer, key] = now
-        return [data for _, data, _ in box.items.values()]
+        return [data for _, data, at in box.items.values() if at < until]
 
     def mail_counts(self) -> dict[str, int]:
         return {peer: len(box.items) for peer, box in sorted(self._mail.items()) if box.items}
@@ -462,8 +462,10 @@ class SqliteStore:
         cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
         return cursor.rowcount
 
-    def take_mail(self, peer: str, now: float) -> list[bytes]:
-        rows = self._read("SELECT data FROM mail WHERE peer = ? ORDER BY delivery", (peer,))
+    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]:
+        rows = self._read(
+            "SELECT data FROM mail WHERE peer = ? AND at < ? ORDER BY delivery", (peer, until)
+        )
         self._write(
             "INSERT OR REPLACE INTO delivered SELECT peer, key, ? FROM mail WHERE peer = ?",
             (now, peer),

@@ -313,14 +313,13 @@ class Evicted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CatchUp:
-    """From an access point to an origin: send the publications you accepted since ``since``
-    (your clock) that match these subscriptions of my peers: ``entries`` are (peer,
-    subscription id, subscription). Answered by ``Mail`` (purpose ``catchup``)."""
+    """From an access point to an origin: send the publications you accepted that match these
+    subscriptions of my peers, each between its own times (your clock): ``entries`` are (peer,
+    subscription id, subscription, since, until). Answered by ``Mail`` (purpose ``catchup``)."""
 
     KIND: ClassVar[str] = "sp.catchup"
     request: str
-    entries: tuple[tuple[str, str, qel.Subscription], ...]
-    since: float
+    entries: tuple[tuple[str, str, qel.Subscription, float, float], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -346,6 +345,10 @@ class Handover:
     KIND: ClassVar[str] = "sp.handover"
     request: str
     peer: str
+    moved_at: float
+    """When the peer connected to the sender: what the receiver kept since is not handed over
+    (the sender has been the peer's access point since, with the peer's current
+    subscriptions)."""
     previous: str
     """The access point the peer's move statement names as its previous one (the receiver, or
     the super-peer whose peers the receiver adopted)."""

@@ -297,6 +297,9 @@ class Simulation:
         hello = m.Hello(role="peer", node_id=peer.name, address="", protocol=wire.PROTOCOL_VERSION)
         self._from_peer(peer, hello)
         if step.moved_from is not None:
+            # as the peer daemon does: its state first, then where it comes from
+            for message in self.planner.resend(peer.name):
+                self._from_peer(peer, message)
             moved = m.Moved(
                 previous=self.ids[step.moved_from],
                 previous_address=address_of(self.ids[step.moved_from]),
@@ -304,8 +307,6 @@ class Simulation:
                 signature=b"",
             )
             self._from_peer(peer, moved)
-            for message in self.planner.resend(peer.name):
-                self._from_peer(peer, message)
 
     def _disconnect(self, peer: SimPeer) -> None:
         if peer.connection is None:
