@@ -79,7 +79,7 @@ class Cluster:
         ports = list(range(base_port, base_port + size)) if base_port else free_ports(size)
         self.addresses = [f"127.0.0.1:{port}" for port in ports]
         self.directories = [self.root / f"sp{k}" for k in range(size)]
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.processes: list[subprocess.Popen[bytes] | None] = []
         self.peer_directories = [self.root / f"peer{j}" for j in range(peers)]
         self.peer_processes: list[subprocess.Popen[bytes]] = []
         self._random = random.Random(seed)
@@ -130,6 +130,47 @@ class Cluster:
     ) -> None:
         self.stop()
 
+    # -- one daemon at a time (the replay tool and the fault harness) ----------------------------
+    def live(self) -> list[int]:
+        return [k for k, p in enumerate(self.processes) if p is not None and p.poll() is None]
+
+    def kill(self, k: int) -> None:
+        """``kill -9`` super-peer ``k``: no goodbye, its data directory stays."""
+        process = self.processes[k]
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def restart(self, k: int) -> None:
+        """Start super-peer ``k`` again on its data directory, joining through a live member."""
+        if self.processes[k] is not None and self.processes[k].poll() is None:
+            raise ClusterError(f"super-peer {k} is running")
+        self._start(k)
+
+    def leave(self, k: int, grace: float = 30.0) -> None:
+        """Stop super-peer ``k`` cleanly (SIGTERM: it hands its peers over and leaves)."""
+        process = self.processes[k]
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def add(self) -> int:
+        """A new super-peer joins the running backbone; its index."""
+        k = len(self.directories)
+        port = free_ports(1)[0]
+        self.addresses.append(f"127.0.0.1:{port}")
+        self.directories.append(self.root / f"sp{k}")
+        self.processes.append(None)
+        if self.tls:
+            self._certify(k)
+        self._start(k)
+        return k
+
     def _start(self, k: int) -> None:
         directory = self.directories[k]
         directory.mkdir(parents=True, exist_ok=True)
@@ -146,12 +187,16 @@ class Cluster:
         ]  # fmt: skip
         if settings:
             command += ["--config", str(directory / "superpeer.toml")]
-        if k:
-            command += ["--join", self.addresses[self._random.randrange(k)]]
+        live = [j for j in self.live() if j != k]
+        if live:
+            command += ["--join", self.addresses[self._random.choice(live)]]
+            command += [a for j in live for a in ("--join", self.addresses[j])]
         command += list(self._extra)
-        with (directory / "stderr.log").open("wb") as stderr:
+        with (directory / "stderr.log").open("ab") as stderr:
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
-        self.processes.append(process)
+        while len(self.processes) <= k:
+            self.processes.append(None)
+        self.processes[k] = process
         assert process.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT
         line = b""
@@ -210,11 +255,8 @@ class Cluster:
         join (see ``hypercup``), so the launcher starts and stops one daemon at a time."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            statuses = [self._status_or_none(k) for k in range(running)]
-            if all(
-                s is not None and s["state"] == "member" and not s["topology_busy"]
-                for s in statuses
-            ):
+            statuses = [self._status_or_none(k) for k in range(running) if k in self.live()]
+            if all(s is not None and s["state"] == "member" and not s["waiting"] for s in statuses):
                 return True
             time.sleep(0.02)
         return False
@@ -231,7 +273,7 @@ class Cluster:
 
     async def statuses(self) -> list[dict]:
         """Every daemon's status, asked concurrently (for use inside a trio program)."""
-        results: list[dict] = [{} for _ in range(self.size)]
+        results: list[dict] = [{} for _ in range(len(self.directories))]
 
         async def ask(k: int) -> None:
             try:
@@ -241,7 +283,7 @@ class Cluster:
                 results[k] = {}
 
         async with trio.open_nursery() as nursery:
-            for k in range(self.size):
+            for k in self.live():
                 nursery.start_soon(ask, k)
         return results
 
@@ -259,6 +301,8 @@ class Cluster:
         self.peer_processes.clear()
         for k in reversed(range(len(self.processes))):
             process = self.processes[k]
+            if process is None:
+                continue
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:
@@ -268,7 +312,7 @@ class Cluster:
                     process.wait()
             if process.stdout is not None:
                 process.stdout.close()
-            if k and all(p.poll() is None for p in self.processes[:k]):
+            if k and self.live():
                 self._wait_settled(k, timeout=grace)
         self.processes.clear()
         if self._owned:

@@ -21,12 +21,22 @@ import trio
 
 import crypto
 import wire
+from superpeer._groups import unwrapped
 from superpeer.channel import ChannelOverflow, Outbound
 from wire import messages as m
 from wire.codec import WireError, WireLimits
 from wire.framing import FrameDecoder, FrameError, frame
 
 log = logging.getLogger("superpeer")
+_BROKEN = (
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio.TooSlowError,
+    OSError,
+    FrameError,
+    WireError,
+)
+"""What a broken or misbehaving connection raises: the link is down, the daemon goes on."""
 READ_SIZE = 65536
 
 
@@ -44,6 +54,9 @@ class Link:
     """Frames pushed since the writer last looked."""
     connected: bool = False
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    forgotten: bool = False
+    """Out of the cube: the link ends once what was queued is acknowledged (a goodbye's answer
+    is often the last message), or after the handshake time."""
 
     def statistics(self) -> dict[str, object]:
         return {
@@ -80,6 +93,8 @@ class Links:
         self._handshake_seconds = handshake_seconds
         self._random = random.Random()
         self.links: dict[str, Link] = {}
+        self._numbers: dict[str, int] = {}
+        """Where the channel to a node whose link was dropped goes on numbering."""
 
     def send(self, node: str, address: str, data: bytes) -> None:
         """Queue the encoded message ``data`` for super-peer ``node`` (reached at ``address``)."""
@@ -88,7 +103,7 @@ class Links:
             if not address:
                 log.warning("event=no_address node=%s", node)
                 return
-            link = Link(node, address, Outbound(limits=self._limits, max_unacknowledged=self._max))
+            link = Link(node, address, self._channel(node))
             self.links[node] = link
             self._nursery.start_soon(self._run, link)
         elif address and address != link.address:
@@ -97,18 +112,34 @@ class Links:
             link.fresh.append(link.channel.push(data))
         except ChannelOverflow as error:
             log.error("event=link_overflow node=%s reason=%r", node, str(error))  # noqa: TRY400
-            link.channel = Outbound(limits=self._limits, max_unacknowledged=self._max)
+            self._numbers[node] = link.channel.next_number
+            link.channel = self._channel(node)
             link.fresh.clear()
             self._overflow(node)
             return
         link.wake.set()
 
+    def _channel(self, node: str) -> Outbound:
+        return Outbound(
+            limits=self._limits, max_unacknowledged=self._max, first=self._numbers.get(node, 1)
+        )
+
     def in_flight(self) -> int:
         return sum(link.channel.waiting for link in self.links.values())
 
-    def close(self, node: str) -> None:
+    def forget(self, node: str) -> None:
+        """``node`` is out of the cube: drop what waits for it (a later message to the same
+        node id, a new incarnation, opens a new link)."""
         link = self.links.pop(node, None)
-        if link is not None:
+        if link is None:
+            return
+        self._numbers[node] = link.channel.next_number
+        link.forgotten = True
+        if link.channel.waiting:
+            link.scope.deadline = min(
+                link.scope.deadline, trio.current_time() + self._handshake_seconds
+            )
+        else:
             link.scope.cancel()
 
     async def _run(self, link: Link) -> None:
@@ -141,18 +172,12 @@ class Links:
                 self._heard(link.node)
                 if resend:
                     await stream.send_all(b"".join(resend))
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._write, stream, link)
-                    await self._read_acks(stream, decoder, link)
-                    nursery.cancel_scope.cancel()
-            except (
-                trio.BrokenResourceError,
-                trio.ClosedResourceError,
-                trio.TooSlowError,
-                OSError,
-                FrameError,
-                WireError,
-            ) as error:
+                with unwrapped(LinkFailed, *_BROKEN):
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._write, stream, link)
+                        await self._read_acks(stream, decoder, link)
+                        nursery.cancel_scope.cancel()
+            except _BROKEN as error:
                 raise LinkFailed(str(error) or type(error).__name__) from None
 
     async def _welcome(
@@ -190,5 +215,7 @@ class Links:
                 if isinstance(message, m.ChannelAck):
                     link.channel.acknowledged(message.received)
                     self._heard(link.node)
+                    if link.forgotten and not link.channel.waiting:
+                        link.scope.cancel()
                 elif isinstance(message, m.LinkError):
                     raise LinkFailed(f"the other side reported: {message.reason}")

@@ -70,6 +70,14 @@ class CloseConnection:
 
 
 @dataclass(frozen=True, slots=True)
+class Forgotten:
+    """Super-peer ``node`` is out of the cube (it failed, or left): what still waits to be sent
+    to it may be dropped (recovering what it took along is the node's business)."""
+
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
 class Stopped:
     """The node is out of the cube for good (it left): the runtime may exit."""
 
@@ -77,4 +85,4 @@ class Stopped:
 
 
 CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication
-Action = CoreAction | ToConnection | CloseConnection | Stopped
+Action = CoreAction | ToConnection | CloseConnection | Forgotten | Stopped

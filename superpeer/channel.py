@@ -60,11 +60,19 @@ class Outbound:
     max_unacknowledged: int = 100_000
     incarnation: int | None = None
     """The other side's incarnation, once a ``Welcome`` named it."""
+    first: int = 1
+    """The first number: a channel that replaces another toward the same side (the link was
+    dropped and opened again) goes on from the old one's numbers, or the other side, which
+    remembers what it received from this incarnation, would take the new frames for repeats."""
 
     def __post_init__(self) -> None:
-        self._next = 1
+        self._next = self.first
         self._kept: deque[tuple[int, bytes]] = deque()
         self._sent_through = 0
+
+    @property
+    def next_number(self) -> int:
+        return self._next
 
     @property
     def waiting(self) -> int:

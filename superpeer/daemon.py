@@ -41,8 +41,9 @@ import trio
 
 import crypto
 import wire
+from superpeer._groups import unwrapped
 from superpeer._links import Links
-from superpeer.actions import CloseConnection, Stopped, ToConnection, ToSuperPeer
+from superpeer.actions import CloseConnection, Forgotten, Stopped, ToConnection, ToSuperPeer
 from superpeer.channel import Inbound, split
 from superpeer.config import SuperPeerConfig
 from superpeer.node import SuperPeerNode
@@ -56,6 +57,14 @@ from wire.framing import FrameDecoder, FrameError, Received, frame
 
 log = logging.getLogger("superpeer")
 READ_SIZE = 65536
+_BROKEN = (
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio.TooSlowError,
+    OSError,
+    ssl.SSLError,
+)
+"""What a connection that broke raises: it ends, the daemon goes on."""
 
 
 class DaemonError(RuntimeError):
@@ -329,6 +338,9 @@ class SuperPeerDaemon:
                 if connection is not None and not connection.closing:
                     connection.closing = True
                     connection.send.close()
+            elif isinstance(output, Forgotten):
+                assert self._links is not None
+                self._links.forget(output.node)
             elif isinstance(output, Stopped):
                 log.info("event=stopped node=%s reason=%r", self.node_id, output.reason)
                 if not self._stopping:
@@ -366,11 +378,10 @@ class SuperPeerDaemon:
         connection = _PeerConnection(send, receive)
         self._peers[connection_id] = connection
         try:
-            with connection.scope:
+            with connection.scope, unwrapped(*_BROKEN):
                 async with stream:
                     await self._converse(connection_id, connection, stream, remote)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError,
-                trio.TooSlowError):  # fmt: skip
+        except _BROKEN:
             pass
         except Exception:  # one connection's bug must not end the daemon
             log.exception("event=connection_error remote=%s", remote)
@@ -390,6 +401,7 @@ class SuperPeerDaemon:
             try:
                 await secure.do_handshake()
             except (trio.BrokenResourceError, ssl.SSLError) as error:
+                self.node.statistics.auth_failures += 1
                 self._trace_event(
                     "auth_failure", "tls_handshake", msg=f"{remote}: TLS handshake failed: {error}"
                 )
@@ -400,7 +412,8 @@ class SuperPeerDaemon:
             nursery.start_soon(self._write_peer, stream, connection, nursery.cancel_scope)
             payloads = await self._first_frames(stream, decoder, connection_id)
             if not payloads:
-                nursery.cancel_scope.cancel() if not connection.closing else None
+                if not connection.closing:
+                    nursery.cancel_scope.cancel()
                 return
             try:
                 hello, _ = wire.decode(payloads[0], self.limits)

@@ -71,6 +71,7 @@ from superpeer.actions import (
     Action,
     CloseConnection,
     Deliver,
+    Forgotten,
     LogPublication,
     Stopped,
     ToConnection,
@@ -85,6 +86,8 @@ from wire import messages as m
 from wire.framing import Received
 
 log = logging.getLogger("superpeer")
+# peer messages the node handles itself (the core traces the others when it handles them)
+_OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
 T = TypeVar("T")
 Output = Action | TraceRecord
 HANDOVERS = "handover"
@@ -237,6 +240,7 @@ class SuperPeerNode:
         """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._restored_since: float | None = None
         self._replay: list[tuple[float, m.Notification]] = []
+        self._before_member: list[tuple[str, int, Received]] = []
         self._housekeeping_at = 0.0
         self._message_number = 0
 
@@ -290,6 +294,7 @@ class SuperPeerNode:
         if successor is not None:
             for peer in sorted(set(self.store.local_peers()) | set(self._peer_connection)):
                 self._adopt_out(peer, successor, now, out)
+            self._adopt_log_out(successor, now, out)
             assert core is not None
             self._core(
                 core.announce_departure(
@@ -366,6 +371,9 @@ class SuperPeerNode:
         )
         self._trace_event(out, now, "member", kind="hypercup.joined")
         self._restore(now, out)
+        early, self._before_member = self._before_member, []
+        for sender, incarnation, received in early:
+            out += self.superpeer_message(sender, incarnation, received, now)
 
     def _changed(self, change: TopologyChanged, now: float, out: list[Output]) -> None:
         self.addresses.update(change.addresses)
@@ -384,6 +392,7 @@ class SuperPeerNode:
             self._core(self.core.topology_changed(view, now), now, out)
 
     def _took_place_of(self, departed: Departed, now: float, out: list[Output]) -> None:
+        out.append(Forgotten(departed.node))
         incarnation = self._neighbour_incarnations.get(departed.node, 0)
         if departed.failed:
             self.departed[departed.node] = incarnation
@@ -490,14 +499,23 @@ class SuperPeerNode:
         elif isinstance(message, m.HandoverDone):
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._handover_done(message, now, out)
-        elif isinstance(message, m.Adopt):
+        elif isinstance(message, m.AdoptLog):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._adopt_log_in(message)
+        elif isinstance(message, m.Adopt) and self.core is not None:
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._adopt_in(sender, message, now, out)
-        elif self.core is not None:
+        elif self.core is None:
+            # from members that already count this newcomer as a neighbour: its Welcome may
+            # still be on its way (another sender, another link)
+            self._before_member.append((sender, incarnation, received))
+        else:
             self._core(
                 self.core.superpeer_message(sender, message, size, now, message_id), now, out
             )
             if isinstance(message, m.Departed):
+                if message.failed or message.origin != message.node:
+                    out.append(Forgotten(message.node))  # not while it says goodbye itself
                 if message.failed:  # a node declared failed may still be alive: evict it
                     self.departed[message.node] = max(
                         self.departed.get(message.node, 0), message.incarnation
@@ -569,6 +587,7 @@ class SuperPeerNode:
         self._last_heard.clear()
         self._suspected.clear()
         self._catchups.clear()
+        self._before_member.clear()
         self._restored_since = since
         self._contacts = contacts
         if contacts:
@@ -1116,6 +1135,25 @@ class SuperPeerNode:
         if expired:
             self.store.add_expired(peer, expired)
 
+    def _adopt_log_out(self, successor: str, now: float, out: list[Output]) -> None:
+        logged = [
+            n
+            for data in self.store.logged_since(now - self.config.log_seconds)
+            if (n := _decoded(data, m.Notification)) is not None
+        ]
+        batch = self.config.mail_batch
+        for start in range(0, len(logged), batch):
+            chunk = tuple(logged[start : start + batch])
+            self._send(successor, m.AdoptLog(notifications=chunk), now, out)
+
+    def _adopt_log_in(self, message: m.AdoptLog) -> None:
+        for notification in message.notifications:
+            self.store.log_publication(
+                mail_key(notification.owner, notification.publication.id),
+                wire.encode(notification),
+                notification.published_at,
+            )
+
     def _adopt_in(self, sender: str, message: m.Adopt, now: float, out: list[Output]) -> None:
         core = self.core
         if core is None:
@@ -1206,6 +1244,10 @@ class SuperPeerNode:
         entry = self._connections.get(connection)
         if entry is None:
             return out
+        if not entry.session.established or isinstance(message, _OUTSIDE_CORE):
+            # the core traces what it handles; the handshake and acknowledgements are traced here
+            who = message.node_id if isinstance(message, m.Hello) else entry.session.peer
+            self._trace(out, now, "receive", message, peer=who, size=size, msg=message_id)
         for event in entry.session.receive(message, size, message_id, now):
             self._session_event(connection, entry, event, now, out)
         return out
@@ -1233,7 +1275,7 @@ class SuperPeerNode:
             self.mail.detach(peer)
             if self.core is not None and peer in self.core.peers:
                 self._core(self.core.detach(peer, now), now, out)
-            log.info("event=peer_detached node=%s peer=%s", self.node_id, peer)
+            log.info("event=peer_detached peer=%s", peer)
         return out
 
     def _forget_connection(self, connection: int) -> None:
@@ -1252,7 +1294,9 @@ class SuperPeerNode:
         self, connection: int, entry: _Connection, event: object, now: float, out: list[Output]
     ) -> None:
         if isinstance(event, Reply):
-            out.append(ToConnection(connection, event.message, wire.encode(event.message)))
+            data = wire.encode(event.message)
+            out.append(ToConnection(connection, event.message, data))
+            self._trace(out, now, "send", event.message, peer=entry.session.peer, size=len(data))
         elif isinstance(event, Established):
             self._established(connection, entry, event, now, out)
         elif isinstance(event, Request):
@@ -1309,10 +1353,10 @@ class SuperPeerNode:
         assert core is not None
         core.attach(peer, now, entry.session.remote)
         log.info(
-            "event=peer_attached node=%s peer=%s registered=%s",
-            self.node_id,
+            "event=peer_identified peer=%s registered=%s address=%s",
             peer,
             event.registered,
+            entry.session.remote,
         )
         out += self.mail.attach(peer, connection, now)
 
@@ -1551,6 +1595,7 @@ class SuperPeerNode:
             "state": self.topology.state.name.lower(),
             "topology_busy": self.topology.state is NodeState.MEMBER and self.topology.busy(),
             "settling": self.core is not None and self.core.settling(),
+            "waiting": self.waiting_for(),
             "violations": self.statistics.violations,
             "auth_failures": self.statistics.auth_failures,
             "refused_connections": self.statistics.refused_connections,
@@ -1584,9 +1629,8 @@ class SuperPeerNode:
             "peers": {
                 "attached": sorted(self._peer_connection),
                 "detached": sorted(
-                    p
-                    for p in (self.core.peers if self.core is not None else ())
-                    if p not in self._peer_connection
+                    (set(self.store.local_peers()) | set(self.core.peers if self.core else ()))
+                    - set(self._peer_connection)
                 ),
             },
         }
@@ -1619,7 +1663,10 @@ class SuperPeerNode:
             sent = stats.sent + self.statistics.sent
             report["messages"] = {
                 "sent": dict(sent),
-                "received": dict(stats.received + self.statistics.received),
+                "received": dict(
+                    self.statistics.received
+                    + Counter({k: v for k, v in stats.received.items() if not k.startswith("sp.")})
+                ),
                 "bytes_sent": dict(stats.bytes_sent + self.statistics.bytes_sent),
                 "delivered": self.mail.statistics.delivered,
                 "refused": stats.refused,

@@ -386,6 +386,16 @@ class Adopt:
     subscriptions: tuple[tuple[str, qel.Subscription], ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdoptLog:
+    """A leaving super-peer hands the publications it accepted as origin (its log, for catch-up)
+    to the super-peer that adopts its peers: an access point that later asks the adopter for a
+    catch-up still finds them."""
+
+    KIND: ClassVar[str] = "sp.adopt_log"
+    notifications: tuple[Notification, ...]
+
+
 PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave, Locate, Moved, Delivered)
 PEER_REPLIES = (Notify, Ack, Refused, Located, Expired)
 BACKBONE = (
@@ -404,6 +414,7 @@ BACKBONE = (
     Handover,
     HandoverDone,
     Adopt,
+    AdoptLog,
 )
 
 

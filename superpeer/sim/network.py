@@ -9,7 +9,7 @@ themselves) and restart on their stores (``MemoryStore`` objects that outlive a 
 Every message really goes through the wire codec (encoded by the sender, decoded on arrival), so
 byte counts are the msgpack sizes the daemons would send. Messages wait in a queue ordered by
 delivery time; each link is FIFO (a message never overtakes an earlier one on the same link).
-Timers fire in time order with the messages. Simulated time starts at ``START``; each workload
+Timers fire in time order with the messages. Simulated time starts at ``START``; the cube is built first; each workload
 operation starts ``op_interval`` after the previous one (or later, if the previous one took
 longer), and runs until the network is *quiet*: no message in flight and no node waiting for
 anything (a join, the end of a routing change, a failure being repaired, a catch-up, a
@@ -191,12 +191,14 @@ class Simulation:
         for _ in range(superpeers):
             self._superpeer_join()
         self.planner.superpeers = superpeers
+        self._workload_start = self.now
+        """Operations are paced from here: the cube is built first, in the time that takes."""
 
     # -- operations ---------------------------------------------------------------------------
     def apply(self, op: dict, number: int | None = None) -> None:
         """One workload operation, then run the network until it is quiet."""
         self.operations += 1
-        self._advance(START + (self.operations - 1) * self.op_interval)
+        self._advance(self._workload_start + (self.operations - 1) * self.op_interval)
         self._op_label = f"{number if number is not None else self.operations}:{op['op']}"
         try:
             steps = self.planner.plan(op, str)
