@@ -129,12 +129,14 @@ class RemotePeer:
             nursery.start_soon(self._read, stream, session)
             with trio.fail_after(30):
                 await self._established.wait()
-            if self._ended is not None:
-                raise DriverError(f"{self.name}: {self._ended}")
         except BaseException:
             self._stream = None
             await trio.aclose_forcefully(stream)
             raise
+        if self._ended is not None:
+            self._stream = None
+            await trio.aclose_forcefully(stream)
+            raise DriverError(f"{self.name}: {self._ended}")
         assert self.superpeer is not None
         return self.superpeer
 
