@@ -127,15 +127,16 @@ class Links:
     def in_flight(self) -> int:
         return sum(link.channel.waiting for link in self.links.values())
 
-    def forget(self, node: str) -> None:
-        """``node`` is out of the cube: drop what waits for it (a later message to the same
-        node id, a new incarnation, opens a new link)."""
+    def forget(self, node: str, *, drain: bool = True) -> None:
+        """``node`` is out of the cube, or restarted: a later message to it opens a new link.
+        With ``drain``, what waits on the old one still goes out (bounded by the handshake
+        time); without, it is dropped at once."""
         link = self.links.pop(node, None)
         if link is None:
             return
         self._numbers[node] = link.channel.next_number
         link.forgotten = True
-        if link.channel.waiting:
+        if drain and link.channel.waiting:
             link.scope.deadline = min(
                 link.scope.deadline, trio.current_time() + self._handshake_seconds
             )

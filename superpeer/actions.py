@@ -75,6 +75,10 @@ class Forgotten:
     to it may be dropped (recovering what it took along is the node's business)."""
 
     node: str
+    drain: bool = True
+    """Let what is already queued go out first (a goodbye's answer); False when ``node``
+    restarted: what was queued was for the incarnation that is gone, and what follows is for
+    the new one, so the old queue must not hold it up or take it along when it is dropped."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -340,7 +340,7 @@ class SuperPeerDaemon:
                     connection.send.close()
             elif isinstance(output, Forgotten):
                 assert self._links is not None
-                self._links.forget(output.node)
+                self._links.forget(output.node, drain=output.drain)
             elif isinstance(output, Stopped):
                 log.info("event=stopped node=%s reason=%r", self.node_id, output.reason)
                 if not self._stopping:

@@ -232,6 +232,10 @@ class SuperPeerNode:
         self._unsubscribed_at: dict[tuple[str, str], float] = {}
         """When each subscription made here in this incarnation was made (catch-up never asks
         for what was published before a subscription existed)."""
+        self._withdrawn: dict[tuple[str, str], tuple[qel.Subscription, float, float]] = {}
+        """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
+        withdrawn: a repair catches up for them too, for the time they were active (a route
+        broken before the withdrawal may have lost what they were owed)."""
         self._moved_away: dict[str, tuple[str, str, float]] = {}
         self._handover_due: dict[str, float] = {}
         """Pending handovers (request -> when to ask again)."""
@@ -435,7 +439,10 @@ class SuperPeerNode:
         return out
 
     def _incarnation(self, node: str, incarnation: int, now: float, out: list[Output]) -> None:
-        self.incarnations[node] = max(incarnation, self.incarnations.get(node, 0))
+        previous = self.incarnations.get(node, 0)
+        self.incarnations[node] = max(incarnation, previous)
+        if incarnation > previous > 0:
+            out.append(Forgotten(node, drain=False))
         if not self._is_neighbour(node):
             return
         known = self._neighbour_incarnations.setdefault(node, incarnation)
@@ -472,14 +479,17 @@ class SuperPeerNode:
             message, m.Evicted | m.CatchUp | m.Mail | m.HandoverDone
         ):
             self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
-            evicted = m.Evicted(reason=f"{sender} incarnation {incarnation} departed the cube")
+            evicted = m.Evicted(
+                reason=f"{sender} incarnation {incarnation} departed the cube",
+                incarnation=incarnation,
+            )
             self._send(sender, evicted, now, out)
             return out
         if isinstance(message, m.Evicted):
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
-            if self.topology.state is NodeState.MEMBER and self._is_neighbour(sender):
-                return out  # a neighbour's mistake about us; we are a member in its eyes later
-            if self.topology.state is NodeState.MEMBER:
+            # the cube replaced this incarnation while it was unreachable (paused, cut off):
+            # whatever its own view says, it is not a member any more
+            if self.topology.state is NodeState.MEMBER and message.incarnation == self.incarnation:
                 self._rejoin(f"evicted: {message.reason}", now, out)
             return out
         if kind.startswith("hypercup."):
@@ -514,8 +524,8 @@ class SuperPeerNode:
                 self.core.superpeer_message(sender, message, size, now, message_id), now, out
             )
             if isinstance(message, m.Departed):
-                if message.failed or message.origin != message.node:
-                    out.append(Forgotten(message.node))  # not while it says goodbye itself
+                # what is queued for it still goes out (a goodbye is answered): Forgotten drains
+                out.append(Forgotten(message.node))
                 if message.failed:  # a node declared failed may still be alive: evict it
                     self.departed[message.node] = max(
                         self.departed.get(message.node, 0), message.incarnation
@@ -582,6 +592,9 @@ class SuperPeerNode:
             out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
             self._close(connection, "rejoining", now, out)
         self.incarnation = self.store.next_incarnation()
+        # every link said the old incarnation in its Hello: open them again as the new one (the
+        # members drop what the old one sends), and drop what was queued for the old cube
+        out += [Forgotten(node, drain=False) for node, _ in contacts]
         self.topology = HypercupNode(self.node_id, self.address)
         self.core = None
         self._last_heard.clear()
@@ -702,7 +715,7 @@ class SuperPeerNode:
         """Routes through ``positions`` broke: after the new ones settle, ask the origins whose
         trees ran through them for what was published since ``since``."""
         core = self.core
-        if core is None or not self.store.local_peers():
+        if core is None or not (self.store.local_peers() or self._withdrawn):
             return
         lost = set(positions)
         mine = core.recent_positions()
@@ -724,7 +737,9 @@ class SuperPeerNode:
         due = [c for c in self._catchups if c.due <= now]
         self._catchups = [c for c in self._catchups if c.due > now]
         for catchup in due:
-            peers = catchup.peers if catchup.peers is not None else self.store.local_peers()
+            peers = catchup.peers
+            if peers is None:
+                peers = set(self.store.local_peers()) | {peer for peer, _ in self._withdrawn}
             wanted: dict[str, list[tuple[str, str, qel.Subscription, float, float]]] = {}
             margin = self.config.catchup_margin_seconds
             for peer in sorted(peers):
@@ -741,6 +756,16 @@ class SuperPeerNode:
                     else:
                         until = min(until, self._unsubscribed_at.get((peer, sid), math.inf))
                     entry = (peer, sid, subscription, since, until)
+                    for origin in core.ads.covering_origins(subscription):
+                        if catchup.origins is None or origin in catchup.origins:
+                            wanted.setdefault(origin, []).append(entry)
+                if catchup.subscriptions is not None:
+                    continue
+                for (owner, sid), (subscription, made, ended) in sorted(self._withdrawn.items()):
+                    if owner != peer or ended <= catchup.since:
+                        continue
+                    since = max(catchup.since, made - margin)
+                    entry = (peer, sid, subscription, since, min(catchup.until, ended))
                     for origin in core.ads.covering_origins(subscription):
                         if catchup.origins is None or origin in catchup.origins:
                             wanted.setdefault(origin, []).append(entry)
@@ -1385,6 +1410,11 @@ class SuperPeerNode:
             self.mail.detach(peer)
             self._close(connection, "the peer left", now, out)
             return
+        withdrawn = (
+            core.subscriptions_of(peer).get(message.id)
+            if isinstance(message, m.Unsubscribe)
+            else None
+        )
         self._core(core.peer_message(peer, message, event.size, now, event.message_id), now, out)
         if isinstance(message, m.Advertise):
             self.store.set_advertisement(peer, wire.encode(message))
@@ -1394,8 +1424,13 @@ class SuperPeerNode:
                 self._subscribed_at.setdefault((peer, message.id), now)
         elif isinstance(message, m.Unsubscribe):
             self.store.set_subscription(peer, message.id, None)
-            self._subscribed_at.pop((peer, message.id), None)
+            made = self._subscribed_at.pop((peer, message.id), -math.inf)
             self._unsubscribed_at[(peer, message.id)] = now
+            if withdrawn is not None:
+                horizon = now - self.config.log_seconds
+                for key in [k for k, v in self._withdrawn.items() if v[2] < horizon]:
+                    del self._withdrawn[key]
+                self._withdrawn[(peer, message.id)] = (withdrawn, made, now)
 
     # == time ======================================================================================
     def next_deadline(self) -> float | None:

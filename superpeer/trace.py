@@ -16,7 +16,8 @@ event      str     ``publish`` (a local peer's publication accepted at its origi
                    ``auth_failure`` (a failed identification; never carries secrets),
                    ``member`` (the super-peer joined the cube), ``neighbour_failed`` (a
                    neighbour fell silent), ``repair`` / ``departure`` (the cube closed the place
-                   of a failed / departed super-peer: ``neighbour`` names it)
+                   of a failed / departed super-peer: ``neighbour`` names it), ``rejoin``
+                   (this super-peer was evicted and joins again as a new incarnation)
 kind       str     the message kind (``wire`` KIND, e.g. ``sp.notification``)
 msg        str     the message id (the sender's), matching ``send`` to ``receive``
 pub        str     publication id, for publications and notifications
@@ -52,6 +53,7 @@ EVENTS: Final = (
     "neighbour_failed",
     "repair",
     "departure",
+    "rejoin",
 )
 
 

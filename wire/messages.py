@@ -309,6 +309,8 @@ class Evicted:
 
     KIND: ClassVar[str] = "sp.evicted"
     reason: str
+    incarnation: int
+    """The receiver's incarnation that departed (an older one's eviction is stale)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
