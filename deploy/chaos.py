@@ -88,7 +88,7 @@ up to this long before it; the oracle allows them (and only them)."""
 
 # -- the plan --------------------------------------------------------------------------------------
 def make_plan(
-    seed: int, duration: float, superpeers: int, peers: int, faults: list[str], rate: float
+    *, seed: int, duration: float, superpeers: int, peers: int, faults: list[str], rate: float
 ) -> dict[str, Any]:
     """Operations and faults, with their offsets from the start of the run: everything a run
     does that is not timing."""
@@ -599,7 +599,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan:
         plan = json.loads(Path(args.plan).read_text())["plan"]
     else:
-        plan = make_plan(args.seed, args.duration, args.superpeers, args.peers, faults, args.rate)
+        plan = make_plan(
+            seed=args.seed, duration=args.duration, superpeers=args.superpeers,
+            peers=args.peers, faults=faults, rate=args.rate,
+        )  # fmt: skip
     directory = Path(args.keep or tempfile.mkdtemp(prefix="chaos-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     report = run_plan(plan, settle=args.settle, directory=directory)
