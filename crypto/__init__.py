@@ -71,6 +71,7 @@ from crypto.keys import (
     public_key_der,
     save_private_key,
 )
+from crypto.statements import move_transcript, sign_move, verify_move
 from crypto.tls import (
     check_peer_node_id,
     check_pinned,
@@ -136,6 +137,7 @@ __all__ = [
     "load_private_key",
     "load_public_key_der",
     "matches",
+    "move_transcript",
     "node_id_of",
     "parse_public_identifier",
     "peer_client_context",
@@ -147,10 +149,12 @@ __all__ = [
     "save_private_identifier",
     "save_private_key",
     "server_context",
+    "sign_move",
     "sign_transcript",
     "sync_directory",
     "transcript",
     "verified_peer_certificate_node_id",
+    "verify_move",
     "verify_transcript",
     "write_atomically",
 ]

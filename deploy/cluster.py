@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -70,6 +71,8 @@ class Cluster:
         key_bits: int = 2048,
         extra_args: tuple[str, ...] = (),
         peers: int = 0,
+        front: Callable[[str], str] | None = None,
+        settings: str = "",
     ) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one super-peer")
@@ -77,11 +80,17 @@ class Cluster:
         self._owned = directory is None
         self.root = Path(directory or tempfile.mkdtemp(prefix="cluster-"))
         ports = list(range(base_port, base_port + size)) if base_port else free_ports(size)
-        self.addresses = [f"127.0.0.1:{port}" for port in ports]
+        self._front = front
+        self._settings = settings
+        """More of every super-peer's TOML configuration (sections such as ``[limits]``)."""
+        """Given a daemon's listen address, the address it advertises (a proxy in front of it,
+        ``deploy.proxy``); None: the listen address itself."""
+        self.listen_addresses = [f"127.0.0.1:{port}" for port in ports]
+        self.addresses = [self._public(a) for a in self.listen_addresses]
         self.directories = [self.root / f"sp{k}" for k in range(size)]
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.processes: list[subprocess.Popen[bytes] | None] = []
         self.peer_directories = [self.root / f"peer{j}" for j in range(peers)]
-        self.peer_processes: list[subprocess.Popen[bytes]] = []
+        self.peer_processes: list[subprocess.Popen[bytes] | None] = []
         self._random = random.Random(seed)
         self._trace = trace
         self.tls = tls
@@ -116,7 +125,7 @@ class Cluster:
                 self._start(k)
                 self._settle(k + 1)
             for j in range(len(self.peer_directories)):
-                self._start_peer(j)
+                self.start_peer(j)
         except BaseException:
             self.stop()
             raise
@@ -130,28 +139,119 @@ class Cluster:
     ) -> None:
         self.stop()
 
+    # -- one daemon at a time (the replay tool and the fault harness) ----------------------------
+    def live(self) -> list[int]:
+        return [k for k, p in enumerate(self.processes) if p is not None and p.poll() is None]
+
+    def kill(self, k: int) -> None:
+        """``kill -9`` super-peer ``k``: no goodbye, its data directory stays."""
+        process = self.processes[k]
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def restart(self, k: int) -> None:
+        """Start super-peer ``k`` again on its data directory, joining through a live member."""
+        if self.processes[k] is not None and self.processes[k].poll() is None:
+            raise ClusterError(f"super-peer {k} is running")
+        self._start(k)
+
+    def leave(self, k: int, grace: float = 30.0) -> None:
+        """Stop super-peer ``k`` cleanly (SIGTERM: it hands its peers over and leaves)."""
+        process = self.processes[k]
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def add(self) -> int:
+        """A new super-peer joins the running backbone; its index."""
+        k = len(self.directories)
+        port = free_ports(1)[0]
+        self.listen_addresses.append(f"127.0.0.1:{port}")
+        self.addresses.append(self._public(self.listen_addresses[-1]))
+        self.directories.append(self.root / f"sp{k}")
+        self.processes.append(None)
+        if self.tls:
+            self._certify(k)
+        self._start(k)
+        return k
+
+    def _public(self, listen: str) -> str:
+        return self._front(listen) if self._front is not None else listen
+
+    def pause(self, k: int) -> None:
+        """SIGSTOP super-peer ``k``: it holds its connections and answers nothing."""
+        process = self.processes[k]
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGSTOP)
+
+    def resume(self, k: int) -> None:
+        process = self.processes[k]
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+
+    def kill_peer(self, j: int) -> None:
+        """``kill -9`` peer daemon ``j`` (its data directory stays)."""
+        process = self.peer_processes[j]
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def stop_peer(self, j: int, grace: float = 15.0) -> int | None:
+        """SIGTERM peer daemon ``j``; its exit code."""
+        process = self.peer_processes[j]
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def peer_running(self, j: int) -> bool:
+        process = self.peer_processes[j]
+        return process is not None and process.poll() is None
+
     def _start(self, k: int) -> None:
         directory = self.directories[k]
         directory.mkdir(parents=True, exist_ok=True)
         settings = []
+        if self.addresses[k] != self.listen_addresses[k]:
+            settings.append(f'advertise = "{self.addresses[k]}"\n')
         if not self._trace:
             settings.append("[trace]\nenabled = false\n")
         if not self.tls:
             settings.append("[security]\ntls = false\n")
+        if self._settings:
+            settings.append(
+                self._settings if self._settings.endswith("\n") else self._settings + "\n"
+            )
         if settings:
             (directory / "superpeer.toml").write_text("".join(settings))
         command = [
             sys.executable, "-m", "superpeer.cli", "run",
-            "--listen", self.addresses[k], "--data-dir", str(directory), "--node-id", f"sp{k}",
+            "--listen", self.listen_addresses[k], "--data-dir", str(directory), "--node-id", f"sp{k}",
         ]  # fmt: skip
         if settings:
             command += ["--config", str(directory / "superpeer.toml")]
-        if k:
-            command += ["--join", self.addresses[self._random.randrange(k)]]
+        live = [j for j in self.live() if j != k]
+        if live:
+            command += ["--join", self.addresses[self._random.choice(live)]]
+            command += [a for j in live for a in ("--join", self.addresses[j])]
         command += list(self._extra)
-        with (directory / "stderr.log").open("wb") as stderr:
+        with (directory / "stderr.log").open("ab") as stderr:
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
-        self.processes.append(process)
+        while len(self.processes) <= k:
+            self.processes.append(None)
+        self.processes[k] = process
         assert process.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT
         line = b""
@@ -164,13 +264,15 @@ class Cluster:
             tail = (directory / "stderr.log").read_text(errors="replace")[-2000:]
             raise ClusterError(f"super-peer {k} did not start:\n{tail}")
 
-    def _start_peer(self, j: int) -> None:
-        """Peer ``j``: its key (with TLS), then its daemon, attached to super-peer ``j mod N``;
-        returns once the daemon is connected and identified (``peer status``)."""
+    def start_peer(self, j: int, k: int | None = None, *, wait: bool = True) -> None:
+        """Peer ``j``: its key (with TLS, the first time), then its daemon, attached to
+        super-peer ``k`` (default ``j mod N``); with ``wait``, returns once the daemon is
+        connected and identified (``peer status``)."""
         directory = self.peer_directories[j]
+        fresh = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         peer = [sys.executable, "-m", "peer.cli"]
-        if self.tls:
+        if self.tls and fresh:
             subprocess.run(
                 [*peer, "keygen", "--data-dir", str(directory), "--bits", str(self._key_bits)],
                 check=True,
@@ -178,13 +280,17 @@ class Cluster:
             )
         trust = ["--ca", str(self.ca_certificate)] if self.tls else ["--no-tls"]
         command = [
-            *peer, "run", "--superpeer", self.addresses[j % self.size],
+            *peer, "run", "--superpeer", self.addresses[j % self.size if k is None else k],
             "--data-dir", str(directory), *trust,
         ]  # fmt: skip
         log = directory / "daemon.log"
-        with log.open("wb") as output:
+        with log.open("ab") as output:
             process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
-        self.peer_processes.append(process)
+        while len(self.peer_processes) <= j:
+            self.peer_processes.append(None)
+        self.peer_processes[j] = process
+        if not wait:
+            return
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline and process.poll() is None:
             status = subprocess.run(
@@ -210,11 +316,8 @@ class Cluster:
         join (see ``hypercup``), so the launcher starts and stops one daemon at a time."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            statuses = [self._status_or_none(k) for k in range(running)]
-            if all(
-                s is not None and s["state"] == "member" and not s["topology_busy"]
-                for s in statuses
-            ):
+            statuses = [self._status_or_none(k) for k in range(running) if k in self.live()]
+            if all(s is not None and s["state"] == "member" and not s["waiting"] for s in statuses):
                 return True
             time.sleep(0.02)
         return False
@@ -231,7 +334,7 @@ class Cluster:
 
     async def statuses(self) -> list[dict]:
         """Every daemon's status, asked concurrently (for use inside a trio program)."""
-        results: list[dict] = [{} for _ in range(self.size)]
+        results: list[dict] = [{} for _ in range(len(self.directories))]
 
         async def ask(k: int) -> None:
             try:
@@ -241,16 +344,22 @@ class Cluster:
                 results[k] = {}
 
         async with trio.open_nursery() as nursery:
-            for k in range(self.size):
+            for k in self.live():
                 nursery.start_soon(ask, k)
         return results
 
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM every daemon (peers first, then super-peers, last started first, so the cube
         shrinks in order), wait, then SIGKILL whatever is still running."""
+        for process in self.processes:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGCONT)  # a paused one must hear the SIGTERM
         for process in self.peer_processes:
-            process.send_signal(signal.SIGTERM)
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
         for process in self.peer_processes:
+            if process is None:
+                continue
             try:
                 process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
@@ -259,6 +368,8 @@ class Cluster:
         self.peer_processes.clear()
         for k in reversed(range(len(self.processes))):
             process = self.processes[k]
+            if process is None:
+                continue
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 try:
@@ -268,7 +379,7 @@ class Cluster:
                     process.wait()
             if process.stdout is not None:
                 process.stdout.close()
-            if k and all(p.poll() is None for p in self.processes[:k]):
+            if k and self.live():
                 self._wait_settled(k, timeout=grace)
         self.processes.clear()
         if self._owned:

@@ -1,16 +1,20 @@
 """Drive a real cluster from one process: many peers, each over its own TCP connection.
 
-``RemotePeer`` speaks the peer side of the protocol (TLS trusting the cluster's CA, ``Hello`` as a
-peer, secure identification with its own RSA key: registration the first time, re-identification
-with its private identifier afterwards; then requests answered in order by ``Ack``/``Refused``,
-``Notify`` at any time) and records everything it receives, for the replay tool and the demo. ``wait_quiet`` waits until the backbone has nothing in flight: every super-peer
-to super-peer message sent has been received, no link has anything queued, and every notification a
-super-peer handed to a peer has reached it, the same point the simulator reaches after each
-operation.
+``RemotePeer`` is a peer without a daemon: the peer's own protocol object (``peer.session.Session``:
+``Hello``, secure identification with its RSA key, requests answered in order, notifications
+acknowledged once kept) over a trio connection, recording what it receives for the replay tool,
+the demo and the tests. Like the peer daemon's inbox it keeps one copy of each publication, and
+only what one of its subscriptions matched when it was published (``owed``), acknowledging every
+copy. ``wait_quiet`` waits until the network has nothing left to do: no super-peer waits for
+anything (a join, routes settling, a repair, a catch-up, a handover), no backbone frame is
+unacknowledged (a super-peer processes a frame as it acknowledges it), and every notification a
+super-peer sent to a peer was acknowledged: the point the simulator reaches after each operation.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +22,24 @@ from pathlib import Path
 import trio
 
 import crypto
+import qel
 import wire
 from deploy.cluster import Cluster
+from peer.session import (
+    Answered,
+    Ended,
+    Established,
+    Identification,
+    LookupAnswered,
+    Notified,
+    Registration,
+    Reply,
+    Session,
+    Store,
+)
 from wire import messages as m
-from wire.framing import Link, Received, Violation
+
+READ_SIZE = 65536
 
 
 class DriverError(RuntimeError):
@@ -39,28 +57,43 @@ def peer_key(name: str) -> object:
 
 
 @dataclass
+class _Waiting:
+    done: trio.Event = field(default_factory=trio.Event)
+    answer: object = None
+
+
+@dataclass
 class RemotePeer:
     name: str
     address: str
     ca: Path | None = None
     """The network CA to trust (TLS and identification); None for a plaintext cluster."""
-    private_identifier: crypto.PrivateIdentifier | None = None
-    issued_by: str | None = None
-    stream: trio.abc.Stream | None = None
-    link: Link | None = None
+    registration: Registration | None = None
     notifications: list[m.Notify] = field(default_factory=list)
-    answers: trio.MemorySendChannel | None = None
-    pending: trio.MemoryReceiveChannel | None = None
+    redeliveries: int = 0
+    filtered: int = 0
     sent: Counter[str] = field(default_factory=Counter)
     sent_bytes: Counter[str] = field(default_factory=Counter)
     received: Counter[str] = field(default_factory=Counter)
     received_bytes: Counter[str] = field(default_factory=Counter)
-    closed: trio.Event = field(default_factory=trio.Event)
+    history: list[tuple[str, qel.Subscription, float, float]] = field(default_factory=list)
+    superpeer: str | None = None
+    """The node id of the super-peer it is (or was last) attached to."""
+    _stream: trio.abc.Stream | None = None
+    _session: Session[_Waiting] | None = None
+    _established: trio.Event = field(default_factory=trio.Event)
     _scope: trio.CancelScope | None = None
+    _seen: set[str] = field(default_factory=set)
+    _ended: str | None = None
 
     @property
     def connected(self) -> bool:
-        return self.stream is not None
+        return self._stream is not None
+
+    @property
+    def private_identifier(self) -> crypto.PrivateIdentifier | None:
+        """The identifier its access point issued (None before registration, or plaintext)."""
+        return self.registration.private_identifier if self.registration else None
 
     @property
     def network_id(self) -> str:
@@ -69,159 +102,179 @@ class RemotePeer:
             return self.name
         return crypto.public_identifier(peer_key(self.name))  # type: ignore[arg-type]
 
-    async def connect(self, nursery: trio.Nursery) -> None:
+    async def connect(self, nursery: trio.Nursery, address: str | None = None) -> str:
+        """Connect (to ``address`` if given) and identify; the access point's node id."""
+        self.address = address or self.address
         host, _, port = self.address.rpartition(":")
         stream: trio.abc.Stream = await trio.open_tcp_stream(host, int(port))
+        identification = None
         try:
             if self.ca is not None:
-                stream = trio.SSLStream(
+                secure = trio.SSLStream(
                     stream, crypto.peer_client_context(ca=self.ca), server_hostname=host
                 )
-                await stream.do_handshake()
-            link = Link(accepting=False)
-            hello = m.Hello(
-                role="peer", node_id=self.network_id, address="", protocol=wire.PROTOCOL_VERSION
-            )
-            await stream.send_all(link.send(hello))
+                await secure.do_handshake()
+                stream = secure
+                identification = Identification(
+                    key=peer_key(self.name),  # type: ignore[arg-type]
+                    server_fingerprint=crypto.peer_fingerprint(secure),
+                    server_node_id=crypto.verified_peer_certificate_node_id(secure),
+                    registration=self.registration,
+                )
+            session: Session[_Waiting] = Session(self.network_id, identification=identification)
+            self._session, self._stream = session, stream
+            self._established = trio.Event()
+            self._ended = None
+            await self._write(session.hello(trio.current_time()))
+            nursery.start_soon(self._read, stream, session)
             with trio.fail_after(30):
-                leftovers = await self._handshake(stream, link)
+                await self._established.wait()
         except BaseException:
+            self._stream = None
             await trio.aclose_forcefully(stream)
             raise
-        self.answers, self.pending = trio.open_memory_channel(100)
-        self.stream, self.link = stream, link
-        self.closed = trio.Event()
-        nursery.start_soon(self._read, stream, link, leftovers)
+        if self._ended is not None:
+            self._stream = None
+            await trio.aclose_forcefully(stream)
+            raise DriverError(f"{self.name}: {self._ended}")
+        assert self.superpeer is not None
+        return self.superpeer
 
-    async def _handshake(self, stream: trio.abc.Stream, link: Link) -> list[Received]:
-        """Until welcomed and (with TLS) identified; the messages that came after, in order."""
-        prover = None
-        if self.ca is not None:
-            prover = crypto.Prover(
-                peer_key(self.name),  # type: ignore[arg-type]
-                verifier_fingerprint=crypto.peer_fingerprint(stream),  # type: ignore[arg-type]
-                verifier_node_id=crypto.verified_peer_certificate_node_id(stream),  # type: ignore[arg-type]
-                private_identifier=self.private_identifier,
-                issued_by=self.issued_by,
-            )
-        done = False
-        leftovers: list[Received] = []
-        while not done:
-            data = await stream.receive_some(65536)
-            if not data:
-                raise DriverError(f"{self.name}: the access point closed the connection")
-            for event in link.receive_data(data):
-                if isinstance(event, Violation):
-                    raise DriverError(f"{self.name}: {event.reason}")
-                if done:
-                    leftovers.append(event)
-                elif isinstance(event.message, m.Welcome):
-                    done = prover is None
-                elif prover is not None:
-                    done = await self._identify(prover, event.message, stream, link)
-        return leftovers
+    async def _write(self, data: bytes) -> None:
+        if self._stream is not None and data:
+            await self._stream.send_all(data)
 
-    async def _identify(
-        self, prover: crypto.Prover, message: object, stream: trio.abc.Stream, link: Link
-    ) -> bool:
-        for output in prover.receive(message):
-            if isinstance(output, crypto.Send):
-                await stream.send_all(link.send(output.message))
-            elif isinstance(output, crypto.IdentifierIssued):
-                self.private_identifier = output.private_identifier
-                await stream.send_all(link.send(prover.confirm()))
-            elif isinstance(output, crypto.Identified):
-                self.issued_by = output.verifier_id
-                return True
-            elif isinstance(output, crypto.Refused):
-                raise DriverError(
-                    f"{self.name}: identification refused ({output.code}: {output.reason})"
-                )
-        return False
-
-    async def _read(self, stream: trio.abc.Stream, link: Link, leftovers: list[Received]) -> None:
+    async def _read(self, stream: trio.abc.Stream, session: Session[_Waiting]) -> None:
         self._scope = trio.CancelScope()
         with self._scope:
-            for event in leftovers:
-                self._take(event)
             try:
-                while True:
-                    data = await stream.receive_some(65536)
-                    if not data:
-                        break
-                    for event in link.receive_data(data):
-                        if isinstance(event, Violation):
-                            raise DriverError(f"{self.name}: {event.reason}")
-                        self._take(event)
+                while data := await stream.receive_some(READ_SIZE):
+                    for event in session.receive_data(data):
+                        await self._event(session, event)
+                        if isinstance(event, Ended):
+                            return
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
-        self.closed.set()
+            finally:
+                if self._stream is stream:
+                    self._stream = None
+                if not self._established.is_set():  # refused, or closed before it identified
+                    self._ended = self._ended or "the connection closed before identification"
+                    self._established.set()
+                for waiting in session.close():
+                    waiting.done.set()
 
-    def _take(self, event: Received) -> None:
-        message = event.message
+    async def _event(self, session: Session[_Waiting], event: object) -> None:
+        if isinstance(event, Reply):
+            await self._write(event.data)
+        elif isinstance(event, Store):
+            self.registration = event.registration
+            await self._write(session.stored())
+        elif isinstance(event, Established):
+            self.superpeer = event.superpeer_id
+            self._established.set()
+        elif isinstance(event, Notified):
+            self._take(event.notify)
+            await self._write(session.delivered(event.notify))
+        elif isinstance(event, Answered | LookupAnswered):
+            self._count(event.answer)
+            event.token.answer = event.answer
+            event.token.done.set()
+        elif isinstance(event, Ended):
+            self._ended = f"{event.refusal}: {event.reason}" if event.refusal else event.reason
+            if event.reply:
+                await self._write(event.reply)
+
+    def _take(self, notify: m.Notify) -> None:
+        self._count(notify)
+        key = notify.publication.id
+        if not self.owed(notify):
+            self.filtered += 1
+        elif key in self._seen:
+            self.redeliveries += 1
+        else:
+            self._seen.add(key)
+            self.notifications.append(notify)
+
+    def owed(self, notify: m.Notify) -> bool:
+        """Whether one of this peer's subscriptions matched ``notify`` when it was published."""
+        at = notify.published_at
+        return any(
+            start <= at < end and qel.matches(query, notify.publication)
+            for _, query, start, end in self.history
+        )
+
+    def _count(self, message: object) -> None:
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.received[kind] += 1
-        self.received_bytes[kind] += event.size
-        if isinstance(message, m.Notify):
-            self.notifications.append(message)
-        elif isinstance(message, m.Ack | m.Refused | m.Located) and self.answers is not None:
-            self.answers.send_nowait(message)
+        self.received_bytes[kind] += len(wire.encode(message))
 
-    def ignore_answers(self) -> None:
-        """From now on answers are dropped on arrival (a publisher streaming without waiting)."""
-        self.answers = None
-
-    async def request(self, message: object) -> m.Ack | m.Refused | m.Located | None:
+    async def request(self, message: object) -> object:
         """Send a request; its answer (None for ``Leave``, which has none)."""
-        if self.stream is None or self.link is None or self.pending is None:
+        session = self._session
+        if self._stream is None or session is None:
             raise DriverError(f"{self.name} is not connected")
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.sent[kind] += 1
-        self.sent_bytes[kind] += len(wire.encode(message, f"{self.name}#{sum(self.sent.values())}"))
-        await self.stream.send_all(
-            self.link.send(message, f"{self.name}#{sum(self.sent.values())}")
-        )
+        self.sent_bytes[kind] += len(wire.encode(message))
+        now = trio.current_time()
+        self._remember(message)
         if isinstance(message, m.Leave):
+            await self._write(session.leave())
             return None
-        with trio.fail_after(30):
-            return await self.pending.receive()
+        waiting = _Waiting()
+        await self._write(session.send(session.prepare(message), waiting, now))  # type: ignore[arg-type]
+        with trio.fail_after(60):
+            await waiting.done.wait()
+        if waiting.answer is None:
+            raise DriverError(f"{self.name}: the connection was lost before an answer")
+        return waiting.answer
+
+    def _remember(self, message: object) -> None:
+        """The peer's own record of its subscriptions over time (what ``owed`` checks)."""
+        now = time.time()
+        if isinstance(message, m.Subscribe):
+            if not any(h[0] == message.id and h[3] == math.inf for h in self.history):
+                self.history.append((message.id, message.subscription, now, math.inf))
+        elif isinstance(message, m.Unsubscribe):
+            self.history = [
+                (i, q, s, now if i == message.id and e == math.inf else e)
+                for i, q, s, e in self.history
+            ]
 
     async def disconnect(self) -> None:
-        if self.stream is not None:
-            await self.stream.aclose()
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await trio.aclose_forcefully(stream)
         if self._scope is not None:
             self._scope.cancel()
-        self.stream = self.link = None
 
 
 async def wait_quiet(cluster: Cluster, peers: list[RemotePeer], *, timeout: float = 60) -> None:
-    """Until nothing is in flight anywhere (checked twice in a row, to be sure): every backbone
-    message sent has been received, no link has anything queued, and each of ``peers`` has
-    received every notification a super-peer handed to its connection (peers are counted by
-    network id, so give every ``RemotePeer`` object that spoke for an id)."""
+    """Until nothing is left to do anywhere (checked twice in a row, to be sure); see the module
+    docstring. ``DriverError`` with what was still busy if it never happens."""
     stable = 0
+    busy: object = None
     with trio.move_on_after(timeout) as scope:
         while stable < 2:
-            statuses = await cluster.statuses()
-            sent = received = in_flight = 0
-            handed: Counter[str] = Counter()
-            for status in statuses:
-                messages = status.get("messages", {})
-                sent += sum(v for k, v in messages.get("sent", {}).items() if k.startswith("sp."))
-                received += sum(
-                    v for k, v in messages.get("received", {}).items() if k.startswith("sp.")
-                )
-                in_flight += status.get("backbone_in_flight", 0)
-                handed.update(status.get("handed", {}))
-            arrived: Counter[str] = Counter()
-            for peer in peers:
-                arrived[peer.network_id] += len(peer.notifications)
-            quiet = (
-                sent == received
-                and not in_flight
-                and all(handed[peer.network_id] <= arrived[peer.network_id] for peer in peers)
-            )
-            stable = stable + 1 if quiet else 0
-            await trio.sleep(0.005 if quiet else 0.01)
+            statuses = [s for s in await cluster.statuses() if s]
+            busy = quiet_problems(statuses)
+            stable = stable + 1 if not busy else 0
+            await trio.sleep(0.005 if not busy else 0.02)
     if scope.cancelled_caught:
-        raise DriverError("the network did not go quiet")
+        raise DriverError(f"the network did not go quiet: {busy}")
+
+
+def quiet_problems(statuses: list[dict]) -> list[str]:
+    """What still keeps a cluster busy, from its daemons' statuses (empty when quiet)."""
+    problems = []
+    for status in statuses:
+        node = status.get("node")
+        if status.get("waiting"):
+            problems.append(f"{node} waits for {status['waiting']}")
+        if status.get("backbone_in_flight"):
+            problems.append(f"{node} has {status['backbone_in_flight']} frames unacknowledged")
+        unacknowledged = status.get("mail", {}).get("unacknowledged")
+        if unacknowledged:
+            problems.append(f"{node} waits for peers' acknowledgements {unacknowledged}")
+    return problems

@@ -3,11 +3,15 @@
     python -m deploy.replay WORKLOAD.jsonl --superpeers 8 [--json] [--keep DIR]
 
 Starts ``--superpeers`` daemons on 127.0.0.1 (``deploy.cluster``), plays every operation of the
-workload (the format of ``superpeer.sim.workload``) through real TCP connections, one per peer,
-waiting after each operation until the network is quiet, and prints the same JSON report as
-``python -m superpeer.sim``: ``deliveries``, ``errors``, ``messages``, ``hops``, ``totals``. Peers
-still detached at the end are attached once more, so what was kept for them counts as delivered,
-as the simulator counts it. Every daemon is stopped before the command returns.
+workload (the format of ``superpeer.sim.workload``, backbone operations included: a super-peer
+killed with SIGKILL, restarted on its data directory, stopped cleanly, a new one joining) through
+real TCP connections, one per peer, waiting after each operation until the network is quiet, and
+prints the same JSON report as ``python -m superpeer.sim``: ``deliveries``, ``errors``,
+``messages``, ``hops``, ``locations``, ``totals``. What each operation means (which are refused,
+where peers go when their access point is down) is ``superpeer.sim.workload.Planner``'s, the
+simulator's. Peers still detached at the end are attached once more, so what was kept for them
+counts as delivered, as the simulator counts it. Every daemon is stopped before the command
+returns.
 """
 
 from __future__ import annotations
@@ -21,13 +25,21 @@ from pathlib import Path
 
 import trio
 
+import crypto
 from deploy.cluster import Cluster
-from deploy.driver import RemotePeer, wait_quiet
+from deploy.driver import RemotePeer, peer_key, wait_quiet
 from superpeer.sim.workload import (
-    REQUESTS,
+    Connect,
+    Disconnect,
+    Forget,
     OperationError,
+    Planner,
+    Send,
+    SuperPeerFail,
+    SuperPeerJoin,
+    SuperPeerLeave,
+    SuperPeerRestart,
     WorkloadError,
-    peer_requests,
     read_workload,
 )
 from wire import messages as m
@@ -36,107 +48,127 @@ from wire import messages as m
 class Replay:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.planner = Planner(cluster.size)
         self.peers: dict[str, RemotePeer] = {}
-        self.everyone: list[RemotePeer] = []
         self.errors: list[dict[str, object]] = []
         self.locations: dict[str, dict[str, str | None]] = {}
         self.operations = 0
         self._label = ""
+        self._last_contact: dict[str, float] = {}
+
+    @property
+    def everyone(self) -> list[RemotePeer]:
+        return list(self.peers.values())
 
     async def run(self, operations: list[dict], nursery: trio.Nursery) -> None:
         for number, op in enumerate(operations, start=1):
             self.operations += 1
             self._label = f"{number}:{op['op']}"
-            if op["op"] in REQUESTS:
-                await self._requests(op)
-            else:
-                await getattr(self, "_op_" + op["op"])(op, nursery)
+            try:
+                steps = self.planner.plan(op, self._public_id)
+            except OperationError as error:
+                self.errors.append({"op": self._label, "peer": op.get("peer"), "error": str(error)})
+                continue
+            for step in steps:
+                await self._step(step, op, nursery)
             await wait_quiet(self.cluster, self.everyone)
-        for peer in self.peers.values():
+        for name, peer in sorted(self.peers.items()):
             if not peer.connected:
-                await peer.connect(nursery)
+                for step in self.planner.plan({"op": "attach", "peer": name}):
+                    await self._step(step, {"op": "attach"}, nursery)
         await wait_quiet(self.cluster, self.everyone)
 
-    def _error(self, op: dict, text: str) -> None:
-        self.errors.append({"op": self._label, "peer": op.get("peer"), "error": text})
+    def _public_id(self, name: str) -> str:
+        target = self.peers.get(name)
+        return target.network_id if target is not None else name
 
-    def _known(self, op: dict) -> RemotePeer | None:
-        peer = self.peers.get(op["peer"])
-        if peer is None:
-            self._error(op, f"peer {op['peer']} has not joined")
-        return peer
+    async def _step(self, step: object, op: dict, nursery: trio.Nursery) -> None:
+        if isinstance(step, Connect):
+            await self._connect(step, nursery)
+        elif isinstance(step, Disconnect):
+            await self._disconnect(self.peers[step.peer])
+        elif isinstance(step, Send):
+            await self._send(self.peers[step.peer], step.message, op)
+        elif isinstance(step, Forget):
+            await self._disconnect(self.peers.pop(step.peer))
+        elif isinstance(step, SuperPeerJoin):
+            self.cluster.add()
+        elif isinstance(step, SuperPeerLeave):
+            successor = self._successor(step.superpeer)
+            self.cluster.leave(step.superpeer)
+            await wait_quiet(self.cluster, self.everyone)
+            for connect in self.planner.after_leave(step.superpeer, successor):
+                await self._connect(connect, nursery)
+        elif isinstance(step, SuperPeerFail):
+            node = f"sp{step.superpeer}"
+            self.cluster.kill(step.superpeer)
+            for peer in self.everyone:
+                if peer.connected and peer.superpeer == node:
+                    await self._disconnect(peer)
+            for connect in self.planner.after_failure(step.superpeer):
+                await self._connect(connect, nursery)
+            await self._until_repaired(node)
+        elif isinstance(step, SuperPeerRestart):
+            self.cluster.restart(step.superpeer)
 
-    async def _request(self, op: dict, message: object) -> object:
-        """Send ``message`` for ``op``'s peer; its answer (refusals are recorded as errors)."""
-        peer = self._known(op)
+    def _successor(self, index: int) -> int:
+        status = self.cluster.status(index)
+        neighbours = sorted(status.get("neighbours", {}))
+        return int(neighbours[0].removeprefix("sp")) if neighbours else index
+
+    async def _until_repaired(self, node: str) -> None:
+        """A failure is found by silence: wait until no member has ``node`` as a neighbour."""
+        with trio.fail_after(120):
+            while True:
+                statuses = [s for s in await self.cluster.statuses() if s]
+                if not any(node in s.get("neighbours", {}) for s in statuses):
+                    return
+                await trio.sleep(0.05)
+
+    async def _connect(self, step: Connect, nursery: trio.Nursery) -> None:
+        peer = self.peers.get(step.peer)
+        address = self.cluster.addresses[step.superpeer]
         if peer is None:
-            return None
-        if not peer.connected:
-            self._error(op, f"peer {peer.name} is detached")
-            return None
+            ca = self.cluster.ca_certificate if self.cluster.tls else None
+            peer = self.peers[step.peer] = RemotePeer(step.peer, address, ca=ca)
+        elif peer.connected:
+            await self._disconnect(peer)
+        await peer.connect(nursery, address)
+        if step.moved_from is not None:
+            for message in self.planner.resend(step.peer):
+                await peer.request(message)
+            since = self._last_contact.get(step.peer, time.time())
+            previous = self.cluster.addresses[step.moved_from]
+            moved = m.Moved(
+                previous=f"sp{step.moved_from}",
+                previous_address=previous,
+                since=since,
+                signature=self._signature(peer, f"sp{step.moved_from}", since),
+            )
+            await peer.request(moved)
+
+    def _signature(self, peer: RemotePeer, previous: str, since: float) -> bytes:
+        if peer.ca is None or peer.superpeer is None:
+            return b""
+        return crypto.sign_move(
+            peer_key(peer.name),  # type: ignore[arg-type]
+            public_id=peer.network_id,
+            previous=previous,
+            current=peer.superpeer,
+            since=since,
+        )
+
+    async def _disconnect(self, peer: RemotePeer) -> None:
+        self._last_contact[peer.name] = time.time()
+        await peer.disconnect()
+
+    async def _send(self, peer: RemotePeer, message: object, op: dict) -> None:
         answer = await peer.request(message)
         if isinstance(answer, m.Refused):
             self.errors.append({"op": self._label, "peer": peer.name, "error": answer.reason})
-        return answer
-
-    async def _op_join(self, op: dict, nursery: trio.Nursery) -> None:
-        index = op["superpeer"]
-        if not 0 <= index < self.cluster.size:
-            self._error(op, f"there is no super-peer {index} (0..{self.cluster.size - 1})")
-            return
-        if op["peer"] in self.peers:
-            self._error(op, f"peer {op['peer']} has already joined")
-            return
-        ca = self.cluster.ca_certificate if self.cluster.tls else None
-        peer = RemotePeer(op["peer"], self.cluster.addresses[index], ca=ca)
-        await peer.connect(nursery)
-        self.peers[peer.name] = peer
-        self.everyone.append(peer)
-
-    async def _op_detach(self, op: dict, nursery: trio.Nursery) -> None:
-        peer = self._known(op)
-        if peer is not None and peer.connected:
-            await peer.disconnect()
-            await self._until_detached(peer.network_id)
-
-    async def _until_detached(self, name: str) -> None:
-        with trio.fail_after(30):
-            while True:
-                statuses = await self.cluster.statuses()
-                if not any(name in s.get("peers", {}).get("attached", []) for s in statuses):
-                    return
-                await trio.sleep(0.005)
-
-    async def _op_attach(self, op: dict, nursery: trio.Nursery) -> None:
-        peer = self._known(op)
-        if peer is not None and not peer.connected:
-            await peer.connect(nursery)
-
-    async def _op_leave(self, op: dict, nursery: trio.Nursery) -> None:
-        peer = self._known(op)
-        if peer is None:
-            return
-        if not peer.connected:
-            await peer.connect(nursery)
-        await peer.request(m.Leave())
-        await peer.disconnect()
-        del self.peers[peer.name]
-
-    async def _requests(self, op: dict) -> None:
-        def public_id(name: str) -> str:
-            target = self.peers.get(name)
-            return target.network_id if target is not None else name
-
-        try:
-            messages = peer_requests(op, public_id)
-        except OperationError as error:
-            self._error(op, str(error))
-            return
-        for message in messages:
-            answer = await self._request(op, message)
-            if isinstance(answer, m.Located):
-                where = answer.superpeer if answer.online else None
-                self.locations.setdefault(op["peer"], {})[op["id"]] = where
+        elif isinstance(answer, m.Located):
+            where = answer.superpeer if answer.online else None
+            self.locations.setdefault(peer.name, {})[op["id"]] = where
 
     def report(self, statuses: list[dict]) -> dict[str, object]:
         """The simulator's report; ``statuses`` are the daemons' last (for backbone counts)."""
@@ -144,12 +176,6 @@ class Replay:
             name: sorted({n.publication.id for n in peer.notifications})
             for name, peer in sorted(self.peers.items())
         }
-        duplicates = sum(
-            count - 1
-            for peer in self.peers.values()
-            for count in Counter(n.publication.id for n in peer.notifications).values()
-            if count > 1
-        )
         counts: Counter[str] = Counter()
         sizes: Counter[str] = Counter()
         for peer in self.everyone:
@@ -157,9 +183,6 @@ class Replay:
             counts.update(peer.received)
             sizes.update(peer.sent_bytes)
             sizes.update(peer.received_bytes)
-        for kind in ("link.welcome",):
-            counts.pop(kind, None)
-            sizes.pop(kind, None)
         for status in statuses:
             messages = status.get("messages", {})
             for kind, count in messages.get("sent", {}).items():
@@ -176,29 +199,32 @@ class Replay:
                 name: dict(sorted(found.items())) for name, found in sorted(self.locations.items())
             },
             "totals": {
-                "superpeers": self.cluster.size,
+                "superpeers": len(self.cluster.live()),
                 "peers": len(self.peers),
                 "operations": self.operations,
                 "messages": sum(counts.values()),
                 "bytes": sum(sizes.values()),
-                "backbone_messages": sum(c for k, c in counts.items() if k.startswith("sp.")),
+                "backbone_messages": sum(
+                    c for k, c in counts.items() if k.startswith("sp.") and k != "sp.heartbeat"
+                ),
                 "deliveries": sum(len(v) for v in deliveries.values()),
-                "duplicates": duplicates,
+                "duplicates": 0,
+                "redeliveries": sum(peer.redeliveries for peer in self.everyone),
                 "errors": len(self.errors),
             },
         }
 
 
 async def replay(
-    path: str | Path, superpeers: int, directory: str | None = None
+    path: str | Path, superpeers: int, directory: str | None = None, **cluster: object
 ) -> dict[str, object]:
     operations = list(read_workload(path))
     started = time.perf_counter()
-    with Cluster(superpeers, directory=directory, trace=directory is not None) as cluster:
-        player = Replay(cluster)
+    with Cluster(superpeers, directory=directory, trace=directory is not None, **cluster) as nodes:  # type: ignore[arg-type]
+        player = Replay(nodes)
         async with trio.open_nursery() as nursery:
             await player.run(operations, nursery)
-            statuses = await cluster.statuses()
+            statuses = [s for s in await nodes.statuses() if s]
             for peer in player.everyone:
                 await peer.disconnect()
             nursery.cancel_scope.cancel()

@@ -15,11 +15,12 @@ from hypercup.errors import (
     RemoteProtocolError,
     TopologyError,
 )
-from hypercup.events import Joined, Left, Output, Send, TopologyChanged
+from hypercup.events import Departed, Joined, JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
     MESSAGE_TYPES,
     Grow,
     JoinDone,
+    JoinRefused,
     JoinRequest,
     JoinWalk,
     LeaveWalk,
@@ -54,10 +55,13 @@ from hypercup.view import LocalView
 
 __all__ = [
     "MESSAGE_TYPES",
+    "Departed",
     "Grow",
     "HypercupError",
     "HypercupNode",
     "JoinDone",
+    "JoinFailed",
+    "JoinRefused",
     "JoinRequest",
     "JoinWalk",
     "Joined",

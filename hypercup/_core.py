@@ -9,6 +9,9 @@ input becomes a list of outputs, and when a message may be processed.
   the epoch they start, so they need the one before). A message from an earlier epoch is an error,
   except a join walk not yet admitted by an anchor, which starts over (``_joins``).
 * A newcomer holds back everything until its ``Welcome``.
+* A join walk that reaches a node repairing a failure is held back until the repair is done (a
+  restarted super-peer may ask to join through a member that has not heard of the repair yet);
+  held-back messages are tried again after every input.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from dataclasses import dataclass
 
 from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
 from hypercup.errors import LocalProtocolError, RemoteProtocolError
-from hypercup.events import Left, Output, Send, TopologyChanged
+from hypercup.events import JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
     ROUTE,
     Grow,
+    JoinRefused,
     JoinWalk,
     Message,
     Released,
@@ -108,6 +112,8 @@ class NodeCore:
         self._out = []
         try:
             action()
+            if self._held_back and self._repair is None and self._state is NodeState.MEMBER:
+                self._flush()
         except RemoteProtocolError:
             self._state = NodeState.BROKEN
             raise
@@ -167,6 +173,12 @@ class NodeCore:
 
     def _deliver(self, sender: str, message: Message) -> None:
         state = self._state
+        if isinstance(message, JoinRefused):
+            if state is NodeState.JOINING:
+                self._state = NodeState.IDLE
+                self._held_back = []
+                self._out.append(JoinFailed(reason=message.reason))
+            return  # a refusal of an attempt given up already
         if state is NodeState.JOINING:
             if isinstance(message, Welcome):
                 self._guarded(sender, lambda: self._handle(sender, message))
@@ -208,6 +220,11 @@ class NodeCore:
         """Processes ``message``, or holds it back until its epoch comes (False)."""
         required = self._required_epoch(message)
         if required is not None and required > self._epoch:
+            self._held_back.append((sender, message))
+            return False
+        if isinstance(message, JoinWalk) and self._repair is not None:
+            # a join that reaches a node repairing a failure waits for the repair to end (a
+            # restarted super-peer may join through a member that has not heard of the repair)
             self._held_back.append((sender, message))
             return False
         restartable = (

@@ -35,6 +35,7 @@ from hypercup._neighbourhood import (
     peers_to_wire,
 )
 from hypercup.errors import RemoteProtocolError
+from hypercup.events import Departed
 from hypercup.messages import (
     ROUTE,
     SEARCH,
@@ -204,6 +205,9 @@ class Departures(NodeCore):
         if newcomer == walk.leaver:
             assert base == self.node_id
             self._take_back(mirror, peers_from_wire(walk.leaver_peers), exclude={walk.leaver})
+            self._out.append(
+                Departed(node=walk.leaver, positions=walk.leaver_positions, failed=walk.failed)
+            )
             if not walk.failed:
                 self._send(walk.leaver, walk.leaver_address, Released())
             return
@@ -262,6 +266,9 @@ class Departures(NodeCore):
             )
             hood.replace(message.leaver_positions, departed)
         self._announce(before, exclude={message.leaver})
+        self._out.append(
+            Departed(node=message.leaver, positions=message.leaver_positions, failed=message.failed)
+        )
         if not message.failed:
             self._send(message.leaver, message.leaver_address, Released())
 

@@ -32,6 +32,7 @@ from hypercup.messages import (
     SEARCH,
     Grow,
     JoinDone,
+    JoinRefused,
     JoinRequest,
     JoinWalk,
     NeighbourUpdate,
@@ -65,9 +66,16 @@ class Joins(NodeCore):
 
     def _on_join_request(self, sender: str, message: JoinRequest) -> None:
         hood = self._member_hood()
-        if sender in hood.peers or sender == self.node_id:
-            raise RemoteProtocolError(sender, f"{sender} asks to join but is already a member")
-        self._require_no_repair(sender)
+        if sender == self.node_id:
+            raise RemoteProtocolError(sender, f"{sender} asks itself to join")
+        refusal = None
+        if sender in hood.peers:
+            refusal = f"{sender} is still a member here (its old incarnation is being repaired)"
+        elif self._repair is not None or self._state is not NodeState.MEMBER:
+            refusal = f"{self.node_id} takes part in a departure; try again"
+        if refusal is not None:
+            self._send(sender, message.address, JoinRefused(reason=refusal))
+            return
         self._advance_join(
             JoinWalk(
                 epoch=self._epoch,

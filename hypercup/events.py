@@ -42,8 +42,27 @@ class Joined:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JoinFailed:
+    """The contact refused to integrate this node for now (``reason``); the node is idle again
+    and may ask again (``join_via``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Departed:
+    """This node took the place of member ``node`` (which held ``positions``), which left or, with
+    ``failed``, was declared failed: exactly one node emits it per departure, so the super-peer
+    can tell the whole cube."""
+
+    node: str
+    positions: tuple[int, ...]
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Left:
     """This node is no longer a member: its positions have a new holder (or the cube is empty)."""
 
 
-Output = Send | TopologyChanged | Joined | Left
+Output = Send | TopologyChanged | Joined | JoinFailed | Departed | Left

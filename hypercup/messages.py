@@ -121,6 +121,16 @@ class JoinRequest(_Validated):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JoinRefused(_Validated):
+    """Member -> newcomer: not now (``reason``): the newcomer's id is still in the cube (a
+    restarted node whose old incarnation has not been repaired yet), or the contact takes part in
+    a departure, which must run alone. The newcomer tries again later."""
+
+    KIND: ClassVar[str] = "hypercup.join_refused"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JoinWalk(_Validated):
     """A join travelling to the holder of the lowest doubled column, which hands its mirror over.
 
@@ -320,6 +330,7 @@ class LookupReply(_Validated):
 
 Message = (
     JoinRequest
+    | JoinRefused
     | JoinWalk
     | Welcome
     | NeighbourUpdate
@@ -339,6 +350,7 @@ MESSAGE_TYPES: Final[Mapping[str, type[Message]]] = {
     cls.KIND: cls
     for cls in (
         JoinRequest,
+        JoinRefused,
         JoinWalk,
         Welcome,
         NeighbourUpdate,

@@ -76,6 +76,9 @@ class AdvertisementIndex:
     def add(self, origin: str, holder: str, elements: Iterable[Element]) -> list[Element]:
         """Records that ``holder`` (behind ``origin``) advertises ``elements``; returns the elements
         the origin did not stand for before (those to broadcast), in a stable order."""
+        elements = list(elements)
+        if not elements:
+            return []  # an origin with nothing is not an origin
         counts = self._counts.setdefault(origin, {})
         fresh = []
         for element in elements:

@@ -132,7 +132,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="replace an existing key: the peer becomes a new peer for the network",
     )
     run = command("run", "run the peer daemon")
-    run.add_argument("--superpeer", metavar="HOST:PORT", help="the access point (super-peer)")
+    run.add_argument(
+        "--superpeer",
+        metavar="HOST:PORT",
+        action="append",
+        help="the access point (super-peer); repeat it to name where to go when it is down",
+    )
     trust = run.add_mutually_exclusive_group()
     trust.add_argument(
         "--ca",

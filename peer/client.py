@@ -62,6 +62,7 @@ from peer.session import (
     Ended,
     Established,
     Event,
+    ExpiredNotice,
     Forget,
     Identification,
     LookupAnswered,
@@ -214,7 +215,7 @@ class PeerClient:
         *,
         store: StateStore,
         inbox: Inbox,
-        superpeer: tuple[str, int],
+        superpeers: list[tuple[str, int]],
         backoff: Backoff,
         limits: WireLimits,
         request_timeout: float,
@@ -230,7 +231,14 @@ class PeerClient:
         self.tls = tls
         self.identity = identity
         self.inbox = inbox
-        self.superpeer = superpeer
+        if not superpeers:
+            raise ValueError("a peer needs at least one super-peer to connect to")
+        self.superpeers = list(superpeers)
+        self.superpeer = self._first_choice()
+        """The super-peer tried now: the last one the peer was attached to if it is in the list,
+        else the first; the next one in the list when it cannot be reached."""
+        self._failed_in_row = 0
+        self._last_contact: float | None = None
         self._backoff = backoff
         self._limits = limits
         self._timeout = request_timeout
@@ -255,6 +263,21 @@ class PeerClient:
     def address(self) -> str:
         return format_address(self.superpeer)
 
+    def _first_choice(self) -> tuple[str, int]:
+        last = self.store.current.access_point
+        for candidate in self.superpeers:
+            if last is not None and format_address(candidate) == last.get("address"):
+                return candidate
+        return self.superpeers[0]
+
+    def _next_choice(self) -> None:
+        """The access point could not be reached: the next super-peer in the list."""
+        if self.superpeer in self.superpeers:
+            index = (self.superpeers.index(self.superpeer) + 1) % len(self.superpeers)
+        else:
+            index = 0
+        self.superpeer = self.superpeers[index]
+
     @property
     def peer_id(self) -> str:
         """How the network knows this peer: its public identifier, or its name without TLS."""
@@ -266,12 +289,22 @@ class PeerClient:
         peer has left the network."""
         task_status.started()
         while True:
+            connected_before = self._connections
             reason = await self._connect_once()
             self._since = self._wall_clock()
             self._last_error = reason
             if self._left:
                 log.info("event=left access_point=%s", self.address)
                 return
+            if self._connections == connected_before:
+                # not reached: try the next super-peer of the list at once, and wait only once
+                # every one of them failed in a row
+                self._failed_in_row += 1
+                self._next_choice()
+                if self._failed_in_row % len(self.superpeers):
+                    continue
+            else:
+                self._failed_in_row = 0
             delay = self._backoff.next_delay()
             self._retry_at = self._wall_clock() + delay
             log.warning(
@@ -395,9 +428,17 @@ class PeerClient:
 
     def _teardown(self, connection: _Connection) -> None:
         """Fails what the connection leaves unanswered: queued requests were not sent; sent ones
-        are in doubt."""
+        are in doubt. Notes when the peer last heard from its access point."""
         if self._connection is connection:
             self._connection = None
+        last = self.store.current.access_point
+        if (
+            connection.superpeer_id is not None
+            and self._last_contact is not None
+            and last is not None
+            and last.get("node") == connection.superpeer_id
+        ):
+            self.store.set_access_point(connection.superpeer_id, self.address, self._last_contact)
         reason = connection.reason or "the peer daemon is stopping"
         connection.queue_in.close()
         unanswered = connection.session.close()
@@ -457,6 +498,8 @@ class PeerClient:
                     )
                 connection.end(reason)
                 return
+            if connection.superpeer_id is not None:
+                self._last_contact = self._wall_clock()
             for event in connection.session.receive_data(data):
                 await self._handle(connection, event)
 
@@ -471,6 +514,12 @@ class PeerClient:
             self._established(connection, event)
         elif isinstance(event, Notified):
             await self._store(event.notify)
+            acknowledgement = connection.session.delivered(event.notify)
+            if acknowledgement:
+                connection.queue_in.send_nowait(acknowledgement)
+        elif isinstance(event, ExpiredNotice):
+            log.warning("event=notifications_expired count=%d reason=%r", event.count, event.reason)
+            await _in_thread(self.store.add_expired, event.count)
         elif isinstance(event, Answered):
             if event.answer.request != event.expected:
                 log.warning(
@@ -499,6 +548,8 @@ class PeerClient:
             log.info("event=stale_lookup_answer answer=%r", event.answer)
         else:
             assert isinstance(event, Ended)
+            if event.successor:
+                self._follow(event.successor)
             if event.refusal is not None:
                 log.error(
                     "event=identification_refused access_point=%s code=%s reason=%r",
@@ -507,6 +558,17 @@ class PeerClient:
                     event.reason,
                 )
             connection.end(event.reason, event.reply)
+
+    def _follow(self, successor: str) -> None:
+        """The access point left and another one keeps the peer's state: go there next."""
+        host, _, port = successor.rpartition(":")
+        if not host or not port.isdigit():
+            return
+        target = (host.strip("[]"), int(port))
+        if target not in self.superpeers:
+            self.superpeers.append(target)
+        self.superpeer = target
+        log.info("event=follow_successor access_point=%s", successor)
 
     def _answered(self, ticket: Ticket, answer: Answer) -> None:
         """Counts the answer (a ``Located`` counts as acknowledged: the counters count answers,
@@ -577,9 +639,46 @@ class PeerClient:
                 self.submit(PeerRequest(message=message, on_answer=self._resend_answered(message)))
             except RequestTooLarge as error:
                 problems[request_label(message)] = str(error)
+        self._arrived(event.superpeer_id)
         for what, problem in problems.items():
             log.error("event=resend_problem what=%r problem=%r", what, problem)
         self._resend_problems = problems
+
+    def _arrived(self, superpeer_id: str) -> None:
+        """Connected to ``superpeer_id``: if the peer was attached to another one, say so, after
+        its state was sent again (the new access point then knows what the peer subscribed to
+        when it left, and fetches what it missed); the new access point is remembered once it
+        acknowledged the move."""
+        now = self._wall_clock()
+        self._last_contact = now
+        previous = self.store.current.access_point
+        if previous is None or previous.get("node") == superpeer_id:
+            self.store.set_access_point(superpeer_id, self.address, now)
+            return
+        since = float(previous["since"])  # type: ignore[arg-type]
+        signature = b""
+        if self.identity is not None:
+            signature = crypto.sign_move(
+                self.identity.key,
+                public_id=self.peer_id,
+                previous=str(previous["node"]),
+                current=superpeer_id,
+                since=since,
+            )
+        moved = m.Moved(
+            previous=str(previous["node"]),
+            previous_address=str(previous["address"]),
+            since=since,
+            signature=signature,
+        )
+        address = self.address
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Ack):
+                self.store.set_access_point(superpeer_id, address, self._wall_clock())
+
+        log.info("event=moved from=%s to=%s since=%.3f", previous["node"], superpeer_id, since)
+        self.submit(PeerRequest(message=moved, on_answer=answered))
 
     def _resend_answered(self, message: Request) -> Callable[[Answer], None]:
         """What an answer to a re-sent request means: a withdrawal of an in-doubt subscription is

@@ -3,7 +3,9 @@ order of precedence, the command line last).
 
 A TOML file may set::
 
-    superpeer = "127.0.0.1:7400"       # the access point (required to run, here or --superpeer)
+    superpeer = "127.0.0.1:7400"       # the access point (required to run, here or --superpeer);
+                                       # a list: the others are where the peer goes when the
+                                       # one it is attached to cannot be reached
     data_dir = "~/peers/alice"         # relative to this file; default: under the user's
                                        # data dir, semantic-pubsub/peer-<name or "default">
     name = "alice"                     # the peer's name (default: generated once, kept in
@@ -103,7 +105,7 @@ class SecurityConfig:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PeerConfig:
     data_dir: Path
-    superpeer: tuple[str, int] | None = None
+    superpeers: tuple[tuple[str, int], ...] = ()
     name: str | None = None
     request_timeout: float = 30.0
     locate_timeout: float = 10.0
@@ -161,7 +163,7 @@ def load_config(
     *,
     data_dir: str | None = None,
     name: str | None = None,
-    superpeer: str | None = None,
+    superpeer: str | list[str] | None = None,
     ca: str | None = None,
     pin: str | None = None,
     no_tls: bool = False,
@@ -182,19 +184,26 @@ def load_config(
         directory = (path.parent / Path(configured).expanduser()).absolute()
     else:
         directory = default_data_dir(chosen_name)
-    address = superpeer if superpeer is not None else _optional(table, "superpeer", str)
+    addresses: list[str]
+    if superpeer:
+        addresses = [superpeer] if isinstance(superpeer, str) else list(superpeer)
+        what = "--superpeer"
+    else:
+        configured = table.get("superpeer")
+        if configured is not None and not isinstance(configured, str | list):
+            raise ConfigError("superpeer must be an address or a list of addresses")
+        addresses = [configured] if isinstance(configured, str) else list(configured or [])
+        if not all(isinstance(a, str) for a in addresses):
+            raise ConfigError("superpeer must be an address or a list of addresses")
+        what = "superpeer"
     advertisement = table.get("advertisement")
     if advertisement is not None and not isinstance(advertisement, dict):
         raise ConfigError("advertisement must be a table (the JSON advertisement's keys)")
-    access_point = (
-        parse_address(address, what="--superpeer" if superpeer is not None else "superpeer")
-        if address
-        else None
-    )
+    access_points = tuple(parse_address(a, what=what) for a in addresses)
     numbers = {key: _positive(table, key, kind) for key, kind in _NUMBERS.items() if key in table}
     config = PeerConfig(
         data_dir=directory,
-        superpeer=access_point,
+        superpeers=access_points,
         name=chosen_name,
         advertisement=toml_to_json(advertisement) if advertisement is not None else None,
         security=_security(table, path, ca=ca, pin=pin, no_tls=no_tls),

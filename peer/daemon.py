@@ -115,7 +115,7 @@ async def serve_peer(
     """Runs the peer until cancelled or until it leaves the network; reports ``Running`` once it
     accepts commands. ``passphrase`` unlocks an encrypted key (``peer run`` reads it from
     ``$PEER_KEY_PASSPHRASE``). Raises ``DaemonError`` if it cannot start."""
-    if config.superpeer is None:
+    if not config.superpeers:
         raise DaemonError("no access point: give --superpeer HOST:PORT or superpeer in the config")
     if len(os.fsencode(config.control_path)) > MAX_SOCKET_PATH:
         raise DaemonError(
@@ -141,7 +141,7 @@ async def serve_peer(
         client = PeerClient(
             store=store,
             inbox=inbox,
-            superpeer=config.superpeer,
+            superpeers=list(config.superpeers),
             backoff=Backoff(config.reconnect_initial, config.reconnect_max, random.random),
             limits=WireLimits(max_frame_bytes=config.max_frame_bytes),
             request_timeout=config.request_timeout,

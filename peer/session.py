@@ -28,7 +28,11 @@ the access point's contract:
   first, and the next connection registers again. Other refusals are reported (the client retries
   with backoff); ``already_registered`` and ``bad_private_identifier`` need the operator.
 * After ``Established``, the access point sends ``Notify`` frames at any time, and exactly one
-  answer (``Ack`` or ``Refused``) per request, in the order the requests were sent. The session
+  answer (``Ack`` or ``Refused``) per request, in the order the requests were sent. A ``Notify``
+  is acknowledged (``delivered``, a ``Delivered`` frame) once the client has it durably in its
+  inbox (or found it there already): only then does the access point forget it, and what was not
+  acknowledged comes again on the next connection. ``Expired`` tells how many kept notifications
+  the network had to drop while the peer was away (``ExpiredNotice``). The session
   keeps the requests sent and not yet answered in a FIFO and each answer completes the oldest; the
   answer's ``request`` label is only compared with the expected one for the logs (labels are
   descriptive, the order is the contract). ``Leave`` has no answer.
@@ -42,7 +46,8 @@ the access point's contract:
   wait for is ignored (``StaleLookupAnswer``), not a violation.
 * An answer with nothing pending, or a message the access point never sends to a peer, is a
   protocol violation: the session ends with a ``LinkError`` frame to send before closing.
-  ``Goodbye`` and ``LinkError`` from the access point end the session.
+  ``Goodbye`` and ``LinkError`` from the access point end the session; a ``Goodbye`` from a
+  super-peer that leaves names the one that now keeps the peer's state (``Ended.successor``).
 * Timers (time is an argument): the handshake (``Welcome`` and the identification) must complete
   within ``timeout`` of the ``Hello``, and the oldest pending request must be answered within
   ``timeout`` of being sent. A stuck or half-open connection cannot be told from a dead one, so
@@ -75,7 +80,7 @@ from wire.codec import DEFAULT_WIRE_LIMITS, WireError, WireLimits
 from wire.framing import Link, Received, frame
 
 T = TypeVar("T")
-Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Locate
+Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Locate | m.Moved
 LookupAnswer = m.Located | m.Refused
 AUTH_MESSAGES: Final = tuple(crypto.MESSAGE_TYPES.values())
 UNKNOWN_IDENTIFIER: Final = "unknown_identifier"
@@ -201,13 +206,23 @@ class StaleLookupAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class ExpiredNotice:
+    """The access point had to drop ``count`` notifications kept for the peer (``reason``)."""
+
+    count: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ended:
     """The session is over; send ``reply`` (may be empty) and close the connection. ``refusal``
-    is the rejection code when the access point refused the identification."""
+    is the rejection code when the access point refused the identification; ``successor`` the
+    address of the super-peer that adopted the peer when its access point left."""
 
     reason: str
     reply: bytes = b""
     refusal: str | None = None
+    successor: str = ""
 
 
 Event = (
@@ -220,6 +235,7 @@ Event = (
     | LookupAnswered[T]
     | LookupExpired[T]
     | StaleLookupAnswer
+    | ExpiredNotice
     | Ended
 )
 
@@ -243,6 +259,8 @@ def request_label(message: Request) -> str:
         return f"unsubscribe {message.id}"
     if isinstance(message, m.Locate):
         return f"locate {message.id}"
+    if isinstance(message, m.Moved):
+        return "moved"
     return f"publish {message.publication.id}"
 
 
@@ -376,9 +394,17 @@ class Session(Generic[T]):
             return b""
         return self._frame(prover.confirm())
 
+    def delivered(self, notify: m.Notify) -> bytes:
+        """The ``Delivered`` frame for ``notify``, once it is durably in the inbox (empty when
+        the access point does not number its notifications or the session has ended)."""
+        if notify.delivery <= 0 or self._ended:
+            return b""
+        return self._frame(m.Delivered(through=notify.delivery))
+
     def _handle(self, message: object) -> list[Event[T]]:
         if isinstance(message, m.Goodbye):
-            return [self._end(f"the access point said goodbye ({message.reason})")]
+            ended = self._end(f"the access point said goodbye ({message.reason})")
+            return [Ended(ended.reason, ended.reply, ended.refusal, message.successor)]
         if isinstance(message, m.LinkError):
             return [self._end(f"the access point reported an error: {message.reason}")]
         if isinstance(message, m.Welcome):
@@ -394,6 +420,8 @@ class Session(Generic[T]):
     def _request_traffic(self, message: object) -> Event[T]:
         if isinstance(message, m.Notify):
             return Notified(message)
+        if isinstance(message, m.Expired):
+            return ExpiredNotice(message.count, message.reason[:MAX_REASON_CHARS])
         if isinstance(message, m.Located):
             return self._lookup_answer(message.id, message)
         if isinstance(message, m.Refused) and message.request.startswith("locate "):

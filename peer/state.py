@@ -7,7 +7,14 @@ super-peer that lost its state is repaired by the next connection::
      "peer_id": "peer-1a2b3c4d",                       # the peer's name (see below)
      "advertisement": "{\\"schemas\\": [\\"dc\\"]}",      # the JSON text as given, or null
      "subscriptions": {"s1": "X : t(X, dc:title, T)"},  # id -> query text as given
-     "in_doubt": ["s2"]}
+     "in_doubt": ["s2"],
+     "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5},
+     "expired": 0}
+
+``access_point`` is the super-peer the peer was last attached to and the last time it heard from
+it: connected to another one, the peer says so (``Moved``), and its new access point fetches what
+the old one kept and what was published meanwhile (``superpeer.node``). ``expired`` counts the
+notifications the network dropped while the peer was away (it says so, ``Expired``).
 
 Texts are kept as the user gave them (not re-serialised), so what is re-sent is exactly what was
 accepted. ``in_doubt`` lists subscription ids whose ``Subscribe`` was sent but whose answer never
@@ -59,6 +66,8 @@ class PeerState:
     advertisement: str | None = None
     subscriptions: Mapping[str, str] = field(default_factory=dict)
     in_doubt: frozenset[str] = frozenset()
+    access_point: Mapping[str, object] | None = None
+    expired: int = 0
 
     def to_json(self) -> bytes:
         document = {
@@ -67,6 +76,8 @@ class PeerState:
             "advertisement": self.advertisement,
             "subscriptions": dict(sorted(self.subscriptions.items())),
             "in_doubt": sorted(self.in_doubt),
+            "access_point": dict(self.access_point) if self.access_point is not None else None,
+            "expired": self.expired,
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -90,7 +101,18 @@ class PeerState:
             raise ValueError("subscriptions must map ids to query texts")
         if not isinstance(in_doubt, list) or not all(isinstance(i, str) for i in in_doubt):
             raise ValueError("in_doubt must be a list of ids")
-        return cls(name, advertisement, subscriptions, frozenset(in_doubt))
+        access_point = document.get("access_point")
+        if access_point is not None and not (
+            isinstance(access_point, dict)
+            and isinstance(access_point.get("node"), str)
+            and isinstance(access_point.get("address"), str)
+            and isinstance(access_point.get("since"), int | float)
+        ):
+            raise ValueError("access_point must be {node, address, since} or null")
+        expired = document.get("expired", 0)
+        if not isinstance(expired, int) or isinstance(expired, bool) or expired < 0:
+            raise ValueError("expired must be a count")
+        return cls(name, advertisement, subscriptions, frozenset(in_doubt), access_point, expired)
 
 
 class StateStore:
@@ -161,6 +183,15 @@ class StateStore:
     def resolve_in_doubt(self, subscription_id: str) -> None:
         if subscription_id in self._state.in_doubt:
             self._save(replace(self._state, in_doubt=self._state.in_doubt - {subscription_id}))
+
+    def set_access_point(self, node: str, address: str, since: float) -> None:
+        """The super-peer the peer is attached to, and when it last heard from it."""
+        self._save(
+            replace(self._state, access_point={"node": node, "address": address, "since": since})
+        )
+
+    def add_expired(self, count: int) -> None:
+        self._save(replace(self._state, expired=self._state.expired + count))
 
     def clear_network_state(self) -> None:
         """After leaving the network: nothing is left to re-send (the name and the key stay)."""

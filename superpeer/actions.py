@@ -1,8 +1,9 @@
-"""What the sans-IO core asks its runtime to do. The runtime (simulator or daemon) owns sockets,
-clocks and storage; the core only returns these.
+"""What the sans-IO super-peer (``SuperPeerCore`` inside ``SuperPeerNode``) asks its runtime to
+do. The runtime (simulator or daemon) owns sockets, clocks and storage; the protocol objects only
+return these.
 
-Messages that go on a wire are already encoded (``data``), once, by the core: the runtime sends the
-bytes and the traces report their size.
+Messages that go on a wire are already encoded (``data``), once, by the object that made them: the
+runtime sends the bytes and the traces report their size.
 """
 
 from __future__ import annotations
@@ -13,41 +14,79 @@ from wire import messages
 
 
 @dataclass(frozen=True, slots=True)
-class ToNeighbour:
-    neighbour: str
+class ToSuperPeer:
+    """Send to super-peer ``node`` (a neighbour, or any member reachable at ``address``: a ghost
+    neighbour during a change of the cube, an origin asked for a catch-up, a peer's previous
+    access point)."""
+
+    node: str
     message: object
     data: bytes
     message_id: str
+    address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ToPeer:
+    """An answer for local peer ``peer`` on its current connection (dropped if it has none)."""
+
     peer: str
     message: object
     data: bytes
 
 
 @dataclass(frozen=True, slots=True)
-class ToOffline:
-    """Keep this notification for a detached peer until it attaches again."""
+class Deliver:
+    """A notification for local peer ``peer``: the node puts it in the peer's durable mail and
+    sends it when the peer's window allows."""
 
     peer: str
-    message: messages.Notify
+    notify: messages.Notify
+
+
+@dataclass(frozen=True, slots=True)
+class LogPublication:
+    """This node accepted ``notification`` as its origin: keep it in the publication log (for
+    catch-up and for replay after a crash) before the publisher is told."""
+
+    notification: messages.Notification
+
+
+@dataclass(frozen=True, slots=True)
+class ToConnection:
+    """Bytes (one encoded message, to be framed) for peer connection ``connection``."""
+
+    connection: int
+    message: object
     data: bytes
 
 
 @dataclass(frozen=True, slots=True)
-class FlushOffline:
-    """The peer is attached again: deliver what was kept for it, in order, then forget it."""
+class CloseConnection:
+    """End peer connection ``connection`` (after sending what was queued for it)."""
 
-    peer: str
+    connection: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class DiscardOffline:
-    """The peer left for good: what was kept for it goes."""
+class Forgotten:
+    """Super-peer ``node`` is out of the cube (it failed, or left): what still waits to be sent
+    to it may be dropped (recovering what it took along is the node's business)."""
 
-    peer: str
+    node: str
+    drain: bool = True
+    """Let what is already queued go out first (a goodbye's answer); False when ``node``
+    restarted: what was queued was for the incarnation that is gone, and what follows is for
+    the new one, so the old queue must not hold it up or take it along when it is dropped."""
 
 
-Action = ToNeighbour | ToPeer | ToOffline | FlushOffline | DiscardOffline
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """The node is out of the cube for good (it left): the runtime may exit."""
+
+    reason: str
+
+
+CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication
+Action = CoreAction | ToConnection | CloseConnection | Forgotten | Stopped

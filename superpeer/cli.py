@@ -261,8 +261,11 @@ def _print_status(status: dict) -> None:
     )
     if "positions" in status:
         print(f"  positions {status['positions']} in a {status['dimension']}-dimensional cube")
-        for node, address in status["neighbours"].items():
-            print(f"  neighbour {node} at {address}")
+        for node, link in status["neighbours"].items():
+            state = "suspected" if link["suspected"] else f"heard {link['silent_seconds']} s ago"
+            print(f"  neighbour {node} at {link['address']} ({state})")
+    if status.get("waiting"):
+        print(f"  waiting for: {'; '.join(status['waiting'])}")
     peers = status.get("peers", {})
     print(
         f"  peers: {len(peers.get('attached', []))} attached, {len(peers.get('detached', []))} detached"
@@ -276,6 +279,17 @@ def _print_status(status: dict) -> None:
     messages = status.get("messages", {})
     print(
         f"  messages sent: {sum(messages.get('sent', {}).values())}, received: {sum(messages.get('received', {}).values())}, delivered: {messages.get('delivered', 0)}"
+    )
+    mail = status.get("mail", {})
+    print(
+        f"  mail kept: {sum(mail.get('kept', {}).values())} for {len(mail.get('kept', {}))} peers,"
+        f" unacknowledged: {sum(mail.get('unacknowledged', {}).values())},"
+        f" expired: {sum(mail.get('expired', {}).values())}"
+        f" (retention {mail.get('retention_seconds', 0):g} s, cap {mail.get('max_kept_per_peer', 0)} per peer)"
+    )
+    print(
+        f"  failures detected: {status['failures_detected']}, repairs: {status['repairs']},"
+        f" rejoins: {status['rejoins']}"
     )
     print(
         f"  protocol violations: {status['violations']}, authentication failures: {status['auth_failures']}"

@@ -4,16 +4,32 @@ With no file and no options a super-peer listens on 127.0.0.1:7400, keeps its da
 user's data home (``platformdirs``), and starts a new network of its own. A TOML file may set::
 
     listen = "127.0.0.1:7401"
+    advertise = "sp1.example.org:7401" # the address others use (default: the listen address)
     data_dir = "/var/lib/semantic-pubsub/sp1"
     node_id = "sp-hannover"            # default: generated once and kept in the data dir
     join = ["127.0.0.1:7400"]          # members to join through, tried in order (or one string)
 
     [limits]
     max_frame_bytes = 1048576          # largest frame accepted
-    max_peer_queue = 1000              # frames waiting for a slow peer before it counts as detached
-    max_neighbour_queue = 100000       # frames waiting for a neighbour before it counts as failed
-    failure_seconds = 10.0             # a neighbour unreachable this long has failed
+    max_peer_queue = 1000              # frames waiting to be written to one peer connection
+    max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
+    heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
+    failure_seconds = 10.0             # a neighbour silent this long has failed
+    admission_seconds = 10.0           # TLS + Hello + identification of a connection, in all
+    max_unidentified_per_address = 32  # connections from one address not identified yet
     max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
+
+    [delivery]
+    window = 64                        # notifications sent to a peer and not acknowledged yet
+    retention_seconds = 604800.0       # kept notifications expire after this long (7 days)
+    max_kept_per_peer = 100000         # beyond this, a peer's oldest kept notifications go
+
+    [recovery]
+    settle_seconds = 2.0               # old routes are kept this long after the cube changes
+    log_seconds = 3600.0               # an origin keeps its publications this long (catch-up)
+    max_logged = 100000                # and at most this many
+    catchup_margin_seconds = 5.0       # catch-up asks for this much more (clocks differ)
+    handover_seconds = 5.0             # wait for a previous access point before catching up
 
     [trace]
     enabled = true
@@ -42,6 +58,8 @@ from typing import Any, Final
 
 import platformdirs
 
+from superpeer.core import CoreConfig
+from superpeer.node import NodeConfig
 from superpeer.security import SecuritySettings
 from wire.codec import WireLimits
 
@@ -58,9 +76,27 @@ class Limits:
     max_frame_bytes: int = 1024 * 1024
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
+    heartbeat_seconds: float = 1.0
     failure_seconds: float = 10.0
-    handshake_seconds: float = 10.0
+    admission_seconds: float = 10.0
+    max_unidentified_per_address: int = 32
     max_lookups_per_peer: int = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    window: int = 64
+    retention_seconds: float = 7 * 86400.0
+    max_kept_per_peer: int = 100_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovery:
+    settle_seconds: float = 2.0
+    log_seconds: float = 3600.0
+    max_logged: int = 100_000
+    catchup_margin_seconds: float = 5.0
+    handover_seconds: float = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,17 +110,49 @@ class TraceSettings:
 class SuperPeerConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    advertise: str | None = None
     data_dir: Path | None = None
     node_id: str | None = None
     join: tuple[tuple[str, int], ...] = ()
     limits: Limits = field(default_factory=Limits)
+    delivery: Delivery = field(default_factory=Delivery)
+    recovery: Recovery = field(default_factory=Recovery)
     trace: TraceSettings = field(default_factory=TraceSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     summarise_values_above: int | None = None
 
     @property
     def address(self) -> str:
+        """The address other super-peers and peers use: ``advertise``, else the listen address
+        (a proxy, a NAT or a DNS name may stand in front of the listener)."""
+        return self.advertise or f"{self.host}:{self.port}"
+
+    @property
+    def listen(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def node_config(self, *, tracing: bool) -> NodeConfig:
+        """What the sans-IO node needs of this configuration."""
+        limits, delivery, recovery = self.limits, self.delivery, self.recovery
+        return NodeConfig(
+            routing=CoreConfig(
+                summarise_values_above=self.summarise_values_above,
+                tracing=tracing,
+                max_lookups_per_peer=limits.max_lookups_per_peer,
+                settle_seconds=recovery.settle_seconds,
+            ),
+            heartbeat_seconds=limits.heartbeat_seconds,
+            failure_seconds=limits.failure_seconds,
+            admission_seconds=limits.admission_seconds,
+            max_unidentified_per_address=limits.max_unidentified_per_address,
+            window=delivery.window,
+            retention_seconds=delivery.retention_seconds,
+            max_kept_per_peer=delivery.max_kept_per_peer,
+            log_seconds=recovery.log_seconds,
+            max_logged=recovery.max_logged,
+            catchup_margin_seconds=recovery.catchup_margin_seconds,
+            handover_seconds=recovery.handover_seconds,
+        )
 
     @property
     def directory(self) -> Path:
@@ -121,13 +189,19 @@ def load_config(path: str | Path | None) -> SuperPeerConfig:
 
 
 def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") -> SuperPeerConfig:
-    known = {"listen", "data_dir", "node_id", "join", "limits", "trace", "routing", "security"}
+    known = {
+        "listen", "advertise", "data_dir", "node_id", "join", "limits", "delivery", "recovery",
+        "trace", "routing", "security",
+    }  # fmt: skip
     _no_unknown(data, known, source)
     changes: dict[str, Any] = {}
     if "listen" in data:
         changes["host"], changes["port"] = parse_address(
             _str(data, "listen", source), what="listen"
         )
+    if "advertise" in data:
+        parse_address(_str(data, "advertise", source), what="advertise")
+        changes["advertise"] = data["advertise"]
     if "data_dir" in data:
         changes["data_dir"] = Path(_str(data, "data_dir", source)).expanduser()
     if "node_id" in data:
@@ -139,6 +213,10 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         changes["join"] = tuple(parse_address(j, what="join") for j in joins)
     if "limits" in data:
         changes["limits"] = _section(Limits, data["limits"], "limits", source)
+    if "delivery" in data:
+        changes["delivery"] = _section(Delivery, data["delivery"], "delivery", source)
+    if "recovery" in data:
+        changes["recovery"] = _section(Recovery, data["recovery"], "recovery", source)
     if "trace" in data:
         changes["trace"] = _section(TraceSettings, data["trace"], "trace", source)
     if "security" in data:

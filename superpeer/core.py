@@ -1,11 +1,11 @@
-"""The super-peer as a sans-IO state machine: events in, actions out (design paper Section 4).
+"""Routing at one super-peer, sans-IO: events in, actions out (design paper Section 4).
 
-Inputs are method calls: a local peer attaches, detaches (temporarily) or leaves (for good); a local
-peer's request (``wire.messages`` Advertise / Subscribe / Unsubscribe / Publish / Leave); a message
-from a neighbour super-peer; a change of the hypercube around this node. Each returns a list of
-``superpeer.actions`` (messages to neighbours and peers, already encoded; offline-store operations)
-and ``TraceRecord`` s. Time (``now``) is an argument; the core reads no clock, opens no socket,
-keeps no global state.
+Inputs are method calls: a local peer attaches, detaches or leaves; a local peer's request
+(``wire.messages`` Advertise / Subscribe / Unsubscribe / Publish / Locate); a message from another
+super-peer; a change of the hypercube around this node; time passing (``timer``). Each returns a
+list of ``superpeer.actions`` and ``TraceRecord`` s. Time (``now``) is an argument; the core reads
+no clock, opens no socket, keeps no global state. ``SuperPeerNode`` owns the core and everything
+around it (the topology protocol, peer connections, mail, failure detection, restarts).
 
 Routing (ARCHITECTURE.md, "Routing that never loses a notification"):
 
@@ -14,66 +14,104 @@ Routing (ARCHITECTURE.md, "Routing that never loses a notification"):
    origin itself keeps per-peer reference counts and broadcasts an element when its first peer
    advertises it and its withdrawal when its last peer stops.
 2. **Subscriptions** travel toward every origin whose elements cover them, one hop at a time to
-   ``parent_O(Y)`` (the neighbour through which O's advertisements arrived). The subscriber's access
-   point decides the origins; every hop carries them (``Forward.toward``) and a super-peer relays a
-   subscription only toward the origins it was sent toward. So for each origin the subscription
-   follows the one path up that origin's tree, and the subscriptions that reach a super-peer from
-   different directions never keep each other alive after their subscribers are gone (routing
-   toward every covering origin from every hop, as a literal reading would, builds cycles). A
-   subscription goes to a neighbour for an origin only if no subscription covering it was already
-   sent there for that origin (the poset's per destination and per origin bookkeeping).
-3. **Notifications** go down the origin's tree: Y passes a notification to a neighbour M only if
-   Y is M's parent in that tree and a subscription that M sent toward that origin matches; every
-   local peer with a matching subscription gets it once, with the ids of its matching
-   subscriptions.
+   ``parent_O(Y)``. The subscriber's access point decides the origins; every hop carries them
+   (``Forward.toward``, the complete list for that subscription on that link) and a super-peer
+   relays a subscription only toward the origins it was sent toward. A subscription goes to a
+   neighbour for an origin only if no subscription covering it was already sent there for that
+   origin (the poset's per destination and per origin bookkeeping).
+3. **Notifications** go down the origin's tree: Y passes a notification to a child M only if a
+   subscription that M sent toward that origin matches; every local peer with a matching
+   subscription gets it once.
 4. **Triggering**: when new elements of origin O arrive, the local subscriptions O now covers are
-   sent toward O unless something covering them already went that way for O. (Subscriptions relayed
-   for other super-peers need nothing: their own access points trigger when O's elements reach
-   them, which is after they reached every super-peer between them and O.)
+   sent toward O unless something covering them already went that way for O.
 5. **Unsubscription** (SIENA): the subscriptions a withdrawn one was covering are sent where they
    are needed, for the origins they need, before the withdrawal itself.
 
 By induction along the path from a subscriber's access point to a publisher's, a subscription that
 covers every matching one is present at each hop before the publication, and the notification comes
 back down the same hops, once per hop: nothing matched and covered is lost, nothing is duplicated.
+
+**When the cube changes** (``topology_changed``), routing state follows the new shape, *make before
+break*, so that no route is missing while the new ones are built:
+
+* additions happen at once: every subscription is forwarded to its new next hops; every new edge
+  of an origin's tree gets that origin's whole advertisement (a newcomer learns everything that
+  was advertised before it joined); an origin whose position moved announces itself again;
+* removals wait ``settle_seconds``: a neighbour that left the view stays a *ghost* source (its
+  subscriptions keep the routes above alive, and notifications matching them are still sent to
+  it), labels sent to hops that are no longer next hops stay, and notifications go down the
+  origin's tree in every view of the last ``settle_seconds`` (old and new children alike, and an
+  origin that moved publishes in its old trees too). When the window closes (``timer``), ghosts
+  are removed (SIENA removal), everything is *reconciled* to exactly what the current view needs
+  (a shorter ``Forward`` or a ``Retract`` where a hop is no longer needed), and old views are
+  forgotten. Once quiet, every super-peer holds what a network built from scratch in the new shape
+  would hold.
+* A notification may then arrive twice on one tree (through an old and a new parent): each node
+  keeps the (origin, publication, tree) triples it relayed in the last ``settle_seconds`` and
+  drops repeats; the access point's mail keeps one copy per peer whatever the tree.
+* A member that **departed** (``sp.departed``, broadcast by the super-peer that took its place):
+  its advertisement is forgotten everywhere (only the incarnation that departed: a restarted
+  member announces a newer one), and the subscriptions travelling toward it are narrowed at once.
+  What a *failed* member took with it (notifications in its queues, publications routed while the
+  cube was repaired) is recovered by the access points, from the origins' publication logs
+  (``SuperPeerNode``'s catch-up), not by this core.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 import qel
 import wire
 from indices.routing import AdvertisementIndex
 from poset.poset import PosetNode, Removed, SubscriptionPoset
 from qel.advertisements import Element, element_allows_triple, summarise
-from superpeer.actions import (
-    Action,
-    DiscardOffline,
-    FlushOffline,
-    ToNeighbour,
-    ToOffline,
-    ToPeer,
-)
+from superpeer.actions import CoreAction, Deliver, LogPublication, ToPeer, ToSuperPeer
 from superpeer.trace import TraceRecord
 from wire import messages as m
 
-Output = Action | TraceRecord
+Output = CoreAction | TraceRecord
 
-_PEER = "p:"
-_NEIGHBOUR = "n:"
+PEER: Final = "peer"
+SUPERPEER: Final = "superpeer"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Source:
+    """Where a subscription in the poset came from: a local peer, or another super-peer that
+    forwarded it."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+def peer_source(name: str) -> Source:
+    return Source(PEER, name)
+
+
+def superpeer_source(name: str) -> Source:
+    return Source(SUPERPEER, name)
 
 
 class TopologyView(Protocol):
-    """What a super-peer knows of the hypercube: its own root position and, for the spanning tree
+    """What a super-peer knows of the hypercube: its own positions and, for the spanning tree
     rooted at any position, its parent and children among its neighbours (``hypercup``). The
     core asks for them on every message it routes, so a view should answer from memory
     (``hypercup.LocalView`` computes each tree once)."""
 
     @property
     def root_position(self) -> int: ...
+
+    @property
+    def positions(self) -> frozenset[int]: ...
+
+    @property
+    def dimension(self) -> int: ...
 
     def neighbours(self) -> frozenset[str]: ...
 
@@ -119,6 +157,9 @@ class CoreConfig:
     max_lookups_per_peer: int = 16
     """``Locate`` requests one peer may have waiting at once (each costs 2(N - 1) backbone
     messages); more are refused."""
+    settle_seconds: float = 2.0
+    """How long old routes are kept after a change of the cube, while the new ones are built
+    (make before break): longer than a message takes to cross the backbone."""
 
 
 @dataclass
@@ -127,120 +168,164 @@ class CoreStatistics:
     received: Counter[str] = field(default_factory=Counter)
     bytes_sent: Counter[str] = field(default_factory=Counter)
     delivered: int = 0
-    stored_offline: int = 0
     refused: int = 0
     dropped: int = 0
+    repeats: int = 0
+    """Notifications that reached this node twice on one tree during a change of the cube."""
 
 
 class SuperPeerCore:
-    """One super-peer's protocol state; see the module docstring for the routing rules."""
+    """One super-peer's routing state; see the module docstring for the rules."""
 
     def __init__(
-        self, node_id: str, address: str, view: TopologyView, config: CoreConfig | None = None
+        self,
+        node_id: str,
+        address: str,
+        view: TopologyView,
+        config: CoreConfig | None = None,
+        *,
+        incarnation: int = 0,
     ) -> None:
         self.node_id = node_id
         self.address = address
         self.view = view
         self.config = config or CoreConfig()
+        self.incarnation = incarnation
         self.ads = AdvertisementIndex()
         self.poset = SubscriptionPoset()
         self.peers: dict[str, PeerState] = {}
         self.origin_positions: dict[str, int] = {}
+        self.origin_versions: dict[str, tuple[int, int]] = {}
+        """Per origin, the (incarnation, version) of the advertisement held."""
+        self.origin_addresses: dict[str, str] = {}
         self.statistics = CoreStatistics()
         self._announced: frozenset[Element] = frozenset()
-        self._toward: dict[tuple[str, str], dict[str, int]] = {}
+        self._moved = False
+        self._version = 0
+        self._seen_broadcasts: dict[tuple[object, ...], float] = {}
+        self._toward: dict[tuple[Source, str], set[str]] = {}
         self._message_number = 0
         self._lookups: dict[tuple[str, str], _Lookup] = {}
+        self._recent: list[tuple[TopologyView, float]] = []
+        """Views replaced less than ``settle_seconds`` ago, with the time they expire."""
+        self._ghosts: dict[str, float] = {}
+        """Neighbours that left the view, until their subscriptions go (make before break)."""
+        self._settle_at: float | None = None
+        self._relayed: OrderedDict[tuple[str, str, int], float] = OrderedDict()
+        self._early: list[tuple[str, object, tuple[int, str | None], float]] = []
+        """Routing messages from a super-peer that is not (yet) a neighbour here: the news that
+        made it one may still be on its way (another sender, another link). Replayed when the
+        view changes, dropped after ``settle_seconds``."""
 
     # -- local peers --------------------------------------------------------------------------
     def attach(self, peer: str, now: float, address: str = "") -> list[Output]:
-        """A peer connects (first time or again, from ``address``): what was kept while it was
-        away is delivered."""
+        """A peer connects (first time or again, from ``address``)."""
         state = self.peers.get(peer)
         if state is None:
             self.peers[peer] = PeerState(address=address)
-            return []
-        state.attached = True
-        state.address = address
-        return [FlushOffline(peer)]
+        else:
+            state.attached = True
+            state.address = address
+        return []
 
     def detach(self, peer: str, now: float) -> list[Output]:
-        """The peer goes offline for a while: it keeps its subscriptions and advertisement, and its
-        notifications go to the offline store."""
-        state = self._peer(peer)
-        state.attached = False
+        """The peer goes offline for a while: it keeps its subscriptions and advertisement."""
+        state = self.peers.get(peer)
+        if state is not None:
+            state.attached = False
         return []
 
     def leave(self, peer: str, now: float) -> list[Output]:
-        """The peer leaves for good: its subscriptions are withdrawn (SIENA unsubscription) and the
-        elements no other local peer advertises are withdrawn network-wide."""
-        self._peer(peer)
+        """The peer leaves for good (or moved to another access point): its subscriptions are
+        withdrawn (SIENA unsubscription) and the elements no other local peer advertises are
+        withdrawn network-wide."""
         out: list[Output] = []
-        for sid in self.poset.ids_of(_PEER + peer):
-            self._after_removal(self.poset.remove(_PEER + peer, sid, self._wants), now, out)
+        source = peer_source(peer)
+        for sid in self.poset.ids_of(source):
+            self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self.ads.remove_holder(self.node_id, peer)
         self._announce(now, out)
-        del self.peers[peer]
-        out.append(DiscardOffline(peer))
+        self.peers.pop(peer, None)
         return out
 
     def peer_message(
         self, peer: str, message: object, size: int, now: float, message_id: str | None = None
     ) -> list[Output]:
-        """A request from a local peer (a ``wire.messages`` peer request)."""
+        """A request from a local peer (``Advertise``, ``Subscribe``, ``Unsubscribe``,
+        ``Publish``, ``Locate``)."""
         out: list[Output] = []
         self._trace(out, now, "receive", message, peer=peer, size=size, msg=message_id)
-        state = self.peers.get(peer)
-        if state is None or not state.attached:
+        if peer not in self.peers:
             self.statistics.dropped += 1
             self._trace(out, now, "drop", message, peer=peer)
             return out
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, m.Advertise):
-            self._advertise(peer, message.advertisement, now, out)
+            self.advertise(peer, message.advertisement, now, out)
+            self._reply(peer, m.Ack(request="advertise"), now, out)
         elif isinstance(message, m.Subscribe):
-            self._subscribe(peer, message, now, out)
+            if self.subscribe(peer, message.id, message.subscription, now, out):
+                self._reply(peer, m.Ack(request=f"subscribe {message.id}"), now, out)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribe(peer, message, now, out)
         elif isinstance(message, m.Publish):
             self._publish(peer, message.publication, now, out)
-        elif isinstance(message, m.Leave):
-            out += self.leave(peer, now)
         elif isinstance(message, m.Locate):
             self._locate(peer, message, now, out)
         else:
             self._refuse(peer, type(message).__name__, "not a request a peer can make", now, out)
         return out
 
-    def _advertise(
+    def advertise(
         self, peer: str, advertisement: qel.Advertisement, now: float, out: list[Output]
     ) -> None:
+        """Replace ``peer``'s advertisement (also used to restore it after a restart)."""
         old = self.ads.elements_of(self.node_id, peer)
         new = advertisement.elements
         self.ads.remove(self.node_id, peer, old - new)
         self.ads.add(self.node_id, peer, new - old)
         self._announce(now, out)
-        self._reply(peer, m.Ack(request="advertise"), now, out)
 
-    def _subscribe(self, peer: str, message: m.Subscribe, now: float, out: list[Output]) -> None:
-        existing = self.poset.node_of(_PEER + peer, message.id)
-        if existing is not None and existing.subscription.key != message.subscription.key:
+    def subscribe(
+        self,
+        peer: str,
+        subscription_id: str,
+        subscription: qel.Subscription,
+        now: float,
+        out: list[Output],
+    ) -> bool:
+        """Add ``peer``'s subscription (also used to restore it); False, with a refusal sent,
+        when the id is taken by another subscription."""
+        source = peer_source(peer)
+        existing = self.poset.node_of(source, subscription_id)
+        if existing is not None and existing.subscription.key != subscription.key:
             self._refuse(
                 peer,
-                f"subscribe {message.id}",
-                f"the id {message.id!r} is already used for another subscription; unsubscribe it first",
+                f"subscribe {subscription_id}",
+                f"the id {subscription_id!r} is already used for another subscription; "
+                "unsubscribe it first",
                 now,
                 out,
             )
-            return
-        inserted = self.poset.insert(message.subscription, _PEER + peer, message.id)
+            return False
+        inserted = self.poset.insert(subscription, source, subscription_id)
         self._route(inserted.node, now, out)
-        self._reply(peer, m.Ack(request=f"subscribe {message.id}"), now, out)
+        return True
+
+    def subscriptions_of(self, peer: str) -> dict[str, qel.Subscription]:
+        source = peer_source(peer)
+        found = {}
+        for sid in self.poset.ids_of(source):
+            node = self.poset.node_of(source, sid)
+            assert node is not None
+            found[sid] = node.subscription
+        return found
 
     def _unsubscribe(
         self, peer: str, message: m.Unsubscribe, now: float, out: list[Output]
     ) -> None:
-        if self.poset.node_of(_PEER + peer, message.id) is None:
+        source = peer_source(peer)
+        if self.poset.node_of(source, message.id) is None:
             self._refuse(
                 peer,
                 f"unsubscribe {message.id}",
@@ -249,8 +334,7 @@ class SuperPeerCore:
                 out,
             )
             return
-        removed = self.poset.remove(_PEER + peer, message.id, self._wants)
-        self._after_removal(removed, now, out)
+        self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
         self._reply(peer, m.Ack(request=f"unsubscribe {message.id}"), now, out)
 
     def _publish(
@@ -289,103 +373,327 @@ class SuperPeerCore:
             published_at=now,
         )
         self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
+        out.append(LogPublication(notification))
         self._reply(peer, m.Ack(request=request), now, out)
-        self._dispatch(notification, now, out)
+        self.dispatch_own(notification, now, out)
 
-    # -- neighbour super-peers ----------------------------------------------------------------------
-    def neighbour_message(
-        self, neighbour: str, message: object, size: int, now: float, message_id: str | None = None
+    def dispatch_own(self, notification: m.Notification, now: float, out: list[Output]) -> None:
+        """Send a publication accepted here down this origin's trees: the current one, and during
+        a change of the cube the trees of the positions it held just before (also how a restarted
+        origin replays what its log holds)."""
+        roots = {self.view.root_position}
+        roots.update(view.root_position for view, _ in self._recent)
+        for root in sorted(roots):
+            copy = notification
+            if root != notification.origin_position or notification.origin != self.node_id:
+                copy = _with(notification, origin=self.node_id, origin_position=root)
+            self._dispatch(copy, now, out)
+
+    # -- other super-peers --------------------------------------------------------------------
+    def superpeer_message(
+        self, sender: str, message: object, size: int, now: float, message_id: str | None = None
     ) -> list[Output]:
-        """A message from a neighbour super-peer (a ``wire.messages`` backbone message)."""
+        """A routing message from another super-peer (a neighbour, a ghost, or any member for
+        a notification on a tree that is changing)."""
         out: list[Output] = []
-        self._trace(out, now, "receive", message, neighbour=neighbour, size=size, msg=message_id)
-        if neighbour not in self.view.neighbours():
-            self.statistics.dropped += 1
-            self._trace(out, now, "drop", message, neighbour=neighbour)
-            return out
+        self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
-        if isinstance(message, m.Elements):
-            self._elements(neighbour, message, now, out)
-        elif isinstance(message, m.Forward):
-            source = _NEIGHBOUR + neighbour
-            existing = self.poset.node_of(source, message.id)
-            if existing is not None and existing.subscription.key != message.subscription.key:
-                self.statistics.dropped += 1
-                self._trace(out, now, "drop", message, neighbour=neighbour)
-                return out
-            inserted = self.poset.insert(message.subscription, source, message.id)
-            toward = self._toward.setdefault((source, message.id), {})
-            for origin, position in message.toward:
-                toward[origin] = position
-                self.origin_positions.setdefault(origin, position)
-            self._route(inserted.node, now, out)
-        elif isinstance(message, m.Retract):
-            source = _NEIGHBOUR + neighbour
-            if self.poset.node_of(source, message.id) is None:
-                self.statistics.dropped += 1
-                self._trace(out, now, "drop", message, neighbour=neighbour)
-            else:
-                self._toward.pop((source, message.id), None)
-                removed = self.poset.remove(source, message.id, self._wants)
-                self._after_removal(removed, now, out)
-        elif isinstance(message, m.Notification):
-            if self.view.parent(message.origin_position) != neighbour:
-                self.statistics.dropped += 1
-                self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
-            else:
-                self._dispatch(message, now, out)
-        elif isinstance(message, m.LocateQuery):
-            self._locate_query(neighbour, message, now, out)
-        elif isinstance(message, m.LocateAnswer):
-            self._locate_answer(neighbour, message, now, out)
-        else:
-            self.statistics.dropped += 1
-            self._trace(out, now, "drop", message, neighbour=neighbour)
+        self._route_message(sender, message, (size, message_id), now, out)
         return out
 
-    def _elements(self, neighbour: str, message: m.Elements, now: float, out: list[Output]) -> None:
+    def _route_message(
+        self,
+        sender: str,
+        message: object,
+        received: tuple[int, str | None],
+        now: float,
+        out: list[Output],
+    ) -> None:
+        known = sender in self.view.neighbours() or sender in self._ghosts
+        if isinstance(message, m.Notification):
+            self._notification(sender, message, now, out)
+        elif isinstance(message, m.Departed):
+            self._departed(sender, message, now, out)
+        elif isinstance(message, m.Returned):
+            if self.first_time((m.Returned.KIND, message.origin, message.incarnation), now):
+                for child in self._children(message.origin_position):
+                    if child != sender:
+                        self._send(child, message, now, out, origin=message.origin)
+        elif isinstance(message, m.Elements):
+            self._elements(sender, message, now, out)
+        elif not known:
+            self._early.append((sender, message, received, now + self.config.settle_seconds))
+            self._schedule_settle(now)
+        elif isinstance(message, m.Forward):
+            self._forwarded(sender, message, now, out)
+        elif isinstance(message, m.Retract):
+            source = superpeer_source(sender)
+            if self.poset.node_of(source, message.id) is None:
+                self._drop(out, now, message, sender)
+            else:
+                self._toward.pop((source, message.id), None)
+                self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
+        elif isinstance(message, m.LocateQuery):
+            self._locate_query(sender, message, now, out)
+        elif isinstance(message, m.LocateAnswer):
+            self._locate_answer(sender, message, now, out)
+        else:
+            self._drop(out, now, message, sender)
+
+    def _drop(self, out: list[Output], now: float, message: object, sender: str) -> None:
+        self.statistics.dropped += 1
+        self._trace(out, now, "drop", message, neighbour=sender)
+
+    def _forwarded(self, sender: str, message: m.Forward, now: float, out: list[Output]) -> None:
+        source = superpeer_source(sender)
+        existing = self.poset.node_of(source, message.id)
+        if existing is not None and existing.subscription.key != message.subscription.key:
+            self._drop(out, now, message, sender)
+            return
+        inserted = self.poset.insert(message.subscription, source, message.id)
+        before = self._toward.get((source, message.id), set())
+        toward = {origin for origin, _ in message.toward}
+        self._toward[(source, message.id)] = toward
+        for origin, position in message.toward:
+            self.origin_positions.setdefault(origin, position)
+        self._route(inserted.node, now, out)
+        if before - toward:
+            self._reconcile(inserted.node, now, out)
+
+    def _notification(
+        self, sender: str, message: m.Notification, now: float, out: list[Output]
+    ) -> None:
+        """A notification down a tree: processed once per (origin, publication, tree); a repeat
+        (an old and a new parent during a change of the cube) is dropped."""
+        key = (message.origin, message.publication.id, message.origin_position)
+        if key in self._relayed:
+            self.statistics.repeats += 1
+            self._drop(out, now, message, sender)
+            return
+        if message.hops > 2 * self.view.dimension + 2:
+            self._drop(out, now, message, sender)  # a stale tree sent it around: nothing new
+            return
+        self._dispatch(message, now, out)
+
+    def _elements(self, sender: str, message: m.Elements, now: float, out: list[Output]) -> None:
         origin = message.origin
         if origin == self.node_id:
             return
+        version = (message.incarnation, message.version)
+        if version <= self.origin_versions.get(origin, (-1, -1)):
+            self.statistics.repeats += 1  # an older or the same set, on another tree
+            return
+        self.origin_versions[origin] = version
+        if message.address:
+            self.origin_addresses[origin] = message.address
         moved = self.origin_positions.get(origin) != message.origin_position
         self.origin_positions[origin] = message.origin_position
-        fresh = self.ads.add(origin, origin, message.added)
-        gone = self.ads.remove(origin, origin, message.withdrawn)
-        if fresh or gone or moved:
-            relay = m.Elements(
-                origin=origin,
-                origin_position=message.origin_position,
-                added=message.added if moved else tuple(fresh),
-                withdrawn=tuple(gone),
-            )
-            for child in self.view.children(message.origin_position):
-                self._send(child, relay, now, out, origin=origin)
+        old = self.ads.elements(origin)
+        new = frozenset(message.elements)
+        gone = self.ads.remove(origin, origin, old - new)
+        fresh = self.ads.add(origin, origin, new - old)
+        for child in self._children(message.origin_position):
+            if child != sender:
+                self._send(child, message, now, out, origin=origin)
+        if moved or gone:
+            for node in self._targeting(origin):
+                self._route(node, now, out)
+            self._schedule_settle(now)
         if fresh or moved:
             self._trigger(origin, now, out)
 
-    def topology_changed(self, view: TopologyView, now: float) -> list[Output]:
-        """The hypercube around this node changed: forget what went through departed neighbours,
-        announce this node's elements again if its position moved, and route every subscription
-        again (what was already sent stays; the rest goes to the new next hops)."""
+    def first_time(self, key: tuple[object, ...], now: float) -> bool:
+        """Whether a broadcast (``sp.departed``, ``sp.returned``) is new here: during a change
+        of the cube it may come down an old and a new tree."""
+        for seen, at in list(self._seen_broadcasts.items()):
+            if at < now:
+                del self._seen_broadcasts[seen]
+        if key in self._seen_broadcasts:
+            return False
+        self._seen_broadcasts[key] = now + 10 * self.config.settle_seconds
+        return True
+
+    def _departed(self, sender: str, message: m.Departed, now: float, out: list[Output]) -> None:
+        """A member is out of the cube: forget its advertisement (if it is the incarnation that
+        departed) and stop routing toward it; pass the news down the broadcast tree."""
+        if not self.first_time(
+            (m.Departed.KIND, message.origin, message.node, message.incarnation, message.failed),
+            now,
+        ):
+            return
+        for child in self._children(message.origin_position):
+            if child != sender:
+                self._send(child, message, now, out, origin=message.origin)
+        self.forget_origin(message.node, message.incarnation, now, out)
+
+    def forget_origin(self, origin: str, incarnation: int, now: float, out: list[Output]) -> None:
+        if origin == self.node_id:
+            return
+        known = self.origin_versions.get(origin)
+        if known is None or (incarnation and known[0] > incarnation):
+            return
+        self.origin_versions.pop(origin, None)
+        self.origin_positions.pop(origin, None)
+        self.origin_addresses.pop(origin, None)
+        self.ads.remove_holder(origin, origin)
+        for (_, _), toward in self._toward.items():
+            toward.discard(origin)
+        for node in self.poset:
+            self._reconcile(node, now, out)
+
+    def announce_departure(
+        self,
+        node: str,
+        incarnation: int,
+        positions: tuple[int, ...],
+        *,
+        failed: bool,
+        since: float,
+        now: float,
+        successor: str = "",
+        successor_address: str = "",
+    ) -> list[Output]:
+        """This node took the place of ``node`` (or is ``node``, leaving, with the ``successor``
+        that adopted its peers): tell the whole cube (``sp.departed``)."""
         out: list[Output] = []
-        old_neighbours = self.view.neighbours()
-        moved = view.root_position != self.view.root_position
+        message = m.Departed(
+            origin=self.node_id,
+            origin_position=self.view.root_position,
+            node=node,
+            incarnation=incarnation or self.origin_versions.get(node, (0, 0))[0],
+            positions=positions,
+            failed=failed,
+            since=since,
+            successor=successor,
+            successor_address=successor_address,
+        )
+        self.broadcast(message, now, out)
+        self.forget_origin(node, message.incarnation, now, out)
+        return out
+
+    def broadcast(self, message: object, now: float, out: list[Output]) -> None:
+        """Send ``message`` (its ``origin_position`` is this node's root) down this node's tree;
+        the receivers relay it (``sp.departed``, ``sp.returned``)."""
+        for child in self.view.children(self.view.root_position):
+            self._send(child, message, now, out, origin=self.node_id)
+
+    # -- the cube changes ---------------------------------------------------------------------
+    def topology_changed(self, view: TopologyView, now: float) -> list[Output]:
+        """The hypercube around this node changed; see "When the cube changes" in the module
+        docstring."""
+        out: list[Output] = []
+        old = self.view
+        if old is view:
+            return out
+        settle = now + self.config.settle_seconds
+        self._recent.append((old, settle))
         self.view = view
-        for departed in sorted(old_neighbours - view.neighbours()):
+        for departed in sorted(old.neighbours() - view.neighbours()):
+            self._ghosts[departed] = settle
             self._lookups_lost(departed, now, out)
-            for sid in self.poset.ids_of(_NEIGHBOUR + departed):
-                self._toward.pop((_NEIGHBOUR + departed, sid), None)
-                removed = self.poset.remove(_NEIGHBOUR + departed, sid, self._wants)
-                self._after_removal(removed, now, out)
-            for node in self.poset:
-                self.poset.unmark_sent(node, departed)
-            for key in [k for k in self._toward if k[0] == _NEIGHBOUR + departed]:
-                del self._toward[key]
-        if moved:
-            self._announced = frozenset()
+        for returned in view.neighbours() & self._ghosts.keys():
+            del self._ghosts[returned]
+        early, self._early = self._early, []
+        for sender, message, received, at in early:
+            if sender in view.neighbours():
+                self._route_message(sender, message, received, now, out)
+            elif at > now:
+                self._early.append((sender, message, received, at))
+        if view.root_position != old.root_position:
+            self._moved = True
         self._announce(now, out)
+        self._spread_elements(old, now, out)
         for node in self.poset:
             self._route(node, now, out)
+        self._schedule_settle(now)
+        return out
+
+    def _spread_elements(self, old: TopologyView, now: float, out: list[Output]) -> None:
+        """Every new edge of an origin's tree carries that origin's whole advertisement (this
+        node's own included, unless it moved and announced itself anew)."""
+        root = self.view.root_position
+        if self._version and root == old.root_position:
+            before = set(tree_children(old, root))
+            fresh_children = [c for c in tree_children(self.view, root) if c not in before]
+            if fresh_children:
+                message = m.Elements(
+                    origin=self.node_id,
+                    origin_position=root,
+                    elements=tuple(sorted(self._announced, key=repr)),
+                    version=self._version,
+                    incarnation=self.incarnation,
+                    address=self.address,
+                )
+                for child in fresh_children:
+                    self._send(child, message, now, out, origin=self.node_id)
+        for origin in self.ads.origins():
+            if origin == self.node_id:
+                continue
+            position = self.origin_positions.get(origin)
+            elements = self.ads.elements(origin)
+            if position is None or not elements:
+                continue
+            before = set(tree_children(old, position))
+            fresh = [c for c in tree_children(self.view, position) if c not in before]
+            if not fresh:
+                continue
+            incarnation, version = self.origin_versions.get(origin, (0, 0))
+            message = m.Elements(
+                origin=origin,
+                origin_position=position,
+                elements=tuple(sorted(elements, key=repr)),
+                version=version,
+                incarnation=incarnation,
+                address=self.origin_addresses.get(origin, ""),
+            )
+            for child in fresh:
+                self._send(child, message, now, out, origin=origin)
+
+    def _schedule_settle(self, now: float) -> None:
+        at = now + self.config.settle_seconds
+        self._settle_at = at if self._settle_at is None else max(self._settle_at, at)
+
+    def recent_positions(self) -> set[int]:
+        """The positions this node holds, and held in the views of the last ``settle_seconds``."""
+        positions = set(self.view.positions)
+        for view, _ in self._recent:
+            positions |= set(view.positions)
+        return positions
+
+    def next_deadline(self) -> float | None:
+        """When ``timer`` must next be called (None: nothing is waited for)."""
+        return self._settle_at
+
+    def settling(self) -> bool:
+        """Whether old routes are still kept after a change (the simulator waits for the end)."""
+        return self._settle_at is not None
+
+    def timer(self, now: float) -> list[Output]:
+        """The settle window closed: remove ghosts, keep exactly what the current view needs."""
+        out: list[Output] = []
+        self._prune_relayed(now)
+        if self._settle_at is None or now < self._settle_at:
+            return out
+        self._settle_at = None
+        self._recent = [(v, at) for v, at in self._recent if at > now]
+        for sender, message, _, at in self._early:
+            if at <= now:
+                self._drop(out, now, message, sender)
+        self._early = [entry for entry in self._early if entry[3] > now]
+        for ghost, at in sorted(self._ghosts.items()):
+            if at > now:
+                continue
+            del self._ghosts[ghost]
+            source = superpeer_source(ghost)
+            for sid in self.poset.ids_of(source):
+                self._toward.pop((source, sid), None)
+                self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
+        for node in self.poset:
+            self._reconcile(node, now, out)
+        later = [at for _, at in self._recent] + list(self._ghosts.values())
+        later += [entry[3] for entry in self._early]
+        if later:
+            self._settle_at = min(later)
         return out
 
     def retire(self, now: float) -> list[Output]:
@@ -393,11 +701,14 @@ class SuperPeerCore:
         announced, so no subscription keeps travelling toward an origin that is gone."""
         out: list[Output] = []
         if self._announced:
+            self._version += 1
             message = m.Elements(
                 origin=self.node_id,
                 origin_position=self.view.root_position,
-                added=(),
-                withdrawn=tuple(sorted(self._announced, key=repr)),
+                elements=(),
+                version=self._version,
+                incarnation=self.incarnation,
+                address=self.address,
             )
             self._announced = frozenset()
             for child in self.view.children(self.view.root_position):
@@ -449,8 +760,7 @@ class SuperPeerCore:
     ) -> None:
         key = (message.origin, message.query)
         if self.view.parent(message.origin_position) != neighbour or key in self._lookups:
-            self.statistics.dropped += 1
-            self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
+            self._drop(out, now, message, neighbour)
             return
         found = self._online_here(message.public_id)
         children = self.view.children(message.origin_position)
@@ -473,8 +783,7 @@ class SuperPeerCore:
         key = (message.origin, message.query)
         lookup = self._lookups.get(key)
         if lookup is None or neighbour not in lookup.waiting:
-            self.statistics.dropped += 1
-            self._trace(out, now, "drop", message, neighbour=neighbour, origin=message.origin)
+            self._drop(out, now, message, neighbour)
             return
         lookup.waiting.discard(neighbour)
         if not lookup.answered and (message.online or not lookup.waiting):
@@ -504,8 +813,6 @@ class SuperPeerCore:
         state.lookups -= 1
         if self.peers.get(lookup.peer) is not state or not state.attached:
             return  # an answer is only worth something now: nothing is kept for later
-        # (a peer that detached and came back meanwhile gets it on its new connection: peers
-        # match answers by their random look-up ids and ignore those they no longer wait for)
         where = _NOWHERE if found is None else _fields_of_where(found)
         located = m.Located(id=lookup.request, public_id=lookup.public_id, **where)
         self._reply(lookup.peer, located, now, out)
@@ -534,59 +841,90 @@ class SuperPeerCore:
         }
 
     # -- routing ------------------------------------------------------------------------------
-    def _targets(self, node: PosetNode) -> dict[str, int]:
-        """The origins ``node``'s subscription travels toward, with their root positions: for a
-        local subscriber every origin covering it, for a relayed one what its senders asked."""
-        targets: dict[str, int] = {}
+    def _targets(self, node: PosetNode) -> set[str]:
+        """The origins ``node``'s subscription travels toward: for a local subscriber every
+        origin covering it, for a relayed one what its senders asked."""
+        targets: set[str] = set()
         for source, ids in node.sources.items():
-            if source.startswith(_PEER):
-                for origin in self.ads.covering_origins(node.subscription):
-                    position = self.origin_positions.get(origin)
-                    if position is not None:
-                        targets[origin] = position
+            if source.kind == PEER:
+                targets.update(self.ads.covering_origins(node.subscription))
             else:
                 for sid in ids:
-                    targets.update(self._toward.get((source, sid), {}))
-        targets.pop(self.node_id, None)
-        return targets
+                    targets.update(self._toward.get((source, sid), ()))
+        targets.discard(self.node_id)
+        return {t for t in targets if t in self.origin_positions}
 
-    def _destinations(self, node: PosetNode) -> dict[str, dict[str, int]]:
-        """Per neighbour, the origins (with positions) ``node`` must be sent toward through it."""
-        hops: dict[str, dict[str, int]] = {}
-        for origin, position in self._targets(node).items():
-            hop = self.view.parent(position)
+    def _targeting(self, origin: str) -> list[PosetNode]:
+        return [node for node in self.poset if origin in self._targets(node)]
+
+    def _destinations(self, node: PosetNode) -> dict[str, set[str]]:
+        """Per neighbour, the origins ``node`` must be sent toward through it (current view)."""
+        hops: dict[str, set[str]] = {}
+        for origin in self._targets(node):
+            hop = tree_parent(self.view, self.origin_positions[origin])
             if hop is not None:
-                hops.setdefault(hop, {})[origin] = position
+                hops.setdefault(hop, set()).add(origin)
         return hops
 
     def _wants(self, node: PosetNode, destination: str) -> set[str]:
-        return set(self._destinations(node).get(destination, {}))
+        return self._destinations(node).get(destination, set())
 
     def _route(self, node: PosetNode, now: float, out: list[Output]) -> None:
+        """Send ``node`` where it is missing (additions only: removals wait for ``_reconcile``)."""
         for destination, origins in sorted(self._destinations(node).items()):
-            missing = origins.keys() - self.poset.sent_labels(node, destination)
+            missing = origins - self.poset.sent_labels(node, destination)
             if missing:
-                self._forward(node, destination, {o: origins[o] for o in missing}, now, out)
+                self._forward(node, destination, missing, now, out)
+
+    def _reconcile(self, node: PosetNode, now: float, out: list[Output]) -> None:
+        """Keep exactly what the current view needs of ``node``: narrow or withdraw it where it
+        went for origins that no longer route through that hop, then add what is missing."""
+        wanted = self._destinations(node)
+        neighbours = self.view.neighbours()
+        for destination in sorted(node.sent):
+            have = set(node.sent[destination])
+            keep = have & wanted.get(destination, set())
+            if keep == have:
+                continue
+            resend = self.poset.withdraw(node, destination, self._wants)
+            if destination not in neighbours:
+                continue  # gone: nothing to tell it
+            if keep:
+                self.poset.mark_sent(node, destination, keep)
+                self._send_forward(node, destination, now, out)
+            else:
+                self._send(destination, m.Retract(id=node.wire_id), now, out, sub=node.wire_id)
+            for below, labels in resend:
+                missing = set(labels) - keep
+                if missing:
+                    self._forward(below, destination, missing, now, out)
+        self._route(node, now, out)
 
     def _forward(
-        self,
-        node: PosetNode,
-        destination: str,
-        origins: dict[str, int],
-        now: float,
-        out: list[Output],
+        self, node: PosetNode, destination: str, origins: set[str], now: float, out: list[Output]
     ) -> None:
         self.poset.mark_sent(node, destination, origins)
+        self._send_forward(node, destination, now, out)
+
+    def _send_forward(
+        self, node: PosetNode, destination: str, now: float, out: list[Output]
+    ) -> None:
+        """``Forward`` with every origin ``node`` is now sent toward through ``destination``."""
+        labels = sorted(node.sent.get(destination, ()))
         message = m.Forward(
-            id=node.wire_id, subscription=node.subscription, toward=tuple(sorted(origins.items()))
+            id=node.wire_id,
+            subscription=node.subscription,
+            toward=tuple(
+                (o, self.origin_positions[o]) for o in labels if o in self.origin_positions
+            ),
         )
         self._send(destination, message, now, out, sub=node.wire_id)
 
     def _resend(self, resend: tuple, destination: str, now: float, out: list[Output]) -> None:
         for node, labels in resend:
-            positions = {o: self.origin_positions[o] for o in labels if o in self.origin_positions}
-            if positions:
-                self._forward(node, destination, positions, now, out)
+            known = {o for o in labels if o in self.origin_positions}
+            if known:
+                self._forward(node, destination, known, now, out)
 
     def _after_removal(self, removed: Removed, now: float, out: list[Output]) -> None:
         """Finish a removal: first what the removed subscription covered, then its withdrawal.
@@ -606,20 +944,14 @@ class SuperPeerCore:
                         sub=removed.node.wire_id,
                     )
             return
-        node = removed.node
-        wanted = self._destinations(node)
-        for destination in sorted(set(node.sent) - set(wanted)):
-            resend = self.poset.withdraw(node, destination, self._wants)
-            if destination in neighbours:
-                self._resend(resend, destination, now, out)
-                self._send(destination, m.Retract(id=node.wire_id), now, out, sub=node.wire_id)
+        self._reconcile(removed.node, now, out)
 
     def _trigger(self, origin: str, now: float, out: list[Output]) -> None:
         """Send toward ``origin`` the local subscriptions its elements now cover and that nothing
         covering them already took that way for it (walking down from the roots: what the origin
         does not cover, nothing below it is covered either)."""
         position = self.origin_positions.get(origin)
-        hop = None if position is None else self.view.parent(position)
+        hop = None if position is None else tree_parent(self.view, position)
         if hop is None:
             return
         seen: set[int] = set()
@@ -633,8 +965,8 @@ class SuperPeerCore:
                 continue
             if origin in self.poset.sent_labels(node, hop):
                 continue
-            if any(source.startswith(_PEER) for source in node.sources):
-                self._forward(node, hop, {origin: position}, now, out)  # type: ignore[dict-item]
+            if any(source.kind == PEER for source in node.sources):
+                self._forward(node, hop, {origin}, now, out)
                 continue
             stack.extend(sorted(node.children.values(), key=lambda n: n.id, reverse=True))
 
@@ -643,107 +975,105 @@ class SuperPeerCore:
         current = self.ads.elements(self.node_id)
         if self.config.summarise_values_above is not None:
             current = summarise(current, self.config.summarise_values_above)
-        added = tuple(sorted(current - self._announced, key=repr))
-        withdrawn = tuple(sorted(self._announced - current, key=repr))
-        self._announced = current
-        if not added and not withdrawn:
+        if current == self._announced and not self._moved:
             return
+        self._announced = current
+        self._moved = False
+        if not current and self._version == 0:
+            return  # nothing ever announced: nothing to say
+        self._version += 1
         message = m.Elements(
             origin=self.node_id,
             origin_position=self.view.root_position,
-            added=added,
-            withdrawn=withdrawn,
+            elements=tuple(sorted(current, key=repr)),
+            version=self._version,
+            incarnation=self.incarnation,
+            address=self.address,
         )
         for child in self.view.children(self.view.root_position):
             self._send(child, message, now, out, origin=self.node_id)
 
+    def _children(self, root_position: int) -> list[str]:
+        """Our children in the tree rooted at ``root_position``, in the current view and in the
+        views of the last ``settle_seconds`` (make before break)."""
+        children = list(tree_children(self.view, root_position))
+        for view, _ in self._recent:
+            children += [c for c in tree_children(view, root_position) if c not in children]
+        return children
+
     def _dispatch(self, notification: m.Notification, now: float, out: list[Output]) -> None:
         publication = notification.publication
-        peers: dict[str, set[str]] = {}
-        neighbours: dict[str, set[str]] = {}
         origin = notification.origin
+        self._relayed[(origin, publication.id, notification.origin_position)] = (
+            now + self.config.settle_seconds
+        )
+        peers: dict[str, set[str]] = {}
+        superpeers: dict[str, set[str]] = {}
         toward = self._toward
         for node in self.poset.match_index(publication):
             for source, ids in node.sources.items():
-                if source.startswith(_PEER):
-                    peers.setdefault(source[len(_PEER) :], set()).update(ids)
+                if source.kind == PEER:
+                    peers.setdefault(source.name, set()).update(ids)
                 else:
                     wanted = [sid for sid in ids if origin in toward.get((source, sid), ())]
                     if wanted:
-                        neighbours.setdefault(source[len(_NEIGHBOUR) :], set()).update(wanted)
-        if neighbours:
-            relay = m.Notification(
-                origin=notification.origin,
-                origin_position=notification.origin_position,
-                publication=publication,
-                owner=notification.owner,
-                access_point=notification.access_point,
-                hops=notification.hops + 1,
-                published_at=notification.published_at,
-            )
-            for child in self.view.children(notification.origin_position):
-                if child in neighbours:
-                    # ``sub`` names the child's subscriptions this notification answers (the
-                    # analytics measure forwarding efficiency with it).
-                    matched = ",".join(sorted(neighbours[child]))
-                    self._send(child, relay, now, out, origin=notification.origin, sub=matched)
+                        superpeers.setdefault(source.name, set()).update(wanted)
+        if superpeers:
+            relay = _with(notification, hops=notification.hops + 1)
+            targets = [c for c in self._children(notification.origin_position) if c in superpeers]
+            targets += sorted(g for g in self._ghosts if g in superpeers and g not in targets)
+            for target in targets:
+                # ``sub`` names the target's subscriptions this notification answers (the
+                # analytics measure forwarding efficiency with it).
+                matched = ",".join(sorted(superpeers[target]))
+                self._send(target, relay, now, out, origin=origin, sub=matched)
         for peer in sorted(peers):
-            notify = m.Notify(
-                publication=publication,
-                subscriptions=tuple(sorted(peers[peer])),
-                owner=notification.owner,
-                access_point=notification.access_point,
-                origin=notification.origin,
-                hops=notification.hops,
-                published_at=notification.published_at,
+            if peer not in self.peers:
+                continue
+            self.statistics.delivered += 1
+            out.append(
+                Deliver(
+                    peer,
+                    m.Notify(
+                        publication=publication,
+                        subscriptions=tuple(sorted(peers[peer])),
+                        owner=notification.owner,
+                        access_point=notification.access_point,
+                        origin=origin,
+                        hops=notification.hops,
+                        published_at=notification.published_at,
+                    ),
+                )
             )
-            data = wire.encode(notify, self._next_id())
-            state = self.peers.get(peer)
-            online = state is not None and state.attached
-            if online:
-                self.statistics.delivered += 1
-                out.append(ToPeer(peer, notify, data))
-            else:
-                self.statistics.stored_offline += 1
-                out.append(ToOffline(peer, notify, data))
-            self._trace(
-                out,
-                now,
-                "deliver" if online else "offline",
-                notify,
-                peer=peer,
-                size=len(data),
-                origin=notification.origin,
-                hops=notification.hops,
-            )
+
+    def _prune_relayed(self, now: float) -> None:
+        relayed = self._relayed
+        while relayed:
+            key, at = next(iter(relayed.items()))
+            if at > now:
+                break
+            del relayed[key]
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _peer(self, peer: str) -> PeerState:
-        state = self.peers.get(peer)
-        if state is None:
-            raise KeyError(f"{peer} is not attached to {self.node_id}")
-        return state
-
     def _next_id(self) -> str:
         self._message_number += 1
         return f"{self.node_id}#{self._message_number}"
 
     def _send(
-        self, neighbour: str, message: object, now: float, out: list[Output], **trace: str | None
+        self, target: str, message: object, now: float, out: list[Output], **trace: str | None
     ) -> None:
         message_id = self._next_id()
         data = wire.encode(message, message_id)
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.statistics.sent[kind] += 1
         self.statistics.bytes_sent[kind] += len(data)
-        out.append(ToNeighbour(neighbour, message, data, message_id))
+        out.append(ToSuperPeer(target, message, data, message_id))
         self._trace(
-            out, now, "send", message, neighbour=neighbour, size=len(data), msg=message_id, **trace
+            out, now, "send", message, neighbour=target, size=len(data), msg=message_id, **trace
         )
 
     def _reply(self, peer: str, message: object, now: float, out: list[Output]) -> None:
-        data = wire.encode(message, self._next_id())
-        out.append(ToPeer(peer, message, data))
+        out.append(ToPeer(peer, message, wire.encode(message, self._next_id())))
 
     def _refuse(self, peer: str, request: str, reason: str, now: float, out: list[Output]) -> None:
         self.statistics.refused += 1
@@ -768,29 +1098,89 @@ class SuperPeerCore:
     ) -> None:
         if not self.config.tracing:
             return
-        publication = getattr(message, "publication", None)
-        if hops is None and isinstance(message, m.Notification | m.Notify):
-            hops = message.hops
-        if sub is None and isinstance(message, m.Subscribe | m.Unsubscribe | m.Forward | m.Retract):
-            sub = message.id
-        if origin is None and isinstance(message, m.Notification | m.Elements):
-            origin = message.origin
         out.append(
-            TraceRecord(
-                ts=now,
-                node=self.node_id,
-                event=event,
-                kind=type(message).KIND,  # type: ignore[attr-defined]
+            trace_record(
+                self.node_id,
+                now,
+                event,
+                message,
+                size=size,
                 msg=msg,
-                pub=publication.id if publication is not None else None,
-                sub=sub,
-                origin=origin,
                 peer=peer,
                 neighbour=neighbour,
-                bytes=size,
+                origin=origin,
+                sub=sub,
                 hops=hops,
             )
         )
+
+
+def tree_children(view: TopologyView, root_position: int) -> tuple[str, ...]:
+    """``view.children``, or none when ``root_position`` is outside the view's cube (an origin
+    whose position the cube lost when it shrank, until it announces its new one)."""
+    if not 0 <= root_position < 1 << view.dimension:
+        return ()
+    return view.children(root_position)
+
+
+def tree_parent(view: TopologyView, root_position: int) -> str | None:
+    """``view.parent``, or None when ``root_position`` is outside the view's cube."""
+    if not 0 <= root_position < 1 << view.dimension:
+        return None
+    return view.parent(root_position)
+
+
+def trace_record(
+    node: str,
+    now: float,
+    event: str,
+    message: object,
+    *,
+    size: int = 0,
+    msg: str | None = None,
+    peer: str | None = None,
+    neighbour: str | None = None,
+    origin: str | None = None,
+    sub: str | None = None,
+    hops: int | None = None,
+) -> TraceRecord:
+    """The trace record of ``event`` for ``message``, its fields filled from the message where it
+    has them."""
+    publication = getattr(message, "publication", None)
+    if hops is None and isinstance(message, m.Notification | m.Notify):
+        hops = message.hops
+    if sub is None and isinstance(message, m.Subscribe | m.Unsubscribe | m.Forward | m.Retract):
+        sub = message.id
+    if origin is None and isinstance(message, m.Notification | m.Elements | m.Notify):
+        origin = message.origin
+    return TraceRecord(
+        ts=now,
+        node=node,
+        event=event,
+        kind=type(message).KIND,  # type: ignore[attr-defined]
+        msg=msg,
+        pub=publication.id if publication is not None else None,
+        sub=sub,
+        origin=origin,
+        peer=peer,
+        neighbour=neighbour,
+        bytes=size,
+        hops=hops,
+    )
+
+
+def _with(notification: m.Notification, **changes: object) -> m.Notification:
+    fields = {
+        "origin": notification.origin,
+        "origin_position": notification.origin_position,
+        "publication": notification.publication,
+        "owner": notification.owner,
+        "access_point": notification.access_point,
+        "hops": notification.hops,
+        "published_at": notification.published_at,
+    }
+    fields.update(changes)
+    return m.Notification(**fields)  # type: ignore[arg-type]
 
 
 _NOWHERE: dict[str, object] = {"online": False, "address": "", "superpeer": "", "access_point": ""}

@@ -13,7 +13,11 @@ event      str     ``publish`` (a local peer's publication accepted at its origi
                    ``offline`` (stored for a detached peer), ``flush`` (a stored notification
                    delivered when its peer came back), ``refused`` (a peer request refused),
                    ``drop`` (a message discarded: unknown sender, malformed, out of place),
-                   ``auth_failure`` (a failed identification; never carries secrets)
+                   ``auth_failure`` (a failed identification; never carries secrets),
+                   ``member`` (the super-peer joined the cube), ``neighbour_failed`` (a
+                   neighbour fell silent), ``repair`` / ``departure`` (the cube closed the place
+                   of a failed / departed super-peer: ``neighbour`` names it), ``rejoin``
+                   (this super-peer was evicted and joins again as a new incarnation)
 kind       str     the message kind (``wire`` KIND, e.g. ``sp.notification``)
 msg        str     the message id (the sender's), matching ``send`` to ``receive``
 pub        str     publication id, for publications and notifications
@@ -45,6 +49,11 @@ EVENTS: Final = (
     "refused",
     "drop",
     "auth_failure",
+    "member",
+    "neighbour_failed",
+    "repair",
+    "departure",
+    "rejoin",
 )
 
 

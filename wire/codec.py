@@ -24,7 +24,7 @@ import qel
 from qel.advertisements import Element
 from wire import model
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
 
 
 class WireError(ValueError):
@@ -208,6 +208,8 @@ _SIMPLE: dict[object, Converter] = {
 def _converter(hint: object) -> Converter:
     if hint in _SIMPLE:
         return _SIMPLE[hint]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and hasattr(hint, "KIND"):
+        return _nested(hint)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
@@ -236,6 +238,27 @@ def _converter(hint: object) -> Converter:
             lambda value: _union_from(value, options),
         )
     raise TypeError(f"the codec does not support fields of type {hint!r}")
+
+
+def _nested(cls: type) -> Converter:
+    """A message carried inside another (``Mail`` carries ``Notify``): its fields as a map,
+    checked exactly as a message of its own would be."""
+    hints = typing.get_type_hints(cls)
+    fields = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+    expected = {name for name, _ in fields}
+
+    def to_plain(value: object) -> object:
+        return {name: convert(getattr(value, name)) for name, (convert, _) in fields}
+
+    def from_plain(value: object) -> object:
+        if not isinstance(value, dict) or set(value) != expected:
+            raise WireError(f"expected a {cls.KIND} map with fields {sorted(expected)}")  # type: ignore[attr-defined]
+        try:
+            return cls(**{name: convert(value[name]) for name, (_, convert) in fields})
+        except (ValueError, TypeError) as error:
+            raise WireError(f"{cls.KIND}: {error}") from None  # type: ignore[attr-defined]
+
+    return to_plain, from_plain
 
 
 def _sequence(value: object) -> list:

@@ -6,13 +6,19 @@ Messages are frozen, keyword-only dataclasses carrying language objects (``qel.S
 the wire. Three families:
 
 * peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish``, ``Leave``,
-  ``Locate``;
-* access point -> peer: ``Notify``, ``Ack``, ``Refused``, ``Located``;
+  ``Locate``, ``Moved`` (the peer was attached elsewhere before), ``Delivered`` (notifications
+  are safely in the peer's inbox);
+* access point -> peer: ``Notify``, ``Ack``, ``Refused``, ``Located``, ``Expired`` (kept
+  notifications that were dropped while the peer was away);
 * super-peer <-> super-peer: ``Elements`` (advertisement elements spreading down their origin's
   tree), ``Forward`` / ``Retract`` (a subscription travelling toward covering origins, and its
   withdrawal), ``Notification`` (a publication travelling down its origin's tree),
   ``LocateQuery`` / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and
-  the answers gathered back up).
+  the answers gathered back up), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member
+  left or failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` /
+  ``Mail`` (publications an access point missed, from their origin's log), ``Handover`` /
+  ``HandoverDone`` (a peer's kept notifications move to its new access point), ``Adopt`` (a
+  leaving super-peer hands its peers to a successor).
 """
 
 from __future__ import annotations
@@ -63,6 +69,31 @@ class Leave:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Moved:
+    """The peer was attached to ``previous`` (at ``previous_address``) until ``since`` (its own
+    clock: the last time it heard from it). Sent first on a connection to another super-peer:
+    the access point fetches what ``previous`` kept (``Handover``) and what was published while
+    the peer had no working access point (``CatchUp``). ``signature`` (RSA-PSS over
+    ``crypto.move_transcript``; empty on a plaintext network) lets ``previous`` check that the
+    peer itself asked for the move. Answered by ``Ack`` (``moved``)."""
+
+    KIND: ClassVar[str] = "peer.moved"
+    previous: str
+    previous_address: str
+    since: float
+    signature: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivered:
+    """Every ``Notify`` up to ``through`` (its ``delivery`` number) is durably in the peer's
+    inbox: the access point may forget them. Not answered."""
+
+    KIND: ClassVar[str] = "peer.delivered"
+    through: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Locate:
     """Where is the peer named ``public_id`` now (to fetch a resource from it directly)? Answered
     by ``Located`` under the same ``id``. Knowing a peer's public identifier gives its address
@@ -83,6 +114,8 @@ class Notify:
     ``owner`` is the publishing peer's id and ``access_point`` its super-peer's address, so the
     subscriber can later fetch the resource or ask for a rendezvous. ``hops`` counts super-peer to
     super-peer messages on the way; ``published_at`` is the time the origin accepted it.
+    ``delivery`` numbers the notifications of one access point's outbox for this peer, in order:
+    the peer acknowledges them with ``Delivered`` (0 where no outbox is involved).
     """
 
     KIND: ClassVar[str] = "peer.notify"
@@ -93,6 +126,7 @@ class Notify:
     origin: str
     hops: int
     published_at: float
+    delivery: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,19 +161,38 @@ class Refused:
     reason: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expired:
+    """``count`` notifications kept for the peer were dropped while it was away (``reason``: the
+    retention period passed, or the per-peer cap was reached). Sent on the next connection; never
+    silent."""
+
+    KIND: ClassVar[str] = "peer.expired"
+    count: int
+    reason: str
+
+
 # -- super-peer <-> super-peer --------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Elements:
-    """Advertisement elements ``origin`` now stands for (``added``) or no longer does
-    (``withdrawn``), spreading down the spanning tree rooted at ``origin_position``."""
+    """Every advertisement element ``origin`` stands for now (version ``version`` of its
+    ``incarnation``), spreading down the spanning tree rooted at ``origin_position``.
+
+    The whole set, not a change: while the cube changes, two versions may reach a super-peer
+    along different trees in either order, and a receiver keeps the newest (``incarnation``,
+    ``version``) it has seen and ignores the others, so what it holds never goes back in time
+    (an origin's advertisement changes rarely; the bytes are worth the certainty)."""
 
     KIND: ClassVar[str] = "sp.elements"
     origin: str
     origin_position: int
-    added: tuple[Element, ...]
-    withdrawn: tuple[Element, ...]
+    elements: tuple[Element, ...]
+    version: int
+    incarnation: int = 0
+    address: str = ""
+    """Where the origin can be reached (to ask it for a catch-up)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,7 +200,8 @@ class Forward:
     """A subscription sent one hop toward some of the origins that may publish what it matches.
 
     ``id`` is the sender's id for it on this link; ``toward`` lists the origins (with their root
-    positions) this hop is on the way to. Sending the same id again adds origins.
+    positions) this hop is on the way to, all of them: sending the same id again replaces the
+    list (a shorter list withdraws the subscription from the origins left out).
     """
 
     KIND: ClassVar[str] = "sp.forward"
@@ -205,9 +259,165 @@ class LocateAnswer:
     access_point: str
 
 
-PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave, Locate)
-PEER_REPLIES = (Notify, Ack, Refused, Located)
-BACKBONE = (Elements, Forward, Retract, Notification, LocateQuery, LocateAnswer)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """Sent on a link to a neighbour that has carried nothing for a while: silence means
+    failure."""
+
+    KIND: ClassVar[str] = "sp.heartbeat"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Departed:
+    """Member ``node`` (its ``incarnation``; 0 if unknown) is out of the cube: it left, or it
+    failed (``failed``) and was last heard from at ``since``. Broadcast down the tree rooted at
+    ``origin_position`` by the super-peer that took its place: everyone forgets its
+    advertisement; access points whose routes went through ``positions`` catch up on what they
+    may have missed."""
+
+    KIND: ClassVar[str] = "sp.departed"
+    origin: str
+    origin_position: int
+    node: str
+    incarnation: int
+    positions: tuple[int, ...]
+    failed: bool
+    since: float
+    successor: str = ""
+    """The super-peer that adopted the departed one's peers (a clean departure), where their
+    kept notifications are to be asked for."""
+    successor_address: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Returned:
+    """``origin`` came back (restarted, or rejoined after an eviction) with the state of
+    ``peers``: whoever now serves one of them and still waits for its handover asks again.
+    Broadcast down the tree rooted at ``origin_position``."""
+
+    KIND: ClassVar[str] = "sp.returned"
+    origin: str
+    origin_position: int
+    incarnation: int
+    peers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evicted:
+    """The receiver is no longer a member (it was declared failed while it was unreachable):
+    it must rejoin."""
+
+    KIND: ClassVar[str] = "sp.evicted"
+    reason: str
+    incarnation: int
+    """The receiver's incarnation that departed (an older one's eviction is stale)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CatchUp:
+    """From an access point to an origin: send the publications you accepted that match these
+    subscriptions of my peers, each between its own times (your clock): ``entries`` are (peer,
+    subscription id, subscription, since, until). Answered by ``Mail`` (purpose ``catchup``)."""
+
+    KIND: ClassVar[str] = "sp.catchup"
+    request: str
+    entries: tuple[tuple[str, str, qel.Subscription, float, float], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mail:
+    """Notifications for ``peer``, a local peer of the receiver: what an origin found for a
+    ``CatchUp``, what the old access point kept (``handover``), what a leaving super-peer kept
+    (``adopt``), or what reached the old access point after the peer moved (``forward``).
+    Long answers come in several ``Mail`` of one ``request``; ``last`` ends it."""
+
+    KIND: ClassVar[str] = "sp.mail"
+    request: str
+    purpose: str
+    peer: str
+    notifications: tuple[Notify, ...]
+    last: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Handover:
+    """From a peer's new access point to its previous one: the peer moved (``Moved``, with its
+    signature); hand over what you keep for it and forget it."""
+
+    KIND: ClassVar[str] = "sp.handover"
+    request: str
+    peer: str
+    moved_at: float
+    """When the peer connected to the sender: what the receiver kept since is not handed over
+    (the sender has been the peer's access point since, with the peer's current
+    subscriptions)."""
+    previous: str
+    """The access point the peer's move statement names as its previous one (the receiver, or
+    the super-peer whose peers the receiver adopted)."""
+    superpeer: str
+    address: str
+    since: float
+    signature: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoverDone:
+    """The previous access point's answer to ``Handover``, after its ``Mail``: ``accepted`` (it
+    forgot the peer) or refused with ``reason``; ``expired`` notifications had been dropped."""
+
+    KIND: ClassVar[str] = "sp.handover_done"
+    request: str
+    peer: str
+    accepted: bool
+    reason: str
+    expired: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Adopt:
+    """A leaving super-peer hands one of its peers to the receiver: its advertisement and
+    subscriptions (its kept notifications follow as ``Mail``, purpose ``adopt``). The receiver
+    keeps the peer as detached until it connects."""
+
+    KIND: ClassVar[str] = "sp.adopt"
+    peer: str
+    public_key: bytes
+    """The peer's registered public key (DER; empty on a plaintext network): the adopter checks
+    the peer's signature with it when the peer moves on."""
+    advertisement: qel.Advertisement | None
+    subscriptions: tuple[tuple[str, qel.Subscription], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdoptLog:
+    """A leaving super-peer hands the publications it accepted as origin (its log, for catch-up)
+    to the super-peer that adopts its peers: an access point that later asks the adopter for a
+    catch-up still finds them."""
+
+    KIND: ClassVar[str] = "sp.adopt_log"
+    notifications: tuple[Notification, ...]
+
+
+PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave, Locate, Moved, Delivered)
+PEER_REPLIES = (Notify, Ack, Refused, Located, Expired)
+BACKBONE = (
+    Elements,
+    Forward,
+    Retract,
+    Notification,
+    LocateQuery,
+    LocateAnswer,
+    Heartbeat,
+    Departed,
+    Returned,
+    Evicted,
+    CatchUp,
+    Mail,
+    Handover,
+    HandoverDone,
+    Adopt,
+    AdoptLog,
+)
 
 
 # -- links: the first frames of a connection, errors, goodbyes, control -------------------------
@@ -218,7 +428,9 @@ class Hello:
     """The first frame a connecting side sends: who it is and which protocol it speaks.
 
     ``role`` is ``peer``, ``superpeer`` or ``control`` (a local command-line client); ``node_id``
-    and ``address`` name the sender (a super-peer's listening address; empty for others).
+    and ``address`` name the sender (a super-peer's advertised address; empty for others).
+    ``incarnation`` numbers a super-peer's runs (it grows at every start and every rejoin), so the
+    other side tells a restarted neighbour from a reconnecting one.
     """
 
     KIND: ClassVar[str] = "link.hello"
@@ -226,15 +438,20 @@ class Hello:
     node_id: str
     address: str
     protocol: int
+    incarnation: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Welcome:
-    """The accepting side's answer to ``Hello``."""
+    """The accepting side's answer to ``Hello``. Between super-peers, ``resume`` is the last
+    sequence number received from the caller's incarnation on earlier connections: the caller
+    sends again what came after it (``superpeer.channel``)."""
 
     KIND: ClassVar[str] = "link.welcome"
     node_id: str
     address: str
+    incarnation: int = 0
+    resume: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,10 +464,22 @@ class LinkError:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Goodbye:
-    """The sender is shutting down cleanly; ``reason`` is for logs."""
+    """The sender is shutting down cleanly; ``reason`` is for logs. To a peer, ``successor`` is
+    the address of the super-peer that now keeps the peer's subscriptions and notifications
+    (empty if none)."""
 
     KIND: ClassVar[str] = "link.goodbye"
     reason: str
+    successor: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelAck:
+    """On a super-peer connection, from the accepting side: every sequenced frame up to
+    ``received`` arrived (the sender may forget them)."""
+
+    KIND: ClassVar[str] = "link.ack"
+    received: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,4 +500,4 @@ class ControlReply:
     body: str
 
 
-LINK = (Hello, Welcome, LinkError, Goodbye, ControlRequest, ControlReply)
+LINK = (Hello, Welcome, LinkError, Goodbye, ChannelAck, ControlRequest, ControlReply)

@@ -1,12 +1,21 @@
-"""The deterministic in-memory network: N super-peer cores and their peers in one process.
+"""The deterministic in-memory network: ``SuperPeerNode`` s and their peers in one process.
 
-Every message really goes through the wire codec (encoded by the sender's core, decoded on
-arrival), so byte counts are the msgpack sizes the daemons would send. Messages wait in a queue
-ordered by delivery time; each link is FIFO (a message never overtakes an earlier one on the same
-link). Simulated time starts at ``START`` and each workload operation starts ``op_interval`` after
-the previous one, once the network has gone quiet; a message takes ``latency`` seconds per hop, plus,
-with ``interleave``, a seeded random jitter that reorders messages across links (never within one).
-The same seed and workload always give the same run.
+The nodes are the daemons' own protocol objects; the simulator only moves messages and time. The
+cube is built by the topology protocol itself (each super-peer joins through a member chosen at
+random, seeded), peers connect, identify (plaintext), send requests and acknowledge what they
+receive, and super-peers join, leave, fail (their links go silent and their neighbours find out by
+themselves) and restart on their stores (``MemoryStore`` objects that outlive a failure).
+
+Every message really goes through the wire codec (encoded by the sender, decoded on arrival), so
+byte counts are the msgpack sizes the daemons would send. Messages wait in a queue ordered by
+delivery time; each link is FIFO (a message never overtakes an earlier one on the same link).
+Timers fire in time order with the messages. Simulated time starts at ``START``; the cube is built first; each workload
+operation starts ``op_interval`` after the previous one (or later, if the previous one took
+longer), and runs until the network is *quiet*: no message in flight and no node waiting for
+anything (a join, the end of a routing change, a failure being repaired, a catch-up, a
+handover). A message takes ``latency`` seconds per hop, plus, with ``interleave``, a seeded random
+jitter that reorders messages across links (never within one). The same seed and workload always
+give the same run.
 
 With ``verify_wire`` (the default) every message is decoded from its bytes on arrival, as a daemon
 does; without it the receiver gets the sender's (immutable) message object, which is equal to the
@@ -18,41 +27,100 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
+import qel
 import wire
-from superpeer.actions import DiscardOffline, FlushOffline, ToNeighbour, ToOffline, ToPeer
-from superpeer.core import CoreConfig, Output, SuperPeerCore
-from superpeer.sim.topology import hypercube_views
-from superpeer.sim.workload import REQUESTS, OperationError, peer_requests
-from superpeer.trace import TraceRecord, flush_record
+from superpeer.actions import CloseConnection, Stopped, ToConnection, ToSuperPeer
+from superpeer.core import CoreConfig, SuperPeerCore
+from superpeer.node import NodeConfig, SuperPeerNode
+from superpeer.sim.workload import (
+    Connect,
+    Disconnect,
+    Forget,
+    OperationError,
+    Planner,
+    Send,
+    SuperPeerFail,
+    SuperPeerJoin,
+    SuperPeerLeave,
+    SuperPeerRestart,
+)
+from superpeer.store import MemoryStore
+from superpeer.trace import TraceRecord
 from wire import messages as m
+from wire.framing import Received
 
 START: Final = 1_767_225_600.0
 """2026-01-01T00:00:00Z: simulated time starts here, so traces fall on real calendar dates."""
+STUCK_SECONDS: Final = 3600.0
+"""Simulated time one operation may take before the simulation is declared stuck."""
+
+
+class SimulationStuck(RuntimeError):
+    """The network never went quiet (a protocol that waits forever)."""
+
+
+def address_of(node: str) -> str:
+    return f"{node}.sim:7400"
 
 
 @dataclass
 class SimPeer:
     name: str
     access_point: str
-    attached: bool = True
+    connection: int | None = None
+    last_contact: float = 0.0
+    """When the peer last heard from its access point (what a ``Moved`` says)."""
     received: Counter[str] = field(default_factory=Counter)
+    notifications: list[m.Notify] = field(default_factory=list)
+    """Every notification received, in order (repeats included)."""
+    answers: list[object] = field(default_factory=list)
+    """Every answer (``Ack``, ``Refused``, ``Located``) received, in order."""
+    expired: int = 0
+    history: list[tuple[str, object, float, float]] = field(default_factory=list)
+    """The peer's subscriptions over time: (id, subscription, from, until)."""
+    filtered: int = 0
+    """Notifications for none of the peer's subscriptions at their publication time (an access
+    point that returned with an old copy of the peer's state): the inbox does not keep them."""
+
+    def subscribed(self, sid: str, subscription: object, now: float) -> None:
+        active = [h for h in self.history if h[0] == sid and h[3] == float("inf")]
+        if not active:
+            self.history.append((sid, subscription, now, float("inf")))
+
+    def unsubscribed(self, sid: str, now: float) -> None:
+        self.history = [
+            (i, q, start, now if i == sid and end == float("inf") else end)
+            for i, q, start, end in self.history
+        ]
+
+    def owed(self, notify: m.Notify) -> bool:
+        """Whether one of the peer's subscriptions matched ``notify`` when it was published."""
+        at = notify.published_at
+        return any(
+            start <= at < end and qel.matches(q, notify.publication)  # type: ignore[arg-type]
+            for _, q, start, end in self.history
+        )
 
 
 @dataclass(order=True)
 class _Pending:
     at: float
     sequence: int
+    kind: str = field(compare=False)
+    """``sp`` (super-peer to super-peer), ``to_peer``, ``from_peer``, ``close`` (the access
+    point closed a peer's connection)."""
     sender: str = field(compare=False)
     receiver: str = field(compare=False)
-    to_peer: bool = field(compare=False)
-    from_peer: bool = field(compare=False)
-    data: bytes = field(compare=False)
-    message: object = field(compare=False)
-    message_id: str = field(compare=False)
+    connection: int = field(compare=False, default=0)
+    incarnation: int = field(compare=False, default=0)
+    data: bytes = field(compare=False, default=b"")
+    message: object = field(compare=False, default=None)
+    message_id: str = field(compare=False, default="")
 
 
 class Simulation:
@@ -68,135 +136,252 @@ class Simulation:
         op_interval: float = 0.01,
         trace_dir: str | Path | None = None,
         config: CoreConfig | None = None,
+        node_config: NodeConfig | None = None,
         verify_wire: bool = True,
     ) -> None:
         if superpeers < 1:
             raise ValueError("a network needs at least one super-peer")
-        self.ids = [f"sp{k}" for k in range(superpeers)]
-        views = hypercube_views(self.ids, seed=seed)
-        tracing = trace_dir is not None
-        base = config or CoreConfig()
-        core_config = CoreConfig(
-            summarise_values_above=base.summarise_values_above, tracing=tracing
+        base = node_config or NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0)
+        routing = config or base.routing
+        self.node_config = NodeConfig(
+            **{
+                **{f: getattr(base, f) for f in base.__dataclass_fields__},
+                "routing": CoreConfig(
+                    summarise_values_above=routing.summarise_values_above,
+                    tracing=trace_dir is not None,
+                    max_lookups_per_peer=routing.max_lookups_per_peer,
+                    settle_seconds=routing.settle_seconds,
+                ),
+            }
         )
-        self.cores = {
-            sp: SuperPeerCore(sp, f"{sp}.sim:7400", views[sp], core_config) for sp in self.ids
-        }
-        self.peers: dict[str, SimPeer] = {}
-        self.outboxes: dict[str, list[tuple[m.Notify, bytes]]] = {}
         self.now = START
         self.latency = latency
         self.op_interval = op_interval
-        self._random = random.Random(seed) if interleave else None
         self.verify_wire = verify_wire
+        self._topology_random = random.Random(seed)
+        self._random = random.Random(seed) if interleave else None
+        self.ids: list[str] = []
+        self.nodes: dict[str, SuperPeerNode] = {}
+        self.stores: dict[str, MemoryStore] = {}
+        self.peers: dict[str, SimPeer] = {}
+        self.planner = Planner(0)
         self._queue: list[_Pending] = []
         self._sequence = 0
         self._link_clock: dict[tuple[str, str], float] = {}
+        self._connections: dict[tuple[str, int], str] = {}
+        self._deadlines: list[tuple[float, int, str]] = []
+        self._deadline_of: dict[str, float | None] = {}
         self.messages: Counter[str] = Counter()
         self.message_bytes: Counter[str] = Counter()
         self.hops: Counter[int] = Counter()
         self.errors: list[dict[str, object]] = []
         self.locations: dict[str, dict[str, str | None]] = {}
         self.duplicates = 0
+        """Publications a peer's user saw twice (its inbox keeps one copy: always 0; kept so that
+        reports compare with the replay tool's, which counts what the access points sent)."""
+        self.redeliveries = 0
+        """Notifications a peer received again (at least once on the wire: a repeat after a
+        reconnection, or from two access points after a move); its inbox ignored them."""
         self.operations = 0
         self._op_label = ""
         self._trace_files: dict[str, IO[str]] = {}
         self._trace_dir = Path(trace_dir) if trace_dir is not None else None
         if self._trace_dir is not None:
             self._trace_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(superpeers):
+            self._superpeer_join()
+        self.planner.superpeers = superpeers
+        self._workload_start = self.now
+        """Operations are paced from here: the cube is built first, in the time that takes."""
 
     # -- operations ---------------------------------------------------------------------------
     def apply(self, op: dict, number: int | None = None) -> None:
         """One workload operation, then run the network until it is quiet."""
         self.operations += 1
-        self.now = max(self.now, START + (self.operations - 1) * self.op_interval)
+        self._advance(self._workload_start + (self.operations - 1) * self.op_interval)
         self._op_label = f"{number if number is not None else self.operations}:{op['op']}"
-        if op["op"] in REQUESTS:
-            self._requests(op)
-        else:
-            getattr(self, "_op_" + op["op"])(op)
+        try:
+            steps = self.planner.plan(op, str)
+        except OperationError as error:
+            self.errors.append({"op": self._op_label, "peer": op.get("peer"), "error": str(error)})
+            return
+        for step in steps:
+            self._step(step)
         self.run_until_quiet()
 
-    def _op_join(self, op: dict) -> None:
-        name, index = op["peer"], op["superpeer"]
-        if not 0 <= index < len(self.ids):
-            self._error(op, f"there is no super-peer {index} (0..{len(self.ids) - 1})")
-            return
-        if name in self.peers:
-            self._error(op, f"peer {name} has already joined")
-            return
-        peer = SimPeer(name, self.ids[index])
-        self.peers[name] = peer
-        self._attach(peer)
+    def _step(self, step: object) -> None:
+        if isinstance(step, Connect):
+            self._connect(step)
+        elif isinstance(step, Disconnect):
+            self._disconnect(self.peers[step.peer])
+        elif isinstance(step, Send):
+            self._send_request(self.peers[step.peer], step.message)
+        elif isinstance(step, Forget):
+            self._disconnect(self.peers.pop(step.peer))
+        elif isinstance(step, SuperPeerJoin):
+            self._superpeer_join()
+        elif isinstance(step, SuperPeerLeave):
+            self._superpeer_leave(step.superpeer)
+        elif isinstance(step, SuperPeerFail):
+            self._superpeer_fail(step.superpeer)
+        elif isinstance(step, SuperPeerRestart):
+            self._superpeer_restart(step.superpeer)
 
-    def _op_detach(self, op: dict) -> None:
-        peer = self._known(op)
-        if peer is not None and peer.attached:
-            peer.attached = False
-            self._execute(
-                peer.access_point, self.cores[peer.access_point].detach(peer.name, self.now)
+    # -- super-peers --------------------------------------------------------------------------
+    def _superpeer_join(self) -> None:
+        node_id = f"sp{len(self.ids)}"
+        self.ids.append(node_id)
+        store = MemoryStore()
+        self.stores[node_id] = store
+        self._start(node_id)
+        self.run_until_quiet()
+
+    def _start(self, node_id: str) -> None:
+        node = SuperPeerNode(node_id, address_of(node_id), self.stores[node_id], self.node_config)
+        live = sorted(n for n in self.nodes if n != node_id)
+        self.nodes[node_id] = node
+        contacts = []
+        if live:
+            contact = self._topology_random.choice(live)
+            contacts = [(contact, address_of(contact))]
+            contacts += [(n, address_of(n)) for n in live if n != contact]
+        self._execute(node_id, node.start(self.now, contacts))
+
+    def _superpeer_leave(self, index: int) -> None:
+        node_id = self.ids[index]
+        node = self.nodes[node_id]
+        successor = node.successor()
+        self._execute(node_id, node.leave(self.now))
+        self.run_until_quiet()
+        if successor is not None:
+            for step in self.planner.after_leave(index, self.ids.index(successor)):
+                self._connect(step)
+
+    def _superpeer_fail(self, index: int) -> None:
+        """The process dies: its messages and timers stop, its peers' connections break."""
+        node_id = self.ids[index]
+        del self.nodes[node_id]
+        self._deadline_of.pop(node_id, None)
+        self._queue = [p for p in self._queue if node_id not in (p.receiver, p.sender)]
+        heapq.heapify(self._queue)
+        for peer in self.peers.values():
+            if peer.access_point == node_id and peer.connection is not None:
+                peer.connection = None
+                peer.last_contact = self.now
+        for step in self.planner.after_failure(index):
+            self._connect(step)
+        # the failure is found by silence: time passes until the cube no longer holds it
+        self.run_until_quiet(until=lambda: self._repaired(node_id))
+
+    def _repaired(self, node_id: str) -> bool:
+        return not any(
+            node.core is not None and node_id in node.core.view.neighbours()
+            for node in self.nodes.values()
+        )
+
+    def _superpeer_restart(self, index: int) -> None:
+        self._start(self.ids[index])
+
+    # -- peers --------------------------------------------------------------------------------
+    def _connect(self, step: Connect) -> None:
+        node_id = self.ids[step.superpeer]
+        peer = self.peers.get(step.peer)
+        if peer is None:
+            peer = self.peers[step.peer] = SimPeer(step.peer, node_id)
+        if peer.connection is not None:
+            self._disconnect(peer)
+        peer.access_point = node_id
+        node = self.nodes[node_id]
+        connection = node.accept(f"{peer.name}.peer.sim:1", self.now)
+        assert connection is not None
+        peer.connection = connection
+        self._connections[(node_id, connection)] = peer.name
+        hello = m.Hello(role="peer", node_id=peer.name, address="", protocol=wire.PROTOCOL_VERSION)
+        self._from_peer(peer, hello)
+        if step.moved_from is not None:
+            # as the peer daemon does: its state first, then where it comes from
+            for message in self.planner.resend(peer.name):
+                self._from_peer(peer, message)
+            moved = m.Moved(
+                previous=self.ids[step.moved_from],
+                previous_address=address_of(self.ids[step.moved_from]),
+                since=peer.last_contact,
+                signature=b"",
             )
+            self._from_peer(peer, moved)
 
-    def _op_attach(self, op: dict) -> None:
-        peer = self._known(op)
-        if peer is not None and not peer.attached:
-            peer.attached = True
-            self._attach(peer)
-
-    def _op_leave(self, op: dict) -> None:
-        peer = self._known(op)
-        if peer is None:
+    def _disconnect(self, peer: SimPeer) -> None:
+        if peer.connection is None:
             return
-        if not peer.attached:
-            peer.attached = True
-            self._attach(peer)
-        self._request(op, m.Leave())
-        del self.peers[peer.name]
+        node = self.nodes.get(peer.access_point)
+        connection, peer.connection = peer.connection, None
+        peer.last_contact = self.now
+        self._connections.pop((peer.access_point, connection), None)
+        if node is not None:
+            self._enqueue("close_in", peer.name, peer.access_point, connection=connection)
 
-    def _requests(self, op: dict) -> None:
-        try:
-            messages = peer_requests(op)
-        except OperationError as error:
-            self._error(op, str(error))
-            return
-        for message in messages:
-            self._request(op, message)
+    def _send_request(self, peer: SimPeer, message: object) -> None:
+        """A request, and what it means for the peer's own record of its subscriptions (kept
+        as the network accepts them: an id reused for another query is refused)."""
+        planned = self.planner.peers.get(peer.name)
+        if isinstance(message, m.Subscribe) and planned is not None:
+            if planned.keys.get(message.id) == message.subscription.key:
+                peer.subscribed(message.id, message.subscription, self.now)
+        elif isinstance(message, m.Unsubscribe):
+            peer.unsubscribed(message.id, self.now)
+        self._from_peer(peer, message)
 
-    def _attach(self, peer: SimPeer) -> None:
-        core = self.cores[peer.access_point]
-        self._execute(peer.access_point, core.attach(peer.name, self.now, f"{peer.name}.peer.sim"))
-
-    def _known(self, op: dict) -> SimPeer | None:
-        peer = self.peers.get(op["peer"])
-        if peer is None:
-            self._error(op, f"peer {op['peer']} has not joined")
-        return peer
-
-    def _request(self, op: dict, message: object) -> None:
-        peer = self._known(op)
-        if peer is None:
-            return
-        if not peer.attached:
-            self._error(op, f"peer {peer.name} is detached")
-            return
-        message_id = f"{peer.name}#{self._sequence}"
-        data = wire.encode(message, message_id)
+    def _from_peer(self, peer: SimPeer, message: object) -> None:
+        assert peer.connection is not None
+        data = wire.encode(message, f"{peer.name}#{self._sequence}")
         self._count(message, data)
-        self._enqueue(peer.name, peer.access_point, message, data, to_peer=False, from_peer=True)
+        self._enqueue(
+            "from_peer",
+            peer.name,
+            peer.access_point,
+            connection=peer.connection,
+            data=data,
+            message=message,
+        )
 
-    def _error(self, op: dict, text: str) -> None:
-        self.errors.append({"op": self._op_label, "peer": op.get("peer"), "error": text})
+    def _peer_receives(self, pending: _Pending, message: object) -> None:
+        peer = self.peers.get(pending.receiver)
+        if peer is None or peer.connection != pending.connection:
+            return  # a connection closed since: what was on it is lost with it
+        peer.last_contact = self.now
+        if isinstance(message, m.Notify):
+            # the peer's inbox keeps one copy per publication and acknowledges every copy
+            publication = message.publication.id
+            if not peer.owed(message):
+                peer.filtered += 1
+            elif peer.received[publication]:
+                self.redeliveries += 1
+            else:
+                self.hops[message.hops] += 1
+                peer.received[publication] += 1
+                peer.notifications.append(message)
+            self._from_peer(peer, m.Delivered(through=message.delivery))
+        if isinstance(message, m.Ack | m.Refused | m.Located):
+            peer.answers.append(message)
+        if isinstance(message, m.Refused):
+            self.errors.append({"op": self._op_label, "peer": peer.name, "error": message.reason})
+        if isinstance(message, m.Located):
+            where = message.superpeer if message.online else None
+            self.locations.setdefault(peer.name, {})[message.id] = where
+        if isinstance(message, m.Expired):
+            peer.expired += message.count
 
     # -- the network --------------------------------------------------------------------------
     def _enqueue(
         self,
+        kind: str,
         sender: str,
         receiver: str,
-        message: object,
-        data: bytes,
         *,
-        to_peer: bool,
-        from_peer: bool,
+        connection: int = 0,
+        incarnation: int = 0,
+        data: bytes = b"",
+        message: object = None,
         message_id: str = "",
     ) -> None:
         delay = self.latency
@@ -209,77 +394,156 @@ class Simulation:
         heapq.heappush(
             self._queue,
             _Pending(
-                at, self._sequence, sender, receiver, to_peer, from_peer, data, message, message_id
+                at,
+                self._sequence,
+                kind,
+                sender,
+                receiver,
+                connection,
+                incarnation,
+                data,
+                message,
+                message_id,
             ),
         )
 
-    def run_until_quiet(self) -> None:
-        while self._queue:
-            pending = heapq.heappop(self._queue)
-            self.now = max(self.now, pending.at)
-            if self.verify_wire:
-                message, message_id = wire.decode(pending.data)
+    def run_until_quiet(self, until: Callable[[], bool] | None = None) -> None:
+        """Deliver messages and fire timers until nothing is in flight, no node waits for
+        anything, and ``until`` (if given) holds."""
+        started = self.now
+        while (
+            self._queue
+            or any(node.busy() for node in self.nodes.values())
+            or (until is not None and not until())
+        ):
+            timer = self._next_timer()
+            if self._queue and (timer is None or self._queue[0].at < timer[0]):
+                self._deliver(heapq.heappop(self._queue))
+            elif timer is not None:
+                self._fire(timer)
             else:
-                message, message_id = pending.message, pending.message_id
-            if pending.to_peer:
-                self._to_peer(pending.receiver, message)
-                continue
-            core = self.cores[pending.receiver]
-            if pending.from_peer:
-                outputs = core.peer_message(
-                    pending.sender, message, len(pending.data), self.now, message_id
+                break
+            if self.now - started > STUCK_SECONDS:
+                busy = {n: node.waiting_for() for n, node in self.nodes.items() if node.busy()}
+                raise SimulationStuck(
+                    f"{self._op_label}: not quiet after {STUCK_SECONDS} s (busy: {busy})"
                 )
-            else:
-                outputs = core.neighbour_message(
-                    pending.sender, message, len(pending.data), self.now, message_id
-                )
-            self._execute(pending.receiver, outputs)
 
-    def _execute(self, node: str, outputs: list[Output]) -> None:
+    def _advance(self, until: float) -> None:
+        """Let time pass to ``until``, firing every timer due meanwhile, in order."""
+        while True:
+            timer = self._next_timer()
+            if (
+                self._queue
+                and self._queue[0].at <= until
+                and (timer is None or self._queue[0].at < timer[0])
+            ):
+                self._deliver(heapq.heappop(self._queue))
+            elif timer is not None and timer[0] <= until:
+                self._fire(timer)
+            else:
+                break
+        self.now = max(self.now, until)
+
+    def _next_timer(self) -> tuple[float, str] | None:
+        while self._deadlines:
+            at, _, node_id = self._deadlines[0]
+            if self._deadline_of.get(node_id) == at and node_id in self.nodes:
+                return at, node_id
+            heapq.heappop(self._deadlines)
+        return None
+
+    def _fire(self, timer: tuple[float, str]) -> None:
+        at, node_id = timer
+        heapq.heappop(self._deadlines)
+        self._deadline_of[node_id] = None
+        self.now = max(self.now, at)
+        node = self.nodes[node_id]
+        self._execute(node_id, node.timer(self.now))
+
+    def _deliver(self, pending: _Pending) -> None:
+        self.now = max(self.now, pending.at)
+        if pending.kind == "to_peer":
+            message = self._decode(pending)
+            self._peer_receives(pending, message)
+            return
+        if pending.kind == "close_out":
+            peer = self.peers.get(pending.receiver)
+            if peer is not None and peer.connection == pending.connection:
+                peer.connection = None
+                self._reconnect_later(peer)
+            return
+        node = self.nodes.get(pending.receiver)
+        if node is None:
+            return
+        if pending.kind == "close_in":
+            self._execute(pending.receiver, node.connection_closed(pending.connection, self.now))
+            return
+        message = self._decode(pending)
+        if pending.kind == "from_peer":
+            outputs = node.peer_message(
+                pending.connection, message, len(pending.data), pending.message_id, self.now
+            )
+        else:
+            received = Received(message, pending.message_id, len(pending.data))
+            outputs = node.superpeer_message(
+                pending.sender, pending.incarnation, received, self.now
+            )
+        self._execute(pending.receiver, outputs)
+
+    def _reconnect_later(self, peer: SimPeer) -> None:
+        """The access point closed the connection (it left, or a newer connection won): a peer
+        that wants to be attached comes back by itself (``Goodbye`` told it where)."""
+
+    def _decode(self, pending: _Pending) -> object:
+        if self.verify_wire:
+            message, message_id = wire.decode(pending.data)
+            pending.message_id = message_id
+            return message
+        return pending.message
+
+    def _execute(self, node_id: str, outputs: list) -> None:
+        node = self.nodes.get(node_id)
         for output in outputs:
-            if isinstance(output, ToNeighbour):
+            if isinstance(output, ToSuperPeer):
                 self._count(output.message, output.data)
-                self._enqueue(
-                    node,
-                    output.neighbour,
-                    output.message,
-                    output.data,
-                    to_peer=False,
-                    from_peer=False,
-                    message_id=output.message_id,
-                )
-            elif isinstance(output, ToPeer):
+                if output.node in self.nodes:
+                    self._enqueue(
+                        "sp",
+                        node_id,
+                        output.node,
+                        incarnation=node.incarnation if node is not None else 0,
+                        data=output.data,
+                        message=output.message,
+                        message_id=output.message_id,
+                    )
+            elif isinstance(output, ToConnection):
                 self._count(output.message, output.data)
-                self._enqueue(
-                    node, output.peer, output.message, output.data, to_peer=True, from_peer=False
-                )
-            elif isinstance(output, ToOffline):
-                self.outboxes.setdefault(output.peer, []).append((output.message, output.data))
-            elif isinstance(output, FlushOffline):
-                for notify, data in self.outboxes.pop(output.peer, []):
-                    self._count(notify, data)
-                    self._write_trace(flush_record(self.now, node, notify, output.peer, len(data)))
-                    self._enqueue(node, output.peer, notify, data, to_peer=True, from_peer=False)
-            elif isinstance(output, DiscardOffline):
-                self.outboxes.pop(output.peer, None)
+                peer = self._connections.get((node_id, output.connection))
+                if peer is not None:
+                    self._enqueue(
+                        "to_peer",
+                        node_id,
+                        peer,
+                        connection=output.connection,
+                        data=output.data,
+                        message=output.message,
+                    )
+            elif isinstance(output, CloseConnection):
+                peer = self._connections.pop((node_id, output.connection), None)
+                if peer is not None:
+                    self._enqueue("close_out", node_id, peer, connection=output.connection)
+            elif isinstance(output, Stopped):
+                self.nodes.pop(node_id, None)
+                self._deadline_of.pop(node_id, None)
             elif isinstance(output, TraceRecord):
                 self._write_trace(output)
-
-    def _to_peer(self, name: str, message: object) -> None:
-        peer = self.peers.get(name)
-        if isinstance(message, m.Notify):
-            if peer is None:
-                return
-            publication = message.publication.id
-            if peer.received[publication]:
-                self.duplicates += 1
-            peer.received[publication] += 1
-            self.hops[message.hops] += 1
-        elif isinstance(message, m.Refused):
-            self.errors.append({"op": self._op_label, "peer": name, "error": message.reason})
-        elif isinstance(message, m.Located):
-            where = message.superpeer if message.online else None
-            self.locations.setdefault(name, {})[message.id] = where
+        if node is not None and node_id in self.nodes:
+            deadline = node.next_deadline()
+            if deadline is not None and deadline != self._deadline_of.get(node_id):
+                self._deadline_of[node_id] = deadline
+                self._sequence += 1
+                heapq.heappush(self._deadlines, (deadline, self._sequence, node_id))
 
     def _count(self, message: object, data: bytes) -> None:
         kind = type(message).KIND  # type: ignore[attr-defined]
@@ -292,7 +556,7 @@ class Simulation:
             return
         handle = self._trace_files.get(record.node)
         if handle is None:
-            handle = (self._trace_dir / f"{record.node}.jsonl").open("w", encoding="utf-8")
+            handle = (self._trace_dir / f"{record.node}.jsonl").open("a", encoding="utf-8")
             self._trace_files[record.node] = handle
         handle.write(record.to_json() + "\n")
 
@@ -302,19 +566,34 @@ class Simulation:
         self._trace_files.clear()
 
     # -- results ------------------------------------------------------------------------------
+    @property
+    def cores(self) -> dict[str, SuperPeerCore]:
+        """The routing core of every live member."""
+        return {n: node.core for n, node in sorted(self.nodes.items()) if node.core is not None}
+
+    def kept(self, name: str) -> set[str]:
+        """Publication ids kept for ``name`` in any live super-peer's mail (that its inbox would
+        keep: see ``SimPeer.owed``)."""
+        found: set[str] = set()
+        peer = self.peers.get(name)
+        for node_id in self.nodes:
+            for _, data in self.stores[node_id].mail_after(name, 0, 1 << 40):
+                notify, _ = wire.decode(data)
+                if peer is None or peer.owed(notify):  # type: ignore[arg-type]
+                    found.add(notify.publication.id)  # type: ignore[attr-defined]
+        return found
+
     def deliveries(self) -> dict[str, list[str]]:
-        """Per peer, the publication ids it received, online or kept in its offline outbox."""
-        result: dict[str, set[str]] = {
-            name: set(peer.received) for name, peer in self.peers.items()
+        """Per peer, the publication ids it received, online or kept in its mail."""
+        return {
+            name: sorted(set(peer.received) | self.kept(name))
+            for name, peer in sorted(self.peers.items())
         }
-        for name, kept in self.outboxes.items():
-            if name in result:
-                result[name].update(notify.publication.id for notify, _ in kept)
-        return {name: sorted(ids) for name, ids in sorted(result.items())}
 
     def report(self) -> dict[str, object]:
         deliveries = self.deliveries()
-        kept = sum(len(v) for v in self.outboxes.values())
+        kept = sum(len(self.kept(name)) for name in self.peers)
+        backbone = {k: c for k, c in self.messages.items() if k.startswith("sp.")}
         return {
             "deliveries": deliveries,
             "errors": self.errors,
@@ -327,17 +606,16 @@ class Simulation:
                 name: dict(sorted(found.items())) for name, found in sorted(self.locations.items())
             },
             "totals": {
-                "superpeers": len(self.ids),
+                "superpeers": len(self.nodes),
                 "peers": len(self.peers),
                 "operations": self.operations,
                 "messages": sum(self.messages.values()),
                 "bytes": sum(self.message_bytes.values()),
-                "backbone_messages": sum(
-                    c for k, c in self.messages.items() if k.startswith("sp.")
-                ),
+                "backbone_messages": sum(c for k, c in backbone.items() if k != m.Heartbeat.KIND),
                 "deliveries": sum(len(v) for v in deliveries.values()),
                 "kept_offline": kept,
                 "duplicates": self.duplicates,
+                "redeliveries": self.redeliveries,
                 "errors": len(self.errors),
                 "simulated_seconds": round(self.now - START, 6),
             },

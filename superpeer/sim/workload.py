@@ -15,16 +15,28 @@ detach         ``peer`` (goes offline; keeps its subscriptions; notifications ar
 attach         ``peer`` (comes back and receives what was kept)
 leave          ``peer`` (leaves for good)
 locate         ``peer``, ``id`` (the peer's name for the look-up), ``target`` (the peer to find)
+move           ``peer``, ``superpeer`` (the peer connects to another access point; migration)
+superpeer_join     (a new super-peer joins the cube; it gets the next index)
+superpeer_leave    ``superpeer`` (a clean departure: its peers go to the super-peer that adopts
+                   them)
+superpeer_fail     ``superpeer`` (a crash: detected by silence; its attached peers move to the
+                   next live super-peer by themselves)
+superpeer_restart  ``superpeer`` (a failed super-peer comes back on its data)
 =============  ==================================================================================
 
 A document with several subjects makes several publications, ``id#1``, ``id#2``, ... in subject
 order. ``read_workload`` checks every line's shape and reports the first bad one with its number.
+
+``Planner`` is what an operation means whatever runs it (the simulator, or the replay tool on real
+daemons): it checks the operation against who has joined where, which super-peers are live, and
+turns it into ``Step`` s; both runners execute the same steps and report the same errors.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -41,6 +53,11 @@ OPERATIONS: Final = {
     "attach": {"peer"},
     "leave": {"peer"},
     "locate": {"peer", "id", "target"},
+    "move": {"peer", "superpeer"},
+    "superpeer_join": set(),
+    "superpeer_leave": {"superpeer"},
+    "superpeer_fail": {"superpeer"},
+    "superpeer_restart": {"superpeer"},
 }
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
@@ -106,7 +123,7 @@ def check_operation(op: object, line: int) -> dict:
     for key in ("query", "data", "format"):
         if key in op and not isinstance(op[key], str):
             raise WorkloadError(f"line {line}: {key} must be a string")
-    if name == "join" and (
+    if "superpeer" in op and (
         not isinstance(op["superpeer"], int) or isinstance(op["superpeer"], bool)
     ):
         raise WorkloadError(f"line {line}: superpeer must be an integer index")
@@ -123,3 +140,226 @@ def read_workload(path: str | Path) -> Iterator[dict]:
             except ValueError as error:
                 raise WorkloadError(f"line {number}: not JSON: {error}") from None
             yield check_operation(op, number)
+
+
+# -- the planner ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    """``peer`` connects to super-peer ``superpeer`` (an index). With ``moved_from`` (an index)
+    it was attached there before: it says so (``Moved``) and sends its whole state again."""
+
+    peer: str
+    superpeer: int
+    moved_from: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """``peer`` sends ``message``; ``op`` is the operation it belongs to (for errors)."""
+
+    peer: str
+    message: object
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """``peer`` left for good."""
+
+    peer: str
+
+
+@dataclass(frozen=True, slots=True)
+class SuperPeerJoin:
+    superpeer: int
+
+
+@dataclass(frozen=True, slots=True)
+class SuperPeerLeave:
+    superpeer: int
+
+
+@dataclass(frozen=True, slots=True)
+class SuperPeerFail:
+    superpeer: int
+
+
+@dataclass(frozen=True, slots=True)
+class SuperPeerRestart:
+    superpeer: int
+
+
+Step = (
+    Connect
+    | Disconnect
+    | Send
+    | Forget
+    | SuperPeerJoin
+    | SuperPeerLeave
+    | SuperPeerFail
+    | SuperPeerRestart
+)
+
+
+@dataclass
+class PlannedPeer:
+    superpeer: int
+    attached: bool = True
+    advertisement: dict | None = None
+    subscriptions: dict[str, str] = field(default_factory=dict)
+    keys: dict[str, frozenset] = field(default_factory=dict)
+
+
+class Planner:
+    """The meaning of each operation, for every runner (see the module docstring)."""
+
+    def __init__(self, superpeers: int) -> None:
+        self.superpeers = superpeers
+        self.down: set[int] = set()
+        self.gone: set[int] = set()
+        self.peers: dict[str, PlannedPeer] = {}
+
+    def live(self) -> list[int]:
+        return [k for k in range(self.superpeers) if k not in self.down and k not in self.gone]
+
+    def next_live(self, after: int) -> int:
+        """Where a peer goes when its access point is not there: the next live index."""
+        live = self.live()
+        if not live:
+            raise OperationError("no super-peer is live")
+        return min(live, key=lambda k: (k - after - 1) % max(self.superpeers, 1))
+
+    def plan(self, op: dict, public_id: Callable[[str], str] = str) -> list[Step]:
+        """The steps of ``op``; ``OperationError`` (nothing to do) with the text to report."""
+        kind = op["op"]
+        if kind.startswith("superpeer_"):
+            return self._backbone(kind, op)
+        name = op["peer"]
+        if kind == "join":
+            return self._join(name, op["superpeer"])
+        peer = self.peers.get(name)
+        if peer is None:
+            raise OperationError(f"peer {name} has not joined")
+        if kind == "detach":
+            if not peer.attached:
+                return []
+            peer.attached = False
+            return [Disconnect(name)]
+        if kind == "attach":
+            if peer.attached:
+                return []
+            peer.attached = True
+            return [self._connect(name, peer)]
+        if kind == "leave":
+            steps: list[Step] = [] if peer.attached else [self._connect(name, peer)]
+            del self.peers[name]
+            return [*steps, Send(name, m.Leave()), Forget(name)]
+        if kind == "move":
+            target = op["superpeer"]
+            if target not in self.live():
+                raise OperationError(f"there is no live super-peer {target}")
+            if target == peer.superpeer and peer.attached:
+                return []
+            steps = [Disconnect(name)] if peer.attached else []
+            previous = peer.superpeer
+            peer.superpeer, peer.attached = target, True
+            return [*steps, *self._arrive(name, peer, previous)]
+        if not peer.attached:
+            raise OperationError(f"peer {name} is detached")
+        messages = peer_requests(op, public_id)
+        self._remember(peer, op)
+        return [Send(name, message) for message in messages]
+
+    def _join(self, name: str, index: int) -> list[Step]:
+        if not 0 <= index < self.superpeers or index in self.gone:
+            raise OperationError(f"there is no super-peer {index} (0..{self.superpeers - 1})")
+        if index in self.down:
+            raise OperationError(f"super-peer {index} is down")
+        if name in self.peers:
+            raise OperationError(f"peer {name} has already joined")
+        self.peers[name] = PlannedPeer(index)
+        return [Connect(name, index)]
+
+    def _connect(self, name: str, peer: PlannedPeer) -> Connect:
+        if peer.superpeer in self.live():
+            return Connect(name, peer.superpeer)
+        previous = peer.superpeer
+        peer.superpeer = self.next_live(previous)
+        return Connect(name, peer.superpeer, previous)
+
+    def _arrive(self, name: str, peer: PlannedPeer, previous: int) -> list[Step]:
+        """``peer`` connects to its (new) access point, coming from ``previous``."""
+        return [Connect(name, peer.superpeer, previous)]
+
+    def resend(self, name: str) -> list[object]:
+        """What a peer that moved sends again: its advertisement, then its subscriptions."""
+        peer = self.peers[name]
+        messages: list[object] = []
+        if peer.advertisement is not None:
+            messages += peer_requests({"op": "advertise", "peer": name, **peer.advertisement})
+        for sid, query in sorted(peer.subscriptions.items()):
+            messages += peer_requests({"op": "subscribe", "peer": name, "id": sid, "query": query})
+        return messages
+
+    def _remember(self, peer: PlannedPeer, op: dict) -> None:
+        """Keep what a peer will send again after a move (as the oracle accepts it)."""
+        if op["op"] == "advertise":
+            peer.advertisement = {k: v for k, v in op.items() if k not in ("op", "peer")}
+        elif op["op"] == "subscribe":
+            sid = op["id"]
+            key = qel.parse_subscription(op["query"]).key
+            if sid not in peer.keys or peer.keys[sid] == key:
+                peer.subscriptions[sid] = op["query"]
+                peer.keys[sid] = key
+        elif op["op"] == "unsubscribe":
+            peer.subscriptions.pop(op["id"], None)
+            peer.keys.pop(op["id"], None)
+
+    def _backbone(self, kind: str, op: dict) -> list[Step]:
+        if kind == "superpeer_join":
+            self.superpeers += 1
+            return [SuperPeerJoin(self.superpeers - 1)]
+        index = op["superpeer"]
+        if not 0 <= index < self.superpeers or index in self.gone:
+            raise OperationError(f"there is no super-peer {index}")
+        if kind == "superpeer_restart":
+            if index not in self.down:
+                raise OperationError(f"super-peer {index} is not down")
+            self.down.discard(index)
+            return [SuperPeerRestart(index)]
+        if index in self.down:
+            raise OperationError(f"super-peer {index} is down")
+        if len(self.live()) == 1:
+            raise OperationError(f"super-peer {index} is the last one")
+        if kind == "superpeer_leave":
+            self.gone.add(index)
+            return [SuperPeerLeave(index)]
+        self.down.add(index)
+        return [SuperPeerFail(index)]
+
+    def attached_to(self, index: int) -> list[str]:
+        return sorted(n for n, p in self.peers.items() if p.superpeer == index and p.attached)
+
+    def after_failure(self, index: int) -> list[Connect]:
+        """The peers attached to failed super-peer ``index`` move by themselves."""
+        steps = []
+        for name in self.attached_to(index):
+            peer = self.peers[name]
+            peer.superpeer = self.next_live(index)
+            steps.append(Connect(name, peer.superpeer, index))
+        return steps
+
+    def after_leave(self, index: int, successor: int) -> list[Connect]:
+        """The peers attached to super-peer ``index``, which left, go to ``successor``, which
+        adopted them (a detached peer finds out when it comes back)."""
+        steps = []
+        for name in self.attached_to(index):
+            self.peers[name].superpeer = successor
+            steps.append(Connect(name, successor))
+        return steps

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from superpeer.core import CoreConfig
 from superpeer.sim import Simulation
 from superpeer.sim.generate import generate
 
@@ -69,11 +70,19 @@ def spark() -> Iterator[SparkSession]:
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The simulator's traces of ``WORKLOAD``: one ``sp<k>.jsonl`` per super-peer."""
     directory = tmp_path_factory.mktemp("traces")
-    simulation = Simulation(WORKLOAD["superpeers"], trace_dir=directory)
+    simulate(directory).close()
+    return directory
+
+
+def simulate(trace_dir: Path | None = None) -> Simulation:
+    """``WORKLOAD`` run in the simulator. Routing changes settle in 0.1 s (plenty at 2 ms per
+    hop): the cube is built in under 2 simulated seconds, so the traces span a few seconds."""
+    simulation = Simulation(
+        WORKLOAD["superpeers"], trace_dir=trace_dir, config=CoreConfig(settle_seconds=0.1)
+    )
     for op in generate(**WORKLOAD):
         simulation.apply(op)
-    simulation.close()
-    return directory
+    return simulation
 
 
 @pytest.fixture(scope="session")

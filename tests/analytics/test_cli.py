@@ -14,10 +14,8 @@ from PIL import Image
 from pyspark.sql import SparkSession
 
 from analytics.cli import main
-from superpeer.sim import Simulation
-from superpeer.sim.generate import generate
 
-from .conftest import WORKLOAD
+from .conftest import WORKLOAD, simulate
 
 SECTION_HEADINGS = (
     "Summary",
@@ -168,9 +166,7 @@ def test_parquet_copy_is_partitioned_by_date_and_node(report: Path) -> None:
 def test_tables_hold_the_simulators_own_message_counts(spark: SparkSession, report: Path) -> None:
     """The per-kind table, read back from Parquet and from CSV, against the counts the simulator
     keeps itself (acknowledgements are not traced)."""
-    simulation = Simulation(WORKLOAD["superpeers"])
-    for op in generate(**WORKLOAD):
-        simulation.apply(op)
+    simulation = simulate()
     counted = {
         (kind, counts["count"], counts["bytes"])
         for kind, counts in simulation.report()["messages"].items()  # type: ignore[union-attr]

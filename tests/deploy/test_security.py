@@ -130,7 +130,9 @@ def test_attacks_on_peer_identity_are_refused_and_change_nothing(cluster):
             # 1. Another peer's public identifier, registered with the attacker's own key.
             thief = Attacker(cluster.addresses[0], ca)
             await thief.open()
-            await thief.send(m.Hello(role="peer", node_id=victim_id, address="", protocol=1))
+            await thief.send(
+                m.Hello(role="peer", node_id=victim_id, address="", protocol=wire.PROTOCOL_VERSION)
+            )
             challenge = await until_challenge(thief)
             key = peer_key("thief")
             transcript = crypto.transcript(
@@ -151,7 +153,9 @@ def test_attacks_on_peer_identity_are_refused_and_change_nothing(cluster):
             # 2. The victim's public identifier with a wrong private identifier.
             guesser = Attacker(cluster.addresses[0], ca)
             await guesser.open()
-            await guesser.send(m.Hello(role="peer", node_id=victim_id, address="", protocol=1))
+            await guesser.send(
+                m.Hello(role="peer", node_id=victim_id, address="", protocol=wire.PROTOCOL_VERSION)
+            )
             challenge = await until_challenge(guesser)
             transcript = crypto.transcript(
                 purpose="identify", nonce=challenge.nonce, verifier_id=challenge.verifier_id,
@@ -172,7 +176,9 @@ def test_attacks_on_peer_identity_are_refused_and_change_nothing(cluster):
             # a previous connection, answering a fresh challenge.
             genuine = Attacker(cluster.addresses[0], ca)
             await genuine.open()
-            await genuine.send(m.Hello(role="peer", node_id=victim_id, address="", protocol=1))
+            await genuine.send(
+                m.Hello(role="peer", node_id=victim_id, address="", protocol=wire.PROTOCOL_VERSION)
+            )
             challenge = await until_challenge(genuine)
             prover = crypto.Prover(
                 peer_key("victim"), verifier_fingerprint=challenge.verifier_fingerprint,
@@ -182,7 +188,9 @@ def test_attacks_on_peer_identity_are_refused_and_change_nothing(cluster):
             await genuine.close()  # the victim's connection drops before the answer arrives
             replayer = Attacker(cluster.addresses[0], ca)
             await replayer.open()
-            await replayer.send(m.Hello(role="peer", node_id=victim_id, address="", protocol=1))
+            await replayer.send(
+                m.Hello(role="peer", node_id=victim_id, address="", protocol=wire.PROTOCOL_VERSION)
+            )
             await until_challenge(replayer)
             await replayer.send(captured.message)
             [rejected] = [x for x in await replayer.receive() if isinstance(x, crypto.Rejected)]
@@ -194,7 +202,11 @@ def test_attacks_on_peer_identity_are_refused_and_change_nothing(cluster):
             async def register_thief(hello_id: str) -> list[object]:
                 attacker = Attacker(cluster.addresses[0], ca)
                 await attacker.open()
-                await attacker.send(m.Hello(role="peer", node_id=hello_id, address="", protocol=1))
+                await attacker.send(
+                    m.Hello(
+                        role="peer", node_id=hello_id, address="", protocol=wire.PROTOCOL_VERSION
+                    )
+                )
                 challenge = await until_challenge(attacker)
                 transcript = crypto.transcript(
                     purpose="register", nonce=challenge.nonce, verifier_id=challenge.verifier_id,
@@ -249,7 +261,9 @@ def test_plaintext_and_tls12_clients_are_refused(cluster):
     async def scenario() -> None:
         plain = Attacker(cluster.addresses[0], None, tls=False)
         await plain.open()
-        await plain.send(m.Hello(role="peer", node_id="anyone", address="", protocol=1))
+        await plain.send(
+            m.Hello(role="peer", node_id="anyone", address="", protocol=wire.PROTOCOL_VERSION)
+        )
         assert await plain.receive() == []
         await plain.close()
 
@@ -360,8 +374,7 @@ def test_the_wire_carries_no_secret_and_no_payload_in_clear_and_tampering_is_det
                 "capture-sub",
                 f"127.0.0.1:{tamper_port}",
                 ca=cluster.ca_certificate,
-                private_identifier=subscriber.private_identifier,
-                issued_by="sp0",
+                registration=subscriber.registration,
             )
             await subscriber.disconnect()
             with pytest.raises((DriverError, trio.BrokenResourceError, ssl.SSLError)):
@@ -378,7 +391,7 @@ def test_the_wire_carries_no_secret_and_no_payload_in_clear_and_tampering_is_det
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)
-    assert wire.PROTOCOL_VERSION == 1
+    assert wire.PROTOCOL_VERSION == 2
 
 
 def forget(cluster, public_id: str) -> subprocess.CompletedProcess:

@@ -9,6 +9,7 @@ from hypercup import (
     MESSAGE_TYPES,
     Grow,
     JoinDone,
+    JoinRefused,
     JoinRequest,
     JoinWalk,
     LeaveWalk,
@@ -42,6 +43,7 @@ ROUTED = JoinWalk(
 
 EXAMPLES: list[Message] = [
     JoinRequest(address="n.sim:4000"),
+    JoinRefused(reason="n is still a member here"),
     JoinWalk(
         epoch=2,
         newcomer="n",

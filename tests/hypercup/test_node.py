@@ -7,6 +7,8 @@ from hypercup import (
     HypercupNode,
     JoinDone,
     Joined,
+    JoinFailed,
+    JoinRefused,
     JoinRequest,
     LeaveWalk,
     Left,
@@ -116,6 +118,21 @@ def test_a_stale_message_breaks_the_node() -> None:
         b.leave()
 
 
+def test_a_member_asking_to_join_again_is_refused_and_nothing_breaks():
+    """A restarted super-peer asks to join while its old incarnation is still in the cube: it is
+    told to come back later, and neither side breaks."""
+    a, _ = pair()
+    [send] = a.receive("b", JoinRequest(address=address_of("b")))
+    assert isinstance(send.message, JoinRefused) and "still a member" in send.message.reason
+    assert a.state is NodeState.MEMBER
+    newcomer = HypercupNode("c", address_of("c"))
+    newcomer.join_via("a", address_of("a"))
+    [failed] = newcomer.receive("a", JoinRefused(reason="busy"))
+    assert isinstance(failed, JoinFailed) and failed.reason == "busy"
+    assert newcomer.state is NodeState.IDLE
+    assert newcomer.receive("a", JoinRefused(reason="late")) == []
+
+
 @pytest.mark.parametrize(
     ("message", "text"),
     [
@@ -123,7 +140,6 @@ def test_a_stale_message_breaks_the_node() -> None:
         (ReturnTop(epoch=1, column=1, leaver="x", peers={}), "does not hold next to us"),
         (Welcome(epoch=1, dimension=1, position=1, peers={}), "which is member"),
         (Released(), "which is member"),
-        (JoinRequest(address=address_of("b")), "already a member"),
         (Grow(epoch=2, dimension=3, root=0), "Grow to dimension 3"),
     ],
 )
@@ -308,8 +324,10 @@ def test_joins_and_repairs_do_not_overlap() -> None:
     repairer = network.node(topology.holder(4))
     assert repairer.neighbour_failed(failed)  # it starts asking around
     assert repairer.busy()
-    with pytest.raises(RemoteProtocolError, match="repairs a failure"):
-        repairer.receive("newcomer", JoinRequest(address=address_of("newcomer")))
+    [refusal] = repairer.receive("newcomer", JoinRequest(address=address_of("newcomer")))
+    assert isinstance(refusal.message, JoinRefused)
+    assert "departure" in refusal.message.reason
+    assert repairer.state is NodeState.MEMBER
     network = cube(8)
     repairer = network.node(topology.holder(4))
     repairer.neighbour_failed(failed)

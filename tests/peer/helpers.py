@@ -68,7 +68,7 @@ def make_client(
     return PeerClient(
         store=StateStore.open(directory, name="alice"),
         inbox=Inbox.open(directory / "notifications"),
-        superpeer=("127.0.0.1", port),
+        superpeers=[("127.0.0.1", port)],
         backoff=Backoff(0.01, 0.05, random.Random(7).random),
         limits=wire.DEFAULT_WIRE_LIMITS,
         request_timeout=timeout,

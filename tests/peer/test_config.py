@@ -33,7 +33,7 @@ def test_defaults_put_the_data_under_the_users_data_dir():
     base = Path(platformdirs.user_data_dir("semantic-pubsub"))
     assert load_config(None).data_dir == base / "peer-default"
     named = load_config(None, name="alice")
-    assert (named.data_dir, named.name, named.superpeer) == (base / "peer-alice", "alice", None)
+    assert (named.data_dir, named.name, named.superpeers) == (base / "peer-alice", "alice", ())
     assert named.control_path == base / "peer-alice" / "control.sock"
 
 
@@ -58,7 +58,7 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
     monkeypatch.chdir(tmp_path)
     config = load_config(str(config_file))
     assert config.data_dir == tmp_path / "conf" / "data", "relative to the file"
-    assert config.superpeer == ("127.0.0.1", 7400)
+    assert config.superpeers == (("127.0.0.1", 7400),)
     assert (config.request_timeout, config.reconnect_initial, config.reconnect_max) == (5, 0.25, 4)
     assert (config.locate_timeout, load_config(None).locate_timeout) == (2.5, 10.0)
     assert config.advertisement is not None
@@ -70,13 +70,13 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
         str(config_file), data_dir="elsewhere", name="bob", superpeer="[::1]:9"
     )
     assert overridden.data_dir == tmp_path / "elsewhere", "relative to the working directory"
-    assert (overridden.name, overridden.superpeer) == ("bob", ("::1", 9))
+    assert (overridden.name, overridden.superpeers) == ("bob", (("::1", 9),))
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("superpeer = 7400", "superpeer must be a str"),
+        ("superpeer = 7400", "superpeer must be an address or a list"),
         ("superpeers = '127.0.0.1:7400'", r"unknown configuration key\(s\) \['superpeers'\]"),
         ("request_timeout = 0", "request_timeout must be a positive number"),
         ("locate_timeout = -1", "locate_timeout must be a positive number"),

@@ -269,7 +269,11 @@ async def test_misbehaving_control_clients_get_an_error_and_disturb_nobody(
             b"GET / HTTP/1.1\r\n\r\n": "a frame announces",
             frame(b"\xc1garbage"): "not a msgpack message",
             frame(wire.encode(m.ControlRequest(command="status", arguments={}))): "link.hello",
-            frame(wire.encode(m.Hello(role="peer", node_id="x", address="", protocol=1))): "role",
+            frame(
+                wire.encode(
+                    m.Hello(role="peer", node_id="x", address="", protocol=wire.PROTOCOL_VERSION)
+                )
+            ): "role",
             frame(wire.encode(hello))
             + frame(wire.encode(m.Welcome(node_id="x", address=""))): "welcome after the hand",
             frame(wire.encode(hello))

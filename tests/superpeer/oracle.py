@@ -5,6 +5,11 @@ network at the end) that has, at publish time, an active subscription matching i
 publisher's advertisement at that time allows it. It applies the same refusals as the network
 (unknown peers, ids reused for another subscription, unknown ids, publications outside the
 advertisement, malformed input), so an operation refused there changes nothing here either.
+
+The backbone's life (super-peers joining, leaving, failing, restarting) and peers moving between
+access points change nothing here: whatever happens to the super-peers, a peer is owed exactly
+what its subscriptions matched. Which operations are refused (a join to a super-peer that is
+down, ...) is the workload's meaning, shared with the runners (``superpeer.sim.workload.Planner``).
 """
 
 from __future__ import annotations
@@ -13,6 +18,19 @@ import contextlib
 from collections.abc import Iterable
 
 import qel
+from superpeer.sim.workload import OperationError, Planner
+
+
+def _accepted(superpeers: int, operations: Iterable[dict]) -> Iterable[dict]:
+    """The operations the network applies (the others are reported as errors)."""
+    planner = Planner(superpeers)
+    for op in operations:
+        try:
+            planner.plan(dict(op))
+        except (OperationError, qel.QueryError, qel.AdvertisementError, qel.PublicationError):
+            if op["op"] not in ("subscribe", "unsubscribe", "publish", "advertise"):
+                continue
+        yield op
 
 
 def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str, list[str]]:
@@ -21,11 +39,13 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
     advertisements: dict[str, qel.Advertisement] = {}
     subscriptions: dict[str, dict[str, qel.Subscription]] = {}
     received: dict[str, set[str]] = {}
-    for op in operations:
-        name = str(op["peer"])
+    for op in _accepted(superpeers, operations):
         kind = op["op"]
+        if kind.startswith("superpeer_") or kind == "move":
+            continue
+        name = str(op["peer"])
         if kind == "join":
-            if name not in joined and 0 <= op["superpeer"] < superpeers:
+            if name not in joined:
                 joined.add(name)
                 subscriptions[name] = {}
                 received[name] = set()
@@ -83,27 +103,19 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
 
 def expected_locations(superpeers: int, operations: Iterable[dict]) -> dict[str, dict[str, str]]:
     """Per asking peer, per look-up id, the super-peer the target was attached to at that moment
-    (``sp<k>``), or None when it was detached, gone or never there."""
-    where: dict[str, str] = {}
-    detached: set[str] = set()
+    (``sp<k>``), or None when it was detached, gone or never there. Where peers are after the
+    backbone changed is the workload's meaning (the planner's)."""
+    planner = Planner(superpeers)
     found: dict[str, dict[str, str | None]] = {}
     for op in operations:
-        name = str(op["peer"])
-        kind = op["op"]
-        if kind == "join":
-            if name not in where and 0 <= op["superpeer"] < superpeers:
-                where[name] = f"sp{op['superpeer']}"
-        elif name not in where:
-            continue
-        elif kind == "detach":
-            detached.add(name)
-        elif kind == "attach":
-            detached.discard(name)
-        elif kind == "leave":
-            del where[name]
-            detached.discard(name)
-        elif kind == "locate" and name not in detached:
-            target = str(op["target"])
-            online = target in where and target not in detached
-            found.setdefault(name, {})[str(op["id"])] = where[target] if online else None
+        peers = planner.peers
+        if op["op"] == "locate" and op["peer"] in peers and peers[op["peer"]].attached:
+            target = peers.get(str(op["target"]))
+            online = target is not None and target.attached
+            where = f"sp{target.superpeer}" if online and target is not None else None
+            found.setdefault(str(op["peer"]), {})[str(op["id"])] = where
+        with contextlib.suppress(
+            OperationError, qel.QueryError, qel.PublicationError, qel.AdvertisementError
+        ):
+            planner.plan(dict(op))
     return {name: dict(sorted(ids.items())) for name, ids in sorted(found.items())}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from superpeer.sim import Simulation
 from tests.strategies import advertisements, publications, subscriptions
+from tests.superpeer.invariants import check_routing
 from tests.superpeer.oracle import expected_deliveries, expected_locations
 
 BROAD = {"schemas": ["dc", "rdf", "http://example.org/"]}
@@ -98,6 +99,9 @@ def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, 
     event(f"deliveries: {'none' if not delivered else '1-3' if delivered < 4 else 'more'}")
     assert simulation.deliveries() == expected
     assert simulation.duplicates == 0
+    assert simulation.redeliveries == 0  # a backbone that does not change sends nothing twice
+    assert all(peer.filtered == 0 for peer in simulation.peers.values())
+    check_routing(simulation)
     assert simulation.report()["locations"] == expected_locations(superpeers, ops)
 
 
@@ -113,3 +117,61 @@ def test_after_everyone_unsubscribes_no_routing_state_is_left(workload):
         assert len(core.poset) == 0, f"{core.node_id} keeps subscriptions nobody holds"
         assert core.ads.origins() == [], f"{core.node_id} keeps advertisements nobody makes"
         assert not core._lookups, f"{core.node_id} keeps look-ups nobody waits for"
+
+
+@st.composite
+def churning_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """The same workloads with the backbone's life mixed in: super-peers joining, leaving
+    cleanly, failing (detected by silence) and restarting on their data, and peers moving from
+    one access point to another. Only what the planner accepts is kept meaningful (the rest is
+    refused the same way everywhere)."""
+    superpeers, ops = draw(workloads())
+    mixed: list[dict] = []
+    count = superpeers
+    failed: list[int] = []
+    for op in ops:
+        mixed.append(op)
+        if draw(st.integers(0, 4)) == 0:
+            kind = draw(
+                st.sampled_from(
+                    [
+                        "superpeer_join",
+                        "superpeer_leave",
+                        "superpeer_fail",
+                        "superpeer_restart",
+                        "move",
+                        "move",
+                    ]
+                )
+            )
+            if kind == "superpeer_join":
+                mixed.append({"op": kind})
+                count += 1
+            elif kind == "move":
+                peer = draw(st.sampled_from([o["peer"] for o in ops if o["op"] == "join"]))
+                mixed.append(
+                    {"op": "move", "peer": peer, "superpeer": draw(st.integers(0, count - 1))}
+                )
+            else:
+                index = draw(st.integers(0, count - 1))
+                if kind == "superpeer_restart" and failed and draw(st.booleans()):
+                    index = failed.pop()
+                elif kind == "superpeer_fail":
+                    failed.append(index)
+                mixed.append({"op": kind, "superpeer": index})
+    # heal: every super-peer that failed comes back on its data, as the fault harness does
+    mixed += [{"op": "superpeer_restart", "superpeer": k} for k in range(count)]
+    return superpeers, mixed
+
+
+@settings(max_examples=60, deadline=None)
+@given(churning_workloads(), st.booleans(), st.integers(0, 3))
+def test_deliveries_survive_backbone_churn(workload, interleave, seed):
+    """Super-peers join, leave, fail and restart, peers move: once every failed super-peer is
+    back, every peer has exactly what the oracle says (those behind a failed access point
+    included: they move by themselves and catch up), its inbox never twice."""
+    superpeers, ops = workload
+    simulation = run(superpeers, ops, interleave=interleave, seed=seed)
+    assert simulation.deliveries() == expected_deliveries(superpeers, ops)
+    assert simulation.duplicates == 0
+    check_routing(simulation)  # what a network built from scratch in the new shape holds

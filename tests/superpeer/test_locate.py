@@ -4,7 +4,7 @@ waiting per peer."""
 
 import pytest
 
-from superpeer.actions import ToNeighbour, ToPeer
+from superpeer.actions import ToPeer, ToSuperPeer
 from superpeer.core import CoreConfig, SuperPeerCore
 from superpeer.sim import Simulation
 from superpeer.sim.topology import hypercube_views
@@ -46,16 +46,13 @@ def test_the_answer_carries_the_owners_address_and_access_point():
     simulation = Simulation(4)
     simulation.apply({"op": "join", "peer": "asker", "superpeer": 0})
     simulation.apply({"op": "join", "peer": "owner", "superpeer": 3})
-    answers: list[m.Located] = []
-    deliver = simulation._to_peer
-    simulation._to_peer = lambda name, message: (answers.append(message), deliver(name, message))
     simulation.apply({"op": "locate", "peer": "asker", "id": "q", "target": "owner"})
-    [answer] = answers
+    [answer] = [a for a in simulation.peers["asker"].answers if isinstance(a, m.Located)]
     assert answer == m.Located(
         id="q",
         public_id="owner",
         online=True,
-        address="owner.peer.sim",
+        address="owner.peer.sim:1",
         superpeer="sp3",
         access_point="sp3.sim:7400",
     )
@@ -85,7 +82,7 @@ def test_a_neighbour_departing_mid_look_up_ends_it_as_not_online():
     core = network["sp0"]
     core.attach("asker", 0.0)
     out = core.peer_message("asker", m.Locate(id="q", public_id="x"), 10, 0.0)
-    assert [o.neighbour for o in out if isinstance(o, ToNeighbour)] == ["sp1"]
+    assert [o.node for o in out if isinstance(o, ToSuperPeer)] == ["sp1"]
     alone = hypercube_views(["sp0"])["sp0"]
     out = core.topology_changed(alone, 1.0)
     [answer] = [o.message for o in out if isinstance(o, ToPeer)]
@@ -101,7 +98,7 @@ def test_answers_from_nowhere_are_dropped():
         query="sp0#99", origin="sp0", public_id="x", online=True, address="evil",
         superpeer="sp1", access_point="sp1:1",
     )  # fmt: skip
-    out = core.neighbour_message("sp1", bogus, 10, 0.0)
+    out = core.superpeer_message("sp1", bogus, 10, 0.0)
     assert not [o for o in out if isinstance(o, ToPeer)]
     assert core.statistics.dropped == 1
 
@@ -113,17 +110,17 @@ def test_an_answer_for_a_peer_that_left_is_not_counted_against_its_successor():
     [query] = [
         o.message
         for o in core.peer_message("asker", m.Locate(id="q", public_id="x"), 10, 0.0)
-        if isinstance(o, ToNeighbour)
+        if isinstance(o, ToSuperPeer)
     ]
     core.leave("asker", 1.0)
     core.attach("asker", 2.0)
     [answer] = [
         o.message
-        for o in other.neighbour_message("sp0", query, 10, 3.0)
-        if isinstance(o, ToNeighbour)
+        for o in other.superpeer_message("sp0", query, 10, 3.0)
+        if isinstance(o, ToSuperPeer)
     ]
     assert [
-        o for o in core.neighbour_message("sp1", answer, 10, 4.0) if isinstance(o, ToPeer)
+        o for o in core.superpeer_message("sp1", answer, 10, 4.0) if isinstance(o, ToPeer)
     ] == []
     assert core.peers["asker"].lookups == 0
     out = core.peer_message("asker", m.Locate(id="again", public_id="x"), 10, 5.0)

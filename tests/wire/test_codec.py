@@ -13,6 +13,8 @@ import wire
 from tests.strategies import advertisements, publications, subscriptions
 from wire import messages as m
 
+V = wire.PROTOCOL_VERSION
+
 
 @st.composite
 def any_message(draw: st.DrawFn) -> object:
@@ -47,8 +49,8 @@ def any_message(draw: st.DrawFn) -> object:
         return m.Elements(
             origin=draw(text),
             origin_position=draw(st.integers(0, 2**20)),
-            added=tuple(sorted(ad.elements, key=repr)),
-            withdrawn=(),
+            elements=tuple(sorted(ad.elements, key=repr)),
+            version=draw(st.integers(1, 2**31)),
         )
     if choice == 9:
         return m.Forward(
@@ -147,23 +149,23 @@ def test_corrupting_a_valid_message_gives_a_wire_error_or_a_valid_message(messag
     ("payload", "message"),
     [
         (b"\xc1", "not a msgpack message"),
-        (msgpack.packb([1, "peer.leave", ""]), "a message is [version, kind, id, fields]"),
+        (msgpack.packb([V, "peer.leave", ""]), "a message is [version, kind, id, fields]"),
         (msgpack.packb([9, "peer.leave", "", {}]), "protocol version 9 is not supported"),
-        (msgpack.packb([1, "peer.hack", "", {}]), "unknown message kind 'peer.hack'"),
-        (msgpack.packb([1, "peer.unsubscribe", "", {}]), "missing fields ['id']"),
+        (msgpack.packb([V, "peer.hack", "", {}]), "unknown message kind 'peer.hack'"),
+        (msgpack.packb([V, "peer.unsubscribe", "", {}]), "missing fields ['id']"),
         (
-            msgpack.packb([1, "peer.unsubscribe", "", {"id": "a", "x": 1}]),
+            msgpack.packb([V, "peer.unsubscribe", "", {"id": "a", "x": 1}]),
             "unexpected fields ['x']",
         ),
         (
-            msgpack.packb([1, "peer.unsubscribe", "", {"id": 5}]),
+            msgpack.packb([V, "peer.unsubscribe", "", {"id": 5}]),
             "peer.unsubscribe.id: expected a string, got int",
         ),
-        (msgpack.packb([1, "peer.unsubscribe", 5, {"id": "a"}]), "a message id is a string"),
+        (msgpack.packb([V, "peer.unsubscribe", 5, {"id": "a"}]), "a message id is a string"),
         (
             msgpack.packb(
                 [
-                    1,
+                    V,
                     "peer.subscribe",
                     "",
                     {
@@ -182,7 +184,7 @@ def test_corrupting_a_valid_message_gives_a_wire_error_or_a_valid_message(messag
         (
             msgpack.packb(
                 [
-                    1,
+                    V,
                     "peer.subscribe",
                     "",
                     {
@@ -201,7 +203,7 @@ def test_corrupting_a_valid_message_gives_a_wire_error_or_a_valid_message(messag
         (
             msgpack.packb(
                 [
-                    1,
+                    V,
                     "peer.publish",
                     "",
                     {
@@ -230,10 +232,10 @@ def test_limits_are_enforced_and_named():
         wire.decode(big, wire.WireLimits(max_frame_bytes=1000))
     with pytest.raises(wire.WireError, match="not a msgpack message"):
         wire.decode(big, wire.WireLimits(max_string_bytes=100))
-    nested = msgpack.packb([1, "peer.ack", "", {"request": [[[[[[["x"]]]]]]]}])
+    nested = msgpack.packb([V, "peer.ack", "", {"request": [[[[[[["x"]]]]]]]}])
     with pytest.raises(wire.WireError, match="max_depth"):
         wire.decode(nested, wire.WireLimits(max_depth=4))
-    many = msgpack.packb([1, "peer.ack", "", {"request": list(range(2000))}])
+    many = msgpack.packb([V, "peer.ack", "", {"request": list(range(2000))}])
     with pytest.raises(wire.WireError, match="not a msgpack message"):
         wire.decode(many, wire.WireLimits(max_collection_items=1000))
 
@@ -264,6 +266,6 @@ def test_every_hypercup_message_the_protocol_sends_round_trips():
 
 
 def test_a_message_class_refusing_its_fields_is_a_wire_error():
-    bad = msgpack.packb([1, "hypercup.update_ack", "", {"epoch": 0, "ack_id": -1}])
+    bad = msgpack.packb([V, "hypercup.update_ack", "", {"epoch": 0, "ack_id": -1}])
     with pytest.raises(wire.WireError, match=r"hypercup\.update_ack"):
         wire.decode(bad)

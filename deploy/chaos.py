@@ -1,0 +1,622 @@
+"""Fault injection with loss accounting, in the style of Jepsen, on real daemons.
+
+    python -m deploy.chaos [--seed 1] [--duration 60] [--superpeers 4] [--peers 4]
+                           [--faults kill,pause,peer-kill,move,leave,join,cut,slow,stall]
+                           [--rate 4] [--report chaos.json] [--plan PLAN.json] [--keep DIR]
+
+starts a TLS cluster (super-peer daemons behind TCP proxies, ``deploy.proxy``, and peer daemons),
+runs a generated workload through the peers' control sockets (every peer advertises, subscribes,
+unsubscribes and publishes; publications at ``--rate`` per second in all) and, on a seeded schedule,
+injects one fault at a time:
+
+==========  ==========================================================================
+kill        ``kill -9`` a super-peer, restart it on its data directory after a while
+pause       ``SIGSTOP`` a super-peer, ``SIGCONT`` after a while (longer than the failure
+            timeout: its neighbours declare it failed, it finds itself evicted and rejoins)
+peer-kill   ``kill -9`` a peer daemon, restart it after a while
+move        stop a peer daemon, start it again attached to another super-peer
+leave       a super-peer leaves cleanly (SIGTERM: its peers are handed over)
+join        a new super-peer joins the running backbone
+cut         every connection to a super-peer is closed, and new ones refused, for a while
+slow        every chunk to and from a super-peer waits 0.2 s, for a while
+stall       connections to a super-peer stay open and carry nothing, for a while
+==========  ==========================================================================
+
+After each fault is healed the harness waits until the network is *quiet* (every super-peer a
+member with nothing to wait for, every peer connected); that time, from injection, is the fault's
+time to repair. At the end everything is healed, the network goes quiet, and every peer's inbox
+is checked against an oracle that knows when each subscription was active:
+
+* a publication counts once its publisher's daemon acknowledged it (outcome ``published``); one
+  whose outcome is unknown (the connection broke before the answer) may or may not be delivered;
+* it is *owed* to a peer with a matching subscription acknowledged more than ``--settle`` seconds
+  before the publication was sent and not withdrawn until after it was acknowledged (a
+  subscription needs a moment to reach the whole backbone; withdrawal likewise);
+* it is *allowed* for a matching subscription whose window overlaps the publication's at all,
+  extended by ``--settle`` at the end and by the daemons' catch-up margin (5 s) at the start (a
+  catch-up asks for a little more than strictly needed, against clock differences); a request
+  whose outcome is unknown counts as possibly done;
+* **lost**: owed and not in the inbox; **unexpected**: in the inbox and not allowed;
+  **duplicated**: in the inbox more than once.
+
+Losses are attributed to the faults whose window (injection to repair, plus ``--settle``) contains
+the publication's time. Any daemon that exited on its own or wrote a traceback is a crash.
+The exit code is 1 on any loss, duplicate, unexpected notification or crash. The report (JSON) holds
+the plan (faults and operations with their times), every operation's outcome, per-peer and
+per-fault figures; ``--plan`` runs a report's plan again exactly (same faults, same operations at
+the same offsets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import qel
+from deploy.cluster import Cluster, ClusterError, free_ports
+from deploy.driver import quiet_problems
+from deploy.proxy import Proxies
+from peer.control import ControlClient, ControlUnavailable
+
+FAULTS: Final = ("kill", "pause", "peer-kill", "move", "leave", "join", "cut", "slow", "stall")
+SUPERPEER_SETTINGS: Final = """[limits]
+heartbeat_seconds = 0.5
+failure_seconds = 3.0
+[recovery]
+handover_seconds = 3.0
+"""
+"""Failures are detected in 3 s (the default 10 s would let few faults fit in a short run)."""
+PREFIX: Final = "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n"
+CREATORS: Final = ("Nejdl", "Koubarakis", "Chirita", "Siberski", "Tryfonopoulos", "Idreos")
+REQUEST_TIMEOUT: Final = 60.0
+CATCHUP_MARGIN: Final = 5.0
+"""The daemons' ``catchup_margin_seconds``: a catch-up (after a repair, a restart, a move) asks
+for a little more than strictly needed, so a new subscription may be served publications made
+up to this long before it; the oracle allows them (and only them)."""
+
+
+# -- the plan --------------------------------------------------------------------------------------
+def make_plan(
+    *, seed: int, duration: float, superpeers: int, peers: int, faults: list[str], rate: float
+) -> dict[str, Any]:
+    """Operations and faults, with their offsets from the start of the run: everything a run
+    does that is not timing."""
+    rng = random.Random(seed)
+    ops: list[dict[str, Any]] = []
+    for j in range(peers):
+        ops.append({"at": 0.0, "peer": j, "op": "advertise"})
+    subscriptions: dict[int, list[str]] = {j: [] for j in range(peers)}
+    count = 0
+
+    def subscribe(at: float, j: int) -> None:
+        nonlocal count
+        count += 1
+        sid = f"s{count}"
+        subscriptions[j].append(sid)
+        ops.append({"at": at, "peer": j, "op": "subscribe", "id": sid, "query": query(rng)})
+
+    for j in range(peers):
+        subscribe(0.0, j)
+    t = 1.0
+    publications = 0
+    while t < duration:
+        j = rng.randrange(peers)
+        roll = rng.random()
+        if roll < 0.8:
+            publications += 1
+            ops.append({"at": round(t, 3), "peer": j, "op": "publish", "id": f"p{publications}",
+                        "document": document(rng, f"p{publications}")})  # fmt: skip
+        elif roll < 0.9 or not subscriptions[j]:
+            subscribe(round(t, 3), j)
+        else:
+            sid = subscriptions[j].pop(rng.randrange(len(subscriptions[j])))
+            ops.append({"at": round(t, 3), "peer": j, "op": "unsubscribe", "id": sid})
+        t += rng.expovariate(rate / 0.8)
+    schedule = []
+    t = 3.0
+    kinds = list(faults)
+    rng.shuffle(kinds)
+    while t < duration - 8 and kinds:
+        kind = kinds[len(schedule) % len(kinds)]
+        hold = round(rng.uniform(4.0, 5.0) if kind == "pause" else rng.uniform(1.0, 3.0), 2)
+        schedule.append({"at": round(t, 2), "kind": kind, "hold": hold, "pick": rng.random()})
+        t += hold + rng.uniform(1.0, 3.0)
+    return {"seed": seed, "duration": duration, "superpeers": superpeers, "peers": peers,
+            "faults": schedule, "ops": ops}  # fmt: skip
+
+
+def query(rng: random.Random) -> str:
+    kind = rng.randrange(3)
+    if kind == 0:
+        return f"X : t(X, dc:date, D), D >= {rng.randrange(1990, 2025)}"
+    if kind == 1:
+        return f'X : t(X, dc:creator, C), C contains "{rng.choice(CREATORS)}"'
+    return (
+        f"X : t(X, dc:title, T), t(X, dc:date, D), D < {rng.randrange(1995, 2030)}, "
+        f"D > {rng.randrange(1985, 2000)}"
+    )
+
+
+def document(rng: random.Random, pid: str) -> str:
+    return (
+        f'{PREFIX}<http://example.org/chaos/{pid}> dc:title "On {pid}" ; '
+        f'dc:creator "{rng.choice(CREATORS)}" ; dc:date {rng.randrange(1985, 2030)} .\n'
+    )
+
+
+# -- running ---------------------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    op: dict[str, Any]
+    sent: float = 0.0
+    done: float = 0.0
+    outcome: str = "not run"
+    """``ok``, ``failed`` (definitely not done), ``unknown`` (may or may not be done)."""
+    detail: str = ""
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    target: str
+    at: float
+    hold: float
+    healed: float = 0.0
+    repaired: float | None = None
+    note: str = ""
+
+    @property
+    def repair_seconds(self) -> float | None:
+        return None if self.repaired is None else round(self.repaired - self.at, 3)
+
+
+@dataclass
+class Run:
+    plan: dict[str, Any]
+    settle: float
+    early: float
+    cluster: Cluster
+    proxies: Proxies
+    started: float = 0.0
+    outcomes: list[Outcome] = field(default_factory=list)
+    faults: list[FaultRecord] = field(default_factory=list)
+    expected_exits: set[int] = field(default_factory=set)  # pids we killed or stopped
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    # -- operations ----------------------------------------------------------------------------
+    def worker(self, j: int, jobs: queue.Queue) -> None:
+        while (op := jobs.get()) is not None:
+            outcome = Outcome(op, sent=self.now())
+            outcome.outcome, outcome.detail = self.execute(j, op)
+            outcome.done = self.now()
+            with self._lock:
+                self.outcomes.append(outcome)
+
+    def execute(self, j: int, op: dict[str, Any]) -> tuple[str, str]:
+        path = self.cluster.peer_directories[j] / "control.sock"
+        arguments = {
+            "advertise": lambda: {"advertisement": json.dumps({"schemas": ["dc"]})},
+            "subscribe": lambda: {"query": op["query"], "id": op["id"]},
+            "unsubscribe": lambda: {"id": op["id"]},
+            "publish": lambda: {"data": op["document"], "id": op["id"]},
+        }[op["op"]]()
+        try:
+            with ControlClient(path, timeout=REQUEST_TIMEOUT) as control:
+                ok, body = control.call(op["op"], **arguments)
+        except ControlUnavailable as error:
+            return "failed", f"daemon not running: {error}"[:200]
+        except OSError as error:  # the daemon died mid-request
+            return "unknown", f"control socket: {error}"[:200]
+        if ok:
+            return "ok", ""
+        if body.get("error") == "unavailable":
+            results = body.get("results", [])
+            if results and all(r.get("outcome") == "not sent" for r in results):
+                return "failed", str(body.get("message"))[:200]
+            return "unknown", str(body.get("message"))[:200]
+        return "failed", f"{body.get('error')}: {body.get('message')}"[:200]
+
+    # -- faults --------------------------------------------------------------------------------
+    def inject(self, fault: dict[str, Any]) -> FaultRecord:
+        kind, hold, pick = fault["kind"], fault["hold"], fault["pick"]
+        cluster = self.cluster
+        live = cluster.live()
+        record = FaultRecord(kind, "", self.now(), hold)
+        self.faults.append(record)
+        if kind in ("kill", "pause", "leave", "cut", "slow", "stall"):
+            if kind == "leave" and len(live) <= 2:
+                kind = record.kind = "join"  # keep a backbone to speak of
+            else:
+                k = live[int(pick * len(live))]
+                record.target = f"sp{k}"
+        if kind == "kill":
+            self._expect(cluster.processes[k])
+            cluster.kill(k)
+            time.sleep(hold)
+            cluster.restart(k)
+        elif kind == "pause":
+            cluster.pause(k)
+            time.sleep(hold)
+            cluster.resume(k)
+        elif kind == "leave":
+            self._expect(cluster.processes[k])
+            cluster.leave(k)
+        elif kind == "join":
+            k = cluster.add()
+            record.target = f"sp{k}"
+        elif kind in ("cut", "slow", "stall"):
+            listen = cluster.addresses[k]
+            self.proxies.set(listen, kind, 0.2 if kind == "slow" else 0.0)
+            time.sleep(hold)
+            self.proxies.set(listen, "pass")
+        elif kind in ("peer-kill", "move"):
+            j = int(pick * len(cluster.peer_directories))
+            record.target = f"peer{j}"
+            self._expect(cluster.peer_processes[j])
+            if kind == "peer-kill":
+                cluster.kill_peer(j)
+                time.sleep(hold)
+                cluster.start_peer(j, self.access_point(j), wait=False)
+            else:
+                cluster.stop_peer(j)
+                others = [k for k in live if f"sp{k}" != self.superpeer_of(j)] or live
+                k = others[int(pick * 7919) % len(others)]
+                record.note = f"to sp{k}"
+                cluster.start_peer(j, k, wait=False)
+        record.healed = self.now()
+        return record
+
+    def _expect(self, process: subprocess.Popen | None) -> None:
+        if process is not None:
+            self.expected_exits.add(process.pid)
+
+    def superpeer_of(self, j: int) -> str | None:
+        try:
+            with ControlClient(self.cluster.peer_directories[j] / "control.sock", timeout=5) as c:
+                ok, body = c.call("status")
+        except (ControlUnavailable, OSError):
+            return None
+        return body.get("superpeer_id") if ok else None
+
+    def access_point(self, j: int) -> int:
+        """Where peer ``j`` was attached last (a restarted peer goes back there; its daemon
+        follows a hand-over on its own)."""
+        state = json.loads((self.cluster.peer_directories[j] / "state.json").read_text())
+        address = (state.get("access_point") or {}).get("address", "")
+        live = self.cluster.live()
+        if address in self.cluster.addresses and self.cluster.addresses.index(address) in live:
+            return self.cluster.addresses.index(address)
+        return live[j % len(live)]
+
+    # -- quiet -----------------------------------------------------------------------------------
+    def quiet_problems(self) -> list[str]:
+        problems = []
+        statuses = []
+        for k in self.cluster.live():
+            try:
+                statuses.append(self.cluster.status(k))
+            except Exception as error:
+                problems.append(f"sp{k}: {error}")
+        problems += quiet_problems(statuses)
+        problems += [
+            f"{s['node']} is {s.get('state')}" for s in statuses if s.get("state") != "member"
+        ]
+        for j in range(len(self.cluster.peer_directories)):
+            if not self.cluster.peer_running(j):
+                problems.append(f"peer{j} is not running")
+                continue
+            try:
+                with ControlClient(
+                    self.cluster.peer_directories[j] / "control.sock", timeout=5
+                ) as control:
+                    ok, body = control.call("status")
+            except (ControlUnavailable, OSError) as error:
+                problems.append(f"peer{j}: {error}")
+                continue
+            if not ok or not body.get("connected"):
+                problems.append(f"peer{j} is not connected")
+            elif body.get("in_doubt"):
+                problems.append(f"peer{j} has requests in doubt")
+        return problems
+
+    def wait_quiet(self, timeout: float) -> tuple[bool, list[str]]:
+        deadline = time.monotonic() + timeout
+        stable, problems = 0, ["not asked"]
+        while time.monotonic() < deadline:
+            problems = self.quiet_problems()
+            stable = stable + 1 if not problems else 0
+            if stable >= 2:
+                return True, []
+            time.sleep(0.2)
+        return False, problems
+
+
+def inbox_of(directory: Path) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    after = 0
+    with ControlClient(directory / "control.sock", timeout=30) as control:
+        while True:
+            ok, body = control.call("inbox", after=str(after))
+            if not ok or not body["records"]:
+                return records
+            records += body["records"]
+            after = body["records"][-1]["sequence"]
+
+
+# -- the oracle ------------------------------------------------------------------------------------
+def judge(run: Run, inboxes: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
+    settle, early = run.settle, run.early
+    publications: dict[str, tuple[Outcome, qel.Publication]] = {}
+    windows: dict[int, list[tuple[Any, float, float, float, float]]] = {}
+    """Per peer: (query, required_from, required_until, allowed_from, allowed_until)."""
+    subscribed: dict[str, Outcome] = {}
+    withdrawn: dict[str, Outcome] = {}
+    owners = {}
+    for outcome in run.outcomes:
+        op = outcome.op
+        if op["op"] == "publish":
+            [publication] = qel.parse_publications(op["document"], "turtle", id=op["id"])
+            publications[op["id"]] = (outcome, publication)
+            owners[op["id"]] = op["peer"]
+        elif op["op"] == "subscribe":
+            subscribed[op["id"]] = outcome
+        elif op["op"] == "unsubscribe":
+            withdrawn[op["id"]] = outcome
+    inf = float("inf")
+    for sid, outcome in subscribed.items():
+        if outcome.outcome == "failed":
+            continue
+        query = qel.parse_subscription(outcome.op["query"])
+        required_from = outcome.done + settle if outcome.outcome == "ok" else inf
+        allowed_from = outcome.sent - early
+        end = withdrawn.get(sid)
+        if end is None or end.outcome == "failed":
+            required_until, allowed_until = inf, inf
+        elif end.outcome == "ok":
+            required_until, allowed_until = end.sent, end.done + settle
+        else:
+            required_until, allowed_until = end.sent, inf
+        windows.setdefault(outcome.op["peer"], []).append(
+            (query, required_from, required_until, allowed_from, allowed_until)
+        )
+    per_peer = {}
+    lost_at: list[tuple[str, int, float]] = []
+    totals = {"owed": 0, "delivered": 0, "lost": 0, "duplicated": 0, "unexpected": 0}
+    for j in range(len(run.cluster.peer_directories)):
+        records = inboxes.get(j, [])
+        seen: dict[str, int] = {}
+        for record in records:
+            seen[record["publication"]] = seen.get(record["publication"], 0) + 1
+        owed, allowed = set(), set()
+        for pid, (outcome, publication) in publications.items():
+            if outcome.outcome == "failed":
+                continue
+            for query, rf, ru, af, au in windows.get(j, []):
+                if not qel.matches(query, publication):
+                    continue
+                if outcome.outcome == "ok" and rf < outcome.sent and ru > outcome.done:
+                    owed.add(pid)
+                if af < outcome.done and au > outcome.sent:
+                    allowed.add(pid)
+        lost = sorted(owed - set(seen))
+        unexpected = sorted(set(seen) - allowed - owed)
+        duplicated = sorted(pid for pid, n in seen.items() if n > 1)
+        per_peer[f"peer{j}"] = {
+            "owed": len(owed), "delivered": len(seen), "lost": lost,
+            "unexpected": unexpected, "duplicated": duplicated,
+        }  # fmt: skip
+        lost_at += [(pid, j, publications[pid][0].sent) for pid in lost]
+        totals["owed"] += len(owed)
+        totals["delivered"] += len(set(seen) & owed)
+        totals["lost"] += len(lost)
+        totals["duplicated"] += len(duplicated)
+        totals["unexpected"] += len(unexpected)
+    per_fault: dict[str, dict[str, Any]] = {}
+    for record in run.faults:
+        entry = per_fault.setdefault(
+            record.kind, {"injected": 0, "lost": 0, "repair_seconds": [], "unrepaired": 0}
+        )
+        entry["injected"] += 1
+        if record.repair_seconds is None:
+            entry["unrepaired"] += 1
+        else:
+            entry["repair_seconds"].append(record.repair_seconds)
+        end = (record.repaired or run.now()) + settle
+        entry["lost"] += sum(1 for _, _, t in lost_at if record.at - settle <= t <= end)
+    for entry in per_fault.values():
+        times = entry.pop("repair_seconds")
+        entry["mean_repair_seconds"] = round(sum(times) / len(times), 3) if times else None
+        entry["max_repair_seconds"] = max(times) if times else None
+    operations: dict[str, dict[str, int]] = {}
+    for outcome in run.outcomes:
+        counts = operations.setdefault(outcome.op["op"], {})
+        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
+    return {"totals": totals, "per_peer": per_peer, "per_fault": per_fault,
+            "operations": operations}  # fmt: skip
+
+
+def crashes(run: Run) -> list[str]:
+    found = []
+    cluster = run.cluster
+    logs = [d / "stderr.log" for d in cluster.directories]
+    logs += [d / "daemon.log" for d in cluster.peer_directories]
+    for log in logs:
+        if log.exists() and "Traceback" in log.read_text(errors="replace"):
+            found.append(f"{log.parent.name}: a traceback in {log.name}")
+    processes = [p for p in cluster.processes if p is not None]
+    processes += [p for p in cluster.peer_processes if p is not None]
+    for process in processes:
+        code = process.poll()
+        if code is not None and process.pid not in run.expected_exits:
+            found.append(f"pid {process.pid} ({' '.join(process.args[3:5])}) exited with {code}")
+    return found
+
+
+# -- main ------------------------------------------------------------------------------------------
+def run_plan(plan: dict[str, Any], *, settle: float, directory: Path) -> dict[str, Any]:
+    proxies = Proxies()
+
+    def front(listen: str) -> str:
+        public = f"127.0.0.1:{free_ports(1)[0]}"
+        proxies.add(public, listen)
+        return public
+
+    cluster = Cluster(
+        plan["superpeers"], directory=directory, peers=plan["peers"], front=front,
+        settings=SUPERPEER_SETTINGS, trace=True,
+    )  # fmt: skip
+    report: dict[str, Any] = {"plan": plan}
+    with cluster:
+        run = Run(plan, settle, CATCHUP_MARGIN, cluster, proxies)
+        ok, problems = run.wait_quiet(60)
+        if not ok:
+            raise ClusterError(f"the cluster did not go quiet before the run: {problems}")
+        jobs = [queue.Queue() for _ in range(plan["peers"])]
+        workers = [
+            threading.Thread(target=run.worker, args=(j, jobs[j]), daemon=True)
+            for j in range(plan["peers"])
+        ]
+        for worker in workers:
+            worker.start()
+        run.started = time.monotonic()
+
+        def feed() -> None:
+            for op in plan["ops"]:
+                delay = op["at"] - run.now()
+                if delay > 0:
+                    time.sleep(delay)
+                jobs[op["peer"]].put(op)
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        for fault in plan["faults"]:
+            delay = fault["at"] - run.now()
+            if delay > 0:
+                time.sleep(delay)
+            record = run.inject(fault)
+            print(f"{record.at:7.1f}s  {record.kind:<9} {record.target} {record.note}", flush=True)
+            repaired, problems = run.wait_quiet(90)
+            if repaired:
+                record.repaired = run.now()
+            else:
+                record.note += f" not repaired: {problems[:3]}"
+        feeder.join()
+        for job in jobs:
+            job.put(None)
+        for worker in workers:
+            worker.join(timeout=2 * REQUEST_TIMEOUT)
+        proxies.heal()
+        for j in range(plan["peers"]):
+            if not cluster.peer_running(j):
+                cluster.start_peer(j, run.access_point(j), wait=False)
+        quiet, problems = run.wait_quiet(120)
+        report["quiet"] = quiet
+        report["problems_at_end"] = problems
+        time.sleep(settle)
+        inboxes = {}
+        for j, peer_directory in enumerate(cluster.peer_directories):
+            try:
+                inboxes[j] = inbox_of(peer_directory)
+            except (ControlUnavailable, OSError) as error:
+                report.setdefault("problems_at_end", []).append(f"peer{j} inbox: {error}")
+        report.update(judge(run, inboxes))
+        report["faults"] = [{**asdict(r), "repair_seconds": r.repair_seconds} for r in run.faults]
+        report["operations_log"] = [asdict(o) for o in run.outcomes]
+        report["crashes"] = crashes(run)
+    proxies.close()
+    return report
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = ["fault      injected  lost  mean repair s  max repair s  unrepaired"]
+    for kind, entry in sorted(report["per_fault"].items()):
+        mean = entry["mean_repair_seconds"]
+        peak = entry["max_repair_seconds"]
+        lines.append(
+            f"{kind:<10} {entry['injected']:>8}  {entry['lost']:>4}  "
+            f"{'-' if mean is None else f'{mean:.2f}':>13}  "
+            f"{'-' if peak is None else f'{peak:.2f}':>12}  {entry['unrepaired']:>10}"
+        )
+    totals = report["totals"]
+    lines.append(
+        f"notifications owed {totals['owed']}, delivered {totals['delivered']}, "
+        f"lost {totals['lost']}, duplicated {totals['duplicated']}, "
+        f"unexpected {totals['unexpected']}; crashes {len(report['crashes'])}; "
+        f"quiet at the end: {report['quiet']}"
+    )
+    ops = ", ".join(
+        f"{op} " + "/".join(f"{n} {o}" for o, n in sorted(c.items()))
+        for op, c in sorted(report["operations"].items())
+    )
+    lines.append(f"operations: {ops}")
+    return "\n".join(lines)
+
+
+def failed(report: dict[str, Any]) -> bool:
+    totals = report["totals"]
+    return bool(
+        totals["lost"] or totals["duplicated"] or totals["unexpected"] or report["crashes"]
+        or not report["quiet"]
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.chaos", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of workload")
+    parser.add_argument("--superpeers", type=int, default=4)
+    parser.add_argument("--peers", type=int, default=4)
+    parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated fault kinds")
+    parser.add_argument("--rate", type=float, default=4.0, help="operations per second")
+    parser.add_argument("--settle", type=float, default=2.0,
+                        help="seconds a subscription or withdrawal takes to reach everywhere")  # fmt: skip
+    parser.add_argument("--report", default="chaos-report.json")
+    parser.add_argument("--plan", help="run the plan of an earlier report again")
+    parser.add_argument("--keep", help="keep the daemons' data here (default: a temp dir)")
+    args = parser.parse_args(argv)
+    faults = [f for f in args.faults.split(",") if f]
+    unknown = sorted(set(faults) - set(FAULTS))
+    if unknown:
+        parser.error(f"unknown fault kinds {unknown} (known: {', '.join(FAULTS)})")
+    if args.superpeers < 2 or args.peers < 2:
+        parser.error("--superpeers and --peers must be at least 2")
+    if args.plan:
+        plan = json.loads(Path(args.plan).read_text())["plan"]
+    else:
+        plan = make_plan(
+            seed=args.seed, duration=args.duration, superpeers=args.superpeers,
+            peers=args.peers, faults=faults, rate=args.rate,
+        )  # fmt: skip
+    directory = Path(args.keep or tempfile.mkdtemp(prefix="chaos-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    report = run_plan(plan, settle=args.settle, directory=directory)
+    Path(args.report).write_text(json.dumps(report, indent=1, default=str))
+    print(table(report))
+    for problem in report["crashes"] + report.get("problems_at_end", []):
+        print(f"problem: {problem}")
+    for peer, figures in sorted(report["per_peer"].items()):
+        for what in ("lost", "unexpected", "duplicated"):
+            if figures[what]:
+                print(f"{peer} {what}: {' '.join(figures[what][:20])}")
+    print(f"report: {args.report}; daemons' data: {directory}")
+    return 1 if failed(report) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Reliable, ordered delivery between two super-peer incarnations over connections that break,
+sans-IO.
+
+The topology protocol assumes reliable FIFO links, and routing state is built from the messages a
+link carries: a ``Forward`` lost in a socket buffer when a connection was cut would leave a route
+missing for good. TCP alone does not give that across reconnections, so each direction between two
+super-peers is a *channel*:
+
+* the connecting side (``Outbound``) numbers every frame it sends to one incarnation of the other
+  side (1, 2, ...), and keeps it until the other side acknowledges it;
+* each connection starts with ``Hello`` (naming the sender's incarnation) and ``Welcome`` (naming
+  the receiver's incarnation and ``resume``: the last number it received from the sender's
+  incarnation on earlier connections); the sender then sends again everything after ``resume``;
+* the accepting side (``Inbound``) drops numbers it already has (a frame sent again), and writes
+  ``ChannelAck(received)`` back on the same connection every ``ack_every`` frames or when it goes
+  quiet, so the sender can forget what arrived;
+* when the other side turns out to be a new incarnation (it restarted), what was kept for the old
+  one is dropped (its state is gone; recovering what it took with it is the node's business, not
+  the channel's) and numbering starts over.
+
+A sequenced frame is the usual length-prefixed frame (``wire.framing``) whose payload starts with
+the 8-byte big-endian sequence number, followed by one encoded message.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass
+from typing import Final
+
+from wire.codec import DEFAULT_WIRE_LIMITS, WireLimits
+from wire.framing import FrameError, frame
+
+SEQUENCE: Final = struct.Struct(">Q")
+
+
+class ChannelOverflow(RuntimeError):
+    """More frames are waiting for the other side's acknowledgement than the channel may keep
+    (``max_unacknowledged``): the other side is gone or far too slow."""
+
+
+def sequenced(sequence: int, message: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> bytes:
+    return frame(SEQUENCE.pack(sequence) + message, limits)
+
+
+def split(payload: bytes) -> tuple[int, bytes]:
+    """The sequence number and the encoded message of a sequenced frame's payload."""
+    if len(payload) <= SEQUENCE.size:
+        raise FrameError("a sequenced frame carries a sequence number and a message")
+    (number,) = SEQUENCE.unpack_from(payload)
+    return number, payload[SEQUENCE.size :]
+
+
+@dataclass
+class Outbound:
+    """The sending half of a channel to one super-peer: sequence numbers and what is kept."""
+
+    limits: WireLimits = DEFAULT_WIRE_LIMITS
+    max_unacknowledged: int = 100_000
+    incarnation: int | None = None
+    """The other side's incarnation, once a ``Welcome`` named it."""
+    first: int = 1
+    """The first number: a channel that replaces another toward the same side (the link was
+    dropped and opened again) goes on from the old one's numbers, or the other side, which
+    remembers what it received from this incarnation, would take the new frames for repeats."""
+
+    def __post_init__(self) -> None:
+        self._next = self.first
+        self._kept: deque[tuple[int, bytes]] = deque()
+        self._sent_through = 0
+
+    @property
+    def next_number(self) -> int:
+        return self._next
+
+    @property
+    def waiting(self) -> int:
+        """Frames sent or queued and not acknowledged."""
+        return len(self._kept)
+
+    def push(self, message: bytes) -> bytes:
+        """Number ``message``; the frame to send (kept until acknowledged)."""
+        if len(self._kept) >= self.max_unacknowledged:
+            raise ChannelOverflow(
+                f"{len(self._kept)} frames wait for acknowledgement (max_unacknowledged)"
+            )
+        number = self._next
+        self._next += 1
+        data = sequenced(number, message, self.limits)
+        self._kept.append((number, data))
+        return data
+
+    def welcomed(self, incarnation: int, resume: int) -> list[bytes]:
+        """A new connection's ``Welcome``: the frames to send again, oldest first. A new
+        incarnation on the other side resets the channel (what was kept is dropped)."""
+        if self.incarnation is not None and incarnation != self.incarnation:
+            self._kept.clear()
+            self._next = 1
+            resume = 0
+        self.incarnation = incarnation
+        self.acknowledged(resume)
+        return [data for _, data in self._kept]
+
+    def acknowledged(self, received: int) -> None:
+        while self._kept and self._kept[0][0] <= received:
+            self._kept.popleft()
+
+
+class Inbound:
+    """The receiving half: what was received from each sender incarnation (across connections),
+    and when to acknowledge."""
+
+    def __init__(self, ack_every: int = 64) -> None:
+        self.ack_every = ack_every
+        self._received: dict[tuple[str, int], int] = {}
+        self._unacknowledged: dict[tuple[str, int], int] = {}
+
+    def resume(self, sender: str, incarnation: int) -> int:
+        """For the ``Welcome`` of a new connection from ``sender``: the last number received.
+        Older incarnations of ``sender`` are forgotten."""
+        for key in [k for k in self._received if k[0] == sender and k[1] != incarnation]:
+            del self._received[key]
+            self._unacknowledged.pop(key, None)
+        return self._received.setdefault((sender, incarnation), 0)
+
+    def accept(self, sender: str, incarnation: int, number: int) -> bool:
+        """Whether frame ``number`` is new (False: a repeat sent again after a reconnection)."""
+        key = (sender, incarnation)
+        last = self._received.get(key, 0)
+        if number <= last:
+            return False
+        self._received[key] = number
+        self._unacknowledged[key] = self._unacknowledged.get(key, 0) + 1
+        return True
+
+    def ack_due(self, sender: str, incarnation: int, *, idle: bool) -> int | None:
+        """The number to acknowledge now (``idle``: nothing more to read at the moment), or
+        None when it can wait."""
+        key = (sender, incarnation)
+        pending = self._unacknowledged.get(key, 0)
+        if pending and (idle or pending >= self.ack_every):
+            self._unacknowledged[key] = 0
+            return self._received[key]
+        return None

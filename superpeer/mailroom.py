@@ -1,0 +1,219 @@
+"""Delivery to local peers: durable mail and a window of unacknowledged notifications, sans-IO.
+
+Every notification for a local peer, online or not, first goes into the peer's mail in the store
+(``Store.put_mail``: numbered in arrival order, one copy per publication whatever way it came:
+its tree, a catch-up, a handover). Then, while the peer is attached, the mail room sends it with
+its number (``Notify.delivery``), as long as fewer than ``window`` notifications are waiting for
+the peer's ``Delivered``; the peer acknowledges once the notification is durably in its inbox, and
+only then is it dropped from the mail. So:
+
+* a peer that stops (kill -9, clean stop, broken connection) loses nothing: what it had not
+  acknowledged is sent again on its next connection, from the oldest; its inbox ignores repeats;
+* the backlog of a peer that was away flows until it is empty, in order, at the rate the peer
+  acknowledges, whatever its size;
+* a slow peer slows only its own stream (its mail grows in the store); nobody else waits.
+
+Mail is kept at most ``retention_seconds`` and ``max_kept`` per peer (oldest dropped first); what
+is dropped is counted, traced, and told to the peer (``Expired``) when it connects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import wire
+from superpeer.actions import ToConnection
+from superpeer.core import trace_record
+from superpeer.store import Store
+from superpeer.trace import TraceRecord
+from wire import messages as m
+
+MailOutput = ToConnection | TraceRecord
+
+
+def mail_key(owner: str, publication_id: str) -> str:
+    """One key per publication (its owner and id), the same one the peer's inbox uses."""
+    return hashlib.sha256(json.dumps([owner, publication_id]).encode()).hexdigest()[:32]
+
+
+@dataclass
+class _Window:
+    connection: int
+    kept_through: int
+    """Mail numbered up to this was in the store before the peer attached (sending it is a
+    flush)."""
+    sent_through: int = 0
+    """The highest delivery number sent on this connection."""
+    unacknowledged: int = 0
+    backlog: bool = True
+    """The store may hold mail beyond ``sent_through`` (read it before sending new mail)."""
+
+
+@dataclass
+class MailStatistics:
+    delivered: int = 0
+    """Notifications sent to attached peers for the first time."""
+    kept: int = 0
+    """Notifications stored for detached peers."""
+    flushed: int = 0
+    """Kept notifications sent later, when their peer came back."""
+    resent: int = 0
+    """Notifications sent again because their peer had not acknowledged them."""
+    acknowledged: int = 0
+    repeats: int = 0
+    """Notifications that reached the mail room a second time for one peer (ignored)."""
+    expired: Counter[str] = dataclasses.field(default_factory=Counter)
+
+
+class Mailroom:
+    def __init__(self, node_id: str, store: Store, *, window: int, tracing: bool = True) -> None:
+        self.node_id = node_id
+        self.store = store
+        self.window = window
+        self.tracing = tracing
+        self.statistics = MailStatistics()
+        self._windows: dict[str, _Window] = {}
+        self._highest_sent: dict[str, int] = {}
+        self._last_number = store.last_delivery()
+
+    def attached(self, peer: str) -> bool:
+        return peer in self._windows
+
+    def unacknowledged(self) -> dict[str, int]:
+        return {p: w.unacknowledged for p, w in sorted(self._windows.items()) if w.unacknowledged}
+
+    def attach(self, peer: str, connection: int, now: float) -> list[MailOutput]:
+        """The peer is on ``connection``: tell it what expired, then send its mail from the
+        oldest (what an earlier connection left unacknowledged included)."""
+        out: list[MailOutput] = []
+        self._windows[peer] = _Window(connection, kept_through=self._last_number)
+        expired = self.store.take_expired(peer)
+        if expired:
+            notice = m.Expired(
+                count=expired,
+                reason="kept longer than the retention period or beyond the per-peer cap",
+            )
+            out.append(ToConnection(connection, notice, wire.encode(notice)))
+        self._refill(peer, now, out)
+        return out
+
+    def detach(self, peer: str) -> None:
+        self._windows.pop(peer, None)
+
+    def deliver(self, peer: str, notify: m.Notify, now: float) -> list[MailOutput]:
+        out: list[MailOutput] = []
+        key = mail_key(notify.owner, notify.publication.id)
+        number = self.store.put_mail(peer, key, wire.encode(notify), now)
+        if number is None:
+            self.statistics.repeats += 1
+            return out
+        self._last_number = max(self._last_number, number)
+        window = self._windows.get(peer)
+        if window is None:
+            self.statistics.kept += 1
+            self._trace(out, now, "offline", notify, peer)
+            return out
+        if window.backlog or window.unacknowledged >= self.window:
+            window.backlog = True
+            self._refill(peer, now, out)
+            return out
+        self._send(peer, window, dataclasses.replace(notify, delivery=number), now, out)
+        return out
+
+    def acknowledged(self, peer: str, through: int, now: float) -> list[MailOutput]:
+        """``Delivered(through)`` from the peer."""
+        out: list[MailOutput] = []
+        window = self._windows.get(peer)
+        if window is None:
+            return out
+        done = self.store.acknowledge(peer, min(through, window.sent_through), now)
+        self.statistics.acknowledged += done
+        window.unacknowledged = max(0, window.unacknowledged - done)
+        self._refill(peer, now, out)
+        return out
+
+    def take(self, peer: str, now: float, *, until: float = math.inf) -> list[m.Notify]:
+        """Everything kept for ``peer`` (it moved away) that arrived before ``until`` (what came
+        later is its new access point's business): the store forgets all of it."""
+        self._windows.pop(peer, None)
+        return [_decoded(data) for data in self.store.take_mail(peer, now, until)]
+
+    def expire(self, before: float, cap: int, now: float) -> list[MailOutput]:
+        """Drop mail older than ``before`` and beyond ``cap`` per peer; count it for the peer."""
+        out: list[MailOutput] = []
+        for peer, count in self.store.expire_mail(before, cap).items():
+            self.statistics.expired[peer] += count
+            window = self._windows.get(peer)
+            if window is not None:
+                notice = m.Expired(count=count, reason="the per-peer cap of kept notifications")
+                out.append(ToConnection(window.connection, notice, wire.encode(notice)))
+                window.backlog = True
+            else:
+                self.store.add_expired(peer, count)
+            if self.tracing:
+                out.append(
+                    TraceRecord(
+                        ts=now,
+                        node=self.node_id,
+                        event="expired",
+                        kind=m.Expired.KIND,
+                        peer=peer,
+                        msg=str(count),
+                    )
+                )
+        return out
+
+    def _refill(self, peer: str, now: float, out: list[MailOutput]) -> None:
+        window = self._windows[peer]
+        room = self.window - window.unacknowledged
+        if room <= 0:
+            return
+        found = self.store.mail_after(peer, window.sent_through, room)
+        for number, data in found:
+            notify = dataclasses.replace(_decoded(data), delivery=number)
+            self._send(peer, window, notify, now, out)
+        window.backlog = len(found) == room
+
+    def _send(
+        self, peer: str, window: _Window, notify: m.Notify, now: float, out: list[MailOutput]
+    ) -> None:
+        number = notify.delivery
+        data = wire.encode(notify)
+        out.append(ToConnection(window.connection, notify, data))
+        window.sent_through = max(window.sent_through, number)
+        window.unacknowledged += 1
+        if number <= self._highest_sent.get(peer, 0):
+            self.statistics.resent += 1
+            event = "redeliver"
+        elif number <= window.kept_through:
+            self.statistics.flushed += 1
+            event = "flush"
+        else:
+            self.statistics.delivered += 1
+            event = "deliver"
+        self._highest_sent[peer] = max(self._highest_sent.get(peer, 0), number)
+        self._trace(out, now, event, notify, peer, size=len(data))
+
+    def _trace(
+        self,
+        out: list[MailOutput],
+        now: float,
+        event: str,
+        notify: m.Notify,
+        peer: str,
+        *,
+        size: int = 0,
+    ) -> None:
+        if self.tracing:
+            out.append(trace_record(self.node_id, now, event, notify, peer=peer, size=size))
+
+
+def _decoded(data: bytes) -> m.Notify:
+    message, _ = wire.decode(data)
+    assert isinstance(message, m.Notify)
+    return message

@@ -1,0 +1,1790 @@
+"""``SuperPeerNode``: one super-peer, sans-IO. The daemon and the simulator drive the same object.
+
+It owns everything a super-peer decides: the topology protocol (``hypercup.HypercupNode``), routing
+(``SuperPeerCore``), peer connections (``AccessPointSession``: admission, identification, newest
+connection wins), delivery to peers (``Mailroom``: durable mail, acknowledged window), link
+supervision (heartbeats, silence, failure), recovery (catch-up from origins' publication logs,
+migration of peers between access points, adoption of a leaving super-peer's peers) and restarts
+(everything durable is in the ``Store``). Inputs are method calls with the time passed in; outputs
+are ``superpeer.actions`` and ``TraceRecord`` s. The node reads no clock, opens no socket.
+
+Inputs: ``start`` / ``leave``; ``superpeer_hello`` (another super-peer connected, with its
+incarnation), ``superpeer_message``, ``superpeer_heard`` (any sign of life on a link),
+``superpeer_unreachable`` (the runtime gave up on a link); ``accept`` / ``peer_message`` /
+``peer_violation`` / ``connection_closed`` for peer connections; ``timer`` (call it at
+``next_deadline``). The control commands read ``status``, ``peer_report``, ``subscription_report``
+and call ``forget_peer``.
+
+Rules, beyond the routing core's:
+
+* **Incarnations.** Every start and every rejoin takes a new incarnation number from the store;
+  super-peers learn each other's from ``Hello``. A neighbour that shows up with a newer one has
+  restarted: it is declared failed at once (no need to wait for silence).
+* **Failure detection.** A link to a neighbour that has carried nothing for ``heartbeat_seconds``
+  carries a ``Heartbeat``; a neighbour not heard from for ``failure_seconds`` is reported to the
+  topology protocol (``neighbour_failed``; retried while the protocol is busy with another
+  operation). If the node itself was stalled (its timer fired late by more than half of
+  ``failure_seconds``: a paused process), everyone gets a fresh ``failure_seconds`` first.
+* **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
+  evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
+  state restored, its peers asked to reconnect.
+* **Departures.** The node that takes a departed member's place (``hypercup.Departed``) broadcasts
+  ``sp.departed``; every access point then asks the origins whose trees ran through the departed
+  positions for what they published since it was last heard from (``CatchUp``, after the routes
+  settled), and their answers (``Mail``) go into its peers' mail, where repeats are dropped.
+* **Restart.** A node started on a store with peers in it restores them (detached), routes their
+  subscriptions and advertisements once it is a member, asks the origins for what was published
+  since it was last alive, and replays its own publication log since then (a publication it
+  accepted just before it crashed may not have left).
+* **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
+  first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
+  kept (``Mail``), forgets the peer (subscriptions retracted network-wide after ``settle_seconds``,
+  registration dropped, notifications that still reach it forwarded meanwhile) and answers
+  ``HandoverDone``. If the previous one does not answer within ``handover_seconds``, the node asks
+  the origins for what was published since the peer last heard from it, and keeps asking the
+  previous one (durably) until it answers: when it comes back, what it kept is handed over.
+* **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
+  advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
+  (``Goodbye.successor``), withdraws its advertisement and leaves the cube.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import secrets
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import crypto
+import qel
+import wire
+from hypercup import HypercupNode, NodeState
+from hypercup.errors import HypercupError, LocalProtocolError
+from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
+from hypercup.positions import tree_parent_position
+from superpeer.access import AccessPointSession, Ended, Established, Reply, Request
+from superpeer.actions import (
+    Action,
+    CloseConnection,
+    Deliver,
+    Forgotten,
+    LogPublication,
+    Stopped,
+    ToConnection,
+    ToPeer,
+    ToSuperPeer,
+)
+from superpeer.core import CoreConfig, SuperPeerCore, trace_record
+from superpeer.mailroom import Mailroom, mail_key
+from superpeer.store import Store
+from superpeer.trace import TraceRecord
+from wire import messages as m
+from wire.framing import Received
+
+log = logging.getLogger("superpeer")
+# peer messages the node handles itself (the core traces the others when it handles them)
+_OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
+T = TypeVar("T")
+Output = Action | TraceRecord
+HANDOVERS = "handover"
+MOVED = "moved"
+ADOPTED = "adopted"
+MOVES = "move-statement"
+"""Per local peer, its last move statement (what a holder shows to claim the peer back from an
+access point that returned with an older copy of its state)."""
+ATTACHED = "attached"
+"""Per local peer, the last time it was attached here."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeConfig:
+    routing: CoreConfig = field(default_factory=CoreConfig)
+    heartbeat_seconds: float | None = 1.0
+    """A link idle this long carries a ``Heartbeat`` (None: no supervision, for simulations
+    without failures)."""
+    failure_seconds: float = 10.0
+    """A neighbour silent this long has failed."""
+    admission_seconds: float = 10.0
+    """TLS, ``Hello`` and identification of a peer connection, all of it."""
+    max_unidentified_per_address: int = 32
+    """Peer connections from one address that have not identified yet."""
+    window: int = 64
+    """Notifications sent to a peer and not yet acknowledged."""
+    retention_seconds: float = 7 * 86400.0
+    """How long mail is kept for a peer that does not come back."""
+    max_kept_per_peer: int = 100_000
+    """Mail kept per peer; beyond it, the oldest goes (counted and told)."""
+    log_seconds: float = 3600.0
+    """How long an origin keeps its publications for catch-up."""
+    max_logged: int = 100_000
+    catchup_margin_seconds: float = 5.0
+    """Catch-up asks for a little more than strictly needed: clocks differ, repeats are free."""
+    rejoin_seconds: float = 1.0
+    """Wait before asking again after a refused join."""
+    handover_seconds: float = 5.0
+    """Wait for a previous access point's answer before catching up from the origins."""
+    housekeeping_seconds: float = 5.0
+    """How often the node notes it is alive, expires mail and prunes its log."""
+    mail_batch: int = 200
+    """Notifications per ``Mail`` message."""
+
+
+@dataclass
+class NodeStatistics:
+    auth_failures: int = 0
+    violations: int = 0
+    refused_connections: int = 0
+    failures_detected: int = 0
+    repairs: int = 0
+    rejoins: int = 0
+    catchups_asked: int = 0
+    catchups_served: int = 0
+    recovered: int = 0
+    handovers_in: int = 0
+    handovers_out: int = 0
+    forwarded: int = 0
+    sent: Counter[str] = field(default_factory=Counter)
+    received: Counter[str] = field(default_factory=Counter)
+    bytes_sent: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class _Connection:
+    session: AccessPointSession
+    host: str
+    counted: bool = True
+    """Still counted against its address's limit of unidentified connections."""
+
+
+@dataclass
+class _CatchUp:
+    due: float
+    since: float
+    peers: frozenset[str] | None
+    """Only these peers' subscriptions (None: every local peer's)."""
+    origins: frozenset[str] | None
+    """Only these origins (None: every origin that covers a subscription)."""
+    subscriptions: dict[str, dict[str, qel.Subscription]] | None = None
+    """The subscriptions to catch up for (a moved peer's, as they were when it arrived); None:
+    each peer's current ones, each since it was made here at the earliest."""
+    until: float = math.inf
+    """For ``subscriptions``: until when they stood for the peer (after that, the ones it has
+    here do, and routing brings what they match)."""
+
+
+class SuperPeerNode:
+    """One super-peer; see the module docstring."""
+
+    def __init__(
+        self,
+        node_id: str,
+        address: str,
+        store: Store,
+        config: NodeConfig | None = None,
+        *,
+        fingerprint: str | None = None,
+        random: Callable[[int], bytes] = secrets.token_bytes,
+    ) -> None:
+        self.node_id = node_id
+        self.address = address
+        self.store = store
+        self.config = config or NodeConfig()
+        self.fingerprint = fingerprint
+        """This node's TLS key fingerprint: peers identify themselves (None: plaintext)."""
+        self._random = random
+        self.incarnation = 0
+        self.topology = HypercupNode(node_id, address)
+        self.core: SuperPeerCore | None = None
+        self.mail = Mailroom(
+            node_id, store, window=self.config.window, tracing=self.config.routing.tracing
+        )
+        self.statistics = NodeStatistics()
+        self.addresses: dict[str, str] = {}
+        self.incarnations: dict[str, int] = {}
+        """The newest incarnation heard of, per super-peer."""
+        self._neighbour_incarnations: dict[str, int] = {}
+        """Per current neighbour, the incarnation heard from while it is our neighbour: a newer
+        one means it restarted (and the one in our view is dead)."""
+        self.departed: dict[str, int] = {}
+        self.successors: dict[str, str] = {}
+        """Departed super-peers whose peers another one adopted (where to ask for them)."""
+        self.stopping = False
+        self.stopped = False
+        self._contacts: list[tuple[str, str]] = []
+        self._join_at: float | None = None
+        self._last_heard: dict[str, float] = {}
+        self._last_sent: dict[str, float] = {}
+        self._suspected: set[str] = set()
+        self._retry_at = 0.0
+        """When to ask the topology protocol again about suspected neighbours (it may have been
+        busy with another operation)."""
+        self._timer_due: float | None = None
+        self._connections: dict[int, _Connection] = {}
+        self._next_connection = 1
+        self._unidentified: Counter[str] = Counter()
+        self._peer_connection: dict[str, int] = {}
+        self._catchups: list[_CatchUp] = []
+        self._subscribed_at: dict[tuple[str, str], float] = {}
+        self._unsubscribed_at: dict[tuple[str, str], float] = {}
+        """When each subscription made here in this incarnation was made (catch-up never asks
+        for what was published before a subscription existed)."""
+        self._withdrawn: dict[tuple[str, str], tuple[qel.Subscription, float, float]] = {}
+        """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
+        withdrawn: a repair catches up for them too, for the time they were active (a route
+        broken before the withdrawal may have lost what they were owed)."""
+        self._moved_away: dict[str, tuple[str, str, float]] = {}
+        self._handover_due: dict[str, float] = {}
+        """Pending handovers (request -> when to ask again)."""
+        self._handover_tries: dict[str, int] = {}
+        self._awaiting: set[str] = set()
+        """Handovers whose first answer (or the catch-up instead) is still awaited."""
+        self._restored_since: float | None = None
+        self._replay: list[tuple[float, m.Notification]] = []
+        self._before_member: list[tuple[str, int, Received]] = []
+        self._housekeeping_at = 0.0
+        self._message_number = 0
+
+    # == lifecycle =================================================================================
+    def start(self, now: float, contacts: list[tuple[str, str]]) -> list[Output]:
+        """Start (or restart, on a store that holds state): create a cube when ``contacts`` is
+        empty, else join through the first contact that accepts (node id, address)."""
+        out: list[Output] = []
+        self.incarnation = self.store.next_incarnation()
+        alive = self.store.get_meta("alive_at")
+        if alive is not None and (self.store.local_peers() or self.store.registered()):
+            self._restored_since = float(alive) - self.config.catchup_margin_seconds
+        previous = self.store.get_meta("neighbours")
+        if previous:
+            # tell the old neighbours at once that this incarnation replaced the one they knew
+            for entry in previous.split(","):
+                node, _, address = entry.partition("=")
+                if node and node != self.node_id:
+                    self.addresses[node] = address
+                    self._send(node, m.Heartbeat(), now, out)
+        self._contacts = [c for c in contacts if c[0] != self.node_id]
+        if not self._contacts:
+            self._topology(self.topology.create(), now, out)
+        else:
+            self._join(now, out)
+        self._housekeeping_at = now
+        return out
+
+    def _join(self, now: float, out: list[Output]) -> None:
+        self._join_at = None
+        contact_id, contact_address = self._contacts[0]
+        self._contacts.append(self._contacts.pop(0))
+        self.addresses[contact_id] = contact_address
+        try:
+            self._topology(self.topology.join_via(contact_id, contact_address), now, out)
+        except HypercupError as error:
+            log.warning("event=join_error node=%s error=%r", self.node_id, str(error))
+            self._join_at = now + self.config.rejoin_seconds
+
+    def leave(self, now: float) -> list[Output]:
+        """Leave cleanly: hand the peers to a neighbour, tell them, withdraw what this origin
+        announced, leave the cube (``Stopped`` follows ``hypercup.Left``)."""
+        out: list[Output] = []
+        if self.stopping:
+            return out
+        self.stopping = True
+        core = self.core
+        successor = None
+        if core is not None and self.topology.state is NodeState.MEMBER:
+            successor = self.successor()
+        if successor is not None:
+            for peer in sorted(set(self.store.local_peers()) | set(self._peer_connection)):
+                self._adopt_out(peer, successor, now, out)
+            self._adopt_log_out(successor, now, out)
+            assert core is not None
+            self._core(
+                core.announce_departure(
+                    self.node_id,
+                    self.incarnation,
+                    tuple(sorted(core.view.positions)),
+                    failed=False,
+                    since=now,
+                    now=now,
+                    successor=successor,
+                ),
+                now,
+                out,
+            )
+        for connection in sorted(self._peer_connection.values()):
+            goodbye = m.Goodbye(
+                reason="the super-peer is leaving the network",
+                successor=self.addresses.get(successor, "") if successor else "",
+            )
+            out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
+            out.append(CloseConnection(connection, "leaving"))
+        if core is not None:
+            out += core.retire(now)
+        self._leave_cube(now, out)
+        return out
+
+    def _leave_cube(self, now: float, out: list[Output]) -> None:
+        if self.topology.state is not NodeState.MEMBER:
+            self.stopped = True
+            out.append(Stopped("left"))
+            return
+        try:
+            self._topology(self.topology.leave(), now, out)
+        except LocalProtocolError:
+            self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
+
+    def successor(self) -> str | None:
+        """The neighbour that adopts this node's peers when it leaves."""
+        if self.core is None:
+            return None
+        neighbours = sorted(self.core.view.neighbours())
+        return neighbours[0] if neighbours else None
+
+    # == the topology ==============================================================================
+    def _topology(self, outputs: list, now: float, out: list[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, Send):
+                self.addresses.setdefault(output.to, output.address)
+                self._send(output.to, output.message, now, out, address=output.address)
+            elif isinstance(output, Joined):
+                self._joined(now, out)
+            elif isinstance(output, TopologyChanged):
+                self._changed(output, now, out)
+            elif isinstance(output, JoinFailed):
+                log.info("event=join_refused node=%s reason=%r", self.node_id, output.reason)
+                self._join_at = now + self.config.rejoin_seconds
+            elif isinstance(output, Departed):
+                self._took_place_of(output, now, out)
+            elif isinstance(output, Left):
+                self.stopped = True
+                log.info("event=left node=%s", self.node_id)
+                out.append(Stopped("left the cube"))
+
+    def _joined(self, now: float, out: list[Output]) -> None:
+        view = self.topology.view()
+        self.core = SuperPeerCore(
+            self.node_id, self.address, view, self.config.routing, incarnation=self.incarnation
+        )
+        log.info(
+            "event=member node=%s incarnation=%d positions=%s",
+            self.node_id,
+            self.incarnation,
+            sorted(view.positions),
+        )
+        self._trace_event(out, now, "member", kind="hypercup.joined")
+        self._restore(now, out)
+        early, self._before_member = self._before_member, []
+        for sender, incarnation, received in early:
+            out += self.superpeer_message(sender, incarnation, received, now)
+
+    def _changed(self, change: TopologyChanged, now: float, out: list[Output]) -> None:
+        self.addresses.update(change.addresses)
+        view = change.view
+        for neighbour in view.neighbours():
+            self._last_heard.setdefault(neighbour, now)
+        for gone in set(self._last_heard) - set(view.neighbours()):
+            del self._last_heard[gone]
+        for gone in set(self._neighbour_incarnations) - set(view.neighbours()):
+            del self._neighbour_incarnations[gone]
+        self._suspected &= set(view.neighbours())
+        self.store.set_meta(
+            "neighbours", ",".join(f"{n}={change.addresses[n]}" for n in sorted(view.neighbours()))
+        )
+        if self.core is not None:
+            self._core(self.core.topology_changed(view, now), now, out)
+
+    def _took_place_of(self, departed: Departed, now: float, out: list[Output]) -> None:
+        out.append(Forgotten(departed.node))
+        incarnation = self._neighbour_incarnations.get(departed.node, 0)
+        if departed.failed:
+            self.departed[departed.node] = incarnation
+        self.statistics.repairs += int(departed.failed)
+        self._trace_event(
+            out,
+            now,
+            "repair" if departed.failed else "departure",
+            kind="sp.departed",
+            neighbour=departed.node,
+        )
+        if self.core is None:
+            return
+        since = self._last_heard.get(departed.node, now)
+        self._core(
+            self.core.announce_departure(
+                departed.node,
+                incarnation,
+                departed.positions,
+                failed=departed.failed,
+                since=since,
+                now=now,
+            ),
+            now,
+            out,
+        )
+        if departed.failed:
+            self._plan_catchup(departed.positions, since, now)
+
+    # == other super-peers =========================================================================
+    def superpeer_hello(
+        self, node: str, incarnation: int, address: str, now: float
+    ) -> list[Output]:
+        """Super-peer ``node`` (at ``address``) opened a connection to this one."""
+        out: list[Output] = []
+        if address:
+            self.addresses[node] = address
+        self._heard(node, now)
+        self._incarnation(node, incarnation, now, out)
+        return out
+
+    def _incarnation(self, node: str, incarnation: int, now: float, out: list[Output]) -> None:
+        previous = self.incarnations.get(node, 0)
+        self.incarnations[node] = max(incarnation, previous)
+        if incarnation > previous > 0:
+            out.append(Forgotten(node, drain=False))
+        if not self._is_neighbour(node):
+            return
+        known = self._neighbour_incarnations.setdefault(node, incarnation)
+        if incarnation > known:
+            self._restarted(node, now, out)
+
+    def superpeer_heard(self, node: str, now: float) -> None:
+        """Any sign of life on a link with ``node`` (an acknowledgement, a frame)."""
+        self._heard(node, now)
+
+    def _heard(self, node: str, now: float) -> None:
+        if node in self._last_heard:
+            self._last_heard[node] = now
+        self._suspected.discard(node)
+
+    def superpeer_unreachable(self, node: str, now: float) -> list[Output]:
+        """The runtime gave up on its link to ``node`` (its queue overflowed)."""
+        out: list[Output] = []
+        if self._is_neighbour(node):
+            self._fail(node, now, out)
+        return out
+
+    def superpeer_message(
+        self, sender: str, incarnation: int, received: Received, now: float
+    ) -> list[Output]:
+        """A message from super-peer ``sender`` (whose connection said ``incarnation``)."""
+        message, message_id, size = received.message, received.message_id, received.size
+        out: list[Output] = []
+        self._heard(sender, now)
+        kind = type(message).KIND  # type: ignore[attr-defined]
+        self.statistics.received[kind] += 1
+        self._incarnation(sender, incarnation, now, out)
+        if self.departed.get(sender, -1) >= incarnation and not isinstance(
+            message, m.Evicted | m.CatchUp | m.Mail | m.HandoverDone
+        ):
+            self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
+            evicted = m.Evicted(
+                reason=f"{sender} incarnation {incarnation} departed the cube",
+                incarnation=incarnation,
+            )
+            self._send(sender, evicted, now, out)
+            return out
+        if isinstance(message, m.Evicted):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            # the cube replaced this incarnation while it was unreachable (paused, cut off):
+            # whatever its own view says, it is not a member any more
+            if self.topology.state is NodeState.MEMBER and message.incarnation == self.incarnation:
+                self._rejoin(f"evicted: {message.reason}", now, out)
+            return out
+        if kind.startswith("hypercup."):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._hypercup(sender, message, now, out)
+        elif isinstance(message, m.Heartbeat):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+        elif isinstance(message, m.CatchUp):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._serve_catchup(sender, message, now, out)
+        elif isinstance(message, m.Mail):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._mail_in(message, now, out)
+        elif isinstance(message, m.Handover):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._handover_out(sender, message, now, out)
+        elif isinstance(message, m.HandoverDone):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._handover_done(message, now, out)
+        elif isinstance(message, m.AdoptLog):
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._adopt_log_in(message)
+        elif isinstance(message, m.Adopt) and self.core is not None:
+            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            self._adopt_in(sender, message, now, out)
+        elif self.core is None:
+            # from members that already count this newcomer as a neighbour: its Welcome may
+            # still be on its way (another sender, another link)
+            self._before_member.append((sender, incarnation, received))
+        else:
+            self._core(
+                self.core.superpeer_message(sender, message, size, now, message_id), now, out
+            )
+            if isinstance(message, m.Departed):
+                # what is queued for it still goes out (a goodbye is answered): Forgotten drains
+                out.append(Forgotten(message.node))
+                if message.failed:  # a node declared failed may still be alive: evict it
+                    self.departed[message.node] = max(
+                        self.departed.get(message.node, 0), message.incarnation
+                    )
+                if message.successor:
+                    self.successors[message.node] = message.successor
+                    if message.successor_address:
+                        self.addresses.setdefault(message.successor, message.successor_address)
+                if message.failed:
+                    self._plan_catchup(message.positions, message.since, now)
+            elif isinstance(message, m.Returned):
+                self._returned(message, now, out)
+        return out
+
+    def _hypercup(self, sender: str, message: object, now: float, out: list[Output]) -> None:
+        try:
+            self._topology(self.topology.receive(sender, message), now, out)  # type: ignore[arg-type]
+        except HypercupError as error:
+            log.warning(
+                "event=topology_error node=%s sender=%s error=%r", self.node_id, sender, str(error)
+            )
+            if self.topology.state is NodeState.BROKEN:
+                self._rejoin(f"the topology protocol broke: {error}", now, out)
+
+    def _restarted(self, node: str, now: float, out: list[Output]) -> None:
+        if self._is_neighbour(node):
+            log.warning("event=neighbour_restarted node=%s neighbour=%s", self.node_id, node)
+            self._fail(node, now, out)
+
+    def _is_neighbour(self, node: str) -> bool:
+        return self.topology.state is NodeState.MEMBER and node in self.topology.view().neighbours()
+
+    def _fail(self, node: str, now: float, out: list[Output]) -> None:
+        if node not in self._suspected:
+            self.statistics.failures_detected += 1
+            log.error("event=neighbour_failed node=%s neighbour=%s", self.node_id, node)
+            self._trace_event(out, now, "neighbour_failed", kind="sp.heartbeat", neighbour=node)
+        self._suspected.add(node)
+        self._retry_at = now + (self.config.heartbeat_seconds or self.config.rejoin_seconds)
+        try:
+            self._topology(self.topology.neighbour_failed(node), now, out)
+        except LocalProtocolError as error:
+            log.info(
+                "event=repair_deferred node=%s neighbour=%s reason=%r",
+                self.node_id,
+                node,
+                str(error),
+            )
+        except HypercupError as error:
+            log.warning("event=repair_error node=%s error=%r", self.node_id, str(error))
+            if self.topology.state is NodeState.BROKEN:
+                self._rejoin(f"the topology protocol broke: {error}", now, out)
+
+    def _rejoin(self, reason: str, now: float, out: list[Output]) -> None:
+        """Out of the cube while alive (evicted, or the protocol broke): start again as a new
+        incarnation, on the durable state, through the members this node knows."""
+        log.error("event=rejoin node=%s reason=%r", self.node_id, reason)
+        self.statistics.rejoins += 1
+        self._trace_event(out, now, "rejoin", kind="hypercup.join_request")
+        since = min(self._last_heard.values(), default=now) - self.config.catchup_margin_seconds
+        contacts = [(n, a) for n, a in sorted(self.addresses.items()) if n != self.node_id]
+        for connection in list(self._peer_connection.values()):
+            goodbye = m.Goodbye(reason="the super-peer is rejoining the network")
+            out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
+            self._close(connection, "rejoining", now, out)
+        self.incarnation = self.store.next_incarnation()
+        # every link said the old incarnation in its Hello: open them again as the new one (the
+        # members drop what the old one sends), and drop what was queued for the old cube
+        out += [Forgotten(node, drain=False) for node, _ in contacts]
+        self.topology = HypercupNode(self.node_id, self.address)
+        self.core = None
+        self._last_heard.clear()
+        self._suspected.clear()
+        self._catchups.clear()
+        self._before_member.clear()
+        self._restored_since = since
+        self._contacts = contacts
+        if contacts:
+            self._join(now, out)
+        else:
+            self._topology(self.topology.create(), now, out)
+
+    # == the routing core ==========================================================================
+    def _core(self, outputs: list, now: float, out: list[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, ToSuperPeer):
+                address = output.address or self.addresses.get(output.node, "")
+                self._last_sent[output.node] = now
+                out.append(dataclasses.replace(output, address=address))
+            elif isinstance(output, Deliver):
+                self._deliver(output.peer, output.notify, now, out)
+            elif isinstance(output, ToPeer):
+                connection = self._peer_connection.get(output.peer)
+                if connection is not None:
+                    out.append(ToConnection(connection, output.message, output.data))
+            elif isinstance(output, LogPublication):
+                notification = output.notification
+                self.store.log_publication(
+                    mail_key(notification.owner, notification.publication.id),
+                    wire.encode(notification),
+                    notification.published_at,
+                )
+            else:
+                out.append(output)
+
+    def _deliver(self, peer: str, notify: m.Notify, now: float, out: list[Output]) -> None:
+        moved = self._moved_away.get(peer)
+        if moved is not None:
+            # the peer moved away; its subscriptions here go after ``settle_seconds``
+            node, address, _ = moved
+            self.statistics.forwarded += 1
+            mail = m.Mail(
+                request="", purpose="forward", peer=peer, notifications=(notify,), last=True
+            )
+            self._send(node, mail, now, out, address=address)
+            return
+        out += self.mail.deliver(peer, notify, now)
+
+    def _restore(self, now: float, out: list[Output]) -> None:
+        """A new member on a store that holds peers: route their state again; then, once the
+        routes settled, catch up on what was published while this node was away."""
+        core = self.core
+        assert core is not None
+        for peer in self.store.local_peers():
+            state = self.store.local_state(peer)
+            core.attach(peer, now)
+            connection = self._peer_connection.get(peer)
+            if connection is None:
+                core.detach(peer, now)
+            if state.advertisement is not None:
+                advertise = _decoded(state.advertisement, m.Advertise)
+                if advertise is not None:
+                    self._core_call(
+                        lambda o, a=advertise, p=peer: core.advertise(p, a.advertisement, now, o),
+                        now,
+                        out,
+                    )
+            for data in state.subscriptions.values():
+                subscribe = _decoded(data, m.Subscribe)
+                if subscribe is not None:
+                    self._core_call(
+                        lambda o, s=subscribe, p=peer: core.subscribe(
+                            p, s.id, s.subscription, now, o
+                        ),
+                        now,
+                        out,
+                    )
+        for peer in self._peer_connection:
+            core.attach(peer, now)
+        for pending in self.store.pending(HANDOVERS):
+            self._handover_due[pending] = now
+        for peer, entry in self.store.pending(MOVED).items():
+            self._moved_away[peer] = (entry["node"], entry["address"], entry["until"])
+        since = self._restored_since
+        restored = tuple(self.store.local_peers())
+        if restored:
+            self._core_call(
+                lambda o: core.broadcast(
+                    m.Returned(
+                        origin=self.node_id,
+                        origin_position=core.view.root_position,
+                        incarnation=self.incarnation,
+                        peers=restored,
+                    ),
+                    now,
+                    o,
+                ),
+                now,
+                out,
+            )
+        if since is not None:
+            self._restored_since = None
+            due = now + self.config.routing.settle_seconds
+            self._catchups.append(_CatchUp(due, since, None, None))
+            for data in self.store.logged_since(since):
+                notification = _decoded(data, m.Notification)
+                if notification is not None:
+                    self._replay.append((due, notification))
+
+    def _core_call(self, call: Callable[[list], object], now: float, out: list[Output]) -> None:
+        produced: list = []
+        call(produced)
+        self._core(produced, now, out)
+
+    # == catch-up ==================================================================================
+    def _plan_catchup(self, positions: tuple[int, ...], since: float, now: float) -> None:
+        """Routes through ``positions`` broke: after the new ones settle, ask the origins whose
+        trees ran through them for what was published since ``since``."""
+        core = self.core
+        if core is None or not (self.store.local_peers() or self._withdrawn):
+            return
+        lost = set(positions)
+        mine = core.recent_positions()
+        origins = set()
+        for origin, position in core.origin_positions.items():
+            if any(lost & _tree_path(position, own) for own in mine) or position in lost:
+                origins.add(origin)
+        if not origins:
+            return
+        due = now + self.config.routing.settle_seconds
+        self._catchups.append(
+            _CatchUp(due, since - self.config.catchup_margin_seconds, None, frozenset(origins))
+        )
+
+    def _ask_catchups(self, now: float, out: list[Output]) -> None:
+        core = self.core
+        if core is None:
+            return
+        due = [c for c in self._catchups if c.due <= now]
+        self._catchups = [c for c in self._catchups if c.due > now]
+        for catchup in due:
+            peers = catchup.peers
+            if peers is None:
+                peers = set(self.store.local_peers()) | {peer for peer, _ in self._withdrawn}
+            wanted: dict[str, list[tuple[str, str, qel.Subscription, float, float]]] = {}
+            margin = self.config.catchup_margin_seconds
+            for peer in sorted(peers):
+                if peer in self._moved_away:
+                    continue  # it moved on: its new access point catches up for it
+                if catchup.subscriptions is not None:
+                    subscriptions = catchup.subscriptions.get(peer, {})
+                else:
+                    subscriptions = core.subscriptions_of(peer)
+                for sid, subscription in sorted(subscriptions.items()):
+                    since, until = catchup.since, catchup.until
+                    if catchup.subscriptions is None:
+                        since = max(since, self._subscribed_at.get((peer, sid), -math.inf) - margin)
+                    else:
+                        until = min(until, self._unsubscribed_at.get((peer, sid), math.inf))
+                    entry = (peer, sid, subscription, since, until)
+                    for origin in core.ads.covering_origins(subscription):
+                        if catchup.origins is None or origin in catchup.origins:
+                            wanted.setdefault(origin, []).append(entry)
+                if catchup.subscriptions is not None:
+                    continue
+                for (owner, sid), (subscription, made, ended) in sorted(self._withdrawn.items()):
+                    if owner != peer or ended <= catchup.since:
+                        continue
+                    since = max(catchup.since, made - margin)
+                    entry = (peer, sid, subscription, since, min(catchup.until, ended))
+                    for origin in core.ads.covering_origins(subscription):
+                        if catchup.origins is None or origin in catchup.origins:
+                            wanted.setdefault(origin, []).append(entry)
+            for origin, entries in sorted(wanted.items()):
+                if origin == self.node_id:
+                    self._catch_up_locally(entries, now, out)
+                    continue
+                if self.departed.get(origin, -1) >= core.origin_versions.get(origin, (0, 0))[0]:
+                    continue
+                self.statistics.catchups_asked += 1
+                request = m.CatchUp(request=self._next_id(), entries=tuple(entries))
+                self._send(origin, request, now, out, address=core.origin_addresses.get(origin, ""))
+
+    def _matches(
+        self, entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list
+    ) -> dict[str, list[m.Notify]]:
+        """Per peer, the logged publications that its entries match, each in its window."""
+        found: dict[str, list[m.Notify]] = {}
+        if not entries:
+            return found
+        for data in self.store.logged_since(min(entry[3] for entry in entries)):
+            notification = _decoded(data, m.Notification)
+            if notification is None:
+                continue
+            matched: dict[str, list[str]] = {}
+            for peer, sid, subscription, since, until in entries:
+                if since <= notification.published_at < until and qel.matches(
+                    subscription, notification.publication
+                ):
+                    matched.setdefault(peer, []).append(sid)
+            for peer, sids in matched.items():
+                found.setdefault(peer, []).append(
+                    m.Notify(
+                        publication=notification.publication,
+                        subscriptions=tuple(sorted(sids)),
+                        owner=notification.owner,
+                        access_point=notification.access_point,
+                        origin=notification.origin,
+                        hops=0,
+                        published_at=notification.published_at,
+                    )
+                )
+        return found
+
+    def _catch_up_locally(self, entries: list, now: float, out: list[Output]) -> None:
+        for peer, notifications in self._matches(entries).items():
+            for notify in notifications:
+                self._recover(peer, notify, now, out)
+
+    def _serve_catchup(
+        self, sender: str, message: m.CatchUp, now: float, out: list[Output]
+    ) -> None:
+        self.statistics.catchups_served += 1
+        found = self._matches(message.entries)
+        peers = sorted({peer for peer, *_ in message.entries})
+        for peer in peers:
+            self._send_mail(
+                sender,
+                peer,
+                found.get(peer, []),
+                now,
+                out,
+                request=message.request,
+                purpose="catchup",
+            )
+
+    def _send_mail(
+        self,
+        target: str,
+        peer: str,
+        notifications: list[m.Notify],
+        now: float,
+        out: list[Output],
+        *,
+        request: str,
+        purpose: str,
+        address: str = "",
+    ) -> None:
+        batch = self.config.mail_batch
+        chunks = [notifications[i : i + batch] for i in range(0, len(notifications), batch)] or [[]]
+        for number, chunk in enumerate(chunks):
+            mail = m.Mail(
+                request=request,
+                purpose=purpose,
+                peer=peer,
+                notifications=tuple(chunk),
+                last=number == len(chunks) - 1,
+            )
+            self._send(target, mail, now, out, address=address)
+
+    def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
+        if message.purpose == "catchup" and message.peer in self._moved_away:
+            return  # asked for before it moved on; its new access point asks for itself
+        for notify in message.notifications:
+            self._recover(message.peer, notify, now, out)
+
+    def _recover(self, peer: str, notify: m.Notify, now: float, out: list[Output]) -> None:
+        known = self.core is not None and peer in self.core.peers
+        if not known and peer not in self.store.local_peers():
+            return
+        before = self.mail.statistics.repeats
+        self._deliver(peer, dataclasses.replace(notify, delivery=0), now, out)
+        if self.mail.statistics.repeats == before:
+            self.statistics.recovered += 1
+
+    # == migration =================================================================================
+    def _moved(self, peer: str, message: m.Moved, now: float, out: list[Output]) -> None:
+        """The peer was attached to ``message.previous`` before: fetch what it kept."""
+        if message.previous in ("", self.node_id):
+            return
+        request = f"{self.node_id}:{peer}:{self._next_id()}"
+        entry = {
+            "request": request,
+            "peer": peer,
+            "previous": message.previous,
+            "address": message.previous_address,
+            "since": message.since,
+            "signature": message.signature.hex(),
+            "caught_up": False,
+            "asked_at": now,
+            "subscriptions": {
+                sid: wire.encode(m.Subscribe(id=sid, subscription=q)).hex()
+                for sid, q in sorted(self.core.subscriptions_of(peer).items())
+            }
+            if self.core is not None
+            else {},
+        }
+        for key, old in self.store.pending(HANDOVERS).items():
+            if old["peer"] == peer and old["previous"] == message.previous:
+                self._forget_handover(key)
+        self.store.set_pending(HANDOVERS, request, entry)
+        self.store.set_pending(MOVES, peer, entry)
+        self._awaiting.add(request)
+        self.addresses.setdefault(message.previous, message.previous_address)
+        self._ask_handover(request, entry, now, out)
+
+    def _ask_handover(self, request: str, entry: dict, now: float, out: list[Output]) -> None:
+        """Ask the previous access point (again): the first wait is ``handover_seconds``, then
+        it doubles (up to ten minutes) while the previous one does not answer."""
+        self.statistics.handovers_in += 1
+        tries = self._handover_tries.get(request, 0)
+        self._handover_tries[request] = tries + 1
+        wait = min(self.config.handover_seconds * 2**tries, 600.0)
+        self._handover_due[request] = now + wait
+        handover = m.Handover(
+            request=request,
+            peer=entry["peer"],
+            moved_at=entry["asked_at"],
+            previous=entry["previous"],
+            superpeer=self.node_id,
+            address=self.address,
+            since=entry["since"],
+            signature=bytes.fromhex(entry["signature"]),
+        )
+        holder, address = self._holder(entry["previous"], entry["address"])
+        if holder == self.node_id:  # the peer's state came here with an adoption
+            self._forget_handover(request)
+            return
+        self._send(holder, handover, now, out, address=address)
+
+    def _holder(self, previous: str, address: str) -> tuple[str, str]:
+        """Who keeps what ``previous`` kept: itself, or the super-peer that adopted its peers
+        when it left (and so on)."""
+        holder = previous
+        for _ in range(16):
+            if holder not in self.successors:
+                break
+            holder = self.successors[holder]
+            address = self.addresses.get(holder, "")
+        return holder, address
+
+    def _returned(self, message: m.Returned, now: float, out: list[Output]) -> None:
+        """``message.origin`` is back with the state of some peers: ask again at once for the
+        ones it still holds that moved here; and claim the peers it holds an older copy of
+        (they moved on, maybe through access points that are gone): showing the peer's latest
+        move statement, which names this node and postdates their time there."""
+        wanted = set(message.peers)
+        asked = set()
+        for request, entry in sorted(self.store.pending(HANDOVERS).items()):
+            if entry["peer"] in wanted and entry["previous"] == message.origin:
+                self._handover_tries[request] = 0
+                self._ask_handover(request, entry, now, out)
+                asked.add(entry["peer"])
+        local = set(self.store.local_peers()) | set(self._peer_connection)
+        for peer, statement in sorted(self.store.pending(MOVES).items()):
+            if peer in wanted and peer in local and peer not in asked:
+                claim = m.Handover(
+                    request=f"{self.node_id}:claim:{self._next_id()}",
+                    peer=peer,
+                    moved_at=statement["asked_at"],
+                    previous=statement["previous"],
+                    superpeer=self.node_id,
+                    address=self.address,
+                    since=statement["since"],
+                    signature=bytes.fromhex(statement["signature"]),
+                )
+                self._send(message.origin, claim, now, out)
+
+    def _forget_handover(self, request: str) -> None:
+        self.store.set_pending(HANDOVERS, request, None)
+        self._handover_due.pop(request, None)
+        self._handover_tries.pop(request, None)
+        self._awaiting.discard(request)
+
+    def _handover_timer(self, now: float, out: list[Output]) -> None:
+        pending = self.store.pending(HANDOVERS)
+        for request, due in sorted(self._handover_due.items()):
+            if due > now:
+                continue
+            entry = pending.get(request)
+            if entry is None:
+                self._forget_handover(request)
+                continue
+            self._awaiting.discard(request)
+            if not entry["caught_up"]:
+                # the previous access point does not answer: take from the origins what was
+                # published since the peer last heard from it; keep asking it for what it kept
+                entry["caught_up"] = True
+                self.store.set_pending(HANDOVERS, request, entry)
+                self._catchups.append(self._moved_catchup(entry, now))
+            if now - entry["asked_at"] > self.config.retention_seconds:
+                self._forget_handover(request)
+                continue
+            self._ask_handover(request, entry, now, out)
+
+    def _moved_catchup(self, entry: dict, now: float) -> _CatchUp:
+        """What a moved peer may have missed: what its subscriptions (as it brought them)
+        matched since it last heard from its previous access point."""
+        subscriptions = {}
+        for sid, data in entry.get("subscriptions", {}).items():
+            subscribe = _decoded(bytes.fromhex(data), m.Subscribe)
+            if subscribe is not None:
+                subscriptions[sid] = subscribe.subscription
+        settled = self.config.routing.settle_seconds + self.config.catchup_margin_seconds
+        return _CatchUp(
+            now,
+            entry["since"] - self.config.catchup_margin_seconds,
+            frozenset({entry["peer"]}),
+            None,
+            {entry["peer"]: subscriptions},
+            until=entry["asked_at"] + settled,
+        )
+
+    def _handover_out(
+        self, sender: str, message: m.Handover, now: float, out: list[Output]
+    ) -> None:
+        """A peer of ours moved to ``sender``: hand over what we keep and forget it."""
+        refusal = self._check_handover(sender, message)
+        if refusal is not None:
+            log.warning(
+                "event=handover_refused node=%s peer=%s to=%s reason=%r",
+                self.node_id,
+                message.peer,
+                sender,
+                refusal,
+            )
+            done = m.HandoverDone(
+                request=message.request,
+                peer=message.peer,
+                accepted=False,
+                reason=refusal,
+                expired=0,
+            )
+            self._send(sender, done, now, out, address=message.address)
+            return
+        peer = message.peer
+        self.statistics.handovers_out += 1
+        kept = self.mail.take(
+            peer, now, until=message.moved_at + self.config.catchup_margin_seconds
+        )
+        expired = self.store.take_expired(peer)
+        self._send_mail(
+            sender,
+            peer,
+            kept,
+            now,
+            out,
+            request=message.request,
+            purpose="handover",
+            address=message.address,
+        )
+        until = now + self.config.routing.settle_seconds
+        self._moved_away[peer] = (sender, message.address, until)
+        self.store.set_pending(
+            MOVED, peer, {"node": sender, "address": message.address, "until": until}
+        )
+        self.store.remove(peer)  # its registration moves: moving back registers again
+        self.store.set_pending(ADOPTED, peer, None)
+        done = m.HandoverDone(
+            request=message.request, peer=peer, accepted=True, reason="", expired=expired
+        )
+        self._send(sender, done, now, out, address=message.address)
+        log.info(
+            "event=handover node=%s peer=%s to=%s kept=%d", self.node_id, peer, sender, len(kept)
+        )
+
+    def _check_handover(self, sender: str, message: m.Handover) -> str | None:
+        peer = message.peer
+        if message.superpeer != sender:
+            return f"the handover names {message.superpeer}, but {sender} sent it"
+        if peer in self._peer_connection:
+            return "the peer is attached here now"
+        if peer in self._moved_away:
+            node, _, _ = self._moved_away[peer]
+            if node == sender:
+                return None
+        known = peer in self.store.local_peers() or self.store.get(peer) is not None
+        if not known:
+            return "the peer is unknown here"
+        adopted = self.store.pending(ADOPTED).get(peer, {}).get("from")
+        here_until = self.store.pending(ATTACHED).get(peer, {}).get("at", float("inf"))
+        moved_on = message.since >= here_until  # it was elsewhere after it was last here
+        if message.previous not in (self.node_id, adopted) and not moved_on:
+            return f"the peer says it moved from {message.previous}, not from here"
+        if self.fingerprint is None:
+            return None
+        record = self.store.get(peer)
+        key = record.public_key if record is not None else self.store.local_state(peer).public_key
+        if not key:
+            return "no key to check the peer's signature against"
+        signed = crypto.verify_move(
+            key,
+            message.signature,
+            public_id=peer,
+            previous=message.previous,
+            current=sender,
+            since=message.since,
+        )
+        return None if signed else "the move statement is not signed by the peer's key"
+
+    def _handover_done(self, message: m.HandoverDone, now: float, out: list[Output]) -> None:
+        entry = self.store.pending(HANDOVERS).get(message.request)
+        if entry is None:
+            return
+        self._forget_handover(message.request)
+        if message.expired:
+            self.store.add_expired(message.peer, message.expired)
+        if not message.accepted and not entry["caught_up"]:
+            self._catchups.append(self._moved_catchup(entry, now))
+        log.info(
+            "event=handover_done node=%s peer=%s accepted=%s reason=%r",
+            self.node_id,
+            message.peer,
+            message.accepted,
+            message.reason,
+        )
+
+    def _forget_moved(self, now: float, out: list[Output]) -> None:
+        """The peers that moved away: after ``settle_seconds`` their subscriptions go."""
+        for peer, (_, _, until) in sorted(self._moved_away.items()):
+            if until > now:
+                continue
+            del self._moved_away[peer]
+            self._forget_local(peer)
+            if self.core is not None and peer in self.core.peers:
+                self._core(self.core.leave(peer, now), now, out)
+
+    def _forget_local(self, peer: str) -> None:
+        """Everything kept here for ``peer`` (it left, or moved away) but its registration."""
+        for kind in (MOVED, ATTACHED, MOVES, ADOPTED):
+            self.store.set_pending(kind, peer, None)
+        self.store.forget_local(peer)
+
+    # == adoption (a leaving super-peer's peers) ===================================================
+    def _adopt_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
+        state = self.store.local_state(peer)
+        advertise = _decoded(state.advertisement, m.Advertise) if state.advertisement else None
+        subscriptions = []
+        for data in state.subscriptions.values():
+            subscribe = _decoded(data, m.Subscribe)
+            if subscribe is not None:
+                subscriptions.append((subscribe.id, subscribe.subscription))
+        record = self.store.get(peer)
+        key = record.public_key if record is not None else state.public_key
+        adopt = m.Adopt(
+            peer=peer,
+            public_key=key or b"",
+            advertisement=advertise.advertisement if advertise is not None else None,
+            subscriptions=tuple(sorted(subscriptions, key=lambda s: s[0])),
+        )
+        self._send(successor, adopt, now, out)
+        self._send_mail(
+            successor,
+            peer,
+            self.mail.take(peer, now),
+            now,
+            out,
+            request=f"adopt:{peer}",
+            purpose="adopt",
+        )
+        expired = self.store.take_expired(peer)
+        if expired:
+            self.store.add_expired(peer, expired)
+
+    def _adopt_log_out(self, successor: str, now: float, out: list[Output]) -> None:
+        logged = [
+            n
+            for data in self.store.logged_since(now - self.config.log_seconds)
+            if (n := _decoded(data, m.Notification)) is not None
+        ]
+        batch = self.config.mail_batch
+        for start in range(0, len(logged), batch):
+            chunk = tuple(logged[start : start + batch])
+            self._send(successor, m.AdoptLog(notifications=chunk), now, out)
+
+    def _adopt_log_in(self, message: m.AdoptLog) -> None:
+        for notification in message.notifications:
+            self.store.log_publication(
+                mail_key(notification.owner, notification.publication.id),
+                wire.encode(notification),
+                notification.published_at,
+            )
+
+    def _adopt_in(self, sender: str, message: m.Adopt, now: float, out: list[Output]) -> None:
+        core = self.core
+        if core is None:
+            return
+        peer = message.peer
+        self.store.set_pending(ADOPTED, peer, {"from": sender})
+        if message.public_key:
+            self.store.set_public_key(peer, message.public_key)
+        known = peer in core.peers
+        if not known:
+            core.attach(peer, now)
+            core.detach(peer, now)
+        if message.advertisement is not None:
+            self.store.set_advertisement(
+                peer, wire.encode(m.Advertise(advertisement=message.advertisement))
+            )
+            self._core_call(lambda o: core.advertise(peer, message.advertisement, now, o), now, out)
+        for sid, subscription in message.subscriptions:
+            self.store.set_subscription(
+                peer, sid, wire.encode(m.Subscribe(id=sid, subscription=subscription))
+            )
+            self._core_call(
+                lambda o, s=sid, q=subscription: core.subscribe(peer, s, q, now, o), now, out
+            )
+        log.info(
+            "event=adopted node=%s peer=%s subscriptions=%d",
+            self.node_id,
+            peer,
+            len(message.subscriptions),
+        )
+
+    # == peers =====================================================================================
+    def accept(self, remote: str, now: float) -> int | None:
+        """A connection was accepted from ``remote`` (host:port); its id, or None when the address
+        has too many connections that have not identified yet (the runtime closes it)."""
+        host = remote.rpartition(":")[0] or remote
+        if self._unidentified[host] >= self.config.max_unidentified_per_address:
+            self.statistics.refused_connections += 1
+            log.warning(
+                "event=connection_refused remote=%s reason=%r",
+                remote,
+                "max_unidentified_per_address",
+            )
+            return None
+        connection = self._next_connection
+        self._next_connection += 1
+        verifier = None
+        if self.fingerprint is not None:
+            fingerprint = self.fingerprint
+
+            def verifier() -> crypto.Verifier:
+                return crypto.Verifier(
+                    node_id=self.node_id,
+                    fingerprint=fingerprint,
+                    registry=self.store,
+                    address=remote,
+                    random=self._random,
+                    lifetime=self.config.admission_seconds,
+                )
+
+        session = AccessPointSession(
+            connection,
+            remote,
+            node_id=self.node_id,
+            address=self.address,
+            opened_at=now,
+            admission_seconds=self.config.admission_seconds,
+            verifier=verifier,
+            admit=self._admit,
+        )
+        self._connections[connection] = _Connection(session, host)
+        self._unidentified[host] += 1
+        return connection
+
+    def is_superpeer_connection(self, connection: int) -> None:
+        """The connection turned out to be another super-peer's (the runtime handles it)."""
+        self._forget_connection(connection)
+
+    def _admit(self, hello: m.Hello) -> str | None:
+        if self.core is None or self.stopping or self.topology.state is not NodeState.MEMBER:
+            return "this super-peer is not serving peers (joining or shutting down)"
+        return None
+
+    def peer_message(
+        self, connection: int, message: object, size: int, message_id: str, now: float
+    ) -> list[Output]:
+        out: list[Output] = []
+        entry = self._connections.get(connection)
+        if entry is None:
+            return out
+        if not entry.session.established or isinstance(message, _OUTSIDE_CORE):
+            # the core traces what it handles; the handshake and acknowledgements are traced here
+            who = message.node_id if isinstance(message, m.Hello) else entry.session.peer
+            self._trace(out, now, "receive", message, peer=who, size=size, msg=message_id)
+        for event in entry.session.receive(message, size, message_id, now):
+            self._session_event(connection, entry, event, now, out)
+        return out
+
+    def peer_violation(self, connection: int, reason: str, now: float) -> list[Output]:
+        out: list[Output] = []
+        entry = self._connections.get(connection)
+        if entry is None:
+            return out
+        for event in entry.session.violation(reason):
+            self._session_event(connection, entry, event, now, out)
+        return out
+
+    def connection_closed(self, connection: int, now: float) -> list[Output]:
+        out: list[Output] = []
+        entry = self._connections.get(connection)
+        if entry is None:
+            return out
+        entry.session.close()
+        self._forget_connection(connection)
+        peer = entry.session.peer
+        if peer is not None and self._peer_connection.get(peer) == connection:
+            del self._peer_connection[peer]
+            self.store.set_pending(ATTACHED, peer, {"at": now})
+            self.mail.detach(peer)
+            if self.core is not None and peer in self.core.peers:
+                self._core(self.core.detach(peer, now), now, out)
+            log.info("event=peer_detached peer=%s", peer)
+        return out
+
+    def _forget_connection(self, connection: int) -> None:
+        entry = self._connections.pop(connection, None)
+        if entry is not None and entry.counted:
+            entry.counted = False
+            self._unidentified[entry.host] -= 1
+            if self._unidentified[entry.host] <= 0:
+                del self._unidentified[entry.host]
+
+    def _close(self, connection: int, reason: str, now: float, out: list[Output]) -> None:
+        out.append(CloseConnection(connection, reason))
+        out += self.connection_closed(connection, now)
+
+    def _session_event(
+        self, connection: int, entry: _Connection, event: object, now: float, out: list[Output]
+    ) -> None:
+        if isinstance(event, Reply):
+            data = wire.encode(event.message)
+            out.append(ToConnection(connection, event.message, data))
+            self._trace(out, now, "send", event.message, peer=entry.session.peer, size=len(data))
+        elif isinstance(event, Established):
+            self._established(connection, entry, event, now, out)
+        elif isinstance(event, Request):
+            self._request(connection, entry, event, now, out)
+        elif isinstance(event, Ended):
+            if event.auth_failure is not None:
+                self.statistics.auth_failures += 1
+                self._trace_event(
+                    out,
+                    now,
+                    "auth_failure",
+                    kind=event.auth_failure,
+                    peer=event.who,
+                    msg=f"{entry.session.remote}: {event.reason}",
+                )
+                log.warning(
+                    "event=auth_failure who=%s remote=%s code=%s reason=%r",
+                    event.who,
+                    entry.session.remote,
+                    event.auth_failure,
+                    event.reason,
+                )
+            elif event.reply is not None and isinstance(event.reply, m.LinkError):
+                self.statistics.violations += 1
+                self._trace_event(
+                    out,
+                    now,
+                    "drop",
+                    kind="link.error",
+                    peer=entry.session.peer,
+                    msg=event.reason[:200],
+                )
+            if event.reply is not None:
+                out.append(ToConnection(connection, event.reply, wire.encode(event.reply)))
+            self._close(connection, event.reason, now, out)
+
+    def _established(
+        self, connection: int, entry: _Connection, event: Established, now: float, out: list[Output]
+    ) -> None:
+        peer = event.peer
+        if entry.counted:
+            entry.counted = False
+            self._unidentified[entry.host] -= 1
+            if self._unidentified[entry.host] <= 0:
+                del self._unidentified[entry.host]
+        previous = self._peer_connection.get(peer)
+        if previous is not None:
+            self._close(previous, "the peer connected again (the newest connection wins)", now, out)
+        self._peer_connection[peer] = connection
+        self.store.set_pending(ATTACHED, peer, {"at": now})
+        self._moved_away.pop(peer, None)
+        self.store.set_pending(MOVED, peer, None)
+        core = self.core
+        assert core is not None
+        core.attach(peer, now, entry.session.remote)
+        log.info(
+            "event=peer_identified peer=%s registered=%s address=%s",
+            peer,
+            event.registered,
+            entry.session.remote,
+        )
+        out += self.mail.attach(peer, connection, now)
+
+    def _request(
+        self, connection: int, entry: _Connection, event: Request, now: float, out: list[Output]
+    ) -> None:
+        peer = entry.session.peer
+        core = self.core
+        message = event.message
+        assert peer is not None
+        if core is None:
+            return
+        if isinstance(message, m.Delivered):
+            out += self.mail.acknowledged(peer, message.through, now)
+            return
+        self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
+        if isinstance(message, m.Moved):
+            self._moved(peer, message, now, out)
+            ack = m.Ack(request="moved")
+            out.append(ToConnection(connection, ack, wire.encode(ack)))
+            return
+        if isinstance(message, m.Leave):
+            self._core(core.leave(peer, now), now, out)
+            self._forget_local(peer)
+            self.store.remove(peer)  # gone for good: its identity may register afresh
+            self.mail.detach(peer)
+            self._close(connection, "the peer left", now, out)
+            return
+        withdrawn = (
+            core.subscriptions_of(peer).get(message.id)
+            if isinstance(message, m.Unsubscribe)
+            else None
+        )
+        self._core(core.peer_message(peer, message, event.size, now, event.message_id), now, out)
+        if isinstance(message, m.Advertise):
+            self.store.set_advertisement(peer, wire.encode(message))
+        elif isinstance(message, m.Subscribe):
+            if core.subscriptions_of(peer).get(message.id) is not None:
+                self.store.set_subscription(peer, message.id, wire.encode(message))
+                self._subscribed_at.setdefault((peer, message.id), now)
+        elif isinstance(message, m.Unsubscribe):
+            self.store.set_subscription(peer, message.id, None)
+            made = self._subscribed_at.pop((peer, message.id), -math.inf)
+            self._unsubscribed_at[(peer, message.id)] = now
+            if withdrawn is not None:
+                horizon = now - self.config.log_seconds
+                for key in [k for k, v in self._withdrawn.items() if v[2] < horizon]:
+                    del self._withdrawn[key]
+                self._withdrawn[(peer, message.id)] = (withdrawn, made, now)
+
+    # == time ======================================================================================
+    def next_deadline(self) -> float | None:
+        deadlines = [t for t in (self._join_at, self._timer_due) if t is not None]
+        if self.core is not None and (deadline := self.core.next_deadline()) is not None:
+            deadlines.append(deadline)
+        for entry in self._connections.values():
+            if (deadline := entry.session.get_timer()) is not None:
+                deadlines.append(deadline)
+        deadlines += [c.due for c in self._catchups]
+        deadlines += [due for due, _ in self._replay]
+        deadlines += list(self._handover_due.values())
+        deadlines += [until for _, _, until in self._moved_away.values()]
+        if self.config.heartbeat_seconds is not None and self.core is not None:
+            deadlines.append(self._supervision_due())
+        deadlines.append(self._housekeeping_at)
+        return min(deadlines, default=None)
+
+    def busy(self) -> bool:
+        """Work that is waited for (not the periodic kind): the simulator runs until none is."""
+        return bool(self.waiting_for())
+
+    def waiting_for(self) -> list[str]:
+        """What the node waits for, for humans (``superpeer status``) and the simulator."""
+        reasons = []
+        if self._join_at is not None:
+            reasons.append("a join to retry")
+        if self.core is not None and self.core.settling():
+            reasons.append("routes to settle")
+        if self._catchups:
+            reasons.append("catch-ups to ask")
+        if self._replay:
+            reasons.append("publications to replay")
+        if self._awaiting:
+            reasons.append("handovers (first answer)")
+        if self._moved_away:
+            reasons.append("peers that moved away")
+        if self._suspected:
+            reasons.append(f"failed neighbours to repair: {sorted(self._suspected)}")
+        state = self.topology.state
+        if state in (NodeState.JOINING, NodeState.LEAVING):
+            reasons.append(f"the topology protocol ({state.value})")
+        elif state is NodeState.MEMBER and self.topology.busy():
+            reasons.append("a topology operation")
+        return reasons
+
+    def _supervision_due(self) -> float:
+        interval = self.config.heartbeat_seconds
+        assert interval is not None and self.core is not None
+        neighbours = self.core.view.neighbours()
+        due = [self._last_sent.get(n, -1e18) + interval for n in neighbours]
+        due += [
+            t + self.config.failure_seconds
+            for n, t in self._last_heard.items()
+            if n in neighbours and n not in self._suspected
+        ]
+        if self._suspected:
+            due.append(self._retry_at)
+        return min(due, default=self._housekeeping_at)
+
+    def timer(self, now: float) -> list[Output]:
+        out: list[Output] = []
+        if self._join_at is not None and now >= self._join_at:
+            if self.stopping:
+                self._join_at = None
+                self._leave_cube(now, out)
+            elif self.topology.state is NodeState.IDLE:
+                self._join(now, out)
+            else:
+                self._join_at = None
+        if self.core is not None:
+            self._core(self.core.timer(now), now, out)
+        for connection, entry in list(self._connections.items()):
+            for event in entry.session.handle_timer(now):
+                self._session_event(connection, entry, event, now, out)
+        if self.config.heartbeat_seconds is not None and self.core is not None:
+            self._supervise(now, out)
+        self._ask_catchups(now, out)
+        self._replay_due(now, out)
+        self._handover_timer(now, out)
+        self._forget_moved(now, out)
+        if now >= self._housekeeping_at:
+            self._housekeeping(now, out)
+        return out
+
+    def _supervise(self, now: float, out: list[Output]) -> None:
+        interval = self.config.heartbeat_seconds
+        assert interval is not None and self.core is not None
+        expected = self._timer_due
+        if expected is not None and now - expected > self.config.failure_seconds / 2:
+            # this process was stalled (paused): give everyone a fresh chance before judging
+            log.warning("event=stalled node=%s seconds=%.1f", self.node_id, now - expected)
+            for neighbour in self._last_heard:
+                self._last_heard[neighbour] = now
+        retry = now >= self._retry_at
+        neighbours = self.core.view.neighbours()
+        self._suspected &= neighbours  # gone from the view: repaired, or the cube moved on
+        if retry and self._suspected:
+            self._retry_at = now + interval
+        for neighbour in sorted(neighbours):
+            if now - self._last_sent.get(neighbour, -1e18) >= interval:
+                self._send(neighbour, m.Heartbeat(), now, out)
+            heard = self._last_heard.setdefault(neighbour, now)
+            silent = now - heard >= self.config.failure_seconds
+            suspected = neighbour in self._suspected
+            if not ((silent and not suspected) or (suspected and retry)):
+                continue
+            if self._is_neighbour(neighbour):
+                self._fail(neighbour, now, out)
+            else:  # the cube is changing around it: look again soon
+                self._suspected.add(neighbour)
+                self._retry_at = now + interval
+        self._timer_due = self._supervision_due()
+
+    def _replay_due(self, now: float, out: list[Output]) -> None:
+        core = self.core
+        if core is None or not self._replay:
+            return
+        due = [n for at, n in self._replay if at <= now]
+        self._replay = [(at, n) for at, n in self._replay if at > now]
+        for notification in due:
+            produced: list = []
+            core.dispatch_own(notification, now, produced)
+            self._core(produced, now, out)
+
+    def _housekeeping(self, now: float, out: list[Output]) -> None:
+        self._housekeeping_at = now + self.config.housekeeping_seconds
+        if self.core is not None:
+            self.store.set_meta("alive_at", repr(now))
+        out += self.mail.expire(
+            now - self.config.retention_seconds, self.config.max_kept_per_peer, now
+        )
+        self.store.prune_log(now - self.config.log_seconds, self.config.max_logged)
+        # a notification can come back as long as an origin's log holds it (catch-up)
+        self.store.forget_delivered(now - self.config.log_seconds - 60.0)
+
+    # == control ===================================================================================
+    def forget_peer(self, public_id: str) -> str | None:
+        """The operator's way out of ``already_registered``: drop the registration (the peer's
+        subscriptions and mail stay). None when done, else why not."""
+        if public_id in self._peer_connection:
+            return f"peer {public_id} is connected now"
+        if not self.store.remove(public_id):
+            return f"no peer {public_id} is registered here"
+        log.info("event=peer_forgotten peer=%s", public_id)
+        return None
+
+    def peer_report(self) -> list[dict[str, object]]:
+        """Every peer this node holds something for: attached or not, mail, unacknowledged."""
+        counts = self.store.mail_counts()
+        waiting = self.mail.unacknowledged()
+        names = set(self.store.local_peers()) | set(self.store.registered()) | set(counts)
+        if self.core is not None:
+            names |= set(self.core.peers)
+        report = []
+        for peer in sorted(names):
+            subscriptions = self.core.subscriptions_of(peer) if self.core is not None else {}
+            report.append(
+                {
+                    "peer": peer,
+                    "state": "attached" if peer in self._peer_connection else "detached",
+                    "registered": self.store.get(peer) is not None,
+                    "subscriptions": len(subscriptions),
+                    "mail": counts.get(peer, 0),
+                    "unacknowledged": waiting.get(peer, 0),
+                    "expired": self.mail.statistics.expired.get(peer, 0),
+                    "moved_to": self._moved_away[peer][0] if peer in self._moved_away else None,
+                }
+            )
+        return report
+
+    def subscription_report(self, peer: str | None = None) -> list[dict[str, object]]:
+        core = self.core
+        if core is None:
+            return []
+        rows = []
+        for node in core.poset:
+            for source, ids in sorted(node.sources.items()):
+                if peer is not None and (source.kind != "peer" or source.name != peer):
+                    continue
+                for sid in sorted(ids):
+                    rows.append(
+                        {
+                            "source": str(source),
+                            "id": sid,
+                            "query": str(node.subscription),
+                            "sent_to": {d: sorted(o) for d, o in sorted(node.sent.items())},
+                        }
+                    )
+        return rows
+
+    def status(self, now: float) -> dict[str, object]:
+        report: dict[str, object] = {
+            "node": self.node_id,
+            "address": self.address,
+            "incarnation": self.incarnation,
+            "state": self.topology.state.name.lower(),
+            "topology_busy": self.topology.state is NodeState.MEMBER and self.topology.busy(),
+            "settling": self.core is not None and self.core.settling(),
+            "waiting": self.waiting_for(),
+            "violations": self.statistics.violations,
+            "auth_failures": self.statistics.auth_failures,
+            "refused_connections": self.statistics.refused_connections,
+            "failures_detected": self.statistics.failures_detected,
+            "repairs": self.statistics.repairs,
+            "rejoins": self.statistics.rejoins,
+            "catchups": {
+                "asked": self.statistics.catchups_asked,
+                "served": self.statistics.catchups_served,
+                "recovered": self.statistics.recovered,
+            },
+            "handovers": {
+                "asked": self.statistics.handovers_in,
+                "given": self.statistics.handovers_out,
+                "pending": len(self._handover_due),
+                "forwarded": self.statistics.forwarded,
+            },
+            "mail": {
+                "kept": self.store.mail_counts(),
+                "unacknowledged": self.mail.unacknowledged(),
+                "delivered": self.mail.statistics.delivered,
+                "stored_offline": self.mail.statistics.kept,
+                "flushed": self.mail.statistics.flushed,
+                "resent": self.mail.statistics.resent,
+                "acknowledged": self.mail.statistics.acknowledged,
+                "repeats": self.mail.statistics.repeats,
+                "expired": dict(self.mail.statistics.expired),
+                "retention_seconds": self.config.retention_seconds,
+                "max_kept_per_peer": self.config.max_kept_per_peer,
+            },
+            "peers": {
+                "attached": sorted(self._peer_connection),
+                "detached": sorted(
+                    (set(self.store.local_peers()) | set(self.core.peers if self.core else ()))
+                    - set(self._peer_connection)
+                ),
+            },
+        }
+        if self.topology.state is NodeState.MEMBER:
+            view = self.topology.view()
+            report["positions"] = sorted(view.positions)
+            report["dimension"] = view.dimension
+            report["neighbours"] = {
+                n: {
+                    "address": self.addresses.get(n),
+                    "silent_seconds": round(now - self._last_heard.get(n, now), 3),
+                    "suspected": n in self._suspected,
+                }
+                for n in sorted(view.neighbours())
+            }
+        core = self.core
+        if core is not None:
+            stats = core.statistics
+            poset = core.poset.statistics()
+            report["subscriptions"] = {
+                "distinct": poset.nodes,
+                "held": poset.sources,
+                "roots": poset.roots,
+            }
+            report["advertisements"] = {
+                "origins": len(core.ads.origins()),
+                "elements": core.ads.element_count(),
+                "local_elements": len(core.ads.elements(self.node_id)),
+            }
+            sent = stats.sent + self.statistics.sent
+            report["messages"] = {
+                "sent": dict(sent),
+                "received": dict(
+                    self.statistics.received
+                    + Counter({k: v for k, v in stats.received.items() if not k.startswith("sp.")})
+                ),
+                "bytes_sent": dict(stats.bytes_sent + self.statistics.bytes_sent),
+                "delivered": self.mail.statistics.delivered,
+                "refused": stats.refused,
+                "dropped": stats.dropped,
+                "repeats": stats.repeats,
+            }
+        return report
+
+    # == plumbing ==================================================================================
+    def _next_id(self) -> str:
+        self._message_number += 1
+        return f"{self.node_id}~{self.incarnation}#{self._message_number}"
+
+    def _send(
+        self, target: str, message: object, now: float, out: list[Output], *, address: str = ""
+    ) -> None:
+        message_id = self._next_id()
+        data = wire.encode(message, message_id)
+        address = address or self.addresses.get(target, "")
+        self._last_sent[target] = now
+        kind = type(message).KIND  # type: ignore[attr-defined]
+        self.statistics.sent[kind] += 1
+        self.statistics.bytes_sent[kind] += len(data)
+        out.append(ToSuperPeer(target, message, data, message_id, address))
+        if self.config.routing.tracing:
+            out.append(
+                trace_record(
+                    self.node_id,
+                    now,
+                    "send",
+                    message,
+                    neighbour=target,
+                    size=len(data),
+                    msg=message_id,
+                )
+            )
+
+    def _trace(self, out: list[Output], now: float, event: str, message: object, **fields) -> None:
+        if self.config.routing.tracing:
+            out.append(trace_record(self.node_id, now, event, message, **fields))
+
+    def _trace_event(
+        self,
+        out: list[Output],
+        now: float,
+        event: str,
+        *,
+        kind: str,
+        neighbour: str | None = None,
+        peer: str | None = None,
+        msg: str | None = None,
+    ) -> None:
+        if self.config.routing.tracing:
+            out.append(
+                TraceRecord(
+                    ts=now,
+                    node=self.node_id,
+                    event=event,
+                    kind=kind,
+                    neighbour=neighbour,
+                    peer=peer,
+                    msg=msg,
+                )
+            )
+
+
+def _tree_path(root: int, position: int) -> set[int]:
+    """The positions from ``position`` up to ``root`` in ``root``'s tree, both included."""
+    path = {position}
+    current: int | None = position
+    while current is not None and current != root:
+        current = tree_parent_position(root, current)
+        if current is not None:
+            path.add(current)
+    return path
+
+
+def _decoded(data: bytes | None, cls: type[T]) -> T | None:
+    if data is None:
+        return None
+    try:
+        message, _ = wire.decode(data)
+    except wire.WireError:
+        log.error("event=unreadable_state kind=%s", cls.__name__)  # noqa: TRY400 -- no traceback: the state is what is wrong
+        return None
+    return message if isinstance(message, cls) else None

@@ -1,0 +1,547 @@
+"""What a super-peer keeps across restarts, behind one interface with two implementations.
+
+``SuperPeerNode`` calls the store synchronously (a store is a local file, not a socket) and the
+runtime calls ``commit`` after each input, *before* it sends any byte the input produced: an
+``Ack`` to a publisher, a ``Delivered`` answered by dropping mail, a handover accepted, all go out
+only once what they promise is on disk. ``SqliteStore`` serves the daemon (one database,
+``<data>/state.sqlite``, WAL, ``synchronous=FULL``: one fsync per commit, so a burst of inputs
+read together costs one); ``MemoryStore`` serves the simulator and the tests, and survives a
+simulated restart because the simulator keeps the object.
+
+What is kept:
+
+* ``meta``: the incarnation counter (every start and every rejoin takes the next number), the
+  time the node was last known alive (``alive_at``, written every few seconds: after a crash the
+  node asks origins for what was published since), the last neighbour table (to tell the old
+  neighbours quickly that this node restarted);
+* registrations (``crypto.Registry``: public key, identifier, hash of the private identifier);
+* each local peer's advertisement and subscriptions, as encoded ``Advertise`` / ``Subscribe``
+  messages (the codec validates them again when they are read back);
+* mail: per peer, the notifications not yet acknowledged by the peer, numbered in arrival order
+  (the ``delivery`` number), with a key (owner, publication id) that is unique per peer; and the
+  keys delivered recently (``delivered``), so that a notification reaching the access point twice
+  (catch-up, handover, a repaired route) is kept once;
+* the publication log: every publication this node accepted as origin, for catch-up and for
+  replay after a crash, pruned by age and count;
+* pending work that must survive a crash: handovers not yet answered, peers that moved away
+  (forwarding addresses).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from crypto import PeerRecord
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPeerState:
+    """A local peer's routing state as stored: encoded ``Advertise`` (or None) and ``Subscribe``
+    messages by subscription id, and the public key of a peer adopted from a leaving super-peer
+    (to check its signature when it moves on; None otherwise)."""
+
+    advertisement: bytes | None
+    subscriptions: dict[str, bytes]
+    public_key: bytes | None = None
+
+
+class Store(Protocol):
+    # -- the node ------------------------------------------------------------------------------
+    def next_incarnation(self) -> int: ...
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # -- registrations (crypto.Registry) --------------------------------------------------------
+    def get(self, public_id: str) -> PeerRecord | None: ...
+    def add(self, record: PeerRecord) -> bool: ...
+    def update_address(self, public_id: str, address: str) -> None: ...
+    def remove(self, public_id: str) -> bool: ...
+    def registered(self) -> list[str]: ...
+
+    # -- local peers ---------------------------------------------------------------------------
+    def local_peers(self) -> list[str]: ...
+    def local_state(self, peer: str) -> LocalPeerState: ...
+    def set_advertisement(self, peer: str, data: bytes | None) -> None: ...
+    def set_subscription(self, peer: str, subscription_id: str, data: bytes | None) -> None: ...
+    def set_public_key(self, peer: str, data: bytes | None) -> None: ...
+    def forget_local(self, peer: str) -> None: ...
+
+    # -- mail ----------------------------------------------------------------------------------
+    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None: ...
+    def last_delivery(self) -> int: ...
+    def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]: ...
+    def acknowledge(self, peer: str, through: int, now: float) -> int: ...
+    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]: ...
+    def mail_counts(self) -> dict[str, int]: ...
+    def expire_mail(self, before: float, cap: int) -> dict[str, int]: ...
+    def forget_delivered(self, before: float) -> None: ...
+    def add_expired(self, peer: str, count: int) -> None: ...
+    def take_expired(self, peer: str) -> int: ...
+
+    # -- the publication log -------------------------------------------------------------------
+    def log_publication(self, key: str, data: bytes, at: float) -> None: ...
+    def logged_since(self, since: float) -> Iterator[bytes]: ...
+    def prune_log(self, before: float, keep: int) -> int: ...
+
+    # -- pending work --------------------------------------------------------------------------
+    def pending(self, kind: str) -> dict[str, dict]: ...
+    def set_pending(self, kind: str, key: str, value: dict | None) -> None: ...
+
+    def commit(self) -> None: ...
+    def close(self) -> None: ...
+
+
+# -- in memory ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Mailbox:
+    items: OrderedDict[int, tuple[str, bytes, float]] = field(default_factory=OrderedDict)
+    keys: dict[str, int] = field(default_factory=dict)
+
+
+class MemoryStore:
+    """The simulator's store: the same contract as ``SqliteStore``, in dictionaries."""
+
+    def __init__(self) -> None:
+        self._meta: dict[str, str] = {}
+        self._records: dict[str, PeerRecord] = {}
+        self._ads: dict[str, bytes] = {}
+        self._subs: dict[str, dict[str, bytes]] = {}
+        self._keys: dict[str, bytes] = {}
+        self._mail: dict[str, _Mailbox] = {}
+        self._delivered: dict[tuple[str, str], float] = {}
+        self._expired: dict[str, int] = {}
+        self._log: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._pending: dict[str, dict[str, dict]] = {}
+        self._next_delivery = 1
+
+    def next_incarnation(self) -> int:
+        number = int(self._meta.get("incarnation", "0")) + 1
+        self._meta["incarnation"] = str(number)
+        return number
+
+    def get_meta(self, key: str) -> str | None:
+        return self._meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._meta[key] = value
+
+    def get(self, public_id: str) -> PeerRecord | None:
+        return self._records.get(public_id)
+
+    def add(self, record: PeerRecord) -> bool:
+        if record.public_id in self._records:
+            return False
+        self._records[record.public_id] = record
+        return True
+
+    def update_address(self, public_id: str, address: str) -> None:
+        record = self._records.get(public_id)
+        if record is not None:
+            self._records[public_id] = PeerRecord(
+                public_id=record.public_id,
+                public_key=record.public_key,
+                private_id_hash=record.private_id_hash,
+                address=address,
+            )
+
+    def remove(self, public_id: str) -> bool:
+        return self._records.pop(public_id, None) is not None
+
+    def registered(self) -> list[str]:
+        return sorted(self._records)
+
+    def local_peers(self) -> list[str]:
+        return sorted(
+            set(self._ads) | set(self._keys) | {p for p, subs in self._subs.items() if subs}
+        )
+
+    def local_state(self, peer: str) -> LocalPeerState:
+        return LocalPeerState(
+            self._ads.get(peer), dict(self._subs.get(peer, {})), self._keys.get(peer)
+        )
+
+    def set_public_key(self, peer: str, data: bytes | None) -> None:
+        if data is None:
+            self._keys.pop(peer, None)
+        else:
+            self._keys[peer] = data
+
+    def set_advertisement(self, peer: str, data: bytes | None) -> None:
+        if data is None:
+            self._ads.pop(peer, None)
+        else:
+            self._ads[peer] = data
+
+    def set_subscription(self, peer: str, subscription_id: str, data: bytes | None) -> None:
+        subs = self._subs.setdefault(peer, {})
+        if data is None:
+            subs.pop(subscription_id, None)
+        else:
+            subs[subscription_id] = data
+
+    def forget_local(self, peer: str) -> None:
+        self._ads.pop(peer, None)
+        self._subs.pop(peer, None)
+        self._keys.pop(peer, None)
+        self._mail.pop(peer, None)
+        self._expired.pop(peer, None)
+
+    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
+        box = self._mail.setdefault(peer, _Mailbox())
+        if key in box.keys or (peer, key) in self._delivered:
+            return None
+        number = self._next_delivery
+        self._next_delivery += 1
+        box.items[number] = (key, data, now)
+        box.keys[key] = number
+        return number
+
+    def last_delivery(self) -> int:
+        return self._next_delivery - 1
+
+    def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+        box = self._mail.get(peer)
+        if box is None:
+            return []
+        found = []
+        for number, (_, data, _) in box.items.items():
+            if number > after:
+                found.append((number, data))
+                if len(found) >= limit:
+                    break
+        return found
+
+    def acknowledge(self, peer: str, through: int, now: float) -> int:
+        box = self._mail.get(peer)
+        if box is None:
+            return 0
+        done = [n for n in box.items if n <= through]
+        for number in done:
+            key, _, _ = box.items.pop(number)
+            del box.keys[key]
+            self._delivered[peer, key] = now
+        return len(done)
+
+    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]:
+        box = self._mail.pop(peer, None)
+        if box is None:
+            return []
+        for key in box.keys:
+            self._delivered[peer, key] = now
+        return [data for _, data, at in box.items.values() if at < until]
+
+    def mail_counts(self) -> dict[str, int]:
+        return {peer: len(box.items) for peer, box in sorted(self._mail.items()) if box.items}
+
+    def expire_mail(self, before: float, cap: int) -> dict[str, int]:
+        dropped: dict[str, int] = {}
+        for peer, box in self._mail.items():
+            old = [n for n, (_, _, at) in box.items.items() if at < before]
+            excess = max(0, len(box.items) - len(old) - cap)
+            old += [n for n in box.items if n not in set(old)][:excess]
+            for number in old:
+                key, _, _ = box.items.pop(number)
+                del box.keys[key]
+            if old:
+                dropped[peer] = len(old)
+        return dropped
+
+    def forget_delivered(self, before: float) -> None:
+        for key in [k for k, at in self._delivered.items() if at < before]:
+            del self._delivered[key]
+
+    def add_expired(self, peer: str, count: int) -> None:
+        self._expired[peer] = self._expired.get(peer, 0) + count
+
+    def take_expired(self, peer: str) -> int:
+        return self._expired.pop(peer, 0)
+
+    def log_publication(self, key: str, data: bytes, at: float) -> None:
+        self._log[key] = (data, at)
+
+    def logged_since(self, since: float) -> Iterator[bytes]:
+        return iter([data for data, at in self._log.values() if at >= since])
+
+    def prune_log(self, before: float, keep: int) -> int:
+        doomed = [k for k, (_, at) in self._log.items() if at < before]
+        excess = len(self._log) - len(doomed) - keep
+        if excess > 0:
+            doomed += [k for k in self._log if k not in set(doomed)][:excess]
+        for key in doomed:
+            del self._log[key]
+        return len(doomed)
+
+    def pending(self, kind: str) -> dict[str, dict]:
+        return dict(self._pending.get(kind, {}))
+
+    def set_pending(self, kind: str, key: str, value: dict | None) -> None:
+        table = self._pending.setdefault(kind, {})
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = value
+
+    def commit(self) -> None:
+        """Nothing to flush: memory is as durable as the simulation."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+# -- sqlite ------------------------------------------------------------------------------------
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS registrations (public_id TEXT PRIMARY KEY,"
+    " public_key BLOB NOT NULL, private_id_hash BLOB NOT NULL, address TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS local_state (peer TEXT NOT NULL, item TEXT NOT NULL,"
+    " data BLOB NOT NULL, PRIMARY KEY (peer, item))",
+    "CREATE TABLE IF NOT EXISTS mail (delivery INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " peer TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL, at REAL NOT NULL,"
+    " UNIQUE (peer, key))",
+    "CREATE INDEX IF NOT EXISTS mail_at ON mail (at)",
+    "CREATE TABLE IF NOT EXISTS delivered (peer TEXT NOT NULL, key TEXT NOT NULL,"
+    " at REAL NOT NULL, PRIMARY KEY (peer, key))",
+    "CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at)",
+    "CREATE TABLE IF NOT EXISTS expired (peer TEXT PRIMARY KEY, count INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS publications (key TEXT PRIMARY KEY, data BLOB NOT NULL,"
+    " at REAL NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS publications_at ON publications (at)",
+    "CREATE TABLE IF NOT EXISTS pending (kind TEXT NOT NULL, key TEXT NOT NULL,"
+    " value TEXT NOT NULL, PRIMARY KEY (kind, key))",
+)
+_ADVERTISEMENT = "advertisement"
+_PUBLIC_KEY = "public_key"
+_SUBSCRIPTION = "subscription:"
+
+
+class SqliteStore:
+    """The daemon's store in one sqlite database (created if missing). Writes join one
+    transaction, made durable by ``commit``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._db = sqlite3.connect(str(path), isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        for statement in _SCHEMA:
+            self._db.execute(statement)
+        self._open = False
+
+    def _write(self, sql: str, arguments: Iterable[object] = ()) -> sqlite3.Cursor:
+        if not self._open:
+            self._db.execute("BEGIN")
+            self._open = True
+        return self._db.execute(sql, tuple(arguments))
+
+    def _read(self, sql: str, arguments: Iterable[object] = ()) -> list[tuple]:
+        return self._db.execute(sql, tuple(arguments)).fetchall()
+
+    def commit(self) -> None:
+        if self._open:
+            self._db.execute("COMMIT")
+            self._open = False
+
+    def close(self) -> None:
+        self.commit()
+        self._db.close()
+
+    # -- the node ------------------------------------------------------------------------------
+    def next_incarnation(self) -> int:
+        number = int(self.get_meta("incarnation") or "0") + 1
+        self.set_meta("incarnation", str(number))
+        self.commit()
+        return number
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- registrations -------------------------------------------------------------------------
+    def get(self, public_id: str) -> PeerRecord | None:
+        rows = self._read("SELECT * FROM registrations WHERE public_id = ?", (public_id,))
+        if not rows:
+            return None
+        public, key, hashed, address = rows[0]
+        return PeerRecord(
+            public_id=public, public_key=bytes(key), private_id_hash=bytes(hashed), address=address
+        )
+
+    def add(self, record: PeerRecord) -> bool:
+        cursor = self._write(
+            "INSERT OR IGNORE INTO registrations VALUES (?, ?, ?, ?)",
+            (record.public_id, record.public_key, record.private_id_hash, record.address),
+        )
+        self.commit()  # the peer is told its private identifier is kept only once it is
+        return cursor.rowcount == 1
+
+    def update_address(self, public_id: str, address: str) -> None:
+        self._write(
+            "UPDATE registrations SET address = ? WHERE public_id = ?", (address, public_id)
+        )
+
+    def remove(self, public_id: str) -> bool:
+        cursor = self._write("DELETE FROM registrations WHERE public_id = ?", (public_id,))
+        return cursor.rowcount == 1
+
+    def registered(self) -> list[str]:
+        return [row[0] for row in self._read("SELECT public_id FROM registrations ORDER BY 1")]
+
+    # -- local peers ---------------------------------------------------------------------------
+    def local_peers(self) -> list[str]:
+        return [row[0] for row in self._read("SELECT DISTINCT peer FROM local_state ORDER BY 1")]
+
+    def local_state(self, peer: str) -> LocalPeerState:
+        advertisement = None
+        subscriptions = {}
+        for item, data in self._read("SELECT item, data FROM local_state WHERE peer = ?", (peer,)):
+            if item == _ADVERTISEMENT:
+                advertisement = bytes(data)
+            else:
+                subscriptions[item.removeprefix(_SUBSCRIPTION)] = bytes(data)
+        return LocalPeerState(advertisement, subscriptions)
+
+    def _set_item(self, peer: str, item: str, data: bytes | None) -> None:
+        if data is None:
+            self._write("DELETE FROM local_state WHERE peer = ? AND item = ?", (peer, item))
+        else:
+            self._write("INSERT OR REPLACE INTO local_state VALUES (?, ?, ?)", (peer, item, data))
+
+    def set_advertisement(self, peer: str, data: bytes | None) -> None:
+        self._set_item(peer, _ADVERTISEMENT, data)
+
+    def set_subscription(self, peer: str, subscription_id: str, data: bytes | None) -> None:
+        self._set_item(peer, _SUBSCRIPTION + subscription_id, data)
+
+    def set_public_key(self, peer: str, data: bytes | None) -> None:
+        self._set_item(peer, _PUBLIC_KEY, data)
+
+    def forget_local(self, peer: str) -> None:
+        self._write("DELETE FROM local_state WHERE peer = ?", (peer,))
+        self._write("DELETE FROM mail WHERE peer = ?", (peer,))
+        self._write("DELETE FROM expired WHERE peer = ?", (peer,))
+
+    # -- mail ----------------------------------------------------------------------------------
+    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
+        if self._read("SELECT 1 FROM delivered WHERE peer = ? AND key = ?", (peer, key)):
+            return None
+        cursor = self._write(
+            "INSERT OR IGNORE INTO mail (peer, key, data, at) VALUES (?, ?, ?, ?)",
+            (peer, key, data, now),
+        )
+        return cursor.lastrowid if cursor.rowcount == 1 else None
+
+    def last_delivery(self) -> int:
+        rows = self._read("SELECT seq FROM sqlite_sequence WHERE name = 'mail'")
+        return int(rows[0][0]) if rows else 0
+
+    def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+        rows = self._read(
+            "SELECT delivery, data FROM mail WHERE peer = ? AND delivery > ? "
+            "ORDER BY delivery LIMIT ?",
+            (peer, after, limit),
+        )
+        return [(number, bytes(data)) for number, data in rows]
+
+    def acknowledge(self, peer: str, through: int, now: float) -> int:
+        self._write(
+            "INSERT OR REPLACE INTO delivered SELECT peer, key, ? FROM mail "
+            "WHERE peer = ? AND delivery <= ?",
+            (now, peer, through),
+        )
+        cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
+        return cursor.rowcount
+
+    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]:
+        rows = self._read(
+            "SELECT data FROM mail WHERE peer = ? AND at < ? ORDER BY delivery", (peer, until)
+        )
+        self._write(
+            "INSERT OR REPLACE INTO delivered SELECT peer, key, ? FROM mail WHERE peer = ?",
+            (now, peer),
+        )
+        self._write("DELETE FROM mail WHERE peer = ?", (peer,))
+        return [bytes(row[0]) for row in rows]
+
+    def mail_counts(self) -> dict[str, int]:
+        return dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer ORDER BY peer"))
+
+    def expire_mail(self, before: float, cap: int) -> dict[str, int]:
+        dropped: dict[str, int] = {}
+        for peer, count in self._read(
+            "SELECT peer, COUNT(*) FROM mail WHERE at < ? GROUP BY peer", (before,)
+        ):
+            dropped[peer] = count
+        self._write("DELETE FROM mail WHERE at < ?", (before,))
+        for peer, count in self._read(
+            "SELECT peer, COUNT(*) FROM mail GROUP BY peer HAVING COUNT(*) > ?", (cap,)
+        ):
+            excess = count - cap
+            self._write(
+                "DELETE FROM mail WHERE delivery IN (SELECT delivery FROM mail WHERE peer = ? "
+                "ORDER BY delivery LIMIT ?)",
+                (peer, excess),
+            )
+            dropped[peer] = dropped.get(peer, 0) + excess
+        return dropped
+
+    def forget_delivered(self, before: float) -> None:
+        self._write("DELETE FROM delivered WHERE at < ?", (before,))
+
+    def add_expired(self, peer: str, count: int) -> None:
+        self._write(
+            "INSERT INTO expired VALUES (?, ?) ON CONFLICT (peer) DO UPDATE SET "
+            "count = count + excluded.count",
+            (peer, count),
+        )
+
+    def take_expired(self, peer: str) -> int:
+        rows = self._read("SELECT count FROM expired WHERE peer = ?", (peer,))
+        if not rows:
+            return 0
+        self._write("DELETE FROM expired WHERE peer = ?", (peer,))
+        return int(rows[0][0])
+
+    # -- the publication log -------------------------------------------------------------------
+    def log_publication(self, key: str, data: bytes, at: float) -> None:
+        self._write("INSERT OR REPLACE INTO publications VALUES (?, ?, ?)", (key, data, at))
+
+    def logged_since(self, since: float) -> Iterator[bytes]:
+        rows = self._read("SELECT data FROM publications WHERE at >= ? ORDER BY at", (since,))
+        return iter([bytes(row[0]) for row in rows])
+
+    def prune_log(self, before: float, keep: int) -> int:
+        cursor = self._write("DELETE FROM publications WHERE at < ?", (before,))
+        removed = cursor.rowcount
+        (count,) = self._read("SELECT COUNT(*) FROM publications")[0]
+        if count > keep:
+            cursor = self._write(
+                "DELETE FROM publications WHERE key IN (SELECT key FROM publications "
+                "ORDER BY at LIMIT ?)",
+                (count - keep,),
+            )
+            removed += cursor.rowcount
+        return removed
+
+    # -- pending work --------------------------------------------------------------------------
+    def pending(self, kind: str) -> dict[str, dict]:
+        rows = self._read("SELECT key, value FROM pending WHERE kind = ?", (kind,))
+        return {key: json.loads(value) for key, value in rows}
+
+    def set_pending(self, kind: str, key: str, value: dict | None) -> None:
+        if value is None:
+            self._write("DELETE FROM pending WHERE kind = ? AND key = ?", (kind, key))
+        else:
+            self._write(
+                "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", (kind, key, json.dumps(value))
+            )
