@@ -216,6 +216,8 @@ class SuperPeerNode:
         self.stopped = False
         self._contacts: list[tuple[str, str]] = []
         self._join_at: float | None = None
+        self._old_neighbours: set[str] = set()
+        self._old_neighbours_until = -math.inf
         self._last_heard: dict[str, float] = {}
         self._last_sent: dict[str, float] = {}
         self._suspected: set[str] = set()
@@ -258,14 +260,23 @@ class SuperPeerNode:
         if alive is not None and (self.store.local_peers() or self.store.registered()):
             self._restored_since = float(alive) - self.config.catchup_margin_seconds
         previous = self.store.get_meta("neighbours")
+        old_neighbours = []
         if previous:
             # tell the old neighbours at once that this incarnation replaced the one they knew
             for entry in previous.split(","):
                 node, _, address = entry.partition("=")
                 if node and node != self.node_id:
                     self.addresses[node] = address
+                    old_neighbours.append((node, address))
                     self._send(node, m.Heartbeat(), now, out)
+        # join through the old neighbours that answered first: they refuse until the old
+        # incarnation's place is repaired, where another member might admit this one into a
+        # cube still repairing it
         self._contacts = [c for c in contacts if c[0] != self.node_id]
+        self._old_neighbours = {node for node, _ in old_neighbours} & {
+            node for node, _ in self._contacts
+        }
+        self._old_neighbours_until = now + 2 * self.config.failure_seconds
         if not self._contacts:
             self._topology(self.topology.create(), now, out)
         else:
@@ -275,6 +286,10 @@ class SuperPeerNode:
 
     def _join(self, now: float, out: list[Output]) -> None:
         self._join_at = None
+        if now < self._old_neighbours_until and self._old_neighbours:
+            # a restart: only the old neighbours, while they may still be repairing its place
+            while self._contacts[0][0] not in self._old_neighbours:
+                self._contacts.append(self._contacts.pop(0))
         contact_id, contact_address = self._contacts[0]
         self._contacts.append(self._contacts.pop(0))
         self.addresses[contact_id] = contact_address
@@ -603,6 +618,7 @@ class SuperPeerNode:
         self._before_member.clear()
         self._restored_since = since
         self._contacts = contacts
+        self._old_neighbours = set()  # the cube replaced this incarnation already
         if contacts:
             self._join(now, out)
         else:
