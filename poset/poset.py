@@ -10,19 +10,20 @@ with). That bookkeeping is what lets a super-peer forward a subscription only wh
 subscription was already sent, and, when a subscription goes, resend first what it was covering
 (SIENA unsubscription), so no notification is lost on the way.
 
-Finding a new subscription's place without comparing it with every node:
+Finding a new subscription's place without comparing it with every node (``poset.chains``): the
+nodes are split into chains (each node covers the next); a chain holds a node covering ``q`` iff
+its top covers ``q`` (indexed by a ``PredicateIndex`` matched against ``q``'s witnesses) and a node
+``q`` covers iff ``q`` covers its bottom (a ``WitnessIndex``); in such a chain a binary search finds
+the lowest covering and the highest covered node. The immediate predecessors are the minimal ones
+of the former, the immediate successors the maximal ones of the latter. Cost of an insertion: two
+index look-ups plus O(log length) ``covers`` tests per chain that holds a comparable node, plus one
+test per pair of such chains' candidates; not one test per comparable node, which with dense
+covering (price ceilings under price ceilings) is thousands. Removal re-links the removed node's
+parents and children, testing each new pair against the child's other parents only.
 
-* the nodes that cover ``q`` all match ``q``'s witness publication (``qel.filters.witness``), so the
-  predicate index over the nodes, asked to match that witness, yields a small superset of them;
-* the nodes ``q`` covers all have a witness that ``q`` matches, which ``WitnessIndex`` finds by
-  value look-ups on ``q``'s most selective pattern.
-
-Only these candidates meet the exact ``covers`` test. The immediate predecessors are then the
-minimal covering nodes and the immediate successors the maximal covered ones. Cost of an insertion:
-two index look-ups plus one ``covers`` test per candidate; the worst case (every node a candidate,
-e.g. a subscription on one very common property with no constraint) is one ``covers`` test per node.
-Removal re-links the removed node's parents and children through an upward search from each child,
-whose cost is the number of the child's ancestors.
+What was sent where (``sent_labels``, what ``insert`` reports as already sent, what ``remove``
+must resend) is the union over the *sent* nodes covering a node, found through an index of the
+sent nodes (``poset.sent_index``), which are few, instead of a walk over all its ancestors.
 
 Node ids are integers assigned in insertion order, and every output is ordered by id, so a sequence
 of operations always gives the same results (the simulator relies on it).
@@ -35,12 +36,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import qel
+from poset.chains import Chain, ChainDecomposition
 from poset.predicate_index import PredicateIndex
-from poset.witness_index import WitnessIndex
-from qel.filters import witness
+from poset.sent_index import SentIndex
+from qel.covering import filter_covered
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PosetNode:
     """One subscription (up to equivalence) and its routing bookkeeping."""
 
@@ -51,6 +53,9 @@ class PosetNode:
     """Destination -> the labels (origins) the subscription was sent there for."""
     parents: dict[int, PosetNode] = field(default_factory=dict, repr=False)
     children: dict[int, PosetNode] = field(default_factory=dict, repr=False)
+    chain: Chain | None = field(default=None, repr=False)
+    """The poset's own placement bookkeeping (``poset.chains``)."""
+    rank: float = field(default=0.0, repr=False)
 
     def __hash__(self) -> int:
         return self.id
@@ -109,7 +114,8 @@ class SubscriptionPoset:
         self._by_source: dict[tuple[str, str], PosetNode] = {}
         self._roots: dict[int, PosetNode] = {}
         self._index = PredicateIndex()
-        self._witnesses = WitnessIndex()
+        self._chains = ChainDecomposition(_covers)
+        self._sent = SentIndex(_covers)
         self._next_id = 1
 
     def __len__(self) -> int:
@@ -129,30 +135,24 @@ class SubscriptionPoset:
 
     # -- queries ------------------------------------------------------------------------------
     def covering(self, subscription: qel.Subscription) -> list[PosetNode]:
-        """Every node whose subscription covers ``subscription`` (equivalent ones included)."""
-        candidates: set[int] | None = None
-        for compiled in subscription.filters:
-            matched = self._index.match(witness(compiled))
-            candidates = matched if candidates is None else candidates & matched
-        return sorted(
-            (
-                self._nodes[i]
-                for i in candidates or ()
-                if qel.covers(self._nodes[i].subscription, subscription)
-            ),
-            key=_by_id,
-        )
+        """Every node whose subscription covers ``subscription`` (equivalent ones included):
+        each chain's covering prefix."""
+        found = [
+            node
+            for chain, index in self._chains.lowest_covering(subscription)
+            for node in chain.nodes[: index + 1]
+        ]
+        return sorted(found, key=_by_id)  # type: ignore[arg-type]
 
     def covered(self, subscription: qel.Subscription) -> list[PosetNode]:
-        """Every node whose subscription ``subscription`` covers (equivalent ones included)."""
-        return sorted(
-            (
-                self._nodes[i]
-                for i in self._witnesses.covered_candidates(subscription)
-                if qel.covers(subscription, self._nodes[i].subscription)
-            ),
-            key=_by_id,
-        )
+        """Every node whose subscription ``subscription`` covers (equivalent ones included):
+        each chain's covered suffix."""
+        found = [
+            node
+            for chain, index in self._chains.highest_covered(subscription)
+            for node in chain.nodes[index:]
+        ]
+        return sorted(found, key=_by_id)  # type: ignore[arg-type]
 
     def ancestors(self, node: PosetNode) -> list[PosetNode]:
         """Every node that strictly covers ``node`` (its transitive parents), by id."""
@@ -161,9 +161,9 @@ class SubscriptionPoset:
     def sent_labels(self, node: PosetNode, destination: str) -> set[str]:
         """The labels for which ``node``, or a subscription covering it, was sent to
         ``destination``."""
-        found = set(node.sent.get(destination, ()))
-        for ancestor in _ancestors(node).values():
-            found |= ancestor.sent.get(destination, set())
+        found: set[str] = set()
+        for holder in self._sent.covering(node.subscription):
+            found |= holder.sent.get(destination, set())
         return found
 
     def covered_already_sent(
@@ -174,12 +174,10 @@ class SubscriptionPoset:
     ) -> bool:
         """Whether ``target``, or subscriptions covering it, were already sent to ``destination``
         for every one of ``labels`` (for some label, when ``labels`` is None)."""
-        if isinstance(target, PosetNode):
-            found = self.sent_labels(target, destination)
-        else:
-            found = set()
-            for node in self.covering(target):
-                found |= node.sent.get(destination, set())
+        subscription = target.subscription if isinstance(target, PosetNode) else target
+        found: set[str] = set()
+        for holder in self._sent.covering(subscription):
+            found |= holder.sent.get(destination, set())
         return bool(found) if labels is None else labels <= found
 
     # -- updates ------------------------------------------------------------------------------
@@ -197,30 +195,28 @@ class SubscriptionPoset:
                 raise ValueError(
                     f"{source} already uses the id {subscription_id!r} for another subscription"
                 )
-            return Inserted(existing, False, self._sent_above(existing, include_self=True))
+            return Inserted(existing, False, self._sent_above(existing))
         node = self._by_key.get(subscription.key)
         created = False
         if node is None:
-            covering = self.covering(subscription)
-            covered_ids = {n.id for n in self.covered(subscription)}
-            equivalent = [n for n in covering if n.id in covered_ids]
-            if equivalent:
-                node = equivalent[0]
-            else:
-                node = self._link_new(subscription, covering, covered_ids)
-                created = True
-        already_sent = self._sent_above(node, include_self=not created)
+            node, created = self._place(subscription)
+        already_sent = self._sent_above(node)
         node.sources.setdefault(source, set()).add(subscription_id)
         self._by_source[source, subscription_id] = node
         return Inserted(node, created, already_sent)
 
-    def _link_new(
-        self, subscription: qel.Subscription, covering: list[PosetNode], covered_ids: set[int]
-    ) -> PosetNode:
-        covering_ids = {n.id for n in covering}
-        predecessors = [n for n in covering if not (n.children.keys() & covering_ids)]
-        covered = [self._nodes[i] for i in sorted(covered_ids)]
-        successors = [n for n in covered if not (n.parents.keys() & covered_ids)]
+    def _place(self, subscription: qel.Subscription) -> tuple[PosetNode, bool]:
+        """The node equivalent to ``subscription`` (and False), or a new one linked between its
+        immediate predecessors and successors (and True)."""
+        lowest = self._chains.lowest_covering(subscription)
+        predecessors = [
+            chain.nodes[index]
+            for chain, index in lowest
+            if not _covers_below(chain.nodes[index], subscription)  # type: ignore[arg-type]
+        ]
+        if len(predecessors) == 1 and _covers(subscription, predecessors[0].subscription):
+            return predecessors[0], False  # the only minimal covering node is equivalent
+        successors = self._successors(subscription, predecessors)  # type: ignore[arg-type]
         node = PosetNode(self._next_id, subscription)
         self._next_id += 1
         for parent in predecessors:
@@ -228,8 +224,8 @@ class SubscriptionPoset:
                 if child.id in parent.children:
                     del parent.children[child.id]
                     del child.parents[parent.id]
-            parent.children[node.id] = node
-            node.parents[parent.id] = parent
+            parent.children[node.id] = node  # type: ignore[attr-defined]
+            node.parents[parent.id] = parent  # type: ignore[assignment]
         for child in successors:
             child.parents[node.id] = node
             node.children[child.id] = child
@@ -239,14 +235,42 @@ class SubscriptionPoset:
         self._nodes[node.id] = node
         self._by_key[subscription.key] = node
         self._index.add(node.id, subscription)
-        self._witnesses.add(node.id, subscription)
-        return node
+        self._chains.add(node, *_chain_place(subscription, lowest, successors))
+        return node, True
+
+    def _successors(
+        self, subscription: qel.Subscription, predecessors: list[PosetNode]
+    ) -> list[PosetNode]:
+        """The maximal nodes ``subscription`` covers.
+
+        Each lies below every predecessor, on a path through nodes incomparable with the
+        subscription (a covering node on it would not be minimal, a covered one would be above
+        it), so a walk down from one predecessor finds them, visiting only the nodes between. The
+        walk takes the predecessor with the fewest children and gives up after ``_WALK_BUDGET``
+        visits (a broad predecessor over many unrelated nodes); then, and when there is no
+        predecessor, the chains whose bottom the subscription covers are searched instead.
+        """
+        if predecessors:
+            start = min(predecessors, key=lambda n: (len(n.children), n.id))
+            found = _walk_down(start, subscription)
+            if found is not None:
+                return found
+        highest = [
+            chain.nodes[index] for chain, index in self._chains.highest_covered(subscription)
+        ]
+        return [
+            n
+            for n in highest
+            if not _covered_above(n, subscription, highest_in_chain=True)  # type: ignore[arg-type]
+        ]  # type: ignore[misc]
 
     def mark_sent(self, node: PosetNode, destination: str, labels: Iterable[str]) -> None:
         node.sent.setdefault(destination, set()).update(labels)
+        self._sent.update(node)
 
     def unmark_sent(self, node: PosetNode, destination: str) -> None:
         node.sent.pop(destination, None)
+        self._sent.update(node)
 
     def remove(self, source: str, subscription_id: str, wants: Wants | None = None) -> Removed:
         """Removes one (source, id); the node goes when its last source does.
@@ -265,11 +289,18 @@ class SubscriptionPoset:
             del node.sources[source]
         if node.sources:
             return Removed(node, False, {}, ())
-        below = _descendants(node)
+        # With the default (the same labels for every node), what the children are sent for
+        # covers everything below them: only the children can miss anything.
+        if not node.sent:
+            below = []
+        elif wants is None:
+            below = list(node.children.values())
+        else:
+            below = _descendants(node)
         self._unlink(node)
         resend = {}
         for destination in sorted(node.sent):
-            chosen = self.uncovered(below, destination, wants or _labels_of(node))
+            chosen = self._uncovered(below, destination, wants or _labels_of(node))
             if chosen:
                 resend[destination] = chosen
         return Removed(node, True, resend, tuple(sorted(node.sent)))
@@ -279,7 +310,7 @@ class SubscriptionPoset:
         returns what below it must be sent there instead, as ``remove`` does."""
         below = _descendants(node)
         self.unmark_sent(node, destination)
-        return self.uncovered(below, destination, wants)
+        return self._uncovered(below, destination, wants)
 
     def ids_of(self, source: str) -> list[str]:
         """The subscription ids ``source`` holds, sorted (remove them one at a time, acting on each
@@ -287,6 +318,8 @@ class SubscriptionPoset:
         return sorted(sid for src, sid in self._by_source if src == source)
 
     def _unlink(self, node: PosetNode) -> None:
+        """Takes ``node`` out; a parent becomes a child's parent unless it covers one of the
+        child's remaining parents (then a path already leads from it to the child)."""
         parents = list(node.parents.values())
         children = list(node.children.values())
         for parent in parents:
@@ -294,41 +327,60 @@ class SubscriptionPoset:
         for child in children:
             del child.parents[node.id]
         for child in children:
-            above = set(_ancestors(child))
             for parent in parents:
-                if parent.id in above:
+                if any(_above(parent, other) for other in child.parents.values()):
                     continue
                 parent.children[child.id] = child
                 child.parents[parent.id] = parent
-                above.add(parent.id)
-                above.update(_ancestors(parent))
             if not child.parents:
                 self._roots[child.id] = child
         self._roots.pop(node.id, None)
         del self._nodes[node.id]
         del self._by_key[node.subscription.key]
         self._index.remove(node.id)
-        self._witnesses.remove(node.id)
+        self._chains.remove(node)
+        self._sent.discard(node)
 
-    def uncovered(self, nodes: list[PosetNode], destination: str, wants: Wants) -> Resend:
-        """Of ``nodes``, those that miss some wanted labels at ``destination``, with the labels,
-        ancestors first; what an earlier one will be sent for counts as covering later ones."""
-        planned: dict[int, set[str]] = {}
+    def _uncovered(self, nodes: list[PosetNode], destination: str, wants: Wants) -> Resend:
+        """Of ``nodes`` (closed downwards: every descendant of one is one), those that miss some
+        wanted labels at ``destination``, with the labels, ancestors first; what an earlier one
+        will be sent for counts as covering later ones.
+
+        Parents before children, each node's labels (sent to ``destination`` for it or above it,
+        or planned for it) are its own and its parents': a look-up in the sent index only for
+        parents outside ``nodes``, not a walk over every ancestor of every node.
+        """
+        inside = {n.id: n for n in nodes}
+        waiting = {n.id: sum(1 for p in n.parents if p in inside) for n in nodes}
+        ready = [n for n in nodes if not waiting[n.id]]
+        heard: dict[int, set[str]] = {}
+        outside: dict[int, set[str]] = {}
         chosen = []
-        ordered = sorted(nodes, key=lambda n: (len(_ancestors(n)), n.id))
-        for current in ordered:
-            have = self.sent_labels(current, destination)
-            for ancestor in _ancestors(current).values():
-                have |= planned.get(ancestor.id, set())
+        while ready:
+            current = ready.pop()
+            have = set(current.sent.get(destination, ()))
+            for parent in current.parents.values():
+                if parent.id in inside:
+                    have |= heard[parent.id]
+                else:
+                    if parent.id not in outside:
+                        outside[parent.id] = self.sent_labels(parent, destination)
+                    have |= outside[parent.id]
             missing = wants(current, destination) - have
             if missing:
-                planned[current.id] = missing
                 chosen.append((current, frozenset(missing)))
-        return tuple(chosen)
+                have |= missing
+            heard[current.id] = have
+            for child in current.children.values():
+                if child.id in inside:
+                    waiting[child.id] -= 1
+                    if not waiting[child.id]:
+                        ready.append(child)
+        return tuple(sorted(chosen, key=lambda item: (len(_ancestors(item[0])), item[0].id)))
 
-    def _sent_above(self, node: PosetNode, *, include_self: bool) -> dict[str, frozenset[str]]:
+    def _sent_above(self, node: PosetNode) -> dict[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
-        for holder in ([node] if include_self else []) + self.ancestors(node):
+        for holder in self._sent.covering(node.subscription):
             for destination, labels in holder.sent.items():
                 found.setdefault(destination, set()).update(labels)
         return {d: frozenset(labels) for d, labels in sorted(found.items())}
@@ -398,6 +450,86 @@ def _labels_of(removed: PosetNode) -> Wants:
         return set(removed.sent.get(destination, ()))
 
     return wants
+
+
+def _covers(general: qel.Subscription, specific: qel.Subscription) -> bool:
+    """``qel.covers`` without its first step (comparing the subscriptions' keys, two frozensets
+    built per call): a placement asks it thousands of times a second, never with equal keys."""
+    return all(filter_covered(part, general.filters) for part in specific.filters)
+
+
+def _above(general: PosetNode, specific: PosetNode) -> bool:
+    """Whether one node strictly covers another; free within a chain (ranks increase down it)."""
+    if general.chain is specific.chain:
+        return general.rank < specific.rank
+    return _covers(general.subscription, specific.subscription)
+
+
+_WALK_BUDGET = 48
+"""Nodes a walk down from a predecessor may visit before the chains are searched instead: a
+handful in the dense shapes (the nodes between two consecutive price ceilings), and the chain
+search costs about as much as this many ``covers`` calls when it is needed."""
+
+
+def _walk_down(start: PosetNode, subscription: qel.Subscription) -> list[PosetNode] | None:
+    """The maximal nodes below ``start`` that ``subscription`` covers, descending only through
+    nodes it does not cover; None past ``_WALK_BUDGET`` visits."""
+    found: dict[int, PosetNode] = {}
+    seen: set[int] = set()
+    stack = list(start.children.values())
+    while stack:
+        current = stack.pop()
+        if current.id in seen:
+            continue
+        seen.add(current.id)
+        if len(seen) > _WALK_BUDGET:
+            return None
+        if _covers(subscription, current.subscription):
+            found[current.id] = current
+        else:
+            stack.extend(current.children.values())
+    return [
+        n for n in found.values() if not _covered_above(n, subscription, highest_in_chain=False)
+    ]
+
+
+def _chain_place(
+    subscription: qel.Subscription, lowest: list[tuple[Chain, int]], successors: list[PosetNode]
+) -> tuple[Chain | None, int]:
+    """A chain the new node fits in (every node of it comparable: right under the chain's lowest
+    covering node, if the next one is covered, or on top of a chain whose top is a successor),
+    with the index; else ``(None, 0)``, a chain of its own."""
+    for chain, index in lowest:
+        below = index + 1
+        if below == len(chain) or _covers(subscription, chain.nodes[below].subscription):
+            return chain, below
+    for node in successors:
+        if node.chain is not None and node.chain.nodes[0] is node:
+            return node.chain, 0
+    return None, 0
+
+
+def _covers_below(node: PosetNode, subscription: qel.Subscription) -> bool:
+    """Whether a child of ``node``, which covers ``subscription``, also does (then ``node`` is not
+    a minimal covering node: a path leads from it down to any covering node below). A child in
+    the node's own chain does not: the node is its chain's lowest covering one."""
+    return any(
+        child.chain is not node.chain and _covers(child.subscription, subscription)
+        for child in node.children.values()
+    )
+
+
+def _covered_above(
+    node: PosetNode, subscription: qel.Subscription, *, highest_in_chain: bool
+) -> bool:
+    """Whether ``subscription``, which covers ``node``, covers a parent of it too (then ``node``
+    is not a maximal covered node). When ``node`` is known to be the highest covered node of its
+    chain, a parent in that chain needs no test."""
+    return any(
+        not (highest_in_chain and parent.chain is node.chain)
+        and _covers(subscription, parent.subscription)
+        for parent in node.parents.values()
+    )
 
 
 def _equivalent(first: qel.Subscription, second: qel.Subscription) -> bool:
