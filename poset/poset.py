@@ -209,11 +209,7 @@ class SubscriptionPoset:
         """The node equivalent to ``subscription`` (and False), or a new one linked between its
         immediate predecessors and successors (and True)."""
         lowest = self._chains.lowest_covering(subscription)
-        predecessors = [
-            chain.nodes[index]
-            for chain, index in lowest
-            if not _covers_below(chain.nodes[index], subscription)  # type: ignore[arg-type]
-        ]
+        predecessors = _minimal([chain.nodes[i] for chain, i in lowest], subscription)  # type: ignore[misc]
         if len(predecessors) == 1 and _covers(subscription, predecessors[0].subscription):
             return predecessors[0], False  # the only minimal covering node is equivalent
         successors = self._successors(subscription, predecessors)  # type: ignore[arg-type]
@@ -255,14 +251,8 @@ class SubscriptionPoset:
             found = _walk_down(start, subscription)
             if found is not None:
                 return found
-        highest = [
-            chain.nodes[index] for chain, index in self._chains.highest_covered(subscription)
-        ]
-        return [
-            n
-            for n in highest
-            if not _covered_above(n, subscription, highest_in_chain=True)  # type: ignore[arg-type]
-        ]  # type: ignore[misc]
+        highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(subscription)]
+        return _maximal(highest, subscription)  # type: ignore[arg-type]
 
     def mark_sent(self, node: PosetNode, destination: str, labels: Iterable[str]) -> None:
         node.sent.setdefault(destination, set()).update(labels)
@@ -509,14 +499,40 @@ def _chain_place(
     return None, 0
 
 
-def _covers_below(node: PosetNode, subscription: qel.Subscription) -> bool:
-    """Whether a child of ``node``, which covers ``subscription``, also does (then ``node`` is not
-    a minimal covering node: a path leads from it down to any covering node below). A child in
-    the node's own chain does not: the node is its chain's lowest covering one."""
-    return any(
-        child.chain is not node.chain and _covers(child.subscription, subscription)
-        for child in node.children.values()
-    )
+def _minimal(lowest: list[PosetNode], subscription: qel.Subscription) -> list[PosetNode]:
+    """The minimal nodes covering ``subscription``, given each chain's lowest covering node.
+
+    One is not minimal iff it covers another of them (a minimal node under it is some chain's
+    lowest), iff one of its children covers the subscription (a path leads down to any covering
+    node below it); each is decided by whichever takes fewer tests. A child in the node's own
+    chain is below the chain's lowest covering node and needs no test.
+    """
+    kept = []
+    for node in lowest:
+        if len(node.children) < len(lowest):
+            covered_below = any(
+                child.chain is not node.chain and _covers(child.subscription, subscription)
+                for child in node.children.values()
+            )
+        else:
+            covered_below = any(other is not node and _above(node, other) for other in lowest)
+        if not covered_below:
+            kept.append(node)
+    return kept
+
+
+def _maximal(highest: list[PosetNode], subscription: qel.Subscription) -> list[PosetNode]:
+    """The maximal nodes ``subscription`` covers, given each chain's highest covered node; the
+    mirror image of ``_minimal``."""
+    kept = []
+    for node in highest:
+        if len(node.parents) < len(highest):
+            covered_above = _covered_above(node, subscription, highest_in_chain=True)
+        else:
+            covered_above = any(other is not node and _above(other, node) for other in highest)
+        if not covered_above:
+            kept.append(node)
+    return kept
 
 
 def _covered_above(
