@@ -42,6 +42,7 @@ Covers = Callable[[qel.Subscription, qel.Subscription], bool]
 class Ranked(Protocol):
     """What a chain holds: a node with a subscription, its chain and its rank there."""
 
+    id: int
     subscription: qel.Subscription
     chain: Chain | None
     rank: float
@@ -99,8 +100,7 @@ class Chain:
 class ChainDecomposition:
     """The chains, with their tops and bottoms indexed; see the module docstring."""
 
-    def __init__(self, covers: Covers) -> None:
-        self._covers = covers
+    def __init__(self) -> None:
         self._chains: dict[int, Chain] = {}
         self._tops = PredicateIndex()
         self._bottoms = WitnessIndex()
@@ -109,29 +109,31 @@ class ChainDecomposition:
     def __len__(self) -> int:
         return len(self._chains)
 
-    def lowest_covering(self, subscription: qel.Subscription) -> list[tuple[Chain, int]]:
-        """Per chain holding a node that covers ``subscription``, by chain id: the index of the
-        lowest such node (the chain's nodes down to it cover). O(index look-up + log(length)
-        ``covers`` calls per such chain)."""
-        covers = self._covers
+    def lowest_covering(self, probe: Probe) -> list[tuple[Chain, int]]:
+        """Per chain holding a node that covers the probe, by chain id: the index of the lowest
+        such node (the chain's nodes down to it cover). O(index look-up + log(length) tests per
+        such chain); the nodes that match the probe's witnesses are a prefix too, found first
+        with the cheap test, and the lowest of them is usually the answer (always, for ranges
+        of one predicate)."""
         found = []
-        for chain_id in sorted(self._top_candidates(subscription)):  # type: ignore[type-var]
+        for chain_id in sorted(self._top_candidates(probe)):  # type: ignore[type-var]
             chain = self._chains[chain_id]  # type: ignore[index]
-            if covers(chain.nodes[0].subscription, subscription):
-                index = _last_true(chain, lambda n: covers(n.subscription, subscription))
-                found.append((chain, index))
+            if probe.covered_by(chain.nodes[0]):
+                matching = _last_true(chain, 0, len(chain), probe.matched_by)
+                if probe.covered_by(chain.nodes[matching]):
+                    found.append((chain, matching))
+                else:
+                    found.append((chain, _last_true(chain, 0, matching, probe.covered_by)))
         return found
 
-    def highest_covered(self, subscription: qel.Subscription) -> list[tuple[Chain, int]]:
-        """Per chain holding a node that ``subscription`` covers, by chain id: the index of the
-        highest such node (the chain's nodes from it down are covered)."""
-        covers = self._covers
+    def highest_covered(self, probe: Probe) -> list[tuple[Chain, int]]:
+        """Per chain holding a node that the probe covers, by chain id: the index of the highest
+        such node (the chain's nodes from it down are covered)."""
         found = []
-        for chain_id in sorted(self._bottoms.covered_candidates(subscription)):  # type: ignore[type-var]
+        for chain_id in sorted(self._bottoms.covered_candidates(probe.subscription)):  # type: ignore[type-var]
             chain = self._chains[chain_id]  # type: ignore[index]
-            if covers(subscription, chain.nodes[-1].subscription):
-                index = _first_true(chain, lambda n: covers(subscription, n.subscription))
-                found.append((chain, index))
+            if probe.covers(chain.nodes[-1]):
+                found.append((chain, _first_true(chain, probe.covers)))
         return found
 
     def add(self, node: Ranked, chain: Chain | None, index: int) -> None:
@@ -169,21 +171,59 @@ class ChainDecomposition:
         if index == last:
             self._bottoms.add(chain.id, chain.nodes[-1].subscription)
 
-    def _top_candidates(self, subscription: qel.Subscription) -> set[Hashable]:
-        """Chains whose top matches every witness of ``subscription``: a superset of those whose
-        top covers it."""
+    def _top_candidates(self, probe: Probe) -> set[Hashable]:
+        """Chains whose top matches every witness of the probe: a superset of those whose top
+        covers it."""
         candidates: set[Hashable] | None = None
-        for compiled in subscription.filters:
-            matched = self._tops.match(witness(compiled))
+        for sample in probe.witnesses:
+            matched = self._tops.match(sample)
             candidates = matched if candidates is None else candidates & matched
             if not candidates:
                 break
         return candidates or set()
 
 
-def _last_true(chain: Chain, test: Callable[[Ranked], bool]) -> int:
-    """The last index where ``test`` holds, given that it holds at 0 and on a prefix only."""
-    low, high = 0, len(chain)
+class Probe:
+    """A subscription being placed, with what every test against it reuses.
+
+    Its witnesses: a node that covers it matches all of them, a test of a few dictionary look-ups
+    that rejects most non-covering nodes before ``covers`` runs. And the answers so far: a
+    placement asks about the same node more than once (binary search, minimality, chain choice).
+    """
+
+    __slots__ = ("_covered_by", "_covers", "_test", "subscription", "witnesses")
+
+    def __init__(self, subscription: qel.Subscription, covers: Covers) -> None:
+        self.subscription = subscription
+        self.witnesses = tuple(witness(compiled) for compiled in subscription.filters)
+        self._test = covers
+        self._covered_by: dict[int, bool] = {}
+        self._covers: dict[int, bool] = {}
+
+    def matched_by(self, node: Ranked) -> bool:
+        """Whether ``node`` matches every witness (necessary for covering the subscription)."""
+        general = node.subscription
+        return all(qel.matches(general, sample) for sample in self.witnesses)
+
+    def covered_by(self, node: Ranked) -> bool:
+        """Whether ``node`` covers the subscription."""
+        known = self._covered_by.get(node.id)
+        if known is None:
+            known = self.matched_by(node) and self._test(node.subscription, self.subscription)
+            self._covered_by[node.id] = known
+        return known
+
+    def covers(self, node: Ranked) -> bool:
+        """Whether the subscription covers ``node``."""
+        known = self._covers.get(node.id)
+        if known is None:
+            known = self._covers[node.id] = self._test(self.subscription, node.subscription)
+        return known
+
+
+def _last_true(chain: Chain, low: int, high: int, test: Callable[[Ranked], bool]) -> int:
+    """The last index below ``high`` where ``test`` holds, given that it holds at ``low`` and on
+    a prefix only."""
     nodes = chain.nodes
     while high - low > 1:
         middle = (low + high) // 2

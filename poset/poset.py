@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import qel
-from poset.chains import Chain, ChainDecomposition
+from poset.chains import Chain, ChainDecomposition, Probe
 from poset.predicate_index import PredicateIndex
 from poset.sent_index import SentIndex
 from qel.covering import filter_covered
@@ -114,7 +114,7 @@ class SubscriptionPoset:
         self._by_source: dict[tuple[str, str], PosetNode] = {}
         self._roots: dict[int, PosetNode] = {}
         self._index = PredicateIndex()
-        self._chains = ChainDecomposition(_covers)
+        self._chains = ChainDecomposition()
         self._sent = SentIndex(_covers)
         self._next_id = 1
 
@@ -139,7 +139,7 @@ class SubscriptionPoset:
         each chain's covering prefix."""
         found = [
             node
-            for chain, index in self._chains.lowest_covering(subscription)
+            for chain, index in self._chains.lowest_covering(Probe(subscription, _covers))
             for node in chain.nodes[: index + 1]
         ]
         return sorted(found, key=_by_id)  # type: ignore[arg-type]
@@ -149,7 +149,7 @@ class SubscriptionPoset:
         each chain's covered suffix."""
         found = [
             node
-            for chain, index in self._chains.highest_covered(subscription)
+            for chain, index in self._chains.highest_covered(Probe(subscription, _covers))
             for node in chain.nodes[index:]
         ]
         return sorted(found, key=_by_id)  # type: ignore[arg-type]
@@ -208,11 +208,12 @@ class SubscriptionPoset:
     def _place(self, subscription: qel.Subscription) -> tuple[PosetNode, bool]:
         """The node equivalent to ``subscription`` (and False), or a new one linked between its
         immediate predecessors and successors (and True)."""
-        lowest = self._chains.lowest_covering(subscription)
-        predecessors = _minimal([chain.nodes[i] for chain, i in lowest], subscription)  # type: ignore[misc]
-        if len(predecessors) == 1 and _covers(subscription, predecessors[0].subscription):
+        probe = Probe(subscription, _covers)
+        lowest = self._chains.lowest_covering(probe)
+        predecessors = _minimal([chain.nodes[i] for chain, i in lowest], probe)  # type: ignore[misc]
+        if len(predecessors) == 1 and probe.covers(predecessors[0]):
             return predecessors[0], False  # the only minimal covering node is equivalent
-        successors = self._successors(subscription, predecessors)  # type: ignore[arg-type]
+        successors = self._successors(probe, predecessors)  # type: ignore[arg-type]
         node = PosetNode(self._next_id, subscription)
         self._next_id += 1
         for parent in predecessors:
@@ -231,28 +232,27 @@ class SubscriptionPoset:
         self._nodes[node.id] = node
         self._by_key[subscription.key] = node
         self._index.add(node.id, subscription)
-        self._chains.add(node, *_chain_place(subscription, lowest, successors))
+        self._chains.add(node, *_chain_place(probe, lowest, successors))
         return node, True
 
-    def _successors(
-        self, subscription: qel.Subscription, predecessors: list[PosetNode]
-    ) -> list[PosetNode]:
-        """The maximal nodes ``subscription`` covers.
+    def _successors(self, probe: Probe, predecessors: list[PosetNode]) -> list[PosetNode]:
+        """The maximal nodes the probe covers.
 
-        Each lies below every predecessor, on a path through nodes incomparable with the
-        subscription (a covering node on it would not be minimal, a covered one would be above
-        it), so a walk down from one predecessor finds them, visiting only the nodes between. The
-        walk takes the predecessor with the fewest children and gives up after ``_WALK_BUDGET``
-        visits (a broad predecessor over many unrelated nodes); then, and when there is no
-        predecessor, the chains whose bottom the subscription covers are searched instead.
+        Each lies below every predecessor, on a path through nodes incomparable with the probe (a
+        covering node on it would not be minimal, a covered one would be above it), so a walk
+        down from any one predecessor finds them all, visiting only the nodes in between. Walks
+        from every predecessor advance in turn (tests are shared through the probe) and the
+        first to finish answers: the narrowest predecessor decides the cost. Past
+        ``_WALK_BUDGET`` visits each (broad predecessors over many unrelated nodes), and when
+        there is no predecessor, the chains whose bottom the probe covers are searched instead.
         """
-        if predecessors:
-            start = min(predecessors, key=lambda n: (len(n.children), n.id))
-            found = _walk_down(start, subscription)
-            if found is not None:
-                return found
-        highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(subscription)]
-        return _maximal(highest, subscription)  # type: ignore[arg-type]
+        walks = [_Walk(start, probe) for start in sorted(predecessors, key=_by_id)]
+        for _ in range(_WALK_BUDGET):
+            for walk in walks:
+                if walk.step():
+                    return walk.maximal()
+        highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(probe)]
+        return _maximal(highest, probe)  # type: ignore[arg-type]
 
     def mark_sent(self, node: PosetNode, destination: str, labels: Iterable[str]) -> None:
         node.sent.setdefault(destination, set()).update(labels)
@@ -455,43 +455,55 @@ def _above(general: PosetNode, specific: PosetNode) -> bool:
     return _covers(general.subscription, specific.subscription)
 
 
-_WALK_BUDGET = 48
-"""Nodes a walk down from a predecessor may visit before the chains are searched instead: a
-handful in the dense shapes (the nodes between two consecutive price ceilings), and the chain
-search costs about as much as this many ``covers`` calls when it is needed."""
+_WALK_BUDGET = 24
+"""Nodes each walk down from a predecessor may visit before the chains are searched instead: a
+handful in the dense shapes (the nodes between two consecutive price ceilings); the chain search
+costs some tens of ``covers`` calls."""
 
 
-def _walk_down(start: PosetNode, subscription: qel.Subscription) -> list[PosetNode] | None:
-    """The maximal nodes below ``start`` that ``subscription`` covers, descending only through
-    nodes it does not cover; None past ``_WALK_BUDGET`` visits."""
-    found: dict[int, PosetNode] = {}
-    seen: set[int] = set()
-    stack = list(start.children.values())
-    while stack:
-        current = stack.pop()
-        if current.id in seen:
-            continue
-        seen.add(current.id)
-        if len(seen) > _WALK_BUDGET:
-            return None
-        if _covers(subscription, current.subscription):
-            found[current.id] = current
-        else:
-            stack.extend(current.children.values())
-    return [
-        n for n in found.values() if not _covered_above(n, subscription, highest_in_chain=False)
-    ]
+class _Walk:
+    """A walk down from ``start`` to the maximal nodes the probe covers, descending only through
+    nodes it does not cover, one node per ``step``."""
+
+    __slots__ = ("found", "probe", "seen", "stack")
+
+    def __init__(self, start: PosetNode, probe: Probe) -> None:
+        self.probe = probe
+        self.stack = list(start.children.values())
+        self.seen: set[int] = set()
+        self.found: dict[int, PosetNode] = {}
+
+    def step(self) -> bool:
+        """Visits one more node; True once nothing is left to visit."""
+        while self.stack:
+            current = self.stack.pop()
+            if current.id in self.seen:
+                continue
+            self.seen.add(current.id)
+            if self.probe.covers(current):
+                self.found[current.id] = current
+            else:
+                self.stack.extend(current.children.values())
+            break
+        return not self.stack
+
+    def maximal(self) -> list[PosetNode]:
+        return [
+            node
+            for node in self.found.values()
+            if not _covered_above(node, self.probe, highest_in_chain=False)
+        ]
 
 
 def _chain_place(
-    subscription: qel.Subscription, lowest: list[tuple[Chain, int]], successors: list[PosetNode]
+    probe: Probe, lowest: list[tuple[Chain, int]], successors: list[PosetNode]
 ) -> tuple[Chain | None, int]:
     """A chain the new node fits in (every node of it comparable: right under the chain's lowest
     covering node, if the next one is covered, or on top of a chain whose top is a successor),
     with the index; else ``(None, 0)``, a chain of its own."""
     for chain, index in lowest:
         below = index + 1
-        if below == len(chain) or _covers(subscription, chain.nodes[below].subscription):
+        if below == len(chain) or probe.covers(chain.nodes[below]):
             return chain, below
     for node in successors:
         if node.chain is not None and node.chain.nodes[0] is node:
@@ -499,7 +511,7 @@ def _chain_place(
     return None, 0
 
 
-def _minimal(lowest: list[PosetNode], subscription: qel.Subscription) -> list[PosetNode]:
+def _minimal(lowest: list[PosetNode], probe: Probe) -> list[PosetNode]:
     """The minimal nodes covering ``subscription``, given each chain's lowest covering node.
 
     One is not minimal iff it covers another of them (a minimal node under it is some chain's
@@ -511,7 +523,7 @@ def _minimal(lowest: list[PosetNode], subscription: qel.Subscription) -> list[Po
     for node in lowest:
         if len(node.children) < len(lowest):
             covered_below = any(
-                child.chain is not node.chain and _covers(child.subscription, subscription)
+                child.chain is not node.chain and probe.covered_by(child)
                 for child in node.children.values()
             )
         else:
@@ -521,13 +533,13 @@ def _minimal(lowest: list[PosetNode], subscription: qel.Subscription) -> list[Po
     return kept
 
 
-def _maximal(highest: list[PosetNode], subscription: qel.Subscription) -> list[PosetNode]:
+def _maximal(highest: list[PosetNode], probe: Probe) -> list[PosetNode]:
     """The maximal nodes ``subscription`` covers, given each chain's highest covered node; the
     mirror image of ``_minimal``."""
     kept = []
     for node in highest:
         if len(node.parents) < len(highest):
-            covered_above = _covered_above(node, subscription, highest_in_chain=True)
+            covered_above = _covered_above(node, probe, highest_in_chain=True)
         else:
             covered_above = any(other is not node and _above(other, node) for other in highest)
         if not covered_above:
@@ -535,15 +547,12 @@ def _maximal(highest: list[PosetNode], subscription: qel.Subscription) -> list[P
     return kept
 
 
-def _covered_above(
-    node: PosetNode, subscription: qel.Subscription, *, highest_in_chain: bool
-) -> bool:
+def _covered_above(node: PosetNode, probe: Probe, *, highest_in_chain: bool) -> bool:
     """Whether ``subscription``, which covers ``node``, covers a parent of it too (then ``node``
     is not a maximal covered node). When ``node`` is known to be the highest covered node of its
     chain, a parent in that chain needs no test."""
     return any(
-        not (highest_in_chain and parent.chain is node.chain)
-        and _covers(subscription, parent.subscription)
+        not (highest_in_chain and parent.chain is node.chain) and probe.covers(parent)
         for parent in node.parents.values()
     )
 
