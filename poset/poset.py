@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import qel
 from poset.chains import Chain, ChainDecomposition, Probe
+from poset.generality import generality_key
 from poset.predicate_index import PredicateIndex
 from poset.sent_index import SentIndex
 from qel.covering import filter_covered
@@ -199,23 +200,126 @@ class SubscriptionPoset:
         node = self._by_key.get(subscription.key)
         created = False
         if node is None:
-            node, created = self._place(subscription)
+            node, created = self._place(subscription, self._next_id)
+            if created:
+                self._next_id += 1
+                self._index.add(node.id, subscription)
         already_sent = self._sent_above(node)
         node.sources.setdefault(source, set()).add(subscription_id)
         self._by_source[source, subscription_id] = node
         return Inserted(node, created, already_sent)
 
-    def _place(self, subscription: qel.Subscription) -> tuple[PosetNode, bool]:
-        """The node equivalent to ``subscription`` (and False), or a new one linked between its
-        immediate predecessors and successors (and True)."""
+    def insert_many(self, items: Iterable[tuple[qel.Subscription, str, str]]) -> list[Inserted]:
+        """Inserts ``(subscription, source, id)`` triples: the same poset (node ids included) and
+        the same reports as ``insert`` called on each in turn, but faster for a large batch, such
+        as a super-peer's whole state after a restart.
+
+        The new distinct subscriptions are placed most general first (``poset.generality``), so
+        that a new node seldom covers one already placed and the search for its successors ends
+        at once; each gets the id it would have had in the given order. The batch is checked
+        before anything changes: a (source, id) used for two different subscriptions raises
+        ``ValueError`` and leaves the poset as it was (``insert`` would have taken the items
+        before the offending one).
+        """
+        batch = list(items)
+        self._check_ids(batch)
+        first: dict[frozenset[qel.Filter], int] = {}  # new key -> rank of its first occurrence
+        new: list[qel.Subscription] = []
+        for subscription, _, _ in batch:
+            key = subscription.key
+            if key not in self._by_key and key not in first:
+                first[key] = len(new)
+                new.append(subscription)
+        start = self._next_id
+        placed: dict[frozenset[qel.Filter], PosetNode] = {}
+        for rank in sorted(range(len(new)), key=lambda r: (generality_key(new[r]), r)):
+            node, _ = self._place(new[rank], start + rank)
+            placed[new[rank].key] = node
+        created = self._number_new(new, placed, start)
+        for node in created:
+            self._index.add(node.id, node.subscription)
+        results = []
+        announced: set[int] = set()
+        for subscription, source, subscription_id in batch:
+            existing = self._by_source.get((source, subscription_id))
+            if existing is not None:
+                results.append(Inserted(existing, False, self._sent_above(existing)))
+                continue
+            node = self._by_key.get(subscription.key) or placed[subscription.key]
+            fresh = node.id >= start and node.id not in announced
+            announced.add(node.id)
+            results.append(Inserted(node, fresh, self._sent_above(node)))
+            node.sources.setdefault(source, set()).add(subscription_id)
+            self._by_source[source, subscription_id] = node
+        return results
+
+    def _check_ids(self, batch: list[tuple[qel.Subscription, str, str]]) -> None:
+        """Raises ``ValueError`` if a (source, id) of the batch is already used, here or earlier
+        in the batch, for a subscription that is not equivalent."""
+        used: dict[tuple[str, str], qel.Subscription] = {}
+        for subscription, source, subscription_id in batch:
+            held = self._by_source.get((source, subscription_id))
+            known = held.subscription if held is not None else used.get((source, subscription_id))
+            if known is None:
+                used[source, subscription_id] = subscription
+            elif known.key != subscription.key and not _equivalent(known, subscription):
+                raise ValueError(
+                    f"{source} already uses the id {subscription_id!r} for another subscription"
+                )
+
+    def _number_new(
+        self,
+        new: list[qel.Subscription],
+        placed: dict[frozenset[qel.Filter], PosetNode],
+        start: int,
+    ) -> list[PosetNode]:
+        """The nodes created for ``new`` (in order of first occurrence), numbered as one-at-a-time
+        insertion would have: ids in that order, and as a node's subscription the first of those
+        that turned out equivalent. Nothing changes unless two of them were equivalent, or one
+        was equivalent to a node already there."""
+        earliest: dict[int, int] = {}  # node id as placed -> rank of its class's first subscription
+        for rank, subscription in enumerate(new):
+            node = placed[subscription.key]
+            if node.id >= start and node.id not in earliest:
+                earliest[node.id] = rank
+        created = sorted(
+            {n.id: n for n in placed.values() if n.id >= start}.values(),
+            key=lambda n: earliest[n.id],
+        )
+        self._next_id = start + len(created)
+        if all(
+            node.id == number and node.subscription is new[earliest[node.id]]
+            for number, node in enumerate(created, start)
+        ):
+            return created
+        for node in created:
+            del self._nodes[node.id]
+            self._roots.pop(node.id, None)
+            representative = new[earliest[node.id]]
+            if representative is not node.subscription:
+                del self._by_key[node.subscription.key]
+                node.subscription = representative
+                self._by_key[representative.key] = node
+        for number, node in enumerate(created, start):
+            node.id = number
+            self._nodes[number] = node
+            if not node.parents:
+                self._roots[number] = node
+        for holder in {n.id: n for node in created for n in _neighbourhood(node)}.values():
+            holder.parents = {n.id: n for n in holder.parents.values()}
+            holder.children = {n.id: n for n in holder.children.values()}
+        return created
+
+    def _place(self, subscription: qel.Subscription, node_id: int) -> tuple[PosetNode, bool]:
+        """The node equivalent to ``subscription`` (and False), or a new one, ``node_id``, linked
+        between its immediate predecessors and successors (and True); the caller indexes it."""
         probe = Probe(subscription, _covers)
         lowest = self._chains.lowest_covering(probe)
         predecessors = _minimal([chain.nodes[i] for chain, i in lowest], probe)  # type: ignore[misc]
         if len(predecessors) == 1 and probe.covers(predecessors[0]):
             return predecessors[0], False  # the only minimal covering node is equivalent
         successors = self._successors(probe, predecessors)  # type: ignore[arg-type]
-        node = PosetNode(self._next_id, subscription)
-        self._next_id += 1
+        node = PosetNode(node_id, subscription)
         for parent in predecessors:
             for child in successors:
                 if child.id in parent.children:
@@ -231,7 +335,6 @@ class SubscriptionPoset:
             self._roots[node.id] = node
         self._nodes[node.id] = node
         self._by_key[subscription.key] = node
-        self._index.add(node.id, subscription)
         self._chains.add(node, *_chain_place(probe, lowest, successors))
         return node, True
 
@@ -559,6 +662,10 @@ def _covered_above(node: PosetNode, probe: Probe, *, highest_in_chain: bool) -> 
 
 def _equivalent(first: qel.Subscription, second: qel.Subscription) -> bool:
     return qel.covers(first, second) and qel.covers(second, first)
+
+
+def _neighbourhood(node: PosetNode) -> list[PosetNode]:
+    return [node, *node.parents.values(), *node.children.values()]
 
 
 def _ancestors(node: PosetNode) -> dict[int, PosetNode]:
