@@ -114,16 +114,21 @@ class ChainDecomposition:
         such node (the chain's nodes down to it cover). O(index look-up + log(length) tests per
         such chain); the nodes that match the probe's witnesses are a prefix too, found first
         with the cheap test, and the lowest of them is usually the answer (always, for ranges
-        of one predicate)."""
+        of one predicate). The chain's bottom is tried first: inserting most general first
+        (``insert_many``), a subscription usually falls below its own family's chain."""
         found = []
         for chain_id in sorted(self._top_candidates(probe)):  # type: ignore[type-var]
             chain = self._chains[chain_id]  # type: ignore[index]
-            if probe.covered_by(chain.nodes[0]):
-                matching = _last_true(chain, 0, len(chain), probe.matched_by)
-                if probe.covered_by(chain.nodes[matching]):
-                    found.append((chain, matching))
-                else:
-                    found.append((chain, _last_true(chain, 0, matching, probe.covered_by)))
+            if not probe.covered_by(chain.nodes[0]):
+                continue
+            if probe.covered_by(chain.nodes[-1]):
+                found.append((chain, len(chain) - 1))  # the usual case in a bulk insertion
+                continue
+            matching = _last_true(chain, 0, len(chain), probe.matched_by)
+            if probe.covered_by(chain.nodes[matching]):
+                found.append((chain, matching))
+            else:
+                found.append((chain, _last_true(chain, 0, matching, probe.covered_by)))
         return found
 
     def highest_covered(self, probe: Probe) -> list[tuple[Chain, int]]:

@@ -111,7 +111,10 @@ class SubscriptionPoset:
 
     def __init__(self) -> None:
         self._nodes: dict[int, PosetNode] = {}
-        self._by_key: dict[frozenset[qel.Filter], PosetNode] = {}
+        self._by_key: dict[tuple[qel.Filter, ...], PosetNode] = {}
+        """Nodes by their subscription's compiled filters (canonical and already held by the
+        subscription, unlike ``key``, a frozenset built per call; an equivalent form that differs
+        is found by placement)."""
         self._by_source: dict[tuple[str, str], PosetNode] = {}
         self._roots: dict[int, PosetNode] = {}
         self._index = PredicateIndex()
@@ -197,7 +200,7 @@ class SubscriptionPoset:
                     f"{source} already uses the id {subscription_id!r} for another subscription"
                 )
             return Inserted(existing, False, self._sent_above(existing))
-        node = self._by_key.get(subscription.key)
+        node = self._by_key.get(subscription.filters)
         created = False
         if node is None:
             node, created = self._place(subscription, self._next_id)
@@ -223,18 +226,18 @@ class SubscriptionPoset:
         """
         batch = list(items)
         self._check_ids(batch)
-        first: dict[frozenset[qel.Filter], int] = {}  # new key -> rank of its first occurrence
+        first: dict[tuple[qel.Filter, ...], int] = {}  # new form -> rank of its first occurrence
         new: list[qel.Subscription] = []
         for subscription, _, _ in batch:
-            key = subscription.key
+            key = subscription.filters
             if key not in self._by_key and key not in first:
                 first[key] = len(new)
                 new.append(subscription)
         start = self._next_id
-        placed: dict[frozenset[qel.Filter], PosetNode] = {}
+        placed: dict[tuple[qel.Filter, ...], PosetNode] = {}
         for rank in sorted(range(len(new)), key=lambda r: (generality_key(new[r]), r)):
             node, _ = self._place(new[rank], start + rank)
-            placed[new[rank].key] = node
+            placed[new[rank].filters] = node
         created = self._number_new(new, placed, start)
         for node in created:
             self._index.add(node.id, node.subscription)
@@ -245,7 +248,7 @@ class SubscriptionPoset:
             if existing is not None:
                 results.append(Inserted(existing, False, self._sent_above(existing)))
                 continue
-            node = self._by_key.get(subscription.key) or placed[subscription.key]
+            node = self._by_key.get(subscription.filters) or placed[subscription.filters]
             fresh = node.id >= start and node.id not in announced
             announced.add(node.id)
             results.append(Inserted(node, fresh, self._sent_above(node)))
@@ -270,7 +273,7 @@ class SubscriptionPoset:
     def _number_new(
         self,
         new: list[qel.Subscription],
-        placed: dict[frozenset[qel.Filter], PosetNode],
+        placed: dict[tuple[qel.Filter, ...], PosetNode],
         start: int,
     ) -> list[PosetNode]:
         """The nodes created for ``new`` (in order of first occurrence), numbered as one-at-a-time
@@ -279,7 +282,7 @@ class SubscriptionPoset:
         was equivalent to a node already there."""
         earliest: dict[int, int] = {}  # node id as placed -> rank of its class's first subscription
         for rank, subscription in enumerate(new):
-            node = placed[subscription.key]
+            node = placed[subscription.filters]
             if node.id >= start and node.id not in earliest:
                 earliest[node.id] = rank
         created = sorted(
@@ -297,9 +300,9 @@ class SubscriptionPoset:
             self._roots.pop(node.id, None)
             representative = new[earliest[node.id]]
             if representative is not node.subscription:
-                del self._by_key[node.subscription.key]
+                del self._by_key[node.subscription.filters]
                 node.subscription = representative
-                self._by_key[representative.key] = node
+                self._by_key[representative.filters] = node
         for number, node in enumerate(created, start):
             node.id = number
             self._nodes[number] = node
@@ -334,7 +337,7 @@ class SubscriptionPoset:
         if not predecessors:
             self._roots[node.id] = node
         self._nodes[node.id] = node
-        self._by_key[subscription.key] = node
+        self._by_key[subscription.filters] = node
         self._chains.add(node, *_chain_place(probe, lowest, successors))
         return node, True
 
@@ -429,7 +432,7 @@ class SubscriptionPoset:
                 self._roots[child.id] = child
         self._roots.pop(node.id, None)
         del self._nodes[node.id]
-        del self._by_key[node.subscription.key]
+        del self._by_key[node.subscription.filters]
         self._index.remove(node.id)
         self._chains.remove(node)
         self._sent.discard(node)
@@ -601,13 +604,16 @@ class _Walk:
 def _chain_place(
     probe: Probe, lowest: list[tuple[Chain, int]], successors: list[PosetNode]
 ) -> tuple[Chain | None, int]:
-    """A chain the new node fits in (every node of it comparable: right under the chain's lowest
-    covering node, if the next one is covered, or on top of a chain whose top is a successor),
-    with the index; else ``(None, 0)``, a chain of its own."""
+    """A chain the new node fits in (every node of it comparable), with the index: under a
+    chain's bottom when that is the lowest covering node (no test), else right under the lowest
+    covering node if the probe covers the next one, else on top of a chain whose top is a
+    successor; ``(None, 0)`` for a chain of its own."""
     for chain, index in lowest:
-        below = index + 1
-        if below == len(chain) or probe.covers(chain.nodes[below]):
-            return chain, below
+        if index == len(chain) - 1:
+            return chain, index + 1
+    for chain, index in lowest:
+        if probe.covers(chain.nodes[index + 1]):
+            return chain, index + 1
     for node in successors:
         if node.chain is not None and node.chain.nodes[0] is node:
             return node.chain, 0
