@@ -228,12 +228,12 @@ class SubscriptionPoset:
         """
         batch = list(items)
         self._check_ids(batch)
-        first: dict[tuple[qel.Filter, ...], int] = {}  # new form -> rank of its first occurrence
-        new: list[qel.Subscription] = []
+        seen: set[tuple[qel.Filter, ...]] = set()
+        new: list[qel.Subscription] = []  # new forms, in order of first occurrence
         for subscription, _, _ in batch:
             key = subscription.filters
-            if key not in self._by_key and key not in first:
-                first[key] = len(new)
+            if key not in self._by_key and key not in seen:
+                seen.add(key)
                 new.append(subscription)
         start = self._next_id
         placed: dict[tuple[qel.Filter, ...], PosetNode] = {}
@@ -355,7 +355,7 @@ class SubscriptionPoset:
         there is no predecessor, the chains whose bottom the probe covers are searched instead.
         """
         walks = [_Walk(start, probe) for start in sorted(predecessors, key=_by_id)]
-        for _ in range(_WALK_BUDGET):
+        for _ in range(_WALK_BUDGET if walks else 0):
             for walk in walks:
                 if walk.step():
                     return walk.maximal()
