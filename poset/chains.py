@@ -131,11 +131,17 @@ class ChainDecomposition:
                 found.append((chain, _last_true(chain, 0, matching, probe.covered_by)))
         return found
 
-    def highest_covered(self, probe: Probe) -> list[tuple[Chain, int]]:
+    def bottom_candidates(self, probe: Probe) -> list[Hashable]:
+        """The chains whose bottom's witness the probe matches, by id: a superset of those whose
+        bottom it covers, found by value look-ups (``WitnessIndex``)."""
+        return sorted(self._bottoms.covered_candidates(probe.subscription))  # type: ignore[type-var]
+
+    def highest_covered(self, probe: Probe, candidates: list[Hashable]) -> list[tuple[Chain, int]]:
         """Per chain holding a node that the probe covers, by chain id: the index of the highest
-        such node (the chain's nodes from it down are covered)."""
+        such node (the chain's nodes from it down are covered); ``candidates`` are
+        ``bottom_candidates(probe)``."""
         found = []
-        for chain_id in sorted(self._bottoms.covered_candidates(probe.subscription)):  # type: ignore[type-var]
+        for chain_id in candidates:
             chain = self._chains[chain_id]  # type: ignore[index]
             if probe.covers(chain.nodes[-1]):
                 found.append((chain, _first_true(chain, probe.covers)))
