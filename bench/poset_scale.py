@@ -184,9 +184,11 @@ def measure(size: int, *, seed: int, whole_builds: int, baseline: int, traced: i
     if size <= traced:
         del poset
         tracemalloc.start()
-        SubscriptionPoset().insert_many(items)
+        traced = SubscriptionPoset()
+        traced.insert_many(items)
         used, _ = tracemalloc.get_traced_memory()
         tracemalloc.stop()
+        del traced
         result["bytes_per_subscription"] = round(used / size)
     result["load_end"] = _load()
     return result
