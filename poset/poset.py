@@ -12,14 +12,16 @@ subscription was already sent, and, when a subscription goes, resend first what 
 
 Finding a new subscription's place without comparing it with every node (``poset.chains``): the
 nodes are split into chains (each node covers the next); a chain holds a node covering ``q`` iff
-its top covers ``q`` (indexed by a ``PredicateIndex`` matched against ``q``'s witnesses) and a node
-``q`` covers iff ``q`` covers its bottom (a ``WitnessIndex``); in such a chain a binary search finds
-the lowest covering and the highest covered node. The immediate predecessors are the minimal ones
-of the former, the immediate successors the maximal ones of the latter. Cost of an insertion: two
-index look-ups plus O(log length) ``covers`` tests per chain that holds a comparable node, plus one
-test per pair of such chains' candidates; not one test per comparable node, which with dense
+its top covers ``q`` (tops are indexed by a ``PredicateIndex`` matched against ``q``'s witnesses),
+and in such a chain a binary search finds the lowest covering node. The immediate predecessors
+are the minimal ones of these. The immediate successors are found by the cheaper of two searches
+(``_successors``): walks down from the predecessors through the nodes incomparable with ``q``,
+or, symmetrically, a binary search in every chain whose bottom ``q`` covers (bottoms are indexed by
+a ``WitnessIndex``). Cost of an insertion: index look-ups, O(log length) tests per chain above
+``q``, and the cheaper successor search; not one test per comparable node, which with dense
 covering (price ceilings under price ceilings) is thousands. Removal re-links the removed node's
 parents and children, testing each new pair against the child's other parents only.
+``insert_many`` places a batch most general first (``poset.generality``).
 
 What was sent where (``sent_labels``, what ``insert`` reports as already sent, what ``remove``
 must resend) is the union over the *sent* nodes covering a node, found through an index of the
