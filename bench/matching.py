@@ -1,6 +1,10 @@
 """Matching and routing-index throughput at 10^3, 10^4 and 10^5 subscriptions, in one run.
 
     python -m bench.matching [--subscriptions N] [--publications 200] [--seed 1] [--json]
+    python -m bench.matching --workload listings [--sizes 10000 100000] [--json]
+
+The second form measures the poset at scale on mostly distinct subscriptions (``bench.poset_scale``
+says what and how); what follows is the first.
 
 On the generated digital-library workload (equality, ranges, ``contains``, DNF; a share of broad
 subscriptions that cover others; Zipf-distributed authors and topics, so many subscriptions repeat):
@@ -27,6 +31,7 @@ import tracemalloc
 from collections.abc import Callable
 
 import qel
+from bench import poset_scale
 from indices.routing import AdvertisementIndex
 from poset import PredicateIndex, SubscriptionPoset
 from workloads.digital_library import DigitalLibrary
@@ -154,7 +159,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--publications", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--workload", choices=["library", "listings"], default="library")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--whole-builds", type=int, default=100_000, help="one-at-a-time builds")
+    parser.add_argument("--baseline", type=int, default=10_000, help="previous poset up to")
+    parser.add_argument("--traced", type=int, default=100_000, help="tracemalloc up to")
     args = parser.parse_args(argv)
+    if args.workload == "listings":
+        _listings(args)
+        return
     sizes = [args.subscriptions] if args.subscriptions else [1_000, 10_000, 100_000]
     report = run(sizes, args.publications, args.seed)
     if args.json:
@@ -180,6 +193,22 @@ def main(argv: list[str] | None = None) -> None:
         f"(one by one: {report['brute_covering_origins_per_s']}/s, {report['covering_origins_speedup']}x), "
         f"{report['mean_covering_origins']} covering origins on average"
     )
+
+
+def _listings(args: argparse.Namespace) -> None:
+    rows = []
+    for size in args.sizes:
+        row = poset_scale.measure(
+            size,
+            seed=args.seed,
+            whole_builds=args.whole_builds,
+            baseline=args.baseline,
+            traced=args.traced,
+        )
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.json:
+        print(json.dumps({"workload": "listings", "seed": args.seed, "sizes": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,8 @@ def filter_covered(
         return False
     if any(filter_within(target, h) for h in usable):
         return True
+    if len(usable) == 1 and len(target.predicates) == len(target.patterns):
+        return False  # ``filter_within`` is exact against one filter when no predicate repeats
     return _CellSearch(target, usable, budget).run()
 
 

@@ -1,0 +1,259 @@
+"""A chain decomposition of the subscription poset, to place a new subscription with a logarithmic
+number of covering tests per chain instead of one per comparable node.
+
+Why. With mostly distinct subscriptions (price ceilings, surfaces, dates) covering is dense: a
+ceiling ``P <= 500000`` is covered by every larger ceiling, so the nodes covering a new subscription
+(and those it covers) number in the thousands, and testing each of them, as a walk down from the
+roots or a candidate set from an index must, costs thousands of ``covers`` calls per insertion.
+
+How. Every node sits in exactly one *chain*: a list of nodes each of which covers the next, most
+general first. In a chain, the nodes that cover ``q`` form a prefix (whatever covers a node that
+covers ``q`` covers ``q``) and the nodes ``q`` covers form a suffix, so a binary search finds the
+lowest covering and the highest covered node of a chain with O(log length) ``covers`` calls. Only
+chains that hold such a node need searching: a chain holds a node covering ``q`` iff its top does,
+and a node covered by ``q`` iff its bottom is. Chain tops sit in a ``PredicateIndex`` (a top that
+covers ``q`` matches ``q``'s witnesses) and bottoms in a ``WitnessIndex`` (a bottom that ``q``
+covers has a witness that ``q`` matches), so the chains to search come from two index look-ups.
+Every minimal node covering ``q`` is the lowest covering node of its chain, and every maximal node
+covered by ``q`` the highest covered node of its chain: the poset picks them among these.
+
+A new node joins a chain where it fits (between the last node covering it and the first it covers,
+with no node of the chain incomparable to it), else starts one. Positions are float *ranks*,
+increasing down a chain, so a node finds its place by bisection and two nodes of one chain compare
+without a ``covers`` call. The decomposition is greedy, not minimal (the number of chains is at
+least the poset's width, and online it can be more); removal only shortens chains.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Hashable
+from itertools import count
+from typing import Protocol
+
+import qel
+from poset.predicate_index import PredicateIndex
+from poset.witness_index import WitnessIndex
+from qel.filters import witness
+
+Covers = Callable[[qel.Subscription, qel.Subscription], bool]
+
+
+class Ranked(Protocol):
+    """What a chain holds: a node with a subscription, its chain and its rank there."""
+
+    id: int
+    subscription: qel.Subscription
+    chain: Chain | None
+    rank: float
+
+
+class Chain:
+    """Nodes each covering the next, most general first, with their increasing ranks."""
+
+    __slots__ = ("id", "nodes", "ranks")
+
+    def __init__(self, chain_id: int) -> None:
+        self.id = chain_id
+        self.nodes: list[Ranked] = []
+        self.ranks: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def position(self, node: Ranked) -> int:
+        return bisect_left(self.ranks, node.rank)
+
+    def insert(self, index: int, node: Ranked) -> None:
+        """Puts ``node`` at ``index``; ranks between the neighbours, renumbered when floats run
+        out of room between two of them (after some fifty insertions into one gap)."""
+        ranks = self.ranks
+        if not ranks:
+            rank = 0.0
+        elif index == 0:
+            rank = ranks[0] - 1.0
+        elif index == len(ranks):
+            rank = ranks[-1] + 1.0
+        else:
+            rank = (ranks[index - 1] + ranks[index]) / 2
+            if not ranks[index - 1] < rank < ranks[index]:
+                self._renumber()
+                rank = index - 0.5
+        node.chain = self
+        node.rank = rank
+        self.nodes.insert(index, node)
+        ranks.insert(index, rank)
+
+    def remove(self, node: Ranked) -> int:
+        index = self.position(node)
+        del self.nodes[index]
+        del self.ranks[index]
+        node.chain = None
+        return index
+
+    def _renumber(self) -> None:
+        for index, node in enumerate(self.nodes):
+            node.rank = float(index)
+        self.ranks[:] = map(float, range(len(self.nodes)))
+
+
+class ChainDecomposition:
+    """The chains, with their tops and bottoms indexed; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._chains: dict[int, Chain] = {}
+        self._tops = PredicateIndex()
+        self._bottoms = WitnessIndex()
+        self._serial = count(1)
+
+    def __len__(self) -> int:
+        return len(self._chains)
+
+    def lowest_covering(self, probe: Probe) -> list[tuple[Chain, int]]:
+        """Per chain holding a node that covers the probe, by chain id: the index of the lowest
+        such node (the chain's nodes down to it cover). O(index look-up + log(length) tests per
+        such chain); the nodes that match the probe's witnesses are a prefix too, found first
+        with the cheap test, and the lowest of them is usually the answer (always, for ranges
+        of one predicate). The chain's bottom is tried first: inserting most general first
+        (``insert_many``), a subscription usually falls below its own family's chain."""
+        found = []
+        for chain_id in sorted(self._top_candidates(probe)):  # type: ignore[type-var]
+            chain = self._chains[chain_id]  # type: ignore[index]
+            if not probe.covered_by(chain.nodes[0]):
+                continue
+            if probe.covered_by(chain.nodes[-1]):
+                found.append((chain, len(chain) - 1))  # the usual case in a bulk insertion
+                continue
+            matching = _last_true(chain, 0, len(chain), probe.matched_by)
+            if probe.covered_by(chain.nodes[matching]):
+                found.append((chain, matching))
+            else:
+                found.append((chain, _last_true(chain, 0, matching, probe.covered_by)))
+        return found
+
+    def bottom_candidates(self, probe: Probe) -> list[Hashable]:
+        """The chains whose bottom's witness the probe matches, by id: a superset of those whose
+        bottom it covers, found by value look-ups (``WitnessIndex``)."""
+        return sorted(self._bottoms.covered_candidates(probe.subscription))  # type: ignore[type-var]
+
+    def highest_covered(self, probe: Probe, candidates: list[Hashable]) -> list[tuple[Chain, int]]:
+        """Per chain holding a node that the probe covers, by chain id: the index of the highest
+        such node (the chain's nodes from it down are covered); ``candidates`` are
+        ``bottom_candidates(probe)``."""
+        found = []
+        for chain_id in candidates:
+            chain = self._chains[chain_id]  # type: ignore[index]
+            if probe.covers(chain.nodes[-1]):
+                found.append((chain, _first_true(chain, probe.covers)))
+        return found
+
+    def add(self, node: Ranked, chain: Chain | None, index: int) -> None:
+        """Puts a new node into ``chain`` at ``index`` (the caller checked that it covers the
+        nodes from there down and is covered by those above), or into a chain of its own."""
+        if chain is None:
+            chain = Chain(next(self._serial))
+            self._chains[chain.id] = chain
+            index = 0
+        length = len(chain)
+        if index == 0 and length:
+            self._tops.remove(chain.id)
+        if index == length and length:
+            self._bottoms.remove(chain.id)
+        chain.insert(index, node)
+        if index == 0:
+            self._tops.add(chain.id, node.subscription)
+        if index == length:
+            self._bottoms.add(chain.id, node.subscription)
+
+    def remove(self, node: Ranked) -> None:
+        chain = node.chain
+        assert chain is not None, "the node is in no chain"
+        last = len(chain) - 1
+        index = chain.remove(node)
+        if index == 0:
+            self._tops.remove(chain.id)
+        if index == last:
+            self._bottoms.remove(chain.id)
+        if not chain.nodes:
+            del self._chains[chain.id]
+            return
+        if index == 0:
+            self._tops.add(chain.id, chain.nodes[0].subscription)
+        if index == last:
+            self._bottoms.add(chain.id, chain.nodes[-1].subscription)
+
+    def _top_candidates(self, probe: Probe) -> set[Hashable]:
+        """Chains whose top matches every witness of the probe: a superset of those whose top
+        covers it."""
+        candidates: set[Hashable] | None = None
+        for sample in probe.witnesses:
+            matched = self._tops.match(sample)
+            candidates = matched if candidates is None else candidates & matched
+            if not candidates:
+                break
+        return candidates or set()
+
+
+class Probe:
+    """A subscription being placed, with what every test against it reuses.
+
+    Its witnesses: a node that covers it matches all of them, a test of a few dictionary look-ups
+    that rejects most non-covering nodes before ``covers`` runs. And the answers so far: a
+    placement asks about the same node more than once (binary search, minimality, chain choice).
+    """
+
+    __slots__ = ("_covered_by", "_covers", "_test", "subscription", "witnesses")
+
+    def __init__(self, subscription: qel.Subscription, covers: Covers) -> None:
+        self.subscription = subscription
+        self.witnesses = tuple(witness(compiled) for compiled in subscription.filters)
+        self._test = covers
+        self._covered_by: dict[int, bool] = {}
+        self._covers: dict[int, bool] = {}
+
+    def matched_by(self, node: Ranked) -> bool:
+        """Whether ``node`` matches every witness (necessary for covering the subscription)."""
+        general = node.subscription
+        return all(qel.matches(general, sample) for sample in self.witnesses)
+
+    def covered_by(self, node: Ranked) -> bool:
+        """Whether ``node`` covers the subscription."""
+        known = self._covered_by.get(node.id)
+        if known is None:
+            known = self.matched_by(node) and self._test(node.subscription, self.subscription)
+            self._covered_by[node.id] = known
+        return known
+
+    def covers(self, node: Ranked) -> bool:
+        """Whether the subscription covers ``node``."""
+        known = self._covers.get(node.id)
+        if known is None:
+            known = self._covers[node.id] = self._test(self.subscription, node.subscription)
+        return known
+
+
+def _last_true(chain: Chain, low: int, high: int, test: Callable[[Ranked], bool]) -> int:
+    """The last index below ``high`` where ``test`` holds, given that it holds at ``low`` and on
+    a prefix only."""
+    nodes = chain.nodes
+    while high - low > 1:
+        middle = (low + high) // 2
+        if test(nodes[middle]):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _first_true(chain: Chain, test: Callable[[Ranked], bool]) -> int:
+    """The first index where ``test`` holds, given that it holds at the last index and on a
+    suffix only."""
+    low, high = -1, len(chain) - 1
+    nodes = chain.nodes
+    while high - low > 1:
+        middle = (low + high) // 2
+        if test(nodes[middle]):
+            high = middle
+        else:
+            low = middle
+    return high
