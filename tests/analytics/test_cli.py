@@ -29,11 +29,21 @@ SECTION_HEADINGS = (
     "Notification latency",
     "Duplicates and offline storage",
     "Subscription forwarding efficiency",
+    "Hot subscriptions",
+    "Forwarding trees",
     "Traffic over time",
+    "Faults and repairs",
     "Definitions",
     "Tables",
 )
-PLOTS = ("load_curve.png", "hops.png", "latency_cdf.png", "traffic.png")
+PLOTS = (
+    "load_curve.png",
+    "hops.png",
+    "latency_cdf.png",
+    "traffic.png",
+    "trees.png",
+    "incidents.png",
+)
 TABLES = (
     "quality",
     "invalid_examples",
@@ -51,8 +61,12 @@ TABLES = (
     "duplicates",
     "forwarding",
     "forwarding_total",
+    "subscriptions",
+    "tree_edges",
+    "tree_shape",
     "traffic_per_second",
     "traffic_over_time",
+    "incidents_over_time",
 )
 
 

@@ -55,9 +55,16 @@ SCHEMAS = {
     "duplicates": "peer string, pub string, deliveries bigint",
     "forwarding": "superpeer string, forwarded bigint, routed bigint, share double",
     "forwarding_total": "forwarded bigint, routed bigint, share double",
+    "subscriptions": "level string, holder string, sub string, notifications bigint",
+    "tree_edges": "origin string, hops bigint, node string, neighbour string, messages bigint, "
+    "bytes bigint",
+    "tree_shape": "origin string, publications bigint, edges bigint, superpeers bigint, "
+    "depth bigint, messages bigint, messages_per_publication double",
     "traffic_per_second": "second bigint, messages bigint, bytes bigint",
     "traffic_over_time": "bucket_start double, bucket_seconds double, messages bigint, "
     "bytes bigint, messages_per_second double, bytes_per_second double",
+    "incidents_over_time": "bucket_start double, bucket_seconds double, event string, "
+    "events bigint",
 }
 
 
@@ -225,6 +232,39 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
         t["forwarding"].append((receiver, len(mine), routed, routed / len(mine)))
     all_routed = sum(1 for f in forwarded if f in answered)
     t["forwarding_total"] = [(len(forwarded), all_routed, all_routed / len(forwarded))]
+    hot = Counter(
+        ("superpeer", r["neighbour"], sid)
+        for r in sends
+        if r["kind"] == "sp.notification" and r["sub"]
+        for sid in r["sub"].split(",")
+    )
+    hot.update(
+        ("peer", r["peer"], sid) for r in deliveries if r.get("sub") for sid in r["sub"].split(",")
+    )
+    t["subscriptions"] = sorted(((*key, n) for key, n in hot.items()), key=lambda r: (-r[3], r))
+
+    tree = [r for r in sends if r["kind"] == "sp.notification"]
+    edge_counts = Counter((r["origin"], r["hops"], r["node"], r["neighbour"]) for r in tree)
+    edge_bytes = Counter()
+    for r in tree:
+        edge_bytes[r["origin"], r["hops"], r["node"], r["neighbour"]] += r["bytes"]
+    t["tree_edges"] = [(*e, edge_counts[e], edge_bytes[e]) for e in sorted(edge_counts)]
+    published_at = Counter(r["node"] for r in records if r["event"] == "publish")
+    t["tree_shape"] = []
+    for origin in sorted({r["origin"] for r in tree} | set(published_at)):
+        mine = [r for r in tree if r["origin"] == origin]
+        count = published_at[origin]
+        t["tree_shape"].append(
+            (
+                origin,
+                count,
+                len({(r["node"], r["neighbour"]) for r in mine}),
+                len({r["neighbour"] for r in mine}),
+                max((r["hops"] for r in mine), default=None),
+                len(mine),
+                len(mine) / count if count else None,
+            )
+        )
 
     seconds: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     buckets: dict[float, list[int]] = defaultdict(lambda: [0, 0])
@@ -239,6 +279,12 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
     t["traffic_over_time"] = [
         (start, size, c, b, c / size, b / size) for start, (c, b) in sorted(buckets.items())
     ]
+    incidents = Counter(
+        (math.floor(r["ts"] / size) * size, r["event"])
+        for r in records
+        if r["event"] in ("neighbour_failed", "repair", "drop", "auth_failure")
+    )
+    t["incidents_over_time"] = [(b, size, e, n) for (b, e), n in sorted(incidents.items())]
     return t
 
 
