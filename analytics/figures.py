@@ -462,36 +462,52 @@ def nearest_rank(
     values: DataFrame, keys: Sequence[str], value: str, percents: Sequence[int]
 ) -> DataFrame:
     """``*keys, percent, <value>, _total, _min``: the nearest-rank ``percents`` (integers 1..100)
-    of ``value`` within each group of ``keys``, exactly, and the group's number of values and
-    smallest value.
+    of ``value`` within each group of ``keys`` (never null), exactly, and the group's number of
+    values and smallest value.
 
-    Equal values are counted first; then each distinct value, holding the 1-based ranks
-    (before, upto] of its group's sorted values, is the P-th percentile for exactly the P whose
-    rank ceil(P * total / 100) falls there: P from floor(100 * before / total) + 1 to
-    floor(100 * upto / total). All in integers (no floating-point rank to round the wrong way),
-    and no join: the rows explode into at most 100 per group."""
-    counted = values.groupBy(*keys, value).agg(F.count(F.lit(1)).alias("_count"))
-    ordered = (
-        Window.partitionBy(*keys)
-        .orderBy(value)
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    Sorting every value would put each group in one task; instead, two passes over ``values``
+    (which should be cheap to read twice). The first counts the values per bin of ``_bin``, a
+    map that never decreases, so the bins are sorted as their values are: each bin, holding the
+    1-based ranks (before, upto] of its group, holds the P-th percentile for exactly the P whose
+    rank ceil(P * total / 100) falls there, P from floor(100 * before / total) + 1 to
+    floor(100 * upto / total), all in integers (no floating-point rank to round the wrong way).
+    The second sorts only the values of those bins (at most 100 per group, small) and takes
+    each percentile at its rank within its bin."""
+    binned = values.select(*keys, value, _bin(F.col(value)).alias("_bin"))
+    bins = binned.groupBy(*keys, "_bin").agg(
+        F.count(F.lit(1)).alias("_count"), F.min(value).alias("_low")
     )
     group = Window.partitionBy(*keys)
-    ranked = counted.select(
+    upto = group.orderBy("_bin").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ranked = bins.select(
         *keys,
-        value,
-        F.col("_count"),
-        F.sum("_count").over(ordered).alias("_upto"),
+        "_bin",
+        (F.sum("_count").over(upto) - F.col("_count")).alias("_before"),
+        F.sum("_count").over(upto).alias("_upto"),
         F.sum("_count").over(group).alias("_total"),
-        F.min(value).over(group).alias("_min"),
+        F.min("_low").over(group).alias("_min"),
     )
-    first = F.expr("(100 * (_upto - _count)) div _total + 1")
+    first = F.expr("(100 * _before) div _total + 1")
     last = F.expr("(100 * _upto) div _total")
-    return (
+    wanted = (
         ranked.where(first <= last)
-        .select(*keys, value, "_total", "_min", F.explode(F.sequence(first, last)).alias("percent"))
+        .select(
+            *keys,
+            "_bin",
+            "_before",
+            "_total",
+            "_min",
+            F.explode(F.sequence(first, last)).alias("percent"),
+        )
         .where(F.col("percent").isin(*percents))
-        .select(*keys, F.col("percent").cast("int").alias("percent"), value, "_total", "_min")
+        .withColumn("_offset", F.expr("(percent * _total + 99) div 100 - _before"))
+    )
+    needed = wanted.select(*keys, "_bin").distinct()
+    positioned = binned.join(F.broadcast(needed), [*keys, "_bin"], "left_semi").withColumn(
+        "_offset", F.row_number().over(Window.partitionBy(*keys, "_bin").orderBy(value))
+    )
+    return wanted.join(positioned, [*keys, "_bin", "_offset"]).select(
+        *keys, F.col("percent").cast("int").alias("percent"), value, "_total", "_min"
     )
 
 
@@ -689,7 +705,8 @@ def analyze(raw: DataFrame) -> Figures:
     one row of it: the time span, to choose the bucket size, and the number of publications, to
     choose how deliveries meet them. Everything else stays lazy; the intermediates several
     tables read are persisted, so each is computed once: the tallies, the timeline, the
-    latency CDF, the duplicates, the subscription routes.
+    deliveries with their latencies (read twice by each percentile computation), the latency
+    CDF, the duplicates, the subscription routes.
     ``Figures.unpersist`` releases them all."""
     cached = raw.drop("msg").persist(StorageLevel.MEMORY_AND_DISK)
     events = valid_events(cached)
@@ -707,7 +724,7 @@ def analyze(raw: DataFrame) -> Figures:
     times = timeline(events, bucket).persist()
     deliveries = delivery_latencies(
         events, broadcast=sizes["publications"] <= BROADCAST_PUBLICATIONS
-    )
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     cdf = latency_cdf(deliveries).persist()
     duplicates = duplicate_deliveries(events).persist()
     routes = subscription_routes(events).persist(StorageLevel.MEMORY_AND_DISK)
@@ -739,7 +756,7 @@ def analyze(raw: DataFrame) -> Figures:
         traffic_per_second=traffic_per_second(times),
         traffic_over_time=traffic_over_time(times, bucket),
         incidents_over_time=incidents_over_time(times, bucket),
-        persisted=(cached, counted, times, cdf, duplicates, routes),
+        persisted=(cached, counted, times, deliveries, cdf, duplicates, routes),
     )
 
 
@@ -753,6 +770,23 @@ def _wire_message() -> Column:
 def _total(values: Column) -> Column:
     """The sum of ``values``, 0 (not null) when there are none."""
     return F.coalesce(F.sum(values), F.lit(0))
+
+
+_BINS_PER_DOUBLING: Final = 4096
+_BIN_OFFSET: Final = 1 << 23
+"""Above 1075 * 4096, the largest |floor(log2 |x|) * 4096)| of a finite double other than 0."""
+
+
+def _bin(value: Column) -> Column:
+    """A long that never decreases as ``value`` grows: 0 for 0, and for x != 0
+    sign(x) * (2^23 + floor(log2 |x| * 4096)), so each bin spans a 4096th of a doubling
+    (log2 is semi-monotonic, as Java's logarithm is specified to be, and so are the rounded
+    product and the floor). Latencies, which spread over a few doublings, fall into a few
+    thousand bins, of a few hundred values each even at 10^8 deliveries."""
+    magnitude = F.floor(F.log2(F.abs(value)) * F.lit(float(_BINS_PER_DOUBLING))) + F.lit(
+        _BIN_OFFSET
+    )
+    return F.when(value > 0, magnitude).when(value < 0, -magnitude).otherwise(F.lit(0).cast("long"))
 
 
 def _bucket(ts: Column, size: float) -> Column:

@@ -5,6 +5,7 @@ too old (PySpark's own failure is a Py4J traceback that names neither).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -18,6 +19,11 @@ from pyspark.sql import SparkSession
 
 MINIMUM_JAVA: Final = 17 if int(pyspark.__version__.split(".")[0]) >= 4 else 8
 """Spark 4 runs on Java 17 or newer; Spark 3.5 still ran on Java 8."""
+
+SHUFFLE_INPUT_BYTES: Final = 256 * 1024 * 1024
+"""Trace bytes per shuffle partition. The large shuffles (deliveries, subscription routes) carry
+a fraction of the input's columns and rows, so 256 MiB of JSON gives partitions of a few tens of
+MiB; adaptive execution merges the small ones of the small shuffles."""
 
 LOCAL_DRIVER_MEMORY: Final = "4g"
 """Local mode runs everything in the driver JVM, whose default heap (1 GiB) is too small to cache
@@ -96,15 +102,16 @@ def open_spark_session(
     progress: bool = False,
     log_level: str = "WARN",
     driver_memory: str | None = None,
+    executor_memory: str | None = None,
 ) -> Iterator[SparkSession]:
     """A SparkSession, stopped on exit if this call started it.
 
     An active session (a test suite's, a notebook's) is used as it is and left running. Otherwise:
     under ``spark-submit`` its master and resources stand; elsewhere ``master`` (default
-    ``local[*]``) and local defaults for a small machine: few shuffle partitions (Spark's 200 are
-    for clusters; each costs a task), no web UI, the driver memory above. ``progress`` shows
-    Spark's console progress bar. Times are UTC, so dates (the Parquet partitions) do not depend
-    on where the job runs."""
+    ``local[*]``) and, in local mode, no web UI and the driver memory above; on a cluster,
+    ``executor_memory`` if given. ``size_shuffles`` sets the shuffle partitions once the input's
+    size is known. ``progress`` shows Spark's console progress bar. Times are UTC, so dates (the
+    Parquet partitions) do not depend on where the job runs."""
     active = SparkSession.getActiveSession()
     if active is not None:
         yield active
@@ -120,19 +127,35 @@ def open_spark_session(
     if master is not None or not submitted:
         builder = builder.master(master or "local[*]")
     if local_mode(master):
-        builder = (
-            builder.config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 1)))
-            .config("spark.driver.memory", driver_memory or LOCAL_DRIVER_MEMORY)
+        builder = builder.config("spark.ui.enabled", "false").config(
+            "spark.driver.memory", driver_memory or LOCAL_DRIVER_MEMORY
         )
-    elif driver_memory is not None:
-        builder = builder.config("spark.driver.memory", driver_memory)
+    else:
+        if driver_memory is not None:
+            builder = builder.config("spark.driver.memory", driver_memory)
+        if executor_memory is not None:
+            builder = builder.config("spark.executor.memory", executor_memory)
     spark = builder.getOrCreate()
     configure_logging(spark, log_level)
     try:
         yield spark
     finally:
         spark.stop()
+
+
+def size_shuffles(spark: SparkSession, input_bytes: int) -> int:
+    """Set the number of shuffle partitions for an input of ``input_bytes`` and return it: one
+    per ``SHUFFLE_INPUT_BYTES``, and at least two per core, so every core has work (Spark's
+    default of 200 is for large clusters: on a small input each partition costs a task of its
+    own in every shuffle). A number set explicitly (``--conf spark.sql.shuffle.partitions``)
+    stands."""
+    if spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        return int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
+    partitions = max(
+        2 * spark.sparkContext.defaultParallelism, math.ceil(input_bytes / SHUFFLE_INPUT_BYTES)
+    )
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    return partitions
 
 
 def configure_logging(spark: SparkSession, log_level: str = "WARN") -> None:

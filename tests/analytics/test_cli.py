@@ -173,7 +173,7 @@ def test_markdown_names_every_section_and_links_every_plot(report: Path) -> None
 @pytest.mark.spark
 def test_parquet_copy_is_partitioned_by_date_and_node(report: Path) -> None:
     partitions = {
-        p.relative_to(report / "events").as_posix() for p in (report / "events").glob("*/*")
+        p.relative_to(report / "events").as_posix() for p in (report / "events").glob("date=*/*")
     }
     assert partitions == {f"date=2026-01-01/node=sp{k}" for k in range(WORKLOAD["superpeers"])}
 

@@ -55,17 +55,22 @@ def assert_equal(actual: DataFrame, expected: DataFrame) -> None:
 
 def test_nearest_rank_percentiles_with_ties(spark: SparkSession) -> None:
     values = spark.createDataFrame(
-        [("a", float(v)) for v in range(10, 0, -1)] + [("b", v) for v in (5.0, 1.0, 5.0, 5.0)],
+        [("a", float(v)) for v in range(10, 0, -1)]
+        + [("b", v) for v in (5.0, 1.0, 5.0, 5.0)]
+        + [("c", v) for v in (-2.0, 0.0, 0.0, 3.0, -0.5, -2.0)],
         "key string, latency double",
     )
-    # a: 1..10, rank ceil(P * 10 / 100); b: 1, 5, 5, 5, rank ceil(P * 4 / 100). Each row also
-    # carries its group's count and minimum.
+    # a: 1..10, rank ceil(P * 10 / 100); b: 1, 5, 5, 5, rank ceil(P * 4 / 100); c: -2, -2,
+    # -0.5, 0, 0, 3 (zero and negative values), rank ceil(P * 6 / 100). Each row also carries its
+    # group's count and minimum.
     expected = spark.createDataFrame(
         [
             *[("a", p, v, 10, 1.0) for p, v in ((1, 1.0), (25, 3.0), (26, 3.0), (50, 5.0))],
             *[("a", p, v, 10, 1.0) for p, v in ((90, 9.0), (99, 10.0), (100, 10.0))],
             *[("b", p, v, 4, 1.0) for p, v in ((1, 1.0), (25, 1.0), (26, 5.0), (50, 5.0))],
             *[("b", p, v, 4, 1.0) for p, v in ((90, 5.0), (99, 5.0), (100, 5.0))],
+            *[("c", p, v, 6, -2.0) for p, v in ((1, -2.0), (25, -2.0), (26, -2.0), (50, -0.5))],
+            *[("c", p, v, 6, -2.0) for p, v in ((90, 3.0), (99, 3.0), (100, 3.0))],
         ],
         "key string, percent int, latency double, _total bigint, _min double",
     )
