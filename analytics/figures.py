@@ -23,9 +23,10 @@ that cache, whose small result the figures of the group are read off:
 Definitions (the report repeats them):
 
 wire message
-    a message on a wire, counted once: a ``send`` (super-peer to neighbour super-peer), a
+    a message on a wire, counted once: a ``send`` (to a neighbour super-peer or a peer), a
     ``receive`` with a ``peer`` (a request from a local peer), a ``deliver`` or a ``flush`` (a
-    notification handed to a local peer). Acknowledgements and refusals to peers are not traced.
+    notification handed to a local peer). The daemons do not trace every message yet (replies to
+    peers, identification, topology): what they trace as ``send`` or ``receive`` counts.
 load of a super-peer
     the number of messages it received, from neighbour super-peers and from peers: its
     ``receive`` events. Every super-peer that appears in the logs counts, with load 0 if it
@@ -67,7 +68,8 @@ forwarding tree of an origin
     super-peer, receiving neighbour) and depth (the message's hop count, the receiver's depth in
     the origin's tree).
 traffic
-    ``send`` events (super-peer to super-peer messages) and their bytes, per second of ``ts``
+    ``send`` events to a neighbour (super-peer to super-peer messages) and their bytes, per
+    second of ``ts``
     (``floor(ts)``) and per time bucket.
 incident
     an event of ``definitions.INCIDENT_EVENTS`` (a fault or a repair), counted per time bucket.
@@ -296,36 +298,38 @@ def tree_edges(counted: DataFrame) -> DataFrame:
     )
 
 
-def tree_shape(counted: DataFrame, edges: DataFrame) -> DataFrame:
+def tree_shape(counted: DataFrame) -> DataFrame:
     """``origin, publications, edges, superpeers, depth, messages, messages_per_publication`` per
     origin with publications or a forwarding tree in the logs: its ``publish`` events, the
     distinct edges its notifications took and the distinct super-peers they reached (more edges
     than super-peers: its tree changed shape during the logs), the deepest hop count, and the
-    notification messages in all and per publication (``edges`` is ``tree_edges``)."""
-    published = (
-        counted.where(F.col("valid") & (F.col("event") == "publish"))
-        .groupBy(F.col("node").alias("origin"))
-        .agg(F.sum("events").alias("publications"))
-    )
-    trees = edges.groupBy("origin").agg(
-        F.countDistinct("node", "neighbour").alias("edges"),
-        F.countDistinct("neighbour").alias("superpeers"),
-        F.max("hops").alias("depth"),
-        F.sum("messages").alias("messages"),
-    )
+    notification messages in all and per publication. One aggregation: the edges of a tree are
+    few (at most one per super-peer and parent), so sets of them are cheap."""
+    event = F.col("event")
+    publish = event == "publish"
+    edge = (event == "send") & (F.col("kind") == NOTIFICATION)
+    link = F.when(edge & F.col("neighbour").isNotNull(), F.struct("node", "neighbour"))
     publications, messages = F.col("publications"), F.col("messages")
     return (
-        published.join(trees, "origin", "full")
+        counted.where(F.col("valid") & (publish | edge))
+        .groupBy(F.when(publish, F.col("node")).otherwise(F.col("origin")).alias("origin"))
+        .agg(
+            _total(F.when(publish, F.col("events"))).alias("publications"),
+            F.size(F.collect_set(link)).cast("long").alias("edges"),
+            F.size(F.collect_set(F.when(edge, F.col("neighbour"))))
+            .cast("long")
+            .alias("superpeers"),
+            F.max(F.when(edge, F.col("hops"))).alias("depth"),
+            _total(F.when(edge, F.col("events"))).alias("messages"),
+        )
         .select(
             "origin",
-            F.coalesce(publications, F.lit(0)).alias("publications"),
-            F.coalesce(F.col("edges"), F.lit(0)).alias("edges"),
-            F.coalesce(F.col("superpeers"), F.lit(0)).alias("superpeers"),
+            "publications",
+            "edges",
+            "superpeers",
             "depth",
-            F.coalesce(messages, F.lit(0)).alias("messages"),
-            F.when(publications > 0, F.coalesce(messages, F.lit(0)) / publications).alias(
-                "messages_per_publication"
-            ),
+            "messages",
+            F.when(publications > 0, messages / publications).alias("messages_per_publication"),
         )
         .orderBy("origin")
     )
@@ -333,12 +337,14 @@ def tree_shape(counted: DataFrame, edges: DataFrame) -> DataFrame:
 
 # -- pass 2: timeline -----------------------------------------------------------------------------
 def timeline(events: DataFrame, bucket: float) -> DataFrame:
-    """``event, second, bucket_start, events, bytes``: ``send`` events per second of ``ts`` and
-    time bucket, and incidents (``INCIDENT_EVENTS``) per event and time bucket, in one
-    aggregation (``second`` is null for incidents)."""
+    """``event, second, bucket_start, events, bytes``: ``send`` events to a neighbour per second
+    of ``ts`` and time bucket, and incidents (``INCIDENT_EVENTS``) per event and time bucket, in
+    one aggregation (``second`` is null for incidents)."""
     event = F.col("event")
     return (
-        events.where((event == "send") | event.isin(*INCIDENT_EVENTS))
+        events.where(
+            ((event == "send") & F.col("neighbour").isNotNull()) | event.isin(*INCIDENT_EVENTS)
+        )
         .groupBy(
             "event",
             F.when(event == "send", F.floor("ts")).alias("second"),
@@ -472,10 +478,13 @@ def nearest_rank(
     rank ceil(P * total / 100) falls there, P from floor(100 * before / total) + 1 to
     floor(100 * upto / total), all in integers (no floating-point rank to round the wrong way).
     The second sorts only the values of those bins (at most 100 per group, small) and takes
-    each percentile at its rank within its bin."""
+    each percentile at its rank within its bin. The counts per bin are few (thousands per
+    group), so they are ranked in one partition, without a shuffle per window."""
     binned = values.select(*keys, value, _bin(F.col(value)).alias("_bin"))
-    bins = binned.groupBy(*keys, "_bin").agg(
-        F.count(F.lit(1)).alias("_count"), F.min(value).alias("_low")
+    bins = (
+        binned.groupBy(*keys, "_bin")
+        .agg(F.count(F.lit(1)).alias("_count"), F.min(value).alias("_low"))
+        .coalesce(1)
     )
     group = Window.partitionBy(*keys)
     upto = group.orderBy("_bin").rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -695,22 +704,27 @@ class Figures:
     def unpersist(self) -> None:
         """Release the persisted intermediates, each before those it was computed from."""
         for frame in reversed(self.persisted):
-            frame.unpersist()
+            _release(frame)
 
 
 def analyze(raw: DataFrame) -> Figures:
     """All figures of ``raw`` (``read_traces``).
 
-    Caches ``raw`` (without ``msg``, which no figure reads) and computes ``tallies``, collecting
+    Keeps the rows of ``raw`` (without ``msg``, which no figure reads) as a local checkpoint:
+    rows as they are, where Spark's cache would first turn them into compressed columns, which
+    costs as much again as parsing the JSON and makes no later pass faster here (the passes read
+    most columns). Then computes ``tallies``, collecting
     one row of it: the time span, to choose the bucket size, and the number of publications, to
     choose how deliveries meet them. Everything else stays lazy; the intermediates several
     tables read are persisted, so each is computed once: the tallies, the timeline, the
     deliveries with their latencies (read twice by each percentile computation), the latency
-    CDF, the duplicates, the subscription routes.
+    CDF, the duplicates, the subscription routes. The small ones (tallies, timeline, CDF) are
+    kept in one partition: the tables read off them then need no shuffle, and each is one
+    short job instead of a job per shuffle.
     ``Figures.unpersist`` releases them all."""
-    cached = raw.drop("msg").persist(StorageLevel.MEMORY_AND_DISK)
+    cached = raw.drop("msg").localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
     events = valid_events(cached)
-    counted = tallies(cached).persist()
+    counted = tallies(cached).coalesce(1).persist()
     sizes = (
         counted.where("valid")
         .agg(
@@ -721,17 +735,16 @@ def analyze(raw: DataFrame) -> Figures:
     )
     assert sizes is not None  # an aggregate without grouping has one row
     bucket = bucket_seconds(sizes["span"] if sizes["span"] is not None else 0.0)
-    times = timeline(events, bucket).persist()
+    times = timeline(events, bucket).coalesce(1).persist()
     deliveries = delivery_latencies(
         events, broadcast=sizes["publications"] <= BROADCAST_PUBLICATIONS
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    cdf = latency_cdf(deliveries).persist()
+    cdf = latency_cdf(deliveries).coalesce(1).persist()
     duplicates = duplicate_deliveries(events).persist()
     routes = subscription_routes(events).persist(StorageLevel.MEMORY_AND_DISK)
     superpeers = traffic_by_superpeer(counted)
     load = load_by_superpeer(superpeers)
     forwarding = forwarding_efficiency(routes)
-    edges = tree_edges(counted)
     return Figures(
         bucket_seconds=bucket,
         quality=input_quality(counted),
@@ -751,8 +764,8 @@ def analyze(raw: DataFrame) -> Figures:
         forwarding=forwarding,
         forwarding_total=forwarding_total(forwarding),
         subscriptions=hot_subscriptions(routes),
-        tree_edges=edges,
-        tree_shape=tree_shape(counted, edges),
+        tree_edges=tree_edges(counted),
+        tree_shape=tree_shape(counted),
         traffic_per_second=traffic_per_second(times),
         traffic_over_time=traffic_over_time(times, bucket),
         incidents_over_time=incidents_over_time(times, bucket),
@@ -761,6 +774,16 @@ def analyze(raw: DataFrame) -> Figures:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def _release(frame: DataFrame) -> None:
+    """Unpersist ``frame``, a cached DataFrame or a local checkpoint: the blocks of a checkpoint
+    belong to the RDD under its plan, which ``DataFrame.unpersist`` does not reach."""
+    plan = frame._jdf.queryExecution().logical()  # type: ignore[operator]
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+    else:
+        frame.unpersist()
+
+
 def _wire_message() -> Column:
     """On ``tallies`` rows: the events that are wire messages (module docstring)."""
     event = F.col("event")

@@ -103,8 +103,11 @@ def _read_lines(spark: SparkSession, path: str) -> DataFrame:
 
 def _parse(lines: DataFrame) -> DataFrame:
     """``RAW_SCHEMA`` rows of the non-blank lines of a ``value`` column (batch or streaming)."""
+    value = F.col("value")
+    # A trace line starts with "{"; only others can be blank, and need the regular expression.
+    blank = F.when(value.startswith("{"), F.lit(False)).otherwise(value.rlike(r"^\s*$"))
     parsed = (
-        lines.where(~F.col("value").rlike(r"^\s*$"))
+        lines.where(~blank)
         .select(F.from_json("value", RAW_SCHEMA, _JSON_OPTIONS).alias("record"), F.col("value"))
         .select("record.*", "value")
     )

@@ -144,7 +144,7 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
             sent_bytes[node] += size
             if neighbour is not None:
                 _add(links, (node, neighbour), size)
-            _add(sends, ts, size)
+                _add(sends, ts, size)
             if kind == "sp.notification":
                 _add(edges, (origin, hop, node, neighbour), size)
             if sub is not None:

@@ -65,9 +65,10 @@ CONCURRENT_JOBS: Final = 4
 EXAMPLE_CHARACTERS: Final = 200
 
 DEFINITIONS: Final = (
-    ("Wire message", "a message on a wire, counted once: a `send` (super-peer to neighbour), a "
+    ("Wire message", "a message on a wire, counted once: a `send` (to a neighbour or a peer), a "
      "`receive` from a local peer, a `deliver` or a `flush` (a notification to a local peer). "
-     "Acknowledgements and refusals to peers are not traced."),
+     "The daemons do not trace every message yet (replies to peers, identification, "
+     "topology): what they trace as `send` or `receive` counts."),
     ("Load", "of a super-peer: the messages it received from neighbour super-peers and from "
      "peers (its `receive` events); super-peers in the logs that received nothing count with 0."),
     ("Sorted cumulative load", "super-peers sorted by load, highest first; x = share of "
@@ -93,7 +94,7 @@ DEFINITIONS: Final = (
     ("Forwarding tree", "of an origin: its publications' `sp.notification` messages per edge "
      "(sender, neighbour) and depth (the message's hop count). More edges than super-peers "
      "reached: the tree changed shape during the logs."),
-    ("Traffic", "`send` events (super-peer to super-peer messages) and their bytes, per second "
+    ("Traffic", "`send` events to a neighbour (super-peer to super-peer messages) and their bytes, per second "
      "of their time and per time bucket."),
     ("Faults and repairs", "the events `neighbour_failed`, `repair`, `drop` and `auth_failure`, "
      "per time bucket; absent when the logs hold none."),

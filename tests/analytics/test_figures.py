@@ -270,6 +270,8 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
     seconds: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     buckets: dict[float, list[int]] = defaultdict(lambda: [0, 0])
     for r in sends:
+        if r["neighbour"] is None:
+            continue  # a reply to a peer, not super-peer traffic
         for table, key in (
             (seconds, math.floor(r["ts"])),
             (buckets, math.floor(r["ts"] / size) * size),

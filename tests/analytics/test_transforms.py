@@ -255,7 +255,7 @@ def test_forwarding_trees_per_origin(spark: SparkSession) -> None:
         ),
     )
     assert_equal(
-        tree_shape(counted(trace), edges),
+        tree_shape(counted(trace)),
         spark.createDataFrame(
             [("sp0", 2, 3, 2, 2, 4, 2.0), ("sp5", 1, 0, 0, None, 0, 0.0)],
             "origin string, publications bigint, edges bigint, superpeers bigint, depth bigint, "
