@@ -19,7 +19,13 @@ from analytics.load import (
     local_layout,
     read_traces,
 )
-from analytics.session import JavaRuntimeError, local_mode, open_spark_session, size_shuffles
+from analytics.session import (
+    JavaRuntimeError,
+    local_mode,
+    open_spark_session,
+    rows_fit,
+    tune_for_input,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,14 +84,19 @@ def main(argv: list[str] | None = None) -> int:
             from analytics.report import build_report
 
             raw = read_traces(spark, args.logdir)
-            size_shuffles(spark, input_bytes(spark, args.logdir))
+            size = input_bytes(spark, args.logdir)
+            tune_for_input(spark, size)
             if parquet_dir is not None:
                 _step(f"appending the new files of {args.logdir} to the Parquet copy {parquet_dir}")
                 append_parquet(spark, args.logdir, parquet_dir)
                 raw = read_traces(spark, parquet_dir)
             _step(f"analysing {parquet_dir or args.logdir}")
             summary = build_report(
-                raw, args.out, warehouse=args.warehouse, source=parquet_dir or args.logdir
+                raw,
+                args.out,
+                warehouse=args.warehouse,
+                source=parquet_dir or args.logdir,
+                keep_rows=rows_fit(spark, size),
             )
     except (TraceInputError, JavaRuntimeError) as error:
         return _fail(str(error))

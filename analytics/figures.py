@@ -707,13 +707,14 @@ class Figures:
             _release(frame)
 
 
-def analyze(raw: DataFrame) -> Figures:
+def analyze(raw: DataFrame, *, keep_rows: bool = True) -> Figures:
     """All figures of ``raw`` (``read_traces``).
 
-    Keeps the rows of ``raw`` (without ``msg``, which no figure reads) as a local checkpoint:
-    rows as they are, where Spark's cache would first turn them into compressed columns, which
-    costs as much again as parsing the JSON and makes no later pass faster here (the passes read
-    most columns). Then computes ``tallies``, collecting
+    Keeps ``raw`` (without ``msg``, which no figure reads) for the passes: with ``keep_rows`` as
+    a local checkpoint, rows as they are; otherwise in Spark's cache, which first turns them into
+    compressed columns. Columns take about a fifth of the memory (``session.rows_fit`` chooses),
+    but building them costs as much again as parsing the JSON, and makes no later pass faster
+    here (the passes read most columns). Then computes ``tallies``, collecting
     one row of it: the time span, to choose the bucket size, and the number of publications, to
     choose how deliveries meet them. Everything else stays lazy; the intermediates several
     tables read are persisted, so each is computed once: the tallies, the timeline, the
@@ -722,7 +723,12 @@ def analyze(raw: DataFrame) -> Figures:
     kept in one partition: the tables read off them then need no shuffle, and each is one
     short job instead of a job per shuffle.
     ``Figures.unpersist`` releases them all."""
-    cached = raw.drop("msg").localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    kept = raw.drop("msg")
+    cached = (
+        kept.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        if keep_rows
+        else kept.persist(StorageLevel.MEMORY_AND_DISK)
+    )
     events = valid_events(cached)
     counted = tallies(cached).coalesce(1).persist()
     sizes = (

@@ -113,10 +113,16 @@ class ReportSummary:
 
 
 def build_report(
-    raw: DataFrame, out_dir: str | Path, *, warehouse: str | None = None, source: str = ""
+    raw: DataFrame,
+    out_dir: str | Path,
+    *,
+    warehouse: str | None = None,
+    source: str = "",
+    keep_rows: bool = True,
 ) -> ReportSummary:
-    """Analyse ``raw`` (``read_traces``) and write the report into ``out_dir``; the tables go to
-    ``<warehouse>/tables`` (default ``out_dir``). ``source`` names the traces in the report."""
+    """Analyse ``raw`` (``read_traces``; ``keep_rows`` as for ``analyze``) and write the report
+    into ``out_dir``; the tables go to ``<warehouse>/tables`` (default ``out_dir``). ``source``
+    names the traces in the report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     spark = raw.sparkSession
@@ -124,7 +130,7 @@ def build_report(
         f"Generated {_time(time.time())} by hypercup-analyze on Spark {spark.version} "
         f"(master `{spark.sparkContext.master}`)."
     )
-    figures = analyze(raw)
+    figures = analyze(raw, keep_rows=keep_rows)
     # Read three times: for its peak, then written as Parquet and as CSV.
     per_second = figures.traffic_per_second.persist()
     try:

@@ -109,8 +109,8 @@ def open_spark_session(
     An active session (a test suite's, a notebook's) is used as it is and left running. Otherwise:
     under ``spark-submit`` its master and resources stand; elsewhere ``master`` (default
     ``local[*]``) and, in local mode, no web UI and the driver memory above; on a cluster,
-    ``executor_memory`` if given. ``size_shuffles`` sets the shuffle partitions once the input's
-    size is known. ``progress`` shows Spark's console progress bar. Times are UTC, so dates (the
+    ``executor_memory`` if given; ``tune_for_input`` tunes it once the input's size is known.
+    ``progress`` shows Spark's console progress bar. Times are UTC, so dates (the
     Parquet partitions) do not depend on where the job runs."""
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -143,19 +143,42 @@ def open_spark_session(
         spark.stop()
 
 
-def size_shuffles(spark: SparkSession, input_bytes: int) -> int:
-    """Set the number of shuffle partitions for an input of ``input_bytes`` and return it: one
-    per ``SHUFFLE_INPUT_BYTES``, and at least two per core, so every core has work (Spark's
-    default of 200 is for large clusters: on a small input each partition costs a task of its
-    own in every shuffle). A number set explicitly (``--conf spark.sql.shuffle.partitions``)
-    stands."""
-    if spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
+    """Tune the session for ``input_bytes`` of traces; return the number of shuffle partitions.
+
+    Shuffle partitions: one per ``SHUFFLE_INPUT_BYTES``, and at least two per core, so every core
+    has work (Spark's default of 200 is for large clusters: on a small input each partition
+    costs a task of its own in every shuffle). Adaptive query execution off: it plans each
+    shuffle stage once the one before has finished, which serialises the report's many small
+    queries that otherwise run side by side (the report of 5,000 events took 20 s with it and 12
+    s without on 2 cores, and 10^6 events the same time either way); what it would adapt is
+    chosen here instead (partitions by input size, broadcasts by count in ``analyze``). Settings
+    made explicitly (``spark-submit --conf``) stand."""
+    configured = spark.sparkContext.getConf()
+    if not configured.contains("spark.sql.adaptive.enabled"):
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+    if configured.contains("spark.sql.shuffle.partitions"):
         return int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
     partitions = max(
         2 * spark.sparkContext.defaultParallelism, math.ceil(input_bytes / SHUFFLE_INPUT_BYTES)
     )
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     return partitions
+
+
+ROW_BYTES_PER_TRACE_BYTE: Final = 0.5
+"""Memory the events take kept as rows, per byte of JSON lines (measured: 10^7 events, 2.0 GB of
+JSON, took 0.46 GB by Spark's estimate and 1.0 GB more of the driver's heap)."""
+
+
+def rows_fit(spark: SparkSession, input_bytes: int) -> bool:
+    """Whether the events of ``input_bytes`` of traces, kept as rows, take at most half of the
+    memory Spark can store blocks in (the other half is left to the intermediates and to
+    execution); if not, ``analytics.figures.analyze`` keeps them as compressed columns, which
+    take about a fifth of that and cost more time to build."""
+    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()  # type: ignore[union-attr]
+    storage = sum(info.totalOnHeapStorageMemory() for info in infos)
+    return input_bytes * ROW_BYTES_PER_TRACE_BYTE <= storage / 2
 
 
 def configure_logging(spark: SparkSession, log_level: str = "WARN") -> None:

@@ -233,10 +233,11 @@ def spark_tables(spark: Any, traces: Path) -> dict[str, list[tuple[Any, ...]]]:
     (as ``analytics.reference`` returns them)."""
     from analytics.figures import analyze
     from analytics.load import input_bytes, read_traces
-    from analytics.session import size_shuffles
+    from analytics.session import rows_fit, tune_for_input
 
-    size_shuffles(spark, input_bytes(spark, str(traces)))
-    figures = analyze(read_traces(spark, str(traces)))
+    size = input_bytes(spark, str(traces))
+    tune_for_input(spark, size)
+    figures = analyze(read_traces(spark, str(traces)), keep_rows=rows_fit(spark, size))
     try:
         with ThreadPoolExecutor(max_workers=4) as pool:
             futures = {name: pool.submit(t.collect) for name, t in figures.tables().items()}
