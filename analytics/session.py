@@ -108,7 +108,8 @@ def open_spark_session(
 
     An active session (a test suite's, a notebook's) is used as it is and left running. Otherwise:
     under ``spark-submit`` its master and resources stand; elsewhere ``master`` (default
-    ``local[*]``) and, in local mode, no web UI and the driver memory above; on a cluster,
+    ``local[*]``) and, in local mode, no web UI, the driver memory above, and the driver on
+    127.0.0.1 (it talks to nobody else); on a cluster,
     ``executor_memory`` if given; ``tune_for_input`` tunes it once the input's size is known.
     ``progress`` shows Spark's console progress bar. Times are UTC, so dates (the
     Parquet partitions) do not depend on where the job runs."""
@@ -127,8 +128,11 @@ def open_spark_session(
     if master is not None or not submitted:
         builder = builder.master(master or "local[*]")
     if local_mode(master):
-        builder = builder.config("spark.ui.enabled", "false").config(
-            "spark.driver.memory", driver_memory or LOCAL_DRIVER_MEMORY
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.driver.memory", driver_memory or LOCAL_DRIVER_MEMORY)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
         )
     else:
         if driver_memory is not None:
