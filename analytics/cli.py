@@ -13,12 +13,19 @@ import time
 
 from analytics.load import (
     TraceInputError,
+    append_parquet,
+    input_bytes,
     is_local_path,
     local_layout,
     read_traces,
-    write_parquet,
 )
-from analytics.session import JavaRuntimeError, local_mode, open_spark_session
+from analytics.session import (
+    JavaRuntimeError,
+    local_mode,
+    open_spark_session,
+    rows_fit,
+    tune_for_input,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--parquet",
         action="store_true",
-        help="first copy the logs to Parquet partitioned by date and node (REPORTDIR/events, or "
-        "--parquet-dir), then analyse the copy; give the copy as LOGDIR in later runs",
+        help="first append the log files not copied yet to a Parquet copy partitioned by date and "
+        "node (REPORTDIR/events, or --parquet-dir), then analyse the copy; later runs with the "
+        "same copy parse only the files that arrived since",
     )
     parser.add_argument(
         "--parquet-dir", metavar="URI", help="where --parquet writes the copy (implies --parquet)"
@@ -53,30 +61,42 @@ def main(argv: list[str] | None = None) -> int:
         "such as hdfs:// or s3a://",
     )
     parser.add_argument(
-        "--driver-memory", metavar="SIZE", help="driver heap for local mode (default 4g)"
+        "--driver-memory", metavar="SIZE", help="driver heap (default 4g in local mode)"
+    )
+    parser.add_argument(
+        "--executor-memory", metavar="SIZE", help="executor heap on a cluster (Spark's default 1g)"
     )
     parser.add_argument("--no-progress", action="store_true", help="hide Spark's progress bar")
     args = parser.parse_args(argv)
     parquet_dir = args.parquet_dir or (f"{args.out}/events" if args.parquet else None)
     if parquet_dir is not None and parquet_dir.rstrip("/") == args.logdir.rstrip("/"):
-        return _fail("--parquet-dir must differ from LOGDIR: the copy replaces what is there")
+        return _fail("--parquet-dir must differ from LOGDIR: the copy is made from LOGDIR")
     started = time.perf_counter()
     try:
         if local_mode(args.master) and is_local_path(args.logdir):
             local_layout(args.logdir)
         with open_spark_session(
-            args.master, progress=not args.no_progress, driver_memory=args.driver_memory
+            args.master,
+            progress=not args.no_progress,
+            driver_memory=args.driver_memory,
+            executor_memory=args.executor_memory,
         ) as spark:
             from analytics.report import build_report
 
             raw = read_traces(spark, args.logdir)
+            size = input_bytes(spark, args.logdir)
+            tune_for_input(spark, size)
             if parquet_dir is not None:
-                _step(f"copying {args.logdir} to Parquet in {parquet_dir}")
-                write_parquet(raw, parquet_dir)
+                _step(f"appending the new files of {args.logdir} to the Parquet copy {parquet_dir}")
+                append_parquet(spark, args.logdir, parquet_dir)
                 raw = read_traces(spark, parquet_dir)
             _step(f"analysing {parquet_dir or args.logdir}")
             summary = build_report(
-                raw, args.out, warehouse=args.warehouse, source=parquet_dir or args.logdir
+                raw,
+                args.out,
+                warehouse=args.warehouse,
+                source=parquet_dir or args.logdir,
+                keep_rows=rows_fit(spark, size),
             )
     except (TraceInputError, JavaRuntimeError) as error:
         return _fail(str(error))

@@ -88,3 +88,14 @@ def local_files(path: str | Path) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if not hidden(d))
         found += [Path(folder, f) for f in sorted(files) if not hidden(f)]
     return found
+
+
+INCIDENT_EVENTS: Final = ("neighbour_failed", "repair", "drop", "auth_failure")
+"""The trace events the report counts over time as faults and repairs: a neighbour found failed
+and a topology repair (once the daemons trace them, in ``superpeer.trace.EVENTS``), a message
+dropped, a failed identification. An event not in the logs has no rows."""
+
+BROADCAST_PUBLICATIONS: Final = 1_000_000
+"""Up to this many publications, the deliveries meet their publications' times in a broadcast
+join (each task gets every publication, about 50 bytes each, and no delivery is shuffled); above
+it, in a shuffled join, which takes any size."""

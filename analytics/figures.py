@@ -1,18 +1,32 @@
-"""The figures of the traffic report: one DataFrame transform each, events in, aggregate out.
+"""The figures of the traffic report: DataFrame transforms, events in, aggregates out.
 
 Every transform takes DataFrames and returns a DataFrame, lazily: nothing here collects data to
-the driver except ``analyze``, which reads the time span (two numbers) to size the time buckets.
-Outputs are sorted in report order, so their rows can be collected and shown as they are.
+the driver except ``analyze``, which reads one row (the time span and the number of publications)
+to size the time buckets and to choose the join strategy. Outputs are sorted in report order, so
+their rows can be collected and shown as they are.
 
-``events`` below is ``valid_events(raw)``, the valid rows of ``analytics.load.read_traces``;
-``deliveries`` is ``delivery_latencies(events)``.
+The work is organised in passes, because reading the events is what costs (JSON parsing first,
+then every scan): ``analyze`` caches the events once, and each group of figures is one pass over
+that cache, whose small result the figures of the group are read off:
+
+- ``tallies``: one aggregation over every line, keyed by the few columns the counting figures need
+  (a few thousand rows whatever the input size): input quality, the overview, messages per kind,
+  per super-peer and per link, load, hop counts, the forwarding trees, the delivery counts;
+- ``timeline``: super-peer messages per second and per time bucket, and incidents per bucket;
+- ``delivery_latencies``: deliveries joined to their publications' times (the publications, small
+  beside the deliveries, are broadcast when few enough), for the latency percentiles;
+- ``subscription_routes``: forwarded subscriptions and the notifications that answered them, for
+  forwarding efficiency and the hot subscriptions.
+
+``events`` below is ``valid_events(raw)``, the valid rows of ``analytics.load.read_traces``.
 
 Definitions (the report repeats them):
 
 wire message
-    a message on a wire, counted once: a ``send`` (super-peer to neighbour super-peer), a
+    a message on a wire, counted once: a ``send`` (to a neighbour super-peer or a peer), a
     ``receive`` with a ``peer`` (a request from a local peer), a ``deliver`` or a ``flush`` (a
-    notification handed to a local peer). Acknowledgements and refusals to peers are not traced.
+    notification handed to a local peer). The daemons do not trace every message yet (replies to
+    peers, identification, topology): what they trace as ``send`` or ``receive`` counts.
 load of a super-peer
     the number of messages it received, from neighbour super-peers and from peers: its
     ``receive`` events. Every super-peer that appears in the logs counts, with load 0 if it
@@ -45,44 +59,53 @@ forwarded subscription
     ``sp.forward``. It *routed a notification back* if the receiving super-peer sent the sender
     an ``sp.notification`` whose ``sub`` list holds that id. Forwarding efficiency is routed /
     forwarded, overall and per receiving super-peer.
+hot subscription
+    a subscription by the notifications that answered it: a super-peer's forwarded subscription
+    (its id in the ``sub`` lists of the ``sp.notification`` messages sent to it) or a peer's own
+    (its id in the ``sub`` list of a ``deliver`` or ``flush`` to it, where the trace has one).
+forwarding tree of an origin
+    the ``sp.notification`` messages carrying the origin's publications, per tree edge (sending
+    super-peer, receiving neighbour) and depth (the message's hop count, the receiver's depth in
+    the origin's tree).
 traffic
-    ``send`` events (super-peer to super-peer messages) and their bytes, per second of ``ts``
+    ``send`` events to a neighbour (super-peer to super-peer messages) and their bytes, per
+    second of ``ts``
     (``floor(ts)``) and per time bucket.
+incident
+    an event of ``definitions.INCIDENT_EVENTS`` (a fault or a repair), counted per time bucket.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Final
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.storagelevel import StorageLevel
 
 from analytics.definitions import (
+    BROADCAST_PUBLICATIONS,
     CDF_PERCENTS,
     FLUSHED,
+    INCIDENT_EVENTS,
     ONLINE,
     SUMMARY_PERCENTS,
     bucket_seconds,
 )
 from analytics.schema import INVALID_COLUMN
 
+NOTIFICATION: Final = "sp.notification"
+FORWARD: Final = "sp.forward"
+PEER_LEVEL: Final = "peer"
+SUPERPEER_LEVEL: Final = "superpeer"
+
 
 # -- input ----------------------------------------------------------------------------------------
 def valid_events(raw: DataFrame) -> DataFrame:
     """The valid rows of ``read_traces``, without the invalid-line column."""
     return raw.where(F.col(INVALID_COLUMN).isNull()).drop(INVALID_COLUMN)
-
-
-def input_quality(raw: DataFrame) -> DataFrame:
-    """``lines, valid, invalid``: the non-blank lines read, and how many were (in)valid."""
-    invalid = F.col(INVALID_COLUMN).isNotNull()
-    return raw.agg(
-        F.count(F.lit(1)).alias("lines"),
-        F.count(F.when(~invalid, True)).alias("valid"),
-        F.count(F.when(invalid, True)).alias("invalid"),
-    )
 
 
 def invalid_examples(raw: DataFrame, limit: int = 5) -> DataFrame:
@@ -96,56 +119,108 @@ def invalid_examples(raw: DataFrame, limit: int = 5) -> DataFrame:
     )
 
 
-def overview(events: DataFrame) -> DataFrame:
-    """``events, superpeers, first_ts, last_ts, messages, bytes``: one row about the whole run
-    (messages and bytes are wire messages)."""
-    wire = _wire_message()
-    return events.agg(
+# -- pass 1: tallies ------------------------------------------------------------------------------
+def tallies(raw: DataFrame) -> DataFrame:
+    """``valid, node, event, kind, neighbour, peer_request, origin, hops, events, bytes, first_ts,
+    last_ts``: the lines of ``raw`` (``read_traces``) counted by what the counting figures tell
+    apart, in one aggregation.
+
+    Invalid lines count in one row with ``valid`` false and every key null. Of valid lines, the
+    keys keep only what some figure reads, so the table stays small (thousands of rows, not
+    millions): ``neighbour`` on ``send`` events (links), ``peer_request`` on ``receive`` events
+    (a request from a local peer is a wire message; a receive from a neighbour is not), ``origin``
+    on ``sp.notification`` sends (forwarding trees), ``hops`` on those and on deliveries."""
+    valid = F.col(INVALID_COLUMN).isNull()
+    event, kind = F.col("event"), F.col("kind")
+    tree_edge = (event == "send") & (kind == NOTIFICATION)
+    delivery = event.isin("deliver", "flush")
+
+    def kept(column: str, where: Column | None = None) -> Column:
+        condition = valid if where is None else valid & where
+        return F.when(condition, F.col(column)).alias(column)
+
+    return raw.groupBy(
+        valid.alias("valid"),
+        kept("node"),
+        kept("event"),
+        kept("kind"),
+        kept("neighbour", event == "send"),
+        (valid & (event == "receive") & F.col("peer").isNotNull()).alias("peer_request"),
+        kept("origin", tree_edge),
+        kept("hops", tree_edge | delivery),
+    ).agg(
         F.count(F.lit(1)).alias("events"),
-        F.countDistinct("node").alias("superpeers"),
-        F.min("ts").alias("first_ts"),
-        F.max("ts").alias("last_ts"),
-        F.count(F.when(wire, True)).alias("messages"),
-        F.coalesce(F.sum(F.when(wire, F.col("bytes"))), F.lit(0)).alias("bytes"),
+        F.sum(F.when(valid, F.col("bytes"))).alias("bytes"),
+        F.min(F.when(valid, F.col("ts"))).alias("first_ts"),
+        F.max(F.when(valid, F.col("ts"))).alias("last_ts"),
     )
 
 
-# -- messages and load ----------------------------------------------------------------------------
-def messages_by_kind(events: DataFrame) -> DataFrame:
+def input_quality(counted: DataFrame) -> DataFrame:
+    """``lines, valid, invalid``: the non-blank lines read, and how many were (in)valid
+    (``counted`` is ``tallies``)."""
+    valid = F.col("valid")
+    return counted.agg(
+        _total(F.col("events")).alias("lines"),
+        _total(F.when(valid, F.col("events"))).alias("valid"),
+        _total(F.when(~valid, F.col("events"))).alias("invalid"),
+    )
+
+
+def overview(counted: DataFrame) -> DataFrame:
+    """``events, superpeers, first_ts, last_ts, messages, bytes``: one row about the whole run
+    (messages and bytes are wire messages)."""
+    wire = _wire_message()
+    return (
+        counted.where("valid")
+        .agg(
+            _total(F.col("events")).alias("events"),
+            F.countDistinct("node").alias("superpeers"),
+            F.min("first_ts").alias("first_ts"),
+            F.max("last_ts").alias("last_ts"),
+            _total(F.when(wire, F.col("events"))).alias("messages"),
+            _total(F.when(wire, F.col("bytes"))).alias("bytes"),
+        )
+        .select("events", "superpeers", "first_ts", "last_ts", "messages", "bytes")
+    )
+
+
+def messages_by_kind(counted: DataFrame) -> DataFrame:
     """``kind, messages, bytes``: wire messages per message kind."""
     return (
-        events.where(_wire_message())
+        counted.where(F.col("valid") & _wire_message())
         .groupBy("kind")
-        .agg(F.count(F.lit(1)).alias("messages"), F.sum("bytes").alias("bytes"))
+        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
         .orderBy("kind")
     )
 
 
-def traffic_by_superpeer(events: DataFrame) -> DataFrame:
+def traffic_by_superpeer(counted: DataFrame) -> DataFrame:
     """``node, sent, sent_bytes, received, received_bytes`` per super-peer in the logs: sent are
     its ``send``, ``deliver`` and ``flush`` events (to neighbours and to its peers), received its
     ``receive`` events (so ``received`` is its load)."""
     sending = F.col("event").isin("send", "deliver", "flush")
     receiving = F.col("event") == "receive"
     return (
-        events.groupBy("node")
+        counted.where("valid")
+        .groupBy("node")
         .agg(
-            F.count(F.when(sending, True)).alias("sent"),
-            F.coalesce(F.sum(F.when(sending, F.col("bytes"))), F.lit(0)).alias("sent_bytes"),
-            F.count(F.when(receiving, True)).alias("received"),
-            F.coalesce(F.sum(F.when(receiving, F.col("bytes"))), F.lit(0)).alias("received_bytes"),
+            _total(F.when(sending, F.col("events"))).alias("sent"),
+            _total(F.when(sending, F.col("bytes"))).alias("sent_bytes"),
+            _total(F.when(receiving, F.col("events"))).alias("received"),
+            _total(F.when(receiving, F.col("bytes"))).alias("received_bytes"),
         )
         .orderBy("node")
     )
 
 
-def traffic_by_link(events: DataFrame) -> DataFrame:
+def traffic_by_link(counted: DataFrame) -> DataFrame:
     """``node, neighbour, messages, bytes``: super-peer to super-peer ``send`` events per
     directed link."""
     return (
-        events.where((F.col("event") == "send") & F.col("neighbour").isNotNull())
+        counted.where(F.col("valid") & (F.col("event") == "send") & F.col("neighbour").isNotNull())
         .groupBy("node", "neighbour")
-        .agg(F.count(F.lit(1)).alias("messages"), F.sum("bytes").alias("bytes"))
+        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
         .orderBy("node", "neighbour")
     )
 
@@ -167,7 +242,7 @@ def load_curve(load: DataFrame) -> DataFrame:
             "_upto",
             F.sum("load").over(order.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
         )
-        .crossJoin(totals)
+        .crossJoin(F.broadcast(totals))
         .select(
             "rank",
             "node",
@@ -200,35 +275,155 @@ def load_gini(load: DataFrame) -> DataFrame:
     )
 
 
-# -- notifications --------------------------------------------------------------------------------
-def delivery_latencies(events: DataFrame) -> DataFrame:
-    """``delivery, node, peer, pub, origin, hops, delivered, published, latency``: every delivery,
-    with its publication's time and its latency when the ``publish`` event is in the logs (null
-    otherwise). The one join of deliveries to publications, shared by the hop, latency, duplicate
-    and delivery tables (``analyze`` persists it)."""
+def hop_histogram(counted: DataFrame) -> DataFrame:
+    """``hops, deliveries``: deliveries (online and flushed) per super-peer hop count."""
+    return (
+        counted.where(F.col("valid") & F.col("event").isin("deliver", "flush"))
+        .groupBy("hops")
+        .agg(F.sum("events").alias("deliveries"))
+        .orderBy("hops")
+    )
+
+
+# -- forwarding trees -----------------------------------------------------------------------------
+def tree_edges(counted: DataFrame) -> DataFrame:
+    """``origin, hops, node, neighbour, messages, bytes``: the ``sp.notification`` messages of
+    each origin's forwarding tree per edge (``node`` sent to ``neighbour``) and depth (``hops``,
+    the neighbour's depth in the tree)."""
+    return (
+        counted.where(F.col("valid") & (F.col("event") == "send") & (F.col("kind") == NOTIFICATION))
+        .groupBy("origin", "hops", "node", "neighbour")
+        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
+        .orderBy("origin", "hops", "node", "neighbour")
+    )
+
+
+def tree_shape(counted: DataFrame) -> DataFrame:
+    """``origin, publications, edges, superpeers, depth, messages, messages_per_publication`` per
+    origin with publications or a forwarding tree in the logs: its ``publish`` events, the
+    distinct edges its notifications took and the distinct super-peers they reached (more edges
+    than super-peers: its tree changed shape during the logs), the deepest hop count, and the
+    notification messages in all and per publication. One aggregation: the edges of a tree are
+    few (at most one per super-peer and parent), so sets of them are cheap."""
+    event = F.col("event")
+    publish = event == "publish"
+    edge = (event == "send") & (F.col("kind") == NOTIFICATION)
+    link = F.when(edge & F.col("neighbour").isNotNull(), F.struct("node", "neighbour"))
+    publications, messages = F.col("publications"), F.col("messages")
+    return (
+        counted.where(F.col("valid") & (publish | edge))
+        .groupBy(F.when(publish, F.col("node")).otherwise(F.col("origin")).alias("origin"))
+        .agg(
+            _total(F.when(publish, F.col("events"))).alias("publications"),
+            F.size(F.collect_set(link)).cast("long").alias("edges"),
+            F.size(F.collect_set(F.when(edge, F.col("neighbour"))))
+            .cast("long")
+            .alias("superpeers"),
+            F.max(F.when(edge, F.col("hops"))).alias("depth"),
+            _total(F.when(edge, F.col("events"))).alias("messages"),
+        )
+        .select(
+            "origin",
+            "publications",
+            "edges",
+            "superpeers",
+            "depth",
+            "messages",
+            F.when(publications > 0, messages / publications).alias("messages_per_publication"),
+        )
+        .orderBy("origin")
+    )
+
+
+# -- pass 2: timeline -----------------------------------------------------------------------------
+def timeline(events: DataFrame, bucket: float) -> DataFrame:
+    """``event, second, bucket_start, events, bytes``: ``send`` events to a neighbour per second
+    of ``ts`` and time bucket, and incidents (``INCIDENT_EVENTS``) per event and time bucket, in
+    one aggregation (``second`` is null for incidents)."""
+    event = F.col("event")
+    return (
+        events.where(
+            ((event == "send") & F.col("neighbour").isNotNull()) | event.isin(*INCIDENT_EVENTS)
+        )
+        .groupBy(
+            "event",
+            F.when(event == "send", F.floor("ts")).alias("second"),
+            _bucket(F.col("ts"), bucket).alias("bucket_start"),
+        )
+        .agg(F.count(F.lit(1)).alias("events"), F.sum("bytes").alias("bytes"))
+    )
+
+
+def traffic_per_second(times: DataFrame) -> DataFrame:
+    """``second, messages, bytes``: ``send`` events per second of ``ts`` (``floor(ts)``)
+    (``times`` is ``timeline``)."""
+    return (
+        times.where(F.col("event") == "send")
+        .groupBy("second")
+        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
+        .orderBy("second")
+    )
+
+
+def traffic_over_time(times: DataFrame, bucket: float) -> DataFrame:
+    """``bucket_start, bucket_seconds, messages, bytes, messages_per_second, bytes_per_second``:
+    ``send`` events per time bucket, and their mean rates over the bucket."""
+    return (
+        times.where(F.col("event") == "send")
+        .groupBy("bucket_start")
+        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
+        .select(
+            "bucket_start",
+            F.lit(bucket).alias("bucket_seconds"),
+            "messages",
+            "bytes",
+            (F.col("messages") / F.lit(bucket)).alias("messages_per_second"),
+            (F.col("bytes") / F.lit(bucket)).alias("bytes_per_second"),
+        )
+        .orderBy("bucket_start")
+    )
+
+
+def incidents_over_time(times: DataFrame, bucket: float) -> DataFrame:
+    """``bucket_start, bucket_seconds, event, events``: incidents per time bucket and event; no
+    rows when the logs hold none."""
+    return (
+        times.where(F.col("event") != "send")
+        .groupBy("bucket_start", "event")
+        .agg(F.sum("events").alias("events"))
+        .select("bucket_start", F.lit(bucket).alias("bucket_seconds"), "event", "events")
+        .orderBy("bucket_start", "event")
+    )
+
+
+# -- pass 3: deliveries ---------------------------------------------------------------------------
+def publications(events: DataFrame) -> DataFrame:
+    """``pub, origin, published``: the earliest ``publish`` event of each publication at each
+    origin."""
+    return (
+        events.where(F.col("event") == "publish")
+        .groupBy("pub", F.col("node").alias("origin"))
+        .agg(F.min("ts").alias("published"))
+    )
+
+
+def delivery_latencies(events: DataFrame, *, broadcast: bool = True) -> DataFrame:
+    """``delivery, published, latency``: every delivery, with its publication's time and its
+    latency when the ``publish`` event is in the logs (null otherwise). ``broadcast`` ships the
+    publications to every task instead of shuffling the deliveries (``analyze`` decides by their
+    number)."""
+    published = publications(events)
     return (
         events.where(F.col("event").isin("deliver", "flush"))
-        .join(_publications(events), ["pub", "origin"], "left")
+        .join(F.broadcast(published) if broadcast else published, ["pub", "origin"], "left")
         .select(
             F.when(F.col("event") == "deliver", F.lit(ONLINE))
             .otherwise(F.lit(FLUSHED))
             .alias("delivery"),
-            "node",
-            "peer",
-            "pub",
-            "origin",
-            "hops",
-            F.col("ts").alias("delivered"),
             "published",
             (F.col("ts") - F.col("published")).alias("latency"),
         )
     )
-
-
-def hop_histogram(deliveries: DataFrame) -> DataFrame:
-    """``hops, deliveries``: deliveries (online and flushed) per super-peer hop count
-    (``deliveries`` is ``delivery_latencies``)."""
-    return deliveries.groupBy("hops").agg(F.count(F.lit(1)).alias("deliveries")).orderBy("hops")
 
 
 def latency_cdf(deliveries: DataFrame) -> DataFrame:
@@ -239,21 +434,18 @@ def latency_cdf(deliveries: DataFrame) -> DataFrame:
     ).orderBy("delivery", "percent")
 
 
-def latency_summary(deliveries: DataFrame, cdf: DataFrame) -> DataFrame:
+def latency_summary(cdf: DataFrame) -> DataFrame:
     """``delivery, deliveries, min, p50, p90, p99, max`` for online and for flushed deliveries
-    with a latency; the percentiles are read off ``cdf`` (``latency_cdf``), not ranked again."""
-    counts = (
-        deliveries.where(F.col("latency").isNotNull())
-        .groupBy("delivery")
+    with a latency, read off ``cdf`` (``latency_cdf``, whose rows carry their group's count and
+    minimum): nothing is ranked or counted again."""
+    return (
+        cdf.groupBy("delivery")
         .agg(
-            F.count(F.lit(1)).alias("deliveries"),
-            F.min("latency").alias("min"),
+            F.max("_total").alias("deliveries"),
+            F.max("_min").alias("min"),
+            *_pivot(),
             F.max("latency").alias("max"),
         )
-    )
-    return (
-        counts.join(_pivot(cdf, ["delivery"]), "delivery")
-        .select("delivery", "deliveries", "min", *_percent_columns(), "max")
         .orderBy("delivery")
     )
 
@@ -264,18 +456,10 @@ def latency_over_time(deliveries: DataFrame, bucket: float) -> DataFrame:
     online = deliveries.where(
         (F.col("delivery") == ONLINE) & F.col("latency").isNotNull()
     ).withColumn("bucket_start", _bucket(F.col("published"), bucket))
-    counts = online.groupBy("bucket_start").agg(F.count(F.lit(1)).alias("deliveries"))
-    percentiles = _pivot(
-        nearest_rank(online, ["bucket_start"], "latency", SUMMARY_PERCENTS), ["bucket_start"]
-    )
     return (
-        counts.join(percentiles, "bucket_start")
-        .select(
-            "bucket_start",
-            F.lit(bucket).alias("bucket_seconds"),
-            "deliveries",
-            *_percent_columns(),
-        )
+        nearest_rank(online, ["bucket_start"], "latency", SUMMARY_PERCENTS)
+        .groupBy("bucket_start")
+        .agg(F.lit(bucket).alias("bucket_seconds"), F.max("_total").alias("deliveries"), *_pivot())
         .orderBy("bucket_start")
     )
 
@@ -283,109 +467,174 @@ def latency_over_time(deliveries: DataFrame, bucket: float) -> DataFrame:
 def nearest_rank(
     values: DataFrame, keys: Sequence[str], value: str, percents: Sequence[int]
 ) -> DataFrame:
-    """``*keys, percent, <value>``: the nearest-rank ``percents`` (integers 1..100) of ``value``
-    within each group of ``keys``, exactly.
+    """``*keys, percent, <value>, _total, _min``: the nearest-rank ``percents`` (integers 1..100)
+    of ``value`` within each group of ``keys`` (never null), exactly, and the group's number of
+    values and smallest value.
 
-    Equal values are counted first; then each distinct value, holding the 1-based ranks
-    (before, upto] of its group's sorted values, is the P-th percentile for exactly the P whose
-    rank ceil(P * total / 100) falls there: P from floor(100 * before / total) + 1 to
-    floor(100 * upto / total). All in integers (no floating-point rank to round the wrong way),
-    and no join: the rows explode into at most 100 per group."""
-    counted = values.groupBy(*keys, value).agg(F.count(F.lit(1)).alias("_count"))
-    ordered = (
-        Window.partitionBy(*keys)
-        .orderBy(value)
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    Sorting every value would put each group in one task; instead, two passes over ``values``
+    (which should be cheap to read twice). The first counts the values per bin of ``_bin``, a
+    map that never decreases, so the bins are sorted as their values are: each bin, holding the
+    1-based ranks (before, upto] of its group, holds the P-th percentile for exactly the P whose
+    rank ceil(P * total / 100) falls there, P from floor(100 * before / total) + 1 to
+    floor(100 * upto / total), all in integers (no floating-point rank to round the wrong way).
+    The second sorts only the values of those bins (at most 100 per group, small) and takes
+    each percentile at its rank within its bin. The counts per bin are few (thousands per
+    group), so they are ranked in one partition, without a shuffle per window."""
+    binned = values.select(*keys, value, _bin(F.col(value)).alias("_bin"))
+    bins = (
+        binned.groupBy(*keys, "_bin")
+        .agg(F.count(F.lit(1)).alias("_count"), F.min(value).alias("_low"))
+        .coalesce(1)
     )
-    ranked = counted.select(
+    group = Window.partitionBy(*keys)
+    upto = group.orderBy("_bin").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ranked = bins.select(
         *keys,
-        value,
-        F.col("_count"),
-        F.sum("_count").over(ordered).alias("_upto"),
-        F.sum("_count").over(Window.partitionBy(*keys)).alias("_total"),
+        "_bin",
+        (F.sum("_count").over(upto) - F.col("_count")).alias("_before"),
+        F.sum("_count").over(upto).alias("_upto"),
+        F.sum("_count").over(group).alias("_total"),
+        F.min("_low").over(group).alias("_min"),
     )
-    first = F.expr("(100 * (_upto - _count)) div _total + 1")
+    first = F.expr("(100 * _before) div _total + 1")
     last = F.expr("(100 * _upto) div _total")
-    return (
+    wanted = (
         ranked.where(first <= last)
-        .select(*keys, value, F.explode(F.sequence(first, last)).alias("percent"))
+        .select(
+            *keys,
+            "_bin",
+            "_before",
+            "_total",
+            "_min",
+            F.explode(F.sequence(first, last)).alias("percent"),
+        )
         .where(F.col("percent").isin(*percents))
-        .select(*keys, F.col("percent").cast("int").alias("percent"), value)
+        .withColumn("_offset", F.expr("(percent * _total + 99) div 100 - _before"))
+    )
+    needed = wanted.select(*keys, "_bin").distinct()
+    positioned = binned.join(F.broadcast(needed), [*keys, "_bin"], "left_semi").withColumn(
+        "_offset", F.row_number().over(Window.partitionBy(*keys, "_bin").orderBy(value))
+    )
+    return wanted.join(positioned, [*keys, "_bin", "_offset"]).select(
+        *keys, F.col("percent").cast("int").alias("percent"), value, "_total", "_min"
     )
 
 
-# -- deliveries -----------------------------------------------------------------------------------
-def duplicate_deliveries(deliveries: DataFrame) -> DataFrame:
+def duplicate_deliveries(events: DataFrame) -> DataFrame:
     """``peer, pub, deliveries``: the (peer, pub) pairs delivered more than once."""
     return (
-        deliveries.groupBy("peer", "pub")
+        events.where(F.col("event").isin("deliver", "flush"))
+        .groupBy("peer", "pub")
         .agg(F.count(F.lit(1)).alias("deliveries"))
         .where(F.col("deliveries") > 1)
         .orderBy("peer", "pub")
     )
 
 
-def delivery_summary(events: DataFrame, deliveries: DataFrame, duplicates: DataFrame) -> DataFrame:
-    """``online, flushed, stored_offline, still_stored, without_publish, duplicate_pairs``: one
-    row. ``stored_offline`` counts ``offline`` events, ``still_stored`` the (node, peer, pub)
-    stored offline and never flushed, ``without_publish`` the deliveries whose publication has
-    no ``publish`` event in the logs (so no latency), ``duplicate_pairs`` the rows of
-    ``duplicates`` (``duplicate_deliveries``)."""
-    counts = deliveries.agg(
-        F.count(F.when(F.col("delivery") == ONLINE, True)).alias("online"),
-        F.count(F.when(F.col("delivery") == FLUSHED, True)).alias("flushed"),
-        F.count(F.when(F.col("latency").isNull(), True)).alias("without_publish"),
+def still_stored(events: DataFrame) -> DataFrame:
+    """``still_stored``: the (node, peer, pub) stored offline and never flushed (one with a
+    missing part never matches a flush)."""
+    key = [F.col("node"), F.col("peer"), F.col("pub")]
+    stored = (
+        events.where(F.col("event").isin("offline", "flush"))
+        .groupBy(*key)
+        .agg(
+            F.count(F.when(F.col("event") == "offline", True)).alias("_offline"),
+            F.count(F.when(F.col("event") == "flush", True)).alias("_flushed"),
+        )
     )
-    key = ["node", "peer", "pub"]
-    offline = events.where(F.col("event") == "offline")
-    stored = offline.agg(F.count(F.lit(1)).alias("stored_offline"))
-    still = (
-        offline.select(*key)
-        .distinct()
-        .join(events.where(F.col("event") == "flush").select(*key).distinct(), key, "left_anti")
-        .agg(F.count(F.lit(1)).alias("still_stored"))
+    unmatched = (F.col("_flushed") == 0) | key[0].isNull() | key[1].isNull() | key[2].isNull()
+    return stored.agg(
+        F.count(F.when((F.col("_offline") > 0) & unmatched, True)).alias("still_stored")
+    )
+
+
+def delivery_summary(
+    counted: DataFrame, cdf: DataFrame, stored: DataFrame, duplicates: DataFrame
+) -> DataFrame:
+    """``online, flushed, stored_offline, still_stored, without_publish, duplicate_pairs``: one
+    row. ``stored_offline`` counts ``offline`` events, ``still_stored`` is ``still_stored``,
+    ``without_publish`` the deliveries whose publication has no ``publish`` event in the logs
+    (so no latency: the deliveries less those ``cdf``, the ``latency_cdf``, counted),
+    ``duplicate_pairs`` the rows of ``duplicates`` (``duplicate_deliveries``)."""
+    event = F.col("event")
+    counts = counted.where("valid").agg(
+        _total(F.when(event == "deliver", F.col("events"))).alias("online"),
+        _total(F.when(event == "flush", F.col("events"))).alias("flushed"),
+        _total(F.when(event == "offline", F.col("events"))).alias("stored_offline"),
+    )
+    timed = (
+        cdf.groupBy("delivery")
+        .agg(F.max("_total").alias("_timed"))
+        .agg(_total(F.col("_timed")).alias("_timed"))
     )
     pairs = duplicates.agg(F.count(F.lit(1)).alias("duplicate_pairs"))
     return (
         counts.crossJoin(stored)
-        .crossJoin(still)
+        .crossJoin(timed)
         .crossJoin(pairs)
         .select(
             "online",
             "flushed",
             "stored_offline",
             "still_stored",
-            "without_publish",
+            (F.col("online") + F.col("flushed") - F.col("_timed")).alias("without_publish"),
             "duplicate_pairs",
         )
     )
 
 
-# -- subscriptions --------------------------------------------------------------------------------
-def forwarding_efficiency(events: DataFrame) -> DataFrame:
-    """``superpeer, forwarded, routed, share`` per super-peer that subscriptions were forwarded
-    to: how many distinct ones it received, and how many it routed a notification back for."""
-    sends = events.where(F.col("event") == "send")
-    forwarded = (
-        sends.where((F.col("kind") == "sp.forward") & F.col("sub").isNotNull())
-        .select(F.col("node").alias("sender"), F.col("neighbour").alias("superpeer"), "sub")
-        .distinct()
+# -- pass 4: subscriptions ------------------------------------------------------------------------
+def subscription_routes(events: DataFrame) -> DataFrame:
+    """``level, holder, at, sub, forwarded, notifications``: every subscription id that was
+    forwarded or answered, once per place it was sent to, in one aggregation.
+
+    A super-peer's subscription (``level`` superpeer) is held by the super-peer that forwarded it
+    (``holder``, whose id ``sub`` is) at the neighbour it was forwarded to (``at``); it is
+    ``forwarded`` when an ``sp.forward`` send says so, and ``notifications`` counts the
+    ``sp.notification`` messages ``at`` sent ``holder`` listing ``sub``. A peer's subscription
+    (``level`` peer) is held by the peer at its super-peer, and counts the deliveries listing
+    it (deliveries with a ``sub``)."""
+    send = F.col("event") == "send"
+    kind = F.col("kind")
+    forwards = events.where(send & (kind == FORWARD) & F.col("sub").isNotNull()).select(
+        F.lit(SUPERPEER_LEVEL).alias("level"),
+        F.col("node").alias("holder"),
+        F.col("neighbour").alias("at"),
+        "sub",
+        F.lit(1).alias("_forward"),
     )
-    answered = (
-        sends.where((F.col("kind") == "sp.notification") & F.col("sub").isNotNull())
-        .select(
-            F.col("neighbour").alias("sender"),
-            F.col("node").alias("superpeer"),
-            F.explode(F.split("sub", ",")).alias("sub"),
-        )
-        .where(F.col("sub") != "")
-        .distinct()
-        .withColumn("_routed", F.lit(True))
-    )
+    answered = events.where(
+        (send & (kind == NOTIFICATION)) | F.col("event").isin("deliver", "flush")
+    ).where(F.col("sub").isNotNull())
+    answers = answered.select(
+        F.when(send, F.lit(SUPERPEER_LEVEL)).otherwise(F.lit(PEER_LEVEL)).alias("level"),
+        F.when(send, F.col("neighbour")).otherwise(F.col("peer")).alias("holder"),
+        F.col("node").alias("at"),
+        F.explode(F.split("sub", ",")).alias("sub"),
+        F.lit(0).alias("_forward"),
+    ).where(F.col("sub") != "")
     return (
-        forwarded.join(answered, ["sender", "superpeer", "sub"], "left")
-        .groupBy("superpeer")
-        .agg(F.count(F.lit(1)).alias("forwarded"), F.count("_routed").alias("routed"))
+        forwards.unionByName(answers)
+        .groupBy("level", "holder", "at", "sub")
+        .agg(
+            (F.max("_forward") == 1).alias("forwarded"),
+            F.count(F.when(F.col("_forward") == 0, True)).alias("notifications"),
+        )
+    )
+
+
+def forwarding_efficiency(routes: DataFrame) -> DataFrame:
+    """``superpeer, forwarded, routed, share`` per super-peer that subscriptions were forwarded
+    to: how many distinct ones it received, and how many it routed a notification back for
+    (``routes`` is ``subscription_routes``)."""
+    return (
+        routes.where((F.col("level") == SUPERPEER_LEVEL) & F.col("forwarded"))
+        .groupBy(F.col("at").alias("superpeer"))
+        .agg(
+            F.count(F.lit(1)).alias("forwarded"),
+            F.count(F.when(F.col("notifications") > 0, True)).alias("routed"),
+        )
         .select("superpeer", "forwarded", "routed", _share("routed", "forwarded"))
         .orderBy("superpeer")
     )
@@ -396,38 +645,19 @@ def forwarding_total(per_superpeer: DataFrame) -> DataFrame:
     ``forwarding_efficiency``; each forwarded subscription has one receiving super-peer, so the
     sums count each once)."""
     return per_superpeer.agg(
-        F.coalesce(F.sum("forwarded"), F.lit(0)).alias("forwarded"),
-        F.coalesce(F.sum("routed"), F.lit(0)).alias("routed"),
+        _total(F.col("forwarded")).alias("forwarded"),
+        _total(F.col("routed")).alias("routed"),
     ).select("forwarded", "routed", _share("routed", "forwarded"))
 
 
-# -- traffic over time ----------------------------------------------------------------------------
-def traffic_per_second(events: DataFrame) -> DataFrame:
-    """``second, messages, bytes``: ``send`` events per second of ``ts`` (``floor(ts)``)."""
+def hot_subscriptions(routes: DataFrame) -> DataFrame:
+    """``level, holder, sub, notifications``: every subscription answered at least once, by the
+    notifications that answered it wherever it was sent, busiest first."""
     return (
-        events.where(F.col("event") == "send")
-        .groupBy(F.floor("ts").alias("second"))
-        .agg(F.count(F.lit(1)).alias("messages"), F.sum("bytes").alias("bytes"))
-        .orderBy("second")
-    )
-
-
-def traffic_over_time(events: DataFrame, bucket: float) -> DataFrame:
-    """``bucket_start, bucket_seconds, messages, bytes, messages_per_second, bytes_per_second``:
-    ``send`` events per time bucket, and their mean rates over the bucket."""
-    return (
-        events.where(F.col("event") == "send")
-        .groupBy(_bucket(F.col("ts"), bucket).alias("bucket_start"))
-        .agg(F.count(F.lit(1)).alias("messages"), F.sum("bytes").alias("bytes"))
-        .select(
-            "bucket_start",
-            F.lit(bucket).alias("bucket_seconds"),
-            "messages",
-            "bytes",
-            (F.col("messages") / F.lit(bucket)).alias("messages_per_second"),
-            (F.col("bytes") / F.lit(bucket)).alias("bytes_per_second"),
-        )
-        .orderBy("bucket_start")
+        routes.where(F.col("notifications") > 0)
+        .groupBy("level", "holder", "sub")
+        .agg(F.sum("notifications").alias("notifications"))
+        .orderBy(F.desc("notifications"), "level", "holder", "sub")
     )
 
 
@@ -455,8 +685,12 @@ class Figures:
     duplicates: DataFrame
     forwarding: DataFrame
     forwarding_total: DataFrame
+    subscriptions: DataFrame
+    tree_edges: DataFrame
+    tree_shape: DataFrame
     traffic_per_second: DataFrame
     traffic_over_time: DataFrame
+    incidents_over_time: DataFrame
     persisted: tuple[DataFrame, ...] = ()
 
     def tables(self) -> dict[str, DataFrame]:
@@ -470,86 +704,130 @@ class Figures:
     def unpersist(self) -> None:
         """Release the persisted intermediates, each before those it was computed from."""
         for frame in reversed(self.persisted):
-            frame.unpersist()
+            _release(frame)
 
 
-def analyze(raw: DataFrame) -> Figures:
+def analyze(raw: DataFrame, *, keep_rows: bool = True) -> Figures:
     """All figures of ``raw`` (``read_traces``).
 
-    Persists ``raw`` (without ``msg``, which no figure reads), since every table reads it, and
-    collects one row, the overview with the time span, to choose the bucket size; everything
-    else stays lazy. The intermediates that several tables read are persisted, so that each is
-    computed once: the overview, the deliveries with their latencies (one join), and the small
-    aggregates other tables derive from (traffic and so load per super-peer, forwarding per
-    super-peer, the latency CDF, the duplicate pairs). ``Figures.unpersist`` releases them all."""
-    cached = raw.drop("msg").persist(StorageLevel.MEMORY_AND_DISK)
+    Keeps ``raw`` (without ``msg``, which no figure reads) for the passes: with ``keep_rows`` as
+    a local checkpoint, rows as they are; otherwise in Spark's cache, which first turns them into
+    compressed columns. Columns take about a fifth of the memory (``session.rows_fit`` chooses),
+    but building them costs as much again as parsing the JSON, and makes no later pass faster
+    here (the passes read most columns). Then computes ``tallies``, collecting
+    one row of it: the time span, to choose the bucket size, and the number of publications, to
+    choose how deliveries meet them. Everything else stays lazy; the intermediates several
+    tables read are persisted, so each is computed once: the tallies, the timeline, the
+    deliveries with their latencies (read twice by each percentile computation), the latency
+    CDF, the duplicates, the subscription routes. The small ones (tallies, timeline, CDF) are
+    kept in one partition: the tables read off them then need no shuffle, and each is one
+    short job instead of a job per shuffle.
+    ``Figures.unpersist`` releases them all."""
+    kept = raw.drop("msg")
+    cached = (
+        kept.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        if keep_rows
+        else kept.persist(StorageLevel.MEMORY_AND_DISK)
+    )
     events = valid_events(cached)
-    summary = overview(events).persist()
-    span = summary.select((F.col("last_ts") - F.col("first_ts")).alias("span")).first()
-    bucket = bucket_seconds(span["span"] if span and span["span"] is not None else 0.0)
-    deliveries = delivery_latencies(events).persist()
-    superpeers = traffic_by_superpeer(events).persist()
+    counted = tallies(cached).coalesce(1).persist()
+    sizes = (
+        counted.where("valid")
+        .agg(
+            (F.max("last_ts") - F.min("first_ts")).alias("span"),
+            _total(F.when(F.col("event") == "publish", F.col("events"))).alias("publications"),
+        )
+        .first()
+    )
+    assert sizes is not None  # an aggregate without grouping has one row
+    bucket = bucket_seconds(sizes["span"] if sizes["span"] is not None else 0.0)
+    times = timeline(events, bucket).coalesce(1).persist()
+    deliveries = delivery_latencies(
+        events, broadcast=sizes["publications"] <= BROADCAST_PUBLICATIONS
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    cdf = latency_cdf(deliveries).coalesce(1).persist()
+    duplicates = duplicate_deliveries(events).persist()
+    routes = subscription_routes(events).persist(StorageLevel.MEMORY_AND_DISK)
+    superpeers = traffic_by_superpeer(counted)
     load = load_by_superpeer(superpeers)
-    forwarding = forwarding_efficiency(events).persist()
-    cdf = latency_cdf(deliveries).persist()
-    duplicates = duplicate_deliveries(deliveries).persist()
+    forwarding = forwarding_efficiency(routes)
     return Figures(
         bucket_seconds=bucket,
-        quality=input_quality(cached),
+        quality=input_quality(counted),
         invalid_examples=invalid_examples(cached),
-        overview=summary,
-        kinds=messages_by_kind(events),
+        overview=overview(counted),
+        kinds=messages_by_kind(counted),
         superpeers=superpeers,
-        links=traffic_by_link(events),
+        links=traffic_by_link(counted),
         load_curve=load_curve(load),
         load_gini=load_gini(load),
-        hops=hop_histogram(deliveries),
-        latency_summary=latency_summary(deliveries, cdf),
-        latency_cdf=cdf,
+        hops=hop_histogram(counted),
+        latency_summary=latency_summary(cdf),
+        latency_cdf=cdf.drop("_total", "_min"),
         latency_over_time=latency_over_time(deliveries, bucket),
-        deliveries=delivery_summary(events, deliveries, duplicates),
+        deliveries=delivery_summary(counted, cdf, still_stored(events), duplicates),
         duplicates=duplicates,
         forwarding=forwarding,
         forwarding_total=forwarding_total(forwarding),
-        traffic_per_second=traffic_per_second(events),
-        traffic_over_time=traffic_over_time(events, bucket),
-        persisted=(cached, summary, deliveries, superpeers, forwarding, cdf, duplicates),
+        subscriptions=hot_subscriptions(routes),
+        tree_edges=tree_edges(counted),
+        tree_shape=tree_shape(counted),
+        traffic_per_second=traffic_per_second(times),
+        traffic_over_time=traffic_over_time(times, bucket),
+        incidents_over_time=incidents_over_time(times, bucket),
+        persisted=(cached, counted, times, deliveries, cdf, duplicates, routes),
     )
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def _release(frame: DataFrame) -> None:
+    """Unpersist ``frame``, a cached DataFrame or a local checkpoint: the blocks of a checkpoint
+    belong to the RDD under its plan, which ``DataFrame.unpersist`` does not reach."""
+    plan = frame._jdf.queryExecution().logical()  # type: ignore[operator]
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+    else:
+        frame.unpersist()
+
+
 def _wire_message() -> Column:
+    """On ``tallies`` rows: the events that are wire messages (module docstring)."""
     event = F.col("event")
-    return (
-        (event == "send")
-        | ((event == "receive") & F.col("peer").isNotNull())
-        | event.isin("deliver", "flush")
-    )
+    return (event == "send") | F.col("peer_request") | event.isin("deliver", "flush")
 
 
-def _publications(events: DataFrame) -> DataFrame:
-    return (
-        events.where(F.col("event") == "publish")
-        .groupBy("pub", F.col("node").alias("origin"))
-        .agg(F.min("ts").alias("published"))
+def _total(values: Column) -> Column:
+    """The sum of ``values``, 0 (not null) when there are none."""
+    return F.coalesce(F.sum(values), F.lit(0))
+
+
+_BINS_PER_DOUBLING: Final = 4096
+_BIN_OFFSET: Final = 1 << 23
+"""Above 1075 * 4096, the largest |floor(log2 |x|) * 4096)| of a finite double other than 0."""
+
+
+def _bin(value: Column) -> Column:
+    """A long that never decreases as ``value`` grows: 0 for 0, and for x != 0
+    sign(x) * (2^23 + floor(log2 |x| * 4096)), so each bin spans a 4096th of a doubling
+    (log2 is semi-monotonic, as Java's logarithm is specified to be, and so are the rounded
+    product and the floor). Latencies, which spread over a few doublings, fall into a few
+    thousand bins, of a few hundred values each even at 10^8 deliveries."""
+    magnitude = F.floor(F.log2(F.abs(value)) * F.lit(float(_BINS_PER_DOUBLING))) + F.lit(
+        _BIN_OFFSET
     )
+    return F.when(value > 0, magnitude).when(value < 0, -magnitude).otherwise(F.lit(0).cast("long"))
 
 
 def _bucket(ts: Column, size: float) -> Column:
     return F.floor(ts / F.lit(size)) * F.lit(size)
 
 
-def _pivot(percentiles: DataFrame, keys: Sequence[str]) -> DataFrame:
-    return percentiles.groupBy(*keys).agg(
-        *[
-            F.max(F.when(F.col("percent") == p, F.col("latency"))).alias(f"p{p}")
-            for p in SUMMARY_PERCENTS
-        ]
-    )
-
-
-def _percent_columns() -> list[str]:
-    return [f"p{p}" for p in SUMMARY_PERCENTS]
+def _pivot() -> list[Column]:
+    """``p50, p90, p99`` as aggregates over rows of ``nearest_rank``."""
+    return [
+        F.max(F.when(F.col("percent") == p, F.col("latency"))).alias(f"p{p}")
+        for p in SUMMARY_PERCENTS
+    ]
 
 
 def _share(part: str, whole: str) -> Column:

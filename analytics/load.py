@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,6 +32,9 @@ from analytics.schema import (
 from superpeer.trace import EVENTS
 
 _TRACE_GLOB: Final = "*.{jsonl,jsonl.gz,json,json.gz}"
+CHECKPOINT: Final = "_checkpoint"
+"""Where ``append_parquet`` remembers the files it copied, inside the copy (hidden from readers by
+its leading ``_``)."""
 _JSON_OPTIONS: Final = {
     "mode": "PERMISSIVE",
     "columnNameOfCorruptRecord": INVALID_COLUMN,
@@ -83,28 +86,66 @@ def read_traces(spark: SparkSession, path: str) -> DataFrame:
     return raw
 
 
+def input_bytes(spark: SparkSession, path: str) -> int:
+    """The bytes under ``path`` (any Hadoop URI), to size the job by."""
+    fs, hadoop_path = _hadoop_path(spark, path)
+    return int(fs.getContentSummary(hadoop_path).getLength())
+
+
 def _read_lines(spark: SparkSession, path: str) -> DataFrame:
     lines = (
         spark.read.option("recursiveFileLookup", "true")
         .option("pathGlobFilter", _TRACE_GLOB)
         .text(path)
-        .where(~F.col("value").rlike(r"^\s*$"))
     )
-    parsed = lines.select(
-        F.from_json("value", RAW_SCHEMA, _JSON_OPTIONS).alias("record"), F.col("value")
-    ).select("record.*", "value")
+    return _parse(lines)
+
+
+def _parse(lines: DataFrame) -> DataFrame:
+    """``RAW_SCHEMA`` rows of the non-blank lines of a ``value`` column (batch or streaming)."""
+    value = F.col("value")
+    # A trace line starts with "{"; only others can be blank, and need the regular expression.
+    blank = F.when(value.startswith("{"), F.lit(False)).otherwise(value.rlike(r"^\s*$"))
+    parsed = (
+        lines.where(~blank)
+        .select(F.from_json("value", RAW_SCHEMA, _JSON_OPTIONS).alias("record"), F.col("value"))
+        .select("record.*", "value")
+    )
     return _mark_invalid(parsed, F.col("value"))
 
 
-def write_parquet(raw: DataFrame, path: str) -> None:
-    """Write what ``read_traces`` returned as Parquet under ``path``, partitioned by the UTC date of
-    ``ts`` and by ``node`` (replacing what is there), so that later runs read only the columns and
-    the days or super-peers they need. Invalid lines go along with their text: an analysis of the
-    copy reports them as the analysis of the logs does."""
-    dated = raw.withColumn(
+def append_parquet(spark: SparkSession, logdir: str, copy: str) -> None:
+    """Append to the Parquet copy at ``copy`` the trace files under ``logdir`` it does not hold
+    yet, partitioned by the UTC date of ``ts`` and by ``node``; the first call copies them all.
+
+    Later runs analyse the copy, which reads only the columns (and, filtered, the days or
+    super-peers) they need, and each run parses only the files that arrived since the last one.
+    Invalid lines go along with their text: an analysis of the copy reports them as the analysis
+    of the logs does. It is Spark's file stream with a run-once trigger: the files already copied
+    are remembered by path in ``copy/_checkpoint``, and the copy's own log of committed files
+    (``copy/_spark_metadata``) makes a run that fails half-way invisible to readers. So a file
+    must be complete when it first appears under ``logdir``, and never change afterwards: ship
+    rotated log files, and a daemon's current file only once it has stopped
+    (``deploy.collect_traces`` does)."""
+    lines = (
+        spark.readStream.format("text")
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", _TRACE_GLOB)
+        # Files are told apart by path alone: however old a new file is, it is new.
+        .option("maxFileAge", f"{100 * 365}d")
+        .load(logdir)
+    )
+    dated = _parse(lines).withColumn(
         DATE_COLUMN, F.when(_ts_in_range(), F.to_date(F.timestamp_seconds(F.col("ts"))))
     )
-    dated.write.mode("overwrite").partitionBy(DATE_COLUMN, "node").parquet(path)
+    query = (
+        dated.writeStream.format("parquet")
+        .partitionBy(DATE_COLUMN, "node")
+        .option("checkpointLocation", f"{copy.rstrip('/')}/{CHECKPOINT}")
+        .trigger(availableNow=True)
+        .start(copy)
+    )
+    query.awaitTermination()
 
 
 def _mark_invalid(parsed: DataFrame, line: Column) -> DataFrame:
@@ -133,9 +174,7 @@ def _ts_in_range() -> Column:
 
 def _hadoop_layout(spark: SparkSession, path: str) -> Layout:
     """``local_layout`` through Hadoop's FileSystem API, for any URI Spark can read."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    fs, hadoop_path = _hadoop_path(spark, path)
     if not fs.exists(hadoop_path):
         raise TraceInputError(f"{path}: no such log directory")
     if fs.getFileStatus(hadoop_path).isFile():
@@ -150,6 +189,14 @@ def _hadoop_layout(spark: SparkSession, path: str) -> Layout:
         if not any(hidden(part) for part in relative.split("/") if part):
             names.append(relative)
     return _classify(names, path)
+
+
+def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """The Hadoop FileSystem of ``path`` and the Hadoop Path (JVM objects)."""
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    return fs, hadoop_path
 
 
 def _classify(names: Iterable[str], path: str) -> Layout:

@@ -28,6 +28,7 @@ from analytics.definitions import (
     BLANK,
     CDF_PERCENTS,
     FLUSHED,
+    INCIDENT_EVENTS,
     MAX_TS,
     ONLINE,
     SUMMARY_PERCENTS,
@@ -112,6 +113,10 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
     flushed: set[tuple[str, str | None, str | None]] = set()
     forwarded: set[tuple[str, str | None, str]] = set()
     answered: set[tuple[str, str, str]] = set()
+    answers: Counter[tuple[str, str | None, str]] = Counter()  # (level, holder, sub)
+    edges: dict[tuple[str | None, int | None, str, str | None], list[int]] = {}
+    publications: Counter[str] = Counter()
+    incidents: list[tuple[float, str]] = []
 
     for line in _lines(path):
         if not line.strip(BLANK):
@@ -139,12 +144,17 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
             sent_bytes[node] += size
             if neighbour is not None:
                 _add(links, (node, neighbour), size)
-            _add(sends, ts, size)
+                _add(sends, ts, size)
+            if kind == "sp.notification":
+                _add(edges, (origin, hop, node, neighbour), size)
             if sub is not None:
                 if kind == "sp.forward":
                     forwarded.add((node, neighbour, sub))
-                elif kind == "sp.notification" and neighbour is not None:
-                    answered.update((neighbour, node, s) for s in sub.split(",") if s)
+                elif kind == "sp.notification":
+                    ids = [s for s in sub.split(",") if s]
+                    answers.update(("superpeer", neighbour, s) for s in ids)
+                    if neighbour is not None:
+                        answered.update((neighbour, node, s) for s in ids)
         elif event == "receive":
             received[node] += 1
             received_bytes[node] += size
@@ -163,7 +173,10 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
             delivered[peer, pub] += 1
             if event == "flush":
                 flushed.add((node, peer, pub))
+            if sub is not None:
+                answers.update(("peer", peer, s) for s in sub.split(",") if s)
         elif event == "publish":
+            publications[node] += 1
             if pub is not None:
                 key = (pub, node)
                 if key not in published or ts < published[key]:
@@ -171,6 +184,8 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
         elif event == "offline":
             stored += 1
             offline.add((node, peer, pub))
+        if event in INCIDENT_EVENTS:
+            incidents.append((ts, event))
 
     span = 0.0 if first is None or last is None else last - first
     bucket = bucket_seconds(span)
@@ -223,6 +238,12 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
     ]
     tables["duplicates"] = duplicates
     tables["forwarding"], tables["forwarding_total"] = _forwarding(forwarded, answered)
+    tables["subscriptions"] = sorted(
+        ((*key, n) for key, n in answers.items()),
+        key=lambda row: (-row[3], *_nulls_first(row[:3])),
+    )
+    tables["tree_edges"] = sorted(((*key, c, b) for key, (c, b) in edges.items()), key=_nulls_first)
+    tables["tree_shape"] = _trees(tables["tree_edges"], publications)
     per_second: dict[int, list[int]] = {}
     per_bucket: dict[float, list[int]] = {}
     for ts, (count, size) in sends.items():
@@ -237,6 +258,10 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
     tables["traffic_over_time"] = [
         (start, bucket, c, b, c / bucket, b / bucket)
         for start, (c, b) in sorted(per_bucket.items())
+    ]
+    per_incident = Counter((math.floor(ts / bucket) * bucket, event) for ts, event in incidents)
+    tables["incidents_over_time"] = [
+        (start, bucket, event, n) for (start, event), n in sorted(per_incident.items())
     ]
     return tables
 
@@ -291,6 +316,28 @@ def _load(load: dict[str, int]) -> tuple[Table, Table]:
     weighted = sum(i * value for i, (_node, value) in enumerate(ascending, 1))
     gini = 2 * weighted / (n * total) - (n + 1) / n if total > 0 else None
     return curve, [(n, total, gini)]
+
+
+def _trees(edges: Table, publications: Counter[str]) -> Table:
+    """``tree_shape`` from the ``tree_edges`` rows and the publications per origin."""
+    trees: dict[str | None, tuple[set[tuple[str, str]], set[str], list[int]]] = {}
+    for origin, hops, node, neighbour, messages, _size in edges:
+        links, reached, totals = trees.setdefault(origin, (set(), set(), [0, -1]))
+        if neighbour is not None:
+            links.add((node, neighbour))
+            reached.add(neighbour)
+        totals[0] += messages
+        if hops is not None:
+            totals[1] = max(totals[1], hops)
+    rows: Table = []
+    for origin in sorted(set(trees) | set(publications), key=lambda o: (o is not None, o)):
+        links, reached, (messages, depth) = trees.get(origin, (set(), set(), [0, -1]))
+        count = publications.get(origin, 0) if origin is not None else 0
+        rows.append(
+            (origin, count, len(links), len(reached), depth if depth >= 0 else None, messages,
+             messages / count if count > 0 else None)
+        )  # fmt: skip
+    return rows
 
 
 def _forwarding(

@@ -38,23 +38,37 @@ SECTIONS: Final = (
     "Notification latency",
     "Duplicates and offline storage",
     "Subscription forwarding efficiency",
+    "Hot subscriptions",
+    "Forwarding trees",
     "Traffic over time",
+    "Faults and repairs",
     "Definitions",
     "Tables",
 )
-PLOTS: Final = ("load_curve.png", "hops.png", "latency_cdf.png", "traffic.png")
+PLOTS: Final = (
+    "load_curve.png",
+    "hops.png",
+    "latency_cdf.png",
+    "traffic.png",
+    "trees.png",
+    "incidents.png",
+)
 SHOWN_ROWS: Final = 30
 """Longer tables show their first rows in the documents; the table files hold all of them."""
 SHOWN_DUPLICATES: Final = 20
-PARTLY_COLLECTED: Final = ("duplicates", "traffic_per_second")
-"""Tables whose size grows with the input: the report collects their first rows or their peak."""
+PARTLY_COLLECTED: Final = ("duplicates", "traffic_per_second", "subscriptions", "tree_edges")
+"""Tables whose size grows with the input or the network: the report collects their first rows,
+their peak, or the edges of the trees it draws."""
+DRAWN_TREES: Final = 4
+"""The forwarding trees drawn: those of the origins whose notifications took the most messages."""
 CONCURRENT_JOBS: Final = 4
 EXAMPLE_CHARACTERS: Final = 200
 
 DEFINITIONS: Final = (
-    ("Wire message", "a message on a wire, counted once: a `send` (super-peer to neighbour), a "
+    ("Wire message", "a message on a wire, counted once: a `send` (to a neighbour or a peer), a "
      "`receive` from a local peer, a `deliver` or a `flush` (a notification to a local peer). "
-     "Acknowledgements and refusals to peers are not traced."),
+     "The daemons do not trace every message yet (replies to peers, identification, "
+     "topology): what they trace as `send` or `receive` counts."),
     ("Load", "of a super-peer: the messages it received from neighbour super-peers and from "
      "peers (its `receive` events); super-peers in the logs that received nothing count with 0."),
     ("Sorted cumulative load", "super-peers sorted by load, highest first; x = share of "
@@ -73,8 +87,17 @@ DEFINITIONS: Final = (
     ("Forwarding efficiency", "of the distinct (sender, receiving super-peer, subscription id) "
      "forwarded (`sp.forward` sends), the share for which the receiving super-peer sent the "
      "sender an `sp.notification` listing that id."),
-    ("Traffic", "`send` events (super-peer to super-peer messages) and their bytes, per second "
+    ("Hot subscription", "a subscription by the notifications that answered it: a super-peer's "
+     "forwarded subscription by the `sp.notification` messages listing its id, sent to it by "
+     "every super-peer it was forwarded to; a peer's by the deliveries listing its id (where the "
+     "trace has them)."),
+    ("Forwarding tree", "of an origin: its publications' `sp.notification` messages per edge "
+     "(sender, neighbour) and depth (the message's hop count). More edges than super-peers "
+     "reached: the tree changed shape during the logs."),
+    ("Traffic", "`send` events to a neighbour (super-peer to super-peer messages) and their bytes, per second "
      "of their time and per time bucket."),
+    ("Faults and repairs", "the events `neighbour_failed`, `repair`, `drop` and `auth_failure`, "
+     "per time bucket; absent when the logs hold none."),
     ("Invalid line", "a non-blank line that is not a JSON object of the trace schema with a "
      "time, node, known event and kind; counted, shown, and left out of every figure."),
 )  # fmt: skip
@@ -90,10 +113,16 @@ class ReportSummary:
 
 
 def build_report(
-    raw: DataFrame, out_dir: str | Path, *, warehouse: str | None = None, source: str = ""
+    raw: DataFrame,
+    out_dir: str | Path,
+    *,
+    warehouse: str | None = None,
+    source: str = "",
+    keep_rows: bool = True,
 ) -> ReportSummary:
-    """Analyse ``raw`` (``read_traces``) and write the report into ``out_dir``; the tables go to
-    ``<warehouse>/tables`` (default ``out_dir``). ``source`` names the traces in the report."""
+    """Analyse ``raw`` (``read_traces``; ``keep_rows`` as for ``analyze``) and write the report
+    into ``out_dir``; the tables go to ``<warehouse>/tables`` (default ``out_dir``). ``source``
+    names the traces in the report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     spark = raw.sparkSession
@@ -101,7 +130,7 @@ def build_report(
         f"Generated {_time(time.time())} by hypercup-analyze on Spark {spark.version} "
         f"(master `{spark.sparkContext.master}`)."
     )
-    figures = analyze(raw)
+    figures = analyze(raw, keep_rows=keep_rows)
     # Read three times: for its peak, then written as Parquet and as CSV.
     per_second = figures.traffic_per_second.persist()
     try:
@@ -114,6 +143,8 @@ def build_report(
     plot_hops(collected["hops"], out / PLOTS[1])
     plot_latency_cdf(collected["latency_cdf"], out / PLOTS[2])
     plot_traffic(collected["traffic_over_time"], out / PLOTS[3])
+    plot_trees(collected["tree_edges"], out / PLOTS[4])
+    plot_incidents(collected["incidents_over_time"], out / PLOTS[5])
     sections = _sections(figures, collected, source, warehouse, provenance)
     (out / "report.md").write_text(render_markdown(sections), encoding="utf-8")
     (out / "report.html").write_text(render_html(sections), encoding="utf-8")
@@ -133,6 +164,15 @@ def _collect(figures: Figures) -> dict[str, list[Row]]:
             return "peak_second", busiest.collect()
         if name == "duplicates":
             return name, table.limit(SHOWN_DUPLICATES).collect()
+        if name == "subscriptions":
+            return name, table.limit(SHOWN_ROWS).collect()
+        if name == "tree_edges":
+            busiest = (
+                figures.tree_shape.orderBy(F.desc("messages"), F.asc("origin"))
+                .limit(DRAWN_TREES)
+                .select("origin")
+            )
+            return name, table.join(F.broadcast(busiest), "origin", "left_semi").collect()
         return name, table.collect()
 
     with ThreadPoolExecutor(max_workers=CONCURRENT_JOBS) as pool:
@@ -292,9 +332,12 @@ def _sections(
         Section(SECTIONS[6], _latency_blocks(c, deliveries)),
         Section(SECTIONS[7], _delivery_blocks(deliveries, c["duplicates"])),
         Section(SECTIONS[8], _forwarding_blocks(forwarding, c["forwarding"])),
-        Section(SECTIONS[9], _traffic_blocks(c["traffic_over_time"], c["peak_second"])),
-        Section(SECTIONS[10], [Table(("term", "definition"), DEFINITIONS)]),
-        Section(SECTIONS[11], _table_blocks(figures, warehouse)),
+        Section(SECTIONS[9], _subscription_blocks(c["subscriptions"])),
+        Section(SECTIONS[10], _tree_blocks(c["tree_shape"])),
+        Section(SECTIONS[11], _traffic_blocks(c["traffic_over_time"], c["peak_second"])),
+        Section(SECTIONS[12], _incident_blocks(c["incidents_over_time"])),
+        Section(SECTIONS[13], [Table(("term", "definition"), DEFINITIONS)]),
+        Section(SECTIONS[14], _table_blocks(figures, warehouse)),
     ]
 
 
@@ -489,6 +532,94 @@ def _forwarding_blocks(total: Row, per_superpeer: list[Row]) -> list[Block]:
     ]
 
 
+def _subscription_blocks(hot: list[Row]) -> list[Block]:
+    if not hot:
+        return [Paragraph("No notification in the logs names the subscriptions it answers.")]
+    return [
+        Paragraph(
+            "The subscriptions answered by the most notifications (a super-peer's forwarded "
+            "subscription, or a peer's own where deliveries name them); all of them in the table "
+            "`subscriptions`:"
+        ),
+        Table(
+            ("rank", "level", "holder", "subscription", "notifications"),
+            [
+                (str(rank), r["level"], r["holder"] or "-", r["sub"], _count(r["notifications"]))
+                for rank, r in enumerate(hot, 1)
+            ],
+        ),
+    ]
+
+
+def _tree_blocks(shapes: list[Row]) -> list[Block]:
+    busiest = sorted(shapes, key=lambda r: (-r["messages"], r["origin"] or ""))
+    shown = busiest[:SHOWN_ROWS]
+    changed = [r["origin"] for r in shapes if r["edges"] > r["superpeers"]]
+    blocks: list[Block] = [
+        Image(PLOTS[4], "Forwarding trees of the busiest origins"),
+        Paragraph(
+            f"The notification trees of {_count(len(shapes))} origins, busiest first (the "
+            f"drawing shows the first {DRAWN_TREES}, each edge as wide as its messages):"
+        ),
+        Table(
+            (
+                "origin",
+                "publications",
+                "edges",
+                "super-peers reached",
+                "depth",
+                "messages",
+                "messages per publication",
+            ),
+            [
+                (
+                    r["origin"] or "-",
+                    _count(r["publications"]),
+                    _count(r["edges"]),
+                    _count(r["superpeers"]),
+                    _count(r["depth"]),
+                    _count(r["messages"]),
+                    _number(r["messages_per_publication"], 2),
+                )
+                for r in shown
+            ],
+        ),
+        *_more(len(shapes), len(shown), "tree_shape"),
+    ]
+    if changed:
+        blocks.append(
+            Paragraph(
+                f"{_count(len(changed))} trees changed shape during the logs (more edges than "
+                f"super-peers reached): {', '.join(str(o) for o in changed[:SHOWN_ROWS])}."
+            )
+        )
+    return blocks
+
+
+def _incident_blocks(incidents: list[Row]) -> list[Block]:
+    if not incidents:
+        return [
+            Image(PLOTS[5], "Faults and repairs over time"),
+            Paragraph("No faults or repairs in the logs."),
+        ]
+    events = sorted({r["event"] for r in incidents})
+    per_bucket: dict[float, dict[str, int]] = {}
+    for r in incidents:
+        per_bucket.setdefault(r["bucket_start"], {})[r["event"]] = r["events"]
+    buckets = sorted(per_bucket)
+    return [
+        Image(PLOTS[5], "Faults and repairs over time"),
+        Table(
+            ("bucket (UTC)", *events),
+            [
+                (_time(b), *(_count(per_bucket[b].get(e, 0)) for e in events))
+                for b in buckets[:SHOWN_ROWS]
+            ],
+        ),
+        *_more(len(buckets), min(len(buckets), SHOWN_ROWS), "incidents_over_time"),
+    ]
+
+
 def _traffic_blocks(over_time: list[Row], peak: list[Row]) -> list[Block]:
     blocks: list[Block] = [Image(PLOTS[3], "Super-peer messages per second over time")]
     if peak:
@@ -627,7 +758,7 @@ def plot_traffic(over_time: list[Row], path: Path) -> None:
     if over_time:
         start = over_time[0]["bucket_start"]
         span = over_time[-1]["bucket_start"] - start
-        unit, name = (3600.0, "h") if span > 7200 else (60.0, "min") if span > 120 else (1.0, "s")
+        unit, name = _time_unit(span)
         # Each step holds its value over its bucket; the last bucket ends one size later.
         ends = [row["bucket_start"] for row in over_time] + [
             over_time[-1]["bucket_start"] + over_time[-1]["bucket_seconds"]
@@ -645,6 +776,90 @@ def plot_traffic(over_time: list[Row], path: Path) -> None:
         _no_data(axes)
     axes.set_title("Super-peer messages per second (mean per time bucket)")
     _save(figure, path)
+
+
+def plot_trees(edges: list[Row], path: Path) -> None:
+    """One panel per drawn origin: super-peers in columns by depth, each below its parent's
+    place (its busiest parent's, if the tree changed), each edge as wide as its share of that
+    origin's busiest edge."""
+    origins = sorted({row["origin"] for row in edges}, key=lambda o: (o is None, o))
+    columns = min(2, max(1, len(origins)))
+    rows = max(1, math.ceil(len(origins) / columns))
+    figure = Figure(figsize=(6 * columns, 4.5 * rows), layout="constrained")
+    panels = figure.subplots(rows, columns, squeeze=False).flatten()
+    if not origins:
+        _no_data(panels[0])
+    for axes in panels[len(origins) :]:
+        axes.set_axis_off()
+    for axes, origin in zip(panels, origins, strict=False):
+        mine = [row for row in edges if row["origin"] == origin and row["neighbour"] is not None]
+        place = _tree_layout(str(origin), mine)
+        widest = max((row["messages"] for row in mine), default=1)
+        for row in mine:
+            if row["node"] in place:
+                (x0, y0), (x1, y1) = place[row["node"]], place[row["neighbour"]]
+                axes.plot(
+                    [x0, x1],
+                    [y0, y1],
+                    color="tab:blue",
+                    linewidth=0.3 + 4 * row["messages"] / widest,
+                    alpha=0.7,
+                )
+        xs, ys = zip(*place.values(), strict=True)
+        axes.scatter(xs, ys, s=12, color="black", zorder=3)
+        axes.set_xlabel("depth (hops from the origin)")
+        axes.set_yticks([])
+        axes.set_title(f"origin {origin}: {len(place) - 1} super-peers reached")
+    _save(figure, path)
+
+
+def _tree_layout(origin: str, edges: list[Row]) -> dict[str, tuple[float, float]]:
+    """(depth, height) of every super-peer of one origin's tree: a column per depth, each column
+    ordered by the heights of the parents, so that edges cross as little as a simple rule can."""
+    parent: dict[str, tuple[int, str, int]] = {}  # child -> (messages, parent, depth)
+    for row in edges:
+        best = parent.get(row["neighbour"])
+        if best is None or row["messages"] > best[0]:
+            parent[row["neighbour"]] = (row["messages"], row["node"], row["hops"] or 0)
+    place = {origin: (0.0, 0.5)}
+    for depth in sorted({d for _, _, d in parent.values()}):
+        column = [c for c, (_, _, d) in parent.items() if d == depth and c not in place]
+        column.sort(key=lambda c: (place.get(parent[c][1], (0.0, 0.5))[1], c))
+        for index, child in enumerate(column):
+            place[child] = (float(depth), (index + 1) / (len(column) + 1))
+    return place
+
+
+def plot_incidents(incidents: list[Row], path: Path) -> None:
+    """Events per time bucket, one line per incident event."""
+    figure, axes = _figure()
+    events = sorted({row["event"] for row in incidents})
+    if events:
+        start = min(row["bucket_start"] for row in incidents)
+        span = max(row["bucket_start"] for row in incidents) - start
+        unit, name = _time_unit(span)
+        for event in events:
+            points = sorted(
+                (row["bucket_start"], row["events"]) for row in incidents if row["event"] == event
+            )
+            axes.plot(
+                [(t - start) / unit for t, _ in points],
+                [n for _, n in points],
+                marker="o",
+                label=event,
+            )
+        axes.legend()
+        axes.set_xlabel(f"time since {_time(start)} ({name})")
+    else:
+        _no_data(axes)
+    axes.set_ylabel("events per bucket")
+    axes.set_title("Faults and repairs over time")
+    _save(figure, path)
+
+
+def _time_unit(span: float) -> tuple[float, str]:
+    """Hours, minutes or seconds: the unit that keeps a time axis of ``span`` seconds readable."""
+    return (3600.0, "h") if span > 7200 else (60.0, "min") if span > 120 else (1.0, "s")
 
 
 def _figure() -> tuple[Figure, Any]:

@@ -1,31 +1,36 @@
-"""Traffic analytics on Spark against the same figures in one plain Python process, same run.
+"""Traffic analytics on Spark, in local mode and on a standalone cluster, against the same figures
+in one plain Python process, all in the same run.
 
-    python -m bench.analytics [--events 1000000,10000000] [--superpeers 64] [--seed 1]
-                              [--master local[2]] [--driver-memory 6g] [--json]
+    python -m bench.analytics [--events 1000000,10000000] [--engines local,python,cluster]
+                              [--superpeers 64] [--seed 1] [--driver-memory 6g] [--workers 2]
+                              [--worker-memory 4g] [--executor-memory 3g] [--traces DIR] [--json]
 
 For each size, a synthetic trace (``generate_traces``: the schema of ``superpeer.trace``, one
-JSON-lines file per super-peer, seeded) is written to a temporary folder under /tmp and deleted
-afterwards. The simulator itself writes about 9,000 trace events a second, too slow for 10^7; the
-generator mimics what it writes instead: subscriptions forwarded hop by hop along hypercube paths
-toward popular origins, notifications down the origins' spanning trees to the super-peers whose
-subscriptions they answer (``sub`` naming the ids those sent), deliveries to local peers, some
-stored offline and flushed later, advertisement broadcasts, retractions, refusals, and one line in
-100,000 cut short (invalid). Origins are Zipf-popular, so load is uneven; hop delays are
+JSON-lines file per super-peer, seeded) is written under /tmp and deleted afterwards, or kept in
+``--traces DIR`` and reused by later runs (10^8 events take most of an hour to generate). The
+simulator itself writes about 9,000 trace events a second, too slow for 10^7; the generator
+mimics what it writes instead: subscriptions forwarded hop by hop along hypercube paths toward
+popular origins, notifications down the origins' spanning trees to the super-peers whose
+subscriptions they answer (``sub`` naming the ids those sent), deliveries to local peers (naming
+the peer's subscriptions they answer, as the daemons will once they trace ``Notify``'s ids), some
+stored offline and flushed later, advertisement broadcasts, retractions, refusals, drops, and one
+line in 100,000 cut short (invalid). Origins are Zipf-popular, so load is uneven; hop delays are
 lognormal; the event rate swings over the run, so traffic over time has a shape.
 
-Timed, per size, after the Spark session has started and made one untimed pass over a small
-trace (the JVM compiles Spark's hot paths on first use; Python has nothing to warm up):
+Engines, each timed per size; Spark after its session has started and made one untimed pass over
+a small trace (the JVMs compile Spark's hot paths on first use; Python has nothing to warm up):
 
-- Spark (``--master``, default ``local[2]``): read the JSON lines, persist, compute every table of
-  ``analytics.figures`` and collect it (the per-second traffic in full too, to compare): the work
-  the report is built on. Beside it, not in the ratio: the whole report from the JSON lines again
-  (analysis, plots, documents, tables written as Parquet and CSV).
-- Python: ``analytics.reference.compute``, one process, one pass.
+- ``local``: Spark ``local[2]`` in this process: read the JSON lines, keep the events once,
+  compute every table of ``analytics.figures`` and collect it (the per-second traffic and the hot
+  subscriptions in full too, to compare): the work the report is built on.
+- ``python``: ``analytics.reference.compute``, one process, one pass; each size right after the
+  local Spark run of that size, so that both meet the same load.
+- ``cluster``: the same Spark work on a standalone cluster of ``--workers`` workers of one core
+  each on 127.0.0.1 (``deploy.spark_cluster``), this process being the driver.
 
-Both must give identical tables (checked, and reported as ``agree``). Reported: events, input
-bytes, seconds and events/s of each, Spark's speed over Python's, the growth of each engine's
-time from the smallest to the largest size, and the machine's load average before, between and
-after (other work on the machine slows both).
+Every engine must give the tables Python gives (checked, reported as ``agrees``). Reported:
+events, input bytes, and for each engine seconds, events/s, speed over Python, and the machine's
+1-minute load average before and after (other work on the machine slows every engine).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ START = 1_767_225_600.0
 EVENTS_PER_SECOND = 2_000
 """Mean trace events per second of simulated time: 10^7 events span about 83 minutes."""
 INVALID_EVERY = 100_000
+PEER_SUBSCRIPTIONS = [1 / (rank + 1) for rank in range(8)]
+"""Each peer's subscriptions q0..q7 answer notifications Zipf-often: some are hot."""
 
 
 class TraceWriter:
@@ -162,7 +169,11 @@ def generate_traces(directory: Path, events: int, *, superpeers: int = 64, seed:
         name = nodes[node]
         for peer in rng.sample(peers[name], rng.choice((0, 0, 1, 1, 2, 3))):
             local = at + 0.0005 * rng.random()
-            fields = {"pub": pub, "origin": origin, "peer": peer, "hops": hops, "bytes": volume}
+            answered = sorted(
+                {f"q{rng.choices(range(8), PEER_SUBSCRIPTIONS)[0]}" for _ in range(2)}
+            )
+            fields = {"pub": pub, "origin": origin, "peer": peer, "sub": ",".join(answered),
+                      "hops": hops, "bytes": volume}  # fmt: skip
             if rng.random() < 0.06:
                 out.write(local, name, "offline", "peer.notify", **fields)
                 out.write(local + rng.expovariate(1 / 30), name, "flush", "peer.notify", **fields)
@@ -218,12 +229,15 @@ def generate_traces(directory: Path, events: int, *, superpeers: int = 64, seed:
 
 
 def spark_tables(spark: Any, traces: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Read, analyse (which persists the events), and collect every table (as
-    ``analytics.reference`` returns them)."""
+    """Read, size the shuffles, analyse (which keeps the events once), and collect every table
+    (as ``analytics.reference`` returns them)."""
     from analytics.figures import analyze
-    from analytics.load import read_traces
+    from analytics.load import input_bytes, read_traces
+    from analytics.session import rows_fit, tune_for_input
 
-    figures = analyze(read_traces(spark, str(traces)))
+    size = input_bytes(spark, str(traces))
+    tune_for_input(spark, size)
+    figures = analyze(read_traces(spark, str(traces)), keep_rows=rows_fit(spark, size))
     try:
         with ThreadPoolExecutor(max_workers=4) as pool:
             futures = {name: pool.submit(t.collect) for name, t in figures.tables().items()}
@@ -234,123 +248,145 @@ def spark_tables(spark: Any, traces: Path) -> dict[str, list[tuple[Any, ...]]]:
     return tables
 
 
-def run_size(spark: Any, events: int, superpeers: int, seed: int) -> dict[str, Any]:
-    from analytics import reference
-    from analytics.load import read_traces
-    from analytics.report import build_report
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
 
-    directory = Path(tempfile.mkdtemp(prefix="hypercup-bench-", dir="/tmp"))
-    traces = directory / "traces"
-    traces.mkdir()
-    load = [round(os.getloadavg()[0], 2)]
+
+def timed(run: Callable[[], Any]) -> tuple[Any, float, list[float]]:
+    """``run()``'s result, its wall seconds, and the 1-minute load average before and after."""
+    before = load_average()
+    started = time.perf_counter()
+    result = run()
+    return result, time.perf_counter() - started, [before, load_average()]
+
+
+def traces_for(root: Path, events: int, superpeers: int, seed: int) -> tuple[Path, int, float]:
+    """The trace directory for ``events`` under ``root`` (generated unless a complete one is
+    there from an earlier run), the lines in it, and the seconds generating them took (0 when
+    reused)."""
+    directory = root / f"events-{events}-sp{superpeers}-seed{seed}"
+    done = directory / "_lines"  # hidden from the readers, written last
+    if done.exists():
+        return directory, int(done.read_text()), 0.0
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    started = time.perf_counter()
+    lines = generate_traces(directory, events, superpeers=superpeers, seed=seed)
+    done.write_text(str(lines))
+    return directory, lines, time.perf_counter() - started
+
+
+def warm_up(spark: Any, superpeers: int, seed: int) -> None:
+    """One untimed pass over a small trace (see the module docstring)."""
+    directory = Path(tempfile.mkdtemp(prefix="hypercup-bench-warm-up-", dir="/tmp"))
     try:
-        started = time.perf_counter()
-        lines = generate_traces(traces, events, superpeers=superpeers, seed=seed)
-        generated = time.perf_counter() - started
-        size = sum(f.stat().st_size for f in traces.iterdir())
-
-        started = time.perf_counter()
-        spark_result = spark_tables(spark, traces)
-        spark_seconds = time.perf_counter() - started
-        load.append(round(os.getloadavg()[0], 2))
-
-        started = time.perf_counter()
-        build_report(read_traces(spark, str(traces)), directory / "report")
-        report_seconds = time.perf_counter() - started
-
-        started = time.perf_counter()
-        python_tables = reference.compute(traces)
-        python_seconds = time.perf_counter() - started
-        load.append(round(os.getloadavg()[0], 2))
+        generate_traces(directory, 100_000, superpeers=superpeers, seed=seed + 1)
+        spark_tables(spark, directory)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    differing = sorted(
-        name for name in python_tables if spark_result.get(name) != python_tables[name]
-    )
-    quality = python_tables["quality"][0]
-    return {
-        "events": lines,
-        "invalid_lines": quality[2],
-        "input_bytes": size,
-        "generate_seconds": round(generated, 1),
-        "spark_seconds": round(spark_seconds, 1),
-        "spark_events_per_second": round(lines / spark_seconds),
-        "spark_full_report_seconds": round(report_seconds, 1),
-        "python_seconds": round(python_seconds, 1),
-        "python_events_per_second": round(lines / python_seconds),
-        "spark_over_python": round(python_seconds / spark_seconds, 2),
-        "agree": not differing,
-        "differing_tables": differing,
-        "load_average_1min": load,
-    }
+
+
+def measured(engine: str, lines: int, run: Callable[[], Any]) -> dict[str, Any]:
+    tables, seconds, load = timed(run)
+    print(f"  {engine}: {lines:,} events in {seconds:.1f} s, load {load}", flush=True)
+    return {"engine": engine, "seconds": round(seconds, 1),
+            "events_per_second": round(lines / seconds), "load": load, "tables": tables}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from analytics import reference
+    from analytics.session import open_spark_session
+    from deploy.spark_cluster import SparkStandalone
+
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver listens where the cluster does
+    engines = args.engines.split(",")
+    root = Path(args.traces or tempfile.mkdtemp(prefix="hypercup-bench-", dir="/tmp"))
+    sizes: list[tuple[Path, int]] = []
+    rows: dict[int, dict[str, Any]] = {}
+    version = "-"
+    try:
+        for events in (int(size) for size in args.events.split(",")):
+            directory, lines, seconds = traces_for(root, events, args.superpeers, args.seed)
+            size = sum(f.stat().st_size for f in directory.glob("*.jsonl"))
+            sizes.append((directory, lines))
+            rows[lines] = {"events": lines, "input_bytes": size, "generate_seconds": round(seconds)}
+            print(f"traces: {lines:,} events, {size / 1e6:,.0f} MB, generated in {seconds:.0f} s "
+                  "(0: reused)", flush=True)  # fmt: skip
+        if "local" in engines or "python" in engines:
+            with open_spark_session(
+                "local[2]", driver_memory=args.driver_memory, log_level="ERROR"
+            ) as spark:
+                version = spark.version
+                if "local" in engines:
+                    warm_up(spark, args.superpeers, args.seed)
+                for traces, lines in sizes:
+                    if "local" in engines:
+                        rows[lines]["local"] = measured(
+                            "local[2]", lines, lambda t=traces: spark_tables(spark, t)
+                        )
+                    if "python" in engines:
+                        rows[lines]["python"] = measured(
+                            "python", lines, lambda t=traces: reference.compute(t)
+                        )
+        if "cluster" in engines:
+            with (
+                SparkStandalone(
+                    root / "spark-cluster", workers=args.workers, memory=args.worker_memory
+                ) as cluster,
+                open_spark_session(
+                    cluster.master_url, executor_memory=args.executor_memory, log_level="ERROR"
+                ) as spark,
+            ):
+                version = spark.version
+                warm_up(spark, args.superpeers, args.seed)
+                for traces, lines in sizes:
+                    rows[lines]["cluster"] = measured(
+                        f"standalone {args.workers}x1 core",
+                        lines,
+                        lambda t=traces: spark_tables(spark, t),
+                    )
+    finally:
+        if not args.traces:
+            shutil.rmtree(root, ignore_errors=True)
+    for row in rows.values():
+        expected = (row.get("python") or row.get("local") or row["cluster"])["tables"]
+        for engine in ("local", "python", "cluster"):
+            if engine in row:
+                tables = row[engine].pop("tables")
+                differing = sorted(n for n in expected if tables.get(n) != expected[n])
+                row[engine]["agrees"] = differing or True
+    return {"spark": version, "cores": os.cpu_count(), "sizes": list(rows.values())}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", default="1000000,10000000", help="comma-separated sizes")
+    parser.add_argument("--engines", default="local,python,cluster", help="comma-separated")
     parser.add_argument("--superpeers", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--worker-memory", default="4g")
+    parser.add_argument("--executor-memory", default="3g")
+    parser.add_argument("--traces", metavar="DIR", help="keep the traces in DIR, reuse them")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    sizes = [int(size) for size in args.events.split(",")]
-
-    from analytics.session import open_spark_session
-
-    started = time.perf_counter()
-    with open_spark_session(
-        args.master, driver_memory=args.driver_memory, log_level="ERROR"
-    ) as spark:
-        startup = time.perf_counter() - started
-        # One untimed pass first: the JVM compiles Spark's hot paths on first use (the first
-        # pass over a small trace takes several times longer than later ones).
-        warm_up = Path(tempfile.mkdtemp(prefix="hypercup-bench-warm-up-", dir="/tmp"))
-        try:
-            generate_traces(warm_up, 100_000, superpeers=args.superpeers, seed=args.seed + 1)
-            spark_tables(spark, warm_up)
-        finally:
-            shutil.rmtree(warm_up, ignore_errors=True)
-        results = [run_size(spark, events, args.superpeers, args.seed) for events in sizes]
-        version = spark.version
-    growth = {}
-    if len(results) > 1:
-        first, last = results[0], results[-1]
-        growth = {
-            "events": round(last["events"] / first["events"], 2),
-            "spark_seconds": round(last["spark_seconds"] / first["spark_seconds"], 2),
-            "python_seconds": round(last["python_seconds"] / first["python_seconds"], 2),
-        }
-    report = {
-        "master": args.master,
-        "spark": version,
-        "cores": os.cpu_count(),
-        "spark_startup_seconds": round(startup, 1),
-        "sizes": results,
-        "growth_first_to_last": growth,
-    }
+    report = run(args)
     if args.json:
         print(json.dumps(report))
         return
-    print(
-        f"Spark {version}, {args.master}: start-up {report['spark_startup_seconds']} s and a "
-        "warm-up pass, not counted"
-    )
-    header = ("events", "input MB", "Spark s", "Spark ev/s", "report s", "Python s", "Python ev/s",
-              "Spark/Python", "agree", "load")  # fmt: skip
-    print(" | ".join(header))
-    for r in results:
-        print(" | ".join(str(v) for v in (
-            f"{r['events']:,}", round(r["input_bytes"] / 1e6), r["spark_seconds"],
-            f"{r['spark_events_per_second']:,}", r["spark_full_report_seconds"], r["python_seconds"],
-            f"{r['python_events_per_second']:,}", f"{r['spark_over_python']}x", r["agree"],
-            r["load_average_1min"],
-        )))  # fmt: skip
-    if growth:
-        print(
-            f"growth x{growth['events']} events: Spark time x{growth['spark_seconds']}, "
-            f"Python time x{growth['python_seconds']}"
-        )
+    print(f"Spark {report['spark']}, {report['cores']} cores")
+    print("events | input MB | engine | seconds | events/s | speed over Python | agrees | load")
+    for row in report["sizes"]:
+        python = row.get("python")
+        for engine in ("local", "cluster", "python"):
+            if engine in row:
+                r = row[engine]
+                ratio = f"{python['seconds'] / r['seconds']:.2f}x" if python else "-"
+                print(" | ".join(str(v) for v in (
+                    f"{row['events']:,}", round(row["input_bytes"] / 1e6), r["engine"],
+                    r["seconds"], f"{r['events_per_second']:,}", ratio, r["agrees"], r["load"],
+                )))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Starting a JVM costs seconds, so every Spark test shares the session-scoped ``sp
 settings suit tiny inputs, where a query's time goes to planning and scheduling, not to data: one
 shuffle partition, no adaptive re-planning, and no whole-stage code generation (compiling the
 generated Java costs more than it saves on a few thousand rows; the results are the same, and the
-``spark-submit`` test and the benchmark run with it).
+``spark-submit`` test and the benchmark run with it). The driver listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.codegen.wholeStage", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

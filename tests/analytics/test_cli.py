@@ -27,11 +27,21 @@ SECTION_HEADINGS = (
     "Notification latency",
     "Duplicates and offline storage",
     "Subscription forwarding efficiency",
+    "Hot subscriptions",
+    "Forwarding trees",
     "Traffic over time",
+    "Faults and repairs",
     "Definitions",
     "Tables",
 )
-PLOTS = ("load_curve.png", "hops.png", "latency_cdf.png", "traffic.png")
+PLOTS = (
+    "load_curve.png",
+    "hops.png",
+    "latency_cdf.png",
+    "traffic.png",
+    "trees.png",
+    "incidents.png",
+)
 TABLES = (
     "quality",
     "invalid_examples",
@@ -49,8 +59,12 @@ TABLES = (
     "duplicates",
     "forwarding",
     "forwarding_total",
+    "subscriptions",
+    "tree_edges",
+    "tree_shape",
     "traffic_per_second",
     "traffic_over_time",
+    "incidents_over_time",
 )
 
 
@@ -157,7 +171,7 @@ def test_markdown_names_every_section_and_links_every_plot(report: Path) -> None
 @pytest.mark.spark
 def test_parquet_copy_is_partitioned_by_date_and_node(report: Path) -> None:
     partitions = {
-        p.relative_to(report / "events").as_posix() for p in (report / "events").glob("*/*")
+        p.relative_to(report / "events").as_posix() for p in (report / "events").glob("date=*/*")
     }
     assert partitions == {f"date=2026-01-01/node=sp{k}" for k in range(WORKLOAD["superpeers"])}
 

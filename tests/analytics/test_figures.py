@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,7 @@ from pyspark.testing import assertDataFrameEqual
 from analytics import reference
 from analytics.definitions import bucket_seconds
 from analytics.figures import Figures, analyze
-from analytics.load import read_traces, write_parquet
+from analytics.load import append_parquet, read_traces
 from superpeer.trace import EVENTS
 
 from .conftest import GARBAGE, simulate
@@ -53,9 +54,16 @@ SCHEMAS = {
     "duplicates": "peer string, pub string, deliveries bigint",
     "forwarding": "superpeer string, forwarded bigint, routed bigint, share double",
     "forwarding_total": "forwarded bigint, routed bigint, share double",
+    "subscriptions": "level string, holder string, sub string, notifications bigint",
+    "tree_edges": "origin string, hops bigint, node string, neighbour string, messages bigint, "
+    "bytes bigint",
+    "tree_shape": "origin string, publications bigint, edges bigint, superpeers bigint, "
+    "depth bigint, messages bigint, messages_per_publication double",
     "traffic_per_second": "second bigint, messages bigint, bytes bigint",
     "traffic_over_time": "bucket_start double, bucket_seconds double, messages bigint, "
     "bytes bigint, messages_per_second double, bytes_per_second double",
+    "incidents_over_time": "bucket_start double, bucket_seconds double, event string, "
+    "events bigint",
 }
 
 
@@ -224,10 +232,45 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
         t["forwarding"].append((receiver, len(mine), routed, routed / len(mine)))
     all_routed = sum(1 for f in forwarded if f in answered)
     t["forwarding_total"] = [(len(forwarded), all_routed, all_routed / len(forwarded))]
+    hot = Counter(
+        ("superpeer", r["neighbour"], sid)
+        for r in sends
+        if r["kind"] == "sp.notification" and r["sub"]
+        for sid in r["sub"].split(",")
+    )
+    hot.update(
+        ("peer", r["peer"], sid) for r in deliveries if r.get("sub") for sid in r["sub"].split(",")
+    )
+    t["subscriptions"] = sorted(((*key, n) for key, n in hot.items()), key=lambda r: (-r[3], r))
+
+    tree = [r for r in sends if r["kind"] == "sp.notification"]
+    edge_counts = Counter((r["origin"], r["hops"], r["node"], r["neighbour"]) for r in tree)
+    edge_bytes = Counter()
+    for r in tree:
+        edge_bytes[r["origin"], r["hops"], r["node"], r["neighbour"]] += r["bytes"]
+    t["tree_edges"] = [(*e, edge_counts[e], edge_bytes[e]) for e in sorted(edge_counts)]
+    published_at = Counter(r["node"] for r in records if r["event"] == "publish")
+    t["tree_shape"] = []
+    for origin in sorted({r["origin"] for r in tree} | set(published_at)):
+        mine = [r for r in tree if r["origin"] == origin]
+        count = published_at[origin]
+        t["tree_shape"].append(
+            (
+                origin,
+                count,
+                len({(r["node"], r["neighbour"]) for r in mine}),
+                len({r["neighbour"] for r in mine}),
+                max((r["hops"] for r in mine), default=None),
+                len(mine),
+                len(mine) / count if count else None,
+            )
+        )
 
     seconds: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     buckets: dict[float, list[int]] = defaultdict(lambda: [0, 0])
     for r in sends:
+        if r["neighbour"] is None:
+            continue  # a reply to a peer, not super-peer traffic
         for table, key in (
             (seconds, math.floor(r["ts"])),
             (buckets, math.floor(r["ts"] / size) * size),
@@ -238,14 +281,20 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
     t["traffic_over_time"] = [
         (start, size, c, b, c / size, b / size) for start, (c, b) in sorted(buckets.items())
     ]
+    incidents = Counter(
+        (math.floor(r["ts"] / size) * size, r["event"])
+        for r in records
+        if r["event"] in ("neighbour_failed", "repair", "drop", "auth_failure")
+    )
+    t["incidents_over_time"] = [(b, size, e, n) for (b, e), n in sorted(incidents.items())]
     return t
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def collect_all(raw: DataFrame) -> dict[str, list[Row]]:
+def collect_all(raw: DataFrame, *, keep_rows: bool = True) -> dict[str, list[Row]]:
     """Every table's rows for ``raw``, collected concurrently (each is a small job; together they
     would otherwise queue one after the other)."""
-    figures = analyze(raw)
+    figures = analyze(raw, keep_rows=keep_rows)
     try:
         with ThreadPoolExecutor(max_workers=4) as pool:
             futures = {name: pool.submit(t.collect) for name, t in figures.tables().items()}
@@ -349,7 +398,9 @@ def test_invalid_lines_are_counted_shown_and_left_out(
 def test_gzip_input_in_subfolders(
     spark: SparkSession, gzip_traces: Path, expected: dict[str, list[tuple]]
 ) -> None:
-    assert_same_figures(collect_all(read_traces(spark, str(gzip_traces))), expected)
+    """Also the events kept as compressed columns, as for inputs too large to keep as rows."""
+    raw = read_traces(spark, str(gzip_traces))
+    assert_same_figures(collect_all(raw, keep_rows=False), expected)
 
 
 @pytest.mark.spark
@@ -357,14 +408,35 @@ def test_parquet_copy_gives_identical_figures(
     spark: SparkSession, corrupt_traces: Path, tmp_path: Path
 ) -> None:
     copy = tmp_path / "events"
-    write_parquet(read_traces(spark, str(corrupt_traces)), str(copy))
-    partitions = sorted(p.relative_to(copy).as_posix() for p in copy.glob("*/*"))
+    append_parquet(spark, str(corrupt_traces), str(copy))
+    partitions = sorted(p.relative_to(copy).as_posix() for p in copy.glob("date=*/*"))
     assert "date=2026-01-01/node=sp0" in partitions
     assert "date=2026-01-01/node=sp15" in partitions
     # Invalid lines without a time or a node go along, under Hive's null partition.
     assert any(p.startswith("date=__HIVE_DEFAULT_PARTITION__") for p in partitions)
     actual = collect_all(read_traces(spark, str(copy)))
     assert_same_figures(actual, expected_tables(corrupt_traces))
+
+
+@pytest.mark.spark
+def test_parquet_copy_appends_only_the_files_that_arrived(
+    spark: SparkSession, traces: Path, expected: dict[str, list[tuple]], tmp_path: Path
+) -> None:
+    """The copy as a pipeline: logs shipped in two rounds, a run after each, and one more with
+    nothing new, hold every line once; analysed, the copy gives the figures of all the logs."""
+    logs, copy = tmp_path / "logs", tmp_path / "events"
+    files = sorted(traces.iterdir())
+    lines = expected["quality"][0][0]
+    for shipped in (files[:5], files[5:], []):
+        for file in shipped:
+            target = logs / "host" / file.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(file, target)
+        append_parquet(spark, str(logs), str(copy))
+        copied = sum(len(f.read_text().splitlines()) for f in logs.rglob("*.jsonl"))
+        assert read_traces(spark, str(copy)).count() == copied
+    assert copied == lines
+    assert_same_figures(collect_all(read_traces(spark, str(copy))), expected)
 
 
 @pytest.mark.parametrize("variant", ["traces", "corrupt_traces", "gzip_traces"])

@@ -9,8 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
-from analytics.session import JavaRuntimeError, check_java, find_java, java_major_version
+from analytics.session import (
+    JavaRuntimeError,
+    check_java,
+    find_java,
+    java_major_version,
+    rows_fit,
+    tune_for_input,
+)
 
 
 @pytest.mark.parametrize(
@@ -86,3 +94,12 @@ def test_command_line_without_java_fails_before_starting_spark(
     assert result.stderr.startswith("hypercup-analyze: error: no Java runtime found")
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.spark
+def test_sizing_by_the_input(spark: SparkSession) -> None:
+    """Small traces are kept as rows, traces larger than memory as columns; the test session's
+    explicit shuffle partitions stand."""
+    assert rows_fit(spark, 10**6)
+    assert not rows_fit(spark, 10**13)
+    assert tune_for_input(spark, 10**12) == int(spark.conf.get("spark.sql.shuffle.partitions") or 0)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from analytics.figures import (
@@ -16,11 +17,20 @@ from analytics.figures import (
     duplicate_deliveries,
     forwarding_efficiency,
     forwarding_total,
+    hot_subscriptions,
+    incidents_over_time,
+    latency_cdf,
     load_curve,
     load_gini,
     nearest_rank,
+    still_stored,
+    subscription_routes,
+    tallies,
+    timeline,
+    tree_edges,
+    tree_shape,
 )
-from analytics.schema import TRACE_SCHEMA
+from analytics.schema import INVALID_COLUMN, TRACE_SCHEMA
 
 pytestmark = pytest.mark.spark
 
@@ -34,34 +44,35 @@ def events(spark: SparkSession, *records: dict[str, Any]) -> DataFrame:
     )
 
 
+def counted(trace: DataFrame) -> DataFrame:
+    """The ``tallies`` of valid ``trace`` events."""
+    return tallies(trace.withColumn(INVALID_COLUMN, F.lit(None).cast("string")))
+
+
 def assert_equal(actual: DataFrame, expected: DataFrame) -> None:
     assertDataFrameEqual(actual, expected, checkRowOrder=True, rtol=0.0, atol=0.0)
 
 
 def test_nearest_rank_percentiles_with_ties(spark: SparkSession) -> None:
     values = spark.createDataFrame(
-        [("a", float(v)) for v in range(10, 0, -1)] + [("b", v) for v in (5.0, 1.0, 5.0, 5.0)],
+        [("a", float(v)) for v in range(10, 0, -1)]
+        + [("b", v) for v in (5.0, 1.0, 5.0, 5.0)]
+        + [("c", v) for v in (-2.0, 0.0, 0.0, 3.0, -0.5, -2.0)],
         "key string, latency double",
     )
-    # a: 1..10, rank ceil(P * 10 / 100); b: 1, 5, 5, 5, rank ceil(P * 4 / 100).
+    # a: 1..10, rank ceil(P * 10 / 100); b: 1, 5, 5, 5, rank ceil(P * 4 / 100); c: -2, -2,
+    # -0.5, 0, 0, 3 (zero and negative values), rank ceil(P * 6 / 100). Each row also carries its
+    # group's count and minimum.
     expected = spark.createDataFrame(
         [
-            ("a", 1, 1.0),
-            ("a", 25, 3.0),
-            ("a", 26, 3.0),
-            ("a", 50, 5.0),
-            ("a", 90, 9.0),
-            ("a", 99, 10.0),
-            ("a", 100, 10.0),
-            ("b", 1, 1.0),
-            ("b", 25, 1.0),
-            ("b", 26, 5.0),
-            ("b", 50, 5.0),
-            ("b", 90, 5.0),
-            ("b", 99, 5.0),
-            ("b", 100, 5.0),
+            *[("a", p, v, 10, 1.0) for p, v in ((1, 1.0), (25, 3.0), (26, 3.0), (50, 5.0))],
+            *[("a", p, v, 10, 1.0) for p, v in ((90, 9.0), (99, 10.0), (100, 10.0))],
+            *[("b", p, v, 4, 1.0) for p, v in ((1, 1.0), (25, 1.0), (26, 5.0), (50, 5.0))],
+            *[("b", p, v, 4, 1.0) for p, v in ((90, 5.0), (99, 5.0), (100, 5.0))],
+            *[("c", p, v, 6, -2.0) for p, v in ((1, -2.0), (25, -2.0), (26, -2.0), (50, -0.5))],
+            *[("c", p, v, 6, -2.0) for p, v in ((90, 3.0), (99, 3.0), (100, 3.0))],
         ],
-        "key string, percent int, latency double",
+        "key string, percent int, latency double, _total bigint, _min double",
     )
     actual = nearest_rank(values, ["key"], "latency", (1, 25, 26, 50, 90, 99, 100))
     assert_equal(actual.orderBy("key", "percent"), expected)
@@ -104,20 +115,36 @@ def test_duplicates_unmatched_and_never_flushed_deliveries(spark: SparkSession) 
         {"ts": 12.0, "node": "sp2", "event": "offline", "kind": "peer.notify", "pub": "p1",
          "origin": "sp0", "peer": "carol", "hops": 1},  # never flushed
     )  # fmt: skip
-    deliveries = delivery_latencies(trace)
-    duplicates = duplicate_deliveries(deliveries)
+    duplicates = duplicate_deliveries(trace)
     assert_equal(
         duplicates,
         spark.createDataFrame([("alice", "p1", 2)], "peer string, pub string, deliveries bigint"),
     )
-    assert_equal(
-        delivery_summary(trace, deliveries, duplicates),
-        spark.createDataFrame(
-            [(3, 1, 2, 1, 1, 1)],
-            "online bigint, flushed bigint, stored_offline bigint, still_stored bigint, "
-            "without_publish bigint, duplicate_pairs bigint",
-        ),
-    )
+    for broadcast in (True, False):
+        cdf = latency_cdf(delivery_latencies(trace, broadcast=broadcast))
+        summary = delivery_summary(counted(trace), cdf, still_stored(trace), duplicates)
+        assert_equal(
+            summary,
+            spark.createDataFrame(
+                [(3, 1, 2, 1, 1, 1)],
+                "online bigint, flushed bigint, stored_offline bigint, still_stored bigint, "
+                "without_publish bigint, duplicate_pairs bigint",
+            ),
+        )
+
+
+def test_stored_notifications_with_a_missing_part_are_never_flushed(spark: SparkSession) -> None:
+    """A key with a null part matches no flush, as in a join (null equals nothing)."""
+    trace = events(
+        spark,
+        {"ts": 1.0, "node": "sp2", "event": "offline", "kind": "peer.notify", "pub": "p1"},
+        {"ts": 2.0, "node": "sp2", "event": "flush", "kind": "peer.notify", "pub": "p1"},
+        {"ts": 1.0, "node": "sp2", "event": "offline", "kind": "peer.notify", "pub": "p2",
+         "peer": "bob"},
+        {"ts": 2.0, "node": "sp2", "event": "flush", "kind": "peer.notify", "pub": "p2",
+         "peer": "bob"},
+    )  # fmt: skip
+    assert_equal(still_stored(trace), spark.createDataFrame([(1,)], "still_stored bigint"))
 
 
 def test_forwarding_counts_distinct_subscriptions_and_every_listed_id(spark: SparkSession) -> None:
@@ -140,7 +167,7 @@ def test_forwarding_counts_distinct_subscriptions_and_every_listed_id(spark: Spa
         {"ts": 2.0, "node": "sp1", "event": "receive", "kind": "sp.notification", "sub": "s1",
          "neighbour": "sp0"},  # a receive does not answer anything
     )  # fmt: skip
-    per_superpeer = forwarding_efficiency(trace)
+    per_superpeer = forwarding_efficiency(subscription_routes(trace))
     assert_equal(
         per_superpeer,
         spark.createDataFrame(
@@ -152,3 +179,120 @@ def test_forwarding_counts_distinct_subscriptions_and_every_listed_id(spark: Spa
         forwarding_total(per_superpeer),
         spark.createDataFrame([(3, 1, 1 / 3)], "forwarded bigint, routed bigint, share double"),
     )
+
+
+def test_hot_subscriptions_of_super_peers_and_of_peers(spark: SparkSession) -> None:
+    """A forwarded subscription counts the notifications sent back listing it, from every
+    super-peer it went to; a peer's counts the deliveries listing it (when the trace has them)."""
+
+    def notify(node: str, neighbour: str, sub: str) -> dict[str, Any]:
+        return {"ts": 2.0, "node": node, "event": "send", "kind": "sp.notification", "sub": sub,
+                "neighbour": neighbour, "pub": "p1", "origin": node, "hops": 1}  # fmt: skip
+
+    def deliver(peer: str, sub: str | None) -> dict[str, Any]:
+        return {"ts": 3.0, "node": "sp1", "event": "deliver", "kind": "peer.notify", "pub": "p1",
+                "origin": "sp0", "peer": peer, "sub": sub, "hops": 1}  # fmt: skip
+
+    trace = events(
+        spark,
+        notify("sp1", "sp0", "s1,s2"),
+        notify("sp2", "sp0", "s1"),  # s1 went to two super-peers: both answers count
+        notify("sp1", "sp0", "s1"),
+        deliver("alice", "q1,q2"),
+        deliver("alice", "q1"),
+        deliver("bob", None),  # a delivery without ids answers nothing
+    )
+    assert_equal(
+        hot_subscriptions(subscription_routes(trace)),
+        spark.createDataFrame(
+            [
+                ("superpeer", "sp0", "s1", 3),
+                ("peer", "alice", "q1", 2),
+                ("peer", "alice", "q2", 1),
+                ("superpeer", "sp0", "s2", 1),
+            ],
+            "level string, holder string, sub string, notifications bigint",
+        ),
+    )
+
+
+def test_forwarding_trees_per_origin(spark: SparkSession) -> None:
+    """Edges per origin and depth; a tree that changed shape shows more edges than super-peers;
+    an origin whose publications reached nobody has an empty tree."""
+
+    def relay(origin: str, node: str, neighbour: str, hops: int) -> dict[str, Any]:
+        return {"ts": 2.0, "node": node, "event": "send", "kind": "sp.notification",
+                "neighbour": neighbour, "pub": "p", "origin": origin, "hops": hops,
+                "bytes": 100}  # fmt: skip
+
+    def publish(node: str) -> dict[str, Any]:
+        return {"ts": 1.0, "node": node, "event": "publish", "kind": "sp.notification",
+                "pub": "p", "origin": node, "hops": 0}  # fmt: skip
+
+    trace = events(
+        spark,
+        publish("sp0"),
+        publish("sp0"),
+        relay("sp0", "sp0", "sp1", 1),
+        relay("sp0", "sp0", "sp1", 1),
+        relay("sp0", "sp1", "sp3", 2),
+        relay("sp0", "sp2", "sp3", 2),  # sp3's parent changed: two edges into it
+        publish("sp5"),  # nobody subscribed
+        {"ts": 2.0, "node": "sp1", "event": "receive", "kind": "sp.notification",
+         "neighbour": "sp0", "origin": "sp0", "hops": 1},  # receives are not edges
+    )  # fmt: skip
+    edges = tree_edges(counted(trace))
+    assert_equal(
+        edges,
+        spark.createDataFrame(
+            [
+                ("sp0", 1, "sp0", "sp1", 2, 200),
+                ("sp0", 2, "sp1", "sp3", 1, 100),
+                ("sp0", 2, "sp2", "sp3", 1, 100),
+            ],
+            "origin string, hops bigint, node string, neighbour string, messages bigint, "
+            "bytes bigint",
+        ),
+    )
+    assert_equal(
+        tree_shape(counted(trace)),
+        spark.createDataFrame(
+            [("sp0", 2, 3, 2, 2, 4, 2.0), ("sp5", 1, 0, 0, None, 0, 0.0)],
+            "origin string, publications bigint, edges bigint, superpeers bigint, depth bigint, "
+            "messages bigint, messages_per_publication double",
+        ),
+    )
+
+
+def test_incidents_over_time_count_faults_and_repairs_when_present(spark: SparkSession) -> None:
+    """Future trace events (a neighbour found failed, a repair) count beside today's (drops,
+    failed identifications); other events do not, and logs without any give no rows."""
+
+    def event(ts: float, name: str) -> dict[str, Any]:
+        return {"ts": ts, "node": "sp0", "event": name, "kind": "link.error"}
+
+    trace = events(
+        spark,
+        event(0.5, "neighbour_failed"),
+        event(1.5, "repair"),
+        event(1.7, "repair"),
+        event(1.9, "drop"),
+        event(2.5, "auth_failure"),
+        event(2.6, "refused"),
+        {"ts": 2.7, "node": "sp0", "event": "send", "kind": "sp.forward", "neighbour": "sp1"},
+    )
+    schema = "bucket_start double, bucket_seconds double, event string, events bigint"
+    assert_equal(
+        incidents_over_time(timeline(trace, 1.0), 1.0),
+        spark.createDataFrame(
+            [
+                (0.0, 1.0, "neighbour_failed", 1),
+                (1.0, 1.0, "drop", 1),
+                (1.0, 1.0, "repair", 2),
+                (2.0, 1.0, "auth_failure", 1),
+            ],
+            schema,
+        ),
+    )
+    quiet = trace.where(F.col("event") == "send")
+    assert incidents_over_time(timeline(quiet, 1.0), 1.0).count() == 0
