@@ -65,6 +65,7 @@ import wire
 from hypercup import HypercupNode, NodeState
 from hypercup.errors import HypercupError, LocalProtocolError
 from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
+from hypercup.messages import JoinRefused, JoinRequest
 from hypercup.positions import tree_parent_position
 from superpeer.access import AccessPointSession, Ended, Established, Reply, Request
 from superpeer.actions import (
@@ -276,7 +277,7 @@ class SuperPeerNode:
         self._old_neighbours = {node for node, _ in old_neighbours} & {
             node for node, _ in self._contacts
         }
-        self._old_neighbours_until = now + 2 * self.config.failure_seconds
+        self._old_neighbours_until = now + 5 * self.config.failure_seconds
         if not self._contacts:
             self._topology(self.topology.create(), now, out)
         else:
@@ -509,7 +510,7 @@ class SuperPeerNode:
             return out
         if kind.startswith("hypercup."):
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
-            self._hypercup(sender, message, now, out)
+            self._hypercup(sender, incarnation, message, now, out)
         elif isinstance(message, m.Heartbeat):
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
         elif isinstance(message, m.CatchUp):
@@ -555,7 +556,24 @@ class SuperPeerNode:
                 self._returned(message, now, out)
         return out
 
-    def _hypercup(self, sender: str, message: object, now: float, out: list[Output]) -> None:
+    def _hypercup(
+        self, sender: str, incarnation: int, message: object, now: float, out: list[Output]
+    ) -> None:
+        old = self._neighbour_incarnations.get(sender)
+        if (
+            isinstance(message, JoinRequest)
+            and old is not None
+            and old < incarnation
+            and self.departed.get(sender, 0) < old
+        ):
+            # a restarted neighbour joins again only once the cube announced its old
+            # incarnation's departure: admitted earlier, its join would overlap the repair
+            refusal = JoinRefused(
+                reason=f"{sender} is still a member here (its old incarnation {old} is being "
+                "repaired)"
+            )
+            self._send(sender, refusal, now, out)
+            return
         try:
             self._topology(self.topology.receive(sender, message), now, out)  # type: ignore[arg-type]
         except HypercupError as error:
@@ -1435,8 +1453,13 @@ class SuperPeerNode:
         if isinstance(message, m.Advertise):
             self.store.set_advertisement(peer, wire.encode(message))
         elif isinstance(message, m.Subscribe):
-            if core.subscriptions_of(peer).get(message.id) is not None:
-                self.store.set_subscription(peer, message.id, wire.encode(message))
+            # keep what the core holds: a second Subscribe with the same id and another query
+            # is refused, and the first one stays (stored otherwise, a restart or an adoption
+            # would bring back the refused query instead)
+            held = core.subscriptions_of(peer).get(message.id)
+            if held is not None:
+                kept = m.Subscribe(id=message.id, subscription=held)
+                self.store.set_subscription(peer, message.id, wire.encode(kept))
                 self._subscribed_at.setdefault((peer, message.id), now)
         elif isinstance(message, m.Unsubscribe):
             self.store.set_subscription(peer, message.id, None)
