@@ -65,7 +65,6 @@ import wire
 from hypercup import HypercupNode, NodeState
 from hypercup.errors import HypercupError, LocalProtocolError
 from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
-from hypercup.messages import JoinRefused, JoinRequest
 from hypercup.positions import tree_parent_position
 from superpeer.access import AccessPointSession, Ended, Established, Reply, Request
 from superpeer.actions import (
@@ -510,7 +509,7 @@ class SuperPeerNode:
             return out
         if kind.startswith("hypercup."):
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
-            self._hypercup(sender, incarnation, message, now, out)
+            self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
         elif isinstance(message, m.CatchUp):
@@ -556,24 +555,7 @@ class SuperPeerNode:
                 self._returned(message, now, out)
         return out
 
-    def _hypercup(
-        self, sender: str, incarnation: int, message: object, now: float, out: list[Output]
-    ) -> None:
-        old = self._neighbour_incarnations.get(sender)
-        if (
-            isinstance(message, JoinRequest)
-            and old is not None
-            and old < incarnation
-            and self.departed.get(sender, 0) < old
-        ):
-            # a restarted neighbour joins again only once the cube announced its old
-            # incarnation's departure: admitted earlier, its join would overlap the repair
-            refusal = JoinRefused(
-                reason=f"{sender} is still a member here (its old incarnation {old} is being "
-                "repaired)"
-            )
-            self._send(sender, refusal, now, out)
-            return
+    def _hypercup(self, sender: str, message: object, now: float, out: list[Output]) -> None:
         try:
             self._topology(self.topology.receive(sender, message), now, out)  # type: ignore[arg-type]
         except HypercupError as error:
