@@ -214,13 +214,18 @@ class Run:
             "unsubscribe": lambda: {"id": op["id"]},
             "publish": lambda: {"data": op["document"], "id": op["id"]},
         }[op["op"]]()
+        client = ControlClient(path, timeout=REQUEST_TIMEOUT)
         try:
-            with ControlClient(path, timeout=REQUEST_TIMEOUT) as control:
-                ok, body = control.call(op["op"], **arguments)
-        except ControlUnavailable as error:
+            control = client.__enter__()
+        except (ControlUnavailable, OSError) as error:
             return "failed", f"daemon not running: {error}"[:200]
-        except OSError as error:  # the daemon died mid-request
+        try:
+            ok, body = control.call(op["op"], **arguments)
+        except (ControlUnavailable, OSError) as error:
+            # the daemon stopped with the request in hand: it may have gone out
             return "unknown", f"control socket: {error}"[:200]
+        finally:
+            client.close()
         if ok:
             return "ok", ""
         if body.get("error") == "unavailable":
