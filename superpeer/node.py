@@ -88,6 +88,8 @@ from wire.framing import Received
 log = logging.getLogger("superpeer")
 # peer messages the node handles itself (the core traces the others when it handles them)
 _OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
+# backbone messages the node handles itself
+_NODE_HANDLED = (m.Evicted, m.Heartbeat, m.CatchUp, m.Mail, m.Handover, m.HandoverDone, m.AdoptLog)
 T = TypeVar("T")
 Output = Action | TraceRecord
 HANDOVERS = "handover"
@@ -500,35 +502,34 @@ class SuperPeerNode:
             )
             self._send(sender, evicted, now, out)
             return out
-        if isinstance(message, m.Evicted):
+        if (
+            kind.startswith("hypercup.")
+            or isinstance(message, _NODE_HANDLED)
+            or (isinstance(message, m.Adopt) and self.core is not None)
+        ):
+            # the node handles these itself (the core traces what it handles)
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+        if isinstance(message, m.Evicted):
             # the cube replaced this incarnation while it was unreachable (paused, cut off):
             # whatever its own view says, it is not a member any more
             if self.topology.state is NodeState.MEMBER and message.incarnation == self.incarnation:
                 self._rejoin(f"evicted: {message.reason}", now, out)
             return out
         if kind.startswith("hypercup."):
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
+            pass  # a sign of life, noted above
         elif isinstance(message, m.CatchUp):
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._serve_catchup(sender, message, now, out)
         elif isinstance(message, m.Mail):
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._mail_in(message, now, out)
         elif isinstance(message, m.Handover):
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._handover_out(sender, message, now, out)
         elif isinstance(message, m.HandoverDone):
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._handover_done(message, now, out)
         elif isinstance(message, m.AdoptLog):
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._adopt_log_in(message)
         elif isinstance(message, m.Adopt) and self.core is not None:
-            self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
             self._adopt_in(sender, message, now, out)
         elif self.core is None:
             # from members that already count this newcomer as a neighbour: its Welcome may
