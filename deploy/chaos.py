@@ -531,7 +531,6 @@ def run_plan(plan: dict[str, Any], *, settle: float, directory: Path) -> dict[st
         quiet, problems = run.wait_quiet(120)
         report["quiet"] = quiet
         report["problems_at_end"] = problems
-        time.sleep(settle)
         inboxes = {}
         for j, peer_directory in enumerate(cluster.peer_directories):
             try:

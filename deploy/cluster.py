@@ -56,6 +56,18 @@ def free_ports(count: int) -> list[int]:
             probe.close()
 
 
+def terminate(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM ``process`` if it runs, wait ``grace`` seconds, then SIGKILL."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class Cluster:
     """Start ``size`` super-peers; ``addresses`` and ``directories`` are in start order."""
 
@@ -159,14 +171,8 @@ class Cluster:
     def leave(self, k: int, grace: float = 30.0) -> None:
         """Stop super-peer ``k`` cleanly (SIGTERM: it hands its peers over and leaves)."""
         process = self.processes[k]
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            terminate(process, grace)
 
     def add(self) -> int:
         """A new super-peer joins the running backbone; its index."""
@@ -207,13 +213,7 @@ class Cluster:
         process = self.peer_processes[j]
         if process is None:
             return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(process, grace)
         return process.returncode
 
     def peer_running(self, j: int) -> bool:
@@ -370,13 +370,7 @@ class Cluster:
             process = self.processes[k]
             if process is None:
                 continue
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            terminate(process, grace)
             if process.stdout is not None:
                 process.stdout.close()
             if k and self.live():
