@@ -236,7 +236,7 @@ class SuperPeerNode:
         self._unsubscribed_at: dict[tuple[str, str], float] = {}
         """When each subscription made here in this incarnation was made (catch-up never asks
         for what was published before a subscription existed)."""
-        self._withdrawn: dict[tuple[str, str], tuple[qel.Subscription, float, float]] = {}
+        self._withdrawn: dict[str, dict[str, tuple[qel.Subscription, float, float]]] = {}
         """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
         withdrawn: a repair catches up for them too, for the time they were active (a route
         broken before the withdrawal may have lost what they were owed)."""
@@ -756,7 +756,7 @@ class SuperPeerNode:
         for catchup in due:
             peers = catchup.peers
             if peers is None:
-                peers = set(self.store.local_peers()) | {peer for peer, _ in self._withdrawn}
+                peers = set(self.store.local_peers()) | set(self._withdrawn)
             wanted: dict[str, list[tuple[str, str, qel.Subscription, float, float]]] = {}
             margin = self.config.catchup_margin_seconds
             for peer in sorted(peers):
@@ -778,8 +778,10 @@ class SuperPeerNode:
                             wanted.setdefault(origin, []).append(entry)
                 if catchup.subscriptions is not None:
                     continue
-                for (owner, sid), (subscription, made, ended) in sorted(self._withdrawn.items()):
-                    if owner != peer or ended <= catchup.since:
+                for sid, (subscription, made, ended) in sorted(
+                    self._withdrawn.get(peer, {}).items()
+                ):
+                    if ended <= catchup.since:
                         continue
                     since = max(catchup.since, made - margin)
                     entry = (peer, sid, subscription, since, min(catchup.until, ended))
@@ -1449,10 +1451,7 @@ class SuperPeerNode:
             made = self._subscribed_at.pop((peer, message.id), -math.inf)
             self._unsubscribed_at[(peer, message.id)] = now
             if withdrawn is not None:
-                horizon = now - self.config.log_seconds
-                for key in [k for k, v in self._withdrawn.items() if v[2] < horizon]:
-                    del self._withdrawn[key]
-                self._withdrawn[(peer, message.id)] = (withdrawn, made, now)
+                self._withdrawn.setdefault(peer, {})[message.id] = (withdrawn, made, now)
 
     # == time ======================================================================================
     def next_deadline(self) -> float | None:
@@ -1580,6 +1579,12 @@ class SuperPeerNode:
 
     def _housekeeping(self, now: float, out: list[Output]) -> None:
         self._housekeeping_at = now + self.config.housekeeping_seconds
+        horizon = now - self.config.log_seconds  # older withdrawals are past any catch-up
+        for peer, withdrawn in list(self._withdrawn.items()):
+            for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
+                del withdrawn[sid]
+            if not withdrawn:
+                del self._withdrawn[peer]
         if self.core is not None:
             self.store.set_meta("alive_at", repr(now))
         out += self.mail.expire(
