@@ -735,6 +735,15 @@ class PeerClient:
                 await trio.sleep(self._timeout)
                 connection.end("left the network; the access point did not close the connection")
                 return
+            if not connection.session.established:
+                # the access point ended the session (a goodbye) while this request was queued:
+                # it did not go out, and the connection ends with the session
+                self._failed += 1
+                reason = connection.reason or "the access point ended the session"
+                item._fail(RequestFailed(f"not connected to the access point ({reason})", sent=False))
+                connection.end("the access point ended the session")
+                await trio.lowlevel.checkpoint()
+                continue
             data = connection.session.send(item.outgoing, item, trio.current_time())
             await self._send(connection, data)
 

@@ -335,3 +335,30 @@ async def test_a_request_stuck_in_a_write_is_in_doubt_and_the_queued_ones_were_n
     with pytest.raises(RequestFailed, match="not connected") as not_sent:
         await queued.wait()
     assert (in_doubt.value.sent, not_sent.value.sent) == (True, False)
+
+
+async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(
+    tmp_path, nursery
+):
+    """The goodbye ends the session while the reader still stores a notification read before
+    it; the writer, unblocked meanwhile, must not send on the ended session (it used to crash
+    the daemon). Real clock: the inbox write runs in a thread, which the autojump clock would
+    jump over."""
+    access_point, client = serve_hand_played(tmp_path, nursery, lockstep=True)
+    first = await access_point.accept()
+    await first.welcome()
+    writing = client.submit(PeerRequest(message=m.Unsubscribe(id="a")))
+    queued = client.submit(PeerRequest(message=m.Unsubscribe(id="b")))
+    await trio.testing.wait_all_tasks_blocked()
+    # one write: the reader takes both frames in one read
+    await first.stream.send_all(
+        first.link.send(notify()) + first.link.send(m.Goodbye(reason="rejoining"))
+    )
+    assert await first.receive() == m.Unsubscribe(id="a")
+    with pytest.raises(RequestFailed, match="not connected") as not_sent:
+        await queued.wait()
+    assert not not_sent.value.sent
+    with pytest.raises(RequestFailed):
+        await writing.wait()
+    await (await access_point.accept()).welcome()
+    assert client.inbox.count == 1, "the notification read before the goodbye was kept"
