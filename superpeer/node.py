@@ -212,12 +212,22 @@ class SuperPeerNode:
         """Per current neighbour, the incarnation heard from while it is our neighbour: a newer
         one means it restarted (and the one in our view is dead)."""
         self.departed: dict[str, int] = {}
+        self._left: dict[str, int] = {}
+        """Super-peers that left cleanly, with the incarnation that left: once out of our view,
+        nothing more is sent to them (a link to a process that exited would wait forever)."""
+        self._renewed: set[str] = set()
+        """Super-peers whose link was dropped when they departed: what was sent to them since is
+        for their next incarnation (a ``Welcome`` when it joins again), which its ``Hello`` must
+        not drop as if it were for the old one."""
         self.successors: dict[str, str] = {}
         """Departed super-peers whose peers another one adopted (where to ask for them)."""
         self.stopping = False
         self.stopped = False
         self._contacts: list[tuple[str, str]] = []
         self._join_at: float | None = None
+        self._join_contact: tuple[str, float] | None = None
+        """The member a join attempt asked, and when it was last heard from (or asked): one
+        silent for ``failure_seconds`` is dead or stalled, and the join goes elsewhere."""
         self._old_neighbours: set[str] = set()
         self._old_neighbours_until = -math.inf
         self._last_heard: dict[str, float] = {}
@@ -295,11 +305,24 @@ class SuperPeerNode:
         contact_id, contact_address = self._contacts[0]
         self._contacts.append(self._contacts.pop(0))
         self.addresses[contact_id] = contact_address
+        self._join_contact = (contact_id, now)
+        log.info("event=joining node=%s contact=%s", self.node_id, contact_id)
         try:
             self._topology(self.topology.join_via(contact_id, contact_address), now, out)
         except HypercupError as error:
             log.warning("event=join_error node=%s error=%r", self.node_id, str(error))
             self._join_at = now + self.config.rejoin_seconds
+
+    def _abandon_join(self, contact: str, now: float, out: list[Output]) -> None:
+        """The member asked to admit this node has said nothing (it died, stalled, or left):
+        ask another one, as a new incarnation, so that if the silent one admitted this node
+        after all, the place it was given is repaired as a restarted node's."""
+        log.warning("event=join_abandoned node=%s contact=%s", self.node_id, contact)
+        self.incarnation = self.store.next_incarnation()
+        out += [Forgotten(n, drain=False) for n in sorted(self.addresses) if n != self.node_id]
+        self.topology = HypercupNode(self.node_id, self.address)
+        self._join_contact = None
+        self._join(now, out)
 
     def leave(self, now: float) -> list[Output]:
         """Leave cleanly: hand the peers to a neighbour, tell them, withdraw what this origin
@@ -366,10 +389,12 @@ class SuperPeerNode:
                 self.addresses.setdefault(output.to, output.address)
                 self._send(output.to, output.message, now, out, address=output.address)
             elif isinstance(output, Joined):
+                self._join_contact = None
                 self._joined(now, out)
             elif isinstance(output, TopologyChanged):
                 self._changed(output, now, out)
             elif isinstance(output, JoinFailed):
+                self._join_contact = None
                 log.info("event=join_refused node=%s reason=%r", self.node_id, output.reason)
                 self._join_at = now + self.config.rejoin_seconds
             elif isinstance(output, Departed):
@@ -403,6 +428,8 @@ class SuperPeerNode:
             self._last_heard.setdefault(neighbour, now)
         for gone in set(self._last_heard) - set(view.neighbours()):
             del self._last_heard[gone]
+            if self._has_left(gone):
+                out.append(Forgotten(gone))  # re-opened by what was routed to it while it left
         for gone in set(self._neighbour_incarnations) - set(view.neighbours()):
             del self._neighbour_incarnations[gone]
         self._suspected &= set(view.neighbours())
@@ -414,9 +441,12 @@ class SuperPeerNode:
 
     def _took_place_of(self, departed: Departed, now: float, out: list[Output]) -> None:
         out.append(Forgotten(departed.node))
+        self._renewed.add(departed.node)
         incarnation = self._neighbour_incarnations.get(departed.node, 0)
         if departed.failed:
             self.departed[departed.node] = incarnation
+        else:
+            self._left[departed.node] = max(self._left.get(departed.node, 0), incarnation)
         self.statistics.repairs += int(departed.failed)
         self._trace_event(
             out,
@@ -440,8 +470,7 @@ class SuperPeerNode:
             now,
             out,
         )
-        if departed.failed:
-            self._plan_catchup(departed.positions, since, now)
+        self._plan_catchup(departed.positions, since, now)
 
     # == other super-peers =========================================================================
     def superpeer_hello(
@@ -459,7 +488,10 @@ class SuperPeerNode:
         previous = self.incarnations.get(node, 0)
         self.incarnations[node] = max(incarnation, previous)
         if incarnation > previous > 0:
-            out.append(Forgotten(node, drain=False))
+            if node in self._renewed:
+                self._renewed.discard(node)
+            else:
+                out.append(Forgotten(node, drain=False))
         if not self._is_neighbour(node):
             return
         known = self._neighbour_incarnations.setdefault(node, incarnation)
@@ -471,6 +503,8 @@ class SuperPeerNode:
         self._heard(node, now)
 
     def _heard(self, node: str, now: float) -> None:
+        if self._join_contact is not None and self._join_contact[0] == node:
+            self._join_contact = (node, now)
         if node in self._last_heard:
             self._last_heard[node] = now
         self._suspected.discard(node)
@@ -541,17 +575,25 @@ class SuperPeerNode:
             )
             if isinstance(message, m.Departed):
                 # what is queued for it still goes out (a goodbye is answered): Forgotten drains
-                out.append(Forgotten(message.node))
+                if self.incarnations.get(message.node, 0) <= message.incarnation:
+                    # (not when a newer incarnation spoke already: the link is its)
+                    out.append(Forgotten(message.node))
+                    self._renewed.add(message.node)
                 if message.failed:  # a node declared failed may still be alive: evict it
                     self.departed[message.node] = max(
                         self.departed.get(message.node, 0), message.incarnation
+                    )
+                else:
+                    self._left[message.node] = max(
+                        self._left.get(message.node, 0), message.incarnation
                     )
                 if message.successor:
                     self.successors[message.node] = message.successor
                     if message.successor_address:
                         self.addresses.setdefault(message.successor, message.successor_address)
-                if message.failed:
-                    self._plan_catchup(message.positions, message.since, now)
+                # a clean departure too: what was in flight through the leaver when it went is
+                # gone with it
+                self._plan_catchup(message.positions, message.since, now)
             elif isinstance(message, m.Returned):
                 self._returned(message, now, out)
         return out
@@ -570,6 +612,15 @@ class SuperPeerNode:
         if self._is_neighbour(node):
             log.warning("event=neighbour_restarted node=%s neighbour=%s", self.node_id, node)
             self._fail(node, now, out)
+
+    def _has_left(self, node: str) -> bool:
+        """``node`` left cleanly and is out of our view, and no newer incarnation showed up."""
+        left = self._left.get(node)
+        return (
+            left is not None
+            and self.incarnations.get(node, 0) <= left
+            and not self._is_neighbour(node)
+        )
 
     def _is_neighbour(self, node: str) -> bool:
         return self.topology.state is NodeState.MEMBER and node in self.topology.view().neighbours()
@@ -602,7 +653,13 @@ class SuperPeerNode:
         self.statistics.rejoins += 1
         self._trace_event(out, now, "rejoin", kind="hypercup.join_request")
         since = min(self._last_heard.values(), default=now) - self.config.catchup_margin_seconds
-        contacts = [(n, a) for n, a in sorted(self.addresses.items()) if n != self.node_id]
+        contacts = [
+            (n, a)
+            for n, a in sorted(self.addresses.items())
+            if n != self.node_id and not self._has_left(n)
+        ]
+        # the members we heard from last are the likeliest to answer
+        contacts.sort(key=lambda c: -self._last_heard.get(c[0], -math.inf))
         for connection in list(self._peer_connection.values()):
             goodbye = m.Goodbye(reason="the super-peer is rejoining the network")
             out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
@@ -629,6 +686,9 @@ class SuperPeerNode:
     def _core(self, outputs: list, now: float, out: list[Output]) -> None:
         for output in outputs:
             if isinstance(output, ToSuperPeer):
+                if self._has_left(output.node):
+                    self._trace(out, now, "drop", output.message, neighbour=output.node)
+                    continue
                 address = output.address or self.addresses.get(output.node, "")
                 self._last_sent[output.node] = now
                 out.append(dataclasses.replace(output, address=address))
@@ -649,6 +709,20 @@ class SuperPeerNode:
                 out.append(output)
 
     def _deliver(self, peer: str, notify: m.Notify, now: float, out: list[Output]) -> None:
+        # a publication replayed by an origin that restarted, or caught up, may be older than
+        # the subscription it matches now: a subscription gets what was published after it was
+        # made (less the margin that covers clocks), not the network's history
+        margin = self.config.catchup_margin_seconds
+        standing = tuple(
+            sid
+            for sid in notify.subscriptions
+            if notify.published_at >= self._subscribed_at.get((peer, sid), -math.inf) - margin
+        )
+        if not standing:
+            self._trace(out, now, "drop", notify, peer=peer)
+            return
+        if standing != notify.subscriptions:
+            notify = dataclasses.replace(notify, subscriptions=standing)
         moved = self._moved_away.get(peer)
         if moved is not None:
             # the peer moved away; its subscriptions here go after ``settle_seconds``
@@ -680,6 +754,8 @@ class SuperPeerNode:
                         now,
                         out,
                     )
+            for sid, made in state.subscribed_at.items():
+                self._subscribed_at.setdefault((peer, sid), made)
             for data in state.subscriptions.values():
                 subscribe = _decoded(data, m.Subscribe)
                 if subscribe is not None:
@@ -1222,6 +1298,15 @@ class SuperPeerNode:
             self._core_call(
                 lambda o, s=sid, q=subscription: core.subscribe(peer, s, q, now, o), now, out
             )
+        # what reached the leaver for this peer after it handed it over went nowhere
+        self._catchups.append(
+            _CatchUp(
+                now + self.config.routing.settle_seconds,
+                now - self.config.catchup_margin_seconds,
+                frozenset({peer}),
+                None,
+            )
+        )
         log.info(
             "event=adopted node=%s peer=%s subscriptions=%d",
             self.node_id,
@@ -1444,8 +1529,8 @@ class SuperPeerNode:
             held = core.subscriptions_of(peer).get(message.id)
             if held is not None:
                 kept = m.Subscribe(id=message.id, subscription=held)
-                self.store.set_subscription(peer, message.id, wire.encode(kept))
-                self._subscribed_at.setdefault((peer, message.id), now)
+                made = self._subscribed_at.setdefault((peer, message.id), now)
+                self.store.set_subscription(peer, message.id, wire.encode(kept), made)
         elif isinstance(message, m.Unsubscribe):
             self.store.set_subscription(peer, message.id, None)
             made = self._subscribed_at.pop((peer, message.id), -math.inf)
@@ -1456,6 +1541,8 @@ class SuperPeerNode:
     # == time ======================================================================================
     def next_deadline(self) -> float | None:
         deadlines = [t for t in (self._join_at, self._timer_due) if t is not None]
+        if self._join_contact is not None:
+            deadlines.append(self._join_contact[1] + self.config.failure_seconds)
         if self.core is not None and (deadline := self.core.next_deadline()) is not None:
             deadlines.append(deadline)
         for entry in self._connections.values():
@@ -1522,6 +1609,10 @@ class SuperPeerNode:
                 self._join(now, out)
             else:
                 self._join_at = None
+        if self._join_contact is not None and self.topology.state is NodeState.JOINING:
+            contact, heard = self._join_contact
+            if now - heard >= self.config.failure_seconds:
+                self._abandon_join(contact, now, out)
         if self.core is not None:
             self._core(self.core.timer(now), now, out)
         for connection, entry in list(self._connections.items()):
@@ -1745,6 +1836,10 @@ class SuperPeerNode:
     def _send(
         self, target: str, message: object, now: float, out: list[Output], *, address: str = ""
     ) -> None:
+        if self._has_left(target) and not type(message).KIND.startswith("hypercup."):  # type: ignore[attr-defined]
+            # (the topology protocol's own messages still reach a leaver: its Released)
+            self._trace(out, now, "drop", message, neighbour=target)
+            return
         message_id = self._next_id()
         data = wire.encode(message, message_id)
         address = address or self.addresses.get(target, "")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ class LocalPeerState:
     advertisement: bytes | None
     subscriptions: dict[str, bytes]
     public_key: bytes | None = None
+    subscribed_at: dict[str, float] = field(default_factory=dict)
+    """When each subscription was first made here, where known: a catch-up after a restart
+    asks for nothing published before it."""
 
 
 class Store(Protocol):
@@ -68,7 +72,9 @@ class Store(Protocol):
     def local_peers(self) -> list[str]: ...
     def local_state(self, peer: str) -> LocalPeerState: ...
     def set_advertisement(self, peer: str, data: bytes | None) -> None: ...
-    def set_subscription(self, peer: str, subscription_id: str, data: bytes | None) -> None: ...
+    def set_subscription(
+        self, peer: str, subscription_id: str, data: bytes | None, made: float | None = None
+    ) -> None: ...
     def set_public_key(self, peer: str, data: bytes | None) -> None: ...
     def forget_local(self, peer: str) -> None: ...
 
@@ -114,6 +120,7 @@ class MemoryStore:
         self._records: dict[str, PeerRecord] = {}
         self._ads: dict[str, bytes] = {}
         self._subs: dict[str, dict[str, bytes]] = {}
+        self._made: dict[str, dict[str, float]] = {}
         self._keys: dict[str, bytes] = {}
         self._mail: dict[str, _Mailbox] = {}
         self._delivered: dict[tuple[str, str], float] = {}
@@ -165,7 +172,10 @@ class MemoryStore:
 
     def local_state(self, peer: str) -> LocalPeerState:
         return LocalPeerState(
-            self._ads.get(peer), dict(self._subs.get(peer, {})), self._keys.get(peer)
+            self._ads.get(peer),
+            dict(self._subs.get(peer, {})),
+            self._keys.get(peer),
+            dict(self._made.get(peer, {})),
         )
 
     def set_public_key(self, peer: str, data: bytes | None) -> None:
@@ -180,16 +190,23 @@ class MemoryStore:
         else:
             self._ads[peer] = data
 
-    def set_subscription(self, peer: str, subscription_id: str, data: bytes | None) -> None:
+    def set_subscription(
+        self, peer: str, subscription_id: str, data: bytes | None, made: float | None = None
+    ) -> None:
         subs = self._subs.setdefault(peer, {})
+        times = self._made.setdefault(peer, {})
         if data is None:
             subs.pop(subscription_id, None)
+            times.pop(subscription_id, None)
         else:
             subs[subscription_id] = data
+            if made is not None:
+                times[subscription_id] = made
 
     def forget_local(self, peer: str) -> None:
         self._ads.pop(peer, None)
         self._subs.pop(peer, None)
+        self._made.pop(peer, None)
         self._keys.pop(peer, None)
         self._mail.pop(peer, None)
         self._expired.pop(peer, None)
@@ -321,6 +338,7 @@ _SCHEMA = (
 _ADVERTISEMENT = "advertisement"
 _PUBLIC_KEY = "public_key"
 _SUBSCRIPTION = "subscription:"
+_SUBSCRIBED_AT = "subscribed_at:"
 
 
 class SqliteStore:
@@ -402,14 +420,19 @@ class SqliteStore:
         return [row[0] for row in self._read("SELECT DISTINCT peer FROM local_state ORDER BY 1")]
 
     def local_state(self, peer: str) -> LocalPeerState:
-        advertisement = None
+        advertisement = public_key = None
         subscriptions = {}
+        made = {}
         for item, data in self._read("SELECT item, data FROM local_state WHERE peer = ?", (peer,)):
             if item == _ADVERTISEMENT:
                 advertisement = bytes(data)
+            elif item == _PUBLIC_KEY:
+                public_key = bytes(data)
+            elif item.startswith(_SUBSCRIBED_AT):
+                (made[item.removeprefix(_SUBSCRIBED_AT)],) = struct.unpack(">d", data)
             else:
                 subscriptions[item.removeprefix(_SUBSCRIPTION)] = bytes(data)
-        return LocalPeerState(advertisement, subscriptions)
+        return LocalPeerState(advertisement, subscriptions, public_key, made)
 
     def _set_item(self, peer: str, item: str, data: bytes | None) -> None:
         if data is None:
@@ -420,8 +443,13 @@ class SqliteStore:
     def set_advertisement(self, peer: str, data: bytes | None) -> None:
         self._set_item(peer, _ADVERTISEMENT, data)
 
-    def set_subscription(self, peer: str, subscription_id: str, data: bytes | None) -> None:
+    def set_subscription(
+        self, peer: str, subscription_id: str, data: bytes | None, made: float | None = None
+    ) -> None:
         self._set_item(peer, _SUBSCRIPTION + subscription_id, data)
+        if data is None or made is not None:
+            packed = None if data is None else struct.pack(">d", made)
+            self._set_item(peer, _SUBSCRIBED_AT + subscription_id, packed)
 
     def set_public_key(self, peer: str, data: bytes | None) -> None:
         self._set_item(peer, _PUBLIC_KEY, data)

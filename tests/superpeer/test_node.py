@@ -1,0 +1,48 @@
+"""``SuperPeerNode`` rules that need no network around them: fed by hand, time passed in."""
+
+from hypercup import JoinRequest
+from superpeer.actions import Forgotten, ToSuperPeer
+from superpeer.node import NodeConfig, SuperPeerNode
+from superpeer.store import MemoryStore
+from wire import messages as m
+from wire.framing import Received
+
+CONFIG = NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0)
+
+
+def sent(outputs: list) -> list[tuple[str, str]]:
+    return [(o.node, type(o.message).__name__) for o in outputs if isinstance(o, ToSuperPeer)]
+
+
+def test_a_join_through_a_silent_member_goes_through_another_as_a_new_incarnation():
+    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
+    out = node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
+    assert sent(out) == [("sp0", JoinRequest.__name__)]
+    first = node.incarnation
+    assert node.next_deadline() <= CONFIG.failure_seconds
+    assert sent(node.timer(1.9)) == [], "not silent for failure_seconds yet"
+    out = node.timer(2.0)
+    assert Forgotten("sp0", drain=False) in out, "what was queued for sp0 is dropped"
+    assert sent(out) == [("sp1", JoinRequest.__name__)]
+    assert node.incarnation > first, "a place sp0 gave after all is repaired as a restart's"
+    node.superpeer_heard("sp1", 3.0)
+    assert sent(node.timer(4.9)) == [], "a member that acknowledges is waited for"
+    assert sent(node.timer(5.0)) == [("sp0", JoinRequest.__name__)]
+
+
+def test_a_new_incarnation_keeps_what_was_sent_to_it_after_the_old_one_departed():
+    """What a member queues for a super-peer after hearing that it departed is for its next
+    incarnation (the ``Welcome`` of its rejoin): that incarnation's ``Hello`` must not drop it,
+    while a restart nobody had noticed yet drops what was queued for the dead one."""
+    node = SuperPeerNode("sp0", "sp0.test:7400", MemoryStore(), CONFIG)
+    node.start(0.0, [])
+    assert Forgotten("sp5", drain=False) not in node.superpeer_hello("sp5", 1, "a5", 1.0)
+    assert Forgotten("sp5", drain=False) in node.superpeer_hello("sp5", 2, "a5", 2.0)
+    departed = m.Departed(
+        origin="sp3", origin_position=0, node="sp5", incarnation=2, positions=(1,),
+        failed=True, since=2.0,
+    )  # fmt: skip
+    out = node.superpeer_message("sp3", 1, Received(departed, "sp3#1"), 3.0)
+    assert Forgotten("sp5") in out, "what was queued for the departed one drains, bounded"
+    assert Forgotten("sp5", drain=False) not in node.superpeer_hello("sp5", 3, "a5", 4.0)
+    assert Forgotten("sp5", drain=False) in node.superpeer_hello("sp5", 4, "a5", 5.0)
