@@ -35,6 +35,7 @@ from superpeer.sim.workload import (
     OperationError,
     Planner,
     Send,
+    SuperPeerBounce,
     SuperPeerFail,
     SuperPeerJoin,
     SuperPeerLeave,
@@ -110,6 +111,15 @@ class Replay:
             await self._until_repaired(node)
         elif isinstance(step, SuperPeerRestart):
             self.cluster.restart(step.superpeer)
+        elif isinstance(step, SuperPeerBounce):
+            node = f"sp{step.superpeer}"
+            attached = [p for p in self.everyone if p.connected and p.superpeer == node]
+            self.cluster.kill(step.superpeer)
+            for peer in attached:
+                await self._disconnect(peer)
+            self.cluster.restart(step.superpeer)
+            for peer in attached:
+                await self._connect(Connect(peer.name, step.superpeer), nursery)
 
     def _successor(self, index: int) -> int:
         status = self.cluster.status(index)

@@ -88,6 +88,10 @@ class NodeCore:
         self._take: PendingTake | None = None
         self._relays: dict[int, tuple[str, str, int]] = {}
         self._repair: PendingRepair | None = None
+        self._repairs_started: set[str] = set()
+        """Failed neighbours whose repair this node started and that are still in its table
+        (the announcements of the node that takes their place are on their way): reported failed
+        again meanwhile, they are not repaired twice."""
 
     @property
     def state(self) -> NodeState:
@@ -117,6 +121,8 @@ class NodeCore:
         except RemoteProtocolError:
             self._state = NodeState.BROKEN
             raise
+        if self._hood is not None:
+            self._repairs_started &= set(self._hood.peers)
         after = self._snapshot()
         if after is not None and after != before:
             assert self._hood is not None

@@ -191,13 +191,14 @@ class HypercupNode(Joins, Departures):
             lost = hood.peers[node_id].positions
             lowest = min(lost)
             repairer = next(q for q in neighbour_positions(lowest, hood.dimension) if q not in lost)
-            if repairer not in hood.positions:
+            if repairer not in hood.positions or node_id in self._repairs_started:
                 return
             if self.busy():
                 raise LocalProtocolError(
                     f"{self.node_id} cannot repair the failure of {node_id} while it takes part in "
                     "another operation: the protocol assumes a departure runs alone"
                 )
+            self._repairs_started.add(node_id)
             self._start_repair(node_id)
 
         return self._run(action)

@@ -740,7 +740,9 @@ class PeerClient:
                 # it did not go out, and the connection ends with the session
                 self._failed += 1
                 reason = connection.reason or "the access point ended the session"
-                item._fail(RequestFailed(f"not connected to the access point ({reason})", sent=False))
+                item._fail(
+                    RequestFailed(f"not connected to the access point ({reason})", sent=False)
+                )
                 connection.end("the access point ended the session")
                 await trio.lowlevel.checkpoint()
                 continue

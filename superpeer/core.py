@@ -55,6 +55,13 @@ break*, so that no route is missing while the new ones are built:
   What a *failed* member took with it (notifications in its queues, publications routed while the
   cube was repaired) is recovered by the access points, from the origins' publication logs
   (``SuperPeerNode``'s catch-up), not by this core.
+* A neighbour that **restarted** (``neighbour_restarted``: a newer incarnation spoke) lost its
+  state: what it forwarded here is removed at once (its new incarnation forwards its own), and
+  what was sent to it no longer counts as sent. Nothing more goes to it in its old place; once the
+  cube has repaired that place and it is a neighbour again somewhere, it gets everything it needs
+  as a newcomer would. (Kept as a ghost instead, a super-peer that failed and rejoined within
+  ``settle_seconds`` was taken for the same one returning, and was never sent the routes it had
+  lost.)
 """
 
 from __future__ import annotations
@@ -209,6 +216,8 @@ class SuperPeerCore:
         self._recent: list[tuple[TopologyView, float]] = []
         """Views replaced less than ``settle_seconds`` ago, with the time they expire."""
         self._ghosts: dict[str, float] = {}
+        self._stale: set[str] = set()
+        """Neighbours that restarted and are still in the view in their old place."""
         """Neighbours that left the view, until their subscriptions go (make before break)."""
         self._settle_at: float | None = None
         self._relayed: OrderedDict[tuple[str, str, int], float] = OrderedDict()
@@ -578,6 +587,23 @@ class SuperPeerCore:
             self._send(child, message, now, out, origin=self.node_id)
 
     # -- the cube changes ---------------------------------------------------------------------
+    def neighbour_restarted(self, node: str, now: float) -> list[Output]:
+        """``node`` restarted (a newer incarnation spoke): see "When the cube changes"."""
+        out: list[Output] = []
+        source = superpeer_source(node)
+        for sid in list(self.poset.ids_of(source)):
+            self._toward.pop((source, sid), None)
+            self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
+        self._ghosts.pop(node, None)
+        self._early = [entry for entry in self._early if entry[0] != node]
+        for held in self.poset:
+            if node in held.sent:
+                self.poset.unmark_sent(held, node)
+        if node in self.view.neighbours():
+            self._stale.add(node)
+            self._lookups_lost(node, now, out)
+        return out
+
     def topology_changed(self, view: TopologyView, now: float) -> list[Output]:
         """The hypercube around this node changed; see "When the cube changes" in the module
         docstring."""
@@ -591,6 +617,7 @@ class SuperPeerCore:
         for departed in sorted(old.neighbours() - view.neighbours()):
             self._ghosts[departed] = settle
             self._lookups_lost(departed, now, out)
+            self._stale.discard(departed)
         for returned in view.neighbours() & self._ghosts.keys():
             del self._ghosts[returned]
         early, self._early = self._early, []
@@ -862,7 +889,7 @@ class SuperPeerCore:
         hops: dict[str, set[str]] = {}
         for origin in self._targets(node):
             hop = tree_parent(self.view, self.origin_positions[origin])
-            if hop is not None:
+            if hop is not None and hop not in self._stale:
                 hops.setdefault(hop, set()).add(origin)
         return hops
 
@@ -952,7 +979,7 @@ class SuperPeerCore:
         does not cover, nothing below it is covered either)."""
         position = self.origin_positions.get(origin)
         hop = None if position is None else tree_parent(self.view, position)
-        if hop is None:
+        if hop is None or hop in self._stale:
             return
         seen: set[int] = set()
         stack = list(reversed(self.poset.roots()))

@@ -89,6 +89,9 @@ log = logging.getLogger("superpeer")
 # peer messages the node handles itself (the core traces the others when it handles them)
 _OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
 # backbone messages the node handles itself
+_FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone)
+"""What is taken from a departed or replaced incarnation too: it does not depend on its routing
+state (mail is publications, kept once; an eviction names the incarnation it is about)."""
 _NODE_HANDLED = (m.Evicted, m.Heartbeat, m.CatchUp, m.Mail, m.Handover, m.HandoverDone, m.AdoptLog)
 T = TypeVar("T")
 Output = Action | TraceRecord
@@ -488,13 +491,15 @@ class SuperPeerNode:
         previous = self.incarnations.get(node, 0)
         self.incarnations[node] = max(incarnation, previous)
         if incarnation > previous > 0:
+            if self.core is not None:
+                self._core(self.core.neighbour_restarted(node, now), now, out)
             if node in self._renewed:
                 self._renewed.discard(node)
             else:
                 out.append(Forgotten(node, drain=False))
         if not self._is_neighbour(node):
             return
-        known = self._neighbour_incarnations.setdefault(node, incarnation)
+        known = self._neighbour_incarnations.setdefault(node, self.incarnations[node])
         if incarnation > known:
             self._restarted(node, now, out)
 
@@ -526,9 +531,11 @@ class SuperPeerNode:
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.statistics.received[kind] += 1
         self._incarnation(sender, incarnation, now, out)
-        if self.departed.get(sender, -1) >= incarnation and not isinstance(
-            message, m.Evicted | m.CatchUp | m.Mail | m.HandoverDone
-        ):
+        if incarnation < self.incarnations[sender] and not isinstance(message, _FROM_ANY):
+            # still in flight from an incarnation that a newer one replaced: its state is gone
+            self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
+            return out
+        if self.departed.get(sender, -1) >= incarnation and not isinstance(message, _FROM_ANY):
             self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
             evicted = m.Evicted(
                 reason=f"{sender} incarnation {incarnation} departed the cube",

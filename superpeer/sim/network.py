@@ -44,6 +44,7 @@ from superpeer.sim.workload import (
     OperationError,
     Planner,
     Send,
+    SuperPeerBounce,
     SuperPeerFail,
     SuperPeerJoin,
     SuperPeerLeave,
@@ -56,6 +57,8 @@ from wire.framing import Received
 
 START: Final = 1_767_225_600.0
 """2026-01-01T00:00:00Z: simulated time starts here, so traces fall on real calendar dates."""
+BOUNCE_SECONDS: Final = 0.5
+"""How long a bounced super-peer is down: less than any failure timeout."""
 STUCK_SECONDS: Final = 3600.0
 """Simulated time one operation may take before the simulation is declared stuck."""
 
@@ -226,6 +229,8 @@ class Simulation:
             self._superpeer_fail(step.superpeer)
         elif isinstance(step, SuperPeerRestart):
             self._superpeer_restart(step.superpeer)
+        elif isinstance(step, SuperPeerBounce):
+            self._superpeer_bounce(step.superpeer)
 
     # -- super-peers --------------------------------------------------------------------------
     def _superpeer_join(self) -> None:
@@ -260,6 +265,13 @@ class Simulation:
     def _superpeer_fail(self, index: int) -> None:
         """The process dies: its messages and timers stop, its peers' connections break."""
         node_id = self.ids[index]
+        self._kill(node_id)
+        for step in self.planner.after_failure(index):
+            self._connect(step)
+        # the failure is found by silence: time passes until the cube no longer holds it
+        self.run_until_quiet(until=lambda: self._repaired(node_id))
+
+    def _kill(self, node_id: str) -> None:
         del self.nodes[node_id]
         self._deadline_of.pop(node_id, None)
         self._queue = [p for p in self._queue if node_id not in (p.receiver, p.sender)]
@@ -268,10 +280,18 @@ class Simulation:
             if peer.access_point == node_id and peer.connection is not None:
                 peer.connection = None
                 peer.last_contact = self.now
-        for step in self.planner.after_failure(index):
-            self._connect(step)
-        # the failure is found by silence: time passes until the cube no longer holds it
-        self.run_until_quiet(until=lambda: self._repaired(node_id))
+
+    def _superpeer_bounce(self, index: int) -> None:
+        """Killed and started again on its store within ``BOUNCE_SECONDS``, before its silence is
+        noticed; its peers reconnect to it."""
+        node_id = self.ids[index]
+        attached = [p for p in self.peers.values() if p.access_point == node_id and p.connection]
+        self._kill(node_id)
+        self._advance(self.now + BOUNCE_SECONDS)
+        self._start(node_id)
+        self.run_until_quiet(until=lambda: self.nodes[node_id].core is not None)
+        for peer in attached:
+            self._connect(Connect(peer.name, index))
 
     def _repaired(self, node_id: str) -> bool:
         return not any(

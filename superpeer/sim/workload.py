@@ -22,6 +22,9 @@ superpeer_leave    ``superpeer`` (a clean departure: its peers go to the super-p
 superpeer_fail     ``superpeer`` (a crash: detected by silence; its attached peers move to the
                    next live super-peer by themselves)
 superpeer_restart  ``superpeer`` (a failed super-peer comes back on its data)
+superpeer_bounce   ``superpeer`` (killed and started again on its data at once, before anyone
+                   noticed: its neighbours learn it from its new incarnation; its attached
+                   peers reconnect to it)
 =============  ==================================================================================
 
 A document with several subjects makes several publications, ``id#1``, ``id#2``, ... in subject
@@ -58,6 +61,7 @@ OPERATIONS: Final = {
     "superpeer_leave": {"superpeer"},
     "superpeer_fail": {"superpeer"},
     "superpeer_restart": {"superpeer"},
+    "superpeer_bounce": {"superpeer"},
 }
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
@@ -195,6 +199,11 @@ class SuperPeerRestart:
     superpeer: int
 
 
+@dataclass(frozen=True, slots=True)
+class SuperPeerBounce:
+    superpeer: int
+
+
 Step = (
     Connect
     | Disconnect
@@ -204,6 +213,7 @@ Step = (
     | SuperPeerLeave
     | SuperPeerFail
     | SuperPeerRestart
+    | SuperPeerBounce
 )
 
 
@@ -335,6 +345,8 @@ class Planner:
             return [SuperPeerRestart(index)]
         if index in self.down:
             raise OperationError(f"super-peer {index} is down")
+        if kind == "superpeer_bounce":
+            return [SuperPeerBounce(index)]
         if len(self.live()) == 1:
             raise OperationError(f"super-peer {index} is the last one")
         if kind == "superpeer_leave":

@@ -196,6 +196,14 @@ def test_only_the_designated_neighbour_repairs_a_failure() -> None:
         assert bool(outputs) == (watcher == topology.holder(4))
 
 
+def test_a_failure_reported_again_before_the_repair_is_announced_is_not_repaired_twice() -> None:
+    network = cube(8)
+    topology = network.check()
+    failed, repairer = topology.holder(5), network.node(topology.holder(4))
+    assert repairer.neighbour_failed(failed), "the walk starts"
+    assert repairer.neighbour_failed(failed) == [], "reported again (a restart seen twice)"
+
+
 def messages(outputs: list, to: str) -> list:
     return [o.message for o in outputs if isinstance(o, Send) and o.to == to]
 
@@ -328,11 +336,8 @@ def test_joins_and_repairs_do_not_overlap() -> None:
     assert isinstance(refusal.message, JoinRefused)
     assert "departure" in refusal.message.reason
     assert repairer.state is NodeState.MEMBER
-    network = cube(8)
-    repairer = network.node(topology.holder(4))
-    repairer.neighbour_failed(failed)
-    with pytest.raises(LocalProtocolError, match="departure runs alone"):
-        repairer.neighbour_failed(failed)
+    assert repairer.neighbour_failed(failed) == [], "the same failure again: already repairing"
+    assert repairer.busy()
 
 
 def test_a_departure_reaching_a_node_in_the_middle_of_a_join_is_refused() -> None:

@@ -337,9 +337,7 @@ async def test_a_request_stuck_in_a_write_is_in_doubt_and_the_queued_ones_were_n
     assert (in_doubt.value.sent, not_sent.value.sent) == (True, False)
 
 
-async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(
-    tmp_path, nursery
-):
+async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(tmp_path, nursery):
     """The goodbye ends the session while the reader still stores a notification read before
     it; the writer, unblocked meanwhile, must not send on the ended session (it used to crash
     the daemon). Real clock: the inbox write runs in a thread, which the autojump clock would
