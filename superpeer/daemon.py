@@ -78,6 +78,8 @@ class _PeerConnection:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     closing: bool = False
     """The node ended the connection: what is queued is written, then it closes."""
+    writing: bool = False
+    """The writer runs (after TLS); before, nothing could be written and a close ends it at once."""
 
 
 def _remote_address(stream: trio.abc.Stream) -> str:
@@ -338,6 +340,8 @@ class SuperPeerDaemon:
                 if connection is not None and not connection.closing:
                     connection.closing = True
                     connection.send.close()
+                    if not connection.writing:  # in the TLS handshake (the admission deadline)
+                        connection.scope.cancel()
             elif isinstance(output, Forgotten):
                 assert self._links is not None
                 self._links.forget(output.node, drain=output.drain)
@@ -374,6 +378,7 @@ class SuperPeerDaemon:
         if connection_id is None:
             await trio.aclose_forcefully(stream)
             return
+        self._wake.set()  # its admission deadline may be the node's next one
         send, receive = trio.open_memory_channel[bytes](self.config.limits.max_peer_queue)
         connection = _PeerConnection(send, receive)
         self._peers[connection_id] = connection
@@ -409,6 +414,7 @@ class SuperPeerDaemon:
             stream = secure
         decoder = FrameDecoder(self.limits)
         async with trio.open_nursery() as nursery:
+            connection.writing = True
             nursery.start_soon(self._write_peer, stream, connection, nursery.cancel_scope)
             payloads = await self._first_frames(stream, decoder, connection_id)
             if not payloads:
