@@ -14,9 +14,10 @@ super-peers is a *channel*:
 * the accepting side (``Inbound``) drops numbers it already has (a frame sent again), and writes
   ``ChannelAck(received)`` back on the same connection every ``ack_every`` frames or when it goes
   quiet, so the sender can forget what arrived;
-* when the other side turns out to be a new incarnation (it restarted), what was kept for the old
-  one is dropped (its state is gone; recovering what it took with it is the node's business, not
-  the channel's) and numbering starts over.
+* when the other side turns out to be a new incarnation (it restarted, or rejoined), what was kept
+  for the old one is dropped (its state is gone; recovering what it took with it is the node's
+  business, not the channel's); numbering goes on, since a super-peer that rejoins in the same
+  process remembers the numbers it received.
 
 A sequenced frame is the usual length-prefixed frame (``wire.framing``) whose payload starts with
 the 8-byte big-endian sequence number, followed by one encoded message.
@@ -95,8 +96,10 @@ class Outbound:
         """A new connection's ``Welcome``: the frames to send again, oldest first. A new
         incarnation on the other side resets the channel (what was kept is dropped)."""
         if self.incarnation is not None and incarnation != self.incarnation:
+            # numbering goes on: a super-peer that rejoined as a new incarnation in the same
+            # process still remembers the numbers it received, and would take 1, 2, ... for
+            # repeats (a fresh process accepts any number)
             self._kept.clear()
-            self._next = 1
             resume = 0
         self.incarnation = incarnation
         self.acknowledged(resume)

@@ -25,9 +25,10 @@ class Pair:
         self.wire: list[bytes] = []  # frames written on the current connection, not yet read
         self.connected = False
 
-    def connect(self) -> None:
+    def connect(self, incarnation: int = 7) -> None:
+        """A new connection, welcomed by the receiver's ``incarnation``."""
         resume = self.inbound.resume("a", 1)
-        self.wire = list(self.outbound.welcomed(7, resume))
+        self.wire = list(self.outbound.welcomed(incarnation, resume))
         self.connected = True
 
     def send(self, message: bytes) -> None:
@@ -98,3 +99,21 @@ def test_a_replacement_channel_is_not_taken_for_repeats() -> None:
     pair.connect()
     pair.read()
     assert pair.received == [b"old0", b"old1", b"old2", b"goodbye"]
+
+
+def test_a_receiver_that_rejoined_in_the_same_process_takes_what_follows() -> None:
+    """The bug this guards: the receiver rejoined as a new incarnation without restarting (it
+    remembers the numbers it received); the sender, welcomed by the new incarnation, numbered
+    from 1 again, and everything it sent from then on was dropped as repeats."""
+    pair = Pair()
+    pair.connect()
+    for n in range(3):
+        pair.send(b"old%d" % n)
+    pair.read()
+    pair.send(b"for the old incarnation")
+    pair.cut()
+    pair.send(b"also for the old one")
+    pair.connect(incarnation=8)
+    pair.send(b"for the new one")
+    pair.read()
+    assert pair.received == [b"old0", b"old1", b"old2", b"for the new one"]
