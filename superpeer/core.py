@@ -55,11 +55,11 @@ break*, so that no route is missing while the new ones are built:
   What a *failed* member took with it (notifications in its queues, publications routed while the
   cube was repaired) is recovered by the access points, from the origins' publication logs
   (``SuperPeerNode``'s catch-up), not by this core.
-* A neighbour that **restarted** (``neighbour_restarted``: a newer incarnation spoke) lost its
-  state: what it forwarded here is removed at once (its new incarnation forwards its own), and
-  what was sent to it no longer counts as sent. Nothing more goes to it in its old place; once the
-  cube has repaired that place and it is a neighbour again somewhere, it gets everything it needs
-  as a newcomer would. (Kept as a ghost instead, a super-peer that failed and rejoined within
+* A super-peer that **restarted** (``neighbour_restarted``: a newer incarnation spoke) lost its
+  state: what it forwarded here is removed at once (its new incarnation forwards its own), what
+  was sent to it no longer counts as sent (routes to it are sent again), and when it comes back
+  into the view after the cube repaired its old place, it is sent everything again, as a newcomer
+  would be. (Kept as a ghost instead, a super-peer that failed and rejoined within
   ``settle_seconds`` was taken for the same one returning, and was never sent the routes it had
   lost.)
 """
@@ -216,8 +216,8 @@ class SuperPeerCore:
         self._recent: list[tuple[TopologyView, float]] = []
         """Views replaced less than ``settle_seconds`` ago, with the time they expire."""
         self._ghosts: dict[str, float] = {}
-        self._stale: set[str] = set()
-        """Neighbours that restarted and are still in the view in their old place."""
+        self._restarted: set[str] = set()
+        """Super-peers that restarted, until they are back in the view after leaving it."""
         """Neighbours that left the view, until their subscriptions go (make before break)."""
         self._settle_at: float | None = None
         self._relayed: OrderedDict[tuple[str, str, int], float] = OrderedDict()
@@ -596,13 +596,18 @@ class SuperPeerCore:
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self._ghosts.pop(node, None)
         self._early = [entry for entry in self._early if entry[0] != node]
+        self._unmark_sent(node)
+        self._restarted.add(node)
+        if node in self.view.neighbours():
+            self._lookups_lost(node, now, out)
+        for held in self.poset:
+            self._route(held, now, out)
+        return out
+
+    def _unmark_sent(self, node: str) -> None:
         for held in self.poset:
             if node in held.sent:
                 self.poset.unmark_sent(held, node)
-        if node in self.view.neighbours():
-            self._stale.add(node)
-            self._lookups_lost(node, now, out)
-        return out
 
     def topology_changed(self, view: TopologyView, now: float) -> list[Output]:
         """The hypercube around this node changed; see "When the cube changes" in the module
@@ -617,9 +622,13 @@ class SuperPeerCore:
         for departed in sorted(old.neighbours() - view.neighbours()):
             self._ghosts[departed] = settle
             self._lookups_lost(departed, now, out)
-            self._stale.discard(departed)
         for returned in view.neighbours() & self._ghosts.keys():
             del self._ghosts[returned]
+            if returned in self._restarted:
+                # what was sent to its place went to the process it restarted as, before it
+                # was a member there: none of it counts
+                self._restarted.discard(returned)
+                self._unmark_sent(returned)
         early, self._early = self._early, []
         for sender, message, received, at in early:
             if sender in view.neighbours():
@@ -711,6 +720,7 @@ class SuperPeerCore:
             if at > now:
                 continue
             del self._ghosts[ghost]
+            self._restarted.discard(ghost)
             source = superpeer_source(ghost)
             for sid in self.poset.ids_of(source):
                 self._toward.pop((source, sid), None)
@@ -889,7 +899,7 @@ class SuperPeerCore:
         hops: dict[str, set[str]] = {}
         for origin in self._targets(node):
             hop = tree_parent(self.view, self.origin_positions[origin])
-            if hop is not None and hop not in self._stale:
+            if hop is not None:
                 hops.setdefault(hop, set()).add(origin)
         return hops
 
@@ -979,7 +989,7 @@ class SuperPeerCore:
         does not cover, nothing below it is covered either)."""
         position = self.origin_positions.get(origin)
         hop = None if position is None else tree_parent(self.view, position)
-        if hop is None or hop in self._stale:
+        if hop is None:
             return
         seen: set[int] = set()
         stack = list(reversed(self.poset.roots()))
