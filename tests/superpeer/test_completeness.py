@@ -6,6 +6,7 @@ nothing else. The oracle is a central brute-force matcher over the whole workloa
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -190,3 +191,37 @@ def test_known_churn_counterexample():
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
     assert simulation.duplicates == 0
     check_routing(simulation)
+
+
+@pytest.mark.parametrize("interleave", [False, True])
+@pytest.mark.parametrize("gone", ["superpeer_leave", "superpeer_fail"])
+def test_a_detached_peer_leaves_after_its_access_point_is_gone(gone, interleave):
+    """Found by the churn property with random examples: a detached peer whose access point left
+    or failed, and that then leaves, first connects through another super-peer (sending its state
+    again, then ``Moved``), then says ``Leave``. The planner forgot the peer while planning those
+    steps, so the runner could not read the state to send again (``KeyError``); the state now
+    travels in the ``Connect`` step. Nothing of the peer is left anywhere."""
+    ops = [
+        {"op": "join", "peer": "p0", "superpeer": 0},
+        {"op": "join", "peer": "p1", "superpeer": 1},
+        {"op": "advertise", "peer": "p0", **BROAD},
+        {"op": "advertise", "peer": "p1", **BROAD},
+        {"op": "subscribe", "peer": "p0", "id": "s0", "query": ': t(?s, dc:creator, "")'},
+        {"op": "detach", "peer": "p0"},
+        {"op": gone, "superpeer": 0},
+        {"op": "leave", "peer": "p0"},
+        {
+            "op": "publish",
+            "peer": "p1",
+            "id": "n0",
+            "format": "nt",
+            "data": '<http://example.org/doc1> <http://purl.org/dc/elements/1.1/creator> "" .\n',
+        },
+        *[{"op": "superpeer_restart", "superpeer": k} for k in range(3)],
+    ]
+    simulation = run(3, ops, interleave=interleave, seed=0)
+    assert simulation.deliveries() == expected_deliveries(3, ops) == {"p1": []}
+    assert simulation.duplicates == 0
+    check_routing(simulation)
+    for core in simulation.cores.values():
+        assert "p0" not in core.peers
