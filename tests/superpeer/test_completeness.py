@@ -294,3 +294,26 @@ def test_a_moved_peer_narrows_the_route_of_an_equivalent_subscription():
     simulation = run(6, ops, interleave=False, seed=0)
     assert simulation.deliveries() == expected_deliveries(6, ops)
     check_routing(simulation)
+
+
+def test_a_peer_adopted_twice_is_handed_over_by_the_last_adopter():
+    """Found with the churn workloads in the no-state-left property: a detached peer of sp0 is
+    adopted by sp1 when sp0 leaves, then by sp1's successor when sp1 leaves. Coming back, it
+    says it moved from sp0; its new access point asks the end of the successor chain, which
+    refused ("the peer says it moved from sp0, not from here": it only knew it adopted the peer
+    from sp1), so it kept the peer's subscription after the peer left."""
+    ops = [
+        {"op": "join", "peer": "p0", "superpeer": 0},
+        {"op": "subscribe", "peer": "p0", "id": "s0", "query": ': t(?s, dc:creator, "")'},
+        {"op": "detach", "peer": "p0"},
+        {"op": "superpeer_join"},
+        {"op": "superpeer_leave", "superpeer": 0},
+        {"op": "superpeer_join"},
+        {"op": "superpeer_leave", "superpeer": 1},
+        {"op": "attach", "peer": "p0"},
+        {"op": "leave", "peer": "p0"},
+    ]
+    simulation = run(3, ops)
+    for core in simulation.cores.values():
+        assert len(core.poset) == 0, f"{core.node_id} keeps subscriptions nobody holds"
+        assert "p0" not in core.peers
