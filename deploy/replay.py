@@ -145,7 +145,7 @@ class Replay:
             await self._disconnect(peer)
         await peer.connect(nursery, address)
         if step.moved_from is not None:
-            for message in self.planner.resend(step.peer):
+            for message in step.resend:
                 await peer.request(message)
             since = self._last_contact.get(step.peer, time.time())
             previous = self.cluster.addresses[step.moved_from]

@@ -307,7 +307,7 @@ class SuperPeerCore:
         when the id is taken by another subscription."""
         source = peer_source(peer)
         existing = self.poset.node_of(source, subscription_id)
-        if existing is not None and existing.subscription.key != subscription.key:
+        if existing is not None and not same_subscription(existing.subscription, subscription):
             self._refuse(
                 peer,
                 f"subscribe {subscription_id}",
@@ -456,7 +456,9 @@ class SuperPeerCore:
     def _forwarded(self, sender: str, message: m.Forward, now: float, out: list[Output]) -> None:
         source = superpeer_source(sender)
         existing = self.poset.node_of(source, message.id)
-        if existing is not None and existing.subscription.key != message.subscription.key:
+        if existing is not None and not same_subscription(
+            existing.subscription, message.subscription
+        ):
             self._drop(out, now, message, sender)
             return
         inserted = self.poset.insert(message.subscription, source, message.id)
@@ -1150,6 +1152,23 @@ class SuperPeerCore:
                 hops=hops,
             )
         )
+
+
+def same_subscription(held: qel.Subscription, subscription: qel.Subscription) -> bool:
+    """Whether ``subscription``, sent under an id that already names the poset node holding
+    ``held``, is that same subscription again (a repeat, or a ``Forward`` that changes only where
+    it travels), as ``SubscriptionPoset.insert`` has it: the same key, or an equivalent one.
+
+    Comparing keys alone is wrong here: equivalent subscriptions share one node, and its
+    subscription is whichever made the node (another source's, or another one again once that
+    source is gone), so what a source holds under an id is only known up to equivalence. With
+    keys, a neighbour's ``Forward`` of a subscription equivalent to one held here already was
+    taken the first time and dropped every later time, so the routes it narrows or widens
+    stayed as they were; and a peer repeating its own subscription was refused ("already used
+    for another subscription") because another peer had made the node."""
+    if held.key == subscription.key:
+        return True
+    return qel.covers(held, subscription) and qel.covers(subscription, held)
 
 
 def tree_children(view: TopologyView, root_position: int) -> tuple[str, ...]:

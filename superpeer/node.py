@@ -1180,7 +1180,12 @@ class SuperPeerNode:
         adopted = self.store.pending(ADOPTED).get(peer, {}).get("from")
         here_until = self.store.pending(ATTACHED).get(peer, {}).get("at", float("inf"))
         moved_on = message.since >= here_until  # it was elsewhere after it was last here
-        if message.previous not in (self.node_id, adopted) and not moved_on:
+        # A detached peer is adopted again and again as its access points leave (sp0 -> sp1 ->
+        # here) and still names the one it was attached to: the asker found this node by
+        # following the successors from there (``_holder``), and so does this check; the
+        # super-peer it adopted the peer from alone is not enough.
+        inherited = self._holder(message.previous, "")[0] == self.node_id
+        if message.previous not in (self.node_id, adopted) and not inherited and not moved_on:
             return f"the peer says it moved from {message.previous}, not from here"
         if self.fingerprint is None:
             return None

@@ -320,7 +320,7 @@ class Simulation:
         self._from_peer(peer, hello)
         if step.moved_from is not None:
             # as the peer daemon does: its state first, then where it comes from
-            for message in self.planner.resend(peer.name):
+            for message in step.resend:
                 self._from_peer(peer, message)
             moved = m.Moved(
                 previous=self.ids[step.moved_from],

@@ -152,11 +152,18 @@ def read_workload(path: str | Path) -> Iterator[dict]:
 @dataclass(frozen=True, slots=True)
 class Connect:
     """``peer`` connects to super-peer ``superpeer`` (an index). With ``moved_from`` (an index)
-    it was attached there before: it says so (``Moved``) and sends its whole state again."""
+    it was attached there before: it sends its whole state again (``resend``) and says so
+    (``Moved``).
+
+    ``resend`` is that state as it was when the step was planned (``Planner.resend``), carried by
+    the step rather than read from the planner when the step runs: a detached peer whose access
+    point is gone and that leaves connects through another one first, and the planner has
+    forgotten it by the time its steps run."""
 
     peer: str
     superpeer: int
     moved_from: int | None = None
+    resend: tuple[object, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,11 +308,16 @@ class Planner:
             return Connect(name, peer.superpeer)
         previous = peer.superpeer
         peer.superpeer = self.next_live(previous)
-        return Connect(name, peer.superpeer, previous)
+        return self._moved(name, previous)
 
     def _arrive(self, name: str, peer: PlannedPeer, previous: int) -> list[Step]:
         """``peer`` connects to its (new) access point, coming from ``previous``."""
-        return [Connect(name, peer.superpeer, previous)]
+        return [self._moved(name, previous)]
+
+    def _moved(self, name: str, previous: int) -> Connect:
+        """``name`` connects to its current access point coming from ``previous``."""
+        peer = self.peers[name]
+        return Connect(name, peer.superpeer, previous, tuple(self.resend(name)))
 
     def resend(self, name: str) -> list[object]:
         """What a peer that moved sends again: its advertisement, then its subscriptions."""
@@ -364,7 +376,7 @@ class Planner:
         for name in self.attached_to(index):
             peer = self.peers[name]
             peer.superpeer = self.next_live(index)
-            steps.append(Connect(name, peer.superpeer, index))
+            steps.append(self._moved(name, index))
         return steps
 
     def after_leave(self, index: int, successor: int) -> list[Connect]:

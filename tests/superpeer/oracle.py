@@ -8,7 +8,8 @@ advertisement, malformed input), so an operation refused there changes nothing h
 
 The backbone's life (super-peers joining, leaving, failing, restarting) and peers moving between
 access points change nothing here: whatever happens to the super-peers, a peer is owed exactly
-what its subscriptions matched. Which operations are refused (a join to a super-peer that is
+what its subscriptions matched. The one thing a move does mean here is that the peer is online
+(a detached peer that moves comes back through its new access point). Which operations are refused (a join to a super-peer that is
 down, ...) is the workload's meaning, shared with the runners (``superpeer.sim.workload.Planner``).
 """
 
@@ -41,9 +42,16 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
     received: dict[str, set[str]] = {}
     for op in _accepted(superpeers, operations):
         kind = op["op"]
-        if kind.startswith("superpeer_") or kind == "move":
+        if kind.startswith("superpeer_"):
             continue
         name = str(op["peer"])
+        if kind == "move":
+            # A move is the peer connecting through another access point: it is online again
+            # there (``Planner.plan`` marks it attached), so a peer that was detached before it
+            # moved makes requests again, and they count (its publications are due to the
+            # subscribers). Where it is attached changes nothing else here.
+            detached.discard(name)
+            continue
         if kind == "join":
             if name not in joined:
                 joined.add(name)
