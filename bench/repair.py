@@ -5,8 +5,8 @@
 For each size N the simulator (``superpeer.sim.Simulation``, the real sans-IO ``SuperPeerNode`` s,
 heartbeat 0.5 s, failure timeout 2 s, 2 ms per hop) builds the cube by N - 1 joins, then gives it
 a routing state: ``peers-per-superpeer`` peers on every super-peer (peer i on super-peer i mod N),
-each advertising the two digital-library documents it publishes and subscribing once (seeded). Then,
-on that network, one after the other:
+each advertising the two digital-library documents it publishes and subscribing once (seeded; all
+joins, then all advertisements, then all subscriptions). Then, on that network, one after the other:
 
 * ``fail``: a seeded random super-peer crashes; its neighbours notice the silence, the cube is
   repaired, its peers move to the next live super-peer, and routing recovers (retractions,
@@ -109,20 +109,24 @@ class TimedSimulation(Simulation):
 
 
 def workload(n: int, peers_per_superpeer: int, seed: int) -> list[dict]:
-    """Every peer joins, advertises what it publishes and subscribes once."""
+    """Every peer joins, then advertises what it publishes, then subscribes once (in that order,
+    as ``superpeer.sim.generate`` does)."""
     library = DigitalLibrary(seed=seed)
     count = n * peers_per_superpeer
-    ops: list[dict] = []
-    for i in range(count):
-        name = f"peer{i}"
+    names = [f"peer{i}" for i in range(count)]
+    joins = [{"op": "join", "peer": name, "superpeer": i % n} for i, name in enumerate(names)]
+    advertisements = []
+    for i, name in enumerate(names):
         documents = [
             library.document(i * DOCUMENTS_PER_PEER + d, group=i, groups=count)
             for d in range(DOCUMENTS_PER_PEER)
         ]
-        ops.append({"op": "join", "peer": name, "superpeer": i % n})
-        ops.append({"op": "advertise", "peer": name, **library.advertisement(documents)})
-        ops.append({"op": "subscribe", "peer": name, "id": "q0", "query": library.subscription()})
-    return ops
+        advertisements.append({"op": "advertise", "peer": name, **library.advertisement(documents)})
+    subscriptions = [
+        {"op": "subscribe", "peer": name, "id": "q0", "query": library.subscription()}
+        for name in names
+    ]
+    return joins + advertisements + subscriptions
 
 
 def split(messages: Counter[str], sizes: Counter[str]) -> Figures:
