@@ -5,7 +5,7 @@ and optionally M peer daemons attached to them.
 
 starts the super-peers one after the other (each new one joins through a random member, as operators
 would), waits until every one is a member, then starts the peers (``peer keygen`` and ``peer run``,
-attached round-robin, each in its own data directory, so ``peer --data-dir DIR subscribe ...``
+attached round-robin, each in its own data directory, so ``peer subscribe ... --data-dir DIR``
 drives them), prints where everything is, and stops them all cleanly (peers first) on Ctrl-C or
 SIGTERM. With TLS (the default) the launcher first does what an operator does once: creates a
 network CA in the cluster's directory, a key for every super-peer, and a certificate for it (2048-bit
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sp{k} {address} data={cluster.directories[k]}", flush=True)
         for j, directory in enumerate(cluster.peer_directories):
             access = cluster.addresses[j % cluster.size]
-            print(f"peer{j} -> {access}: peer --data-dir {directory} status", flush=True)
+            print(f"peer{j} -> {access}: peer status --data-dir {directory}", flush=True)
         if cluster.tls:
             print(f"network CA certificate (peers trust it): {cluster.ca_certificate}", flush=True)
         print("running; Ctrl-C stops every daemon", flush=True)

@@ -51,6 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         help="drop a detached peer's registration so its key can register again",
     )
     forget.add_argument("peer", help="the peer's public identifier (pk1-...)")
+    peers = commands.add_parser(
+        "peers", help="list the peers this super-peer holds something for (state, mail)"
+    )
+    subscriptions = commands.add_parser(
+        "subscriptions", help="list the subscriptions this super-peer holds, and where they went"
+    )
+    subscriptions.add_argument("--peer", help="only this peer's (pk1-... or name)")
     keygen = commands.add_parser("keygen", help="create this super-peer's key")
     ca = commands.add_parser("ca", help="the network CA").add_subparsers(
         dest="ca_command", required=True
@@ -67,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     keygen.add_argument("--bits", type=int, default=3072)
     keygen.add_argument("--force", action="store_true", help="replace an existing key")
-    for sub in (run, status, stop, forget, keygen, ca_issue):
+    for sub in (run, status, stop, forget, peers, subscriptions, keygen, ca_issue):
         sub.add_argument("--config", help="TOML configuration file")
         sub.add_argument("--data-dir", help="data directory (default: under the user's data home)")
         sub.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:7400)")
@@ -79,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="plaintext connections (only to measure what TLS costs)",
     )
-    status.add_argument("--json", action="store_true", help="print one JSON object")
+    for sub in (status, peers, subscriptions):
+        sub.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
         config = _config(args)
@@ -100,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return _serve(config)
     try:
-        arguments = {"peer": args.peer} if args.command == "forget-peer" else None
+        arguments = None
+        if args.command == "forget-peer" or (args.command == "subscriptions" and args.peer):
+            arguments = {"peer": args.peer}
         reply = control_blocking(config.directory, args.command, arguments)
     except ControlUnavailable as error:
         print(f"superpeer: {error}", file=sys.stderr)
@@ -108,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if not reply.ok:
         print(f"superpeer: {reply.body}", file=sys.stderr)
         return 2
-    if args.command == "status" and not args.json:
-        _print_status(json.loads(reply.body))
+    printers = {"status": _print_status, "peers": _print_peers, "subscriptions": _print_subs}
+    if args.command in printers and not args.json:
+        printers[args.command](json.loads(reply.body))
     else:
         print(reply.body)
     return 0
@@ -294,6 +305,32 @@ def _print_status(status: dict) -> None:
     print(
         f"  protocol violations: {status['violations']}, authentication failures: {status['auth_failures']}"
     )
+
+
+def _print_peers(peers: list[dict]) -> None:
+    if not peers:
+        print("no peers")
+        return
+    print(
+        f"{'peer':<58} {'state':<9} {'subs':>5} {'mail':>6} {'unacked':>7} {'expired':>7}  moved to"
+    )
+    for row in peers:
+        print(
+            f"{row['peer']:<58} {row['state']:<9} {row['subscriptions']:>5} {row['mail']:>6}"
+            f" {row['unacknowledged']:>7} {row['expired']:>7}  {row['moved_to'] or '-'}"
+        )
+
+
+def _print_subs(rows: list[dict]) -> None:
+    if not rows:
+        print("no subscriptions")
+        return
+    for row in rows:
+        sent = ", ".join(
+            f"{node} (for {', '.join(origins)})" for node, origins in row["sent_to"].items()
+        )
+        print(f"{row['source']} {row['id']}: {row['query']}")
+        print(f"    sent to: {sent or 'nowhere (no covering advertisement, or covered)'}")
 
 
 if __name__ == "__main__":

@@ -242,5 +242,21 @@ def test_the_launcher_starts_peer_daemons_that_the_peer_command_line_drives(tmp_
             inbox = [json.loads(line) for line in listed.splitlines()]
             time.sleep(0.1)
         assert [n["subject"] for n in inbox] == ["http://example.org/p1"], inbox
+        # what the subscriber's access point holds for it, as an operator sees it
+        access_point = cluster.directories[0]
+
+        def superpeer(*argv: str) -> str:
+            return subprocess.run(
+                [sys.executable, "-m", "superpeer.cli", *argv, "--data-dir", str(access_point)],
+                capture_output=True, text=True, check=True, timeout=60,
+            ).stdout  # fmt: skip
+
+        held = json.loads(superpeer("peers", "--json"))
+        mine = [row for row in held if row["subscriptions"] == 1]
+        assert len(mine) == 1 and mine[0]["state"] == "attached" and mine[0]["mail"] == 0, held
+        subscriptions = json.loads(superpeer("subscriptions", "--peer", mine[0]["peer"], "--json"))
+        assert len(subscriptions) == 1, subscriptions
+        assert "Nejdl" in subscriptions[0]["query"]
+        assert "attached" in superpeer("peers") and "sent to" in superpeer("subscriptions")
         daemons = cluster.peer_processes + cluster.processes
     assert [process.returncode for process in daemons] == [0] * 6
