@@ -445,7 +445,11 @@ class SuperPeerNode:
     def _took_place_of(self, departed: Departed, now: float, out: list[Output]) -> None:
         out.append(Forgotten(departed.node))
         self._renewed.add(departed.node)
-        incarnation = self._neighbour_incarnations.get(departed.node, 0)
+        # the incarnation it had as our neighbour; else the newest we heard of (a node that
+        # joined next to it and was never sent anything by it): with 0, nobody would evict it
+        incarnation = self._neighbour_incarnations.get(
+            departed.node, self.incarnations.get(departed.node, 0)
+        )
         if departed.failed:
             self.departed[departed.node] = incarnation
         else:
@@ -580,7 +584,12 @@ class SuperPeerNode:
             self._core(
                 self.core.superpeer_message(sender, message, size, now, message_id), now, out
             )
-            if isinstance(message, m.Departed):
+            if isinstance(message, m.Departed) and message.node == self.node_id:
+                if message.failed and message.incarnation == self.incarnation:
+                    # the cube declared this incarnation failed (it was paused, or cut off) and
+                    # the news came down a tree that still ran through it
+                    self._rejoin("the cube declared this super-peer failed", now, out)
+            elif isinstance(message, m.Departed):
                 # what is queued for it still goes out (a goodbye is answered): Forgotten drains
                 if self.incarnations.get(message.node, 0) <= message.incarnation:
                     # (not when a newer incarnation spoke already: the link is its)

@@ -1,5 +1,7 @@
 """``SuperPeerNode`` rules that need no network around them: fed by hand, time passed in."""
 
+import dataclasses
+
 from hypercup import JoinRequest
 from superpeer.actions import Forgotten, ToSuperPeer
 from superpeer.node import NodeConfig, SuperPeerNode
@@ -46,3 +48,22 @@ def test_a_new_incarnation_keeps_what_was_sent_to_it_after_the_old_one_departed(
     assert Forgotten("sp5") in out, "what was queued for the departed one drains, bounded"
     assert Forgotten("sp5", drain=False) not in node.superpeer_hello("sp5", 3, "a5", 4.0)
     assert Forgotten("sp5", drain=False) in node.superpeer_hello("sp5", 4, "a5", 5.0)
+
+
+def test_a_super_peer_told_that_it_failed_rejoins_as_a_new_incarnation():
+    """A paused super-peer whose place was repaired may hear of its own departure down a tree
+    that still ran through it (and from nobody else, when no neighbour knew its incarnation)."""
+    node = SuperPeerNode("sp0", "sp0.test:7400", MemoryStore(), CONFIG)
+    node.start(0.0, [])
+    node.superpeer_hello("sp1", 1, "sp1.test:7400", 0.5)
+    stale = m.Departed(
+        origin="sp3", origin_position=0, node="sp0", incarnation=node.incarnation - 1,
+        positions=(0,), failed=True, since=0.0,
+    )  # fmt: skip
+    node.superpeer_message("sp1", 1, Received(stale, "sp1#1"), 1.0)
+    assert node.statistics.rejoins == 0, "an older incarnation's departure is not this one's"
+    current = dataclasses.replace(stale, incarnation=node.incarnation)
+    before = node.incarnation
+    out = node.superpeer_message("sp1", 1, Received(current, "sp1#2"), 2.0)
+    assert node.statistics.rejoins == 1 and node.incarnation > before
+    assert sent(out) == [("sp1", JoinRequest.__name__)]
