@@ -689,6 +689,7 @@ class SuperPeerNode:
         self._last_heard.clear()
         self._suspected.clear()
         self._catchups.clear()
+        self._timer_due = None
         self._before_member.clear()
         self._restored_since = since
         self._contacts = contacts
@@ -1655,7 +1656,14 @@ class SuperPeerNode:
         expected = self._timer_due
         if expected is not None and now - expected > self.config.failure_seconds / 2:
             # this process was stalled (paused): give everyone a fresh chance before judging
-            log.warning("event=stalled node=%s seconds=%.1f", self.node_id, now - expected)
+            stalled = now - expected
+            log.warning("event=stalled node=%s seconds=%.1f", self.node_id, stalled)
+            if stalled >= self.config.failure_seconds - interval:
+                # silent that long, its neighbours have most likely declared it failed and
+                # repaired its place; holding on to it (when no eviction reaches it) would keep
+                # a second member at those positions
+                self._rejoin(f"stalled for {stalled:.1f} s", now, out)
+                return
             for neighbour in self._last_heard:
                 self._last_heard[neighbour] = now
         retry = now >= self._retry_at

@@ -67,3 +67,20 @@ def test_a_super_peer_told_that_it_failed_rejoins_as_a_new_incarnation():
     out = node.superpeer_message("sp1", 1, Received(current, "sp1#2"), 2.0)
     assert node.statistics.rejoins == 1 and node.incarnation > before
     assert sent(out) == [("sp1", JoinRequest.__name__)]
+
+
+def test_a_super_peer_stalled_longer_than_the_failure_timeout_rejoins():
+    """Paused (SIGSTOP) for longer than its neighbours wait, it has most likely been replaced;
+    it does not wait for an eviction that may never reach it."""
+    node = SuperPeerNode("sp0", "sp0.test:7400", MemoryStore(), CONFIG)
+    node.start(0.0, [])
+    node.timer(0.0)
+    due = node.next_deadline()
+    node.timer(due + CONFIG.failure_seconds / 2 + 0.1)
+    assert node.statistics.rejoins == 0, "a short stall only gives the neighbours a fresh chance"
+    before = node.incarnation
+    node.timer(100.0)
+    assert node.statistics.rejoins == 1 and node.incarnation > before
+    assert node.core is not None, "alone, it makes a new cube at once"
+    node.timer(node.next_deadline())
+    assert node.statistics.rejoins == 1, "and the stall is not counted twice"
