@@ -387,6 +387,12 @@ class SuperPeerNode:
 
     # == the topology ==============================================================================
     def _topology(self, outputs: list, now: float, out: list[Output]) -> None:
+        # a departure is announced in the view that has the departed node's place filled (the
+        # protocol reports the change of view after it): announced in the old one, it went down
+        # a tree through the departed node, and the access points below it never caught up
+        outputs = [o for o in outputs if not isinstance(o, Departed)] + [
+            o for o in outputs if isinstance(o, Departed)
+        ]
         for output in outputs:
             if isinstance(output, Send):
                 self.addresses.setdefault(output.to, output.address)

@@ -5,8 +5,10 @@ returning), and two reports of the one failure started two repairs that broke a 
 
 import pytest
 
+import qel
 from superpeer.sim import Simulation
 from tests.superpeer.oracle import expected_deliveries
+from wire import messages as m
 
 BROAD = {"schemas": ["dc", "rdf", "http://example.org/"]}
 QUERY = "X : t(X, dc:title, T), t(X, dc:date, D), D < 2013, D > 1994"
@@ -49,3 +51,37 @@ def test_a_bounced_super_peer_loses_nothing(superpeers, bounced, subscriber, pub
     assert simulation.errors == []
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
     assert sorted(simulation.deliveries()["sub"]) == ["after", "before", "last"]
+
+
+@pytest.mark.parametrize("superpeers", [4, 8])
+def test_what_is_published_while_a_relay_is_down_is_caught_up(superpeers):
+    """The repairer announced the departure in the view that still had the dead node in its
+    place, so the news went down a tree through the dead node: the access points below it never
+    caught up on what was published while it was down. Every relay, subscriber and publisher
+    placement is tried."""
+    lost = []
+    for bounced in range(superpeers):
+        for subscriber in range(superpeers):
+            for publisher in range(superpeers):
+                if bounced in (subscriber, publisher):
+                    continue
+                simulation = Simulation(superpeers)
+                for op in [
+                    {"op": "join", "peer": "sub", "superpeer": subscriber},
+                    {"op": "join", "peer": "pub", "superpeer": publisher},
+                    {"op": "advertise", "peer": "pub", **BROAD},
+                    {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+                ]:
+                    simulation.apply(op)
+                node = simulation.ids[bounced]
+                simulation._kill(node)  # down, and nobody noticed yet
+                [publication] = qel.parse_publications(document(1), "nt", publisher="pub", id="x")
+                simulation._send_request(
+                    simulation.peers["pub"], m.Publish(publication=publication)
+                )
+                simulation._advance(simulation.now + 1.0)
+                simulation._start(node)
+                simulation.run_until_quiet()
+                if simulation.deliveries()["sub"] != ["x"]:
+                    lost.append((bounced, subscriber, publisher))
+    assert lost == []
