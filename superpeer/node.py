@@ -632,17 +632,6 @@ class SuperPeerNode:
             and not self._is_neighbour(node)
         )
 
-    def _has_failed(self, node: str) -> bool:
-        """``node`` was declared failed and repaired away, and no newer incarnation showed up:
-        routing state sent to it (old routes kept for ``settle_seconds`` still name it) would
-        wait forever on a link to a dead process; what it missed is caught up from the logs."""
-        failed = self.departed.get(node)
-        return (
-            failed is not None
-            and self.incarnations.get(node, 0) <= failed
-            and not self._is_neighbour(node)
-        )
-
     def _is_neighbour(self, node: str) -> bool:
         return self.topology.state is NodeState.MEMBER and node in self.topology.view().neighbours()
 
@@ -707,9 +696,7 @@ class SuperPeerNode:
     def _core(self, outputs: list, now: float, out: list[Output]) -> None:
         for output in outputs:
             if isinstance(output, ToSuperPeer):
-                if self._has_left(output.node) or (
-                    self._has_failed(output.node) and not isinstance(output.message, _FROM_ANY)
-                ):
+                if self._has_left(output.node):
                     self._trace(out, now, "drop", output.message, neighbour=output.node)
                     continue
                 address = output.address or self.addresses.get(output.node, "")

@@ -1,6 +1,5 @@
 """``SuperPeerNode`` rules that need no network around them: fed by hand, time passed in."""
 
-import qel
 from hypercup import JoinRequest
 from superpeer.actions import Forgotten, ToSuperPeer
 from superpeer.node import NodeConfig, SuperPeerNode
@@ -47,39 +46,6 @@ def test_a_new_incarnation_keeps_what_was_sent_to_it_after_the_old_one_departed(
     assert Forgotten("sp5") in out, "what was queued for the departed one drains, bounded"
     assert Forgotten("sp5", drain=False) not in node.superpeer_hello("sp5", 3, "a5", 4.0)
     assert Forgotten("sp5", drain=False) in node.superpeer_hello("sp5", 4, "a5", 5.0)
-
-
-def test_routing_state_for_a_super_peer_declared_failed_is_dropped_not_queued():
-    """Old routes (kept ``settle_seconds`` after a repair) may still name a super-peer the cube
-    declared failed: what the routing core sends it would wait forever on a link to a dead
-    process (the daemon never quiet), so it is dropped; a catch-up request still goes (it is
-    about durable logs), and so does everything once a newer incarnation speaks."""
-    node = SuperPeerNode("sp0", "sp0.test:7400", MemoryStore(), CONFIG)
-    node.start(0.0, [])
-    node.superpeer_hello("sp5", 2, "a5", 1.0)
-    departed = m.Departed(
-        origin="sp3", origin_position=0, node="sp5", incarnation=2, positions=(1,),
-        failed=True, since=1.0,
-    )  # fmt: skip
-    node.superpeer_message("sp3", 1, Received(departed, "sp3#1"), 2.0)
-    [publication] = qel.parse_publications(
-        '<http://ex/a> <http://purl.org/dc/elements/1.1/title> "T" .', "nt", id="p1"
-    )
-    notification = m.Notification(
-        origin="sp0", origin_position=0, publication=publication, owner="peer",
-        access_point="sp0.test:7400", hops=0, published_at=2.0,
-    )  # fmt: skip
-    catchup = m.CatchUp(request="r1", entries=())
-
-    def routed(message: object, now: float) -> list[tuple[str, str]]:
-        out: list = []
-        node._core([ToSuperPeer("sp5", message, b"", "sp0#9", "a5")], now, out)
-        return sent(out)
-
-    assert routed(notification, 2.5) == [], "nobody would ever acknowledge it"
-    assert routed(catchup, 2.5) == [("sp5", "CatchUp")]
-    node.superpeer_hello("sp5", 3, "a5", 3.0)
-    assert routed(notification, 3.5) == [("sp5", "Notification")], "the next incarnation's"
 
 
 def test_a_crash_right_after_joining_still_catches_up_on_restart():
