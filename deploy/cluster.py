@@ -161,6 +161,8 @@ class Cluster:
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
+        if process is not None and process.stdout is not None:
+            process.stdout.close()  # (restart replaces the process)
 
     def restart(self, k: int) -> None:
         """Start super-peer ``k`` again on its data directory, joining through a live member."""

@@ -158,6 +158,7 @@ class RemotePeer:
             finally:
                 if self._stream is stream:
                     self._stream = None
+                await trio.aclose_forcefully(stream)  # broken or ended: its socket too
                 if not self._established.is_set():  # refused, or closed before it identified
                     self._ended = self._ended or "the connection closed before identification"
                     self._established.set()
@@ -277,4 +278,23 @@ def quiet_problems(statuses: list[dict]) -> list[str]:
         unacknowledged = status.get("mail", {}).get("unacknowledged")
         if unacknowledged:
             problems.append(f"{node} waits for peers' acknowledgements {unacknowledged}")
+    return problems
+
+
+def cube_problems(statuses: list[dict], dead: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """Why the live super-peers (their statuses) do not form a whole cube without the ``dead``
+    ones (empty when they do): each a member, nobody naming a dead one as neighbour, the
+    positions covering the cube exactly once."""
+    live = [s for s in statuses if s]
+    problems = [f"{s['node']} is {s['state']}" for s in live if s["state"] != "member"]
+    if problems:
+        return problems
+    for status in live:
+        named = dead & set(status.get("neighbours", {}))
+        if named:
+            problems.append(f"{status['node']} names {sorted(named)} as neighbour")
+    dimensions = {s["dimension"] for s in live}
+    positions = sorted(p for s in live for p in s["positions"])
+    if len(dimensions) != 1 or positions != list(range(2 ** next(iter(dimensions)))):
+        problems.append(f"positions {positions} in dimensions {sorted(dimensions)}")
     return problems

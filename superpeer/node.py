@@ -425,6 +425,9 @@ class SuperPeerNode:
             sorted(view.positions),
         )
         self._trace_event(out, now, "member", kind="hypercup.joined")
+        # alive from now on (housekeeping renews it): a crash before the first renewal must
+        # still catch up from here when it restarts, not skip the catch-up for want of a time
+        self.store.set_meta("alive_at", repr(now))
         self._restore(now, out)
         early, self._before_member = self._before_member, []
         for sender, incarnation, received in early:

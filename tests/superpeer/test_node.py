@@ -84,3 +84,17 @@ def test_a_super_peer_stalled_longer_than_the_failure_timeout_rejoins():
     assert node.core is not None, "alone, it makes a new cube at once"
     node.timer(node.next_deadline())
     assert node.statistics.rejoins == 1, "and the stall is not counted twice"
+
+
+def test_a_crash_right_after_joining_still_catches_up_on_restart():
+    """``alive_at`` (where a restart's catch-up starts) is written when the node becomes a
+    member, not only at the first housekeeping ``housekeeping_seconds`` later: a super-peer
+    killed in between restarted without asking for what its peers missed."""
+    store = MemoryStore()
+    node = SuperPeerNode("sp0", "sp0.test:7400", store, CONFIG)
+    node.start(10.0, [])  # a member at once (a new cube); killed before any timer ran
+    store.set_subscription("peer", "s1", b"", made=11.0)  # a peer of ours subscribed
+    assert store.local_peers() == ["peer"]
+    restarted = SuperPeerNode("sp0", "sp0.test:7400", store, CONFIG)
+    restarted.start(20.0, [("sp1", "sp1.test:7400")])
+    assert restarted._restored_since == 10.0 - CONFIG.catchup_margin_seconds
