@@ -196,7 +196,19 @@ def wait_delivered(cluster: Cluster, k: int, directory: Path, stream: Stream) ->
         rows = [r for r in held_for(cluster, k) if r["peer"] == status["peer_id"]]
         return all(r["mail"] == 0 and r["unacknowledged"] == 0 for r in rows)
 
-    return wait_for(done, QUIET_TIMEOUT, f"{directory.name} to receive {len(owed)}")
+    try:
+        return wait_for(done, QUIET_TIMEOUT, f"{directory.name} to receive {len(owed)}")
+    except DeliveryError as error:
+        status = peer_status(directory) or {}
+        missing = sorted(owed - ids(inbox_of(directory))) if status else ["(not running)"]
+        held = {
+            f"sp{n}": [r for r in held_for(cluster, n) if r["peer"] == status.get("peer_id")]
+            for n in cluster.live()
+        }
+        raise DeliveryError(
+            f"{error}: {len(missing)} missing ({' '.join(missing[:10])}); peer status "
+            f"{ {k: status.get(k) for k in ('connected', 'superpeer_id', 'inbox')} }; held {held}"
+        ) from None
 
 
 def start(cluster: Cluster, j: int, k: int) -> float:
@@ -248,6 +260,7 @@ def faults(
         stream = Stream(publisher, random.Random(seed + 1))
         _setup(c, publisher, [subscriber], stream)
         per_round = []
+        repeats = 0
         for r in range(rounds):
             point = rng.randrange(1, publications)
             hold = rng.uniform(0.0, 1.0)
@@ -268,6 +281,9 @@ def faults(
             producer = threading.Thread(target=produce, daemon=True)
             producer.start()
             reached.wait()
+            # repeats the inbox ignored in this run of the daemon (read just before the fault)
+            before = peer_status(subscriber) or {}
+            repeats += before.get("inbox", {}).get("duplicates_ignored", 0)
             if kind == "kill":
                 c.kill_peer(0)
             else:
@@ -287,11 +303,12 @@ def faults(
             print(f"{kind} round {r}: fault after {point} publications; {verdict}",
                   file=sys.stderr, flush=True)  # fmt: skip
         status = peer_status(subscriber) or {}
+        repeats += status.get("inbox", {}).get("duplicates_ignored", 0)
         total = judge(stream, inbox_of(subscriber))
         problems = _daemon_problems(c)
     return {
         "scenario": kind, "rounds": rounds, "publications": len(stream.published),
-        **total, "repeats_ignored_last_run": status.get("inbox", {}).get("duplicates_ignored"),
+        **total, "repeats_ignored": repeats,
         "unknown_outcome": len(stream.unknown), "rounds_detail": per_round,
         "problems": problems, "seconds": round(time.monotonic() - started, 1),
     }  # fmt: skip
@@ -373,7 +390,7 @@ def backlog(*, publications: int, seed: int, directory: Path | None = None) -> d
 
 # -- scenario 3: migrations during a stream ---------------------------------------------------------
 def moves(
-    *, count: int, seed: int, rate: float = 100.0, directory: Path | None = None
+    *, count: int, seed: int, rate: float = 300.0, directory: Path | None = None
 ) -> dict[str, Any]:
     if count < 2:
         raise ValueError("at least 2 moves (away and back)")
@@ -398,6 +415,7 @@ def moves(
         producer.start()
         where = 0
         path = [0]
+        repeats = 0
         for n in range(count):
             time.sleep(rng.uniform(0.2, 1.0))
             if n == count - 1:
@@ -408,6 +426,8 @@ def moves(
             if failure:
                 break
             moved = time.monotonic()
+            before = peer_status(subscriber) or {}
+            repeats += before.get("inbox", {}).get("duplicates_ignored", 0)
             code = c.stop_peer(0)
             if code != 0:
                 raise DeliveryError(f"the subscriber exited with {code} on SIGTERM")
@@ -423,6 +443,7 @@ def moves(
             raise failure[0]
         quiet = wait_delivered(c, where, subscriber, stream)
         records = inbox_of(subscriber)
+        repeats += (peer_status(subscriber) or {}).get("inbox", {}).get("duplicates_ignored", 0)
 
         def old_rows() -> list[dict[str, Any]]:
             return [
@@ -430,7 +451,8 @@ def moves(
                 for k in range(4)
                 if k != where
                 for row in held_for(c, k)
-                if row["peer"] == subscriber_id and (row["subscriptions"] or row["mail"])
+                if row["peer"] == subscriber_id
+                and (row["subscriptions"] or row["mail"] or row["unacknowledged"])
             ]
 
         with contextlib.suppress(DeliveryError):  # what is left is reported
@@ -440,7 +462,7 @@ def moves(
     return {
         "scenario": "move", "moves": len(path) - 1, "path": path,
         "publications": len(stream.published), **judge(stream, records),
-        "quiet_seconds": round(quiet, 2), "left_at_old_access_points": left_behind,
+        "repeats_ignored": repeats, "quiet_seconds": round(quiet, 2), "left_at_old_access_points": left_behind,
         "problems": problems, "seconds": round(time.monotonic() - started, 1),
     }  # fmt: skip
 
