@@ -31,7 +31,7 @@ def test_a_backlog_reaches_a_returning_peer_in_order_and_its_neighbour_stays_att
 
 
 def test_a_subscriber_moving_between_four_super_peers_loses_nothing(tmp_path):
-    result = moves(count=10, seed=9, directory=tmp_path)
+    result = moves(count=10, seed=9, rate=200, directory=tmp_path)
     assert failed(result) == [], result
     assert result["moves"] == 10 and result["path"][0] == result["path"][-1] == 0
     assert len(set(result["path"])) == 4, "it visited every super-peer"
