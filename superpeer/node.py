@@ -734,15 +734,21 @@ class SuperPeerNode:
             else:
                 out.append(output)
 
-    def _deliver(self, peer: str, notify: m.Notify, now: float, out: list[Output]) -> None:
+    def _deliver(
+        self, peer: str, notify: m.Notify, now: float, out: list[Output], *, kept: bool = False
+    ) -> None:
         # a publication replayed by an origin that restarted, or caught up, may be older than
         # the subscription it matches now: a subscription gets what was published after it was
-        # made (less the margin that covers clocks), not the network's history
+        # made (less the margin that covers clocks), not the network's history. Not so for mail
+        # kept by the peer's previous access point (``kept``): it matched there, while the
+        # subscription stood, and is owed however old it is (the subscription's time here is
+        # when the peer brought it, after the move)
         margin = self.config.catchup_margin_seconds
         standing = tuple(
             sid
             for sid in notify.subscriptions
-            if notify.published_at >= self._subscribed_at.get((peer, sid), -math.inf) - margin
+            if kept
+            or notify.published_at >= self._subscribed_at.get((peer, sid), -math.inf) - margin
         )
         if not standing:
             self._trace(out, now, "drop", notify, peer=peer)
@@ -980,15 +986,18 @@ class SuperPeerNode:
     def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
         if message.purpose == "catchup" and message.peer in self._moved_away:
             return  # asked for before it moved on; its new access point asks for itself
+        kept = message.purpose in ("handover", "forward")
         for notify in message.notifications:
-            self._recover(message.peer, notify, now, out)
+            self._recover(message.peer, notify, now, out, kept=kept)
 
-    def _recover(self, peer: str, notify: m.Notify, now: float, out: list[Output]) -> None:
+    def _recover(
+        self, peer: str, notify: m.Notify, now: float, out: list[Output], *, kept: bool = False
+    ) -> None:
         known = self.core is not None and peer in self.core.peers
         if not known and peer not in self.store.local_peers():
             return
         before = self.mail.statistics.repeats
-        self._deliver(peer, dataclasses.replace(notify, delivery=0), now, out)
+        self._deliver(peer, dataclasses.replace(notify, delivery=0), now, out, kept=kept)
         if self.mail.statistics.repeats == before:
             self.statistics.recovered += 1
 

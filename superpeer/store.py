@@ -248,11 +248,11 @@ class MemoryStore:
         return len(done)
 
     def take_mail(self, peer: str, now: float, until: float) -> list[bytes]:
+        # not marked delivered: handed over is not acknowledged, and the peer may come back
+        # here with them still unacknowledged (they must then be kept again)
         box = self._mail.pop(peer, None)
         if box is None:
             return []
-        for key in box.keys:
-            self._delivered[peer, key] = now
         return [data for _, data, at in box.items.values() if at < until]
 
     def mail_counts(self) -> dict[str, int]:
@@ -494,10 +494,7 @@ class SqliteStore:
         rows = self._read(
             "SELECT data FROM mail WHERE peer = ? AND at < ? ORDER BY delivery", (peer, until)
         )
-        self._write(
-            "INSERT OR REPLACE INTO delivered SELECT peer, key, ? FROM mail WHERE peer = ?",
-            (now, peer),
-        )
+        # not marked delivered (see MemoryStore.take_mail)
         self._write("DELETE FROM mail WHERE peer = ?", (peer,))
         return [bytes(row[0]) for row in rows]
 

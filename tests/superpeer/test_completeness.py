@@ -317,3 +317,22 @@ def test_a_peer_adopted_twice_is_handed_over_by_the_last_adopter():
     for core in simulation.cores.values():
         assert len(core.poset) == 0, f"{core.node_id} keeps subscriptions nobody holds"
         assert "p0" not in core.peers
+
+
+def test_mail_older_than_the_catchup_margin_follows_a_moved_peer():
+    """Found by ``deploy.delivery``'s migrations on real daemons: a peer away from sp0 for
+    longer than ``catchup_margin_seconds`` moves to sp1, where its subscription is made when it
+    brings it; sp0 hands over what it kept, and sp1 dropped all of it as "published before the
+    subscription" (the filter meant for replays and catch-ups). What the previous access point
+    kept matched while the subscription stood there: it is owed however old it is."""
+    ops = [
+        {"op": "join", "peer": "p0", "superpeer": 0},
+        {"op": "join", "peer": "p1", "superpeer": 1},
+        {"op": "advertise", "peer": "p1", **BROAD},
+        {"op": "subscribe", "peer": "p0", "id": "s", "query": EQUIVALENT[1]},
+        {"op": "detach", "peer": "p0"},
+        {"op": "publish", "peer": "p1", "id": "n1", "format": "nt", "data": SUBJECT_PUBLICATION},
+        {"op": "move", "peer": "p0", "superpeer": 1},
+    ]
+    simulation = run(2, ops, op_interval=20.0)  # the move comes 20 s after the publication
+    assert simulation.deliveries() == expected_deliveries(2, ops) == {"p0": ["n1"], "p1": []}

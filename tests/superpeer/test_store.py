@@ -43,3 +43,21 @@ def test_a_local_peers_state_with_subscription_times_and_key_survives(reopen):
     store.forget_local("p")
     store = reopen()
     assert store.local_peers() == []
+
+
+def test_mail_taken_for_a_handover_can_be_kept_again_when_the_peer_comes_back(reopen):
+    """A peer moves away with mail it has not acknowledged (the store hands it over), then
+    back before its new access point delivered it: that access point hands the same mail
+    back, and it must be kept, not dropped as already delivered. (Found by
+    ``deploy.delivery``'s migrations: a peer moving sp1 -> sp2 -> sp1 in quick succession lost
+    what sp1 had handed to sp2.)"""
+    store = reopen()
+    assert store.put_mail("p", "k1", b"one", 1.0) is not None
+    assert store.put_mail("p", "k2", b"two", 2.0) is not None
+    assert store.acknowledge("p", store.mail_after("p", 0, 1)[0][0], 3.0) == 1
+    assert store.take_mail("p", 4.0, until=10.0) == [b"two"]
+    store = reopen()
+    assert store.mail_counts() == {}
+    assert store.put_mail("p", "k2", b"two", 5.0) is not None, "handed over, not delivered"
+    assert store.put_mail("p", "k1", b"one", 5.0) is None, "acknowledged: a repeat"
+    assert store.mail_counts() == {"p": 1}
