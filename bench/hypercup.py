@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 import networkx as nx
 
+from bench.columns import aligned
 from hypercup import Topology
 from hypercup.testing import Network, OperationStats
 
@@ -236,13 +237,7 @@ def table(results: Sequence[dict[str, object]]) -> str:
                     str(result["roots"]),
                 )
             )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True))
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return aligned(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

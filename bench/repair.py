@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
+from bench.columns import aligned
 from superpeer.core import CoreConfig
 from superpeer.sim import Simulation
 from superpeer.sim.network import START
@@ -266,13 +267,7 @@ def table(results: Sequence[Figures]) -> str:
                     f"{event['bytes_over_rebuild']:.3f}",
                 )
             )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True))
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return aligned(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

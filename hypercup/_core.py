@@ -1,9 +1,9 @@
 """What both halves of the protocol (``_joins``, ``_departures``) share: a node's state, how one
 input becomes a list of outputs, and when a message may be processed.
 
-* ``_run`` handles one input: it collects the outputs, appends a ``TopologyChanged`` when the
-  node's epoch, positions, neighbour table or neighbours' addresses changed, and marks the node
-  BROKEN when the input raised ``RemoteProtocolError`` (its state can no longer be trusted).
+* ``_run`` handles one input: it collects the outputs, adds a ``TopologyChanged`` (before any
+  ``Departed``) when the node's epoch, positions, neighbour table or neighbours' addresses
+  changed, and marks the node BROKEN when the input raised ``RemoteProtocolError`` (its state can no longer be trusted).
 * Epochs: every message but ``JoinRequest`` and ``Released`` carries its sender's epoch. A message
   from a later epoch is held back until this node's own ``Grow`` / ``Shrink`` arrives (they carry
   the epoch they start, so they need the one before). A message from an earlier epoch is an error,
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
 from hypercup.errors import LocalProtocolError, RemoteProtocolError
-from hypercup.events import JoinFailed, Left, Output, Send, TopologyChanged
+from hypercup.events import Departed, JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
     ROUTE,
     Grow,
@@ -126,10 +126,15 @@ class NodeCore:
         after = self._snapshot()
         if after is not None and after != before:
             assert self._hood is not None
-            self._out.append(
+            # before any ``Departed``: whoever announces a departure does it in the view that
+            # has the departed node's place filled (in the old one, the news would go down a
+            # tree through the departed node)
+            departed = [i for i, o in enumerate(self._out) if isinstance(o, Departed)]
+            self._out.insert(
+                departed[0] if departed else len(self._out),
                 TopologyChanged(
                     epoch=self._epoch, view=self._hood.view(), addresses=self._hood.addresses()
-                )
+                ),
             )
         out, self._out = self._out, []
         return out

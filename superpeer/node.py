@@ -387,12 +387,6 @@ class SuperPeerNode:
 
     # == the topology ==============================================================================
     def _topology(self, outputs: list, now: float, out: list[Output]) -> None:
-        # a departure is announced in the view that has the departed node's place filled (the
-        # protocol reports the change of view after it): announced in the old one, it went down
-        # a tree through the departed node, and the access points below it never caught up
-        outputs = [o for o in outputs if not isinstance(o, Departed)] + [
-            o for o in outputs if isinstance(o, Departed)
-        ]
         for output in outputs:
             if isinstance(output, Send):
                 self.addresses.setdefault(output.to, output.address)
@@ -647,6 +641,16 @@ class SuperPeerNode:
             and not self._is_neighbour(node)
         )
 
+    def _dropped(self, target: str, message: object, now: float, out: list[Output]) -> bool:
+        """Whether ``message`` is not sent, ``target`` having left (the one place this is
+        decided, for the node's messages and the core's alike). The topology protocol's own
+        messages still reach a leaver: its ``Released``."""
+        kind: str = type(message).KIND  # type: ignore[attr-defined]
+        if self._has_left(target) and not kind.startswith("hypercup."):
+            self._trace(out, now, "drop", message, neighbour=target)
+            return True
+        return False
+
     def _is_neighbour(self, node: str) -> bool:
         return self.topology.state is NodeState.MEMBER and node in self.topology.view().neighbours()
 
@@ -712,8 +716,7 @@ class SuperPeerNode:
     def _core(self, outputs: list, now: float, out: list[Output]) -> None:
         for output in outputs:
             if isinstance(output, ToSuperPeer):
-                if self._has_left(output.node):
-                    self._trace(out, now, "drop", output.message, neighbour=output.node)
+                if self._dropped(output.node, output.message, now, out):
                     continue
                 address = output.address or self.addresses.get(output.node, "")
                 self._last_sent[output.node] = now
@@ -1883,9 +1886,7 @@ class SuperPeerNode:
     def _send(
         self, target: str, message: object, now: float, out: list[Output], *, address: str = ""
     ) -> None:
-        if self._has_left(target) and not type(message).KIND.startswith("hypercup."):  # type: ignore[attr-defined]
-            # (the topology protocol's own messages still reach a leaver: its Released)
-            self._trace(out, now, "drop", message, neighbour=target)
+        if self._dropped(target, message, now, out):
             return
         message_id = self._next_id()
         data = wire.encode(message, message_id)
