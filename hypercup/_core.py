@@ -3,7 +3,8 @@ input becomes a list of outputs, and when a message may be processed.
 
 * ``_run`` handles one input: it collects the outputs, adds a ``TopologyChanged`` (before any
   ``Departed``) when the node's epoch, positions, neighbour table or neighbours' addresses
-  changed, and marks the node BROKEN when the input raised ``RemoteProtocolError`` (its state can no longer be trusted).
+  changed, and marks the node BROKEN when the input raised ``RemoteProtocolError`` (its state
+  can no longer be trusted).
 * Epochs: every message but ``JoinRequest`` and ``Released`` carries its sender's epoch. A message
   from a later epoch is held back until this node's own ``Grow`` / ``Shrink`` arrives (they carry
   the epoch they start, so they need the one before). A message from an earlier epoch is an error,
