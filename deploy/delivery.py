@@ -118,11 +118,7 @@ class Stream:
         hits = {s for s, _, hit in subjects if hit}
         batch_id = f"b{self.batches}"
         self.batches += 1
-        try:
-            body = call(self.directory, "publish", data=document, id=batch_id)
-            results = body["results"]
-        except DeliveryError as error:
-            raise DeliveryError(f"the publisher failed: {error}") from None
+        results = self._publish(document, batch_id)
         for result in results:
             if result["outcome"] == "published":
                 self.published.append(result["id"])
@@ -130,6 +126,24 @@ class Stream:
                     self.matching.add(result["id"])
             elif result["subject"] in hits:
                 self.unknown.add(result["id"])
+
+    def _publish(self, document: str, batch_id: str) -> list[dict[str, Any]]:
+        """The batch's results; a batch refused unsent (the publisher's access point said
+        goodbye: it is rejoining after a stall, as a loaded machine makes it) is made again once
+        the publisher is back, as a user would."""
+        deadline = time.monotonic() + QUIET_TIMEOUT
+        while True:
+            with ControlClient(self.directory / "control.sock", timeout=60.0) as control:
+                ok, body = control.call("publish", data=document, id=batch_id)
+            if ok:
+                return body["results"]
+            if body.get("error") != "unavailable" or time.monotonic() > deadline:
+                raise DeliveryError(f"the publisher failed: publish: {body}")
+            wait_for(
+                lambda: bool((peer_status(self.directory) or {}).get("connected")),
+                QUIET_TIMEOUT,
+                "the publisher to reconnect",
+            )
 
     def run(self, total: int, rate: float, progress: Callable[[int], None] | None = None) -> None:
         """``total`` publications in batches, at about ``rate`` per second."""

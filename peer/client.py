@@ -395,6 +395,7 @@ class PeerClient:
                 server_fingerprint=crypto.peer_fingerprint(secure),
                 server_node_id=crypto.verified_peer_certificate_node_id(secure),
                 registration=self.identity.registration,
+                earlier=dict(self.identity.earlier),
             )
         session: Session[Ticket] = Session(
             self.peer_id,
@@ -605,7 +606,7 @@ class PeerClient:
     async def _forget_registration(self, connection: _Connection, event: Forget) -> None:
         identity = self.identity
         assert identity is not None
-        failure = await _in_thread(identity.forget)
+        failure = await _in_thread(identity.forget, event.issued_by)
         if failure is not None:
             log.error("event=registration_not_forgotten error=%r", failure)
             connection.end(f"{failure} (the access point no longer knows the private identifier)")

@@ -15,10 +15,13 @@ printed (``crypto.PrivateIdentifier`` hides it from ``repr``); it goes only to t
 that issued it (``peer.session`` decides, ``crypto.Prover`` enforces). Its issuer is kept beside
 it because the secret file holds the secret alone.
 
-The peer holds one registration: with the access point it registered with last. Registering
-with another super-peer (the peer moved) replaces it, so going back to the previous one later
-meets ``already_registered`` there (its operator must run ``superpeer forget-peer``); carrying a peer's
-record and kept notifications from one access point to another is the next issue's work.
+The peer keeps every registration it holds: the latest in ``registration.json`` and
+``private-id``, the earlier ones (the peer moved on) in ``earlier/<hash of the issuer>/`` with the
+same two files. A peer that moves back to an access point before that one handed its record over
+(the handover drops it; the two cross on a fast move) then identifies there with the private
+identifier that access point issued, instead of meeting ``already_registered`` and waiting; if
+the record is gone, the access point answers ``unknown_identifier``, and that registration is
+forgotten and the peer registers again.
 
 Writing a registration: ``registration.json`` first, then ``private-id``, both durably, and only
 then does the peer confirm it to the access point (which keeps nothing before). A crash between
@@ -33,7 +36,9 @@ refuses to start and says which files to move away, rather than deleting a secre
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +53,7 @@ from peer.session import Registration
 
 PASSPHRASE_VARIABLE: Final = "PEER_KEY_PASSPHRASE"
 PRIVATE_ID_FILE: Final = "private-id"
+EARLIER_DIRECTORY: Final = "earlier"
 REGISTRATION_FILE: Final = "registration.json"
 REGISTRATION_FORMAT: Final = 1
 
@@ -193,16 +199,25 @@ class RegistrationFiles:
             ) from None
 
     def forget(self) -> bool:
-        return forget_registration(self.directory)
+        return _remove_registration(self.directory)
 
 
 class PeerIdentity:
-    """A peer's key and its registration: what ``peer.client`` needs to identify."""
+    """A peer's key and its registrations: what ``peer.client`` needs to identify."""
 
     def __init__(self, key: rsa.RSAPrivateKey, files: RegistrationFiles) -> None:
         self.key = key
         self.files = files
         self.registration: Registration | None = files.load()
+        self.earlier: dict[str, Registration] = {}
+        """Registrations with access points the peer was attached to before (by issuer)."""
+        earlier = files.directory / EARLIER_DIRECTORY
+        if earlier.is_dir():
+            for directory in sorted(earlier.iterdir()):
+                remove_temporary_files(directory)
+                held = RegistrationFiles(directory, files.public_id).load()
+                if held is not None:
+                    self.earlier[held.issued_by] = held
 
     @classmethod
     def open(cls, key: rsa.RSAPrivateKey, directory: Path) -> PeerIdentity:
@@ -215,19 +230,61 @@ class PeerIdentity:
     def public_id(self) -> str:
         return self.files.public_id
 
+    def registration_with(self, issuer: str) -> Registration | None:
+        """The registration ``issuer`` issued, if the peer holds one."""
+        latest = self.registration
+        if latest is not None and latest.issued_by == issuer:
+            return latest
+        return self.earlier.get(issuer)
+
     def store(self, registration: Registration) -> None:
-        """Durably, before the registration is confirmed to the access point."""
+        """Durably, before the registration is confirmed to the access point; the one it
+        replaces as the latest is kept among the earlier ones."""
+        latest = self.registration
+        if latest is not None and latest.issued_by != registration.issued_by:
+            self._earlier_files(latest.issued_by).save(latest)
+            self.earlier[latest.issued_by] = latest
+        if registration.issued_by in self.earlier:
+            self._earlier_files(registration.issued_by).forget()
+            del self.earlier[registration.issued_by]
         self.files.save(registration)
         self.registration = registration
 
-    def forget(self) -> None:
-        self.registration = None
-        self.files.forget()
+    def forget(self, issuer: str) -> None:
+        """``issuer`` no longer knows the peer: its registration goes."""
+        latest = self.registration
+        if latest is not None and latest.issued_by == issuer:
+            self.registration = None
+            self.files.forget()
+        if issuer in self.earlier:
+            del self.earlier[issuer]
+            self._earlier_files(issuer).forget()
+
+    def _earlier_files(self, issuer: str) -> RegistrationFiles:
+        name = hashlib.sha256(issuer.encode()).hexdigest()[:32]
+        return RegistrationFiles(
+            self.files.directory / EARLIER_DIRECTORY / name, self.files.public_id
+        )
 
 
 def forget_registration(directory: Path) -> bool:
+    """Deletes every registration in ``directory`` (the secrets first), the earlier ones too;
+    whether there were any. For ``peer keygen --force``: registrations belong to the key it
+    replaces."""
+    earlier = directory / EARLIER_DIRECTORY
+    present = _remove_registration(directory)
+    try:
+        if earlier.is_dir():
+            shutil.rmtree(earlier)
+            present = True
+    except OSError as error:
+        raise IdentityError(f"cannot remove {earlier}: {error.strerror}") from None
+    return present
+
+
+def _remove_registration(directory: Path) -> bool:
     """Deletes the registration files in ``directory`` (the secret first); whether there were
-    any. Also for ``peer keygen --force``: a registration belongs to the key it replaces."""
+    any."""
     secret, issuer = directory / PRIVATE_ID_FILE, directory / REGISTRATION_FILE
     try:
         present = any(p.exists() or p.is_symlink() for p in (secret, issuer))

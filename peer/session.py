@@ -67,7 +67,7 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -128,6 +128,9 @@ class Identification:
     server_fingerprint: str
     server_node_id: str | None
     registration: Registration | None
+    """The latest registration (the one a new registration replaces)."""
+    earlier: Mapping[str, Registration] = field(default_factory=dict)
+    """Registrations with access points the peer was attached to before, by issuer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,6 +493,8 @@ class Session(Generic[T]):
         held = identification.registration
         if held is not None and held.issued_by == challenge.verifier_id:
             self._identifying_with = held
+        else:
+            self._identifying_with = identification.earlier.get(str(challenge.verifier_id))
         self._challenger = str(challenge.verifier_id)
         using = self._identifying_with
         return crypto.Prover(

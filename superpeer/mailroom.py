@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -34,6 +33,8 @@ from superpeer.trace import TraceRecord
 from wire import messages as m
 
 MailOutput = ToConnection | TraceRecord
+ALL = 2**62
+"""A limit that is no limit (``Store.mail_after``)."""
 
 
 def mail_key(owner: str, publication_id: str) -> str:
@@ -137,11 +138,22 @@ class Mailroom:
         self._refill(peer, now, out)
         return out
 
-    def take(self, peer: str, now: float, *, until: float = math.inf) -> list[m.Notify]:
-        """Everything kept for ``peer`` (it moved away) that arrived before ``until`` (what came
-        later is its new access point's business): the store forgets all of it."""
+    def handed_over(self, peer: str) -> tuple[list[m.Notify], int]:
+        """Everything kept for ``peer`` (it moved away), oldest first, and the highest number
+        among it: the store keeps it until the new access point has it (``drop``)."""
         self._windows.pop(peer, None)
-        return [_decoded(data) for data in self.store.take_mail(peer, now, until)]
+        found = self.store.mail_after(peer, 0, ALL)
+        return [_decoded(data) for _, data in found], max((n for n, _ in found), default=0)
+
+    def drop(self, peer: str, through: int) -> int:
+        """Mail handed over up to ``through`` reached the new access point: forget it."""
+        return self.store.drop_mail(peer, through)
+
+    def take(self, peer: str, now: float) -> list[m.Notify]:
+        """Everything kept for ``peer`` (it moved away): the store forgets it. All of it, however
+        late it arrived: its new access point drops what it already has."""
+        self._windows.pop(peer, None)
+        return [_decoded(data) for data in self.store.take_mail(peer, now)]
 
     def expire(self, before: float, cap: int, now: float) -> list[MailOutput]:
         """Drop mail older than ``before`` and beyond ``cap`` per peer; count it for the peer."""

@@ -39,10 +39,17 @@ Rules, beyond the routing core's:
 * **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
   kept (``Mail``), forgets the peer (subscriptions retracted network-wide after ``settle_seconds``,
-  registration dropped, notifications that still reach it forwarded meanwhile) and answers
-  ``HandoverDone``. If the previous one does not answer within ``handover_seconds``, the node asks
-  the origins for what was published since the peer last heard from it, and keeps asking the
-  previous one (durably) until it answers: when it comes back, what it kept is handed over.
+  registration dropped) and answers ``HandoverDone`` with the number of notifications sent. The
+  previous one deletes that mail only when this node says it has all of it
+  (``HandoverReceived``); a short count (mail lost with a broken link or a rejoin) makes this
+  node ask again. What still reaches the previous one for the peer (its tree before the
+  subscriptions go, a late catch-up, mail from further back) follows the peer's forwarding
+  address, kept for ``retention_seconds``; a handover that describes a move older than the
+  peer's latest arrival (both times on the peer's clock) is refused as stale, so forwarding
+  addresses lead to where the peer is. If the previous one does not answer within
+  ``handover_seconds``, the node asks the origins for what was published since the peer last
+  heard from it, and keeps asking the previous one (durably) until it answers: when it comes
+  back, what it kept is handed over.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
   (``Goodbye.successor``), withdraws its advertisement and leaves the cube.
@@ -89,13 +96,26 @@ log = logging.getLogger("superpeer")
 # peer messages the node handles itself (the core traces the others when it handles them)
 _OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
 # backbone messages the node handles itself
-_FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone)
+_FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone, m.HandoverReceived)
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
 state (mail is publications, kept once; an eviction names the incarnation it is about)."""
-_NODE_HANDLED = (m.Evicted, m.Heartbeat, m.CatchUp, m.Mail, m.Handover, m.HandoverDone, m.AdoptLog)
+_NODE_HANDLED = (
+    m.Evicted,
+    m.Heartbeat,
+    m.CatchUp,
+    m.Mail,
+    m.Handover,
+    m.HandoverDone,
+    m.HandoverReceived,
+    m.AdoptLog,
+)
 T = TypeVar("T")
 Output = Action | TraceRecord
 HANDOVERS = "handover"
+HANDED = "handed"
+"""Handovers answered, whose mail is kept until the asker says it has it."""
+MAX_FORWARD_HOPS = 16
+"""Forwarding addresses lead to where a peer is; a chain longer than this is a bug (logged)."""
 MOVED = "moved"
 ADOPTED = "adopted"
 MOVES = "move-statement"
@@ -136,6 +156,27 @@ class NodeConfig:
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
     """Notifications per ``Mail`` message."""
+
+
+@dataclass
+class _Forward:
+    """Where a peer that moved away went (its forwarding address)."""
+
+    node: str
+    address: str
+    forget_at: float | None
+    """When its subscriptions here go (None: gone)."""
+    expires_at: float
+    """When the address is forgotten (``retention_seconds``: nothing kept lives longer)."""
+
+    def saved(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def restored(cls, entry: dict) -> _Forward:
+        forget_at = entry.get("forget_at", entry.get("until"))  # "until": stores before 2026-11
+        expires_at = entry.get("expires_at", forget_at or 0.0)
+        return cls(entry["node"], entry["address"], forget_at, expires_at)
 
 
 @dataclass
@@ -253,11 +294,13 @@ class SuperPeerNode:
         """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
         withdrawn: a repair catches up for them too, for the time they were active (a route
         broken before the withdrawal may have lost what they were owed)."""
-        self._moved_away: dict[str, tuple[str, str, float]] = {}
+        self._moved_away: dict[str, _Forward] = {}
         self._handover_due: dict[str, float] = {}
         """Pending handovers (request -> when to ask again)."""
         self._handover_tries: dict[str, int] = {}
         self._awaiting: set[str] = set()
+        self._handed_in: Counter[str] = Counter()
+        """Per handover asked for, the notifications its ``Mail`` brought so far."""
         """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._restored_since: float | None = None
         self._replay: list[tuple[float, m.Notification]] = []
@@ -574,7 +617,9 @@ class SuperPeerNode:
         elif isinstance(message, m.Handover):
             self._handover_out(sender, message, now, out)
         elif isinstance(message, m.HandoverDone):
-            self._handover_done(message, now, out)
+            self._handover_done(sender, message, now, out)
+        elif isinstance(message, m.HandoverReceived):
+            self._handover_received(sender, message)
         elif isinstance(message, m.AdoptLog):
             self._adopt_log_in(message)
         elif isinstance(message, m.Adopt) and self.core is not None:
@@ -758,17 +803,45 @@ class SuperPeerNode:
             return
         if standing != notify.subscriptions:
             notify = dataclasses.replace(notify, subscriptions=standing)
-        moved = self._moved_away.get(peer)
-        if moved is not None:
+        if peer in self._moved_away:
             # the peer moved away; its subscriptions here go after ``settle_seconds``
-            node, address, _ = moved
-            self.statistics.forwarded += 1
-            mail = m.Mail(
-                request="", purpose="forward", peer=peer, notifications=(notify,), last=True
-            )
-            self._send(node, mail, now, out, address=address)
+            self._forward(peer, (notify,), 1, now, out)
             return
         out += self.mail.deliver(peer, notify, now)
+
+    def _forward(
+        self, peer: str, notifications: tuple[m.Notify, ...], hops: int, now: float, out: list
+    ) -> None:
+        """What reaches this node for a peer that moved away follows it, whatever way it came
+        (its tree before the subscriptions here go, a catch-up asked before it moved, mail
+        handed over or forwarded to this node before it learned that the peer moved on):
+        dropping it here would lose it. Forwarding addresses point to where the peer went
+        after its stay here and a stale handover is refused (``_check_handover``), so the
+        chain ends where the peer is; ``MAX_FORWARD_HOPS`` bounds it all the same."""
+        forward = self._moved_away[peer]
+        if hops > MAX_FORWARD_HOPS:
+            log.error(
+                "event=forward_dropped node=%s peer=%s notifications=%d hops=%d",
+                self.node_id,
+                peer,
+                len(notifications),
+                hops,
+            )
+            for notify in notifications:
+                self._trace(out, now, "drop", notify, peer=peer)
+            return
+        self.statistics.forwarded += len(notifications)
+        batch = self.config.mail_batch
+        for start in range(0, len(notifications), batch):
+            mail = m.Mail(
+                request="",
+                purpose="forward",
+                peer=peer,
+                notifications=notifications[start : start + batch],
+                last=True,
+                hops=hops,
+            )
+            self._send(forward.node, mail, now, out, address=forward.address)
 
     def _restore(self, now: float, out: list[Output]) -> None:
         """A new member on a store that holds peers: route their state again; then, once the
@@ -806,7 +879,7 @@ class SuperPeerNode:
         for pending in self.store.pending(HANDOVERS):
             self._handover_due[pending] = now
         for peer, entry in self.store.pending(MOVED).items():
-            self._moved_away[peer] = (entry["node"], entry["address"], entry["until"])
+            self._moved_away[peer] = _Forward.restored(entry)
         since = self._restored_since
         restored = tuple(self.store.local_peers())
         if restored:
@@ -987,9 +1060,13 @@ class SuperPeerNode:
             self._send(target, mail, now, out, address=address)
 
     def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
-        if message.purpose == "catchup" and message.peer in self._moved_away:
-            return  # asked for before it moved on; its new access point asks for itself
-        kept = message.purpose in ("handover", "forward")
+        if message.purpose == "handover":
+            self._handed_in[message.request] += len(message.notifications)
+        if message.peer in self._moved_away:
+            self._forward(message.peer, message.notifications, message.hops + 1, now, out)
+            return
+        # kept by another access point: it matched there while the subscription stood
+        kept = message.purpose in ("handover", "forward", "adopt")
         for notify in message.notifications:
             self._recover(message.peer, notify, now, out, kept=kept)
 
@@ -997,7 +1074,7 @@ class SuperPeerNode:
         self, peer: str, notify: m.Notify, now: float, out: list[Output], *, kept: bool = False
     ) -> None:
         known = self.core is not None and peer in self.core.peers
-        if not known and peer not in self.store.local_peers():
+        if not known and peer not in self.store.local_peers() and peer not in self._moved_away:
             return
         before = self.mail.statistics.repeats
         self._deliver(peer, dataclasses.replace(notify, delivery=0), now, out, kept=kept)
@@ -1039,6 +1116,7 @@ class SuperPeerNode:
         """Ask the previous access point (again): the first wait is ``handover_seconds``, then
         it doubles (up to ten minutes) while the previous one does not answer."""
         self.statistics.handovers_in += 1
+        self._handed_in.pop(request, None)  # counted again for this answer
         tries = self._handover_tries.get(request, 0)
         self._handover_tries[request] = tries + 1
         wait = min(self.config.handover_seconds * 2**tries, 600.0)
@@ -1166,9 +1244,11 @@ class SuperPeerNode:
             return
         peer = message.peer
         self.statistics.handovers_out += 1
-        kept = self.mail.take(
-            peer, now, until=message.moved_at + self.config.catchup_margin_seconds
-        )
+        kept, through = self.mail.handed_over(peer)
+        if kept:
+            self.store.set_pending(
+                HANDED, message.request, {"peer": peer, "to": sender, "through": through}
+            )
         expired = self.store.take_expired(peer)
         self._send_mail(
             sender,
@@ -1180,15 +1260,23 @@ class SuperPeerNode:
             purpose="handover",
             address=message.address,
         )
-        until = now + self.config.routing.settle_seconds
-        self._moved_away[peer] = (sender, message.address, until)
-        self.store.set_pending(
-            MOVED, peer, {"node": sender, "address": message.address, "until": until}
+        forward = _Forward(
+            sender,
+            message.address,
+            forget_at=now + self.config.routing.settle_seconds,
+            expires_at=now + self.config.retention_seconds,
         )
+        self._moved_away[peer] = forward
+        self.store.set_pending(MOVED, peer, forward.saved())
         self.store.remove(peer)  # its registration moves: moving back registers again
         self.store.set_pending(ADOPTED, peer, None)
         done = m.HandoverDone(
-            request=message.request, peer=peer, accepted=True, reason="", expired=expired
+            request=message.request,
+            peer=peer,
+            accepted=True,
+            reason="",
+            expired=expired,
+            count=len(kept),
         )
         self._send(sender, done, now, out, address=message.address)
         log.info(
@@ -1201,10 +1289,13 @@ class SuperPeerNode:
             return f"the handover names {message.superpeer}, but {sender} sent it"
         if peer in self._peer_connection:
             return "the peer is attached here now"
-        if peer in self._moved_away:
-            node, _, _ = self._moved_away[peer]
-            if node == sender:
-                return None
+        arrival = self.store.pending(MOVES).get(peer)
+        if arrival is not None and arrival["since"] > message.since:
+            # the move it describes is older than the peer's latest arrival here (both times
+            # are the peer's clock): it came back since, and what is kept now is not the asker's
+            return "the peer came back here after that move"
+        if peer in self._moved_away and self._moved_away[peer].node == sender:
+            return None  # asked again: what reached this node since goes too
         known = peer in self.store.local_peers() or self.store.get(peer) is not None
         if not known:
             return "the peer is unknown here"
@@ -1234,8 +1325,30 @@ class SuperPeerNode:
         )
         return None if signed else "the move statement is not signed by the peer's key"
 
-    def _handover_done(self, message: m.HandoverDone, now: float, out: list[Output]) -> None:
+    def _handover_done(
+        self, sender: str, message: m.HandoverDone, now: float, out: list[Output]
+    ) -> None:
         entry = self.store.pending(HANDOVERS).get(message.request)
+        if message.accepted:
+            received = self._handed_in.get(message.request, 0)
+            if received < message.count:
+                # some of its mail was lost on the way (a broken link, a rejoin): the previous
+                # access point still keeps it all, and sends it again when asked again
+                log.warning(
+                    "event=handover_incomplete node=%s peer=%s from=%s received=%d of=%d",
+                    self.node_id,
+                    message.peer,
+                    sender,
+                    received,
+                    message.count,
+                )
+                if entry is not None:
+                    self._handover_tries[message.request] = 0
+                    self._ask_handover(message.request, entry, now, out)
+                return
+            self._handed_in.pop(message.request, None)
+            received_all = m.HandoverReceived(request=message.request, peer=message.peer)
+            self._send(sender, received_all, now, out)
         if entry is None:
             return
         self._forget_handover(message.request)
@@ -1251,21 +1364,37 @@ class SuperPeerNode:
             message.reason,
         )
 
-    def _forget_moved(self, now: float, out: list[Output]) -> None:
-        """The peers that moved away: after ``settle_seconds`` their subscriptions go."""
-        for peer, (_, _, until) in sorted(self._moved_away.items()):
-            if until > now:
-                continue
-            del self._moved_away[peer]
-            self._forget_local(peer)
-            if self.core is not None and peer in self.core.peers:
-                self._core(self.core.leave(peer, now), now, out)
+    def _handover_received(self, sender: str, message: m.HandoverReceived) -> None:
+        entry = self.store.pending(HANDED).get(message.request)
+        if entry is None or entry["to"] != sender or entry["peer"] != message.peer:
+            return
+        self.store.set_pending(HANDED, message.request, None)
+        if not self.mail.attached(message.peer):
+            # attached: it came back, and acknowledges what it is sent (dropping rows in its
+            # window would leave the window counting them)
+            self.mail.drop(message.peer, entry["through"])
 
-    def _forget_local(self, peer: str) -> None:
-        """Everything kept here for ``peer`` (it left, or moved away) but its registration."""
+    def _forget_moved(self, now: float, out: list[Output]) -> None:
+        """The peers that moved away: after ``settle_seconds`` their subscriptions go; their
+        forwarding address stays for ``retention_seconds`` (mail still on its way here)."""
+        for peer, forward in sorted(self._moved_away.items()):
+            if forward.forget_at is not None and forward.forget_at <= now:
+                handed = any(e["peer"] == peer for e in self.store.pending(HANDED).values())
+                self._forget_local(peer, keep_mail=handed)
+                if self.core is not None and peer in self.core.peers:
+                    self._core(self.core.leave(peer, now), now, out)
+                forward.forget_at = None
+                self.store.set_pending(MOVED, peer, forward.saved())
+            if forward.expires_at <= now:
+                del self._moved_away[peer]
+                self.store.set_pending(MOVED, peer, None)
+
+    def _forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
+        """Everything kept here for ``peer`` (it left, or moved away) but its registration (and
+        its mail, with ``keep_mail``: handed over, not yet received there)."""
         for kind in (MOVED, ATTACHED, MOVES, ADOPTED):
             self.store.set_pending(kind, peer, None)
-        self.store.forget_local(peer)
+        self.store.forget_local(peer, keep_mail=keep_mail)
 
     # == adoption (a leaving super-peer's peers) ===================================================
     def _adopt_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
@@ -1594,7 +1723,8 @@ class SuperPeerNode:
         deadlines += [c.due for c in self._catchups]
         deadlines += [due for due, _ in self._replay]
         deadlines += list(self._handover_due.values())
-        deadlines += [until for _, _, until in self._moved_away.values()]
+        for forward in self._moved_away.values():
+            deadlines.append(min(forward.forget_at or math.inf, forward.expires_at))
         if self.config.heartbeat_seconds is not None and self.core is not None:
             deadlines.append(self._supervision_due())
         deadlines.append(self._housekeeping_at)
@@ -1617,8 +1747,8 @@ class SuperPeerNode:
             reasons.append("publications to replay")
         if self._awaiting:
             reasons.append("handovers (first answer)")
-        if self._moved_away:
-            reasons.append("peers that moved away")
+        if any(forward.forget_at is not None for forward in self._moved_away.values()):
+            reasons.append("peers that moved away (their subscriptions to forget)")
         if self._suspected:
             reasons.append(f"failed neighbours to repair: {sorted(self._suspected)}")
         state = self.topology.state
@@ -1765,7 +1895,7 @@ class SuperPeerNode:
                     "mail": counts.get(peer, 0),
                     "unacknowledged": waiting.get(peer, 0),
                     "expired": self.mail.statistics.expired.get(peer, 0),
-                    "moved_to": self._moved_away[peer][0] if peer in self._moved_away else None,
+                    "moved_to": self._moved_away[peer].node if peer in self._moved_away else None,
                 }
             )
         return report

@@ -76,14 +76,15 @@ class Store(Protocol):
         self, peer: str, subscription_id: str, data: bytes | None, made: float | None = None
     ) -> None: ...
     def set_public_key(self, peer: str, data: bytes | None) -> None: ...
-    def forget_local(self, peer: str) -> None: ...
+    def forget_local(self, peer: str, *, keep_mail: bool = False) -> None: ...
 
     # -- mail ----------------------------------------------------------------------------------
     def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None: ...
     def last_delivery(self) -> int: ...
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]: ...
     def acknowledge(self, peer: str, through: int, now: float) -> int: ...
-    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]: ...
+    def take_mail(self, peer: str, now: float) -> list[bytes]: ...
+    def drop_mail(self, peer: str, through: int) -> int: ...
     def mail_counts(self) -> dict[str, int]: ...
     def expire_mail(self, before: float, cap: int) -> dict[str, int]: ...
     def forget_delivered(self, before: float) -> None: ...
@@ -203,12 +204,13 @@ class MemoryStore:
             if made is not None:
                 times[subscription_id] = made
 
-    def forget_local(self, peer: str) -> None:
+    def forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
         self._ads.pop(peer, None)
         self._subs.pop(peer, None)
         self._made.pop(peer, None)
         self._keys.pop(peer, None)
-        self._mail.pop(peer, None)
+        if not keep_mail:
+            self._mail.pop(peer, None)
         self._expired.pop(peer, None)
 
     def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
@@ -237,23 +239,34 @@ class MemoryStore:
         return found
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
-        box = self._mail.get(peer)
-        if box is None:
-            return 0
-        done = [n for n in box.items if n <= through]
-        for number in done:
-            key, _, _ = box.items.pop(number)
-            del box.keys[key]
+        done = self._remove_mail(peer, through)
+        for key in done:
             self._delivered[peer, key] = now
         return len(done)
 
-    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]:
+    def take_mail(self, peer: str, now: float) -> list[bytes]:
         # not marked delivered: handed over is not acknowledged, and the peer may come back
         # here with them still unacknowledged (they must then be kept again)
         box = self._mail.pop(peer, None)
         if box is None:
             return []
-        return [data for _, data, at in box.items.values() if at < until]
+        return [data for _, data, _ in box.items.values()]
+
+    def drop_mail(self, peer: str, through: int) -> int:
+        # handed over and received there: not delivered (see take_mail)
+        return len(self._remove_mail(peer, through))
+
+    def _remove_mail(self, peer: str, through: int) -> list[str]:
+        """Removes ``peer``'s mail numbered up to ``through``; the keys removed."""
+        box = self._mail.get(peer)
+        if box is None:
+            return []
+        keys = []
+        for number in [n for n in box.items if n <= through]:
+            key, _, _ = box.items.pop(number)
+            del box.keys[key]
+            keys.append(key)
+        return keys
 
     def mail_counts(self) -> dict[str, int]:
         return {peer: len(box.items) for peer, box in sorted(self._mail.items()) if box.items}
@@ -454,9 +467,10 @@ class SqliteStore:
     def set_public_key(self, peer: str, data: bytes | None) -> None:
         self._set_item(peer, _PUBLIC_KEY, data)
 
-    def forget_local(self, peer: str) -> None:
+    def forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
         self._write("DELETE FROM local_state WHERE peer = ?", (peer,))
-        self._write("DELETE FROM mail WHERE peer = ?", (peer,))
+        if not keep_mail:
+            self._write("DELETE FROM mail WHERE peer = ?", (peer,))
         self._write("DELETE FROM expired WHERE peer = ?", (peer,))
 
     # -- mail ----------------------------------------------------------------------------------
@@ -490,13 +504,16 @@ class SqliteStore:
         cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
         return cursor.rowcount
 
-    def take_mail(self, peer: str, now: float, until: float) -> list[bytes]:
-        rows = self._read(
-            "SELECT data FROM mail WHERE peer = ? AND at < ? ORDER BY delivery", (peer, until)
-        )
+    def take_mail(self, peer: str, now: float) -> list[bytes]:
+        rows = self._read("SELECT data FROM mail WHERE peer = ? ORDER BY delivery", (peer,))
         # not marked delivered (see MemoryStore.take_mail)
         self._write("DELETE FROM mail WHERE peer = ?", (peer,))
         return [bytes(row[0]) for row in rows]
+
+    def drop_mail(self, peer: str, through: int) -> int:
+        # not marked delivered (see MemoryStore.take_mail)
+        cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
+        return cursor.rowcount
 
     def mail_counts(self) -> dict[str, int]:
         return dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer ORDER BY peer"))

@@ -17,8 +17,9 @@ the wire. Three families:
   the answers gathered back up), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member
   left or failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` /
   ``Mail`` (publications an access point missed, from their origin's log), ``Handover`` /
-  ``HandoverDone`` (a peer's kept notifications move to its new access point), ``Adopt`` (a
-  leaving super-peer hands its peers to a successor).
+  ``HandoverDone`` / ``HandoverReceived`` (a peer's kept notifications move to its new access
+  point, deleted there once received), ``Adopt`` (a leaving super-peer hands its peers to a
+  successor).
 """
 
 from __future__ import annotations
@@ -329,7 +330,8 @@ class Mail:
     """Notifications for ``peer``, a local peer of the receiver: what an origin found for a
     ``CatchUp``, what the old access point kept (``handover``), what a leaving super-peer kept
     (``adopt``), or what reached the old access point after the peer moved (``forward``).
-    Long answers come in several ``Mail`` of one ``request``; ``last`` ends it."""
+    Long answers come in several ``Mail`` of one ``request``; ``last`` ends it. ``hops``: how
+    many forwarding addresses it followed (bounded, in case one is wrong)."""
 
     KIND: ClassVar[str] = "sp.mail"
     request: str
@@ -337,6 +339,7 @@ class Mail:
     peer: str
     notifications: tuple[Notify, ...]
     last: bool
+    hops: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -371,6 +374,20 @@ class HandoverDone:
     accepted: bool
     reason: str
     expired: int
+    count: int = 0
+    """Notifications its ``Mail`` carried: the asker acknowledges (``HandoverReceived``) once it
+    has them all, else it asks again."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoverReceived:
+    """The new access point has what a ``Handover`` sent, durably: the previous one may now
+    delete it (until then it keeps it, and sends it again if asked again: a handover lost with
+    a broken link or a rejoin costs a repeat, never the mail)."""
+
+    KIND: ClassVar[str] = "sp.handover_received"
+    request: str
+    peer: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -415,6 +432,7 @@ BACKBONE = (
     Mail,
     Handover,
     HandoverDone,
+    HandoverReceived,
     Adopt,
     AdoptLog,
 )

@@ -34,9 +34,12 @@ pytestmark = pytest.mark.process
 ADMISSION = 4.0
 """``admission_seconds`` of the hostile clusters (TLS, Hello and identification, in all): long
 enough for ``SILENT`` TLS connections to be opened before the first one's deadline."""
-SLACK = 2.0
-"""How late past its deadline a busy daemon may close a connection (it is one event loop). How
-early is checked loosely (half the deadline): the daemon times admission on the wall clock."""
+SLACK = ADMISSION
+"""How late past its deadline a busy daemon may close a connection: it is one event loop, and
+the client's clock starts before its TLS handshake, which waits behind up to 1,000 others (on a
+loaded 2-core machine, 2 s of slack was once 0.94 s short). Never closed would be 10 s more.
+How early is checked loosely (half the deadline): the daemon times admission on the wall
+clock."""
 SILENT = 1000
 """Connections that never identify, opened at once (the issue's figure)."""
 SETTINGS = f"[limits]\nadmission_seconds = {ADMISSION}\nmax_unidentified_per_address = 2000\n"

@@ -24,7 +24,9 @@ from peer.files import hold_data_dir
 from peer.identity import (
     PASSPHRASE_VARIABLE,
     IdentityError,
+    PeerIdentity,
     RegistrationFiles,
+    forget_registration,
     load_key,
     passphrase_from,
 )
@@ -372,6 +374,34 @@ def test_registration_files_round_trip_and_are_private(tmp_path, tls_world):
     assert files.load() is None
     assert list(files.directory.iterdir()) == []
     assert not files.forget()
+
+
+def test_earlier_registrations_are_kept_for_a_move_back(tmp_path, tls_world):
+    """A peer that moved sp0 -> sp1 and back to sp0 before sp0 handed its record over must
+    identify at sp0 (registering again there meets ``already_registered``): it keeps sp0's
+    registration beside sp1's, across restarts, until sp0 says it lost it; ``keygen --force``
+    forgets them all."""
+    key = tls_world.peer_keys[0]
+    directory = tmp_path / "identity"
+    identity = PeerIdentity.open(key, directory)
+    first = Registration(crypto.PrivateIdentifier.generate(), "sp0")
+    second = Registration(crypto.PrivateIdentifier.generate(), "sp1")
+    identity.store(first)
+    identity.store(second)
+    reopened = PeerIdentity.open(key, directory)
+    assert reopened.registration == second
+    assert reopened.registration_with("sp0") == first
+    assert reopened.registration_with("sp2") is None
+    again = Registration(crypto.PrivateIdentifier.generate(), "sp0")
+    reopened.store(again)  # registered at sp0 again: the latest, and no longer an earlier one
+    assert PeerIdentity.open(key, directory).earlier == {"sp1": second}
+    reopened.forget("sp1")
+    assert PeerIdentity.open(key, directory).earlier == {}
+    assert PeerIdentity.open(key, directory).registration == again
+    reopened.store(Registration(crypto.PrivateIdentifier.generate(), "sp3"))
+    assert forget_registration(directory)
+    emptied = PeerIdentity.open(key, directory)
+    assert emptied.registration is None and emptied.earlier == {}
 
 
 def test_an_issuer_without_its_secret_is_no_registration(tmp_path, tls_world):
