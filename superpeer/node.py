@@ -152,6 +152,10 @@ class NodeConfig:
     """Wait before asking again after a refused join."""
     handover_seconds: float = 5.0
     """Wait for a previous access point's answer before catching up from the origins."""
+    stuck_seconds: float = 30.0
+    """A failed neighbour's repair held back this long by an operation of the topology
+    protocol that does not finish (its other side failed or rejoined in the middle: the
+    protocol assumes a departure runs alone): the node rejoins, which drops that operation."""
     housekeeping_seconds: float = 5.0
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
@@ -277,6 +281,8 @@ class SuperPeerNode:
         self._last_heard: dict[str, float] = {}
         self._last_sent: dict[str, float] = {}
         self._suspected: set[str] = set()
+        self._held_back_since: float | None = None
+        """Since when a repair this node must run waits for another operation to finish."""
         self._retry_at = 0.0
         """When to ask the topology protocol again about suspected neighbours (it may have been
         busy with another operation)."""
@@ -715,10 +721,22 @@ class SuperPeerNode:
                 node,
                 str(error),
             )
+            if self._held_back_since is None:
+                self._held_back_since = now
+            elif now - self._held_back_since > self.config.stuck_seconds:
+                self._rejoin(
+                    f"the repair of {node} waited {now - self._held_back_since:.0f} s for an "
+                    "operation of the topology protocol that does not finish",
+                    now,
+                    out,
+                )
+            return
         except HypercupError as error:
             log.warning("event=repair_error node=%s error=%r", self.node_id, str(error))
             if self.topology.state is NodeState.BROKEN:
                 self._rejoin(f"the topology protocol broke: {error}", now, out)
+            return
+        self._held_back_since = None
 
     def _rejoin(self, reason: str, now: float, out: list[Output]) -> None:
         """Out of the cube while alive (evicted, or the protocol broke): start again as a new
@@ -746,6 +764,7 @@ class SuperPeerNode:
         self.core = None
         self._last_heard.clear()
         self._suspected.clear()
+        self._held_back_since = None
         self._catchups.clear()
         self._timer_due = None
         self._before_member.clear()
@@ -943,6 +962,14 @@ class SuperPeerNode:
                 peers = set(self.store.local_peers()) | set(self._withdrawn)
             wanted: dict[str, list[tuple[str, str, qel.Subscription, float, float]]] = {}
             margin = self.config.catchup_margin_seconds
+            # every super-peer it knows, not only the origins whose advertisements cover the
+            # subscription now: a publisher that published while this node was away may have
+            # left or moved since (its advertisement withdrawn there), and what it published
+            # is still in that origin's log
+            origins = sorted(
+                {self.node_id, *core.origin_positions}
+                | {n for n in self.addresses if not self._has_left(n)}
+            )
             for peer in sorted(peers):
                 if peer in self._moved_away:
                     continue  # it moved on: its new access point catches up for it
@@ -957,7 +984,7 @@ class SuperPeerNode:
                     else:
                         until = min(until, self._unsubscribed_at.get((peer, sid), math.inf))
                     entry = (peer, sid, subscription, since, until)
-                    for origin in core.ads.covering_origins(subscription):
+                    for origin in origins:
                         if catchup.origins is None or origin in catchup.origins:
                             wanted.setdefault(origin, []).append(entry)
                 if catchup.subscriptions is not None:
@@ -969,7 +996,7 @@ class SuperPeerNode:
                         continue
                     since = max(catchup.since, made - margin)
                     entry = (peer, sid, subscription, since, min(catchup.until, ended))
-                    for origin in core.ads.covering_origins(subscription):
+                    for origin in origins:
                         if catchup.origins is None or origin in catchup.origins:
                             wanted.setdefault(origin, []).append(entry)
             for origin, entries in sorted(wanted.items()):
@@ -980,7 +1007,8 @@ class SuperPeerNode:
                     continue
                 self.statistics.catchups_asked += 1
                 request = m.CatchUp(request=self._next_id(), entries=tuple(entries))
-                self._send(origin, request, now, out, address=core.origin_addresses.get(origin, ""))
+                address = core.origin_addresses.get(origin) or self.addresses.get(origin, "")
+                self._send(origin, request, now, out, address=address)
 
     def _matches(
         self, entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list
@@ -1832,6 +1860,8 @@ class SuperPeerNode:
                 continue
             if self._is_neighbour(neighbour):
                 self._fail(neighbour, now, out)
+                if self.core is None:
+                    return  # it rejoined: the new incarnation supervises its own neighbours
             else:  # the cube is changing around it: look again soon
                 self._suspected.add(neighbour)
                 self._retry_at = now + interval
