@@ -176,6 +176,26 @@ def forget_records(store_pending: dict[str, dict], owner: str) -> list[str]:
     return [key for key, record in store_pending.items() if record.get("owner") == owner]
 
 
+def change_key(notify: m.Notify) -> tuple[str, str, int]:
+    """What a peer's inbox takes once: one version of one owner's resource."""
+    return notify.owner, notify.publication.id, notify.version
+
+
+def owed(history: list[tuple[str, qel.Subscription, float, float]], notify: m.Notify) -> bool:
+    """Whether a peer whose subscriptions were ``history`` (id, subscription, from, until) is
+    owed ``notify``: one of them matched it when it was published (for a removal, which
+    carries no version it matches: one of those it names was active)."""
+    at = notify.published_at
+    if notify.kind == REMOVED:
+        return any(
+            start <= at < end and sid in notify.subscriptions for sid, _, start, end in history
+        )
+    return any(
+        start <= at < end and qel.matches(query, notify.publication)
+        for _, query, start, end in history
+    )
+
+
 def sides(notification: m.Notification) -> tuple[qel.Publication | None, qel.Publication | None]:
     """The old and the new version a notification compares (None: there is none)."""
     if notification.retracted:

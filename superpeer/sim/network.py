@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
-import qel
 import wire
 from superpeer import versions
 from superpeer.actions import CloseConnection, Stopped, ToConnection, ToSuperPeer
@@ -66,11 +65,6 @@ STUCK_SECONDS: Final = 3600.0
 
 class SimulationStuck(RuntimeError):
     """The network never went quiet (a protocol that waits forever)."""
-
-
-def change_key(notify: m.Notify) -> tuple[str, str, int]:
-    """What a peer's inbox takes once: one version of one owner's resource."""
-    return notify.owner, notify.publication.id, notify.version
 
 
 def address_of(node: str) -> str:
@@ -109,18 +103,7 @@ class SimPeer:
         ]
 
     def owed(self, notify: m.Notify) -> bool:
-        """Whether one of the peer's subscriptions matched ``notify`` when it was published (for
-        a removal, which carries no version it matches: one of those it names was active)."""
-        at = notify.published_at
-        if notify.kind == versions.REMOVED:
-            return any(
-                start <= at < end and sid in notify.subscriptions
-                for sid, _, start, end in self.history
-            )
-        return any(
-            start <= at < end and qel.matches(q, notify.publication)  # type: ignore[arg-type]
-            for _, q, start, end in self.history
-        )
+        return versions.owed(self.history, notify)  # type: ignore[arg-type]
 
 
 @dataclass(order=True)
@@ -385,7 +368,7 @@ class Simulation:
         peer.last_contact = self.now
         if isinstance(message, m.Notify):
             # the peer's inbox keeps one copy per publication and acknowledges every copy
-            publication = change_key(message)
+            publication = versions.change_key(message)
             if not peer.owed(message):
                 peer.filtered += 1
             elif peer.received[publication]:
@@ -637,8 +620,8 @@ class Simulation:
             seen = set(peer.received)
             changes = [[n.publication.id, n.kind] for n in peer.notifications]
             for notify in self.kept_mail(name):
-                if change_key(notify) not in seen:
-                    seen.add(change_key(notify))
+                if versions.change_key(notify) not in seen:
+                    seen.add(versions.change_key(notify))
                     changes.append([notify.publication.id, notify.kind])
             found[name] = changes
         return found
