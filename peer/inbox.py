@@ -88,8 +88,8 @@ class Inbox:
         self.unreadable = 0
         """Record files found damaged when the inbox was opened (kept, skipped, logged)."""
         self._versions: dict[str, int] = {}
-        """Per record key, the version stored (-1: a damaged record, which any version
-        replaces)."""
+        """Per record key, the version stored (0 for a damaged record: it still blocks repeats of
+        the first version, a newer one replaces it)."""
         self._sequences: dict[str, int] = {}
         self._order: list[tuple[int, str]] = []
         self._next_sequence = 1
@@ -105,7 +105,7 @@ class Inbox:
                 sequence, version = _index_of(path)
             except (OSError, ValueError) as error:
                 inbox.unreadable += 1
-                inbox._versions[path.stem] = -1
+                inbox._versions[path.stem] = 0
                 log.warning("event=unreadable_record file=%s error=%r", path, str(error))
                 continue
             inbox._versions[path.stem] = version
