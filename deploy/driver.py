@@ -37,6 +37,7 @@ from peer.session import (
     Session,
     Store,
 )
+from superpeer import versions
 from wire import messages as m
 
 READ_SIZE = 65536
@@ -83,7 +84,7 @@ class RemotePeer:
     _session: Session[_Waiting] | None = None
     _established: trio.Event = field(default_factory=trio.Event)
     _scope: trio.CancelScope | None = None
-    _seen: set[str] = field(default_factory=set)
+    _seen: set[tuple[str, str, int]] = field(default_factory=set)
     _ended: str | None = None
 
     @property
@@ -188,7 +189,7 @@ class RemotePeer:
 
     def _take(self, notify: m.Notify) -> None:
         self._count(notify)
-        key = notify.publication.id
+        key = versions.change_key(notify)
         if not self.owed(notify):
             self.filtered += 1
         elif key in self._seen:
@@ -199,11 +200,7 @@ class RemotePeer:
 
     def owed(self, notify: m.Notify) -> bool:
         """Whether one of this peer's subscriptions matched ``notify`` when it was published."""
-        at = notify.published_at
-        return any(
-            start <= at < end and qel.matches(query, notify.publication)
-            for _, query, start, end in self.history
-        )
+        return versions.owed(self.history, notify)
 
     def _count(self, message: object) -> None:
         kind = type(message).KIND  # type: ignore[attr-defined]

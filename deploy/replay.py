@@ -202,6 +202,10 @@ class Replay:
         hops = Counter(n.hops for peer in self.everyone for n in peer.notifications)
         return {
             "deliveries": deliveries,
+            "changes": {
+                name: [[n.publication.id, n.kind] for n in peer.notifications]
+                for name, peer in sorted(self.peers.items())
+            },
             "errors": self.errors,
             "messages": {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)},
             "hops": {str(h): hops[h] for h in sorted(hops)},

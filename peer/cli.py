@@ -7,6 +7,8 @@
     peer subscribe QUERY|FILE [--id ID]         (QEL text or SPARQL; a FILE holds the query)
     peer unsubscribe ID
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID]   (FILE "-" reads stdin)
+    peer publish FILE --replaces ID | --extends ID   (a new version of a resource, or triples added)
+    peer retract ID                             (withdraw a resource this peer published)
     peer inbox [--json] [--follow]
     peer status [--json]
     peer locate PUBLIC_ID [--json]              (is that peer online, and where?)
@@ -170,6 +172,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the document's format (default: from the file name, else turtle)",
     )
     publish.add_argument("--id", help="the publication's id (default: a hash of its content)")
+    changes = publish.add_mutually_exclusive_group()
+    changes.add_argument(
+        "--replaces", metavar="ID", help="a new version of the resource published under ID"
+    )
+    changes.add_argument(
+        "--extends", metavar="ID", help="add the document's triples to the resource ID"
+    )
+    command("retract", "withdraw a resource this peer published").add_argument("id", metavar="ID")
     inbox = command("inbox", "list the notifications received")
     inbox.add_argument("--json", action="store_true", help="one JSON record per line")
     inbox.add_argument("--follow", action="store_true", help="keep printing new notifications")
@@ -375,7 +385,18 @@ def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
     arguments = {"data": data, "format": fmt}
     if args.id is not None:
         arguments["id"] = args.id
+    for change, resource in (("update", args.replaces), ("extend", args.extends)):
+        if resource is not None:
+            if args.id is not None and args.id != resource:
+                raise CommandFailed(f"--id {args.id} and the resource {resource} differ", 2)
+            arguments.update(id=resource, change=change)
     _report_results(_call(config, "publish", **arguments)["results"])
+    return 0
+
+
+def _retract(args: argparse.Namespace, config: PeerConfig) -> int:
+    _call(config, "retract", id=args.id)
+    print(f"retracted {args.id}")
     return 0
 
 
@@ -412,7 +433,8 @@ def _record_line(record: dict[str, Any]) -> str:
     received = _when(record["received_at"])
     matched = ",".join(record["subscriptions"])
     return (
-        f"{record['sequence']:>5}  {received}  {record['publication']}  <{record['subject']}>  "
+        f"{record['sequence']:>5}  {received}  {record.get('kind', 'added'):<7}  "
+        f"{record['publication']}  <{record['subject']}>  "
         f"from {record['owner']} at {record['access_point']} ({record['hops']} hops; {matched})"
     )
 
@@ -522,6 +544,7 @@ _COMMANDS = {
     "advertise": _advertise,
     "subscribe": _subscribe,
     "unsubscribe": _unsubscribe,
+    "retract": _retract,
     "publish": _publish,
     "inbox": _inbox,
     "status": _status,

@@ -714,8 +714,10 @@ class PeerClient:
         self.inbox.commit(pending)
         self._notifications += 1
         log.info(
-            "event=notification publication=%r owner=%s subscriptions=%s",
+            "event=notification publication=%r version=%d kind=%s owner=%s subscriptions=%s",
             notify.publication.id,
+            notify.version,
+            notify.kind,
             notify.owner,
             ",".join(notify.subscriptions),
         )

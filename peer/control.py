@@ -23,6 +23,8 @@ Commands and their arguments (all strings; ``?`` marks optional ones)::
     subscribe    query=<QEL or SPARQL text>  id?=<id>
     unsubscribe  id=<id>
     publish      data=<RDF document>  format?=<turtle|nt|xml|json-ld>  id?=<id>
+                 change?=<publish|update|extend> (update, extend: id names the resource)
+    retract      id=<id>
     inbox        after?=<sequence>  wait?=<true|false>   (wait: block until there is a record)
     status
     locate       public_id=<the peer's public identifier; its name on a plaintext network>

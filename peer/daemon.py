@@ -391,6 +391,7 @@ class PeerService:
             "subscribe": self.subscribe,
             "unsubscribe": self.unsubscribe,
             "publish": self.publish,
+            "retract": self.retract,
             "inbox": self.inbox_page,
             "status": self.status,
             "locate": self.locate,
@@ -479,8 +480,23 @@ class PeerService:
         )
         return {"id": name}
 
+    async def retract(self, arguments: dict[str, str]) -> dict[str, Any]:
+        name = _argument(arguments, "id")
+        await self._answer(
+            self._submit(PeerRequest(message=m.Withdraw(id=name))),
+            "retracting it again is safe: a resource is retracted once",
+        )
+        return {"id": name}
+
     async def publish(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """A first publication, or with ``change`` (``update``, ``extend``) a change of the
+        resource published under ``id``."""
         data = _argument(arguments, "data")
+        change = arguments.get("change") or "publish"
+        if change not in m.CHANGES:
+            raise CommandError("invalid", f"change must be one of {', '.join(m.CHANGES)}")
+        if change != "publish" and not arguments.get("id"):
+            raise CommandError("invalid", f"an {change} names the resource it changes (id)")
         try:
             publications = qel.parse_publications(
                 data,
@@ -491,7 +507,7 @@ class PeerService:
         except qel.PublicationError as error:
             raise CommandError("invalid", f"cannot publish: {error}") from None
         tickets = self._submit_all(
-            [PeerRequest(message=m.Publish(publication=p)) for p in publications]
+            [PeerRequest(message=m.Publish(publication=p, change=change)) for p in publications]
         )
         results: list[dict[str, Any]] = []
         failure: RequestFailed | None = None

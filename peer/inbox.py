@@ -1,15 +1,19 @@
-"""The notifications directory ``<data>/notifications/``: one JSON file per publication received.
+"""The notifications directory ``<data>/notifications/``: one JSON file per resource heard of.
 
 A record's file name is a hash of the publication's owner and id (``record_key``), so any id is a
-safe file name and a second notification of the same publication finds its file taken: it is
-ignored and counted (the network promises each publication once per subscriber, but a super-peer
-that re-sends its offline outbox after a crash, or a daemon restarted between receiving and
-acknowledging, can repeat one). Records are written atomically and durably (``peer.files``), so a
-record exists completely or not at all. A record::
+safe file name. The file holds the latest change of that resource heard of (``version``, and
+``kind``: ``added``, ``changed`` or ``removed``; see ``superpeer.versions``): a newer version
+replaces it (and is listed again, under a new sequence number); a notification of a version
+already stored, or older, is ignored and counted (the network promises each change once per
+subscriber, but a super-peer that re-sends its offline outbox after a crash, or a daemon
+restarted between receiving and acknowledging, can repeat one). Records are written atomically
+and durably (``peer.files``), so a record exists completely or not at all. A record::
 
     {"format": 1,
      "sequence": 7,                       # receive order in this inbox, from 1, never reused
      "publication": "n1",                 # the publication's id, unique per owner
+     "version": 0,                        # the resource's version (0: first publication)
+     "kind": "added",                     # what the change is for this peer's subscriptions
      "owner": "peer-9f8e7d6c",            # the publishing peer
      "subject": "http://example.org/a",
      "ntriples": "# publication {...}\\n<http://example.org/a> <...> \\"...\\" .\\n",
@@ -62,12 +66,16 @@ class PendingRecord:
         write_atomically(self.path, self.data)
 
 
-def _sequence_of(path: Path) -> int:
+def _index_of(path: Path) -> tuple[int, int]:
+    """A record's sequence number and version (records written before versions are 0)."""
     record = json.loads(path.read_bytes())
     sequence = record.get("sequence") if isinstance(record, dict) else None
     if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 1:
         raise ValueError(f"no valid sequence number (found {sequence!r})")
-    return sequence
+    version = record.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"no valid version (found {version!r})")
+    return sequence, version
 
 
 class Inbox:
@@ -79,7 +87,10 @@ class Inbox:
         """Notifications ignored because their publication was already stored (this run)."""
         self.unreadable = 0
         """Record files found damaged when the inbox was opened (kept, skipped, logged)."""
-        self._keys: set[str] = set()
+        self._versions: dict[str, int] = {}
+        """Per record key, the version stored (0 for a damaged record: it still blocks repeats of
+        the first version, a newer one replaces it)."""
+        self._sequences: dict[str, int] = {}
         self._order: list[tuple[int, str]] = []
         self._next_sequence = 1
 
@@ -90,13 +101,15 @@ class Inbox:
         remove_temporary_files(directory)
         inbox = cls(directory)
         for path in directory.glob("*.json"):
-            inbox._keys.add(path.stem)
             try:
-                sequence = _sequence_of(path)
+                sequence, version = _index_of(path)
             except (OSError, ValueError) as error:
                 inbox.unreadable += 1
+                inbox._versions[path.stem] = 0
                 log.warning("event=unreadable_record file=%s error=%r", path, str(error))
                 continue
+            inbox._versions[path.stem] = version
+            inbox._sequences[path.stem] = sequence
             inbox._order.append((sequence, path.stem))
         inbox._order.sort()
         if inbox._order:
@@ -112,19 +125,22 @@ class Inbox:
         return self._order[-1][0] if self._order else 0
 
     def prepare(self, notify: m.Notify, received_at: float) -> PendingRecord | None:
-        """The record to write for ``notify``, or None (counted) if its publication is stored."""
+        """The record to write for ``notify``, or None (counted) if that version or a newer one
+        of its resource is stored."""
         publication = notify.publication
         key = record_key(notify.owner, publication.id)
-        if key in self._keys:
+        if self._versions.get(key, -1) >= notify.version:
             self.duplicates += 1
             return None
-        self._keys.add(key)
+        self._versions[key] = notify.version
         sequence = self._next_sequence
         self._next_sequence += 1
         record = {
             "format": RECORD_FORMAT,
             "sequence": sequence,
             "publication": publication.id,
+            "version": notify.version,
+            "kind": notify.kind,
             "owner": notify.owner,
             "subject": publication.subject.value,
             "ntriples": publication.to_text(),
@@ -139,6 +155,10 @@ class Inbox:
         return PendingRecord(key, sequence, self.directory / f"{key}.json", data)
 
     def commit(self, pending: PendingRecord) -> None:
+        replaced = self._sequences.get(pending.key)
+        if replaced is not None:
+            del self._order[bisect.bisect_left(self._order, (replaced, pending.key))]
+        self._sequences[pending.key] = pending.sequence
         self._order.append((pending.sequence, pending.key))
 
     def records_after(self, sequence: int, *, max_bytes: int) -> list[dict[str, Any]]:

@@ -80,7 +80,7 @@ from wire.codec import DEFAULT_WIRE_LIMITS, WireError, WireLimits
 from wire.framing import Link, Received, frame
 
 T = TypeVar("T")
-Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Locate | m.Moved
+Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Withdraw | m.Locate | m.Moved
 LookupAnswer = m.Located | m.Refused
 AUTH_MESSAGES: Final = tuple(crypto.MESSAGE_TYPES.values())
 UNKNOWN_IDENTIFIER: Final = "unknown_identifier"
@@ -264,6 +264,8 @@ def request_label(message: Request) -> str:
         return f"locate {message.id}"
     if isinstance(message, m.Moved):
         return "moved"
+    if isinstance(message, m.Withdraw):
+        return f"retract {message.id}"
     return f"publish {message.publication.id}"
 
 

@@ -77,6 +77,14 @@ from poset.poset import PosetNode, Removed, SubscriptionPoset
 from qel.advertisements import Element, element_allows_triple, summarise
 from superpeer.actions import CoreAction, Deliver, LogPublication, ToPeer, ToSuperPeer
 from superpeer.trace import TraceRecord
+from superpeer.versions import (
+    Change,
+    ResourceVersions,
+    VersionError,
+    VersionLimits,
+    kind_of,
+    sides,
+)
 from wire import messages as m
 
 Output = CoreAction | TraceRecord
@@ -167,6 +175,8 @@ class CoreConfig:
     settle_seconds: float = 2.0
     """How long old routes are kept after a change of the cube, while the new ones are built
     (make before break): longer than a message takes to cross the backbone."""
+    versions: VersionLimits = field(default_factory=VersionLimits)
+    """Bounds of the versions kept of local peers' resources (``superpeer.versions``)."""
 
 
 @dataclass
@@ -200,6 +210,7 @@ class SuperPeerCore:
         self.incarnation = incarnation
         self.ads = AdvertisementIndex()
         self.poset = SubscriptionPoset()
+        self.versions = ResourceVersions(self.config.versions)
         self.peers: dict[str, PeerState] = {}
         self.origin_positions: dict[str, int] = {}
         self.origin_versions: dict[str, tuple[int, int]] = {}
@@ -255,6 +266,7 @@ class SuperPeerCore:
         self.ads.remove_holder(self.node_id, peer)
         self._announce(now, out)
         self.peers.pop(peer, None)
+        self.versions.forget(peer)
         return out
 
     def peer_message(
@@ -278,7 +290,9 @@ class SuperPeerCore:
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribe(peer, message, now, out)
         elif isinstance(message, m.Publish):
-            self._publish(peer, message.publication, now, out)
+            self._publish(peer, message.publication, now, out, message.change)
+        elif isinstance(message, m.Withdraw):
+            self._withdraw(peer, message.id, now, out)
         elif isinstance(message, m.Locate):
             self._locate(peer, message, now, out)
         else:
@@ -347,7 +361,12 @@ class SuperPeerCore:
         self._reply(peer, m.Ack(request=f"unsubscribe {message.id}"), now, out)
 
     def _publish(
-        self, peer: str, publication: qel.Publication, now: float, out: list[Output]
+        self,
+        peer: str,
+        publication: qel.Publication,
+        now: float,
+        out: list[Output],
+        change: str = "publish",
     ) -> None:
         request = f"publish {publication.id}"
         elements = self.ads.elements_of(self.node_id, peer)
@@ -372,18 +391,40 @@ class SuperPeerCore:
             publication = qel.Publication(
                 publication.subject, publication.statements, peer, publication.id
             )
+        try:
+            accepted = self.versions.publish(peer, publication, change)
+        except VersionError as error:
+            self._refuse(peer, request, str(error), now, out)
+            return
+        self._reply(peer, m.Ack(request=request), now, out)
+        if accepted is not None:
+            self._originate(peer, accepted, now, out)
+
+    def _withdraw(self, peer: str, resource: str, now: float, out: list[Output]) -> None:
+        request = f"retract {resource}"
+        try:
+            accepted = self.versions.withdraw(peer, resource)
+        except VersionError as error:
+            self._refuse(peer, request, str(error), now, out)
+            return
+        self._reply(peer, m.Ack(request=request), now, out)
+        self._originate(peer, accepted, now, out)
+
+    def _originate(self, peer: str, change: Change, now: float, out: list[Output]) -> None:
         notification = m.Notification(
             origin=self.node_id,
             origin_position=self.view.root_position,
-            publication=publication,
+            publication=change.publication,
             owner=peer,
             access_point=self.address,
             hops=0,
             published_at=now,
+            version=change.number,
+            previous=change.previous,
+            retracted=change.retracted,
         )
         self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
         out.append(LogPublication(notification))
-        self._reply(peer, m.Ack(request=request), now, out)
         self.dispatch_own(notification, now, out)
 
     def dispatch_own(self, notification: m.Notification, now: float, out: list[Output]) -> None:
@@ -476,7 +517,7 @@ class SuperPeerCore:
     ) -> None:
         """A notification down a tree: processed once per (origin, publication, tree); a repeat
         (an old and a new parent during a change of the cube) is dropped."""
-        key = (message.origin, message.publication.id, message.origin_position)
+        key = (message.origin, relay_key(message), message.origin_position)
         if key in self._relayed:
             self.statistics.repeats += 1
             self._drop(out, now, message, sender)
@@ -1041,22 +1082,30 @@ class SuperPeerCore:
         return children
 
     def _dispatch(self, notification: m.Notification, now: float, out: list[Output]) -> None:
+        """Down the origin's tree to the children whose subscriptions match either side of the
+        change (``superpeer.versions``), and to every local peer that one of its subscriptions
+        makes concerned, with what the change is for it."""
         publication = notification.publication
         origin = notification.origin
-        self._relayed[(origin, publication.id, notification.origin_position)] = (
+        self._relayed[(origin, relay_key(notification), notification.origin_position)] = (
             now + self.config.settle_seconds
         )
         peers: dict[str, set[str]] = {}
+        matched: dict[str, list[bool]] = {}
         superpeers: dict[str, set[str]] = {}
         toward = self._toward
-        for node in self.poset.match_index(publication):
-            for source, ids in node.sources.items():
-                if source.kind == PEER:
-                    peers.setdefault(source.name, set()).update(ids)
-                else:
-                    wanted = [sid for sid in ids if origin in toward.get((source, sid), ())]
-                    if wanted:
-                        superpeers.setdefault(source.name, set()).update(wanted)
+        for side, version in enumerate(sides(notification)):
+            if version is None:
+                continue
+            for node in self.poset.match_index(version):
+                for source, ids in node.sources.items():
+                    if source.kind == PEER:
+                        peers.setdefault(source.name, set()).update(ids)
+                        matched.setdefault(source.name, [False, False])[side] = True
+                    else:
+                        wanted = [sid for sid in ids if origin in toward.get((source, sid), ())]
+                        if wanted:
+                            superpeers.setdefault(source.name, set()).update(wanted)
         if superpeers:
             relay = _with(notification, hops=notification.hops + 1)
             targets = [c for c in self._children(notification.origin_position) if c in superpeers]
@@ -1064,8 +1113,8 @@ class SuperPeerCore:
             for target in targets:
                 # ``sub`` names the target's subscriptions this notification answers (the
                 # analytics measure forwarding efficiency with it).
-                matched = ",".join(sorted(superpeers[target]))
-                self._send(target, relay, now, out, origin=origin, sub=matched)
+                answered = ",".join(sorted(superpeers[target]))
+                self._send(target, relay, now, out, origin=origin, sub=answered)
         for peer in sorted(peers):
             if peer not in self.peers:
                 continue
@@ -1081,6 +1130,8 @@ class SuperPeerCore:
                         origin=origin,
                         hops=notification.hops,
                         published_at=notification.published_at,
+                        version=notification.version,
+                        kind=kind_of(*matched[peer]),
                     ),
                 )
             )
@@ -1152,6 +1203,14 @@ class SuperPeerCore:
                 hops=hops,
             )
         )
+
+
+def relay_key(notification: m.Notification) -> str:
+    """One change of a resource: its id, and its version after the first."""
+    publication_id = notification.publication.id
+    return (
+        publication_id if notification.version == 0 else f"{publication_id}@{notification.version}"
+    )
 
 
 def same_subscription(held: qel.Subscription, subscription: qel.Subscription) -> bool:
@@ -1234,6 +1293,9 @@ def _with(notification: m.Notification, **changes: object) -> m.Notification:
         "access_point": notification.access_point,
         "hops": notification.hops,
         "published_at": notification.published_at,
+        "version": notification.version,
+        "previous": notification.previous,
+        "retracted": notification.retracted,
     }
     fields.update(changes)
     return m.Notification(**fields)  # type: ignore[arg-type]

@@ -37,9 +37,11 @@ ALL = 2**62
 """A limit that is no limit (``Store.mail_after``)."""
 
 
-def mail_key(owner: str, publication_id: str) -> str:
-    """One key per publication (its owner and id), the same one the peer's inbox uses."""
-    return hashlib.sha256(json.dumps([owner, publication_id]).encode()).hexdigest()[:32]
+def mail_key(owner: str, publication_id: str, version: int = 0) -> str:
+    """One key per publication (its owner and id) and version: a change of a resource is mail of
+    its own (the first version keeps the key it had before resources had versions)."""
+    named = [owner, publication_id] if version == 0 else [owner, publication_id, version]
+    return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Mailroom:
 
     def deliver(self, peer: str, notify: m.Notify, now: float) -> list[MailOutput]:
         out: list[MailOutput] = []
-        key = mail_key(notify.owner, notify.publication.id)
+        key = mail_key(notify.owner, notify.publication.id, notify.version)
         number = self.store.put_mail(peer, key, wire.encode(notify), now)
         if number is None:
             self.statistics.repeats += 1

@@ -73,6 +73,7 @@ from hypercup import HypercupNode, NodeState
 from hypercup.errors import HypercupError, LocalProtocolError
 from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
 from hypercup.positions import tree_parent_position
+from superpeer import versions
 from superpeer.access import AccessPointSession, Ended, Established, Reply, Request
 from superpeer.actions import (
     Action,
@@ -794,10 +795,11 @@ class SuperPeerNode:
             elif isinstance(output, LogPublication):
                 notification = output.notification
                 self.store.log_publication(
-                    mail_key(notification.owner, notification.publication.id),
+                    mail_key(notification.owner, notification.publication.id, notification.version),
                     wire.encode(notification),
                     notification.published_at,
                 )
+                self.store.set_pending(versions.RECORDS, *versions.record_of(notification))
             else:
                 out.append(output)
 
@@ -895,6 +897,7 @@ class SuperPeerNode:
                     )
         for peer in self._peer_connection:
             core.attach(peer, now)
+        versions.restore(core.versions, self.store.pending(versions.RECORDS))
         for pending in self.store.pending(HANDOVERS):
             self._handover_due[pending] = now
         for peer, entry in self.store.pending(MOVED).items():
@@ -1022,11 +1025,15 @@ class SuperPeerNode:
             if notification is None:
                 continue
             matched: dict[str, list[str]] = {}
+            sides: dict[str, list[bool]] = {}
             for peer, sid, subscription, since, until in entries:
-                if since <= notification.published_at < until and qel.matches(
-                    subscription, notification.publication
-                ):
+                if not since <= notification.published_at < until:
+                    continue
+                old, new = versions.concerns(subscription, notification)
+                if old or new:
                     matched.setdefault(peer, []).append(sid)
+                    either = sides.setdefault(peer, [False, False])
+                    either[0], either[1] = either[0] or old, either[1] or new
             for peer, sids in matched.items():
                 found.setdefault(peer, []).append(
                     m.Notify(
@@ -1037,6 +1044,8 @@ class SuperPeerNode:
                         origin=notification.origin,
                         hops=0,
                         published_at=notification.published_at,
+                        version=notification.version,
+                        kind=versions.kind_of(*sides[peer]),
                     )
                 )
         return found
@@ -1469,7 +1478,7 @@ class SuperPeerNode:
     def _adopt_log_in(self, message: m.AdoptLog) -> None:
         for notification in message.notifications:
             self.store.log_publication(
-                mail_key(notification.owner, notification.publication.id),
+                mail_key(notification.owner, notification.publication.id, notification.version),
                 wire.encode(notification),
                 notification.published_at,
             )
@@ -1709,6 +1718,8 @@ class SuperPeerNode:
             return
         if isinstance(message, m.Leave):
             self._core(core.leave(peer, now), now, out)
+            for key in versions.forget_records(self.store.pending(versions.RECORDS), peer):
+                self.store.set_pending(versions.RECORDS, key, None)
             self._forget_local(peer)
             self.store.remove(peer)  # gone for good: its identity may register afresh
             self.mail.detach(peer)

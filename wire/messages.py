@@ -5,7 +5,8 @@ Messages are frozen, keyword-only dataclasses carrying language objects (``qel.S
 ``wire.codec`` turns them into msgpack and back by field type. Each has a ``KIND`` that names it on
 the wire. Three families:
 
-* peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish``, ``Leave``,
+* peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish`` (a first
+  publication, an update or an extension of a resource), ``Withdraw`` (a retraction), ``Leave``,
   ``Locate``, ``Moved`` (the peer was attached elsewhere before), ``Delivered`` (notifications
   are safely in the peer's inbox);
 * access point -> peer: ``Notify``, ``Ack``, ``Refused``, ``Located``, ``Expired`` (kept
@@ -56,10 +57,33 @@ class Unsubscribe:
     id: str
 
 
+CHANGE_KINDS = ("added", "changed", "removed")
+"""What a change of a resource is for one subscriber (MDV, seed 003): it matches the new version
+and did not match the old one, it matches both, it matched the old one and not the new one (or
+the resource was retracted)."""
+CHANGES = ("publish", "update", "extend")
+"""What a ``Publish`` does to the owner's resource under the publication's id: a first
+publication, a new version that replaces it (``update``), or triples added to it (``extend``)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Publish:
     KIND: ClassVar[str] = "peer.publish"
     publication: qel.Publication
+    change: str = "publish"
+
+    def __post_init__(self) -> None:
+        if self.change not in CHANGES:
+            raise ValueError(f"change must be one of {', '.join(CHANGES)}, not {self.change!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Withdraw:
+    """The owner retracts its resource published under ``id``: subscribers it matched hear
+    ``removed``."""
+
+    KIND: ClassVar[str] = "peer.withdraw"
+    id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +152,15 @@ class Notify:
     hops: int
     published_at: float
     delivery: int = 0
+    version: int = 0
+    """The resource's version (0: its first publication); with ``owner`` and the publication's
+    id it names one change, which the peer's inbox takes once."""
+    kind: str = "added"
+    """What changed for this peer (``superpeer.versions``): ``added``, ``changed``, ``removed``."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHANGE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(CHANGE_KINDS)}, not {self.kind!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,6 +264,11 @@ class Notification:
     access_point: str
     hops: int
     published_at: float
+    version: int = 0
+    previous: qel.Publication | None = None
+    """The resource as it was before this version (for ``changed`` and ``removed``)."""
+    retracted: bool = False
+    """The resource is withdrawn: ``publication`` is its last version, matched as the old one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -415,7 +453,17 @@ class AdoptLog:
     notifications: tuple[Notification, ...]
 
 
-PEER_REQUESTS = (Advertise, Subscribe, Unsubscribe, Publish, Leave, Locate, Moved, Delivered)
+PEER_REQUESTS = (
+    Advertise,
+    Subscribe,
+    Unsubscribe,
+    Publish,
+    Withdraw,
+    Leave,
+    Locate,
+    Moved,
+    Delivered,
+)
 PEER_REPLIES = (Notify, Ack, Refused, Located, Expired)
 BACKBONE = (
     Elements,

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final
 
-import qel
 import wire
+from superpeer import versions
 from superpeer.actions import CloseConnection, Stopped, ToConnection, ToSuperPeer
 from superpeer.core import CoreConfig, SuperPeerCore
 from superpeer.node import NodeConfig, SuperPeerNode
@@ -78,7 +78,8 @@ class SimPeer:
     connection: int | None = None
     last_contact: float = 0.0
     """When the peer last heard from its access point (what a ``Moved`` says)."""
-    received: Counter[str] = field(default_factory=Counter)
+    received: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    """Per change (owner, publication id, version), how many times it arrived."""
     notifications: list[m.Notify] = field(default_factory=list)
     """Every notification received, in order (repeats included)."""
     answers: list[object] = field(default_factory=list)
@@ -102,12 +103,7 @@ class SimPeer:
         ]
 
     def owed(self, notify: m.Notify) -> bool:
-        """Whether one of the peer's subscriptions matched ``notify`` when it was published."""
-        at = notify.published_at
-        return any(
-            start <= at < end and qel.matches(q, notify.publication)  # type: ignore[arg-type]
-            for _, q, start, end in self.history
-        )
+        return versions.owed(self.history, notify)  # type: ignore[arg-type]
 
 
 @dataclass(order=True)
@@ -154,6 +150,7 @@ class Simulation:
                     tracing=trace_dir is not None,
                     max_lookups_per_peer=routing.max_lookups_per_peer,
                     settle_seconds=routing.settle_seconds,
+                    versions=routing.versions,
                 ),
             }
         )
@@ -371,7 +368,7 @@ class Simulation:
         peer.last_contact = self.now
         if isinstance(message, m.Notify):
             # the peer's inbox keeps one copy per publication and acknowledges every copy
-            publication = message.publication.id
+            publication = versions.change_key(message)
             if not peer.owed(message):
                 peer.filtered += 1
             elif peer.received[publication]:
@@ -591,24 +588,43 @@ class Simulation:
         """The routing core of every live member."""
         return {n: node.core for n, node in sorted(self.nodes.items()) if node.core is not None}
 
-    def kept(self, name: str) -> set[str]:
-        """Publication ids kept for ``name`` in any live super-peer's mail (that its inbox would
-        keep: see ``SimPeer.owed``)."""
-        found: set[str] = set()
+    def kept_mail(self, name: str) -> list[m.Notify]:
+        """The notifications kept for ``name`` in any live super-peer's mail (that its inbox
+        would keep: see ``SimPeer.owed``), in mail order."""
+        found: list[m.Notify] = []
         peer = self.peers.get(name)
         for node_id in self.nodes:
             for _, data in self.stores[node_id].mail_after(name, 0, 1 << 40):
                 notify, _ = wire.decode(data)
-                if peer is None or peer.owed(notify):  # type: ignore[arg-type]
-                    found.add(notify.publication.id)  # type: ignore[attr-defined]
+                assert isinstance(notify, m.Notify)
+                if peer is None or peer.owed(notify):
+                    found.append(notify)
         return found
+
+    def kept(self, name: str) -> set[str]:
+        """Publication ids kept for ``name`` (``kept_mail``)."""
+        return {notify.publication.id for notify in self.kept_mail(name)}
 
     def deliveries(self) -> dict[str, list[str]]:
         """Per peer, the publication ids it received, online or kept in its mail."""
         return {
-            name: sorted(set(peer.received) | self.kept(name))
+            name: sorted({pid for _, pid, _ in peer.received} | self.kept(name))
             for name, peer in sorted(self.peers.items())
         }
+
+    def changes(self) -> dict[str, list[list[str]]]:
+        """Per peer, ``[publication id, kind]`` of every change it received, in order, then of
+        those still kept in its mail."""
+        found: dict[str, list[list[str]]] = {}
+        for name, peer in sorted(self.peers.items()):
+            seen = set(peer.received)
+            changes = [[n.publication.id, n.kind] for n in peer.notifications]
+            for notify in self.kept_mail(name):
+                if versions.change_key(notify) not in seen:
+                    seen.add(versions.change_key(notify))
+                    changes.append([notify.publication.id, notify.kind])
+            found[name] = changes
+        return found
 
     def report(self) -> dict[str, object]:
         deliveries = self.deliveries()
@@ -616,6 +632,7 @@ class Simulation:
         backbone = {k: c for k, c in self.messages.items() if k.startswith("sp.")}
         return {
             "deliveries": deliveries,
+            "changes": self.changes(),
             "errors": self.errors,
             "messages": {
                 kind: {"count": self.messages[kind], "bytes": self.message_bytes[kind]}

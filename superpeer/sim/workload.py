@@ -11,6 +11,10 @@ subscribe      ``peer``, ``id`` (the peer's name for it), ``query`` (QEL text or
 unsubscribe    ``peer``, ``id``
 publish        ``peer``, ``id`` (publication id), ``data`` (the RDF document), ``format``
                (``turtle`` by default; ``nt``, ``xml``, ``json-ld``)
+update         ``peer``, ``id``, ``data``, ``format``: a new version of the peer's resource
+               published earlier under ``id`` (``superpeer.versions``)
+retract        ``peer``, ``id``: the peer's resource published under ``id`` is withdrawn
+extend         ``peer``, ``id``, ``data``, ``format``: triples added to that resource
 detach         ``peer`` (goes offline; keeps its subscriptions; notifications are kept for it)
 attach         ``peer`` (comes back and receives what was kept)
 leave          ``peer`` (leaves for good)
@@ -52,6 +56,9 @@ OPERATIONS: Final = {
     "subscribe": {"peer", "id", "query"},
     "unsubscribe": {"peer", "id"},
     "publish": {"peer", "id", "data"},
+    "update": {"peer", "id", "data"},
+    "retract": {"peer", "id"},
+    "extend": {"peer", "id", "data"},
     "detach": {"peer"},
     "attach": {"peer"},
     "leave": {"peer"},
@@ -66,10 +73,14 @@ OPERATIONS: Final = {
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
     "publish": {"format"},
+    "update": {"format"},
+    "extend": {"format"},
 }
 
 
-REQUESTS: Final = frozenset({"advertise", "subscribe", "unsubscribe", "publish", "locate"})
+REQUESTS: Final = frozenset(
+    {"advertise", "subscribe", "unsubscribe", "publish", "update", "retract", "extend", "locate"}
+)
 """The operations that are a peer's requests to its access point."""
 
 
@@ -79,6 +90,11 @@ class WorkloadError(ValueError):
 
 class OperationError(ValueError):
     """An operation whose content the peer's own parsers refuse: nothing is sent."""
+
+
+class ElsewhereError(OperationError):
+    """A change of a resource whose versions another access point keeps (the peer moved since
+    it published it there): refused before anything is sent."""
 
 
 def peer_requests(op: dict, public_id: Callable[[str], str] = str) -> list[object]:
@@ -94,11 +110,13 @@ def peer_requests(op: dict, public_id: Callable[[str], str] = str) -> list[objec
             return [m.Subscribe(id=op["id"], subscription=qel.parse_subscription(op["query"]))]
         if kind == "unsubscribe":
             return [m.Unsubscribe(id=op["id"])]
-        if kind == "publish":
+        if kind in m.CHANGES:
             publications = qel.parse_publications(
                 op["data"], op.get("format", "turtle"), publisher=op["peer"], id=op["id"]
             )
-            return [m.Publish(publication=publication) for publication in publications]
+            return [m.Publish(publication=p, change=kind) for p in publications]
+        if kind == "retract":
+            return [m.Withdraw(id=op["id"])]
         if kind == "locate":
             return [m.Locate(id=op["id"], public_id=public_id(op["target"]))]
     except (qel.AdvertisementError, qel.QueryError, qel.PublicationError) as error:
@@ -231,6 +249,9 @@ class PlannedPeer:
     advertisement: dict | None = None
     subscriptions: dict[str, str] = field(default_factory=dict)
     keys: dict[str, frozenset] = field(default_factory=dict)
+    resources: dict[str, int] = field(default_factory=dict)
+    """Per resource id, the access point it was first published through (its versions are
+    kept there: ``superpeer.versions``)."""
 
 
 class Planner:
@@ -290,6 +311,15 @@ class Planner:
         if not peer.attached:
             raise OperationError(f"peer {name} is detached")
         messages = peer_requests(op, public_id)
+        for message in messages:
+            if isinstance(message, m.Publish | m.Withdraw):
+                resource = message.id if isinstance(message, m.Withdraw) else message.publication.id
+                where = peer.resources.setdefault(resource, peer.superpeer)
+                if where != peer.superpeer:
+                    raise ElsewhereError(
+                        f"the resource {resource!r} was published through super-peer {where}: "
+                        f"its changes go there, not to {peer.superpeer}"
+                    )
         self._remember(peer, op)
         return [Send(name, message) for message in messages]
 

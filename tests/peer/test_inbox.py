@@ -1,6 +1,7 @@
 """The notifications directory: one durable record per publication, repeats ignored and counted,
 safe file names whatever the ids, reading back in receive order."""
 
+import dataclasses
 import json
 import stat
 
@@ -30,6 +31,8 @@ def test_a_record_holds_everything_about_the_notification(tmp_path):
         "format": 1,
         "sequence": 1,
         "publication": "n1",
+        "version": 0,
+        "kind": "added",
         "owner": "peer-owner",
         "subject": "http://example.org/a",
         "ntriples": note.publication.to_text(),
@@ -111,3 +114,23 @@ def test_pages_are_bounded_but_never_empty(tmp_path):
     assert len(inbox.records_after(0, max_bytes=2 * size + 10)) == 2
     assert len(inbox.records_after(0, max_bytes=1)) == 1
     assert inbox.records_after(5, max_bytes=10**6) == []
+
+
+def test_a_newer_version_replaces_the_record_and_older_ones_are_repeats(tmp_path):
+    """One record per resource, its latest change, listed once under its latest sequence."""
+    inbox = Inbox.open(tmp_path / "notifications")
+    first = notify()
+    assert store(inbox, first)
+    assert store(inbox, notify(publication(id="n2")))
+    assert store(inbox, dataclasses.replace(first, version=2, kind="removed"))
+    assert not store(inbox, dataclasses.replace(first, version=1, kind="changed"))
+    assert not store(inbox, dataclasses.replace(first, version=2, kind="removed"))
+    assert inbox.duplicates == 2
+    listed = [
+        (r["publication"], r["version"], r["kind"])
+        for r in inbox.records_after(0, max_bytes=1 << 20)
+    ]
+    assert listed == [("n2", 0, "added"), ("n1", 2, "removed")]
+    reopened = Inbox.open(tmp_path / "notifications")
+    assert not store(reopened, dataclasses.replace(first, version=1, kind="changed"))
+    assert reopened.count == 2

@@ -556,3 +556,50 @@ async def test_clear_failures_when_the_network_or_the_daemon_is_missing(tmp_path
     with trio.fail_after(20):
         assert await second.process.wait() == 2
     assert any("already running" in line for line in second.lines)
+
+
+async def test_an_offline_subscriber_hears_the_update_and_the_retraction_when_it_returns(
+    tmp_path, processes
+):
+    """``peer publish --replaces`` and ``peer retract`` on the real daemons, with the
+    subscriber's daemon stopped during both: when it runs again it stores each change once, in
+    order, with its kind, and its inbox keeps the resource's current state."""
+    port = free_port()
+    await processes.superpeer(tmp_path / "sp", port)
+    address = f"127.0.0.1:{port}"
+    for name in ("alice", "bob", "eve"):
+        assert (await peer(tmp_path / name, "keygen", "--bits", "2048")).returncode == 0
+    options = ("--pin", pin_of(tmp_path / "sp"))
+    alice = await processes.peer(tmp_path / "alice", address, *options)
+    await processes.peer(tmp_path / "bob", address, *options)
+    await processes.peer(tmp_path / "eve", address, *options)
+    (tmp_path / "ad.json").write_text('{"schemas": ["dc"]}')
+    for name in ("bob", "eve"):
+        done = await peer(tmp_path / name, "advertise", str(tmp_path / "ad.json"))
+        assert done.returncode == 0, done.stderr
+    first = tmp_path / "v1.ttl"
+    first.write_text(ARTICLE.format(name="a"))
+    second = tmp_path / "v2.ttl"
+    second.write_text(ARTICLE.format(name="a").replace("2004", "2005"))
+    assert (await peer(tmp_path / "alice", "subscribe", TITLE_QUERY, "--id", "s1")).returncode == 0
+    done = await peer(tmp_path / "bob", "publish", str(first), "--id", "r")
+    assert done.returncode == 0, done.stderr
+    await alice.wait_for("event=notification publication='r' version=0 kind=added")
+
+    assert await processes.stop(alice) == 0
+    done = await peer(tmp_path / "bob", "publish", str(second), "--replaces", "r")
+    assert (done.returncode, done.stdout) == (0, b"published r <http://example.org/a>\n")
+    done = await peer(tmp_path / "eve", "retract", "r")  # not hers: refused, nothing changes
+    assert done.returncode == 1
+    assert b"no resource under the id 'r'" in done.stderr
+    done = await peer(tmp_path / "bob", "retract", "r")
+    assert (done.returncode, done.stdout) == (0, b"retracted r\n")
+
+    alice = await processes.peer(tmp_path / "alice", address, *options)
+    await alice.wait_for("event=notification publication='r' version=2 kind=removed")
+    assert alice.count("event=notification") == 2
+    assert alice.count("version=1 kind=changed") == 1
+    done = await peer(tmp_path / "alice", "inbox", "--json")
+    [record] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (record["publication"], record["version"], record["kind"]) == ("r", 2, "removed")
+    assert "2005" in record["ntriples"]

@@ -17,9 +17,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import qel
-from superpeer.sim.workload import OperationError, Planner
+from superpeer.sim.workload import ElsewhereError, OperationError, Planner
+
+MDV = {(False, True): "added", (True, True): "changed", (True, False): "removed"}
+
+REFUSED_BY_NETWORK = (
+    "subscribe",
+    "unsubscribe",
+    "publish",
+    "update",
+    "extend",
+    "retract",
+    "advertise",
+)
+"""Requests the network itself refuses (the oracle applies the same rules)."""
 
 
 def _accepted(superpeers: int, operations: Iterable[dict]) -> Iterable[dict]:
@@ -28,18 +42,50 @@ def _accepted(superpeers: int, operations: Iterable[dict]) -> Iterable[dict]:
     for op in operations:
         try:
             planner.plan(dict(op))
+        except ElsewhereError:
+            continue
         except (OperationError, qel.QueryError, qel.AdvertisementError, qel.PublicationError):
-            if op["op"] not in ("subscribe", "unsubscribe", "publish", "advertise"):
+            if op["op"] not in REFUSED_BY_NETWORK:
                 continue
         yield op
 
 
 def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str, list[str]]:
+    """Per peer, the ids of the publications it hears of, whatever the kind of change."""
+    return {
+        name: sorted({pid for pid, _ in changes})
+        for name, changes in expected_changes(superpeers, operations).items()
+    }
+
+
+def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, list[list[str]]]:
+    """Per peer, ``[publication id, kind]`` of every change it hears of, in workload order.
+
+    Resources live as MDV (seed 003) has them, written here from its definition and nothing
+    else: a resource is its owner's and id's; a ``publish`` of a live resource with other
+    content is refused (the same content is a repeat: version 0 goes out again, later versions
+    do not), one after a retraction is a new version with no old one; ``update`` replaces a live
+    resource, ``extend`` adds triples about its subject (the union is the new version),
+    ``retract`` withdraws it; a change that leaves the content as it is sends nothing. A peer
+    hears a change if one of its subscriptions active then matches the old or the new version:
+    ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted)."""
     joined: set[str] = set()
     detached: set[str] = set()
     advertisements: dict[str, qel.Advertisement] = {}
     subscriptions: dict[str, dict[str, qel.Subscription]] = {}
-    received: dict[str, set[str]] = {}
+    received: dict[str, list[list[str]]] = {}
+    heard: dict[str, set[tuple[str, str, int]]] = {}
+    resources: dict[tuple[str, str], _Resource] = {}
+
+    def tell(owner: str, resource: str, number: int, old, new) -> None:
+        for peer, active in subscriptions.items():
+            matched_old = old is not None and any(qel.matches(q, old) for q in active.values())
+            matched_new = new is not None and any(qel.matches(q, new) for q in active.values())
+            key = (owner, resource, number)
+            if (matched_old or matched_new) and key not in heard[peer]:
+                heard[peer].add(key)
+                received[peer].append([resource, MDV[matched_old, matched_new]])
+
     for op in _accepted(superpeers, operations):
         kind = op["op"]
         if kind.startswith("superpeer_"):
@@ -56,7 +102,8 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
             if name not in joined:
                 joined.add(name)
                 subscriptions[name] = {}
-                received[name] = set()
+                received[name] = []
+                heard[name] = set()
             continue
         if name not in joined:
             continue
@@ -71,7 +118,10 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
             detached.discard(name)
             subscriptions.pop(name, None)
             received.pop(name, None)
+            heard.pop(name, None)
             advertisements.pop(name, None)
+            for key in [key for key in resources if key[0] == name]:
+                del resources[key]
             continue
         if name in detached:
             continue
@@ -90,7 +140,13 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
                 subscriptions[name][sid] = query
         elif kind == "unsubscribe":
             subscriptions[name].pop(str(op["id"]), None)
-        elif kind == "publish":
+        elif kind == "retract":
+            held = resources.get((name, str(op["id"])))
+            if held is not None and held.live:
+                held.number += 1
+                held.live = False
+                tell(name, held.content.id, held.number, held.content, None)
+        elif kind in ("publish", "update", "extend"):
             try:
                 publications = qel.parse_publications(
                     op["data"], op.get("format", "turtle"), publisher=name, id=str(op["id"])
@@ -103,10 +159,51 @@ def expected_deliveries(superpeers: int, operations: Iterable[dict]) -> dict[str
                     advertisement, publication
                 ):
                     continue
-                for peer, active in subscriptions.items():
-                    if any(qel.matches(q, publication) for q in active.values()):
-                        received[peer].add(publication.id)
-    return {name: sorted(ids) for name, ids in sorted(received.items())}
+                change = _change(resources, name, publication, kind)
+                if change is not None:
+                    tell(name, publication.id, *change)
+    return dict(sorted(received.items()))
+
+
+@dataclass
+class _Resource:
+    content: qel.Publication
+    number: int = 0
+    live: bool = True
+
+
+def _change(
+    resources: dict[tuple[str, str], _Resource],
+    owner: str,
+    publication: qel.Publication,
+    kind: str,
+) -> tuple[int, qel.Publication | None, qel.Publication] | None:
+    """(version, old, new) of an accepted change; None if refused or if nothing changes."""
+    key = (owner, publication.id)
+    held = resources.get(key)
+    if kind == "publish":
+        if held is None:
+            resources[key] = _Resource(publication)
+            return 0, None, publication
+        if held.live:
+            same = held.content.triples == publication.triples
+            return (0, None, publication) if same and held.number == 0 else None
+        held.number, held.live, held.content = held.number + 1, True, publication
+        return held.number, None, publication
+    if held is None or not held.live:
+        return None
+    new = publication
+    if kind == "extend":
+        if publication.subject != held.content.subject:
+            return None
+        new = qel.Publication.of(
+            held.content.triples | publication.triples, publisher=owner, id=publication.id
+        )
+    if new.triples == held.content.triples:
+        return None
+    old = held.content
+    held.number, held.content = held.number + 1, new
+    return held.number, old, new
 
 
 def expected_locations(superpeers: int, operations: Iterable[dict]) -> dict[str, dict[str, str]]:

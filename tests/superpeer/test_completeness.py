@@ -13,9 +13,24 @@ from hypothesis import strategies as st
 from superpeer.sim import Simulation
 from tests.strategies import advertisements, publications, subscriptions
 from tests.superpeer.invariants import check_routing
-from tests.superpeer.oracle import expected_deliveries, expected_locations
+from tests.superpeer.oracle import expected_changes, expected_deliveries, expected_locations
 
 BROAD = {"schemas": ["dc", "rdf", "http://example.org/"]}
+
+
+@st.composite
+def new_version(draw: st.DrawFn, text: str | None) -> str:
+    """A new version's N-Triples: often the old one with a triple less or one more (so that
+    subscriptions match both versions, or only one), else an unrelated publication."""
+    fresh = draw(publications()).to_text()
+    if text is None or draw(st.booleans()):
+        return fresh
+    lines = text.splitlines()[1:]
+    if len(lines) > 1 and draw(st.booleans()):
+        del lines[draw(st.integers(0, len(lines) - 1))]
+    else:
+        lines += fresh.splitlines()[1:2]
+    return "\n".join(lines) + "\n"
 
 
 @st.composite
@@ -45,6 +60,7 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     ops += [advertise(peer) for peer in peers]
     ops += [subscribe(draw(st.sampled_from(peers))) for _ in range(draw(st.integers(1, 8)))]
     present = set(peers)
+    published: dict[str, str] = {}
     for number in range(draw(st.integers(1, 25))):
         peer = draw(st.sampled_from(peers))
         kind = draw(
@@ -52,6 +68,7 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
                 ["publish"] * 6
                 + ["advertise", "subscribe", "unsubscribe", "detach", "attach", "leave", "join"]
                 + ["locate"] * 2
+                + ["update", "update", "extend", "extend", "retract"]
             )
         )
         if kind == "advertise":
@@ -65,6 +82,15 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
             ops.append(
                 {"op": "publish", "peer": peer, "id": f"n{number}", "format": "nt", "data": text}
             )
+            published[f"n{number}"] = text
+        elif kind in ("update", "extend", "retract"):
+            # mostly a resource published earlier (by this peer or another: only the owner's
+            # changes are accepted), sometimes one that does not exist
+            resource = draw(st.sampled_from([*published, "unknown"]))
+            op = {"op": kind, "peer": peer, "id": resource}
+            if kind != "retract":
+                op.update(format="nt", data=draw(new_version(published.get(resource))))
+            ops.append(op)
         elif kind == "leave":
             if peer in present:
                 present.discard(peer)
@@ -100,6 +126,10 @@ def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, 
     delivered = sum(len(v) for v in expected.values())
     event(f"deliveries: {'none' if not delivered else '1-3' if delivered < 4 else 'more'}")
     assert simulation.deliveries() == expected
+    changes = expected_changes(superpeers, ops)
+    for kind in sorted({kind for heard in changes.values() for _, kind in heard}):
+        event(f"change kind heard: {kind}")
+    assert simulation.report()["changes"] == changes
     assert simulation.duplicates == 0
     assert simulation.redeliveries == 0  # a backbone that does not change sends nothing twice
     assert all(peer.filtered == 0 for peer in simulation.peers.values())

@@ -116,7 +116,7 @@ def test_offline_notifications_are_kept_and_delivered_on_return():
     assert "late04" in simulation.deliveries()["bob"]  # kept for him
     simulation.apply({"op": "attach", "peer": "bob"})
     assert simulation.kept("bob") == set()  # acknowledged, so forgotten
-    assert simulation.peers["bob"].received["late04"] == 1
+    assert simulation.peers["bob"].received[("crete", "late04", 0)] == 1
 
 
 def test_unsubscribed_and_departed_peers_get_nothing_more():

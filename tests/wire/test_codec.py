@@ -212,7 +212,8 @@ def test_corrupting_a_valid_message_gives_a_wire_error_or_a_valid_message(messag
                             "statements": [],
                             "publisher": "",
                             "id": "",
-                        }
+                        },
+                        "change": "publish",
                     },
                 ]
             ),

@@ -1,0 +1,221 @@
+"""Living resources at their owner's access point: versions, updates, extensions, retractions.
+
+MDV (seed 003) treats an update or a delete of metadata as a publication event and tells each
+subscriber what it means *for its subscription*, by evaluating the rule on the old and on the new
+version. Routing stays the design paper's: a new version travels down its origin's trees like any
+publication, carrying the version it replaces (``Notification.previous``) or marked ``retracted``;
+every hop matches both sides, so a subscription that matched either is reached (both sides were
+accepted under the owner's advertisement, so it covers every subscription either side matches).
+
+Where the old version lives: here, at the access point the resource was published through, which
+keeps the *current* version of each of its peers' resources (``ResourceVersions``; durable in the
+store, see ``SuperPeerNode``) until the owner retracts it and then as a tombstone (the version
+number, so that a later publication under the same id is a new version and not a repeat), until
+the owner leaves. A resource is identified by its owner and its publication id; only the owner's
+own access point, on the owner's authenticated connection, changes it, so nobody else can update
+or retract it. The table is bounded per owner (``VersionLimits.max_resources_per_peer``) and per
+resource (the language's ``max_triples_per_publication`` for what extensions accumulate): beyond
+either, the request is refused with the reason and nothing changes.
+
+Descriptions in steps (seed 002): an ``extend`` adds triples to the current version; the union is
+the new version, so a subscription that needs triples from several steps matches once the union
+satisfies it (``added``), exactly like an update whose new version is the union.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Final
+
+import qel
+from wire import messages as m
+
+ADDED: Final = "added"
+CHANGED: Final = "changed"
+REMOVED: Final = "removed"
+RECORDS: Final = "versions"
+"""The store's ``pending`` table kind that keeps the versions durable."""
+
+
+class VersionError(ValueError):
+    """The owner asked for a change its resources do not allow (its fault): refused, nothing
+    changes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionLimits:
+    max_resources_per_peer: int = 100_000
+    """Resources (live or retracted) one peer may have at its access point."""
+    max_triples_per_resource: int = qel.DEFAULT_LIMITS.max_triples_per_publication
+    """Most triples the union of a resource's extensions may reach."""
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    number: int
+    publication: qel.Publication
+    """The current version, or the last one if ``retracted``."""
+    retracted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What to send for an accepted request: the new version and the one it replaces."""
+
+    number: int
+    publication: qel.Publication
+    previous: qel.Publication | None
+    retracted: bool = False
+
+
+class ResourceVersions:
+    """The current version of every resource published through this access point."""
+
+    def __init__(self, limits: VersionLimits | None = None) -> None:
+        self.limits = limits or VersionLimits()
+        self._resources: dict[str, dict[str, Version]] = {}
+
+    def current(self, owner: str, resource: str) -> Version | None:
+        return self._resources.get(owner, {}).get(resource)
+
+    def resources_of(self, owner: str) -> dict[str, Version]:
+        return dict(self._resources.get(owner, {}))
+
+    def restore(self, owner: str, resource: str, version: Version) -> None:
+        self._resources.setdefault(owner, {})[resource] = version
+
+    def forget(self, owner: str) -> None:
+        self._resources.pop(owner, None)
+
+    def publish(self, owner: str, publication: qel.Publication, change: str) -> Change | None:
+        """The change ``publication`` makes to ``owner``'s resource under its id, recorded; None
+        when nothing changes (a repeat). ``VersionError`` when the request is not allowed."""
+        resource = publication.id
+        held = self.current(owner, resource)
+        live = held is not None and not held.retracted
+        if change == "publish":
+            if live and held is not None:
+                if held.publication.triples == publication.triples:
+                    return Change(0, held.publication, None) if held.number == 0 else None
+                raise VersionError(
+                    f"you already published a resource under the id {resource!r}: send a new "
+                    "version with --replaces, add to it (extend) or retract it first"
+                )
+            number = 0 if held is None else held.number + 1
+            return self._record(owner, Change(number, publication, None))
+        if not live or held is None:
+            raise VersionError(
+                f"you have no resource under the id {resource!r} at this access point to "
+                f"{'update' if change == 'update' else 'extend'}"
+            )
+        new = publication
+        if change == "extend":
+            if publication.subject != held.publication.subject:
+                raise VersionError(
+                    f"the resource {resource!r} is about <{held.publication.subject}>, "
+                    f"not <{publication.subject}>: an extension adds triples about the same subject"
+                )
+            new = qel.Publication(
+                held.publication.subject,
+                held.publication.statements | publication.statements,
+                owner,
+                resource,
+            )
+            if len(new.statements) > self.limits.max_triples_per_resource:
+                raise VersionError(
+                    f"the resource {resource!r} would have {len(new.statements)} triples, more "
+                    f"than max_triples_per_resource ({self.limits.max_triples_per_resource})"
+                )
+        if new.triples == held.publication.triples:
+            return None
+        return self._record(owner, Change(held.number + 1, new, held.publication))
+
+    def withdraw(self, owner: str, resource: str) -> Change:
+        held = self.current(owner, resource)
+        if held is None or held.retracted:
+            raise VersionError(
+                f"you have no resource under the id {resource!r} at this access point to retract"
+            )
+        return self._record(owner, Change(held.number + 1, held.publication, None, True))
+
+    def _record(self, owner: str, change: Change) -> Change:
+        resources = self._resources.setdefault(owner, {})
+        resource = change.publication.id
+        if resource not in resources and len(resources) >= self.limits.max_resources_per_peer:
+            raise VersionError(
+                f"you have {len(resources)} resources at this access point, the most "
+                f"max_resources_per_peer allows: retract one, or publish elsewhere"
+            )
+        resources[resource] = Version(change.number, change.publication, change.retracted)
+        return change
+
+
+def record_of(notification: m.Notification) -> tuple[str, dict]:
+    """The store record of the version ``notification`` originates (key, value)."""
+    publication = notification.publication
+    key = json.dumps([notification.owner, publication.id])
+    return key, {
+        "owner": notification.owner,
+        "number": notification.version,
+        "retracted": notification.retracted,
+        "text": publication.to_text(),
+    }
+
+
+def restore(table: ResourceVersions, records: dict[str, dict]) -> None:
+    """Loads what ``record_of`` kept (a restarted access point)."""
+    for record in records.values():
+        publication = qel.parse_publication_text(record["text"])
+        version = Version(int(record["number"]), publication, bool(record["retracted"]))
+        table.restore(str(record["owner"]), publication.id, version)
+
+
+def forget_records(store_pending: dict[str, dict], owner: str) -> list[str]:
+    """The keys of ``owner``'s records (the owner left for good)."""
+    return [key for key, record in store_pending.items() if record.get("owner") == owner]
+
+
+def change_key(notify: m.Notify) -> tuple[str, str, int]:
+    """What a peer's inbox takes once: one version of one owner's resource."""
+    return notify.owner, notify.publication.id, notify.version
+
+
+def owed(history: list[tuple[str, qel.Subscription, float, float]], notify: m.Notify) -> bool:
+    """Whether a peer whose subscriptions were ``history`` (id, subscription, from, until) is
+    owed ``notify``: one of them matched it when it was published (for a removal, which
+    carries no version it matches: one of those it names was active)."""
+    at = notify.published_at
+    if notify.kind == REMOVED:
+        return any(
+            start <= at < end and sid in notify.subscriptions for sid, _, start, end in history
+        )
+    return any(
+        start <= at < end and qel.matches(query, notify.publication)
+        for _, query, start, end in history
+    )
+
+
+def sides(notification: m.Notification) -> tuple[qel.Publication | None, qel.Publication | None]:
+    """The old and the new version a notification compares (None: there is none)."""
+    if notification.retracted:
+        return notification.publication, None
+    return notification.previous, notification.publication
+
+
+def kind_of(matched_old: bool, matched_new: bool) -> str:
+    """MDV's answer for a subscriber whose subscriptions match at least one side."""
+    if matched_new:
+        return CHANGED if matched_old else ADDED
+    if not matched_old:
+        raise ValueError("the change is none of this subscriber's business")
+    return REMOVED
+
+
+def concerns(subscription: qel.Subscription, notification: m.Notification) -> tuple[bool, bool]:
+    """Whether ``subscription`` matches the old and the new side of ``notification``."""
+    old, new = sides(notification)
+    return (
+        old is not None and qel.matches(subscription, old),
+        new is not None and qel.matches(subscription, new),
+    )

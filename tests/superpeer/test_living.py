@@ -1,0 +1,131 @@
+"""Living resources in the simulator (``superpeer.versions``): updates, extensions and retractions
+reach each subscriber once, with the kind MDV gives it, against the brute-force oracle."""
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from tests.superpeer.oracle import expected_changes, expected_deliveries
+from tests.superpeer.test_completeness import BROAD, run
+
+DOC = "<http://example.org/doc1>"
+CREATOR = "<http://purl.org/dc/elements/1.1/creator>"
+DATE = "<http://purl.org/dc/elements/1.1/date>"
+LINES = [
+    f'{DOC} {CREATOR} "Nejdl" .',
+    f'{DOC} {CREATOR} "Koubarakis" .',
+    f'{DOC} {DATE} "2004"^^<http://www.w3.org/2001/XMLSchema#integer> .',
+    f'{DOC} {DATE} "2005"^^<http://www.w3.org/2001/XMLSchema#integer> .',
+]
+QUERIES = [
+    'X : t(X, dc:creator, Y), Y contains "Nejdl"',
+    "X : t(X, dc:date, D), D = 2004",
+    'X : t(X, dc:creator, Y), t(X, dc:date, D), Y contains "Koubarakis", D >= 2004',
+]
+
+
+def _document(draw: st.DrawFn) -> str:
+    return "\n".join(draw(st.lists(st.sampled_from(LINES), min_size=1, max_size=3))) + "\n"
+
+
+@st.composite
+def living_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """A publisher's two resources going through every kind of change, subscribers that come
+    and go (offline during changes), and another peer trying to change them."""
+    superpeers = draw(st.integers(1, 6))
+    peers = ["owner", "reader", "other"]
+    ops: list[dict] = [
+        {"op": "join", "peer": p, "superpeer": draw(st.integers(0, superpeers - 1))} for p in peers
+    ]
+    ops += [{"op": "advertise", "peer": p, **BROAD} for p in peers]
+    for number in range(draw(st.integers(1, 4))):
+        peer = draw(st.sampled_from(["reader", "other"]))
+        query = draw(st.sampled_from(QUERIES))
+        ops.append({"op": "subscribe", "peer": peer, "id": f"s{number}", "query": query})
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(
+            st.sampled_from(
+                ["publish", "update", "update", "update", "extend", "extend", "retract", "churn"]
+            )
+        )
+        if kind == "churn":
+            reader = draw(st.sampled_from(["reader", "other"]))
+            ops.append({"op": draw(st.sampled_from(["detach", "attach"])), "peer": reader})
+            continue
+        peer = draw(st.sampled_from(["owner", "owner", "owner", "other"]))
+        op = {"op": kind, "peer": peer, "id": draw(st.sampled_from(["r0", "r1"]))}
+        if kind != "retract":
+            op.update(format="nt", data=_document(draw))
+        ops.append(op)
+    ops += [{"op": "attach", "peer": p} for p in peers]
+    return superpeers, ops
+
+
+@settings(max_examples=60, deadline=None)
+@given(living_workloads(), st.booleans())
+def test_every_subscriber_hears_each_change_once_with_its_kind(workload, interleave):
+    superpeers, ops = workload
+    simulation = run(superpeers, ops, interleave=interleave, seed=1)
+    changes = expected_changes(superpeers, ops)
+    for kind in sorted({kind for heard in changes.values() for _, kind in heard}):
+        event(f"kind heard: {kind}")
+    assert simulation.report()["changes"] == changes
+    assert simulation.deliveries() == expected_deliveries(superpeers, ops)
+    assert simulation.duplicates == 0
+
+
+def _ops(*changes: dict) -> list[dict]:
+    return [
+        {"op": "join", "peer": "owner", "superpeer": 0},
+        {"op": "join", "peer": "reader", "superpeer": 1},
+        {"op": "advertise", "peer": "owner", **BROAD},
+        {"op": "subscribe", "peer": "reader", "id": "both", "query": QUERIES[2]},
+        *changes,
+    ]
+
+
+def test_a_description_in_two_steps_matches_once_the_union_does():
+    """Seed 002: the creator first, the date later; the subscription needs both."""
+    ops = _ops(
+        {"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": LINES[1] + "\n"},
+        {"op": "extend", "peer": "owner", "id": "r", "format": "nt", "data": LINES[2] + "\n"},
+    )
+    simulation = run(2, ops)
+    assert simulation.report()["changes"]["reader"] == [["r", "added"]]
+
+
+def test_an_offline_subscriber_hears_every_change_in_order_when_it_returns():
+    both = LINES[1] + "\n" + LINES[2] + "\n"
+    ops = _ops(
+        {"op": "detach", "peer": "reader"},
+        {"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": both},
+        {"op": "update", "peer": "owner", "id": "r", "format": "nt", "data": both + LINES[0]},
+        {"op": "update", "peer": "owner", "id": "r", "format": "nt", "data": LINES[0] + "\n"},
+        {"op": "attach", "peer": "reader"},
+    )
+    simulation = run(2, ops)
+    assert simulation.report()["changes"]["reader"] == [
+        ["r", "added"],
+        ["r", "changed"],
+        ["r", "removed"],
+    ]
+
+
+def test_only_the_owner_changes_its_resource_and_bad_changes_are_refused():
+    ops = _ops(
+        {"op": "join", "peer": "intruder", "superpeer": 0},
+        {"op": "advertise", "peer": "intruder", **BROAD},
+        {"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": LINES[1] + "\n"},
+        {"op": "retract", "peer": "intruder", "id": "r"},
+        {"op": "update", "peer": "intruder", "id": "r", "format": "nt", "data": LINES[0] + "\n"},
+        {"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": LINES[0] + "\n"},
+        {"op": "retract", "peer": "owner", "id": "r"},
+        {"op": "retract", "peer": "owner", "id": "r"},
+    )
+    simulation = run(2, ops)
+    reasons = [error["error"] for error in simulation.errors]
+    assert len(reasons) == 4
+    assert "no resource under the id 'r' at this access point to retract" in reasons[0]
+    assert "to update" in reasons[1]
+    assert "already published a resource under the id 'r'" in reasons[2]
+    assert "to retract" in reasons[3]
+    assert simulation.report()["changes"] == expected_changes(2, ops)
