@@ -30,8 +30,6 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_logged = 100000                # and at most this many
     catchup_margin_seconds = 5.0       # catch-up asks for this much more (clocks differ)
     handover_seconds = 5.0             # wait for a previous access point before catching up
-    stuck_seconds = 30.0               # a repair held back this long by an unfinished topology
-                                       # operation: rejoin (the operation cannot finish)
 
     [trace]
     enabled = true
@@ -99,7 +97,6 @@ class Recovery:
     max_logged: int = 100_000
     catchup_margin_seconds: float = 5.0
     handover_seconds: float = 5.0
-    stuck_seconds: float = 30.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,7 +152,6 @@ class SuperPeerConfig:
             max_logged=recovery.max_logged,
             catchup_margin_seconds=recovery.catchup_margin_seconds,
             handover_seconds=recovery.handover_seconds,
-            stuck_seconds=recovery.stuck_seconds,
         )
 
     @property

@@ -153,10 +153,6 @@ class NodeConfig:
     """Wait before asking again after a refused join."""
     handover_seconds: float = 5.0
     """Wait for a previous access point's answer before catching up from the origins."""
-    stuck_seconds: float = 30.0
-    """A failed neighbour's repair held back this long by an operation of the topology
-    protocol that does not finish (its other side failed or rejoined in the middle: the
-    protocol assumes a departure runs alone): the node rejoins, which drops that operation."""
     housekeeping_seconds: float = 5.0
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
@@ -282,8 +278,6 @@ class SuperPeerNode:
         self._last_heard: dict[str, float] = {}
         self._last_sent: dict[str, float] = {}
         self._suspected: set[str] = set()
-        self._held_back_since: float | None = None
-        """Since when a repair this node must run waits for another operation to finish."""
         self._retry_at = 0.0
         """When to ask the topology protocol again about suspected neighbours (it may have been
         busy with another operation)."""
@@ -722,22 +716,10 @@ class SuperPeerNode:
                 node,
                 str(error),
             )
-            if self._held_back_since is None:
-                self._held_back_since = now
-            elif now - self._held_back_since > self.config.stuck_seconds:
-                self._rejoin(
-                    f"the repair of {node} waited {now - self._held_back_since:.0f} s for an "
-                    "operation of the topology protocol that does not finish",
-                    now,
-                    out,
-                )
-            return
         except HypercupError as error:
             log.warning("event=repair_error node=%s error=%r", self.node_id, str(error))
             if self.topology.state is NodeState.BROKEN:
                 self._rejoin(f"the topology protocol broke: {error}", now, out)
-            return
-        self._held_back_since = None
 
     def _rejoin(self, reason: str, now: float, out: list[Output]) -> None:
         """Out of the cube while alive (evicted, or the protocol broke): start again as a new
@@ -765,7 +747,6 @@ class SuperPeerNode:
         self.core = None
         self._last_heard.clear()
         self._suspected.clear()
-        self._held_back_since = None
         self._catchups.clear()
         self._timer_due = None
         self._before_member.clear()
