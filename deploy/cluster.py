@@ -266,10 +266,13 @@ class Cluster:
             tail = (directory / "stderr.log").read_text(errors="replace")[-2000:]
             raise ClusterError(f"super-peer {k} did not start:\n{tail}")
 
-    def start_peer(self, j: int, k: int | None = None, *, wait: bool = True) -> None:
+    def start_peer(
+        self, j: int, k: int | None = None, *, wait: bool = True, fallbacks: tuple[int, ...] = ()
+    ) -> None:
         """Peer ``j``: its key (with TLS, the first time), then its daemon, attached to
-        super-peer ``k`` (default ``j mod N``); with ``wait``, returns once the daemon is
-        connected and identified (``peer status``)."""
+        super-peer ``k`` (default ``j mod N``), with ``fallbacks`` as the super-peers it goes to
+        when that one is down (``--superpeer`` repeated); with ``wait``, returns once the
+        daemon is connected and identified (``peer status``)."""
         directory = self.peer_directories[j]
         fresh = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
@@ -281,8 +284,9 @@ class Cluster:
                 capture_output=True,
             )
         trust = ["--ca", str(self.ca_certificate)] if self.tls else ["--no-tls"]
+        access = [j % self.size if k is None else k, *fallbacks]
         command = [
-            *peer, "run", "--superpeer", self.addresses[j % self.size if k is None else k],
+            *peer, "run", *(a for n in access for a in ("--superpeer", self.addresses[n])),
             "--data-dir", str(directory), *trust,
         ]  # fmt: skip
         log = directory / "daemon.log"

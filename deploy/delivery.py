@@ -481,6 +481,73 @@ def moves(
     }  # fmt: skip
 
 
+# -- scenario 4: the access point killed under its subscriber, which fails over -----------------
+def failover(
+    *, publications: int, seed: int, rate: float = 250.0, directory: Path | None = None
+) -> dict[str, Any]:
+    """The subscriber's daemon lists sp0 then sp2 (``--superpeer`` twice); sp0 is killed with
+    ``kill -9`` at a seeded point of a stream from sp1, and started again once the stream is
+    over. The subscriber goes to sp2 by itself; sp2 finds sp0 silent, catches up from the
+    origin for what the subscriber missed, and, once sp0 is back, takes over what sp0 kept.
+    Nothing lost or repeated, and sp0 holds nothing for the peer at the end."""
+    rng = random.Random(seed)
+    started = time.monotonic()
+    with Cluster(4, peers=0, trace=False, directory=directory, settings=SUPERPEER_SETTINGS) as c:
+        c.peer_directories.extend(c.root / f"peer{j}" for j in range(2))
+        c.start_peer(0, 0, fallbacks=(2,))
+        c.start_peer(1, 1)
+        subscriber, publisher = c.peer_directories
+        stream = Stream(publisher, random.Random(seed + 1))
+        _setup(c, publisher, [subscriber], stream)
+        subscriber_id = (peer_status(subscriber) or {})["peer_id"]
+        point = rng.randrange(publications // 4, publications // 2)
+        reached = threading.Event()
+        failure: list[BaseException] = []
+
+        def produce() -> None:
+            try:
+                stream.run(publications, rate, lambda made: made >= point and reached.set())
+            except BaseException as error:  # reported by the main thread
+                failure.append(error)
+            reached.set()
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        reached.wait()
+        c.kill(0)
+        moved = wait_for(
+            lambda: (peer_status(subscriber) or {}).get("superpeer_id") == "sp2",
+            QUIET_TIMEOUT,
+            "the subscriber to fail over to sp2",
+        )
+        producer.join()
+        if failure:
+            raise failure[0]
+        c.restart(0)
+        quiet = wait_delivered(c, 2, subscriber, stream)
+        records = inbox_of(subscriber)
+        repeats = (peer_status(subscriber) or {}).get("inbox", {}).get("duplicates_ignored", 0)
+
+        def left_behind() -> list[dict[str, Any]]:
+            return [
+                row
+                for row in held_for(c, 0)
+                if row["peer"] == subscriber_id
+                and (row["subscriptions"] or row["mail"] or row["unacknowledged"])
+            ]
+
+        with contextlib.suppress(DeliveryError):  # what is left is reported
+            wait_for(lambda: not left_behind(), 60.0, "sp0 to hand over and forget the peer")
+        problems = _daemon_problems(c)
+        kept = left_behind()
+    return {
+        "scenario": "failover", "publications": len(stream.published), "killed_after": point,
+        "failover_seconds": round(moved, 2), **judge(stream, records), "repeats_ignored": repeats,
+        "quiet_seconds": round(quiet, 2), "left_at_old_access_points": kept,
+        "problems": problems, "seconds": round(time.monotonic() - started, 1),
+    }  # fmt: skip
+
+
 def failed(result: dict[str, Any]) -> list[str]:
     """What is wrong in one scenario's result (empty when it passed)."""
     wrong = [f"{k} {result[k]}" for k in ("lost", "duplicated", "unexpected") if result[k]]
@@ -496,7 +563,7 @@ def failed(result: dict[str, Any]) -> list[str]:
             wrong.append(f"the healthy peer was seen detached: {healthy}")
         if not result["in_publication_order"]:
             wrong.append("the backlog arrived out of publication order")
-    if result["scenario"] == "move" and result["left_at_old_access_points"]:
+    if result["scenario"] in ("move", "failover") and result["left_at_old_access_points"]:
         wrong.append(f"old access points hold: {result['left_at_old_access_points']}")
     return wrong
 
@@ -510,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backlog", type=int, default=10000, help="made while a peer is away")
     parser.add_argument("--moves", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--scenarios", default="kill,term,backlog,move")
+    parser.add_argument("--scenarios", default="kill,term,backlog,move,failover")
     parser.add_argument("--report", default="delivery-report.json")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="delivery-"))
@@ -526,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
                 result = backlog(publications=args.backlog, seed=args.seed, directory=where)
             elif scenario == "move":
                 result = moves(count=args.moves, seed=args.seed, directory=where)
+            elif scenario == "failover":
+                result = failover(publications=args.publications, seed=args.seed, directory=where)
             else:
                 parser.error(f"unknown scenario {scenario!r}")
         except (DeliveryError, ClusterError, subprocess.SubprocessError) as error:

@@ -3,7 +3,7 @@ full size is ``python -m deploy.delivery``). Every wait is for a condition, neve
 
 import pytest
 
-from deploy.delivery import backlog, failed, faults, moves
+from deploy.delivery import backlog, failed, failover, faults, moves
 
 pytestmark = pytest.mark.process
 
@@ -36,4 +36,12 @@ def test_a_subscriber_moving_between_four_super_peers_loses_nothing(tmp_path):
     assert result["moves"] == 10 and result["path"][0] == result["path"][-1] == 0
     assert len(set(result["path"])) == 4, "it visited every super-peer"
     assert result["owed"] > 0 and result["delivered"] == result["owed"]
+    assert result["left_at_old_access_points"] == []
+
+
+def test_a_subscriber_whose_access_point_is_killed_fails_over_and_loses_nothing(tmp_path):
+    result = failover(publications=600, seed=4, directory=tmp_path)
+    assert failed(result) == [], result
+    assert 150 <= result["killed_after"] < 300
+    assert result["owed"] > 300 and result["delivered"] == result["owed"]
     assert result["left_at_old_access_points"] == []
