@@ -28,6 +28,7 @@ from hypercup.messages import (
     ROUTE,
     Grow,
     JoinRefused,
+    JoinRequest,
     JoinWalk,
     Message,
     Released,
@@ -191,6 +192,16 @@ class NodeCore:
                 self._held_back = []
                 self._out.append(JoinFailed(reason=message.reason))
             return  # a refusal of an attempt given up already
+        if isinstance(message, JoinRequest) and state is not NodeState.MEMBER:
+            # a newcomer (or a super-peer rejoining) picked this node as its contact while it is
+            # out of the cube itself (between two attempts to join again, or leaving): not the
+            # asker's protocol error, and no reason to break; it tries another contact
+            self._send(
+                sender,
+                message.address,
+                JoinRefused(reason=f"{self.node_id} is not a member ({state.value}); try another"),
+            )
+            return
         if state is NodeState.JOINING:
             if isinstance(message, Welcome):
                 self._guarded(sender, lambda: self._handle(sender, message))

@@ -80,7 +80,9 @@ link); nothing else is assumed about timing.
   ``LocalProtocolError`` when asked to leave or repair while it takes part in a join, and
   ``RemoteProtocolError`` when a departure's message reaches it in the middle of a join or while it
   is leaving; other overlaps cannot be detected locally.
-* A newcomer holds back every message until its ``Welcome`` arrives.
+* A newcomer holds back every message until its ``Welcome`` arrives, but a ``JoinRequest``: a
+  node out of the cube (idle, joining or leaving) answers it ``JoinRefused``, and the asker tries
+  another contact (two super-peers rejoining at once may pick each other).
 
 States: IDLE --create--> MEMBER; IDLE --join_via--> JOINING --Welcome--> MEMBER;
 MEMBER --leave--> LEAVING --Released--> LEFT (or MEMBER --leave, alone--> LEFT). After a

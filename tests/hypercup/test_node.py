@@ -133,6 +133,21 @@ def test_a_member_asking_to_join_again_is_refused_and_nothing_breaks():
     assert newcomer.receive("a", JoinRefused(reason="late")) == []
 
 
+@pytest.mark.parametrize("joining", [False, True])
+def test_a_join_through_a_node_out_of_the_cube_is_refused_and_nothing_breaks(joining):
+    """Two super-peers rejoining at once (both stalled on a loaded machine) picked each other as
+    contact: the one between two attempts was broken by the other's ``JoinRequest`` ("reached
+    sp0, which is idle"), rejoined, and broke the other in turn, again and again. A node out of
+    the cube (idle, or joining itself) answers ``JoinRefused``; the asker tries another."""
+    a = node("a")
+    if joining:
+        a.join_via("c", address_of("c"))
+    [send] = a.receive("b", JoinRequest(address=address_of("b")))
+    assert send.to == "b" and isinstance(send.message, JoinRefused)
+    assert "not a member" in send.message.reason
+    assert a.state is (NodeState.JOINING if joining else NodeState.IDLE)
+
+
 @pytest.mark.parametrize(
     ("message", "text"),
     [
