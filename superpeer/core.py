@@ -231,7 +231,7 @@ class SuperPeerCore:
         """Super-peers that restarted, until they are back in the view after leaving it."""
         """Neighbours that left the view, until their subscriptions go (make before break)."""
         self._settle_at: float | None = None
-        self._relayed: OrderedDict[tuple[str, str, int], float] = OrderedDict()
+        self._relayed: OrderedDict[tuple[str, tuple[str, str, int], int], float] = OrderedDict()
         self._early: list[tuple[str, object, tuple[int, str | None], float]] = []
         """Routing messages from a super-peer that is not (yet) a neighbour here: the news that
         made it one may still be on its way (another sender, another link). Replayed when the
@@ -1205,12 +1205,11 @@ class SuperPeerCore:
         )
 
 
-def relay_key(notification: m.Notification) -> str:
-    """One change of a resource: its id, and its version after the first."""
-    publication_id = notification.publication.id
-    return (
-        publication_id if notification.version == 0 else f"{publication_id}@{notification.version}"
-    )
+def relay_key(notification: m.Notification) -> tuple[str, str, int]:
+    """One change of a resource: its owner, its id and its version. The owner too: ids are the
+    publisher's own, and two peers behind one origin may publish under the same id (the second
+    was dropped here as a repeat of the first)."""
+    return (notification.owner, notification.publication.id, notification.version)
 
 
 def same_subscription(held: qel.Subscription, subscription: qel.Subscription) -> bool:

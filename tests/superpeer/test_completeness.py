@@ -328,6 +328,25 @@ def test_a_peer_repeats_a_subscription_equivalent_to_another_peers():
     assert simulation.deliveries() == expected_deliveries(2, ops) == {"p0": ["n1"], "p1": ["n1"]}
 
 
+def test_two_publishers_behind_one_origin_may_use_the_same_id():
+    """Found by the living-resources property: two peers of one super-peer published under the
+    same id; relays took the second for a repeat of the first (their key was the origin and the
+    id), so subscribers got only one. Ids are each publisher's own."""
+    document = '<http://example.org/doc1> <http://purl.org/dc/elements/1.1/creator> "x" .\n'
+    ops = [
+        {"op": "join", "peer": "a", "superpeer": 0},
+        {"op": "join", "peer": "b", "superpeer": 0},
+        {"op": "join", "peer": "reader", "superpeer": 1},
+        {"op": "advertise", "peer": "a", **BROAD},
+        {"op": "advertise", "peer": "b", **BROAD},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:creator, "x")'},
+        {"op": "publish", "peer": "a", "id": "r0", "format": "nt", "data": document},
+        {"op": "publish", "peer": "b", "id": "r0", "format": "nt", "data": document},
+    ]
+    simulation = run(2, ops)
+    assert simulation.report()["changes"]["reader"] == [["r0", "added"], ["r0", "added"]]
+
+
 def test_a_moved_peer_narrows_the_route_of_an_equivalent_subscription():
     """Found by the churn property with random examples: p1 moves from sp1 to sp4 with a
     subscription equivalent to p0's at sp0. sp4 sends it to sp0 toward sp0 and sp1 (p1's
