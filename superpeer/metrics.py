@@ -206,29 +206,23 @@ def _gauge(name: str, text: str, value: float, labels: Mapping[str, str] | None 
     return family
 
 
+_STATUS_COUNTERS: Final = (
+    ("superpeer_authentication_failures", "auth_failures",
+     "Failed TLS handshakes, certificates and identifications"),
+    ("superpeer_frame_violations", "violations",
+     "Malformed, oversized, unknown or out-of-order frames (the connection was closed)"),
+    ("superpeer_refused_connections", "refused_connections",
+     "Connections refused at admission (too many unidentified from one address)"),
+    ("superpeer_failures_detected", "failures_detected", "Neighbours found silent"),
+    ("superpeer_repairs", "repairs", "Places of failed super-peers closed"),
+)  # fmt: skip
+"""Counters the node keeps itself (name, key in its status report, help)."""
+
+
 def _status_counters(status: Mapping[str, Any]) -> Iterator[Metric]:
+    for name, key, text in _STATUS_COUNTERS:
+        yield _counter(name, text, status.get(key, 0))
     mail = status.get("mail", {})
-    yield _counter(
-        "superpeer_authentication_failures",
-        "Failed TLS handshakes, certificates and identifications",
-        status.get("auth_failures", 0),
-    )
-    yield _counter(
-        "superpeer_frame_violations",
-        "Malformed, oversized, unknown or out-of-order frames (the connection was closed)",
-        status.get("violations", 0),
-    )
-    yield _counter(
-        "superpeer_refused_connections",
-        "Connections refused at admission (too many unidentified from one address)",
-        status.get("refused_connections", 0),
-    )
-    yield _counter(
-        "superpeer_failures_detected", "Neighbours found silent", status.get("failures_detected", 0)
-    )
-    yield _counter(
-        "superpeer_repairs", "Places of failed super-peers closed", status.get("repairs", 0)
-    )
     yield _counter(
         "superpeer_notifications_expired",
         "Kept notifications dropped after their retention time or beyond the per-peer cap",
