@@ -34,8 +34,9 @@ from pathlib import Path
 import trio
 
 import crypto
+import daemonlog
 import wire
-from superpeer import checkconfig, logs
+from superpeer import checkconfig
 from superpeer.config import ConfigError, SuperPeerConfig, load_config, parse_address
 from superpeer.daemon import DaemonError, SuperPeerDaemon
 from superpeer.security import IdentityError, identity_paths
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.command == "run":
         try:
-            repeats = logs.configure(
+            repeats = daemonlog.configure(
                 level=args.log_level or config.logs.level,
                 form=args.log_format or config.logs.format,
                 repeat_seconds=config.logs.repeat_seconds,

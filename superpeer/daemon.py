@@ -14,7 +14,7 @@ The runtime moves bytes and reads the clock; every decision is the node's. It
 * calls the node's ``timer`` at its ``next_deadline``; commits the store before it sends anything
   an input produced (what a message promises is on disk first);
 * writes the trace log (rotating JSON-lines files in the data directory) and ``key=value`` lines
-  on stderr (``superpeer.logs``);
+  on stderr (``daemonlog``);
 * counts what it sees for ``/metrics`` (``superpeer.metrics``: the trace records the node emits,
   the notifications it hands to peers) and, when configured, serves the operator's HTTP endpoint
   (``superpeer.http``: metrics, health, readiness, the status page);
