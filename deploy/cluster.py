@@ -2,11 +2,13 @@
 and optionally M peer daemons attached to them.
 
     python -m deploy.cluster --superpeers 8 [--peers 4] [--base-port 7400] [--data-dir DIR]
+                             [--no-http]
 
 starts the super-peers one after the other (each new one joins through a random member, as operators
 would), waits until every one is a member, then starts the peers (``peer keygen`` and ``peer run``,
 attached round-robin, each in its own data directory, so ``peer subscribe ... --data-dir DIR``
-drives them), prints where everything is, and stops them all cleanly (peers first) on Ctrl-C or
+drives them), prints where everything is (with each super-peer's status page, an HTTP endpoint
+on a free loopback port), and stops them all cleanly (peers first) on Ctrl-C or
 SIGTERM. With TLS (the default) the launcher first does what an operator does once: creates a
 network CA in the cluster's directory, a key for every super-peer, and a certificate for it (2048-bit
 keys, so a local cluster starts in seconds; ``--key-bits 3072`` for production sizes). ``Cluster`` is the same thing as a context manager, for the replay tool, the demo and the
@@ -85,6 +87,7 @@ class Cluster:
         peers: int = 0,
         front: Callable[[str], str] | None = None,
         settings: str = "",
+        http: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one super-peer")
@@ -109,6 +112,9 @@ class Cluster:
         self._key_bits = key_bits
         self._extra = extra_args
         self.ca_directory = self.root / "ca"
+        self._http = http
+        self.http_addresses: list[str | None] = []
+        """Each super-peer's operator endpoint (``http://127.0.0.1:PORT``), with ``http``."""
 
     @property
     def ca_certificate(self) -> Path:
@@ -248,6 +254,8 @@ class Cluster:
         if live:
             command += ["--join", self.addresses[self._random.choice(live)]]
             command += [a for j in live for a in ("--join", self.addresses[j])]
+        if self._http:
+            command += ["--http", f"127.0.0.1:{free_ports(1)[0]}"]
         command += list(self._extra)
         with (directory / "stderr.log").open("ab") as stderr:
             process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
@@ -257,8 +265,13 @@ class Cluster:
         assert process.stdout is not None
         deadline = time.monotonic() + READY_TIMEOUT
         line = b""
+        while len(self.http_addresses) <= k:
+            self.http_addresses.append(None)
         while time.monotonic() < deadline:
             line = process.stdout.readline()
+            if b" status page " in line:
+                page = line.split(b" status page ")[1].strip().decode()
+                self.http_addresses[k] = page.rstrip("/")
             if b"listening on" in line or not line:
                 break
         if b"listening on" not in line:
@@ -402,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-tls", action="store_true", help="plaintext (to measure what TLS costs)"
     )
+    parser.add_argument(
+        "--no-http", action="store_true", help="no HTTP endpoints (metrics, status pages)"
+    )
     args = parser.parse_args(argv)
     with Cluster(
         args.superpeers,
@@ -410,9 +426,12 @@ def main(argv: list[str] | None = None) -> int:
         tls=not args.no_tls,
         key_bits=args.key_bits,
         peers=args.peers,
+        http=not args.no_http,
     ) as cluster:
         for k, address in enumerate(cluster.addresses):
-            print(f"sp{k} {address} data={cluster.directories[k]}", flush=True)
+            page = cluster.http_addresses[k]
+            status = f" status page {page}/" if page else ""
+            print(f"sp{k} {address} data={cluster.directories[k]}{status}", flush=True)
         for j, directory in enumerate(cluster.peer_directories):
             access = cluster.addresses[j % cluster.size]
             print(f"peer{j} -> {access}: peer status --data-dir {directory}", flush=True)

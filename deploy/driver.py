@@ -209,6 +209,22 @@ class RemotePeer:
 
     async def request(self, message: object) -> object:
         """Send a request; its answer (None for ``Leave``, which has none)."""
+        waiting = await self._send(message)
+        if waiting is None:
+            return None
+        with trio.fail_after(60):
+            await waiting.done.wait()
+        if waiting.answer is None:
+            raise DriverError(f"{self.name}: the connection was lost before an answer")
+        return waiting.answer
+
+    async def request_nowait(self, message: object) -> None:
+        """Send a request without waiting for its answer (counted in ``received`` when it
+        comes): for a sender that keeps many requests in flight, as ``bench.network`` does."""
+        await self._send(message)
+
+    async def _send(self, message: object) -> _Waiting | None:
+        """Write the request; what its answer will be handed to (None for ``Leave``)."""
         session = self._session
         if self._stream is None or session is None:
             raise DriverError(f"{self.name} is not connected")
@@ -222,11 +238,7 @@ class RemotePeer:
             return None
         waiting = _Waiting()
         await self._write(session.send(session.prepare(message), waiting, now))  # type: ignore[arg-type]
-        with trio.fail_after(60):
-            await waiting.done.wait()
-        if waiting.answer is None:
-            raise DriverError(f"{self.name}: the connection was lost before an answer")
-        return waiting.answer
+        return waiting
 
     def _remember(self, message: object) -> None:
         """The peer's own record of its subscriptions over time (what ``owed`` checks)."""

@@ -3,6 +3,7 @@
     peer keygen [--bits 3072] [--force]         (the peer's key; prints its public identifier)
     peer run --superpeer HOST:PORT (--ca FILE | --pin FINGERPRINT | --no-tls)
              [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
+             [--log-format text|json]
     peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
     peer subscribe QUERY|FILE [--id ID]         (QEL text or SPARQL; a FILE holds the query)
     peer unsubscribe ID
@@ -43,6 +44,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, NoReturn
 
+import daemonlog
 from peer.config import ConfigError, PeerConfig, load_config, toml_to_json
 from peer.control import EXIT_CODES, ControlClient, ControlUnavailable
 
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             no_tls=args.no_tls,
         )
         if args.command == "run":
-            return _run(config, args.log_level)
+            return _run(config, args.log_level, args.log_format)
         return _COMMANDS[args.command](args, config)
     except (UsageError, ConfigError) as error:
         return _fail(str(error), 2)
@@ -157,6 +159,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="plaintext, for a super-peer run with --no-tls (no identification)",
     )
     run.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+    run.add_argument(
+        "--log-format",
+        choices=daemonlog.FORMATS,
+        default="text",
+        help="stderr log lines: key=value text or one JSON object per line (default text)",
+    )
     command("advertise", "say what this peer publishes").add_argument(
         "file", metavar="FILE", help="the advertisement: JSON, or TOML (.toml)"
     )
@@ -198,7 +206,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 # -- run ----------------------------------------------------------------------------------------
-def _run(config: PeerConfig, log_level: str) -> int:
+def _run(config: PeerConfig, log_level: str, log_format: str) -> int:
     import trio
 
     from peer.daemon import DaemonError
@@ -212,13 +220,9 @@ def _run(config: PeerConfig, log_level: str) -> int:
             raise UsageError(str(error)) from None
 
     try:
-        logging.basicConfig(
-            level=log_level.upper(),
-            stream=sys.stderr,
-            format="ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-        )
-    except ValueError:
-        raise UsageError(f"unknown log level {log_level!r}") from None
+        daemonlog.configure(level=log_level, form=log_format)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     try:
         trio.run(_serve_until_signal, config, passphrase)
     except (DaemonError, OSError, BaseExceptionGroup) as caught:

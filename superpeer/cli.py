@@ -1,7 +1,8 @@
 """``superpeer``: run a super-peer daemon, or ask a running one how it is doing.
 
     superpeer run [--config FILE] [--join HOST:PORT]... [--listen HOST:PORT] [--data-dir DIR]
-                  [--node-id ID]
+                  [--node-id ID] [--http HOST:PORT] [--log-format text|json] [--log-level LEVEL]
+    superpeer check-config FILE
     superpeer status [--config FILE | --data-dir DIR | --listen HOST:PORT] [--json]
     superpeer stop   [--config FILE | --data-dir DIR | --listen HOST:PORT]
     superpeer keygen [--config FILE | --data-dir DIR] [--bits 3072] [--force]
@@ -14,25 +15,28 @@ SIGINT shuts it down cleanly. ``status`` and ``stop`` talk to the daemon over th
 its data directory. A backbone of several super-peers shares a network CA: ``ca init`` creates it
 (keep its directory offline), ``keygen`` creates a super-peer's key in its data directory, ``ca
 issue`` signs that key's certificate for a node id and installs it, with the CA's certificate, in
-the data directory. Exit codes: 0 ok, 2 bad usage or configuration, 3 no daemon answering.
+the data directory. ``check-config`` reads a configuration and says what a daemon would run with,
+or what is wrong with it. Exit codes: 0 ok, 2 bad usage or configuration, 3 no daemon answering.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import shutil
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import trio
 
 import crypto
+import daemonlog
 import wire
+from superpeer import checkconfig
 from superpeer.config import ConfigError, SuperPeerConfig, load_config, parse_address
 from superpeer.daemon import DaemonError, SuperPeerDaemon
 from superpeer.security import IdentityError, identity_paths
@@ -58,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         "subscriptions", help="list the subscriptions this super-peer holds, and where they went"
     )
     subscriptions.add_argument("--peer", help="only this peer's (pk1-... or name)")
+    check = commands.add_parser(
+        "check-config", help="check a configuration file and show what it means"
+    )
+    check.add_argument("file", help="TOML configuration file")
     keygen = commands.add_parser("keygen", help="create this super-peer's key")
     ca = commands.add_parser("ca", help="the network CA").add_subparsers(
         dest="ca_command", required=True
@@ -80,7 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--listen", help="HOST:PORT to listen on (default 127.0.0.1:7400)")
     run.add_argument("--join", action="append", help="join the backbone through this member")
     run.add_argument("--node-id", help="this super-peer's id (default: generated and kept)")
-    run.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+    run.add_argument("--log-level", help="stderr log level (default INFO, or [logging] level)")
+    run.add_argument(
+        "--log-format", choices=("text", "json"), help="stderr log lines (default text)"
+    )
+    run.add_argument(
+        "--http",
+        help="serve /metrics, /healthz, /readyz and the status page on HOST:PORT (or PORT,"
+        " on 127.0.0.1)",
+    )
     run.add_argument(
         "--no-tls",
         action="store_true",
@@ -89,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     for sub in (status, peers, subscriptions):
         sub.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.command == "check-config":
+        return _check_config(args.file)
     try:
         config = _config(args)
     except ConfigError as error:
@@ -101,12 +119,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"superpeer: {error}", file=sys.stderr)
             return 2
     if args.command == "run":
-        logging.basicConfig(
-            level=args.log_level.upper(),
-            stream=sys.stderr,
-            format="ts=%(asctime)s level=%(levelname)s %(message)s",
-        )
-        return _serve(config)
+        try:
+            repeats = daemonlog.configure(
+                level=args.log_level or config.logs.level,
+                form=args.log_format or config.logs.format,
+                repeat_seconds=config.logs.repeat_seconds,
+            )
+        except ValueError as error:
+            print(f"superpeer: {error}", file=sys.stderr)
+            return 2
+        return _serve(config, lambda: repeats.suppressed)
     try:
         arguments = None
         if args.command == "forget-peer" or (args.command == "subscriptions" and args.peer):
@@ -126,9 +148,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _serve(config: SuperPeerConfig) -> int:
+def _check_config(path: str) -> int:
     try:
-        trio.run(_run, config)
+        config = load_config(path)
+    except ConfigError as error:
+        print(f"superpeer: {error}", file=sys.stderr)
+        return 2
+    found = checkconfig.problems(config)
+    for line in checkconfig.summary(config):
+        print(line)
+    for problem in found:
+        print(f"superpeer: {path}: {problem}", file=sys.stderr)
+    return 2 if found else 0
+
+
+def _serve(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> int:
+    try:
+        trio.run(_run, config, suppressed_logs)
     except (BaseExceptionGroup, DaemonError, OSError, IdentityError, crypto.CryptoError) as caught:
         error = _first(caught)
         if isinstance(error, DaemonError | IdentityError | crypto.CryptoError):
@@ -190,11 +226,17 @@ def _config(args: argparse.Namespace) -> SuperPeerConfig:
         changes["join"] = tuple(parse_address(j, what="--join") for j in args.join)
     if getattr(args, "node_id", None):
         changes["node_id"] = args.node_id
+    if getattr(args, "http", None):
+        changes["http"] = replace(config.http, listen=args.http)
+        try:
+            changes["http"].bind  # noqa: B018 (a bad address is a usage error now)
+        except ConfigError as error:
+            raise ConfigError(f"--http: {error} (or a bare port for 127.0.0.1)") from None
     return config.with_overrides(**changes)
 
 
-async def _run(config: SuperPeerConfig) -> None:
-    daemon = SuperPeerDaemon(config)
+async def _run(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> None:
+    daemon = SuperPeerDaemon(config, suppressed_logs=suppressed_logs)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
 
@@ -203,6 +245,8 @@ async def _run(config: SuperPeerConfig) -> None:
                 nursery.cancel_scope.cancel()
 
             await nursery.start(serve_then_stop)
+            if daemon.http_address is not None:
+                print(f"superpeer {daemon.node_id} status page {daemon.http_address}/", flush=True)
             print(f"superpeer {daemon.node_id} listening on {daemon.address}", flush=True)
             async for _ in signals:
                 await daemon.shutdown()

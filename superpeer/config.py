@@ -39,6 +39,17 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     [routing]
     summarise_values_above = 1000      # summarise larger advertised value sets (0: never)
 
+    [http]                             # the operator's endpoint: /metrics, /healthz, /readyz, /
+    listen = "127.0.0.1:9400"          # default "": off; a bare port means 127.0.0.1
+    metrics = true                     # false: no counting and no /metrics (the rest stays)
+    max_header_bytes = 16384           # a request's head beyond this is refused
+    keep_alive_seconds = 5.0           # an idle HTTP connection is closed after this
+
+    [logging]
+    format = "text"                    # or "json": one object per line
+    level = "INFO"
+    repeat_seconds = 10.0              # the same warning at most once per this (with repeated=N)
+
     [security]
     tls = true                         # false only to measure what encryption costs
     key = "/var/lib/semantic-pubsub/sp1/identity/key.pem"     # defaults: <data_dir>/identity/...
@@ -51,6 +62,7 @@ Unknown keys are errors: a typo must not silently change how a server runs.
 
 from __future__ import annotations
 
+import logging
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -107,6 +119,32 @@ class TraceSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HttpSettings:
+    listen: str = ""
+    metrics: bool = True
+    max_header_bytes: int = 16384
+    keep_alive_seconds: float = 5.0
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.listen)
+
+    @property
+    def bind(self) -> tuple[str, int]:
+        """Where the endpoint listens: loopback unless the configuration names a host."""
+        if self.listen.isdigit():
+            return DEFAULT_HOST, int(self.listen)
+        return parse_address(self.listen, what="http.listen")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogSettings:
+    format: str = "text"
+    level: str = "INFO"
+    repeat_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SuperPeerConfig:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -119,6 +157,8 @@ class SuperPeerConfig:
     recovery: Recovery = field(default_factory=Recovery)
     trace: TraceSettings = field(default_factory=TraceSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
+    logs: LogSettings = field(default_factory=LogSettings)
     summarise_values_above: int | None = None
 
     @property
@@ -191,7 +231,7 @@ def load_config(path: str | Path | None) -> SuperPeerConfig:
 def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") -> SuperPeerConfig:
     known = {
         "listen", "advertise", "data_dir", "node_id", "join", "limits", "delivery", "recovery",
-        "trace", "routing", "security",
+        "trace", "routing", "security", "http", "logging",
     }  # fmt: skip
     _no_unknown(data, known, source)
     changes: dict[str, Any] = {}
@@ -221,6 +261,10 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         changes["trace"] = _section(TraceSettings, data["trace"], "trace", source)
     if "security" in data:
         changes["security"] = _security(data["security"], source)
+    if "http" in data:
+        changes["http"] = _http(data["http"], source)
+    if "logging" in data:
+        changes["logs"] = _logging(data["logging"], source)
     if "routing" in data:
         routing = data["routing"]
         if not isinstance(routing, dict):
@@ -231,6 +275,27 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
             raise ConfigError(f"{source}: routing.summarise_values_above must be an integer >= 0")
         changes["summarise_values_above"] = value or None
     return SuperPeerConfig(**changes)
+
+
+def _http(value: object, source: str) -> HttpSettings:
+    if isinstance(value, dict) and value.get("listen") == "":
+        value = {k: v for k, v in value.items() if k != "listen"}  # "" says: off
+    settings = _section(HttpSettings, value, "http", source)
+    if settings.enabled:
+        try:
+            settings.bind  # noqa: B018 (checked now, not when the daemon starts)
+        except ConfigError as error:
+            raise ConfigError(f"{source}: {error} (or a bare port for 127.0.0.1)") from None
+    return settings
+
+
+def _logging(value: object, source: str) -> LogSettings:
+    settings = _section(LogSettings, value, "logging", source)
+    if settings.format not in ("text", "json"):
+        raise ConfigError(f'{source}: logging.format must be "text" or "json"')
+    if not isinstance(logging.getLevelName(settings.level.upper()), int):
+        raise ConfigError(f"{source}: logging.level {settings.level!r} is not a log level")
+    return settings
 
 
 def _security(value: object, source: str) -> SecuritySettings:

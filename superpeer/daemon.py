@@ -14,7 +14,10 @@ The runtime moves bytes and reads the clock; every decision is the node's. It
 * calls the node's ``timer`` at its ``next_deadline``; commits the store before it sends anything
   an input produced (what a message promises is on disk first);
 * writes the trace log (rotating JSON-lines files in the data directory) and ``key=value`` lines
-  on stderr;
+  on stderr (``daemonlog``);
+* counts what it sees for ``/metrics`` (``superpeer.metrics``: the trace records the node emits,
+  the notifications it hands to peers) and, when configured, serves the operator's HTTP endpoint
+  (``superpeer.http``: metrics, health, readiness, the status page);
 * answers the control socket (``superpeer status``, ``peers``, ``subscriptions``, ``stop``,
   ``forget-peer``);
 * shuts down cleanly (``shutdown``): the node hands its peers to a neighbour, withdraws its
@@ -46,6 +49,8 @@ from superpeer._links import Links
 from superpeer.actions import CloseConnection, Forgotten, Stopped, ToConnection, ToSuperPeer
 from superpeer.channel import Inbound, split
 from superpeer.config import SuperPeerConfig
+from superpeer.http import Endpoints, readiness, serve_operator_endpoint
+from superpeer.metrics import Metrics
 from superpeer.node import SuperPeerNode
 from superpeer.security import Identity, prepare_identity
 from superpeer.store import SqliteStore
@@ -108,7 +113,13 @@ def node_id_for(directory: Path, configured: str | None) -> str:
 class SuperPeerDaemon:
     """One super-peer process. ``serve`` runs it until ``shutdown``."""
 
-    def __init__(self, config: SuperPeerConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: SuperPeerConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        suppressed_logs: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.config = config
         self.directory = config.directory
         try:
@@ -141,11 +152,18 @@ class SuperPeerDaemon:
             if config.trace.enabled
             else None
         )
+        self.metrics = (
+            Metrics(self.status, suppressed_logs=suppressed_logs)
+            if config.http.enabled and config.http.metrics
+            else None
+        )
+        self.http_address: str | None = None
+        """``http://HOST:PORT`` of the operator's endpoint, once it listens."""
         self.node = SuperPeerNode(
             self.node_id,
             self.address,
             self.store,
-            config.node_config(tracing=self.trace is not None),
+            config.node_config(tracing=self.trace is not None or self.metrics is not None),
             fingerprint=self.identity.fingerprint if self.identity is not None else None,
         )
         self.started_at = clock()
@@ -179,6 +197,8 @@ class SuperPeerDaemon:
                 listeners = await trio.open_tcp_listeners(self.config.port, host=self.config.host)
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                 await nursery.start(self._serve_control)
+                if self.config.http.enabled:
+                    await self._serve_http(nursery)
                 nursery.start_soon(self._flush_traces)
                 nursery.start_soon(self._timers)
                 contacts = await self._find_contacts()
@@ -195,6 +215,16 @@ class SuperPeerDaemon:
                 nursery.cancel_scope.cancel()
         finally:
             self._close_files()
+
+    async def _serve_http(self, nursery: trio.Nursery) -> None:
+        endpoints = Endpoints(
+            snapshot=self.operator_status,
+            readiness=lambda: readiness(self.status(), stopping=self._stopping),
+            registry=self.metrics.registry() if self.metrics is not None else None,
+        )
+        binds = await nursery.start(serve_operator_endpoint, self.config.http, endpoints)
+        self.http_address = binds[0]
+        log.info("event=http node=%s address=%s", self.node_id, self.http_address)
 
     async def _wait_member(self) -> None:
         limit = max(60.0, self.config.limits.failure_seconds * 6)
@@ -327,13 +357,16 @@ class SuperPeerDaemon:
     def _run(self, call: Callable[[float], list]) -> None:
         """One input to the node, then its outputs: the store is committed before any byte the
         input produced leaves."""
-        outputs = call(self.clock())
+        now = self.clock()
+        outputs = call(now)
         self.store.commit()
         for output in outputs:
             if isinstance(output, ToSuperPeer):
                 assert self._links is not None
                 self._links.send(output.node, output.address, output.data)
             elif isinstance(output, ToConnection):
+                if self.metrics is not None:
+                    self.metrics.to_peer(output.message, now)
                 self._to_connection(output.connection, output.data)
             elif isinstance(output, CloseConnection):
                 connection = self._peers.get(output.connection)
@@ -349,9 +382,15 @@ class SuperPeerDaemon:
                 log.info("event=stopped node=%s reason=%r", self.node_id, output.reason)
                 if not self._stopping:
                     self._done.set()
-            elif isinstance(output, TraceRecord) and self.trace is not None:
-                self.trace.write(output)
+            elif isinstance(output, TraceRecord):
+                self._record(output)
         self._wake.set()
+
+    def _record(self, record: TraceRecord) -> None:
+        if self.trace is not None:
+            self.trace.write(record)
+        if self.metrics is not None:
+            self.metrics.record(record)
 
     def _to_connection(self, connection_id: int, data: bytes) -> None:
         connection = self._peers.get(connection_id)
@@ -366,8 +405,8 @@ class SuperPeerDaemon:
             return
 
     def _trace_event(self, event: str, kind: str, **fields: str | None) -> None:
-        if self.trace is not None:
-            self.trace.write(
+        if self.trace is not None or self.metrics is not None:
+            self._record(
                 TraceRecord(ts=self.clock(), node=self.node_id, event=event, kind=kind, **fields)  # type: ignore[arg-type]
             )
 
@@ -679,6 +718,16 @@ class SuperPeerDaemon:
         report["links"] = {n: link.statistics() for n, link in sorted(links.items())}
         report["backbone_in_flight"] = self._links.in_flight() if self._links is not None else 0
         report["connections"] = len(self._peers)
+        report["peer_queue_frames"] = sum(
+            c.send.statistics().current_buffer_used for c in self._peers.values()
+        )
+        return report
+
+    def operator_status(self) -> dict[str, object]:
+        """The status page's data: ``status`` and the per-peer rows of ``superpeer peers``."""
+        report = self.status()
+        report["peer_rows"] = self.node.peer_report()
+        report["http"] = self.http_address
         return report
 
 

@@ -1993,6 +1993,7 @@ class SuperPeerNode:
             view = self.topology.view()
             report["positions"] = sorted(view.positions)
             report["dimension"] = view.dimension
+            report["table"] = {str(p): n for p, n in sorted(view.table.items())}
             report["neighbours"] = {
                 n: {
                     "address": self.addresses.get(n),

@@ -603,3 +603,19 @@ async def test_an_offline_subscriber_hears_the_update_and_the_retraction_when_it
     [record] = [json.loads(line) for line in done.stdout.splitlines()]
     assert (record["publication"], record["version"], record["kind"]) == ("r", 2, "removed")
     assert "2005" in record["ntriples"]
+
+
+async def test_run_with_log_format_json_writes_one_object_per_line(tmp_path, processes):
+    port = free_port()  # nobody listens there: the peer says it is disconnected, and retries
+    daemon = await processes.peer(
+        tmp_path / "alice", f"127.0.0.1:{port}", "--no-tls", "--log-format", "json"
+    )
+    await daemon.wait_for('"event":"disconnected"')
+    logged = [line for line in daemon.lines if " running (access point " not in line]
+    entries = [json.loads(line) for line in logged]  # every stderr line is JSON
+    ready = next(entry for entry in entries if entry.get("event") == "ready")
+    assert (ready["level"], ready["access_point"]) == ("INFO", f"127.0.0.1:{port}")
+    assert ready["logger"].startswith("peer")
+    disconnected = next(entry for entry in entries if entry.get("event") == "disconnected")
+    assert disconnected["level"] == "WARNING"
+    assert float(disconnected["retry_in"]) > 0
