@@ -106,9 +106,8 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
 
     def back(peer: str) -> None:
         """``peer`` is attached again: what expired meanwhile is not delivered."""
-        for change, expires in waiting.pop(peer, []):
-            if expires <= now:
-                received[peer].remove(change)
+        gone = [id(change) for change, expires in waiting.pop(peer, []) if expires <= now]
+        received[peer] = [change for change in received[peer] if id(change) not in gone]
 
     for op in _accepted(superpeers, operations):
         kind = op["op"]

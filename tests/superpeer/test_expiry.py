@@ -8,16 +8,12 @@ from hypothesis import strategies as st
 from superpeer.sim import Simulation
 from tests.superpeer.oracle import expected_changes, expected_deliveries
 from tests.superpeer.test_completeness import BROAD, run
-from tests.superpeer.test_living import LINES, QUERIES
+from tests.superpeer.test_living import LINES, QUERIES, _document
 
 EXPIRIES = [15, 45]
 WAITS = [10, 20]
 """Expiries fall half-way between the times operations happen (multiples of 10 s): the
 simulator's few milliseconds per operation never move an operation across one."""
-
-
-def _document(draw: st.DrawFn) -> str:
-    return "\n".join(draw(st.lists(st.sampled_from(LINES), min_size=1, max_size=3))) + "\n"
 
 
 def _expiring(draw: st.DrawFn, op: dict) -> dict:
@@ -115,3 +111,21 @@ def test_a_detached_subscriber_gets_a_publication_only_before_its_expiry():
     assert simulation.deliveries()["reader"] == ["long"]
     assert simulation.peers["reader"].expired == 1
     assert simulation.deliveries() == expected_deliveries(2, ops)
+
+
+def test_expiries_survive_a_restart_of_the_access_points():
+    """The reader's access point restarts on its store: the subscription still expires; the
+    owner's restarts: its resource still expires (an update after it is refused)."""
+    ops = _ops(
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": QUERIES[2], "expires": 30},
+        _publish("r", expires=30),
+        {"op": "superpeer_bounce", "superpeer": 1},
+        {"op": "superpeer_bounce", "superpeer": 0},
+        {"op": "wait", "seconds": 60},
+        _publish("after"),
+        {"op": "update", "peer": "owner", "id": "r", "format": "nt", "data": LINES[1] + "\n"},
+    )
+    simulation = run(2, ops)
+    assert simulation.deliveries() == {"owner": [], "reader": ["r"]}
+    assert "to update" in simulation.errors[-1]["error"]
+    assert all(len(core.poset) == 0 for core in simulation.cores.values())
