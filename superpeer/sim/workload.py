@@ -299,7 +299,8 @@ class Planner:
         to report."""
         kind = op["op"]
         self.now = now
-        for planned in self.peers.values():
+        planned = self.peers.get(op.get("peer", ""))
+        if planned is not None:
             self._expire(planned)
         if kind == "wait":
             return []
@@ -382,6 +383,7 @@ class Planner:
         messages: list[object] = []
         if peer.advertisement is not None:
             messages += peer_requests({"op": "advertise", "peer": name, **peer.advertisement})
+        self._expire(peer)
         for sid, query in sorted(peer.subscriptions.items()):
             op = {"op": "subscribe", "peer": name, "id": sid, "query": query}
             # the expiry is absolute already: carried as it is
