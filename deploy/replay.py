@@ -65,8 +65,10 @@ class Replay:
         for number, op in enumerate(operations, start=1):
             self.operations += 1
             self._label = f"{number}:{op['op']}"
+            if op["op"] == "wait":
+                await trio.sleep(op["seconds"])  # real daemons: real time passes
             try:
-                steps = self.planner.plan(op, self._public_id)
+                steps = self.planner.plan(op, self._public_id, time.time())
             except OperationError as error:
                 self.errors.append({"op": self._label, "peer": op.get("peer"), "error": str(error)})
                 continue
@@ -75,7 +77,7 @@ class Replay:
             await wait_quiet(self.cluster, self.everyone)
         for name, peer in sorted(self.peers.items()):
             if not peer.connected:
-                for step in self.planner.plan({"op": "attach", "peer": name}):
+                for step in self.planner.plan({"op": "attach", "peer": name}, now=time.time()):
                     await self._step(step, {"op": "attach"}, nursery)
         await wait_quiet(self.cluster, self.everyone)
 

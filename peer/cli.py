@@ -5,9 +5,9 @@
              [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
              [--log-format text|json]
     peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
-    peer subscribe QUERY|FILE [--id ID]         (QEL text or SPARQL; a FILE holds the query)
+    peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME]   (QEL text or SPARQL)
     peer unsubscribe ID
-    peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID]   (FILE "-" reads stdin)
+    peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID] [--expires 2h|ISO-TIME]
     peer publish FILE --replaces ID | --extends ID   (a new version of a resource, or triples added)
     peer retract ID                             (withdraw a resource this peer published)
     peer inbox [--json] [--follow]
@@ -47,8 +47,10 @@ from typing import Any, NoReturn
 import daemonlog
 from peer.config import ConfigError, PeerConfig, load_config, toml_to_json
 from peer.control import EXIT_CODES, ControlClient, ControlUnavailable
+from peer.expires import parse_expires
 
 DEFAULT_KEY_BITS = 3072
+EXPIRES_HELP = "when it expires: a duration (90s, 30m, 2h, 7d) or an ISO 8601 time (UTC if no zone)"
 
 FORMATS_BY_SUFFIX = {
     ".ttl": "turtle",
@@ -171,6 +173,7 @@ def _build_parser() -> argparse.ArgumentParser:
     subscribe = command("subscribe", "subscribe with a QEL or SPARQL query")
     subscribe.add_argument("query", metavar="QUERY|FILE", help="the query, or a file holding it")
     subscribe.add_argument("--id", help="the subscription's id (default: a hash of the query)")
+    subscribe.add_argument("--expires", metavar="WHEN", help=EXPIRES_HELP)
     command("unsubscribe", "withdraw a subscription").add_argument("id", metavar="ID")
     publish = command("publish", "publish the resources an RDF document describes")
     publish.add_argument("file", metavar="FILE", help='the RDF document ("-" for stdin)')
@@ -180,6 +183,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the document's format (default: from the file name, else turtle)",
     )
     publish.add_argument("--id", help="the publication's id (default: a hash of its content)")
+    publish.add_argument("--expires", metavar="WHEN", help=EXPIRES_HELP)
     changes = publish.add_mutually_exclusive_group()
     changes.add_argument(
         "--replaces", metavar="ID", help="a new version of the resource published under ID"
@@ -363,13 +367,23 @@ def _subscribe(args: argparse.Namespace, config: PeerConfig) -> int:
     query = args.query
     if _is_file(query):
         query = _read(Path(query))
-    arguments = {"query": query}
+    arguments = {"query": query, **_expires(args)}
     if args.id is not None:
         arguments["id"] = args.id
     result = _call(config, "subscribe", **arguments)
     verb = "already subscribed" if result["repeated"] else "subscribed"
     print(f"{verb} {result['id']}: {result['query']}")
     return 0
+
+
+def _expires(args: argparse.Namespace) -> dict[str, str]:
+    """``--expires`` as the absolute time the daemon puts on the wire (none if not given)."""
+    if args.expires is None:
+        return {}
+    try:
+        return {"expires": repr(parse_expires(args.expires, time.time()))}
+    except ValueError as error:
+        raise CommandFailed(str(error), 2) from None
 
 
 def _unsubscribe(args: argparse.Namespace, config: PeerConfig) -> int:
@@ -386,7 +400,7 @@ def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
         path = Path(args.file)
         data = _read(path)
         fmt = args.format or FORMATS_BY_SUFFIX.get(path.suffix.lower(), "turtle")
-    arguments = {"data": data, "format": fmt}
+    arguments = {"data": data, "format": fmt, **_expires(args)}
     if args.id is not None:
         arguments["id"] = args.id
     for change, resource in (("update", args.replaces), ("extend", args.extends)):

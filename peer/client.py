@@ -635,7 +635,10 @@ class PeerClient:
         state = self.store.current
         parsed = parse_state(state)
         problems = {f"stored state ({n})": p for n, p in enumerate(parsed.problems, start=1)}
-        for message in plan_resend(parsed.advertisement, parsed.subscriptions, state.in_doubt):
+        resend = plan_resend(
+            parsed.advertisement, parsed.subscriptions, state.in_doubt, state.expires
+        )
+        for message in resend:
             try:
                 self.submit(PeerRequest(message=message, on_answer=self._resend_answered(message)))
             except RequestTooLarge as error:

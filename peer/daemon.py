@@ -445,9 +445,11 @@ class PeerService:
                 "unsubscribe it first or choose another --id",
             )
 
+        expires = _expires(arguments)
+
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
-                self.store.add_subscription(name, text)
+                self.store.add_subscription(name, text, expires)
 
         def in_doubt() -> None:
             if name not in self.store.current.subscriptions:
@@ -456,7 +458,7 @@ class PeerService:
         await self._answer(
             self._submit(
                 PeerRequest(
-                    message=m.Subscribe(id=name, subscription=subscription),
+                    message=m.Subscribe(id=name, subscription=subscription, expires=expires),
                     on_answer=answered,
                     on_doubt=in_doubt,
                 )
@@ -506,8 +508,12 @@ class PeerService:
             )
         except qel.PublicationError as error:
             raise CommandError("invalid", f"cannot publish: {error}") from None
+        expires = _expires(arguments)
         tickets = self._submit_all(
-            [PeerRequest(message=m.Publish(publication=p, change=change)) for p in publications]
+            [
+                PeerRequest(message=m.Publish(publication=p, change=change, expires=expires))
+                for p in publications
+            ]
         )
         results: list[dict[str, Any]] = []
         failure: RequestFailed | None = None
@@ -690,6 +696,17 @@ def _argument(arguments: dict[str, str], name: str) -> str:
     if not value:
         raise CommandError("invalid", f"the argument {name!r} is missing")
     return value
+
+
+def _expires(arguments: dict[str, str]) -> float | None:
+    """The absolute expiry the CLI worked out (``peer.expires``), if any."""
+    text = arguments.get("expires")
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise CommandError("invalid", f"expires must be a time in seconds, not {text!r}") from None
 
 
 def _sequence_argument(arguments: dict[str, str]) -> int:

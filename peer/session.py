@@ -587,14 +587,19 @@ def plan_resend(
     advertisement: qel.Advertisement,
     subscriptions: Mapping[str, qel.Subscription],
     withdraw: Iterable[str],
+    expires: Mapping[str, float] | None = None,
 ) -> list[Request]:
     """What to send after every (re)connection, in order: the advertisement first (an empty one if
     the peer never advertised, which also withdraws one whose ``Advertise`` was left in doubt),
     then withdrawals of the subscriptions left in doubt (``withdraw``; an id that is subscribed
-    again is not withdrawn), then every subscription, by id."""
+    again is not withdrawn), then every subscription, by id, with its expiry (``expires``)."""
+    deadlines = expires or {}
     plan: list[Request] = [m.Advertise(advertisement=advertisement)]
     plan += [m.Unsubscribe(id=name) for name in sorted(set(withdraw) - set(subscriptions))]
-    plan += [m.Subscribe(id=name, subscription=s) for name, s in sorted(subscriptions.items())]
+    plan += [
+        m.Subscribe(id=name, subscription=s, expires=deadlines.get(name))
+        for name, s in sorted(subscriptions.items())
+    ]
     return plan
 
 

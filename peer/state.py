@@ -68,6 +68,9 @@ class PeerState:
     in_doubt: frozenset[str] = frozenset()
     access_point: Mapping[str, object] | None = None
     expired: int = 0
+    expires: Mapping[str, float] = field(default_factory=dict)
+    """Per subscription id, when it expires (absolute): re-sent with it, so a reconnection
+    does not make it permanent."""
 
     def to_json(self) -> bytes:
         document = {
@@ -78,6 +81,7 @@ class PeerState:
             "in_doubt": sorted(self.in_doubt),
             "access_point": dict(self.access_point) if self.access_point is not None else None,
             "expired": self.expired,
+            "expires": dict(sorted(self.expires.items())),
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -112,7 +116,14 @@ class PeerState:
         expired = document.get("expired", 0)
         if not isinstance(expired, int) or isinstance(expired, bool) or expired < 0:
             raise ValueError("expired must be a count")
-        return cls(name, advertisement, subscriptions, frozenset(in_doubt), access_point, expired)
+        expires = document.get("expires", {})
+        if not isinstance(expires, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in expires.values()
+        ):
+            raise ValueError("expires must map subscription ids to times")
+        return cls(
+            name, advertisement, subscriptions, frozenset(in_doubt), access_point, expired, expires
+        )
 
 
 class StateStore:
@@ -162,20 +173,27 @@ class StateStore:
     def set_advertisement(self, text: str) -> None:
         self._save(replace(self._state, advertisement=text))
 
-    def add_subscription(self, subscription_id: str, text: str) -> None:
+    def add_subscription(
+        self, subscription_id: str, text: str, expires: float | None = None
+    ) -> None:
         subscriptions = {**self._state.subscriptions, subscription_id: text}
+        deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
+        if expires is not None:
+            deadlines[subscription_id] = expires
         self._save(
             replace(
                 self._state,
                 subscriptions=subscriptions,
                 in_doubt=self._state.in_doubt - {subscription_id},
+                expires=deadlines,
             )
         )
 
     def remove_subscription(self, subscription_id: str) -> None:
         subscriptions = dict(self._state.subscriptions)
         del subscriptions[subscription_id]
-        self._save(replace(self._state, subscriptions=subscriptions))
+        deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
+        self._save(replace(self._state, subscriptions=subscriptions, expires=deadlines))
 
     def mark_in_doubt(self, subscription_id: str) -> None:
         self._save(replace(self._state, in_doubt=self._state.in_doubt | {subscription_id}))

@@ -290,7 +290,7 @@ class SuperPeerCore:
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribe(peer, message, now, out)
         elif isinstance(message, m.Publish):
-            self._publish(peer, message.publication, now, out, message.change)
+            self._publish(peer, message, now, out)
         elif isinstance(message, m.Withdraw):
             self._withdraw(peer, message.id, now, out)
         elif isinstance(message, m.Locate):
@@ -357,17 +357,16 @@ class SuperPeerCore:
                 out,
             )
             return
-        self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
+        self.unsubscribe(peer, message.id, now, out)
         self._reply(peer, m.Ack(request=f"unsubscribe {message.id}"), now, out)
 
-    def _publish(
-        self,
-        peer: str,
-        publication: qel.Publication,
-        now: float,
-        out: list[Output],
-        change: str = "publish",
-    ) -> None:
+    def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
+        """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""
+        removed = self.poset.remove(peer_source(peer), subscription_id, self._wants)
+        self._after_removal(removed, now, out)
+
+    def _publish(self, peer: str, message: m.Publish, now: float, out: list[Output]) -> None:
+        publication = message.publication
         request = f"publish {publication.id}"
         elements = self.ads.elements_of(self.node_id, peer)
         outside = [
@@ -392,7 +391,9 @@ class SuperPeerCore:
                 publication.subject, publication.statements, peer, publication.id
             )
         try:
-            accepted = self.versions.publish(peer, publication, change)
+            accepted = self.versions.publish(
+                peer, publication, message.change, now, message.expires
+            )
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
@@ -403,7 +404,7 @@ class SuperPeerCore:
     def _withdraw(self, peer: str, resource: str, now: float, out: list[Output]) -> None:
         request = f"retract {resource}"
         try:
-            accepted = self.versions.withdraw(peer, resource)
+            accepted = self.versions.withdraw(peer, resource, now)
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
@@ -422,6 +423,7 @@ class SuperPeerCore:
             version=change.number,
             previous=change.previous,
             retracted=change.retracted,
+            expires=change.expires,
         )
         self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
         out.append(LogPublication(notification))
@@ -1132,6 +1134,7 @@ class SuperPeerCore:
                         published_at=notification.published_at,
                         version=notification.version,
                         kind=kind_of(*matched[peer]),
+                        expires=notification.expires,
                     ),
                 )
             )
@@ -1295,6 +1298,7 @@ def _with(notification: m.Notification, **changes: object) -> m.Notification:
         "version": notification.version,
         "previous": notification.previous,
         "retracted": notification.retracted,
+        "expires": notification.expires,
     }
     fields.update(changes)
     return m.Notification(**fields)  # type: ignore[arg-type]

@@ -13,8 +13,9 @@ only then is it dropped from the mail. So:
   acknowledges, whatever its size;
 * a slow peer slows only its own stream (its mail grows in the store); nobody else waits.
 
-Mail is kept at most ``retention_seconds`` and ``max_kept`` per peer (oldest dropped first); what
-is dropped is counted, traced, and told to the peer (``Expired``) when it connects.
+Mail is kept at most ``retention_seconds`` and ``max_kept`` per peer (oldest dropped first), and
+not past its publication's own expiry (``superpeer.expiry``: dropped unsent when its turn comes);
+what is dropped is counted, traced, and told to the peer (``Expired``) when it connects.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 import wire
 from superpeer.actions import ToConnection
 from superpeer.core import trace_record
+from superpeer.expiry import expired
 from superpeer.store import Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
@@ -110,6 +112,9 @@ class Mailroom:
 
     def deliver(self, peer: str, notify: m.Notify, now: float) -> list[MailOutput]:
         out: list[MailOutput] = []
+        if expired(notify, now):
+            self._count_expired(peer, 1, "its publication expired", now, out)
+            return out
         key = mail_key(notify.owner, notify.publication.id, notify.version)
         number = self.store.put_mail(peer, key, wire.encode(notify), now)
         if number is None:
@@ -161,37 +166,51 @@ class Mailroom:
         """Drop mail older than ``before`` and beyond ``cap`` per peer; count it for the peer."""
         out: list[MailOutput] = []
         for peer, count in self.store.expire_mail(before, cap).items():
-            self.statistics.expired[peer] += count
-            window = self._windows.get(peer)
-            if window is not None:
-                notice = m.Expired(count=count, reason="the per-peer cap of kept notifications")
-                out.append(ToConnection(window.connection, notice, wire.encode(notice)))
-                window.backlog = True
-            else:
-                self.store.add_expired(peer, count)
-            if self.tracing:
-                out.append(
-                    TraceRecord(
-                        ts=now,
-                        node=self.node_id,
-                        event="expired",
-                        kind=m.Expired.KIND,
-                        peer=peer,
-                        msg=str(count),
-                    )
-                )
+            self._count_expired(peer, count, "the per-peer cap of kept notifications", now, out)
         return out
+
+    def _count_expired(
+        self, peer: str, count: int, reason: str, now: float, out: list[MailOutput]
+    ) -> None:
+        self.statistics.expired[peer] += count
+        window = self._windows.get(peer)
+        if window is not None:
+            notice = m.Expired(count=count, reason=reason)
+            out.append(ToConnection(window.connection, notice, wire.encode(notice)))
+            window.backlog = True
+        else:
+            self.store.add_expired(peer, count)
+        if self.tracing:
+            out.append(
+                TraceRecord(
+                    ts=now,
+                    node=self.node_id,
+                    event="expired",
+                    kind=m.Expired.KIND,
+                    peer=peer,
+                    msg=str(count),
+                )
+            )
 
     def _refill(self, peer: str, now: float, out: list[MailOutput]) -> None:
         window = self._windows[peer]
-        room = self.window - window.unacknowledged
-        if room <= 0:
-            return
-        found = self.store.mail_after(peer, window.sent_through, room)
-        for number, data in found:
-            notify = dataclasses.replace(_decoded(data), delivery=number)
-            self._send(peer, window, notify, now, out)
-        window.backlog = len(found) == room
+        after = window.sent_through
+        while (room := self.window - window.unacknowledged) > 0:
+            found = self.store.mail_after(peer, after, room)
+            dropped = 0
+            for number, data in found:
+                after = number
+                notify = dataclasses.replace(_decoded(data), delivery=number)
+                if expired(notify, now):
+                    self.store.discard_mail(peer, number)
+                    dropped += 1
+                else:
+                    self._send(peer, window, notify, now, out)
+            if dropped:
+                self._count_expired(peer, dropped, "their publications expired", now, out)
+            window.backlog = len(found) == room
+            if not window.backlog:
+                return
 
     def _send(
         self, peer: str, window: _Window, notify: m.Notify, now: float, out: list[MailOutput]

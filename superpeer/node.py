@@ -87,6 +87,7 @@ from superpeer.actions import (
     ToSuperPeer,
 )
 from superpeer.core import CoreConfig, SuperPeerCore, trace_record
+from superpeer.expiry import SubscriptionExpiries
 from superpeer.mailroom import Mailroom, mail_key
 from superpeer.store import Store
 from superpeer.trace import TraceRecord
@@ -292,6 +293,7 @@ class SuperPeerNode:
         """When each subscription made here in this incarnation was made (catch-up never asks
         for what was published before a subscription existed)."""
         self._withdrawn: dict[str, dict[str, tuple[qel.Subscription, float, float]]] = {}
+        self.expiries = SubscriptionExpiries()
         """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
         withdrawn: a repair catches up for them too, for the time they were active (a route
         broken before the withdrawal may have lost what they were owed)."""
@@ -876,6 +878,7 @@ class SuperPeerNode:
                         now,
                         out,
                     )
+                    self.expiries.set(peer, subscribe.id, subscribe.expires)
         for peer in self._peer_connection:
             core.attach(peer, now)
         versions.restore(core.versions, self.store.pending(versions.RECORDS))
@@ -1027,6 +1030,7 @@ class SuperPeerNode:
                         published_at=notification.published_at,
                         version=notification.version,
                         kind=versions.kind_of(*sides[peer]),
+                        expires=notification.expires,
                     )
                 )
         return found
@@ -1413,6 +1417,7 @@ class SuperPeerNode:
         for kind in (MOVED, ATTACHED, MOVES, ADOPTED):
             self.store.set_pending(kind, peer, None)
         self.store.forget_local(peer, keep_mail=keep_mail)
+        self.expiries.forget(peer)
 
     # == adoption (a leaving super-peer's peers) ===================================================
     def _adopt_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
@@ -1720,15 +1725,42 @@ class SuperPeerNode:
             # would bring back the refused query instead)
             held = core.subscriptions_of(peer).get(message.id)
             if held is not None:
-                kept = m.Subscribe(id=message.id, subscription=held)
+                expires = self.expiries.at(peer, message.id)
+                if held.key == message.subscription.key:
+                    expires = message.expires
+                    self.expiries.set(peer, message.id, expires)
+                kept = m.Subscribe(id=message.id, subscription=held, expires=expires)
                 made = self._subscribed_at.setdefault((peer, message.id), now)
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
         elif isinstance(message, m.Unsubscribe):
-            self.store.set_subscription(peer, message.id, None)
-            made = self._subscribed_at.pop((peer, message.id), -math.inf)
-            self._unsubscribed_at[(peer, message.id)] = now
-            if withdrawn is not None:
-                self._withdrawn.setdefault(peer, {})[message.id] = (withdrawn, made, now)
+            self._unsubscribed(peer, message.id, withdrawn, now)
+
+    def _unsubscribed(
+        self, peer: str, sid: str, withdrawn: qel.Subscription | None, now: float
+    ) -> None:
+        """What the node keeps of a subscription retracted (by its peer, or expired)."""
+        self.expiries.set(peer, sid, None)
+        self.store.set_subscription(peer, sid, None)
+        made = self._subscribed_at.pop((peer, sid), -math.inf)
+        self._unsubscribed_at[(peer, sid)] = now
+        if withdrawn is not None:
+            self._withdrawn.setdefault(peer, {})[sid] = (withdrawn, made, now)
+
+    def _expire(self, now: float, out: list[Output]) -> None:
+        """Subscriptions whose expiry passed are retracted; so is expired resources' content."""
+        core = self.core
+        if core is None:
+            return
+        for peer, sid in self.expiries.due(now):
+            withdrawn = core.subscriptions_of(peer).get(sid)
+            if withdrawn is None:
+                continue
+            produced: list = []
+            core.unsubscribe(peer, sid, now, produced)
+            self._core(produced, now, out)
+            self._unsubscribed(peer, sid, withdrawn, now)
+        for owner, tombstone in core.versions.expire(now):
+            self.store.set_pending(versions.RECORDS, *versions.tombstone_record(owner, tombstone))
 
     # == time ======================================================================================
     def next_deadline(self) -> float | None:
@@ -1737,6 +1769,9 @@ class SuperPeerNode:
             deadlines.append(self._join_contact[1] + self.config.failure_seconds)
         if self.core is not None and (deadline := self.core.next_deadline()) is not None:
             deadlines.append(deadline)
+        if self.core is not None:
+            expiries = (self.expiries.next_deadline(), self.core.versions.next_expiry())
+            deadlines += [t for t in expiries if t is not None]
         for entry in self._connections.values():
             if (deadline := entry.session.get_timer()) is not None:
                 deadlines.append(deadline)
@@ -1817,6 +1852,7 @@ class SuperPeerNode:
         self._replay_due(now, out)
         self._handover_timer(now, out)
         self._forget_moved(now, out)
+        self._expire(now, out)
         if now >= self._housekeeping_at:
             self._housekeeping(now, out)
         return out

@@ -85,6 +85,7 @@ class Store(Protocol):
     def acknowledge(self, peer: str, through: int, now: float) -> int: ...
     def take_mail(self, peer: str, now: float) -> list[bytes]: ...
     def drop_mail(self, peer: str, through: int) -> int: ...
+    def discard_mail(self, peer: str, number: int) -> None: ...
     def mail_counts(self) -> dict[str, int]: ...
     def expire_mail(self, before: float, cap: int) -> dict[str, int]: ...
     def forget_delivered(self, before: float) -> None: ...
@@ -255,6 +256,13 @@ class MemoryStore:
     def drop_mail(self, peer: str, through: int) -> int:
         # handed over and received there: not delivered (see take_mail)
         return len(self._remove_mail(peer, through))
+
+    def discard_mail(self, peer: str, number: int) -> None:
+        # an expired publication: not delivered, and a repeat of it is no longer owed either
+        box = self._mail.get(peer)
+        if box is not None and number in box.items:
+            key, _, _ = box.items.pop(number)
+            del box.keys[key]
 
     def _remove_mail(self, peer: str, through: int) -> list[str]:
         """Removes ``peer``'s mail numbered up to ``through``; the keys removed."""
@@ -514,6 +522,9 @@ class SqliteStore:
         # not marked delivered (see MemoryStore.take_mail)
         cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
         return cursor.rowcount
+
+    def discard_mail(self, peer: str, number: int) -> None:
+        self._write("DELETE FROM mail WHERE peer = ? AND delivery = ?", (peer, number))
 
     def mail_counts(self) -> dict[str, int]:
         return dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer ORDER BY peer"))

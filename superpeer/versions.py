@@ -57,6 +57,11 @@ class Version:
     publication: qel.Publication
     """The current version, or the last one if ``retracted``."""
     retracted: bool = False
+    expires: float | None = None
+    """When the resource expires (``Publish.expires``); None: never."""
+
+    def live(self, now: float) -> bool:
+        return not self.retracted and (self.expires is None or now < self.expires)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,7 @@ class Change:
     publication: qel.Publication
     previous: qel.Publication | None
     retracted: bool = False
+    expires: float | None = None
 
 
 class ResourceVersions:
@@ -88,22 +94,32 @@ class ResourceVersions:
     def forget(self, owner: str) -> None:
         self._resources.pop(owner, None)
 
-    def publish(self, owner: str, publication: qel.Publication, change: str) -> Change | None:
+    def publish(
+        self,
+        owner: str,
+        publication: qel.Publication,
+        change: str,
+        now: float,
+        expires: float | None = None,
+    ) -> Change | None:
         """The change ``publication`` makes to ``owner``'s resource under its id, recorded; None
-        when nothing changes (a repeat). ``VersionError`` when the request is not allowed."""
+        when nothing changes (a repeat). ``VersionError`` when the request is not allowed. An
+        expired resource is gone as a retracted one is (``expire``); ``expires`` is the new
+        version's expiry, an update or extension without one keeps the resource's."""
         resource = publication.id
         held = self.current(owner, resource)
-        live = held is not None and not held.retracted
+        live = held is not None and held.live(now)
         if change == "publish":
             if live and held is not None:
                 if held.publication.triples == publication.triples:
-                    return Change(0, held.publication, None) if held.number == 0 else None
+                    repeat = Change(0, held.publication, None, expires=held.expires)
+                    return repeat if held.number == 0 else None
                 raise VersionError(
                     f"you already published a resource under the id {resource!r}: send a new "
                     "version with --replaces, add to it (extend) or retract it first"
                 )
             number = 0 if held is None else held.number + 1
-            return self._record(owner, Change(number, publication, None))
+            return self._record(owner, Change(number, publication, None, expires=expires))
         if not live or held is None:
             raise VersionError(
                 f"you have no resource under the id {resource!r} at this access point to "
@@ -129,15 +145,42 @@ class ResourceVersions:
                 )
         if new.triples == held.publication.triples:
             return None
-        return self._record(owner, Change(held.number + 1, new, held.publication))
+        kept = held.expires if expires is None else expires
+        return self._record(owner, Change(held.number + 1, new, held.publication, expires=kept))
 
-    def withdraw(self, owner: str, resource: str) -> Change:
+    def withdraw(self, owner: str, resource: str, now: float) -> Change:
         held = self.current(owner, resource)
-        if held is None or held.retracted:
+        if held is None or not held.live(now):
             raise VersionError(
                 f"you have no resource under the id {resource!r} at this access point to retract"
             )
-        return self._record(owner, Change(held.number + 1, held.publication, None, True))
+        change = Change(held.number + 1, held.publication, None, True, held.expires)
+        return self._record(owner, change)
+
+    def expire(self, now: float) -> list[tuple[str, Version]]:
+        """Resources whose expiry passed become tombstones (their version number stays, so a
+        later publication under the same id is a new version, not a repeat; their content and
+        what extensions accumulated are dropped): the new tombstones and their owners."""
+        gone = []
+        for owner, resources in self._resources.items():
+            for resource, held in resources.items():
+                if not held.retracted and not held.live(now):
+                    tombstone = Version(held.number, _emptied(held.publication), True, held.expires)
+                    resources[resource] = tombstone
+                    gone.append((owner, tombstone))
+        return gone
+
+    def next_expiry(self) -> float | None:
+        """The earliest expiry of a resource still live (for the node's timer)."""
+        return min(
+            (
+                held.expires
+                for resources in self._resources.values()
+                for held in resources.values()
+                if held.expires is not None and not held.retracted
+            ),
+            default=None,
+        )
 
     def _record(self, owner: str, change: Change) -> Change:
         resources = self._resources.setdefault(owner, {})
@@ -147,8 +190,19 @@ class ResourceVersions:
                 f"you have {len(resources)} resources at this access point, the most "
                 f"max_resources_per_peer allows: retract one, or publish elsewhere"
             )
-        resources[resource] = Version(change.number, change.publication, change.retracted)
+        resources[resource] = Version(
+            change.number, change.publication, change.retracted, change.expires
+        )
         return change
+
+
+def _emptied(publication: qel.Publication) -> qel.Publication:
+    """What a tombstone keeps of an expired version: its subject and one triple (a publication
+    is never empty), not the union its extensions built."""
+    first = min(publication.statements, key=repr)
+    return qel.Publication(
+        publication.subject, frozenset({first}), publication.publisher, publication.id
+    )
 
 
 def record_of(notification: m.Notification) -> tuple[str, dict]:
@@ -159,6 +213,20 @@ def record_of(notification: m.Notification) -> tuple[str, dict]:
         "owner": notification.owner,
         "number": notification.version,
         "retracted": notification.retracted,
+        "expires": notification.expires,
+        "text": publication.to_text(),
+    }
+
+
+def tombstone_record(owner: str, version: Version) -> tuple[str, dict]:
+    """The store record of an expired resource's tombstone (key, value)."""
+    publication = version.publication
+    key = json.dumps([owner, publication.id])
+    return key, {
+        "owner": owner,
+        "number": version.number,
+        "retracted": True,
+        "expires": version.expires,
         "text": publication.to_text(),
     }
 
@@ -167,7 +235,13 @@ def restore(table: ResourceVersions, records: dict[str, dict]) -> None:
     """Loads what ``record_of`` kept (a restarted access point)."""
     for record in records.values():
         publication = qel.parse_publication_text(record["text"])
-        version = Version(int(record["number"]), publication, bool(record["retracted"]))
+        expires = record.get("expires")
+        version = Version(
+            int(record["number"]),
+            publication,
+            bool(record["retracted"]),
+            None if expires is None else float(expires),
+        )
         table.restore(str(record["owner"]), publication.id, version)
 
 

@@ -47,6 +47,7 @@ DEFAULT_WIRE_LIMITS: Final = WireLimits()
 Converter = tuple[Callable[[Any], Any], Callable[[Any], Any]]
 _REGISTRY: dict[str, type] = {}
 _FIELDS: dict[type, tuple[tuple[str, Converter], ...]] = {}
+_DEFAULTED: dict[type, frozenset[str]] = {}
 
 
 def register(*classes: type) -> None:
@@ -57,6 +58,9 @@ def register(*classes: type) -> None:
             raise ValueError(f"two message classes claim the kind {kind!r}")
         hints = typing.get_type_hints(cls)
         _FIELDS[cls] = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+        _DEFAULTED[cls] = frozenset(
+            f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+        )
         _REGISTRY[kind] = cls
 
 
@@ -116,12 +120,17 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[objec
     _check_depth(payload, limits.max_depth, kind)
     fields = _FIELDS[cls]
     expected = {name for name, _ in fields}
-    if set(payload) != expected:
-        missing = sorted(expected - set(payload))
+    # a field added later with a default (``Subscribe.expires``) may be absent: what an older
+    # peer sends, and what a store written before it holds, still reads
+    optional = _DEFAULTED[cls]
+    if not expected - optional <= set(payload) <= expected:
+        missing = sorted(expected - optional - set(payload))
         extra = sorted(str(k) for k in set(payload) - expected)
         raise WireError(f"{kind}: missing fields {missing}, unexpected fields {extra}")
     values = {}
     for name, (_, from_plain) in fields:
+        if name not in payload:
+            continue
         try:
             values[name] = from_plain(payload[name])
         except (model.ModelError, WireError) as error:

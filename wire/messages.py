@@ -49,6 +49,9 @@ class Subscribe:
     KIND: ClassVar[str] = "peer.subscribe"
     id: str
     subscription: qel.Subscription
+    expires: float | None = None
+    """When the access point retracts it as an unsubscription (an absolute time, seconds since
+    the epoch on the network's clocks; ``superpeer.expiry``); None: when the peer says so."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +74,10 @@ class Publish:
     KIND: ClassVar[str] = "peer.publish"
     publication: qel.Publication
     change: str = "publish"
+    expires: float | None = None
+    """When the resource expires (absolute, like ``Subscribe.expires``): its notifications are
+    no longer delivered from outboxes and its versions are forgotten. An update or extension
+    without one keeps the resource's."""
 
     def __post_init__(self) -> None:
         if self.change not in CHANGES:
@@ -157,6 +164,8 @@ class Notify:
     id it names one change, which the peer's inbox takes once."""
     kind: str = "added"
     """What changed for this peer (``superpeer.versions``): ``added``, ``changed``, ``removed``."""
+    expires: float | None = None
+    """``Notification.expires``: an outbox drops it, unsent, after this time."""
 
     def __post_init__(self) -> None:
         if self.kind not in CHANGE_KINDS:
@@ -269,6 +278,8 @@ class Notification:
     """The resource as it was before this version (for ``changed`` and ``removed``)."""
     retracted: bool = False
     """The resource is withdrawn: ``publication`` is its last version, matched as the old one."""
+    expires: float | None = None
+    """The resource's expiry (``Publish.expires``): access points do not deliver it after."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,8 @@ Timers fire in time order with the messages. Simulated time starts at ``START``;
 operation starts ``op_interval`` after the previous one (or later, if the previous one took
 longer), and runs until the network is *quiet*: no message in flight and no node waiting for
 anything (a join, the end of a routing change, a failure being repaired, a catch-up, a
-handover). A message takes ``latency`` seconds per hop, plus, with ``interleave``, a seeded random
+handover). A ``wait`` lets its seconds pass (every timer due meanwhile fires: expiries, mail
+retention, heartbeats) and the operations after it are paced from its end. A message takes ``latency`` seconds per hop, plus, with ``interleave``, a seeded random
 jitter that reorders messages across links (never within one). The same seed and workload always
 give the same run.
 
@@ -91,14 +92,17 @@ class SimPeer:
     """Notifications for none of the peer's subscriptions at their publication time (an access
     point that returned with an old copy of the peer's state): the inbox does not keep them."""
 
-    def subscribed(self, sid: str, subscription: object, now: float) -> None:
-        active = [h for h in self.history if h[0] == sid and h[3] == float("inf")]
+    def subscribed(
+        self, sid: str, subscription: object, now: float, expires: float | None = None
+    ) -> None:
+        active = [h for h in self.history if h[0] == sid and h[3] > now]
         if not active:
-            self.history.append((sid, subscription, now, float("inf")))
+            until = float("inf") if expires is None else expires
+            self.history.append((sid, subscription, now, until))
 
     def unsubscribed(self, sid: str, now: float) -> None:
         self.history = [
-            (i, q, start, now if i == sid and end == float("inf") else end)
+            (i, q, start, now if i == sid and end > now else end)
             for i, q, start, end in self.history
         ]
 
@@ -200,8 +204,11 @@ class Simulation:
         self.operations += 1
         self._advance(self._workload_start + (self.operations - 1) * self.op_interval)
         self._op_label = f"{number if number is not None else self.operations}:{op['op']}"
+        if op["op"] == "wait":
+            self._advance(self.now + op["seconds"])
+            self._workload_start = self.now - (self.operations - 1) * self.op_interval
         try:
-            steps = self.planner.plan(op, str)
+            steps = self.planner.plan(op, str, self.now)
         except OperationError as error:
             self.errors.append({"op": self._op_label, "peer": op.get("peer"), "error": str(error)})
             return
@@ -343,7 +350,7 @@ class Simulation:
         planned = self.planner.peers.get(peer.name)
         if isinstance(message, m.Subscribe) and planned is not None:
             if planned.keys.get(message.id) == message.subscription.key:
-                peer.subscribed(message.id, message.subscription, self.now)
+                peer.subscribed(message.id, message.subscription, self.now, message.expires)
         elif isinstance(message, m.Unsubscribe):
             peer.unsubscribed(message.id, self.now)
         self._from_peer(peer, message)

@@ -7,10 +7,12 @@ op             fields
 join           ``peer``, ``superpeer`` (index of the access point, 0 <= k < number of super-peers)
 advertise      ``peer`` and the advertisement's own keys (``prefixes``, ``schemas``,
                ``properties``, ``values``; see ``qel.parse_advertisement``)
-subscribe      ``peer``, ``id`` (the peer's name for it), ``query`` (QEL text or SPARQL)
+subscribe      ``peer``, ``id`` (the peer's name for it), ``query`` (QEL text or SPARQL);
+               optional ``expires`` (seconds from the operation: ``superpeer.expiry``)
 unsubscribe    ``peer``, ``id``
 publish        ``peer``, ``id`` (publication id), ``data`` (the RDF document), ``format``
-               (``turtle`` by default; ``nt``, ``xml``, ``json-ld``)
+               (``turtle`` by default; ``nt``, ``xml``, ``json-ld``); optional ``expires``
+               (seconds from the operation; the resource's updates and extensions keep it)
 update         ``peer``, ``id``, ``data``, ``format``: a new version of the peer's resource
                published earlier under ``id`` (``superpeer.versions``)
 retract        ``peer``, ``id``: the peer's resource published under ``id`` is withdrawn
@@ -20,6 +22,7 @@ attach         ``peer`` (comes back and receives what was kept)
 leave          ``peer`` (leaves for good)
 locate         ``peer``, ``id`` (the peer's name for the look-up), ``target`` (the peer to find)
 move           ``peer``, ``superpeer`` (the peer connects to another access point; migration)
+wait           ``seconds`` (time passes: simulated in the simulator, slept by the replay tool)
 superpeer_join     (a new super-peer joins the cube; it gets the next index)
 superpeer_leave    ``superpeer`` (a clean departure: its peers go to the super-peer that adopts
                    them)
@@ -64,6 +67,7 @@ OPERATIONS: Final = {
     "leave": {"peer"},
     "locate": {"peer", "id", "target"},
     "move": {"peer", "superpeer"},
+    "wait": {"seconds"},
     "superpeer_join": set(),
     "superpeer_leave": {"superpeer"},
     "superpeer_fail": {"superpeer"},
@@ -72,7 +76,8 @@ OPERATIONS: Final = {
 }
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
-    "publish": {"format"},
+    "subscribe": {"expires"},
+    "publish": {"format", "expires"},
     "update": {"format"},
     "extend": {"format"},
 }
@@ -97,24 +102,31 @@ class ElsewhereError(OperationError):
     it published it there): refused before anything is sent."""
 
 
-def peer_requests(op: dict, public_id: Callable[[str], str] = str) -> list[object]:
+def peer_requests(
+    op: dict, public_id: Callable[[str], str] = str, now: float = 0.0
+) -> list[object]:
     """The messages a peer sends for ``op`` (one of ``REQUESTS``), made in one place so that the
     simulator and the replay tool send the same things. ``public_id`` names a ``locate`` target
-    the way the network knows it (on a TLS network, by its key)."""
+    the way the network knows it (on a TLS network, by its key); ``now`` is the runner's clock,
+    from which an ``expires`` in seconds becomes the absolute time the wire carries."""
     kind = op["op"]
+    expires = now + op["expires"] if op.get("expires") is not None else None
     try:
         if kind == "advertise":
             fields = {k: v for k, v in op.items() if k not in ("op", "peer")}
             return [m.Advertise(advertisement=qel.parse_advertisement(fields))]
         if kind == "subscribe":
-            return [m.Subscribe(id=op["id"], subscription=qel.parse_subscription(op["query"]))]
+            subscription = qel.parse_subscription(op["query"])
+            return [m.Subscribe(id=op["id"], subscription=subscription, expires=expires)]
         if kind == "unsubscribe":
             return [m.Unsubscribe(id=op["id"])]
         if kind in m.CHANGES:
             publications = qel.parse_publications(
                 op["data"], op.get("format", "turtle"), publisher=op["peer"], id=op["id"]
             )
-            return [m.Publish(publication=p, change=kind) for p in publications]
+            if kind != "publish":
+                expires = None  # an update or extension keeps the resource's expiry
+            return [m.Publish(publication=p, change=kind, expires=expires) for p in publications]
         if kind == "retract":
             return [m.Withdraw(id=op["id"])]
         if kind == "locate":
@@ -145,6 +157,11 @@ def check_operation(op: object, line: int) -> dict:
     for key in ("query", "data", "format"):
         if key in op and not isinstance(op[key], str):
             raise WorkloadError(f"line {line}: {key} must be a string")
+    for key in ("expires", "seconds"):
+        if key in op and (
+            isinstance(op[key], bool) or not isinstance(op[key], int | float) or op[key] < 0
+        ):
+            raise WorkloadError(f"line {line}: {key} must be a number of seconds (>= 0)")
     if "superpeer" in op and (
         not isinstance(op["superpeer"], int) or isinstance(op["superpeer"], bool)
     ):
@@ -249,6 +266,8 @@ class PlannedPeer:
     advertisement: dict | None = None
     subscriptions: dict[str, str] = field(default_factory=dict)
     keys: dict[str, frozenset] = field(default_factory=dict)
+    expires: dict[str, float] = field(default_factory=dict)
+    """Per subscription id, when it expires (absolute; the access point retracts it then)."""
     resources: dict[str, int] = field(default_factory=dict)
     """Per resource id, the access point it was first published through (its versions are
     kept there: ``superpeer.versions``)."""
@@ -262,6 +281,8 @@ class Planner:
         self.down: set[int] = set()
         self.gone: set[int] = set()
         self.peers: dict[str, PlannedPeer] = {}
+        self.now = 0.0
+        """The runner's clock at the operation being planned (``plan``)."""
 
     def live(self) -> list[int]:
         return [k for k in range(self.superpeers) if k not in self.down and k not in self.gone]
@@ -273,9 +294,16 @@ class Planner:
             raise OperationError("no super-peer is live")
         return min(live, key=lambda k: (k - after - 1) % max(self.superpeers, 1))
 
-    def plan(self, op: dict, public_id: Callable[[str], str] = str) -> list[Step]:
-        """The steps of ``op``; ``OperationError`` (nothing to do) with the text to report."""
+    def plan(self, op: dict, public_id: Callable[[str], str] = str, now: float = 0.0) -> list[Step]:
+        """The steps of ``op`` at time ``now``; ``OperationError`` (nothing to do) with the text
+        to report."""
         kind = op["op"]
+        self.now = now
+        planned = self.peers.get(op.get("peer", ""))
+        if planned is not None:
+            self._expire(planned)
+        if kind == "wait":
+            return []
         if kind.startswith("superpeer_"):
             return self._backbone(kind, op)
         name = op["peer"]
@@ -310,7 +338,7 @@ class Planner:
             return [*steps, *self._arrive(name, peer, previous)]
         if not peer.attached:
             raise OperationError(f"peer {name} is detached")
-        messages = peer_requests(op, public_id)
+        messages = peer_requests(op, public_id, now)
         for message in messages:
             if isinstance(message, m.Publish | m.Withdraw):
                 resource = message.id if isinstance(message, m.Withdraw) else message.publication.id
@@ -355,9 +383,19 @@ class Planner:
         messages: list[object] = []
         if peer.advertisement is not None:
             messages += peer_requests({"op": "advertise", "peer": name, **peer.advertisement})
+        self._expire(peer)
         for sid, query in sorted(peer.subscriptions.items()):
-            messages += peer_requests({"op": "subscribe", "peer": name, "id": sid, "query": query})
+            op = {"op": "subscribe", "peer": name, "id": sid, "query": query}
+            # the expiry is absolute already: carried as it is
+            messages += peer_requests({**op, "expires": peer.expires.get(sid)}, now=0.0)
         return messages
+
+    def _expire(self, peer: PlannedPeer) -> None:
+        """Subscriptions whose expiry passed are gone (their ids free again)."""
+        for sid in [sid for sid, at in peer.expires.items() if at <= self.now]:
+            del peer.expires[sid]
+            peer.subscriptions.pop(sid, None)
+            peer.keys.pop(sid, None)
 
     def _remember(self, peer: PlannedPeer, op: dict) -> None:
         """Keep what a peer will send again after a move (as the oracle accepts it)."""
@@ -369,9 +407,13 @@ class Planner:
             if sid not in peer.keys or peer.keys[sid] == key:
                 peer.subscriptions[sid] = op["query"]
                 peer.keys[sid] = key
+                peer.expires.pop(sid, None)
+                if op.get("expires") is not None:
+                    peer.expires[sid] = self.now + op["expires"]
         elif op["op"] == "unsubscribe":
             peer.subscriptions.pop(op["id"], None)
             peer.keys.pop(op["id"], None)
+            peer.expires.pop(op["id"], None)
 
     def _backbone(self, kind: str, op: dict) -> list[Step]:
         if kind == "superpeer_join":

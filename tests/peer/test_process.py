@@ -619,3 +619,52 @@ async def test_run_with_log_format_json_writes_one_object_per_line(tmp_path, pro
     disconnected = next(entry for entry in entries if entry.get("event") == "disconnected")
     assert disconnected["level"] == "WARNING"
     assert float(disconnected["retry_in"]) > 0
+
+
+async def test_expired_subscriptions_and_publications_are_not_delivered(tmp_path, processes):
+    """``--expires`` on the real daemons: a subscription stops matching when it expires (its
+    access point retracts it on its timer), and a publication that expires while the subscriber's
+    daemon is stopped is not delivered when it runs again (what came after it is).
+
+    Real daemons keep real time, so the test waits out short expiries (seconds)."""
+    port = free_port()
+    await processes.superpeer(tmp_path / "sp", port)
+    address = f"127.0.0.1:{port}"
+    for name in ("alice", "bob"):
+        assert (await peer(tmp_path / name, "keygen", "--bits", "2048")).returncode == 0
+    options = ("--pin", pin_of(tmp_path / "sp"))
+    alice = await processes.peer(tmp_path / "alice", address, *options)
+    await processes.peer(tmp_path / "bob", address, *options)
+    (tmp_path / "ad.json").write_text('{"schemas": ["dc"]}')
+    assert (await peer(tmp_path / "bob", "advertise", str(tmp_path / "ad.json"))).returncode == 0
+    for name, year in (("old", "2004"), ("new", "2005")):
+        (tmp_path / f"{name}.ttl").write_text(ARTICLE.format(name=name).replace("2004", year))
+
+    async def publish(resource: str, name: str, *extra: str) -> None:
+        path = str(tmp_path / f"{name}.ttl")
+        done = await peer(tmp_path / "bob", "publish", path, "--id", resource, *extra)
+        assert done.returncode == 0, done.stderr
+
+    short = 8.0
+    started = trio.current_time()
+    done = await peer(
+        tmp_path / "alice", "subscribe", TITLE_QUERY, "--id", "s1", "--expires", f"{short:g}s"
+    )
+    assert done.returncode == 0, done.stderr
+    done = await peer(tmp_path / "alice", "subscribe", "X : t(X, dc:date, D), D = 2005")
+    assert done.returncode == 0, done.stderr
+    await publish("r1", "old")
+    await alice.wait_for("event=notification publication='r1'")
+    await trio.sleep(max(0.0, started + short + 1.0 - trio.current_time()))
+    await publish("r2", "old")  # only s1 matches it, and s1 expired
+    await publish("r3", "new")
+    await alice.wait_for("event=notification publication='r3'")
+    assert alice.count("publication='r2'") == 0
+
+    assert await processes.stop(alice) == 0
+    await publish("r4", "new", "--expires", "2s")
+    await trio.sleep(3.0)
+    await publish("r5", "new")
+    alice = await processes.peer(tmp_path / "alice", address, *options)
+    await alice.wait_for("event=notification publication='r5'")
+    assert alice.count("publication='r4'") == 0

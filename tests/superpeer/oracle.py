@@ -39,9 +39,12 @@ REFUSED_BY_NETWORK = (
 def _accepted(superpeers: int, operations: Iterable[dict]) -> Iterable[dict]:
     """The operations the network applies (the others are reported as errors)."""
     planner = Planner(superpeers)
+    now = 0.0
     for op in operations:
+        if op["op"] == "wait":
+            now += op["seconds"]
         try:
-            planner.plan(dict(op))
+            planner.plan(dict(op), now=now)
         except ElsewhereError:
             continue
         except (OperationError, qel.QueryError, qel.AdvertisementError, qel.PublicationError):
@@ -68,26 +71,49 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     resource, ``extend`` adds triples about its subject (the union is the new version),
     ``retract`` withdraws it; a change that leaves the content as it is sends nothing. A peer
     hears a change if one of its subscriptions active then matches the old or the new version:
-    ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted)."""
+    ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted).
+
+    Expiry (seed 000): time is the sum of the ``wait`` s so far (operations take none). A
+    subscription made at t with ``expires`` E is active in [t, t + E): it is owed what is
+    published before its expiry. A resource published at t with ``expires`` E lives until
+    t + E (its updates and extensions keep that; after it, it is gone as if retracted, but
+    nobody hears ``removed``), and each of its changes is owed to a subscriber only if it is
+    attached at some moment before t + E: online when the change is made, or back (``attach``,
+    ``move``) before then. A peer still detached at the end counts as coming back at the end."""
     joined: set[str] = set()
     detached: set[str] = set()
     advertisements: dict[str, qel.Advertisement] = {}
-    subscriptions: dict[str, dict[str, qel.Subscription]] = {}
+    subscriptions: dict[str, dict[str, tuple[qel.Subscription, float]]] = {}
     received: dict[str, list[list[str]]] = {}
     heard: dict[str, set[tuple[str, str, int]]] = {}
     resources: dict[tuple[str, str], _Resource] = {}
+    waiting: dict[str, list[tuple[list[str], float]]] = {}
+    """Per detached peer, the changes it is owed only if it is back before their expiry."""
+    now = 0.0
 
-    def tell(owner: str, resource: str, number: int, old, new) -> None:
-        for peer, active in subscriptions.items():
-            matched_old = old is not None and any(qel.matches(q, old) for q in active.values())
-            matched_new = new is not None and any(qel.matches(q, new) for q in active.values())
+    def tell(owner: str, resource: str, number: int, old, new, expires: float) -> None:
+        for peer, held in subscriptions.items():
+            active = [q for q, until in held.values() if now < until]
+            matched_old = old is not None and any(qel.matches(q, old) for q in active)
+            matched_new = new is not None and any(qel.matches(q, new) for q in active)
             key = (owner, resource, number)
             if (matched_old or matched_new) and key not in heard[peer]:
                 heard[peer].add(key)
-                received[peer].append([resource, MDV[matched_old, matched_new]])
+                change = [resource, MDV[matched_old, matched_new]]
+                received[peer].append(change)
+                if peer in detached and expires < INF:
+                    waiting.setdefault(peer, []).append((change, expires))
+
+    def back(peer: str) -> None:
+        """``peer`` is attached again: what expired meanwhile is not delivered."""
+        gone = [id(change) for change, expires in waiting.pop(peer, []) if expires <= now]
+        received[peer] = [change for change in received[peer] if id(change) not in gone]
 
     for op in _accepted(superpeers, operations):
         kind = op["op"]
+        if kind == "wait":
+            now += op["seconds"]
+            continue
         if kind.startswith("superpeer_"):
             continue
         name = str(op["peer"])
@@ -97,6 +123,7 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             # moved makes requests again, and they count (its publications are due to the
             # subscribers). Where it is attached changes nothing else here.
             detached.discard(name)
+            back(name)
             continue
         if kind == "join":
             if name not in joined:
@@ -112,6 +139,7 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             continue
         if kind == "attach":
             detached.discard(name)
+            back(name)
             continue
         if kind == "leave":
             joined.discard(name)
@@ -119,6 +147,7 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             subscriptions.pop(name, None)
             received.pop(name, None)
             heard.pop(name, None)
+            waiting.pop(name, None)
             advertisements.pop(name, None)
             for key in [key for key in resources if key[0] == name]:
                 del resources[key]
@@ -136,16 +165,16 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
                 continue
             sid = str(op["id"])
             current = subscriptions[name].get(sid)
-            if current is None or current.key == query.key:
-                subscriptions[name][sid] = query
+            if current is None or current[1] <= now or current[0].key == query.key:
+                subscriptions[name][sid] = (query, now + op.get("expires", INF))
         elif kind == "unsubscribe":
             subscriptions[name].pop(str(op["id"]), None)
         elif kind == "retract":
             held = resources.get((name, str(op["id"])))
-            if held is not None and held.live:
+            if held is not None and held.alive(now):
                 held.number += 1
                 held.live = False
-                tell(name, held.content.id, held.number, held.content, None)
+                tell(name, held.content.id, held.number, held.content, None, held.expires)
         elif kind in ("publish", "update", "extend"):
             try:
                 publications = qel.parse_publications(
@@ -159,10 +188,16 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
                     advertisement, publication
                 ):
                     continue
-                change = _change(resources, name, publication, kind)
+                expires = now + op.get("expires", INF)
+                change = _change(resources, name, publication, kind, now, expires)
                 if change is not None:
-                    tell(name, publication.id, *change)
+                    tell(name, publication.id, *change, resources[name, publication.id].expires)
+    for name in list(waiting):
+        back(name)
     return dict(sorted(received.items()))
+
+
+INF = float("inf")
 
 
 @dataclass
@@ -170,6 +205,10 @@ class _Resource:
     content: qel.Publication
     number: int = 0
     live: bool = True
+    expires: float = INF
+
+    def alive(self, now: float) -> bool:
+        return self.live and now < self.expires
 
 
 def _change(
@@ -177,20 +216,23 @@ def _change(
     owner: str,
     publication: qel.Publication,
     kind: str,
+    now: float,
+    expires: float,
 ) -> tuple[int, qel.Publication | None, qel.Publication] | None:
     """(version, old, new) of an accepted change; None if refused or if nothing changes."""
     key = (owner, publication.id)
     held = resources.get(key)
     if kind == "publish":
         if held is None:
-            resources[key] = _Resource(publication)
+            resources[key] = _Resource(publication, expires=expires)
             return 0, None, publication
-        if held.live:
+        if held.alive(now):
             same = held.content.triples == publication.triples
             return (0, None, publication) if same and held.number == 0 else None
         held.number, held.live, held.content = held.number + 1, True, publication
+        held.expires = expires
         return held.number, None, publication
-    if held is None or not held.live:
+    if held is None or not held.alive(now):
         return None
     new = publication
     if kind == "extend":
