@@ -302,8 +302,10 @@ class SuperPeerNode:
         """Pending handovers (request -> when to ask again)."""
         self._handover_tries: dict[str, int] = {}
         self._awaiting: set[str] = set()
-        self._handed_in: Counter[str] = Counter()
-        """Per handover asked for, the notifications its ``Mail`` brought so far."""
+        self._handed_in: dict[str, set[str]] = {}
+        """Per handover asked for, the notifications (mail keys) its answers brought so far:
+        the previous access point keeps everything until told, so each answer holds all the
+        earlier ones did; an answer is complete when as many distinct ones came as it counts."""
         """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._restored_since: float | None = None
         self._replay: list[tuple[float, m.Notification]] = []
@@ -1083,7 +1085,13 @@ class SuperPeerNode:
 
     def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
         if message.purpose == "handover":
-            self._handed_in[message.request] += len(message.notifications)
+            self._handed_in.setdefault(message.request, set()).update(
+                mail_key(n.owner, n.publication.id, n.version) for n in message.notifications
+            )
+            if message.request in self._handover_due:
+                # a long answer is still coming: asking again now would only send it twice
+                wait = now + self.config.handover_seconds
+                self._handover_due[message.request] = max(self._handover_due[message.request], wait)
         if message.peer in self._moved_away:
             self._forward(message.peer, message.notifications, message.hops + 1, now, out)
             return
@@ -1138,7 +1146,6 @@ class SuperPeerNode:
         """Ask the previous access point (again): the first wait is ``handover_seconds``, then
         it doubles (up to ten minutes) while the previous one does not answer."""
         self.statistics.handovers_in += 1
-        self._handed_in.pop(request, None)  # counted again for this answer
         tries = self._handover_tries.get(request, 0)
         self._handover_tries[request] = tries + 1
         wait = min(self.config.handover_seconds * 2**tries, 600.0)
@@ -1199,6 +1206,7 @@ class SuperPeerNode:
 
     def _forget_handover(self, request: str) -> None:
         self.store.set_pending(HANDOVERS, request, None)
+        self._handed_in.pop(request, None)
         self._handover_due.pop(request, None)
         self._handover_tries.pop(request, None)
         self._awaiting.discard(request)
@@ -1352,7 +1360,7 @@ class SuperPeerNode:
     ) -> None:
         entry = self.store.pending(HANDOVERS).get(message.request)
         if message.accepted:
-            received = self._handed_in.get(message.request, 0)
+            received = len(self._handed_in.get(message.request, ()))
             if received < message.count:
                 # some of its mail was lost on the way (a broken link, a rejoin): the previous
                 # access point still keeps it all, and sends it again when asked again
