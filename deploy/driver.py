@@ -25,6 +25,7 @@ import crypto
 import qel
 import wire
 from deploy.cluster import Cluster
+from peer.resources import Resources
 from peer.session import (
     Answered,
     Ended,
@@ -34,6 +35,7 @@ from peer.session import (
     Notified,
     Registration,
     Reply,
+    ResourceTraffic,
     Session,
     Store,
 )
@@ -79,6 +81,11 @@ class RemotePeer:
     history: list[tuple[str, qel.Subscription, float, float]] = field(default_factory=list)
     superpeer: str | None = None
     """The node id of the super-peer it is (or was last) attached to."""
+    resources: Resources | None = None
+    """Files it offers and fetches, as a peer daemon keeps them (None: none)."""
+    resource_events: list[object] = field(default_factory=list)
+    """Every resource message received, in order."""
+    _resources_changed: trio.Event = field(default_factory=trio.Event)
     _stream: trio.abc.Stream | None = None
     _session: Session[_Waiting] | None = None
     _established: trio.Event = field(default_factory=trio.Event)
@@ -177,6 +184,12 @@ class RemotePeer:
         elif isinstance(event, Notified):
             self._take(event.notify)
             await self._write(session.delivered(event.notify))
+        elif isinstance(event, ResourceTraffic):
+            self._count(event.message)
+            self.resource_events.append(event.message)
+            await self._resource(session, event.message)
+            self._resources_changed.set()
+            self._resources_changed = trio.Event()
         elif isinstance(event, Answered | LookupAnswered):
             self._count(event.answer)
             event.token.answer = event.answer
@@ -185,6 +198,34 @@ class RemotePeer:
             self._ended = f"{event.refusal}: {event.reason}" if event.refusal else event.reason
             if event.reply:
                 await self._write(event.reply)
+
+    async def _resource(self, session: Session[_Waiting], message: object) -> None:
+        """What a peer daemon answers (``peer.client``), with the same ``peer.resources``."""
+        resources = self.resources
+        if resources is None:
+            return
+        replies: list = []
+        if isinstance(message, m.UploadWanted):
+            replies = list(resources.upload(message))
+        elif isinstance(message, m.FileReady):
+            replies = [resources.ready(message)]
+        elif isinstance(message, m.FileChunk):
+            replies = [resources.chunk(message)]
+        elif isinstance(message, m.FetchFailed):
+            resources.failed(message)
+        for reply in replies:
+            if reply is not None:
+                await self.transfer(reply)
+
+    async def transfer(self, message: m.Upload | m.Collect | m.Collected) -> None:
+        """Send a transfer frame (not answered)."""
+        if self._session is not None:
+            self.sent[message.KIND] += 1
+            await self._write(self._session.transfer(message))
+
+    async def wait_for_resource(self) -> None:
+        """Until the next resource message has been handled."""
+        await self._resources_changed.wait()
 
     def _take(self, notify: m.Notify) -> None:
         self._count(notify)

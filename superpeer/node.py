@@ -78,8 +78,9 @@ from superpeer.actions import (
     ToPeer,
     ToSuperPeer,
 )
-from superpeer.core import CoreConfig, SuperPeerCore, trace_record
+from superpeer.core import CoreConfig, SuperPeerCore, TopologyView, trace_record
 from superpeer.mailroom import Mailroom, mail_key
+from superpeer.rendezvous import Rendezvous, RendezvousConfig
 from superpeer.store import Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
@@ -92,7 +93,19 @@ _OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
 _FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone)
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
 state (mail is publications, kept once; an eviction names the incarnation it is about)."""
-_NODE_HANDLED = (m.Evicted, m.Heartbeat, m.CatchUp, m.Mail, m.Handover, m.HandoverDone, m.AdoptLog)
+_RENDEZVOUS = (m.RendezvousRequest, m.RendezvousChunk)
+_NODE_HANDLED = (
+    m.Evicted,
+    m.Heartbeat,
+    m.CatchUp,
+    m.Mail,
+    m.Handover,
+    m.HandoverDone,
+    m.AdoptLog,
+    *_RENDEZVOUS,
+)
+_RESOURCE_REQUESTS = (m.Fetch, m.Upload, m.Collect, m.Collected)
+"""Peer messages for ``superpeer.rendezvous``; only ``Fetch`` is answered."""
 T = TypeVar("T")
 Output = Action | TraceRecord
 HANDOVERS = "handover"
@@ -136,6 +149,7 @@ class NodeConfig:
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
     """Notifications per ``Mail`` message."""
+    rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
 
 
 @dataclass
@@ -208,6 +222,7 @@ class SuperPeerNode:
             node_id, store, window=self.config.window, tracing=self.config.routing.tracing
         )
         self.statistics = NodeStatistics()
+        self.rendezvous = Rendezvous(node_id, store, self._send, self._cube, self.config.rendezvous)
         self.addresses: dict[str, str] = {}
         self.incarnations: dict[str, int] = {}
         """The newest incarnation heard of, per super-peer."""
@@ -577,6 +592,10 @@ class SuperPeerNode:
             self._handover_done(message, now, out)
         elif isinstance(message, m.AdoptLog):
             self._adopt_log_in(message)
+        elif isinstance(message, _RENDEZVOUS):
+            produced: list = []
+            self.rendezvous.route(message, now, produced)
+            self._core(produced, now, out)
         elif isinstance(message, m.Adopt) and self.core is not None:
             self._adopt_in(sender, message, now, out)
         elif self.core is None:
@@ -1416,7 +1435,7 @@ class SuperPeerNode:
         entry = self._connections.get(connection)
         if entry is None:
             return out
-        if not entry.session.established or isinstance(message, _OUTSIDE_CORE):
+        if not entry.session.established or isinstance(message, _OUTSIDE_CORE + _RESOURCE_REQUESTS):
             # the core traces what it handles; the handshake and acknowledgements are traced here
             who = message.node_id if isinstance(message, m.Hello) else entry.session.peer
             self._trace(out, now, "receive", message, peer=who, size=size, msg=message_id)
@@ -1445,6 +1464,7 @@ class SuperPeerNode:
             del self._peer_connection[peer]
             self.store.set_pending(ATTACHED, peer, {"at": now})
             self.mail.detach(peer)
+            self.rendezvous.detached(peer)
             if self.core is not None and peer in self.core.peers:
                 self._core(self.core.detach(peer, now), now, out)
             log.info("event=peer_detached peer=%s", peer)
@@ -1531,6 +1551,9 @@ class SuperPeerNode:
             entry.session.remote,
         )
         out += self.mail.attach(peer, connection, now)
+        produced: list = []
+        self.rendezvous.attached(peer, produced)
+        self._core(produced, now, out)
 
     def _request(
         self, connection: int, entry: _Connection, event: Request, now: float, out: list[Output]
@@ -1545,6 +1568,9 @@ class SuperPeerNode:
             out += self.mail.acknowledged(peer, message.through, now)
             return
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
+        if isinstance(message, _RESOURCE_REQUESTS):
+            self._resource_request(peer, message, now, out)
+            return
         if isinstance(message, m.Moved):
             self._moved(peer, message, now, out)
             ack = m.Ack(request="moved")
@@ -1581,6 +1607,26 @@ class SuperPeerNode:
             if withdrawn is not None:
                 self._withdrawn.setdefault(peer, {})[message.id] = (withdrawn, made, now)
 
+    def _resource_request(self, peer: str, message: object, now: float, out: list[Output]) -> None:
+        produced: list = []
+        if isinstance(message, m.Fetch):
+            self.rendezvous.fetch(peer, message, now, produced)
+        elif isinstance(message, m.Upload):
+            self.rendezvous.upload(peer, message, now, produced)
+        elif isinstance(message, m.Collect):
+            self.rendezvous.collect(peer, message, produced)
+        elif isinstance(message, m.Collected):
+            self.rendezvous.collected(peer, message)
+        self._core(produced, now, out)
+
+    def _cube(self) -> tuple[TopologyView, dict[str, int]] | None:
+        """The view and the origins' root positions the rendezvous routes with."""
+        if self.core is None:
+            return None
+        positions = dict(self.core.origin_positions)
+        positions[self.node_id] = self.core.view.root_position
+        return self.core.view, positions
+
     # == time ======================================================================================
     def next_deadline(self) -> float | None:
         deadlines = [t for t in (self._join_at, self._timer_due) if t is not None]
@@ -1594,6 +1640,8 @@ class SuperPeerNode:
         deadlines += [c.due for c in self._catchups]
         deadlines += [due for due, _ in self._replay]
         deadlines += list(self._handover_due.values())
+        if self.core is not None and (deadline := self.rendezvous.next_deadline()) is not None:
+            deadlines.append(deadline)
         deadlines += [until for _, _, until in self._moved_away.values()]
         if self.config.heartbeat_seconds is not None and self.core is not None:
             deadlines.append(self._supervision_due())
@@ -1667,6 +1715,10 @@ class SuperPeerNode:
         self._replay_due(now, out)
         self._handover_timer(now, out)
         self._forget_moved(now, out)
+        if self.core is not None:
+            produced: list = []
+            self.rendezvous.timer(now, produced)
+            self._core(produced, now, out)
         if now >= self._housekeeping_at:
             self._housekeeping(now, out)
         return out
@@ -1876,6 +1928,7 @@ class SuperPeerNode:
                 "dropped": stats.dropped,
                 "repeats": stats.repeats,
             }
+            report["rendezvous"] = self.rendezvous.status()
         return report
 
     # == plumbing ==================================================================================
