@@ -8,7 +8,7 @@
     peer unsubscribe ID
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID]   (FILE "-" reads stdin)
                  [--file PATH | --file SUBJECT=PATH ...]   (the resources' bytes, offered)
-    peer fetch PUBLICATION_ID [--owner PUBLIC_ID] [--out PATH] [--wait SECONDS] [--json]
+    peer fetch PUBLICATION_ID [--owner PUBLIC_ID] [--out PATH] [--wait SECONDS] [--status] [--json]
     peer inbox [--json] [--follow]
     peer status [--json]
     peer locate PUBLIC_ID [--json]              (is that peer online, and where?)
@@ -190,6 +190,9 @@ def _build_parser() -> argparse.ArgumentParser:
         type=float,
         default=30.0,
         help="seconds to wait for it (default 30; an owner offline answers later, by itself)",
+    )
+    fetch.add_argument(
+        "--status", action="store_true", help="only show how an earlier fetch is going"
     )
     fetch.add_argument("--json", action="store_true", help="print one JSON object")
     inbox = command("inbox", "list the notifications received")
@@ -414,6 +417,8 @@ def _fetch(args: argparse.Namespace, config: PeerConfig) -> int:
     arguments = {"publication": args.publication, "wait": str(max(0.0, args.wait))}
     if args.owner:
         arguments["owner"] = args.owner
+    if args.status:
+        arguments["status"] = "true"
     if args.out:
         arguments["out"] = str(Path(args.out).expanduser().resolve())
     with ControlClient(config.control_path, timeout=_answer_timeout(config) + args.wait) as control:

@@ -64,7 +64,7 @@ from peer.inbox import Inbox
 from peer.resources import ResourceError, Resources
 from peer.session import Backoff, RequestTooLarge
 from peer.state import StateError, StateStore, subscription_id
-from qel.resources import Resource, resource_of, with_resource
+from qel.resources import Resource, rendezvous_key, resource_of, with_resource
 from wire import messages as m
 from wire.codec import WireLimits
 from wire.framing import Link, Received, Violation, frame
@@ -598,6 +598,13 @@ class PeerService:
             raise CommandError("invalid", f"publication {publication!r} offers no file")
         resources = self.client.resources
         assert resources is not None
+        if arguments.get("status") == "true":
+            progress = resources.progress(
+                rendezvous_key(self.client.peer_id, record["owner"], publication)
+            )
+            if progress is None:
+                raise CommandError("invalid", f"no fetch of {publication!r} was asked for")
+            return progress
         out = Path(arguments["out"]).expanduser().resolve() if arguments.get("out") else None
         wanted = {**record, "sha256": resource.sha256, "size": resource.size}
         key, fetch = await trio.to_thread.run_sync(resources.want, wanted, out)

@@ -58,14 +58,14 @@ def quiet(cluster: Cluster) -> None:
     wait_until(check, "a quiet network")
 
 
+def state(cluster: Cluster, j: int, publication: str) -> str:
+    return fetch(cluster, j, publication, "--status")["state"]
+
+
 def fetch(cluster: Cluster, j: int, publication: str, *extra: str) -> dict:
     result = peer(cluster, j, "fetch", publication, "--json", *extra, check=False)
     assert result.returncode in (0, 1), result.stderr
     return json.loads(result.stdout)
-
-
-def public_id(cluster: Cluster, j: int) -> str:
-    return json.loads(peer(cluster, j, "status", "--json").stdout)["peer_id"]
 
 
 def inbox_ids(cluster: Cluster, j: int) -> set[str]:
@@ -73,19 +73,18 @@ def inbox_ids(cluster: Cluster, j: int) -> set[str]:
     return {json.loads(line)["publication"] for line in lines if line.strip()}
 
 
-@pytest.fixture
-def network(tmp_path):
-    """Four super-peers; peer 0 (the owner) at sp1, peer 1 (the requester) at sp2, peer 2 (an
-    impostor with its own key) at sp1: its owner's access point."""
-    with Cluster(4, directory=tmp_path, peers=0) as cluster:
-        cluster.peer_directories = [tmp_path / f"peer{j}" for j in range(3)]
+@pytest.fixture(scope="module")
+def network(tmp_path_factory):
+    """Four super-peers (one cluster for the module: each test leaves both peers online where
+    they started); peer 0, the owner, at sp1; peer 1, the requester, at sp2."""
+    directory = tmp_path_factory.mktemp("rendezvous")
+    with Cluster(4, directory=directory) as cluster:
+        cluster.peer_directories = [directory / "peer0", directory / "peer1"]
         cluster.start_peer(0, 1)
         cluster.start_peer(1, 2)
-        cluster.start_peer(2, 1)
-        ad = tmp_path / "ad.json"
+        ad = directory / "ad.json"
         ad.write_text(json.dumps({"schemas": ["dc"]}))
         peer(cluster, 0, "advertise", str(ad))
-        peer(cluster, 2, "advertise", str(ad))
         peer(cluster, 1, "subscribe", "X : t(X, dc:title, T)", "--id", "titles")
         quiet(cluster)
         yield cluster
@@ -129,8 +128,8 @@ def test_fetch_from_an_online_owner_then_by_rendezvous_with_the_owner_offline(ne
     sp2 = cluster.status(2)["rendezvous"]
     assert sp2["bytes"] == len(later) and sp2["max_bytes"] > 0 and sp2["retention_seconds"] > 0
     cluster.start_peer(1, 2)
-    wait_until(lambda: fetch(cluster, 1, "offline")["state"] == "done", "the collected file")
-    stored = Path(fetch(cluster, 1, "offline")["out"])
+    wait_until(lambda: state(cluster, 1, "offline") == "done", "the collected file")
+    stored = Path(fetch(cluster, 1, "offline", "--status")["out"])
     assert stored.read_bytes() == later and stored.parent.name == "notifications"
     wait_until(lambda: cluster.status(2)["rendezvous"]["files"] == 0, "the collected file gone")
 
@@ -145,8 +144,10 @@ def test_a_rendezvous_follows_a_requester_that_moved(network, tmp_path):
     cluster.start_peer(1, 3)  # the requester reconnects elsewhere
     quiet(cluster)
     cluster.start_peer(0, 1)
-    wait_until(lambda: fetch(cluster, 1, "moving")["state"] == "done", "the file after the move")
-    assert Path(fetch(cluster, 1, "moving")["out"]).read_bytes() == content
+    wait_until(lambda: state(cluster, 1, "moving") == "done", "the file after the move")
+    assert Path(fetch(cluster, 1, "moving", "--status")["out"]).read_bytes() == content
+    cluster.stop_peer(1)
+    cluster.start_peer(1, 2)  # and back
 
 
 def test_a_corrupted_upload_is_refused_and_an_impostor_can_neither_answer_nor_collect(
@@ -158,12 +159,16 @@ def test_a_corrupted_upload_is_refused_and_an_impostor_can_neither_answer_nor_co
     cluster.stop_peer(0)
     # the owner's kept copy changes behind the daemon's back: its hash no longer matches
     offered = cluster.peer_directories[0] / "resources" / "offered"
-    [copy] = [p for p in offered.iterdir() if not p.suffix and not p.name.startswith(".")]
+    [copy] = [
+        p.with_suffix("")
+        for p in offered.glob("*.json")
+        if json.loads(p.read_text())["publication"] == "corrupt"
+    ]
     copy.write_bytes(os.urandom(len(content)))
     assert fetch(cluster, 1, "corrupt", "--wait", "0")["state"] == "waiting"
     cluster.start_peer(0, 1)
-    wait_until(lambda: fetch(cluster, 1, "corrupt")["state"] == "failed", "the refusal")
-    found = fetch(cluster, 1, "corrupt")
+    wait_until(lambda: state(cluster, 1, "corrupt") == "failed", "the refusal")
+    found = fetch(cluster, 1, "corrupt", "--status")
     assert "SHA-256" in found["reason"]
     assert cluster.status(2)["rendezvous"]["statistics"]["corrupted"] == 1
     copy.write_bytes(content)  # repaired: fetching again retries
@@ -178,11 +183,11 @@ def test_a_corrupted_upload_is_refused_and_an_impostor_can_neither_answer_nor_co
     wait_until(
         lambda: cluster.status(1)["rendezvous"]["waiting_for_owners"] == 1, "the request at sp1"
     )
-    key = fetch(cluster, 1, "guarded")["rendezvous"]
+    key = fetch(cluster, 1, "guarded", "--status")["rendezvous"]
     forged = m.Upload(rendezvous=key, offset=0, data=b"not the owner's bytes")
     failures = _as_impostor(cluster, 1, forged)
     wait_until(lambda: cluster.status(1)["rendezvous"]["statistics"]["refused"] == 1, "refusal")
-    assert failures == [] and fetch(cluster, 1, "guarded")["state"] == "waiting"
+    assert failures == [] and state(cluster, 1, "guarded") == "waiting"
     # ... nor, at the requester's access point, collect the requester's file
     cluster.stop_peer(1)
     cluster.start_peer(0, 1)
@@ -191,7 +196,7 @@ def test_a_corrupted_upload_is_refused_and_an_impostor_can_neither_answer_nor_co
     assert [f.reason for f in failures] == ["no rendezvous file of yours under that key"]
     assert cluster.status(2)["rendezvous"]["statistics"]["refused"] == 1
     cluster.start_peer(1, 2)
-    wait_until(lambda: fetch(cluster, 1, "guarded")["state"] == "done", "the requester's file")
+    wait_until(lambda: state(cluster, 1, "guarded") == "done", "the requester's file")
 
 
 def _as_impostor(cluster: Cluster, k: int, message: object) -> list[m.FetchFailed]:
