@@ -455,4 +455,3 @@ class Rendezvous:
 
     def _to_peer(self, peer: str, message: object, out: list) -> None:
         out.append(ToPeer(peer, message, encode(message)))
-
