@@ -35,6 +35,7 @@ from peer.session import (
     Notified,
     Registration,
     Reply,
+    ResourceMessage,
     ResourceTraffic,
     Session,
     Store,
@@ -199,23 +200,13 @@ class RemotePeer:
             if event.reply:
                 await self._write(event.reply)
 
-    async def _resource(self, session: Session[_Waiting], message: object) -> None:
+    async def _resource(self, session: Session[_Waiting], message: ResourceMessage) -> None:
         """What a peer daemon answers (``peer.client``), with the same ``peer.resources``."""
         resources = self.resources
         if resources is None:
             return
-        replies: list = []
-        if isinstance(message, m.UploadWanted):
-            replies = list(resources.upload(message))
-        elif isinstance(message, m.FileReady):
-            replies = [resources.ready(message)]
-        elif isinstance(message, m.FileChunk):
-            replies = [resources.chunk(message)]
-        elif isinstance(message, m.FetchFailed):
-            resources.failed(message)
-        for reply in replies:
-            if reply is not None:
-                await self.transfer(reply)
+        for reply in resources.answer(message):
+            await self.transfer(reply)
 
     async def transfer(self, message: m.Upload | m.Collect | m.Collected) -> None:
         """Send a transfer frame (not answered)."""

@@ -41,7 +41,8 @@ FAILED: Final = "failed"
 CHUNK_BYTES: Final = 192 * 1024
 """Bytes per ``Upload`` frame (under the wire's binary limit)."""
 COLLECT_WINDOW: Final = 4 * 1024 * 1024
-"""Bytes asked for at once when collecting."""
+"""Bytes asked for at once when collecting (the access point may serve fewer: its
+``window_bytes``; each ``FileChunk`` says where the window served ends)."""
 
 
 class ResourceError(Exception):
@@ -173,7 +174,13 @@ class Resources:
         record = self.fetch_record(message.rendezvous)
         if record is None or record["state"] == DONE:
             return m.Collected(rendezvous=message.rendezvous, ok=record is not None)
-        return self._collect(message.rendezvous, self._held(message.rendezvous))
+        held = self._held(message.rendezvous)
+        if held == record["size"]:
+            # nothing left to collect: an empty file, or one whole here but not yet verified
+            part = self.wanted_dir / f"{message.rendezvous}.part"
+            part.touch()
+            return self._finish(message.rendezvous, record, part)
+        return self._collect(message.rendezvous, held)
 
     def chunk(self, message: m.FileChunk) -> m.Collect | m.Collected | None:
         """Appends a chunk in order; asks for the next window when this one is complete, says
@@ -191,7 +198,7 @@ class Resources:
         held += len(message.data)
         if held == record["size"]:
             return self._finish(message.rendezvous, record, part)
-        if held % COLLECT_WINDOW == 0:
+        if held == message.window_end:
             return self._collect(message.rendezvous, held)
         return None
 
@@ -213,6 +220,31 @@ class Resources:
         self._save(key, record)
         return m.Collected(rendezvous=key, ok=True)
 
+    def answer(
+        self, message: m.UploadWanted | m.FileReady | m.FileChunk | m.FetchFailed
+    ) -> list[m.Upload | m.Collect | m.Collected]:
+        """What a peer sends back for a transfer message, in order (the drivers without a
+        daemon, ``deploy.driver`` and ``superpeer.sim``, answer with this; the daemon runs the
+        same steps one by one in worker threads)."""
+        if isinstance(message, m.UploadWanted):
+            return list(self.upload(message))
+        if isinstance(message, m.FileReady):
+            return [self.ready(message)]
+        if isinstance(message, m.FileChunk):
+            reply = self.chunk(message)
+            return [] if reply is None else [reply]
+        self.failed(message)
+        return []
+
+    def fetched(self) -> list[str]:
+        """The publications whose resource arrived here, verified, in id order."""
+        found = []
+        for path in self.wanted_dir.glob("*.json"):
+            record = self._json(path)
+            if record is not None and record.get("state") == DONE:
+                found.append(record["publication"])
+        return sorted(found)
+
     def failed(self, message: m.FetchFailed) -> None:
         record = self.fetch_record(message.rendezvous)
         if record is None or record["state"] != WAITING:
@@ -230,8 +262,7 @@ class Resources:
         return {**record, "rendezvous": key, "received": held}
 
     def _collect(self, key: str, offset: int) -> m.Collect:
-        length = COLLECT_WINDOW - offset % COLLECT_WINDOW
-        return m.Collect(rendezvous=key, offset=offset, length=length)
+        return m.Collect(rendezvous=key, offset=offset, length=COLLECT_WINDOW)
 
     def _held(self, key: str) -> int:
         try:

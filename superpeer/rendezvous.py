@@ -293,7 +293,12 @@ class Rendezvous:
                 chunk = piece[at : at + self.config.chunk_bytes]
                 self._to_peer(
                     peer,
-                    m.FileChunk(rendezvous=message.rendezvous, offset=first + at, data=chunk),
+                    m.FileChunk(
+                        rendezvous=message.rendezvous,
+                        offset=first + at,
+                        data=chunk,
+                        window_end=end,
+                    ),
                     out,
                 )
 

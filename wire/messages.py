@@ -258,12 +258,15 @@ class FileReady:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileChunk:
-    """Bytes of a rendezvous file, from ``offset``, for its requester."""
+    """Bytes of a rendezvous file, from ``offset``, for its requester. ``window_end`` is where
+    the bytes served for this ``Collect`` end (the access point serves at most its own window,
+    which may be less than was asked): the requester asks for more when it has them all."""
 
     KIND: ClassVar[str] = "peer.file_chunk"
     rendezvous: str
     offset: int
     data: bytes
+    window_end: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
