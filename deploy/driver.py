@@ -7,8 +7,9 @@ the demo and the tests. Like the peer daemon's inbox it keeps one copy of each p
 only what one of its subscriptions matched when it was published (``owed``), acknowledging every
 copy. ``wait_quiet`` waits until the network has nothing left to do: no super-peer waits for
 anything (a join, routes settling, a repair, a catch-up, a handover), no backbone frame is
-unacknowledged (a super-peer processes a frame as it acknowledges it), and every notification a
-super-peer sent to a peer was acknowledged: the point the simulator reaches after each operation.
+unacknowledged (a super-peer processes a frame as it acknowledges it), every notification a
+super-peer sent to a peer was acknowledged, and no resource transfer waits for an attached peer:
+the point the simulator reaches after each operation.
 """
 
 from __future__ import annotations
@@ -310,6 +311,9 @@ def quiet_problems(statuses: list[dict]) -> list[str]:
         unacknowledged = status.get("mail", {}).get("unacknowledged")
         if unacknowledged:
             problems.append(f"{node} waits for peers' acknowledgements {unacknowledged}")
+        transfers = status.get("rendezvous", {}).get("in_progress")
+        if transfers:
+            problems.append(f"{node} has {transfers} resource transfers under way")
     return problems
 
 

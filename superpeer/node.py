@@ -1206,6 +1206,7 @@ class SuperPeerNode:
         )
         self.store.remove(peer)  # its registration moves: moving back registers again
         self.store.set_pending(ADOPTED, peer, None)
+        self.rendezvous.moved_away(peer)
         done = m.HandoverDone(
             request=message.request, peer=peer, accepted=True, reason="", expired=expired
         )

@@ -409,6 +409,16 @@ class Rendezvous:
     def detached(self, peer: str) -> None:
         self._attached.discard(peer)
 
+    def moved_away(self, peer: str) -> None:
+        """``peer`` moved to another access point: its fetches are asked again there (it
+        re-sends them after every connection) and the owners' access points redirected, so the
+        ones here go. Kept, a record not yet complete would ask the owner again every
+        ``retry_seconds`` and take the rendezvous back from the new access point."""
+        for key, record in self.store.pending(INCOMING).items():
+            if record["requester"] == peer:
+                self.store.drop_chunks(key)
+                self.store.set_pending(INCOMING, key, None)
+
     def timer(self, now: float, out: list) -> None:
         """Ask again for stalled transfers; drop what outlived ``retention_seconds``."""
         horizon = now - self.config.retention_seconds
@@ -446,6 +456,7 @@ class Rendezvous:
             "max_bytes": self.config.max_bytes,
             "retention_seconds": self.config.retention_seconds,
             "waiting_for_owners": len(self.store.pending(OUTGOING)),
+            "in_progress": self.in_progress(),
             "statistics": {
                 "requested": self.statistics.requested,
                 "relayed": self.statistics.relayed,
@@ -457,6 +468,21 @@ class Rendezvous:
                 "expired": self.statistics.expired,
             },
         }
+
+    def in_progress(self) -> int:
+        """Transfers waiting only for a peer that is attached here (an owner asked to upload, a
+        requester told to collect): work under way, not a wait for someone to come back. A
+        network whose access points all say 0, with no backbone frame in flight, has moved
+        every byte it can move (``deploy.driver.quiet_problems``)."""
+        uploads = sum(
+            1 for r in self.store.pending(OUTGOING).values() if r["owner"] in self._attached
+        )
+        collections = sum(
+            1
+            for r in self.store.pending(INCOMING).values()
+            if r["state"] == READY and r["requester"] in self._attached
+        )
+        return uploads + collections
 
     def _to_peer(self, peer: str, message: object, out: list) -> None:
         out.append(ToPeer(peer, message, encode(message)))

@@ -18,7 +18,9 @@ import trio
 
 import qel
 from deploy.cluster import Cluster
-from deploy.driver import RemotePeer, quiet_problems
+from deploy.driver import RemotePeer, quiet_problems, wait_quiet
+from qel.resources import rendezvous_key
+from superpeer.sim.fetching import fetch_request, open_resources
 from wire import messages as m
 
 pytestmark = pytest.mark.process
@@ -197,6 +199,54 @@ def test_a_corrupted_upload_is_refused_and_an_impostor_can_neither_answer_nor_co
     assert cluster.status(2)["rendezvous"]["statistics"]["refused"] == 1
     cluster.start_peer(1, 2)
     wait_until(lambda: state(cluster, 1, "guarded") == "done", "the requester's file")
+
+
+def test_a_collection_cut_halfway_resumes_from_the_partial_file(network, tmp_path):
+    """A requester collecting a three-window file loses its connection after the first bytes
+    (it closes it as they arrive); it reconnects, and the access point's ``FileReady`` makes it
+    ask from what its ``.part`` holds, not from 0, and it ends with the verified file."""
+    cluster = network
+    content = os.urandom(9 * 1024 * 1024 + 4321)
+
+    async def run() -> None:
+        requester = RemotePeer("cut", cluster.addresses[3], ca=cluster.ca_certificate)
+        requester.resources = open_resources(tmp_path / "cut", requester.network_id)
+        async with trio.open_nursery() as nursery:
+            await requester.connect(nursery)
+            titles = qel.parse_subscription("X : t(X, dc:title, T)")
+            await requester.request(m.Subscribe(id="titles", subscription=titles))
+            await wait_quiet(cluster, [requester])
+            await trio.to_thread.run_sync(publish, cluster, 0, "cut", content, tmp_path)
+            with trio.fail_after(WAIT):
+                while not requester.notifications:
+                    await trio.sleep(0.01)
+            [notify] = requester.notifications
+            fetch = fetch_request(requester.resources, notify, "cut")
+            assert fetch is not None
+            assert isinstance(await requester.request(fetch), m.Ack)
+            key = rendezvous_key(requester.network_id, notify.owner, "cut")
+            with trio.fail_after(WAIT):
+                while requester.resources.progress(key)["received"] == 0:
+                    await requester.wait_for_resource()
+            await requester.disconnect()
+            cut_at = requester.resources.progress(key)["received"]
+            assert 0 < cut_at < len(content)
+            events_before = len(requester.resource_events)
+            await requester.connect(nursery)
+            with trio.fail_after(WAIT):
+                while requester.resources.progress(key)["state"] == "waiting":
+                    await requester.wait_for_resource()
+            resumed = [
+                e for e in requester.resource_events[events_before:] if isinstance(e, m.FileChunk)
+            ]
+            assert resumed[0].offset == cut_at, "not collected from where it was cut"
+            done = requester.resources.progress(key)
+            assert done["state"] == "done", done
+            assert Path(done["out"]).read_bytes() == content
+            await requester.disconnect()
+            nursery.cancel_scope.cancel()
+
+    trio.run(run)
 
 
 def _as_impostor(cluster: Cluster, k: int, message: object) -> list[m.FetchFailed]:

@@ -13,7 +13,7 @@ from peer.resources import Resources
 from superpeer.node import NodeConfig
 from superpeer.rendezvous import RendezvousConfig
 from superpeer.sim import Simulation
-from tests.strategies import PREDICATES
+from tests.strategies import EX, PREDICATES
 from tests.superpeer.oracle import expected_deliveries, expected_fetches, op_file
 from tests.superpeer.test_completeness import workloads
 
@@ -92,3 +92,37 @@ def _fetched_file(resources: Resources, publication: str) -> bytes:
         if (record := json.loads(path.read_bytes()))["publication"] == publication
     ]
     return Path(out).read_bytes()
+
+
+def test_a_requester_that_moved_gets_the_file_at_its_new_access_point_and_the_old_forgets():
+    """The owner offline, the requester asks, moves, and the owner comes back: the file goes to
+    the new access point; the old one keeps no record that would ask the owner again."""
+    ops = [
+        {"op": "join", "peer": "owner", "superpeer": 1},
+        {"op": "join", "peer": "reader", "superpeer": 2},
+        {"op": "advertise", "peer": "owner", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "all", "query": EVERYTHING[0]},
+        {
+            "op": "publish",
+            "peer": "owner",
+            "id": "paper",
+            "format": "nt",
+            "data": f'<{EX}paper> <{PREDICATES[0].value}> "Nejdl" .\n',
+            "file": "the paper's text " * 3,
+        },
+        {"op": "detach", "peer": "owner"},
+        {"op": "fetch", "peer": "reader", "id": "paper"},
+        {"op": "move", "peer": "reader", "superpeer": 3},
+        {"op": "attach", "peer": "owner"},
+    ]
+    simulation = Simulation(4, node_config=SMALL_WINDOWS)
+    try:
+        for op in ops:
+            simulation.apply(dict(op))
+        assert simulation.errors == []
+        assert simulation.fetched() == {"owner": [], "reader": ["paper"]}
+        old, new = (simulation.nodes[f"sp{k}"].rendezvous.status() for k in (2, 3))
+        assert old["files"] == 0 and old["statistics"]["completed"] == 0
+        assert new["statistics"]["completed"] == 1
+    finally:
+        simulation.close()
