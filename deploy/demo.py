@@ -2,20 +2,28 @@
 
 Starts 8 super-peer daemons on 127.0.0.1 (separate processes, a 3-dimensional hypercube), connects
 three peers over TCP: Bob, who wants the 2004 articles by Nejdl or Koubarakis, a Hannover peer
-that advertises and publishes L3S papers, and a Crete peer for Koubarakis' group. It prints what
-happens and what Bob receives (exactly the two matching papers), then stops everything.
+that advertises and publishes L3S papers (with the file of one of them), and a Crete peer for
+Koubarakis' group. It prints what happens and what Bob receives (exactly the two matching papers);
+then Hannover goes offline, Bob asks for the paper's file, and it reaches him by rendezvous when
+Hannover is back (seed 004, Section 5.1). Then it stops everything.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import trio
 
 import qel
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, wait_quiet
+from peer.resources import DONE, Resources
+from qel.resources import resource_of, with_resource
 from wire import messages as m
+
+PAPER_FILE = b"%PDF-1.4\n% Designing Semantic Publish/Subscribe Networks Using Super-Peers\n" * 40
+PAPER_SUBJECT = "http://www.l3s.de/publications/pubsub04.pdf"
 
 BOB = """
 PREFIX dc: <http://purl.org/dc/elements/1.1/>
@@ -48,6 +56,9 @@ async def scenario(cluster: Cluster) -> list[str]:
     hannover = RemotePeer("hannover", cluster.addresses[3], ca=ca)
     crete = RemotePeer("crete", cluster.addresses[7], ca=ca)
     everyone = [bob, hannover, crete]
+    for peer in (bob, hannover):
+        home = cluster.root / peer.name
+        peer.resources = Resources(home / "resources", home / "notifications", peer.network_id)
     async with trio.open_nursery() as nursery:
         for peer in everyone:
             await peer.connect(nursery)
@@ -65,7 +76,10 @@ async def scenario(cluster: Cluster) -> list[str]:
         print(f"bob subscribes: {subscription.to_text()}")
         await wait_quiet(cluster, everyone)
         for peer in (hannover, crete):
-            for publication in qel.parse_publications(PAPERS[peer.name], publisher=peer.name):
+            for parsed in qel.parse_publications(PAPERS[peer.name], publisher=peer.name):
+                publication = parsed
+                if parsed.subject.value == PAPER_SUBJECT:
+                    publication = offer(hannover, parsed, cluster.root)
                 await peer.request(m.Publish(publication=publication))
                 print(f"{peer.name} publishes <{publication.subject}>")
                 await wait_quiet(cluster, everyone)
@@ -85,10 +99,58 @@ async def scenario(cluster: Cluster) -> list[str]:
                 f"bob locates {names[owner]}: online at {found.address}, through super-peer "
                 f"{found.superpeer} ({found.access_point})"
             )
+        await rendezvous(bob, hannover, nursery, names)
         for peer in everyone:
             await peer.disconnect()
         nursery.cancel_scope.cancel()
     return received
+
+
+def offer(owner: RemotePeer, publication: qel.Publication, root: Path) -> qel.Publication:
+    """The owner keeps a copy of the paper's file; the publication carries its hash and size."""
+    assert owner.resources is not None
+    source = root / "pubsub04.pdf"
+    source.write_bytes(PAPER_FILE)
+    copy, resource = owner.resources.copy_in(source)
+    owner.resources.offer(publication.id, copy, resource, source)
+    return with_resource(publication, resource)
+
+
+async def rendezvous(
+    bob: RemotePeer, hannover: RemotePeer, nursery: trio.Nursery, names: dict[str, str]
+) -> None:
+    """Bob fetches the paper while Hannover is offline: Hannover's access point keeps the request,
+    Hannover uploads the file when it reconnects, Bob's access point hands it to Bob."""
+    assert bob.resources is not None
+    [note] = [n for n in bob.notifications if n.publication.subject.value == PAPER_SUBJECT]
+    await hannover.disconnect()
+    print("hannover goes offline")
+    resource = resource_of(note.publication)
+    assert resource is not None
+    record = {
+        "publication": note.publication.id,
+        "owner": note.owner,
+        "origin": note.origin,
+        "access_point": note.access_point,
+        "sha256": resource.sha256,
+        "size": resource.size,
+    }
+    key, wanted = bob.resources.want(record, None)
+    await bob.request(bob.resources.fetch_message(wanted))
+    print(
+        f"bob asks for <{PAPER_SUBJECT}> ({wanted['size']} bytes, sha256 "
+        f"{wanted['sha256'][:16]}...): {names[note.owner]} is offline, so its access point "
+        f"{note.access_point} keeps a rendezvous"
+    )
+    await hannover.connect(nursery)
+    print("hannover comes back and uploads the file to bob's access point")
+    with trio.fail_after(60):
+        while (bob.resources.progress(key) or {}).get("state") != DONE:
+            await bob.wait_for_resource()
+    progress = bob.resources.progress(key)
+    assert progress is not None
+    first = Path(progress["out"]).read_bytes()[:60]
+    print(f"bob has the file, size and SHA-256 verified; it begins: {first!r}")
 
 
 def main() -> int:

@@ -7,8 +7,9 @@ the demo and the tests. Like the peer daemon's inbox it keeps one copy of each p
 only what one of its subscriptions matched when it was published (``owed``), acknowledging every
 copy. ``wait_quiet`` waits until the network has nothing left to do: no super-peer waits for
 anything (a join, routes settling, a repair, a catch-up, a handover), no backbone frame is
-unacknowledged (a super-peer processes a frame as it acknowledges it), and every notification a
-super-peer sent to a peer was acknowledged: the point the simulator reaches after each operation.
+unacknowledged (a super-peer processes a frame as it acknowledges it), every notification a
+super-peer sent to a peer was acknowledged, and no resource transfer waits for an attached peer:
+the point the simulator reaches after each operation.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import crypto
 import qel
 import wire
 from deploy.cluster import Cluster
+from peer.resources import Resources
 from peer.session import (
     Answered,
     Ended,
@@ -34,6 +36,8 @@ from peer.session import (
     Notified,
     Registration,
     Reply,
+    ResourceMessage,
+    ResourceTraffic,
     Session,
     Store,
 )
@@ -80,6 +84,11 @@ class RemotePeer:
     history: list[tuple[str, qel.Subscription, float, float]] = field(default_factory=list)
     superpeer: str | None = None
     """The node id of the super-peer it is (or was last) attached to."""
+    resources: Resources | None = None
+    """Files it offers and fetches, as a peer daemon keeps them (None: none)."""
+    resource_events: list[object] = field(default_factory=list)
+    """Every resource message received, in order."""
+    _resources_changed: trio.Event = field(default_factory=trio.Event)
     _stream: trio.abc.Stream | None = None
     _session: Session[_Waiting] | None = None
     _established: trio.Event = field(default_factory=trio.Event)
@@ -178,6 +187,12 @@ class RemotePeer:
         elif isinstance(event, Notified):
             self._take(event.notify)
             await self._write(session.delivered(event.notify))
+        elif isinstance(event, ResourceTraffic):
+            self._count(event.message)
+            self.resource_events.append(event.message)
+            await self._resource(session, event.message)
+            self._resources_changed.set()
+            self._resources_changed = trio.Event()
         elif isinstance(event, Answered | LookupAnswered):
             self._count(event.answer)
             event.token.answer = event.answer
@@ -186,6 +201,24 @@ class RemotePeer:
             self._ended = f"{event.refusal}: {event.reason}" if event.refusal else event.reason
             if event.reply:
                 await self._write(event.reply)
+
+    async def _resource(self, session: Session[_Waiting], message: ResourceMessage) -> None:
+        """What a peer daemon answers (``peer.client``), with the same ``peer.resources``."""
+        resources = self.resources
+        if resources is None:
+            return
+        for reply in resources.answer(message):
+            await self.transfer(reply)
+
+    async def transfer(self, message: m.Upload | m.Collect | m.Collected) -> None:
+        """Send a transfer frame (not answered)."""
+        if self._session is not None:
+            self.sent[message.KIND] += 1
+            await self._write(self._session.transfer(message))
+
+    async def wait_for_resource(self) -> None:
+        """Until the next resource message has been handled."""
+        await self._resources_changed.wait()
 
     def _take(self, notify: m.Notify) -> None:
         self._count(notify)
@@ -287,6 +320,9 @@ def quiet_problems(statuses: list[dict]) -> list[str]:
         unacknowledged = status.get("mail", {}).get("unacknowledged")
         if unacknowledged:
             problems.append(f"{node} waits for peers' acknowledgements {unacknowledged}")
+        transfers = status.get("rendezvous", {}).get("in_progress")
+        if transfers:
+            problems.append(f"{node} has {transfers} resource transfers under way")
     return problems
 
 

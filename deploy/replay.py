@@ -7,7 +7,9 @@ workload (the format of ``superpeer.sim.workload``, backbone operations included
 killed with SIGKILL, restarted on its data directory, stopped cleanly, a new one joining) through
 real TCP connections, one per peer, waiting after each operation until the network is quiet, and
 prints the same JSON report as ``python -m superpeer.sim``: ``deliveries``, ``errors``,
-``messages``, ``hops``, ``locations``, ``totals``. What each operation means (which are refused,
+``fetched``, ``messages``, ``hops``, ``locations``, ``totals``. Peers offer and fetch resources
+with the peer daemon's ``peer.resources`` (``superpeer.sim.fetching``), in a directory per peer
+(under ``--keep DIR``, else a temporary one). What each operation means (which are refused,
 where peers go when their access point is down) is ``superpeer.sim.workload.Planner``'s, the
 simulator's. Peers still detached at the end are attached once more, so what was kept for them
 counts as delivered, as the simulator counts it. Every daemon is stopped before the command
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,10 +31,13 @@ import trio
 import crypto
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, peer_key, wait_quiet
+from peer.resources import Resources
+from superpeer.sim.fetching import fetch_request, offer, open_resources, unfinished
 from superpeer.sim.workload import (
     Connect,
     Disconnect,
     Forget,
+    Offer,
     OperationError,
     Planner,
     Send,
@@ -40,6 +46,7 @@ from superpeer.sim.workload import (
     SuperPeerJoin,
     SuperPeerLeave,
     SuperPeerRestart,
+    Want,
     WorkloadError,
     read_workload,
 )
@@ -47,8 +54,10 @@ from wire import messages as m
 
 
 class Replay:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, files: Path) -> None:
         self.cluster = cluster
+        self.files = files
+        """The peers' resource directories, one per peer (a peer that joins again: another)."""
         self.planner = Planner(cluster.size)
         self.peers: dict[str, RemotePeer] = {}
         self.errors: list[dict[str, object]] = []
@@ -92,6 +101,10 @@ class Replay:
             await self._disconnect(self.peers[step.peer])
         elif isinstance(step, Send):
             await self._send(self.peers[step.peer], step.message, op)
+        elif isinstance(step, Offer):
+            offer(self._resources(self.peers[step.peer]), step.publication, step.content)
+        elif isinstance(step, Want):
+            await self._want(self.peers[step.peer], step.publication, op)
         elif isinstance(step, Forget):
             await self._disconnect(self.peers.pop(step.peer))
         elif isinstance(step, SuperPeerJoin):
@@ -143,6 +156,8 @@ class Replay:
         if peer is None:
             ca = self.cluster.ca_certificate if self.cluster.tls else None
             peer = self.peers[step.peer] = RemotePeer(step.peer, address, ca=ca)
+            directory = self.files / f"{self.operations}-{step.peer}"
+            peer.resources = open_resources(directory, peer.network_id)
         elif peer.connected:
             await self._disconnect(peer)
         await peer.connect(nursery, address)
@@ -158,6 +173,24 @@ class Replay:
                 signature=self._signature(peer, f"sp{step.moved_from}", since),
             )
             await peer.request(moved)
+        for fetch in unfinished(self._resources(peer)):
+            await self._send(peer, fetch, {"op": "fetch"})
+
+    @staticmethod
+    def _resources(peer: RemotePeer) -> Resources:
+        assert peer.resources is not None  # set when the peer is made (``_connect``)
+        return peer.resources
+
+    async def _want(self, peer: RemotePeer, publication: str, op: dict) -> None:
+        """``fetch``: from the peer's notification of ``publication``, as ``peer fetch`` does."""
+        notify = next((n for n in peer.notifications if n.publication.id == publication), None)
+        try:
+            fetch = fetch_request(self._resources(peer), notify, publication)
+        except OperationError as error:
+            self.errors.append({"op": self._label, "peer": peer.name, "error": str(error)})
+            return
+        if fetch is not None:
+            await self._send(peer, fetch, op)
 
     def _signature(self, peer: RemotePeer, previous: str, since: float) -> bytes:
         if peer.ca is None or peer.superpeer is None:
@@ -209,6 +242,9 @@ class Replay:
                 for name, peer in sorted(self.peers.items())
             },
             "errors": self.errors,
+            "fetched": {
+                name: self._resources(peer).fetched() for name, peer in sorted(self.peers.items())
+            },
             "messages": {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)},
             "hops": {str(h): hops[h] for h in sorted(hops)},
             "locations": {
@@ -236,15 +272,19 @@ async def replay(
 ) -> dict[str, object]:
     operations = list(read_workload(path))
     started = time.perf_counter()
-    with Cluster(superpeers, directory=directory, trace=directory is not None, **cluster) as nodes:  # type: ignore[arg-type]
-        player = Replay(nodes)
+    with (
+        Cluster(superpeers, directory=directory, trace=directory is not None, **cluster) as nodes,  # type: ignore[arg-type]
+        tempfile.TemporaryDirectory(prefix="replay-peers-") as scratch,
+    ):
+        files = Path(directory) / "peers" if directory is not None else Path(scratch)
+        player = Replay(nodes, files)
         async with trio.open_nursery() as nursery:
             await player.run(operations, nursery)
             statuses = [s for s in await nodes.statuses() if s]
             for peer in player.everyone:
                 await peer.disconnect()
             nursery.cancel_scope.cancel()
-    report = player.report(statuses)
+        report = player.report(statuses)
     report["totals"]["wall_seconds"] = round(time.perf_counter() - started, 3)  # type: ignore[index]
     return report
 

@@ -8,8 +8,10 @@
     peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME]   (QEL text or SPARQL)
     peer unsubscribe ID
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID] [--expires 2h|ISO-TIME]
+                 [--file PATH | --file SUBJECT=PATH ...]   (FILE "-" reads stdin; the resources' bytes, offered)
     peer publish FILE --replaces ID | --extends ID   (a new version of a resource, or triples added)
     peer retract ID                             (withdraw a resource this peer published)
+    peer fetch PUBLICATION_ID [--owner PUBLIC_ID] [--out PATH] [--wait SECONDS] [--status] [--json]
     peer inbox [--json] [--follow]
     peer status [--json]
     peer locate PUBLIC_ID [--json]              (is that peer online, and where?)
@@ -192,6 +194,29 @@ def _build_parser() -> argparse.ArgumentParser:
         "--extends", metavar="ID", help="add the document's triples to the resource ID"
     )
     command("retract", "withdraw a resource this peer published").add_argument("id", metavar="ID")
+    publish.add_argument(
+        "--file",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="[SUBJECT=]PATH",
+        help="the file of the resource the document describes (SUBJECT=PATH for each resource "
+        "of a document with several); the daemon keeps a copy and serves it to other peers",
+    )
+    fetch = command("fetch", "get the resource of a publication in the inbox from its owner")
+    fetch.add_argument("publication", metavar="PUBLICATION_ID")
+    fetch.add_argument("--owner", help="the owner's public identifier, if several used the id")
+    fetch.add_argument("--out", help="where to put the file (default: beside the inbox record)")
+    fetch.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for it (default 30; an owner offline answers later, by itself)",
+    )
+    fetch.add_argument(
+        "--status", action="store_true", help="only show how an earlier fetch is going"
+    )
+    fetch.add_argument("--json", action="store_true", help="print one JSON object")
     inbox = command("inbox", "list the notifications received")
     inbox.add_argument("--json", action="store_true", help="one JSON record per line")
     inbox.add_argument("--follow", action="store_true", help="keep printing new notifications")
@@ -408,6 +433,13 @@ def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
             if args.id is not None and args.id != resource:
                 raise CommandFailed(f"--id {args.id} and the resource {resource} differ", 2)
             arguments.update(id=resource, change=change)
+    if args.files:
+        files = {}
+        for item in args.files:
+            # SUBJECT=PATH splits at the last "=", unless the whole argument is a file's name
+            subject, _, path = ("", "", item) if Path(item).exists() else item.rpartition("=")
+            files[subject] = str(Path(path).expanduser().resolve())
+        arguments["files"] = json.dumps(files)
     _report_results(_call(config, "publish", **arguments)["results"])
     return 0
 
@@ -416,6 +448,35 @@ def _retract(args: argparse.Namespace, config: PeerConfig) -> int:
     _call(config, "retract", id=args.id)
     print(f"retracted {args.id}")
     return 0
+
+
+def _fetch(args: argparse.Namespace, config: PeerConfig) -> int:
+    """Fetched, or still waiting for the owner (a rendezvous: exit 0, it completes by itself);
+    a failed fetch exits 1."""
+    arguments = {"publication": args.publication, "wait": str(max(0.0, args.wait))}
+    if args.owner:
+        arguments["owner"] = args.owner
+    if args.status:
+        arguments["status"] = "true"
+    if args.out:
+        arguments["out"] = str(Path(args.out).expanduser().resolve())
+    with ControlClient(config.control_path, timeout=_answer_timeout(config) + args.wait) as control:
+        found = _result(*control.call("fetch", **arguments))
+    if args.json:
+        print(json.dumps(found))
+    elif found["state"] == "done":
+        print(
+            f"fetched {found['publication']}: {found['size']} bytes, sha256 verified, in {found['out']}"
+        )
+    elif found["state"] == "failed":
+        print(f"peer: fetch of {found['publication']} failed: {found['reason']}", file=sys.stderr)
+    else:
+        print(
+            f"waiting for {found['publication']} ({found['received']} of {found['size']} bytes): "
+            "the owner uploads it to the access point when it is online (a rendezvous); "
+            "`peer fetch` again shows the progress"
+        )
+    return 1 if found["state"] == "failed" else 0
 
 
 def _report_results(results: list[dict[str, Any]]) -> None:
@@ -567,6 +628,7 @@ _COMMANDS = {
     "inbox": _inbox,
     "status": _status,
     "locate": _locate,
+    "fetch": _fetch,
     "leave": _leave,
 }
 

@@ -56,6 +56,7 @@ import crypto
 from peer.config import format_address
 from peer.identity import IdentityError, PeerIdentity
 from peer.inbox import Inbox
+from peer.resources import Resources
 from peer.session import (
     Answered,
     Backoff,
@@ -72,6 +73,8 @@ from peer.session import (
     Reply,
     Request,
     RequestTooLarge,
+    ResourceMessage,
+    ResourceTraffic,
     Session,
     StaleLookupAnswer,
     Store,
@@ -231,6 +234,10 @@ class PeerClient:
         self.tls = tls
         self.identity = identity
         self.inbox = inbox
+        self.resources: Resources | None = None
+        """Offered and fetched files (the daemon sets them; None: this peer neither serves nor
+        fetches any)."""
+        self._resources_changed = trio.Event()
         if not superpeers:
             raise ValueError("a peer needs at least one super-peer to connect to")
         self.superpeers = list(superpeers)
@@ -518,6 +525,8 @@ class PeerClient:
             acknowledgement = connection.session.delivered(event.notify)
             if acknowledgement:
                 connection.queue_in.send_nowait(acknowledgement)
+        elif isinstance(event, ResourceTraffic):
+            await self._resource(connection, event.message)
         elif isinstance(event, ExpiredNotice):
             log.warning("event=notifications_expired count=%d reason=%r", event.count, event.reason)
             await _in_thread(self.store.add_expired, event.count)
@@ -559,6 +568,52 @@ class PeerClient:
                     event.reason,
                 )
             connection.end(event.reason, event.reply)
+
+    async def _resource(self, connection: _Connection, message: ResourceMessage) -> None:
+        """A transfer step (``peer.resources`` decides, in a worker thread: it reads and writes
+        files); what it answers goes out on this connection, in order."""
+        resources = self.resources
+        if resources is None:
+            log.warning("event=resource_ignored kind=%s", type(message).KIND)
+            return
+        replies: list[m.Upload | m.Collect | m.Collected]
+        if isinstance(message, m.UploadWanted):
+            log.info(
+                "event=upload publication=%r requester=%s offset=%d length=%d",
+                message.publication,
+                message.requester,
+                message.offset,
+                message.length,
+            )
+            replies = await trio.to_thread.run_sync(lambda: list(resources.upload(message)))
+        elif isinstance(message, m.FileReady):
+            replies = [await trio.to_thread.run_sync(resources.ready, message)]
+        elif isinstance(message, m.FileChunk):
+            with trio.CancelScope(shield=True):
+                reply = await trio.to_thread.run_sync(resources.chunk, message)
+            replies = [] if reply is None else [reply]
+        else:
+            log.warning(
+                "event=fetch_failed publication=%r owner=%s reason=%r",
+                message.publication,
+                message.owner,
+                message.reason,
+            )
+            await trio.to_thread.run_sync(resources.failed, message)
+            replies = []
+        for reply in replies:
+            if isinstance(reply, m.Collected):
+                log.info("event=fetched rendezvous=%s ok=%s", reply.rendezvous, reply.ok)
+            data = connection.session.transfer(reply)
+            if data:
+                connection.queue_in.send_nowait(data)
+        if isinstance(message, m.FetchFailed) or any(isinstance(r, m.Collected) for r in replies):
+            self._resources_changed.set()
+            self._resources_changed = trio.Event()
+
+    async def wait_for_resources(self) -> None:
+        """Returns when a fetch completed or failed."""
+        await self._resources_changed.wait()
 
     def _follow(self, successor: str) -> None:
         """The access point left and another one keeps the peer's state: go there next."""
@@ -643,6 +698,11 @@ class PeerClient:
                 self.submit(PeerRequest(message=message, on_answer=self._resend_answered(message)))
             except RequestTooLarge as error:
                 problems[request_label(message)] = str(error)
+        if self.resources is not None:
+            # unfinished fetches, again: idempotent, and how a rendezvous follows a peer that
+            # moved to another access point
+            for _, record in self.resources.waiting():
+                self.submit(PeerRequest(message=self.resources.fetch_message(record)))
         self._arrived(event.superpeer_id)
         for what, problem in problems.items():
             log.error("event=resend_problem what=%r problem=%r", what, problem)

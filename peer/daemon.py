@@ -61,8 +61,10 @@ from peer.control import CONTROL_LIMITS, INBOX_PAGE_BYTES, READ_SIZE
 from peer.files import DataDirBusy, hold_data_dir
 from peer.identity import IdentityError, PeerIdentity, load_key
 from peer.inbox import Inbox
+from peer.resources import ResourceError, Resources
 from peer.session import Backoff, RequestTooLarge
 from peer.state import StateError, StateStore, subscription_id
+from qel.resources import Resource, rendezvous_key, resource_of, with_resource
 from wire import messages as m
 from wire.codec import WireLimits
 from wire.framing import Link, Received, Violation, frame
@@ -148,6 +150,9 @@ async def serve_peer(
             locate_timeout=config.locate_timeout,
             tls=tls,
             identity=identity,
+        )
+        client.resources = Resources(
+            config.data_dir / "resources", config.data_dir / "notifications", client.peer_id
         )
         try:
             async with trio.open_nursery() as nursery:
@@ -395,6 +400,7 @@ class PeerService:
             "inbox": self.inbox_page,
             "status": self.status,
             "locate": self.locate,
+            "fetch": self.fetch,
             "leave": self.leave,
         }
         command = commands.get(request.command)
@@ -509,16 +515,57 @@ class PeerService:
         except qel.PublicationError as error:
             raise CommandError("invalid", f"cannot publish: {error}") from None
         expires = _expires(arguments)
-        tickets = self._submit_all(
-            [
-                PeerRequest(message=m.Publish(publication=p, change=change, expires=expires))
-                for p in publications
-            ]
-        )
+        files = _files_argument(arguments, publications)
+        resources = self.client.resources
+        assert resources is not None
+        copies: dict[str, tuple[Path, Resource, Path]] = {}
+        try:
+            for subject, source in files.items():
+                copy, resource = await trio.to_thread.run_sync(resources.copy_in, source)
+                copies[subject] = (copy, resource, source)
+        except ResourceError as error:
+            for copy, _, _ in copies.values():
+                resources.discard(copy)
+            raise CommandError("invalid", f"cannot publish: {error}") from None
+        publications = [
+            with_resource(p, copies[p.subject.value][1]) if p.subject.value in copies else p
+            for p in publications
+        ]
+
+        def offered(publication: qel.Publication) -> Callable[[Answer], None]:
+            def answered(answer: Answer) -> None:
+                entry = copies.pop(publication.subject.value, None)
+                if entry is None:
+                    return
+                copy, resource, source = entry
+                if isinstance(answer, m.Ack):
+                    resources.offer(publication.id, copy, resource, source)
+                else:
+                    resources.discard(copy)
+
+            return answered
+
+        try:
+            tickets = self._submit_all(
+                [
+                    PeerRequest(
+                        message=m.Publish(publication=p, change=change, expires=expires),
+                        on_answer=offered(p),
+                    )
+                    for p in publications
+                ]
+            )
+        except CommandError:
+            for copy, _, _ in copies.values():
+                resources.discard(copy)
+            raise
         results: list[dict[str, Any]] = []
         failure: RequestFailed | None = None
         for publication, ticket in zip(publications, tickets, strict=True):
             result: dict[str, Any] = {"id": publication.id, "subject": publication.subject.value}
+            resource = resource_of(publication)
+            if resource is not None:
+                result["sha256"], result["size"] = resource.sha256, resource.size
             try:
                 answer = await ticket.wait()
             except RequestFailed as error:
@@ -529,6 +576,8 @@ class PeerService:
                 if isinstance(answer, m.Refused):
                     result["reason"] = answer.reason
             results.append(result)
+        for copy, _, _ in copies.values():  # requests whose answer never came
+            resources.discard(copy)
         if failure is not None:
             raise CommandError(
                 "unavailable",
@@ -544,6 +593,57 @@ class PeerService:
                 results=results,
             )
         return {"results": results}
+
+    async def fetch(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """Asks for the resource of a publication in the inbox, and waits up to ``wait``
+        seconds for it (a rendezvous with an owner offline completes later, by itself)."""
+        publication = _argument(arguments, "publication")
+        owner = arguments.get("owner") or None
+        records = [
+            r
+            for r in await trio.to_thread.run_sync(self.inbox.find, publication)
+            if owner is None or r["owner"] == owner
+        ]
+        if not records:
+            raise CommandError("invalid", f"no notification of publication {publication!r} here")
+        if len(records) > 1:
+            owners = ", ".join(sorted(r["owner"] for r in records))
+            raise CommandError(
+                "invalid", f"several owners published {publication!r}: give --owner ({owners})"
+            )
+        [record] = records
+        try:
+            resource = resource_of(qel.parse_publication_text(record["ntriples"]))
+        except qel.QelError as error:
+            raise CommandError("invalid", f"the notification cannot be read: {error}") from None
+        if resource is None:
+            raise CommandError("invalid", f"publication {publication!r} offers no file")
+        resources = self.client.resources
+        assert resources is not None
+        if arguments.get("status") == "true":
+            progress = resources.progress(
+                rendezvous_key(self.client.peer_id, record["owner"], publication)
+            )
+            if progress is None:
+                raise CommandError("invalid", f"no fetch of {publication!r} was asked for")
+            return progress
+        out = Path(arguments["out"]).expanduser().resolve() if arguments.get("out") else None
+        wanted = {**record, "sha256": resource.sha256, "size": resource.size}
+        key, fetch = await trio.to_thread.run_sync(resources.want, wanted, out)
+        if fetch["state"] == "waiting":
+            await self._answer(
+                self._submit(PeerRequest(message=resources.fetch_message(fetch))),
+                "the fetch is recorded and is asked again at the next connection",
+            )
+        wait = float(arguments.get("wait") or 0)
+        with trio.move_on_after(wait):
+            while (progress := resources.progress(key)) is not None and progress[
+                "state"
+            ] == "waiting":
+                await self.client.wait_for_resources()
+        progress = resources.progress(key)
+        assert progress is not None
+        return progress
 
     async def inbox_page(self, arguments: dict[str, str]) -> dict[str, Any]:
         after = _sequence_argument(arguments)
@@ -714,6 +814,36 @@ def _sequence_argument(arguments: dict[str, str]) -> int:
     if not text.isdigit():
         raise CommandError("invalid", f"after must be a record sequence number, not {text!r}")
     return int(text)
+
+
+def _files_argument(
+    arguments: dict[str, str], publications: list[qel.Publication]
+) -> dict[str, Path]:
+    """``files``: a JSON object from subject IRI to file ("" for a one-subject document)."""
+    text = arguments.get("files")
+    if not text:
+        return {}
+    try:
+        files = json.loads(text)
+    except ValueError:
+        raise CommandError("invalid", "files must be a JSON object") from None
+    if not isinstance(files, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+    ):
+        raise CommandError("invalid", "files must map subjects to file paths")
+    subjects = {p.subject.value for p in publications}
+    if "" in files:
+        if len(publications) != 1 or len(files) != 1:
+            raise CommandError(
+                "invalid",
+                f"the document describes {len(publications)} resources: say which file is "
+                "which resource's (--file SUBJECT=PATH)",
+            )
+        files = {next(iter(subjects)): files[""]}
+    unknown = sorted(set(files) - subjects)
+    if unknown:
+        raise CommandError("invalid", f"the document describes no resource {unknown[0]!r}")
+    return {subject: Path(path) for subject, path in files.items()}
 
 
 def _check_id(name: str) -> None:

@@ -154,6 +154,18 @@ class Inbox:
         data = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()
         return PendingRecord(key, sequence, self.directory / f"{key}.json", data)
 
+    def find(self, publication_id: str) -> list[dict[str, Any]]:
+        """The records of publication ``publication_id`` (one per owner that used the id)."""
+        found = []
+        for _, key in self._order:
+            try:
+                record = json.loads((self.directory / f"{key}.json").read_bytes())
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and record.get("publication") == publication_id:
+                found.append(record)
+        return found
+
     def commit(self, pending: PendingRecord) -> None:
         replaced = self._sequences.get(pending.key)
         if replaced is not None:

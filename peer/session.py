@@ -36,6 +36,9 @@ the access point's contract:
   keeps the requests sent and not yet answered in a FIFO and each answer completes the oldest; the
   answer's ``request`` label is only compared with the expected one for the logs (labels are
   descriptive, the order is the contract). ``Leave`` has no answer.
+* Resource transfers (``peer.resources``): ``UploadWanted``, ``FileReady``, ``FileChunk`` and
+  ``FetchFailed`` come at any time (``ResourceTraffic``); the peer's ``Upload``, ``Collect`` and
+  ``Collected`` frames (``transfer``) are not answered. ``Fetch`` is an ordinary request.
 * Look-ups (``Locate``) are the exception: the access point may have to ask the whole backbone,
   so their answers come whenever they are ready, after later requests' answers and notifications.
   They are kept apart, by id, and matched by id: ``Located`` by its ``id``, ``Refused`` by its
@@ -80,7 +83,17 @@ from wire.codec import DEFAULT_WIRE_LIMITS, WireError, WireLimits
 from wire.framing import Link, Received, frame
 
 T = TypeVar("T")
-Request = m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Withdraw | m.Locate | m.Moved
+Request = (
+    m.Advertise
+    | m.Subscribe
+    | m.Unsubscribe
+    | m.Publish
+    | m.Withdraw
+    | m.Locate
+    | m.Moved
+    | m.Fetch
+)
+ResourceMessage = m.UploadWanted | m.FileReady | m.FileChunk | m.FetchFailed
 LookupAnswer = m.Located | m.Refused
 AUTH_MESSAGES: Final = tuple(crypto.MESSAGE_TYPES.values())
 UNKNOWN_IDENTIFIER: Final = "unknown_identifier"
@@ -217,6 +230,14 @@ class ExpiredNotice:
 
 
 @dataclass(frozen=True, slots=True)
+class ResourceTraffic:
+    """A message about a resource transfer (``peer.resources``): asked to upload, a file ready
+    to collect, its bytes, a fetch that failed. Not answers: they come at any time."""
+
+    message: ResourceMessage
+
+
+@dataclass(frozen=True, slots=True)
 class Ended:
     """The session is over; send ``reply`` (may be empty) and close the connection. ``refusal``
     is the rejection code when the access point refused the identification; ``successor`` the
@@ -239,6 +260,7 @@ Event = (
     | LookupExpired[T]
     | StaleLookupAnswer
     | ExpiredNotice
+    | ResourceTraffic
     | Ended
 )
 
@@ -266,6 +288,8 @@ def request_label(message: Request) -> str:
         return "moved"
     if isinstance(message, m.Withdraw):
         return f"retract {message.id}"
+    if isinstance(message, m.Fetch):
+        return f"fetch {message.publication}"
     return f"publish {message.publication.id}"
 
 
@@ -422,6 +446,12 @@ class Session(Generic[T]):
             return self._identify(message)
         return [self._request_traffic(message)]
 
+    def transfer(self, message: m.Upload | m.Collect | m.Collected) -> bytes:
+        """The frame of a transfer message (not answered; empty once the session has ended)."""
+        if not self.established or self._ended:
+            return b""
+        return self._frame(message)
+
     def _request_traffic(self, message: object) -> Event[T]:
         if isinstance(message, m.Notify):
             return Notified(message)
@@ -429,6 +459,8 @@ class Session(Generic[T]):
             return ExpiredNotice(message.count, message.reason[:MAX_REASON_CHARS])
         if isinstance(message, m.Located):
             return self._lookup_answer(message.id, message)
+        if isinstance(message, m.UploadWanted | m.FileReady | m.FileChunk | m.FetchFailed):
+            return ResourceTraffic(message)
         if isinstance(message, m.Refused) and message.request.startswith("locate "):
             return self._lookup_answer(message.request.removeprefix("locate "), message)
         if isinstance(message, m.Ack | m.Refused):

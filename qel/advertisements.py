@@ -41,6 +41,7 @@ from qel import domains
 from qel.domains import AnyDomain, ContainsDomain, Domain, PointDomain, RangeDomain
 from qel.filters import Filter
 from qel.model import Publication, Subscription
+from qel.resources import DESCRIPTOR_PREDICATES
 from qel.terms import (
     KIND_DATE,
     KIND_NUMBER,
@@ -249,6 +250,8 @@ def _elements(ad: Advertisement) -> list[Element]:
 
 
 def element_allows_triple(element: Element, predicate: URI, obj: Term) -> bool:
+    if predicate in DESCRIPTOR_PREDICATES:
+        return True  # a resource's hash and size: see ``qel.resources``
     if isinstance(element, BloomElement):
         return element.property == predicate and element.holds(obj.kind, obj.value)
     if isinstance(element, ValueElement):

@@ -31,6 +31,13 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     catchup_margin_seconds = 5.0       # catch-up asks for this much more (clocks differ)
     handover_seconds = 5.0             # wait for a previous access point before catching up
 
+    [rendezvous]                       # resources fetched for this super-peer's peers
+    max_bytes = 1073741824             # quota of the rendezvous directory
+    retention_seconds = 604800.0       # a rendezvous not completed and collected goes after this
+    retry_seconds = 30.0               # ask a stalled transfer again after this long
+    window_bytes = 4194304             # bytes of one transfer in flight
+    chunk_bytes = 196608               # bytes per frame (at most 262144, the wire's binary limit)
+
     [trace]
     enabled = true
     max_bytes = 67108864
@@ -72,6 +79,7 @@ import platformdirs
 
 from superpeer.core import CoreConfig
 from superpeer.node import NodeConfig
+from superpeer.rendezvous import RendezvousConfig
 from superpeer.security import SecuritySettings
 from wire.codec import WireLimits
 
@@ -155,6 +163,7 @@ class SuperPeerConfig:
     limits: Limits = field(default_factory=Limits)
     delivery: Delivery = field(default_factory=Delivery)
     recovery: Recovery = field(default_factory=Recovery)
+    rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
     trace: TraceSettings = field(default_factory=TraceSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     http: HttpSettings = field(default_factory=HttpSettings)
@@ -192,6 +201,7 @@ class SuperPeerConfig:
             max_logged=recovery.max_logged,
             catchup_margin_seconds=recovery.catchup_margin_seconds,
             handover_seconds=recovery.handover_seconds,
+            rendezvous=self.rendezvous,
         )
 
     @property
@@ -231,7 +241,7 @@ def load_config(path: str | Path | None) -> SuperPeerConfig:
 def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") -> SuperPeerConfig:
     known = {
         "listen", "advertise", "data_dir", "node_id", "join", "limits", "delivery", "recovery",
-        "trace", "routing", "security", "http", "logging",
+        "rendezvous", "trace", "routing", "security", "http", "logging",
     }  # fmt: skip
     _no_unknown(data, known, source)
     changes: dict[str, Any] = {}
@@ -257,6 +267,14 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         changes["delivery"] = _section(Delivery, data["delivery"], "delivery", source)
     if "recovery" in data:
         changes["recovery"] = _section(Recovery, data["recovery"], "recovery", source)
+    if "rendezvous" in data:
+        rendezvous = _section(RendezvousConfig, data["rendezvous"], "rendezvous", source)
+        if rendezvous.chunk_bytes > WireLimits().max_binary_bytes:
+            raise ConfigError(
+                f"{source}: rendezvous.chunk_bytes must be at most "
+                f"{WireLimits().max_binary_bytes} (the wire's binary limit)"
+            )
+        changes["rendezvous"] = rendezvous
     if "trace" in data:
         changes["trace"] = _section(TraceSettings, data["trace"], "trace", source)
     if "security" in data:

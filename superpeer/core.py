@@ -1264,6 +1264,8 @@ def trace_record(
     """The trace record of ``event`` for ``message``, its fields filled from the message where it
     has them."""
     publication = getattr(message, "publication", None)
+    if isinstance(publication, qel.Publication):
+        publication = publication.id  # resource messages name it by its id
     if hops is None and isinstance(message, m.Notification | m.Notify):
         hops = message.hops
     if sub is None and isinstance(message, m.Subscribe | m.Unsubscribe | m.Forward | m.Retract):
@@ -1276,7 +1278,7 @@ def trace_record(
         event=event,
         kind=type(message).KIND,  # type: ignore[attr-defined]
         msg=msg,
-        pub=publication.id if publication is not None else None,
+        pub=publication,
         sub=sub,
         origin=origin,
         peer=peer,

@@ -86,9 +86,10 @@ from superpeer.actions import (
     ToPeer,
     ToSuperPeer,
 )
-from superpeer.core import CoreConfig, SuperPeerCore, trace_record
+from superpeer.core import CoreConfig, SuperPeerCore, TopologyView, trace_record
 from superpeer.expiry import SubscriptionExpiries
 from superpeer.mailroom import Mailroom, mail_key
+from superpeer.rendezvous import Rendezvous, RendezvousConfig
 from superpeer.store import Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
@@ -101,6 +102,7 @@ _OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
 _FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone, m.HandoverReceived)
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
 state (mail is publications, kept once; an eviction names the incarnation it is about)."""
+_RENDEZVOUS = (m.RendezvousRequest, m.RendezvousChunk)
 _NODE_HANDLED = (
     m.Evicted,
     m.Heartbeat,
@@ -110,7 +112,10 @@ _NODE_HANDLED = (
     m.HandoverDone,
     m.HandoverReceived,
     m.AdoptLog,
+    *_RENDEZVOUS,
 )
+_RESOURCE_REQUESTS = (m.Fetch, m.Upload, m.Collect, m.Collected)
+"""Peer messages for ``superpeer.rendezvous``; only ``Fetch`` is answered."""
 T = TypeVar("T")
 Output = Action | TraceRecord
 HANDOVERS = "handover"
@@ -158,6 +163,7 @@ class NodeConfig:
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
     """Notifications per ``Mail`` message."""
+    rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
 
 
 @dataclass
@@ -251,6 +257,7 @@ class SuperPeerNode:
             node_id, store, window=self.config.window, tracing=self.config.routing.tracing
         )
         self.statistics = NodeStatistics()
+        self.rendezvous = Rendezvous(node_id, store, self._send, self._cube, self.config.rendezvous)
         self.addresses: dict[str, str] = {}
         self.incarnations: dict[str, int] = {}
         """The newest incarnation heard of, per super-peer."""
@@ -627,6 +634,10 @@ class SuperPeerNode:
             self._handover_received(sender, message)
         elif isinstance(message, m.AdoptLog):
             self._adopt_log_in(message)
+        elif isinstance(message, _RENDEZVOUS):
+            produced: list = []
+            self.rendezvous.route(message, now, produced)
+            self._core(produced, now, out)
         elif isinstance(message, m.Adopt) and self.core is not None:
             self._adopt_in(sender, message, now, out)
         elif self.core is None:
@@ -1300,6 +1311,7 @@ class SuperPeerNode:
         self.store.set_pending(MOVED, peer, forward.saved())
         self.store.remove(peer)  # its registration moves: moving back registers again
         self.store.set_pending(ADOPTED, peer, None)
+        self.rendezvous.moved_away(peer)
         done = m.HandoverDone(
             request=message.request,
             peer=peer,
@@ -1576,7 +1588,7 @@ class SuperPeerNode:
         entry = self._connections.get(connection)
         if entry is None:
             return out
-        if not entry.session.established or isinstance(message, _OUTSIDE_CORE):
+        if not entry.session.established or isinstance(message, _OUTSIDE_CORE + _RESOURCE_REQUESTS):
             # the core traces what it handles; the handshake and acknowledgements are traced here
             who = message.node_id if isinstance(message, m.Hello) else entry.session.peer
             self._trace(out, now, "receive", message, peer=who, size=size, msg=message_id)
@@ -1605,6 +1617,7 @@ class SuperPeerNode:
             del self._peer_connection[peer]
             self.store.set_pending(ATTACHED, peer, {"at": now})
             self.mail.detach(peer)
+            self.rendezvous.detached(peer)
             if self.core is not None and peer in self.core.peers:
                 self._core(self.core.detach(peer, now), now, out)
             log.info("event=peer_detached peer=%s", peer)
@@ -1691,6 +1704,9 @@ class SuperPeerNode:
             entry.session.remote,
         )
         out += self.mail.attach(peer, connection, now)
+        produced: list = []
+        self.rendezvous.attached(peer, produced)
+        self._core(produced, now, out)
 
     def _request(
         self, connection: int, entry: _Connection, event: Request, now: float, out: list[Output]
@@ -1705,6 +1721,9 @@ class SuperPeerNode:
             out += self.mail.acknowledged(peer, message.through, now)
             return
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
+        if isinstance(message, _RESOURCE_REQUESTS):
+            self._resource_request(peer, message, now, out)
+            return
         if isinstance(message, m.Moved):
             self._moved(peer, message, now, out)
             ack = m.Ack(request="moved")
@@ -1770,6 +1789,26 @@ class SuperPeerNode:
         for owner, tombstone in core.versions.expire(now):
             self.store.set_pending(versions.RECORDS, *versions.tombstone_record(owner, tombstone))
 
+    def _resource_request(self, peer: str, message: object, now: float, out: list[Output]) -> None:
+        produced: list = []
+        if isinstance(message, m.Fetch):
+            self.rendezvous.fetch(peer, message, now, produced)
+        elif isinstance(message, m.Upload):
+            self.rendezvous.upload(peer, message, now, produced)
+        elif isinstance(message, m.Collect):
+            self.rendezvous.collect(peer, message, produced)
+        elif isinstance(message, m.Collected):
+            self.rendezvous.collected(peer, message)
+        self._core(produced, now, out)
+
+    def _cube(self) -> tuple[TopologyView, dict[str, int]] | None:
+        """The view and the origins' root positions the rendezvous routes with."""
+        if self.core is None:
+            return None
+        positions = dict(self.core.origin_positions)
+        positions[self.node_id] = self.core.view.root_position
+        return self.core.view, positions
+
     # == time ======================================================================================
     def next_deadline(self) -> float | None:
         deadlines = [t for t in (self._join_at, self._timer_due) if t is not None]
@@ -1786,6 +1825,8 @@ class SuperPeerNode:
         deadlines += [c.due for c in self._catchups]
         deadlines += [due for due, _ in self._replay]
         deadlines += list(self._handover_due.values())
+        if self.core is not None and (deadline := self.rendezvous.next_deadline()) is not None:
+            deadlines.append(deadline)
         for forward in self._moved_away.values():
             deadlines.append(min(forward.forget_at or math.inf, forward.expires_at))
         if self.config.heartbeat_seconds is not None and self.core is not None:
@@ -1861,6 +1902,10 @@ class SuperPeerNode:
         self._handover_timer(now, out)
         self._forget_moved(now, out)
         self._expire(now, out)
+        if self.core is not None:
+            produced: list = []
+            self.rendezvous.timer(now, produced)
+            self._core(produced, now, out)
         if now >= self._housekeeping_at:
             self._housekeeping(now, out)
         return out
@@ -2073,6 +2118,7 @@ class SuperPeerNode:
                 "dropped": stats.dropped,
                 "repeats": stats.repeats,
             }
+            report["rendezvous"] = self.rendezvous.status()
         return report
 
     # == plumbing ==================================================================================

@@ -101,6 +101,11 @@ class Store(Protocol):
     def pending(self, kind: str) -> dict[str, dict]: ...
     def set_pending(self, kind: str, key: str, value: dict | None) -> None: ...
 
+    # -- rendezvous files (``superpeer.rendezvous``) --------------------------------------------
+    def put_chunk(self, key: str, offset: int, data: bytes) -> None: ...
+    def chunks(self, key: str, start: int, end: int) -> list[tuple[int, bytes]]: ...
+    def drop_chunks(self, key: str) -> None: ...
+
     def commit(self) -> None: ...
     def close(self) -> None: ...
 
@@ -129,6 +134,7 @@ class MemoryStore:
         self._expired: dict[str, int] = {}
         self._log: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
         self._pending: dict[str, dict[str, dict]] = {}
+        self._chunks: dict[str, dict[int, bytes]] = {}
         self._next_delivery = 1
 
     def next_incarnation(self) -> int:
@@ -327,6 +333,20 @@ class MemoryStore:
         else:
             table[key] = value
 
+    def put_chunk(self, key: str, offset: int, data: bytes) -> None:
+        self._chunks.setdefault(key, {})[offset] = data
+
+    def chunks(self, key: str, start: int, end: int) -> list[tuple[int, bytes]]:
+        held = self._chunks.get(key, {})
+        return [
+            (offset, held[offset])
+            for offset in sorted(held)
+            if offset < end and offset + len(held[offset]) > start
+        ]
+
+    def drop_chunks(self, key: str) -> None:
+        self._chunks.pop(key, None)
+
     def commit(self) -> None:
         """Nothing to flush: memory is as durable as the simulation."""
 
@@ -355,6 +375,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS publications_at ON publications (at)",
     "CREATE TABLE IF NOT EXISTS pending (kind TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY (kind, key))",
+    "CREATE TABLE IF NOT EXISTS rendezvous_chunks (key TEXT NOT NULL, start INTEGER NOT NULL,"
+    " data BLOB NOT NULL, PRIMARY KEY (key, start))",
 )
 _ADVERTISEMENT = "advertisement"
 _PUBLIC_KEY = "public_key"
@@ -598,3 +620,25 @@ class SqliteStore:
             self._write(
                 "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", (kind, key, json.dumps(value))
             )
+
+    # -- rendezvous files ----------------------------------------------------------------------
+    def put_chunk(self, key: str, offset: int, data: bytes) -> None:
+        self._write(
+            "INSERT OR REPLACE INTO rendezvous_chunks VALUES (?, ?, ?)", (key, offset, data)
+        )
+
+    def chunks(self, key: str, start: int, end: int) -> list[tuple[int, bytes]]:
+        # a chunk that begins before ``start`` may reach into the range: look from the last one
+        # that begins at or before it
+        first = self._read(
+            "SELECT MAX(start) FROM rendezvous_chunks WHERE key = ? AND start <= ?", (key, start)
+        )[0][0]
+        rows = self._read(
+            "SELECT start, data FROM rendezvous_chunks WHERE key = ? AND start >= ? AND start < ?"
+            " ORDER BY start",
+            (key, start if first is None else first, end),
+        )
+        return [(offset, bytes(data)) for offset, data in rows if offset + len(data) > start]
+
+    def drop_chunks(self, key: str) -> None:
+        self._write("DELETE FROM rendezvous_chunks WHERE key = ?", (key,))

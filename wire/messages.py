@@ -20,7 +20,12 @@ the wire. Three families:
   ``Mail`` (publications an access point missed, from their origin's log), ``Handover`` /
   ``HandoverDone`` / ``HandoverReceived`` (a peer's kept notifications move to its new access
   point, deleted there once received), ``Adopt`` (a leaving super-peer hands its peers to a
-  successor).
+  successor), ``RendezvousRequest`` / ``RendezvousChunk`` (a resource asked of its owner's access
+  point, and its bytes on their way to the requester's; ``superpeer.rendezvous``).
+
+Resources (seed 004, Section 5.1): ``Fetch``, ``Upload``, ``Collect``, ``Collected`` (peer ->
+access point) and ``UploadWanted``, ``FileReady``, ``FileChunk``, ``FetchFailed`` (access point ->
+peer).
 """
 
 from __future__ import annotations
@@ -136,6 +141,58 @@ class Locate:
     public_id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fetch:
+    """The peer wants the resource of ``publication`` (owned by ``owner``, whose access point
+    ``superpeer`` at ``access_point`` the notification named), checked against ``sha256`` and
+    ``size`` (from the notification). The access point asks the owner's access point for a
+    rendezvous and receives the file for the peer, whether the owner is online now or later
+    (``superpeer.rendezvous``). Answered by ``Ack`` (``fetch <publication>``) once the request is
+    durable, or ``Refused``. Asking again is the same rendezvous."""
+
+    KIND: ClassVar[str] = "peer.fetch"
+    publication: str
+    owner: str
+    superpeer: str
+    access_point: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upload:
+    """The owner's answer to ``UploadWanted``: ``data`` from ``offset`` of the resource of
+    rendezvous ``rendezvous``; ``error`` non-empty when the owner cannot serve it (the requester
+    is told). Not answered."""
+
+    KIND: ClassVar[str] = "peer.upload"
+    rendezvous: str
+    offset: int
+    data: bytes
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Collect:
+    """The requester asks its access point for ``length`` bytes of a rendezvous file from
+    ``offset`` (at most the access point's window), as ``FileChunk`` s."""
+
+    KIND: ClassVar[str] = "peer.collect"
+    rendezvous: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Collected:
+    """The requester holds the rendezvous file durably, verified (``ok``), or refused it
+    (``ok`` false: its hash did not match): either way the access point forgets it."""
+
+    KIND: ClassVar[str] = "peer.collected"
+    rendezvous: str
+    ok: bool
+
+
 # -- access point -> peer -------------------------------------------------------------------------
 
 
@@ -212,6 +269,57 @@ class Expired:
 
     KIND: ClassVar[str] = "peer.expired"
     count: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UploadWanted:
+    """To an owner: send ``length`` bytes from ``offset`` of the resource of ``publication`` for
+    rendezvous ``rendezvous`` (``requester`` asked for it), as ``Upload`` frames."""
+
+    KIND: ClassVar[str] = "peer.upload_wanted"
+    rendezvous: str
+    publication: str
+    requester: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileReady:
+    """To a requester: the resource of ``publication`` is in the access point's rendezvous
+    directory, complete and checked against ``sha256`` and ``size``; collect it (``Collect``)."""
+
+    KIND: ClassVar[str] = "peer.file_ready"
+    rendezvous: str
+    publication: str
+    owner: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileChunk:
+    """Bytes of a rendezvous file, from ``offset``, for its requester. ``window_end`` is where
+    the bytes served for this ``Collect`` end (the access point serves at most its own window,
+    which may be less than was asked): the requester asks for more when it has them all."""
+
+    KIND: ClassVar[str] = "peer.file_chunk"
+    rendezvous: str
+    offset: int
+    data: bytes
+    window_end: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchFailed:
+    """A fetch ended without the resource (the upload did not match the notification's hash,
+    the owner could not serve it, ...); ``reason`` is for the user. Fetching again retries."""
+
+    KIND: ClassVar[str] = "peer.fetch_failed"
+    rendezvous: str
+    publication: str
+    owner: str
     reason: str
 
 
@@ -464,6 +572,44 @@ class AdoptLog:
     notifications: tuple[Notification, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RendezvousRequest:
+    """From a requester's access point to the owner's (``target``, at ``target_position``),
+    routed hop by hop over the cube (bit-fixing: at most log2 N hops, no look-up): ``requester``
+    wants ``length`` bytes from ``offset`` of the resource of ``publication`` owned by ``owner``;
+    send them, as the owner uploads them, to ``requester_superpeer`` (at
+    ``requester_position``). The owner's access point keeps the newest request durably until the
+    owner answers it."""
+
+    KIND: ClassVar[str] = "sp.rendezvous"
+    rendezvous: str
+    target: str
+    target_position: int
+    requester: str
+    requester_superpeer: str
+    requester_position: int
+    owner: str
+    publication: str
+    offset: int
+    length: int
+    hops: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RendezvousChunk:
+    """Bytes of a rendezvous file from the owner's access point to the requester's (``target``),
+    routed like ``RendezvousRequest``; ``error`` non-empty: the owner could not serve it."""
+
+    KIND: ClassVar[str] = "sp.rendezvous_chunk"
+    rendezvous: str
+    target: str
+    target_position: int
+    offset: int
+    data: bytes
+    error: str
+    hops: int
+
+
 PEER_REQUESTS = (
     Advertise,
     Subscribe,
@@ -474,8 +620,22 @@ PEER_REQUESTS = (
     Locate,
     Moved,
     Delivered,
+    Fetch,
+    Upload,
+    Collect,
+    Collected,
 )
-PEER_REPLIES = (Notify, Ack, Refused, Located, Expired)
+PEER_REPLIES = (
+    Notify,
+    Ack,
+    Refused,
+    Located,
+    Expired,
+    UploadWanted,
+    FileReady,
+    FileChunk,
+    FetchFailed,
+)
 BACKBONE = (
     Elements,
     Forward,
@@ -494,6 +654,8 @@ BACKBONE = (
     HandoverReceived,
     Adopt,
     AdoptLog,
+    RendezvousRequest,
+    RendezvousChunk,
 )
 
 

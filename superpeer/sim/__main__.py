@@ -48,12 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for number, op in enumerate(read_workload(args.workload), start=1):
             simulation.apply(op, number)
+        report = simulation.report()  # before ``close``, which removes the peers' files
     except (WorkloadError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:
         simulation.close()
-    report = simulation.report()
     report["totals"]["wall_seconds"] = round(time.perf_counter() - started, 3)  # type: ignore[index]
     report["totals"]["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # type: ignore[index]
     if args.json:

@@ -18,6 +18,11 @@ retention, heartbeats) and the operations after it are paced from its end. A mes
 jitter that reorders messages across links (never within one). The same seed and workload always
 give the same run.
 
+Peers offer and fetch resources (the workload's ``file`` and ``fetch``) with the peer daemon's own
+``peer.resources``, in a temporary directory per peer, made when a peer first needs one and
+removed by ``close``; a fetch's bytes travel through the access points' ``superpeer.rendezvous``
+like any other message.
+
 With ``verify_wire`` (the default) every message is decoded from its bytes on arrival, as a daemon
 does; without it the receiver gets the sender's (immutable) message object, which is equal to the
 decoded one (the codec's round trip is tested on its own) and makes large runs about twice as fast.
@@ -27,6 +32,8 @@ from __future__ import annotations
 
 import heapq
 import random
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,14 +41,17 @@ from pathlib import Path
 from typing import IO, Final
 
 import wire
+from peer.resources import Resources
 from superpeer import versions
 from superpeer.actions import CloseConnection, Stopped, ToConnection, ToSuperPeer
 from superpeer.core import CoreConfig, SuperPeerCore
 from superpeer.node import NodeConfig, SuperPeerNode
+from superpeer.sim.fetching import fetch_request, offer, open_resources, unfinished
 from superpeer.sim.workload import (
     Connect,
     Disconnect,
     Forget,
+    Offer,
     OperationError,
     Planner,
     Send,
@@ -50,6 +60,7 @@ from superpeer.sim.workload import (
     SuperPeerJoin,
     SuperPeerLeave,
     SuperPeerRestart,
+    Want,
 )
 from superpeer.store import MemoryStore
 from superpeer.trace import TraceRecord
@@ -91,6 +102,8 @@ class SimPeer:
     filtered: int = 0
     """Notifications for none of the peer's subscriptions at their publication time (an access
     point that returned with an old copy of the peer's state): the inbox does not keep them."""
+    resources: Resources | None = None
+    """Its offered and fetched files (made when first needed)."""
 
     def subscribed(
         self, sid: str, subscription: object, now: float, expires: float | None = None
@@ -188,6 +201,9 @@ class Simulation:
         reconnection, or from two access points after a move); its inbox ignored them."""
         self.operations = 0
         self._op_label = ""
+        self._files: Path | None = None
+        """The peers' resource directories (``_resources``)."""
+        self._file_owners = 0
         self._trace_files: dict[str, IO[str]] = {}
         self._trace_dir = Path(trace_dir) if trace_dir is not None else None
         if self._trace_dir is not None:
@@ -223,6 +239,10 @@ class Simulation:
             self._disconnect(self.peers[step.peer])
         elif isinstance(step, Send):
             self._send_request(self.peers[step.peer], step.message)
+        elif isinstance(step, Offer):
+            offer(self._resources(self.peers[step.peer]), step.publication, step.content)
+        elif isinstance(step, Want):
+            self._want(self.peers[step.peer], step.publication)
         elif isinstance(step, Forget):
             self._disconnect(self.peers.pop(step.peer))
         elif isinstance(step, SuperPeerJoin):
@@ -333,6 +353,9 @@ class Simulation:
                 signature=b"",
             )
             self._from_peer(peer, moved)
+        if peer.resources is not None:
+            for fetch in unfinished(peer.resources):
+                self._from_peer(peer, fetch)
 
     def _disconnect(self, peer: SimPeer) -> None:
         if peer.connection is None:
@@ -354,6 +377,26 @@ class Simulation:
         elif isinstance(message, m.Unsubscribe):
             peer.unsubscribed(message.id, self.now)
         self._from_peer(peer, message)
+
+    def _resources(self, peer: SimPeer) -> Resources:
+        if peer.resources is None:
+            if self._files is None:
+                self._files = Path(tempfile.mkdtemp(prefix="sim-resources-"))
+            self._file_owners += 1  # a peer that left and joined again starts afresh
+            directory = self._files / f"{self._file_owners}-{peer.name}"
+            peer.resources = open_resources(directory, peer.name)
+        return peer.resources
+
+    def _want(self, peer: SimPeer, publication: str) -> None:
+        """``fetch``: from the peer's notification of ``publication``, as ``peer fetch`` does."""
+        notify = next((n for n in peer.notifications if n.publication.id == publication), None)
+        try:
+            fetch = fetch_request(self._resources(peer), notify, publication)
+        except OperationError as error:
+            self.errors.append({"op": self._op_label, "peer": peer.name, "error": str(error)})
+            return
+        if fetch is not None:
+            self._from_peer(peer, fetch)
 
     def _from_peer(self, peer: SimPeer, message: object) -> None:
         assert peer.connection is not None
@@ -394,6 +437,9 @@ class Simulation:
             self.locations.setdefault(peer.name, {})[message.id] = where
         if isinstance(message, m.Expired):
             peer.expired += message.count
+        if isinstance(message, m.UploadWanted | m.FileReady | m.FileChunk | m.FetchFailed):
+            for reply in self._resources(peer).answer(message):
+                self._from_peer(peer, reply)
 
     # -- the network --------------------------------------------------------------------------
     def _enqueue(
@@ -588,6 +634,9 @@ class Simulation:
         for handle in self._trace_files.values():
             handle.close()
         self._trace_files.clear()
+        if self._files is not None:
+            shutil.rmtree(self._files)
+            self._files = None
 
     # -- results ------------------------------------------------------------------------------
     @property
@@ -633,6 +682,14 @@ class Simulation:
             found[name] = changes
         return found
 
+    def fetched(self) -> dict[str, list[str]]:
+        """Per peer, the publications whose resource it holds, verified (fetched directly or by
+        rendezvous)."""
+        return {
+            name: peer.resources.fetched() if peer.resources is not None else []
+            for name, peer in sorted(self.peers.items())
+        }
+
     def report(self) -> dict[str, object]:
         deliveries = self.deliveries()
         kept = sum(len(self.kept(name)) for name in self.peers)
@@ -641,6 +698,7 @@ class Simulation:
             "deliveries": deliveries,
             "changes": self.changes(),
             "errors": self.errors,
+            "fetched": self.fetched(),
             "messages": {
                 kind: {"count": self.messages[kind], "bytes": self.message_bytes[kind]}
                 for kind in sorted(self.messages)

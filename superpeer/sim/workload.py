@@ -12,11 +12,15 @@ subscribe      ``peer``, ``id`` (the peer's name for it), ``query`` (QEL text or
 unsubscribe    ``peer``, ``id``
 publish        ``peer``, ``id`` (publication id), ``data`` (the RDF document), ``format``
                (``turtle`` by default; ``nt``, ``xml``, ``json-ld``); optional ``expires``
-               (seconds from the operation; the resource's updates and extensions keep it)
+               (seconds from the operation; the resource's updates and extensions keep it) and
+               ``file`` (the resource's content as UTF-8 text; every publication of the
+               document offers it)
 update         ``peer``, ``id``, ``data``, ``format``: a new version of the peer's resource
                published earlier under ``id`` (``superpeer.versions``)
 retract        ``peer``, ``id``: the peer's resource published under ``id`` is withdrawn
 extend         ``peer``, ``id``, ``data``, ``format``: triples added to that resource
+fetch          ``peer``, ``id`` (a publication id the peer was notified of): the peer asks for
+               its resource, directly or by rendezvous (``superpeer.rendezvous``)
 detach         ``peer`` (goes offline; keeps its subscriptions; notifications are kept for it)
 attach         ``peer`` (comes back and receives what was kept)
 leave          ``peer`` (leaves for good)
@@ -44,6 +48,7 @@ turns it into ``Step`` s; both runners execute the same steps and report the sam
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Final
 
 import qel
+from qel.resources import Resource, with_resource
 from wire import messages as m
 
 OPERATIONS: Final = {
@@ -66,6 +72,7 @@ OPERATIONS: Final = {
     "attach": {"peer"},
     "leave": {"peer"},
     "locate": {"peer", "id", "target"},
+    "fetch": {"peer", "id"},
     "move": {"peer", "superpeer"},
     "wait": {"seconds"},
     "superpeer_join": set(),
@@ -77,7 +84,7 @@ OPERATIONS: Final = {
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
     "subscribe": {"expires"},
-    "publish": {"format", "expires"},
+    "publish": {"format", "expires", "file"},
     "update": {"format"},
     "extend": {"format"},
 }
@@ -124,6 +131,9 @@ def peer_requests(
             publications = qel.parse_publications(
                 op["data"], op.get("format", "turtle"), publisher=op["peer"], id=op["id"]
             )
+            if "file" in op:
+                resource = resource_of_text(op["file"])
+                publications = [with_resource(p, resource) for p in publications]
             if kind != "publish":
                 expires = None  # an update or extension keeps the resource's expiry
             return [m.Publish(publication=p, change=kind, expires=expires) for p in publications]
@@ -134,6 +144,12 @@ def peer_requests(
     except (qel.AdvertisementError, qel.QueryError, qel.PublicationError) as error:
         raise OperationError(str(error)) from None
     raise ValueError(f"{kind!r} is not a peer request")
+
+
+def resource_of_text(text: str) -> Resource:
+    """The descriptor of a workload's ``file``: its UTF-8 bytes' SHA-256 and size."""
+    content = text.encode()
+    return Resource(sha256=hashlib.sha256(content).hexdigest(), size=len(content))
 
 
 def check_operation(op: object, line: int) -> dict:
@@ -154,7 +170,7 @@ def check_operation(op: object, line: int) -> dict:
             if isinstance(op[key], bool) or not isinstance(op[key], str | int):
                 raise WorkloadError(f"line {line}: {key} must be a string or a number")
             op[key] = str(op[key])
-    for key in ("query", "data", "format"):
+    for key in ("query", "data", "format", "file"):
         if key in op and not isinstance(op[key], str):
             raise WorkloadError(f"line {line}: {key} must be a string")
     for key in ("expires", "seconds"):
@@ -215,6 +231,26 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class Offer:
+    """``peer`` keeps ``content`` as the resource of publication ``publication`` (before it
+    publishes it, as ``peer publish --file`` copies the file first)."""
+
+    peer: str
+    publication: str
+    content: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Want:
+    """``peer`` fetches the resource of publication ``publication`` from its inbox's
+    notification; the runner refuses it (``OperationError``) when there is none or it names no
+    resource (``superpeer.sim.fetching``)."""
+
+    peer: str
+    publication: str
+
+
+@dataclass(frozen=True, slots=True)
 class Forget:
     """``peer`` left for good."""
 
@@ -250,6 +286,8 @@ Step = (
     Connect
     | Disconnect
     | Send
+    | Offer
+    | Want
     | Forget
     | SuperPeerJoin
     | SuperPeerLeave
@@ -338,6 +376,8 @@ class Planner:
             return [*steps, *self._arrive(name, peer, previous)]
         if not peer.attached:
             raise OperationError(f"peer {name} is detached")
+        if kind == "fetch":
+            return [Want(name, op["id"])]
         messages = peer_requests(op, public_id, now)
         for message in messages:
             if isinstance(message, m.Publish | m.Withdraw):
@@ -349,7 +389,12 @@ class Planner:
                         f"its changes go there, not to {peer.superpeer}"
                     )
         self._remember(peer, op)
-        return [Send(name, message) for message in messages]
+        offers: list[Step] = [
+            Offer(name, message.publication.id, op["file"].encode())
+            for message in messages
+            if "file" in op and isinstance(message, m.Publish)
+        ]
+        return [*offers, *(Send(name, message) for message in messages)]
 
     def _join(self, name: str, index: int) -> list[Step]:
         if not 0 <= index < self.superpeers or index in self.gone:

@@ -61,7 +61,7 @@ async def replay_kept(workload: Path, directory: Path, settings: Path) -> tuple[
     with Cluster(
         SUPERPEERS, directory=directory, extra_args=("--config", str(settings))
     ) as cluster:
-        player = Replay(cluster)
+        player = Replay(cluster, directory / "peers")
         async with trio.open_nursery() as nursery:
             await player.run(operations, nursery)
             statuses = await cluster.statuses()

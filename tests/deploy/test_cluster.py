@@ -21,7 +21,7 @@ from deploy.driver import RemotePeer, wait_quiet
 from deploy.replay import replay
 from superpeer.sim import Simulation
 from superpeer.sim.generate import generate
-from tests.superpeer.oracle import expected_deliveries, expected_locations
+from tests.superpeer.oracle import expected_deliveries, expected_fetches, expected_locations
 from wire import messages as m
 
 pytestmark = pytest.mark.process
@@ -57,6 +57,47 @@ def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, s
     assert sum(where is not None for found in located.values() for where in found.values()) > 10
     backbone = {k: v["count"] for k, v in report["messages"].items() if routing(k)}
     assert backbone == {k: c for k, c in simulation.messages.items() if routing(k)}
+
+
+def test_replay_fetches_what_the_simulator_and_the_oracle_fetch(tmp_path):
+    """Publications with files, fetched a few operations later (the owner online, or detached
+    by the churn: a rendezvous), then everyone back online."""
+    operations = list(
+        generate(
+            superpeers=4, peers=8, subscriptions=24, publications=16,
+            churn=0.25, unsubscribe=0.0, seed=3,
+        )
+    )  # fmt: skip
+    for index, op in enumerate(operations):
+        if op["op"] == "publish":
+            operations[index] = {**op, "file": f"the resource of {op['id']}\n" * (index % 5)}
+    delivered = expected_deliveries(4, operations)
+    later: dict[int, list[dict]] = {}
+    for index, op in enumerate(operations):
+        takers = [p for p, ids in delivered.items() if op["op"] == "publish" and op["id"] in ids]
+        if takers:
+            fetch = {"op": "fetch", "peer": takers[index % len(takers)], "id": op["id"]}
+            later.setdefault(index + 6, []).append(fetch)
+    operations = [
+        fetch for index, op in enumerate(operations) for fetch in [op, *later.get(index, [])]
+    ]
+    operations += [{"op": "attach", "peer": f"peer{k}"} for k in range(8)]
+    workload = tmp_path / "workload.jsonl"
+    workload.write_text("".join(json.dumps(op) + "\n" for op in operations))
+    report = trio.run(replay, workload, 4, None)
+    simulation = Simulation(4)
+    try:
+        for op in operations:
+            simulation.apply(dict(op))
+        fetched = simulation.fetched()
+    finally:
+        simulation.close()
+    expected = expected_fetches(4, operations)
+    assert report["fetched"] == fetched == expected
+    assert sum(map(len, expected.values())) >= 5
+    assert report["deliveries"] == simulation.deliveries()
+    assert report["errors"] == simulation.errors
+    assert simulation.messages["peer.upload_wanted"] > 0
 
 
 def routing(kind: str) -> bool:

@@ -266,3 +266,74 @@ def expected_locations(superpeers: int, operations: Iterable[dict]) -> dict[str,
         ):
             planner.plan(dict(op))
     return {name: dict(sorted(ids.items())) for name, ids in sorted(found.items())}
+
+
+def expected_fetches(superpeers: int, operations: Iterable[dict]) -> dict[str, list[str]]:
+    """Per peer (still in the network at the end), the publications whose resource it must
+    hold by the end: it fetched one it had been notified of (``expected_deliveries`` up to the
+    fetch), offered by a file, published by another peer; then that owner, without having left,
+    was online at the access point the notification named (where it published), and after that
+    the requester was online. An empty file needs no owner. The simple reading of "once both sides have been online", for a
+    backbone that does not change (where peers are is the planner's).
+
+    Publication ids are assumed unique across the workload (each names one owner's resource)."""
+    ops = list(operations)
+    planner = Planner(superpeers)
+    offered: dict[str, tuple[str, object, int]] = {}
+    """Publication id -> (owner, its planner record when it published, its access point)."""
+    waiting: list[list] = []
+    """[requester, its planner record, publication, owner side done?] per fetch under way."""
+    fetched: dict[str, set[str]] = {}
+    for index, op in enumerate(ops):
+        before = planner.peers.get(str(op.get("peer")))
+        try:
+            planner.plan(dict(op))
+        except (OperationError, qel.QueryError, qel.AdvertisementError, qel.PublicationError):
+            continue
+        name = str(op.get("peer"))
+        if op["op"] == "join":
+            fetched[name] = set()
+        elif op["op"] == "publish" and "file" in op:
+            for publication in qel.parse_publications(
+                op["data"], op.get("format", "turtle"), publisher=name, id=str(op["id"])
+            ):
+                assert publication.id not in offered, "publication ids must be unique"
+                offered[publication.id] = (name, before, before.superpeer)  # type: ignore[union-attr]
+        elif op["op"] == "fetch":
+            notified = expected_deliveries(superpeers, ops[:index]).get(name, [])
+            wanted = str(op["id"])
+            owner = offered.get(wanted)
+            mine = owner is not None and owner[0] == name
+            if (
+                wanted in notified
+                and owner is not None
+                and not mine
+                and wanted not in fetched[name]
+            ):
+                # an empty file needs nothing from its owner: its hash says it all
+                waiting.append([name, before, wanted, not op_file(ops, wanted)])
+        for fetch in list(waiting):
+            requester, record, publication, uploaded = fetch
+            if planner.peers.get(requester) is not record:
+                waiting.remove(fetch)  # the requester left
+                continue
+            owner, owner_record, access_point = offered[publication]
+            now = planner.peers.get(owner)
+            if not uploaded and now is owner_record and now.attached:  # type: ignore[union-attr]
+                fetch[3] = uploaded = now.superpeer == access_point  # type: ignore[union-attr]
+            if uploaded and record.attached:  # type: ignore[union-attr]
+                fetched[requester].add(publication)
+                waiting.remove(fetch)
+        if op["op"] == "leave":
+            fetched.pop(name, None)
+    present = planner.peers
+    return {name: sorted(fetched.get(name, ())) for name in sorted(present)}
+
+
+def op_file(operations: list[dict], publication: str) -> str:
+    """The ``file`` of the operation that published ``publication``."""
+    return next(
+        op["file"]
+        for op in operations
+        if op["op"] == "publish" and "file" in op and publication.partition("#")[0] == str(op["id"])
+    )

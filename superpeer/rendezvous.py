@@ -1,0 +1,488 @@
+"""Resources and rendezvous at the access points, sans-IO (seed 004, Section 5.1, Fig. 6).
+
+A peer A that wants the resource of a publication owned by B sends ``Fetch`` to its access point
+AP. AP keeps a durable *incoming* record and sends ``RendezvousRequest`` to B's access point AP2
+(named in the notification), routed over the cube by bit-fixing: each hop passes it to its parent
+in the spanning tree rooted at AP2's position, at most log2 N hops, no network-wide look-up. AP2
+keeps the newest request durably as an *outgoing* record and, whenever B is attached (now, or when
+it reconnects), tells it ``UploadWanted``; B answers with ``Upload`` frames, which AP2 relays to AP
+(``RendezvousChunk``, same routing). AP appends them to its rendezvous directory (the store's
+chunks) and asks for the next window when one is complete, so at most ``window_bytes`` of one file
+are in flight anywhere: memory stays bounded, and a transfer cut anywhere resumes from what AP
+holds (AP asks again after ``retry_seconds`` without progress; B, reconnecting, is asked again).
+When the file is complete AP checks size and SHA-256 against what A's notification said and keeps
+the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` -> ``Collect``
+-> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
+
+The owner online and the owner offline are the same path; only the wait differs. The transfer is
+relayed through the access points rather than direct between peers: peers need no listening
+socket reachable from outside, the rendezvous needs the relay anyway, and every hop is already
+TLS-authenticated (peer sessions by secure identification, super-peers by the network CA).
+
+Rules:
+
+* One rendezvous per (requester, owner, publication): its key is a hash of the three, the same at
+  every access point, so a repeated or re-sent ``Fetch`` is the same rendezvous, and a requester
+  that migrated and fetches again through its new access point redirects the owner's side to it.
+* Only the owner answers: AP2 accepts an ``Upload`` only from the authenticated session of the
+  record's owner. Only the requester collects: AP serves a file only to the authenticated session
+  of the record's requester.
+* A peer re-sends its unfinished fetches after every connection (``peer.resources``): that is how
+  a migrated requester's rendezvous follows it.
+* Limits: ``max_bytes`` (the rendezvous directory's quota, counted by the sizes announced when
+  fetches are accepted; a fetch that does not fit is refused) and ``retention_seconds`` (a record
+  older than that is dropped, with its bytes); both shown in ``superpeer status``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from qel.resources import rendezvous_key
+from superpeer.actions import ToPeer
+from superpeer.core import TopologyView
+from wire import encode
+from wire import messages as m
+
+INCOMING: Final = "rendezvous-in"
+"""Records at the requester's access point, by rendezvous key."""
+OUTGOING: Final = "rendezvous-out"
+"""Records at the owner's access point, by rendezvous key."""
+RECEIVING: Final = "receiving"
+READY: Final = "ready"
+FAILED: Final = "failed"
+
+Send = Callable[[str, object, float, list], None]
+"""How the node sends a backbone message to a neighbour (``SuperPeerNode._send``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RendezvousConfig:
+    chunk_bytes: int = 192 * 1024
+    """Bytes per ``FileChunk`` (under the wire's binary limit)."""
+    window_bytes: int = 4 * 1024 * 1024
+    """Bytes asked for at once, of an owner or by a requester: what one transfer may hold in
+    flight."""
+    max_bytes: int = 1024 * 1024 * 1024
+    """The rendezvous directory's quota (sum of the sizes of the files being received or kept)."""
+    retention_seconds: float = 7 * 86400.0
+    """A rendezvous not completed and collected within this time is dropped."""
+    retry_seconds: float = 30.0
+    """A file being received that made no progress for this long is asked for again."""
+
+
+@dataclass
+class RendezvousStatistics:
+    requested: int = 0
+    relayed: int = 0
+    completed: int = 0
+    collected: int = 0
+    corrupted: int = 0
+    refused: int = 0
+    """Uploads or collections from a peer that is not the owner or the requester."""
+    unroutable: int = 0
+    expired: int = 0
+
+
+def next_hop(view: TopologyView, target_position: int) -> str | None:
+    """The neighbour one bit closer to ``target_position``: this node's parent in the tree
+    rooted there (None when this node holds the position)."""
+    return view.parent(target_position)
+
+
+class Rendezvous:
+    """One super-peer's part in resource transfers; see the module docstring."""
+
+    def __init__(
+        self,
+        node_id: str,
+        store,  # superpeer.store.Store
+        send: Send,
+        where: Callable[[], tuple[TopologyView, dict[str, int]] | None],
+        config: RendezvousConfig | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self._where = where
+        """The cube as this node sees it now and the origins' root positions (None while it is
+        not a member)."""
+        self.store = store
+        self._send = send
+        self.config = config or RendezvousConfig()
+        self.statistics = RendezvousStatistics()
+        self._attached: set[str] = set()
+
+    # -- the requester's access point -----------------------------------------------------------
+    def fetch(
+        self,
+        peer: str,
+        message: m.Fetch,
+        now: float,
+        out: list,
+    ) -> None:
+        request = f"fetch {message.publication}"
+        key = rendezvous_key(peer, message.owner, message.publication)
+        incoming = self.store.pending(INCOMING)
+        record = incoming.get(key)
+        if message.owner == peer:
+            self._to_peer(peer, m.Refused(request=request, reason="you own this resource"), out)
+            return
+        if record is None or record["state"] == FAILED:
+            held = sum(r["size"] for k, r in incoming.items() if k != key and r["state"] != FAILED)
+            if message.size < 0 or held + message.size > self.config.max_bytes:
+                reason = (
+                    f"the rendezvous directory cannot take {message.size} more bytes "
+                    f"({held} held, max_bytes = {self.config.max_bytes})"
+                )
+                self._to_peer(peer, m.Refused(request=request, reason=reason), out)
+                return
+            if record is not None:
+                self.store.drop_chunks(key)
+            record = {
+                "requester": peer,
+                "owner": message.owner,
+                "publication": message.publication,
+                "sha256": message.sha256,
+                "size": message.size,
+                "received": 0,
+                "state": RECEIVING,
+                "reason": "",
+                "at": now,
+            }
+        record["superpeer"] = message.superpeer
+        record["progress_at"] = now
+        self.store.set_pending(INCOMING, key, record)
+        self.statistics.requested += 1
+        self._to_peer(peer, m.Ack(request=request), out)
+        if record["state"] == READY:
+            self._ready(key, record, out)
+        elif record["size"] == 0:
+            self._complete(key, record, out)
+        else:
+            self._ask(key, record, now, out)
+
+    def _ask(
+        self,
+        key: str,
+        record: dict,
+        now: float,
+        out: list,
+    ) -> None:
+        target = record["superpeer"]
+        where = self._where()
+        position = None if where is None else where[1].get(target)
+        if where is None or position is None:
+            # the owner's access point advertises nothing any more (it left, or the owner's
+            # advertisement went): ask again later, when it may be known
+            self.statistics.unroutable += 1
+            return
+        offset = record["received"]
+        record["asked_until"] = offset + min(self.config.window_bytes, record["size"] - offset)
+        self.store.set_pending(INCOMING, key, record)
+        request = m.RendezvousRequest(
+            rendezvous=key,
+            target=target,
+            target_position=position,
+            requester=record["requester"],
+            requester_superpeer=self.node_id,
+            requester_position=where[0].root_position,
+            owner=record["owner"],
+            publication=record["publication"],
+            offset=offset,
+            length=record["asked_until"] - offset,
+            hops=0,
+        )
+        self.route(request, now, out)
+
+    def chunk_in(
+        self,
+        message: m.RendezvousChunk,
+        now: float,
+        out: list,
+    ) -> None:
+        key = message.rendezvous
+        record = self.store.pending(INCOMING).get(key)
+        if record is None or record["state"] != RECEIVING:
+            return  # a repeat after completion, or a record dropped meanwhile
+        if message.error:
+            self._fail(key, record, f"the owner could not serve it: {message.error}", out)
+            return
+        if message.offset != record["received"]:
+            return  # a repeat of what is already held (a window asked twice)
+        end = message.offset + len(message.data)
+        if end > record["size"]:
+            self._fail(key, record, "the upload is larger than the notification said", out)
+            return
+        self.store.put_chunk(key, message.offset, message.data)
+        record["received"] = end
+        record["progress_at"] = now
+        self.statistics.relayed += 1
+        if end == record["size"]:
+            self._complete(key, record, out)
+            return
+        self.store.set_pending(INCOMING, key, record)
+        if end >= record.get("asked_until", 0):
+            self._ask(key, record, now, out)
+
+    def _complete(self, key: str, record: dict, out: list) -> None:
+        digest = hashlib.sha256()
+        for start in range(0, record["size"], self.config.window_bytes):
+            for _, data in self._read(
+                key, start, min(record["size"], start + self.config.window_bytes)
+            ):
+                digest.update(data)
+        if digest.hexdigest() != record["sha256"]:
+            self.statistics.corrupted += 1
+            self._fail(
+                key, record, "the uploaded file does not match the notification's SHA-256", out
+            )
+            return
+        record["state"] = READY
+        self.store.set_pending(INCOMING, key, record)
+        self.statistics.completed += 1
+        self._ready(key, record, out)
+
+    def _fail(self, key: str, record: dict, reason: str, out: list) -> None:
+        self.store.drop_chunks(key)
+        record.update(state=FAILED, reason=reason, received=0)
+        self.store.set_pending(INCOMING, key, record)
+        if record["requester"] in self._attached:
+            self._failed_notice(key, record, out)
+
+    def _failed_notice(self, key: str, record: dict, out: list) -> None:
+        notice = m.FetchFailed(
+            rendezvous=key,
+            publication=record["publication"],
+            owner=record["owner"],
+            reason=record["reason"],
+        )
+        self._to_peer(record["requester"], notice, out)
+
+    def _ready(self, key: str, record: dict, out: list) -> None:
+        if record["requester"] not in self._attached:
+            return  # told when it comes back
+        ready = m.FileReady(
+            rendezvous=key,
+            publication=record["publication"],
+            owner=record["owner"],
+            sha256=record["sha256"],
+            size=record["size"],
+        )
+        self._to_peer(record["requester"], ready, out)
+
+    def collect(self, peer: str, message: m.Collect, out: list) -> None:
+        record = self.store.pending(INCOMING).get(message.rendezvous)
+        if record is None or record["requester"] != peer or record["state"] != READY:
+            if record is not None and record["requester"] != peer:
+                self.statistics.refused += 1
+            notice = m.FetchFailed(
+                rendezvous=message.rendezvous,
+                publication="",
+                owner="",
+                reason="no rendezvous file of yours under that key",
+            )
+            self._to_peer(peer, notice, out)
+            return
+        start = max(0, message.offset)
+        end = min(record["size"], start + min(message.length, self.config.window_bytes))
+        for first, piece in self._read(message.rendezvous, start, end):
+            for at in range(0, len(piece), self.config.chunk_bytes):
+                chunk = piece[at : at + self.config.chunk_bytes]
+                self._to_peer(
+                    peer,
+                    m.FileChunk(
+                        rendezvous=message.rendezvous,
+                        offset=first + at,
+                        data=chunk,
+                        window_end=end,
+                    ),
+                    out,
+                )
+
+    def _read(self, key: str, start: int, end: int) -> list[tuple[int, bytes]]:
+        """The bytes held for ``key`` in [start, end), as (offset, bytes) pieces in order."""
+        pieces = []
+        for offset, data in self.store.chunks(key, start, end):
+            pieces.append((max(offset, start), data[max(0, start - offset) : end - offset]))
+        return pieces
+
+    def collected(self, peer: str, message: m.Collected) -> None:
+        record = self.store.pending(INCOMING).get(message.rendezvous)
+        if record is None or record["requester"] != peer:
+            return
+        self.store.drop_chunks(message.rendezvous)
+        self.store.set_pending(INCOMING, message.rendezvous, None)
+        self.statistics.collected += 1
+
+    # -- the owner's access point ---------------------------------------------------------------
+    def request_in(self, message: m.RendezvousRequest, now: float, out: list) -> None:
+        record = {
+            "requester": message.requester,
+            "owner": message.owner,
+            "publication": message.publication,
+            "superpeer": message.requester_superpeer,
+            "position": message.requester_position,
+            "offset": message.offset,
+            "length": message.length,
+            "at": now,
+        }
+        self.store.set_pending(OUTGOING, message.rendezvous, record)
+        if message.owner in self._attached:
+            self._want(message.rendezvous, record, out)
+
+    def _want(self, key: str, record: dict, out: list) -> None:
+        wanted = m.UploadWanted(
+            rendezvous=key,
+            publication=record["publication"],
+            requester=record["requester"],
+            offset=record["offset"],
+            length=record["length"],
+        )
+        self._to_peer(record["owner"], wanted, out)
+
+    def upload(self, peer: str, message: m.Upload, now: float, out: list) -> None:
+        record = self.store.pending(OUTGOING).get(message.rendezvous)
+        if record is None:
+            return  # answered already (a repeat), or never asked
+        if record["owner"] != peer:
+            self.statistics.refused += 1
+            return
+        start, end = record["offset"], record["offset"] + record["length"]
+        if not message.error and not start <= message.offset < end:
+            return  # outside the window asked for (an older request's)
+        chunk = m.RendezvousChunk(
+            rendezvous=message.rendezvous,
+            target=record["superpeer"],
+            target_position=record["position"],
+            offset=message.offset,
+            data=message.data,
+            error=message.error,
+            hops=0,
+        )
+        if message.error or message.offset + len(message.data) >= end:
+            self.store.set_pending(OUTGOING, message.rendezvous, None)
+        self.route(chunk, now, out)
+
+    # -- both -------------------------------------------------------------------------------------
+    def route(
+        self,
+        message: m.RendezvousRequest | m.RendezvousChunk,
+        now: float,
+        out: list,
+    ) -> None:
+        """Handle ``message`` here if this node is its target, else pass it one hop on."""
+        if message.target == self.node_id:
+            if isinstance(message, m.RendezvousRequest):
+                self.request_in(message, now, out)
+            else:
+                self.chunk_in(message, now, out)
+            return
+        where = self._where()
+        hop = None if where is None else next_hop(where[0], message.target_position)
+        if hop is None:
+            # this node holds the position, so the target left it: the requester's access
+            # point asks again after ``retry_seconds`` (and the owner, moved, is found through
+            # the peer's own fetch when it has a new access point)
+            self.statistics.unroutable += 1
+            return
+        relayed = dataclasses.replace(message, hops=message.hops + 1)
+        self._send(hop, relayed, now, out)
+
+    def attached(self, peer: str, out: list) -> None:
+        """``peer`` connected here: what waits for it, as owner and as requester."""
+        self._attached.add(peer)
+        for key, record in sorted(self.store.pending(OUTGOING).items()):
+            if record["owner"] == peer:
+                self._want(key, record, out)
+        for key, record in sorted(self.store.pending(INCOMING).items()):
+            if record["requester"] != peer:
+                continue
+            if record["state"] == READY:
+                self._ready(key, record, out)
+            elif record["state"] == FAILED:
+                self._failed_notice(key, record, out)
+                self.store.set_pending(INCOMING, key, None)
+
+    def detached(self, peer: str) -> None:
+        self._attached.discard(peer)
+
+    def moved_away(self, peer: str) -> None:
+        """``peer`` moved to another access point: its fetches are asked again there (it
+        re-sends them after every connection) and the owners' access points redirected, so the
+        ones here go. Kept, a record not yet complete would ask the owner again every
+        ``retry_seconds`` and take the rendezvous back from the new access point."""
+        for key, record in self.store.pending(INCOMING).items():
+            if record["requester"] == peer:
+                self.store.drop_chunks(key)
+                self.store.set_pending(INCOMING, key, None)
+
+    def timer(self, now: float, out: list) -> None:
+        """Ask again for stalled transfers; drop what outlived ``retention_seconds``."""
+        horizon = now - self.config.retention_seconds
+        for kind in (INCOMING, OUTGOING):
+            for key, record in self.store.pending(kind).items():
+                if record["at"] < horizon:
+                    self.statistics.expired += 1
+                    self.store.set_pending(kind, key, None)
+                    if kind == INCOMING:
+                        self.store.drop_chunks(key)
+        for key, record in self.store.pending(INCOMING).items():
+            if (
+                record["state"] == RECEIVING
+                and now - record["progress_at"] >= self.config.retry_seconds
+            ):
+                record["progress_at"] = now
+                self.store.set_pending(INCOMING, key, record)
+                self._ask(key, record, now, out)
+
+    def next_deadline(self) -> float | None:
+        due = [
+            r["progress_at"] + self.config.retry_seconds
+            for r in self.store.pending(INCOMING).values()
+            if r["state"] == RECEIVING
+        ]
+        return min(due, default=None)
+
+    def status(self) -> dict[str, object]:
+        incoming = self.store.pending(INCOMING)
+        return {
+            "files": len(incoming),
+            "ready": sum(1 for r in incoming.values() if r["state"] == READY),
+            "bytes": sum(r["received"] for r in incoming.values()),
+            "reserved_bytes": sum(r["size"] for r in incoming.values() if r["state"] != FAILED),
+            "max_bytes": self.config.max_bytes,
+            "retention_seconds": self.config.retention_seconds,
+            "waiting_for_owners": len(self.store.pending(OUTGOING)),
+            "in_progress": self.in_progress(),
+            "statistics": {
+                "requested": self.statistics.requested,
+                "relayed": self.statistics.relayed,
+                "completed": self.statistics.completed,
+                "collected": self.statistics.collected,
+                "corrupted": self.statistics.corrupted,
+                "refused": self.statistics.refused,
+                "unroutable": self.statistics.unroutable,
+                "expired": self.statistics.expired,
+            },
+        }
+
+    def in_progress(self) -> int:
+        """Transfers waiting only for a peer that is attached here (an owner asked to upload, a
+        requester told to collect): work under way, not a wait for someone to come back. A
+        network whose access points all say 0, with no backbone frame in flight, has moved
+        every byte it can move (``deploy.driver.quiet_problems``)."""
+        uploads = sum(
+            1 for r in self.store.pending(OUTGOING).values() if r["owner"] in self._attached
+        )
+        collections = sum(
+            1
+            for r in self.store.pending(INCOMING).values()
+            if r["state"] == READY and r["requester"] in self._attached
+        )
+        return uploads + collections
+
+    def _to_peer(self, peer: str, message: object, out: list) -> None:
+        out.append(ToPeer(peer, message, encode(message)))

@@ -1,0 +1,128 @@
+"""Resources in the simulator (issue 14, item 5): on random workloads where publications offer
+files and peers fetch them while owners and requesters come and go, every fetch the oracle says
+must complete holds the file, verified, and no other does. The access points' windows are a
+few bytes here, so that every transfer takes several windows and frames each way."""
+
+import json
+from pathlib import Path
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from peer.resources import Resources
+from superpeer.node import NodeConfig
+from superpeer.rendezvous import RendezvousConfig
+from superpeer.sim import Simulation
+from tests.strategies import EX, PREDICATES
+from tests.superpeer.oracle import expected_deliveries, expected_fetches, op_file
+from tests.superpeer.test_completeness import workloads
+
+EVERYTHING = [f": t(?s, <{p.value}>, ?v)" for p in PREDICATES]
+"""Subscriptions that together match every publication the strategies make."""
+SMALL_WINDOWS = NodeConfig(
+    heartbeat_seconds=0.5,
+    failure_seconds=2.0,
+    rendezvous=RendezvousConfig(window_bytes=7, chunk_bytes=3),
+)
+
+
+@st.composite
+def fetching_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """The completeness workloads with files on most publications, fetches mixed in (mostly of
+    what the fetching peer will have been notified of, by the oracle; some of anything) and,
+    sometimes, everyone attached at the end."""
+    superpeers, ops = draw(workloads())
+    joined = sum(1 for op in ops if op["op"] == "join")
+    if draw(st.booleans()):  # some peers take everything, so that there is much to fetch
+        broad = [
+            {"op": "subscribe", "peer": op["peer"], "id": f"all-{k}", "query": query}
+            for op in ops[:joined]
+            if draw(st.booleans())
+            for k, query in enumerate(EVERYTHING)
+        ]
+        ops = [*ops[:joined], *broad, *ops[joined:]]
+    delivered = expected_deliveries(superpeers, ops)
+    mixed: list[dict] = []
+    published: list[str] = []
+    peers = sorted({op["peer"] for op in ops if op["op"] == "join"})
+    for op in ops:
+        if op["op"] == "publish":
+            published.append(op["id"])
+        with_file = op["op"] == "publish" and draw(st.integers(0, 3)) > 0
+        mixed.append({**op, "file": draw(st.text(max_size=40))} if with_file else op)
+        for _ in range(draw(st.integers(0, 2))):
+            likely = [(p, i) for p in peers for i in published if i in delivered.get(p, ())]
+            if likely and draw(st.integers(0, 3)):
+                peer, wanted = draw(st.sampled_from(likely))
+            else:
+                peer = draw(st.sampled_from(peers))
+                wanted = draw(st.sampled_from([*published, "unknown"]))
+            mixed.append({"op": "fetch", "peer": peer, "id": wanted})
+    if draw(st.booleans()):
+        mixed += [{"op": "attach", "peer": peer} for peer in peers]
+    return superpeers, mixed
+
+
+@settings(max_examples=80)
+@given(fetching_workloads(), st.booleans(), st.integers(0, 3))
+def test_every_fetch_the_oracle_expects_completes_verified(workload, interleave, seed):
+    superpeers, ops = workload
+    simulation = Simulation(superpeers, seed=seed, interleave=interleave, node_config=SMALL_WINDOWS)
+    try:
+        for op in ops:
+            simulation.apply(dict(op))
+        assert simulation.deliveries() == expected_deliveries(superpeers, ops)
+        expected = expected_fetches(superpeers, ops)
+        event(f"fetches expected: {min(3, sum(map(len, expected.values())))}+")
+        event(f"rendezvous messages: {simulation.messages['sp.rendezvous'] > 0}")
+        assert simulation.fetched() == expected
+        for name, peer in simulation.peers.items():
+            for publication in simulation.fetched()[name]:
+                content = op_file(ops, publication).encode()
+                assert _fetched_file(peer.resources, publication) == content
+    finally:
+        simulation.close()
+
+
+def _fetched_file(resources: Resources, publication: str) -> bytes:
+    """The bytes a peer keeps for ``publication``'s resource (where ``peer fetch`` puts them)."""
+    [out] = [
+        record["out"]
+        for path in resources.wanted_dir.glob("*.json")
+        if (record := json.loads(path.read_bytes()))["publication"] == publication
+    ]
+    return Path(out).read_bytes()
+
+
+def test_a_requester_that_moved_gets_the_file_at_its_new_access_point_and_the_old_forgets():
+    """The owner offline, the requester asks, moves, and the owner comes back: the file goes to
+    the new access point; the old one keeps no record that would ask the owner again."""
+    ops = [
+        {"op": "join", "peer": "owner", "superpeer": 1},
+        {"op": "join", "peer": "reader", "superpeer": 2},
+        {"op": "advertise", "peer": "owner", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "all", "query": EVERYTHING[0]},
+        {
+            "op": "publish",
+            "peer": "owner",
+            "id": "paper",
+            "format": "nt",
+            "data": f'<{EX}paper> <{PREDICATES[0].value}> "Nejdl" .\n',
+            "file": "the paper's text " * 3,
+        },
+        {"op": "detach", "peer": "owner"},
+        {"op": "fetch", "peer": "reader", "id": "paper"},
+        {"op": "move", "peer": "reader", "superpeer": 3},
+        {"op": "attach", "peer": "owner"},
+    ]
+    simulation = Simulation(4, node_config=SMALL_WINDOWS)
+    try:
+        for op in ops:
+            simulation.apply(dict(op))
+        assert simulation.errors == []
+        assert simulation.fetched() == {"owner": [], "reader": ["paper"]}
+        old, new = (simulation.nodes[f"sp{k}"].rendezvous.status() for k in (2, 3))
+        assert old["files"] == 0 and old["statistics"]["completed"] == 0
+        assert new["statistics"]["completed"] == 1
+    finally:
+        simulation.close()
