@@ -54,6 +54,8 @@ PREFIX: Final = "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n"
 QUERY: Final = 'X : t(X, dc:creator, C), C contains "Nejdl"'
 BATCH: Final = 10
 QUIET_TIMEOUT: Final = 120.0
+DRAIN_LIMIT: Final = 1800.0
+"""However slowly a backlog drains, a scenario gives up after this long."""
 
 
 MOVE_SETTINGS: Final = """[limits]
@@ -220,8 +222,28 @@ def wait_delivered(cluster: Cluster, k: int, directory: Path, stream: Stream) ->
         rows = [r for r in held_for(cluster, k) if r["peer"] == status["peer_id"]]
         return all(r["mail"] == 0 and r["unacknowledged"] == 0 for r in rows)
 
+    started = time.monotonic()
+    progress = {"records": -1, "at": started}
+
+    def done_or_stuck() -> bool:
+        """Done; or raises once the inbox stopped growing for ``QUIET_TIMEOUT`` (a long backlog
+        on a loaded machine drains slowly, and slow is not lost)."""
+        if done():
+            return True
+        records = ((peer_status(directory) or {}).get("inbox") or {}).get("records", -1)
+        now = time.monotonic()
+        if records != progress["records"]:
+            progress.update(records=records, at=now)
+        elif now - progress["at"] > QUIET_TIMEOUT:
+            raise DeliveryError(
+                f"timed out: no new notification in {QUIET_TIMEOUT:.0f} s waiting for "
+                f"{directory.name} to receive {len(owed)}"
+            )
+        return False
+
     try:
-        return wait_for(done, QUIET_TIMEOUT, f"{directory.name} to receive {len(owed)}")
+        wait_for(done_or_stuck, DRAIN_LIMIT, f"{directory.name} to receive {len(owed)}")
+        return time.monotonic() - started
     except DeliveryError as error:
         status = peer_status(directory) or {}
         missing = sorted(owed - ids(inbox_of(directory))) if status else ["(not running)"]
