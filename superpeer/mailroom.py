@@ -119,6 +119,13 @@ class Mailroom:
         number = self.store.put_mail(peer, key, wire.encode(notify), now)
         if number is None:
             self.statistics.repeats += 1
+            if peer not in self._windows:
+                # kept here already, and perhaps handed over: it came back with the peer's mail
+                # from elsewhere, so it is held here anew. A new number keeps it out of the
+                # range that the earlier handover's ``HandoverReceived`` deletes (``drop``).
+                renewed = self.store.renew_mail(peer, key)
+                if renewed is not None:
+                    self._last_number = max(self._last_number, renewed)
             return out
         self._last_number = max(self._last_number, number)
         window = self._windows.get(peer)

@@ -85,6 +85,7 @@ class Store(Protocol):
     def acknowledge(self, peer: str, through: int, now: float) -> int: ...
     def take_mail(self, peer: str, now: float) -> list[bytes]: ...
     def drop_mail(self, peer: str, through: int) -> int: ...
+    def renew_mail(self, peer: str, key: str) -> int | None: ...
     def discard_mail(self, peer: str, number: int) -> None: ...
     def mail_counts(self) -> dict[str, int]: ...
     def expire_mail(self, before: float, cap: int) -> dict[str, int]: ...
@@ -262,6 +263,17 @@ class MemoryStore:
     def drop_mail(self, peer: str, through: int) -> int:
         # handed over and received there: not delivered (see take_mail)
         return len(self._remove_mail(peer, through))
+
+    def renew_mail(self, peer: str, key: str) -> int | None:
+        box = self._mail.get(peer)
+        if box is None or key not in box.keys:
+            return None
+        held, data, at = box.items.pop(box.keys[key])
+        number = self._next_delivery
+        self._next_delivery += 1
+        box.items[number] = (held, data, at)
+        box.keys[key] = number
+        return number
 
     def discard_mail(self, peer: str, number: int) -> None:
         # an expired publication: not delivered, and a repeat of it is no longer owed either
@@ -544,6 +556,17 @@ class SqliteStore:
         # not marked delivered (see MemoryStore.take_mail)
         cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
         return cursor.rowcount
+
+    def renew_mail(self, peer: str, key: str) -> int | None:
+        rows = self._read("SELECT data, at FROM mail WHERE peer = ? AND key = ?", (peer, key))
+        if not rows:
+            return None
+        data, at = rows[0]
+        self._write("DELETE FROM mail WHERE peer = ? AND key = ?", (peer, key))
+        cursor = self._write(
+            "INSERT INTO mail (peer, key, data, at) VALUES (?, ?, ?, ?)", (peer, key, data, at)
+        )
+        return cursor.lastrowid
 
     def discard_mail(self, peer: str, number: int) -> None:
         self._write("DELETE FROM mail WHERE peer = ? AND delivery = ?", (peer, number))

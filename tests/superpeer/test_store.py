@@ -61,3 +61,22 @@ def test_mail_taken_for_a_handover_can_be_kept_again_when_the_peer_comes_back(re
     assert store.put_mail("p", "k2", b"two", 5.0) is not None, "handed over, not delivered"
     assert store.put_mail("p", "k1", b"one", 5.0) is None, "acknowledged: a repeat"
     assert store.mail_counts() == {"p": 1}
+
+
+def test_mail_that_comes_back_after_a_handover_outlives_the_handover_acknowledgement(reopen):
+    """Found by ``deploy.delivery``'s 50 moves: sp3 handed a detached peer's mail to sp1 and
+    kept it until sp1 confirmed; meanwhile the same notification came back to sp3 with mail
+    handed over from sp2 (the peer had gone round), was ignored as a repeat of the row sp3 still
+    had, and sp1's late confirmation then deleted that row: the notification was nowhere. A
+    repeat renews the row, out of the range the confirmation deletes."""
+    store = reopen()
+    first = store.put_mail("p", "k1", b"one", 1.0)
+    assert first is not None
+    handed_through = first  # handed over to another access point, not yet confirmed
+    assert store.put_mail("p", "k1", b"one", 2.0) is None  # came back from elsewhere
+    renewed = store.renew_mail("p", "k1")
+    assert renewed is not None and renewed > handed_through
+    assert store.drop_mail("p", handed_through) == 0  # the late confirmation
+    store = reopen()
+    assert store.mail_after("p", 0, 10) == [(renewed, b"one")]
+    assert store.renew_mail("p", "absent") is None
