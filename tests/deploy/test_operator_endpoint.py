@@ -133,14 +133,14 @@ def scraped_messages(values: dict) -> Counter:
     )
 
 
-async def test_metrics_scraped_during_a_replay_equal_the_trace_log(cluster):
+async def test_metrics_scraped_during_a_replay_equal_the_trace_log(cluster, tmp_path):
     operations = list(
         generate(
             superpeers=8, peers=8, subscriptions=16, publications=16,
             churn=0.2, unsubscribe=0.1, seed=3,
         )
     )  # fmt: skip
-    player = Replay(cluster)
+    player = Replay(cluster, tmp_path / "peers")
     scrapes = []
     async with trio.open_nursery() as nursery:
         half = len(operations) // 2
