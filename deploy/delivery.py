@@ -93,6 +93,62 @@ def held_for(cluster: Cluster, k: int) -> list[dict[str, Any]]:
     return json.loads(control_blocking(cluster.directories[k], "peers").body)
 
 
+def left_with(cluster: Cluster, peer_id: str, nodes: list[int]) -> list[dict[str, Any]]:
+    """What super-peers ``nodes`` still hold for ``peer_id`` (subscriptions, mail, unacknowledged
+    notifications): nothing, once a peer that moved away was handed over."""
+    return [
+        {**row, "at": f"sp{k}"}
+        for k in nodes
+        for row in held_for(cluster, k)
+        if row["peer"] == peer_id and (row["subscriptions"] or row["mail"] or row["unacknowledged"])
+    ]
+
+
+def forgotten_by(cluster: Cluster, peer_id: str, nodes: list[int], timeout: float) -> list[dict]:
+    """Wait up to ``timeout`` for ``nodes`` to hold nothing for ``peer_id``; what is left."""
+    with contextlib.suppress(DeliveryError):  # what is left is reported
+        wait_for(
+            lambda: not left_with(cluster, peer_id, nodes),
+            timeout,
+            "the old access points to forget the peer",
+        )
+    return left_with(cluster, peer_id, nodes)
+
+
+@dataclass
+class Producer:
+    """``stream`` publishing ``total`` at ``rate`` in a thread; ``reached`` is set once ``point``
+    publications were made (or the stream failed: ``failure``)."""
+
+    stream: Stream
+    total: int
+    rate: float
+    point: int
+    reached: threading.Event = field(default_factory=threading.Event)
+    failure: list[BaseException] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._produce, daemon=True)
+        self._thread.start()
+
+    def _produce(self) -> None:
+        try:
+            self.stream.run(self.total, self.rate, self._progress)
+        except BaseException as error:  # reported by ``join``
+            self.failure.append(error)
+        self.reached.set()
+
+    def _progress(self, made: int) -> None:
+        if made >= self.point:
+            self.reached.set()
+
+    def join(self) -> None:
+        """Wait for the end of the stream; its failure, if any, is raised here."""
+        self._thread.join()
+        if self.failure:
+            raise self.failure[0]
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
     """Poll ``condition`` until true; the seconds it took (raises after ``timeout``)."""
     start = time.monotonic()
@@ -310,23 +366,8 @@ def faults(
         for r in range(rounds):
             point = rng.randrange(1, publications)
             hold = rng.uniform(0.0, 1.0)
-            reached = threading.Event()
-            failure: list[BaseException] = []
-
-            def progress(made: int, point: int = point, reached: threading.Event = reached):
-                if made >= point:
-                    reached.set()
-
-            def produce(progress=progress, reached=reached, failure=failure) -> None:
-                try:
-                    stream.run(publications, rate, progress)
-                except BaseException as error:  # reported by the main thread
-                    failure.append(error)
-                    reached.set()
-
-            producer = threading.Thread(target=produce, daemon=True)
-            producer.start()
-            reached.wait()
+            producer = Producer(stream, publications, rate, point)
+            producer.reached.wait()
             # repeats the inbox ignored in this run of the daemon (read just before the fault)
             before = peer_status(subscriber) or {}
             repeats += before.get("inbox", {}).get("duplicates_ignored", 0)
@@ -339,8 +380,6 @@ def faults(
             time.sleep(hold)
             start(c, 0, 0)
             producer.join()
-            if failure:
-                raise failure[0]
             quiet = wait_delivered(c, 0, subscriber, stream)
             records = inbox_of(subscriber)
             verdict = judge(stream, records)
@@ -491,19 +530,7 @@ def moves(
         records = inbox_of(subscriber)
         repeats += (peer_status(subscriber) or {}).get("inbox", {}).get("duplicates_ignored", 0)
 
-        def old_rows() -> list[dict[str, Any]]:
-            return [
-                {**row, "at": f"sp{k}"}
-                for k in range(4)
-                if k != where
-                for row in held_for(c, k)
-                if row["peer"] == subscriber_id
-                and (row["subscriptions"] or row["mail"] or row["unacknowledged"])
-            ]
-
-        with contextlib.suppress(DeliveryError):  # what is left is reported
-            wait_for(lambda: not old_rows(), 30.0, "the old access points to forget the peer")
-        left_behind = old_rows()
+        left_behind = forgotten_by(c, subscriber_id, [k for k in range(4) if k != where], 30.0)
         problems = _daemon_problems(c)
     return {
         "scenario": "move", "moves": len(path) - 1, "path": path,
@@ -533,19 +560,8 @@ def failover(
         _setup(c, publisher, [subscriber], stream)
         subscriber_id = (peer_status(subscriber) or {})["peer_id"]
         point = rng.randrange(publications // 4, publications // 2)
-        reached = threading.Event()
-        failure: list[BaseException] = []
-
-        def produce() -> None:
-            try:
-                stream.run(publications, rate, lambda made: made >= point and reached.set())
-            except BaseException as error:  # reported by the main thread
-                failure.append(error)
-            reached.set()
-
-        producer = threading.Thread(target=produce, daemon=True)
-        producer.start()
-        reached.wait()
+        producer = Producer(stream, publications, rate, point)
+        producer.reached.wait()
         c.kill(0)
         moved = wait_for(
             lambda: (peer_status(subscriber) or {}).get("superpeer_id") == "sp2",
@@ -553,25 +569,13 @@ def failover(
             "the subscriber to fail over to sp2",
         )
         producer.join()
-        if failure:
-            raise failure[0]
         c.restart(0)
         quiet = wait_delivered(c, 2, subscriber, stream)
         records = inbox_of(subscriber)
         repeats = (peer_status(subscriber) or {}).get("inbox", {}).get("duplicates_ignored", 0)
 
-        def left_behind() -> list[dict[str, Any]]:
-            return [
-                row
-                for row in held_for(c, 0)
-                if row["peer"] == subscriber_id
-                and (row["subscriptions"] or row["mail"] or row["unacknowledged"])
-            ]
-
-        with contextlib.suppress(DeliveryError):  # what is left is reported
-            wait_for(lambda: not left_behind(), 60.0, "sp0 to hand over and forget the peer")
+        kept = forgotten_by(c, subscriber_id, [0], 60.0)
         problems = _daemon_problems(c)
-        kept = left_behind()
     return {
         "scenario": "failover", "publications": len(stream.published), "killed_after": point,
         "failover_seconds": round(moved, 2), **judge(stream, records), "repeats_ignored": repeats,

@@ -235,6 +235,42 @@ def _status_counters(status: Mapping[str, Any]) -> Iterator[Metric]:
     )
 
 
+_STATUS_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "superpeer_backbone_unacknowledged_messages",
+        "Messages sent to super-peers and not acknowledged yet (link queues)",
+        ("backbone_in_flight",),
+    ),
+    (
+        "superpeer_peer_queue_frames",
+        "Frames waiting to be written to peer connections",
+        ("peer_queue_frames",),
+    ),
+    ("superpeer_connections", "Open peer connections", ("connections",)),
+    (
+        "superpeer_subscriptions",
+        "Subscriptions held (from local peers and neighbours)",
+        ("subscriptions", "held"),
+    ),
+    (
+        "superpeer_poset_nodes",
+        "Distinct subscriptions in the covering poset",
+        ("subscriptions", "distinct"),
+    ),
+    (
+        "superpeer_advertisement_elements",
+        "Advertisement elements in the routing indices",
+        ("advertisements", "elements"),
+    ),
+    (
+        "superpeer_advertisement_origins",
+        "Super-peers whose advertisements are held",
+        ("advertisements", "origins"),
+    ),
+)
+"""Gauges read straight from one figure of the status report (its path there; 0 if absent)."""
+
+
 def _gauges(status: Mapping[str, Any]) -> Iterator[Metric]:
     yield _gauge(
         "superpeer_info",
@@ -289,39 +325,11 @@ def _gauges(status: Mapping[str, Any]) -> Iterator[Metric]:
         "Notifications sent to peers and not acknowledged yet",
         sum(mail.get("unacknowledged", {}).values()),
     )
-    yield _gauge(
-        "superpeer_backbone_unacknowledged_messages",
-        "Messages sent to super-peers and not acknowledged yet (link queues)",
-        status.get("backbone_in_flight", 0),
-    )
-    yield _gauge(
-        "superpeer_peer_queue_frames",
-        "Frames waiting to be written to peer connections",
-        status.get("peer_queue_frames", 0),
-    )
-    yield _gauge("superpeer_connections", "Open peer connections", status.get("connections", 0))
-    subscriptions = status.get("subscriptions", {})
-    yield _gauge(
-        "superpeer_subscriptions",
-        "Subscriptions held (from local peers and neighbours)",
-        subscriptions.get("held", 0),
-    )
-    yield _gauge(
-        "superpeer_poset_nodes",
-        "Distinct subscriptions in the covering poset",
-        subscriptions.get("distinct", 0),
-    )
-    ads = status.get("advertisements", {})
-    yield _gauge(
-        "superpeer_advertisement_elements",
-        "Advertisement elements in the routing indices",
-        ads.get("elements", 0),
-    )
-    yield _gauge(
-        "superpeer_advertisement_origins",
-        "Super-peers whose advertisements are held",
-        ads.get("origins", 0),
-    )
+    for name, text, path in _STATUS_GAUGES:
+        value: Any = status
+        for key in path:
+            value = value.get(key, {}) if isinstance(value, Mapping) else {}
+        yield _gauge(name, text, value if isinstance(value, int | float) else 0)
 
 
 def neighbour_state(neighbour: Mapping[str, Any], link: Mapping[str, Any] | None) -> str:
