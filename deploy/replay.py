@@ -32,7 +32,7 @@ import crypto
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, peer_key, wait_quiet
 from peer.resources import Resources
-from superpeer.sim.fetching import fetch_request, offer, open_resources, unfinished
+from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
 from superpeer.sim.workload import (
     Connect,
     Disconnect,
@@ -100,7 +100,8 @@ class Replay:
         elif isinstance(step, Disconnect):
             await self._disconnect(self.peers[step.peer])
         elif isinstance(step, Send):
-            await self._send(self.peers[step.peer], step.message, op)
+            peer = self.peers[step.peer]
+            await self._send(peer, sent(self._resources(peer), step.message), op)
         elif isinstance(step, Offer):
             offer(self._resources(self.peers[step.peer]), step.publication, step.content)
         elif isinstance(step, Want):

@@ -483,6 +483,8 @@ def _report_results(results: list[dict[str, Any]]) -> None:
     """One line per publication: published ones on stdout, the others on stderr."""
     for result in results:
         line = f"{result['outcome']} {result['id']} <{result['subject']}>"
+        if "sha256" in result:
+            line += f" with its file ({result['size']} bytes, sha256 {result['sha256']})"
         if result["outcome"] == "published":
             print(line)
         else:

@@ -528,7 +528,11 @@ class PeerService:
                 resources.discard(copy)
             raise CommandError("invalid", f"cannot publish: {error}") from None
         publications = [
-            with_resource(p, copies[p.subject.value][1]) if p.subject.value in copies else p
+            with_resource(p, copies[p.subject.value][1])
+            if p.subject.value in copies
+            else resources.keeping_file(p)
+            if change == "update"
+            else p
             for p in publications
         ]
 

@@ -32,7 +32,8 @@ from typing import Any, Final
 
 from peer.files import write_atomically
 from peer.inbox import record_key
-from qel.resources import Resource, rendezvous_key
+from qel.model import Publication
+from qel.resources import Resource, rendezvous_key, resource_of, with_resource
 from wire import messages as m
 
 WAITING: Final = "waiting"
@@ -94,6 +95,22 @@ class Resources:
             "source": str(source),
         }
         write_atomically(self.offered_dir / f"{key}.json", json.dumps(meta).encode())
+
+    def offered(self, publication: str) -> Resource | None:
+        """The file offered as ``publication``'s resource, None if none is."""
+        meta = self._json(self.offered_dir / f"{_name(publication)}.json")
+        if meta is None or not (self.offered_dir / _name(publication)).exists():
+            return None
+        return Resource(sha256=meta["sha256"], size=meta["size"])
+
+    def keeping_file(self, publication: Publication) -> Publication:
+        """An update given without a file of its own keeps the file its resource offers: a new
+        description of a paper does not take the paper away, and the version compares equal to
+        the old one when only the file's descriptor would differ (MDV sends nothing then)."""
+        if resource_of(publication) is not None:
+            return publication
+        resource = self.offered(publication.id)
+        return publication if resource is None else with_resource(publication, resource)
 
     def discard(self, copy: Path) -> None:
         copy.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ inbox record: the runner passes the one it holds (it keeps one per publication i
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import qel
@@ -32,6 +33,14 @@ def offer(resources: Resources, publication: str, content: bytes) -> None:
     source.write_bytes(content)
     copy, resource = resources.copy_in(source)
     resources.offer(publication, copy, resource, source)
+
+
+def sent(resources: Resources | None, message: object) -> object:
+    """``message`` as the peer daemon sends it: an update without a file of its own keeps the
+    file its resource offers (``Resources.keeping_file``; None: the peer offers nothing)."""
+    if resources is not None and isinstance(message, m.Publish) and message.change == "update":
+        return replace(message, publication=resources.keeping_file(message.publication))
+    return message
 
 
 def fetch_request(

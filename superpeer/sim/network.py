@@ -46,7 +46,7 @@ from superpeer import versions
 from superpeer.actions import CloseConnection, Stopped, ToConnection, ToSuperPeer
 from superpeer.core import CoreConfig, SuperPeerCore
 from superpeer.node import NodeConfig, SuperPeerNode
-from superpeer.sim.fetching import fetch_request, offer, open_resources, unfinished
+from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
 from superpeer.sim.workload import (
     Connect,
     Disconnect,
@@ -238,7 +238,8 @@ class Simulation:
         elif isinstance(step, Disconnect):
             self._disconnect(self.peers[step.peer])
         elif isinstance(step, Send):
-            self._send_request(self.peers[step.peer], step.message)
+            peer = self.peers[step.peer]
+            self._send_request(peer, sent(peer.resources, step.message))
         elif isinstance(step, Offer):
             offer(self._resources(self.peers[step.peer]), step.publication, step.content)
         elif isinstance(step, Want):

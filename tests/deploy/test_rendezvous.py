@@ -269,3 +269,26 @@ def _as_impostor(cluster: Cluster, k: int, message: object) -> list[m.FetchFaile
         return [e for e in impostor.resource_events if isinstance(e, m.FetchFailed)]
 
     return trio.run(run)
+
+
+def test_an_update_without_a_file_keeps_the_file(network, tmp_path):
+    """``peer publish --replaces`` without ``--file``: the new version still offers the file
+    (the owner's daemon carries its descriptor over), so a requester whose inbox now holds the
+    new version fetches the same bytes."""
+    cluster = network
+    content = os.urandom(70_000)
+    publish(cluster, 0, "revised", content, tmp_path)
+    document = tmp_path / "revised-2.ttl"
+    document.write_text(PAPER.format(name="revised").replace("2004", "2005"))
+    result = peer(cluster, 0, "publish", str(document), "--replaces", "revised")
+    assert f"sha256 {hashlib.sha256(content).hexdigest()}" in result.stdout, result.stdout
+
+    def kinds() -> list[str]:
+        lines = peer(cluster, 1, "inbox", "--json").stdout.splitlines()
+        records = [json.loads(line) for line in lines if line.strip()]
+        return [r.get("kind") for r in records if r["publication"] == "revised"]
+
+    wait_until(lambda: "changed" in kinds(), "the changed notification")
+    found = fetch(cluster, 1, "revised", "--wait", "60")
+    assert found["state"] == "done", found
+    assert Path(found["out"]).read_bytes() == content

@@ -126,3 +126,48 @@ def test_a_requester_that_moved_gets_the_file_at_its_new_access_point_and_the_ol
         assert new["statistics"]["completed"] == 1
     finally:
         simulation.close()
+
+
+def test_an_update_without_a_file_keeps_the_resources_file():
+    """A new description of a resource does not take its file away: the update that says nothing
+    about the file keeps it (and, with the same triples, is no change at all); a reader that hears
+    of the resource only after the update still fetches the file. Found by the property above:
+    the update dropped the file's descriptor, so the reader's current version offered nothing."""
+    paper = f'<{EX}paper> <{PREDICATES[0].value}> "Nejdl" .\n'
+    ops = [
+        {"op": "join", "peer": "owner", "superpeer": 0},
+        {"op": "join", "peer": "early", "superpeer": 1},
+        {"op": "join", "peer": "late", "superpeer": 2},
+        {"op": "advertise", "peer": "owner", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "early", "id": "all", "query": EVERYTHING[0]},
+        {
+            "op": "publish",
+            "peer": "owner",
+            "id": "paper",
+            "format": "nt",
+            "data": paper,
+            "file": "the paper's text",
+        },
+        {"op": "update", "peer": "owner", "id": "paper", "format": "nt", "data": paper},
+        {"op": "subscribe", "peer": "late", "id": "all", "query": EVERYTHING[0]},
+        {
+            "op": "update",
+            "peer": "owner",
+            "id": "paper",
+            "format": "nt",
+            "data": paper + f'<{EX}paper> <{PREDICATES[0].value}> "Siberski" .\n',
+        },
+        {"op": "fetch", "peer": "early", "id": "paper"},
+        {"op": "fetch", "peer": "late", "id": "paper"},
+    ]
+    simulation = Simulation(3, node_config=SMALL_WINDOWS)
+    try:
+        for op in ops:
+            simulation.apply(dict(op))
+        assert simulation.errors == []
+        assert simulation.changes()["early"] == [["paper", "added"], ["paper", "changed"]]
+        assert simulation.fetched() == {"owner": [], "early": ["paper"], "late": ["paper"]}
+        for name in ("early", "late"):
+            assert _fetched_file(simulation.peers[name].resources, "paper") == b"the paper's text"
+    finally:
+        simulation.close()
