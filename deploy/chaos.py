@@ -519,6 +519,7 @@ def run_plan(plan: dict[str, Any], *, settle: float, directory: Path) -> dict[st
                 record.repaired = run.now()
             else:
                 record.note += f" not repaired: {problems[:3]}"
+                print(f"{run.now():7.1f}s  not repaired: {problems[:3]}", flush=True)
         feeder.join()
         for job in jobs:
             job.put(None)

@@ -9,8 +9,11 @@ runtime sends the bytes and the traces report their size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from wire import messages
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +79,13 @@ class Forgotten:
 
     node: str
     drain: bool = True
-    """Let what is already queued go out first (a goodbye's answer); False when ``node``
+    """Let what is queued go out first (a goodbye's answer), bounded in time: the runtime
+    carries a draining ``Forgotten`` out after the rest of its step (``in_runtime_order``), so
+    what the same step sends the node goes with the drain rather than opening a new link
+    that nothing would end (a leaver's ``Released``, an ``Evicted``). False when ``node``
     restarted: what was queued was for the incarnation that is gone, and what follows is for
-    the new one, so the old queue must not hold it up or take it along when it is dropped."""
+    the new one, so the old queue must not hold it up or take it along when it is dropped
+    (carried out in place)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +97,12 @@ class Stopped:
 
 CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication
 Action = CoreAction | ToConnection | CloseConnection | Forgotten | Stopped
+
+
+def in_runtime_order(outputs: list[T]) -> list[T]:
+    """One step's outputs in the order a runtime carries them out: draining ``Forgotten`` s
+    last (see ``Forgotten.drain``), everything else as it came."""
+    draining = [o for o in outputs if isinstance(o, Forgotten) and o.drain]
+    if not draining:
+        return outputs
+    return [o for o in outputs if not (isinstance(o, Forgotten) and o.drain)] + draining

@@ -46,7 +46,14 @@ import crypto
 import wire
 from superpeer._groups import unwrapped
 from superpeer._links import Links
-from superpeer.actions import CloseConnection, Forgotten, Stopped, ToConnection, ToSuperPeer
+from superpeer.actions import (
+    CloseConnection,
+    Forgotten,
+    Stopped,
+    ToConnection,
+    ToSuperPeer,
+    in_runtime_order,
+)
 from superpeer.channel import Inbound, split
 from superpeer.config import SuperPeerConfig
 from superpeer.http import Endpoints, readiness, serve_operator_endpoint
@@ -360,7 +367,7 @@ class SuperPeerDaemon:
         now = self.clock()
         outputs = call(now)
         self.store.commit()
-        for output in outputs:
+        for output in in_runtime_order(outputs):
             if isinstance(output, ToSuperPeer):
                 assert self._links is not None
                 self._links.send(output.node, output.address, output.data)

@@ -176,15 +176,32 @@ class _Forward:
     """When its subscriptions here go (None: gone)."""
     expires_at: float
     """When the address is forgotten (``retention_seconds``: nothing kept lives longer)."""
+    subscriptions: dict[str, qel.Subscription] = field(default_factory=dict)
+    """The peer's subscriptions here when they went (``forget_at``): retracted from the
+    network, still matched against what reaches this node late (``_late_notification``)."""
 
     def saved(self) -> dict:
-        return dataclasses.asdict(self)
+        return {
+            "node": self.node,
+            "address": self.address,
+            "forget_at": self.forget_at,
+            "expires_at": self.expires_at,
+            "subscriptions": {
+                sid: wire.encode(m.Subscribe(id=sid, subscription=q)).hex()
+                for sid, q in sorted(self.subscriptions.items())
+            },
+        }
 
     @classmethod
     def restored(cls, entry: dict) -> _Forward:
         forget_at = entry.get("forget_at", entry.get("until"))  # "until": stores before 2026-11
         expires_at = entry.get("expires_at", forget_at or 0.0)
-        return cls(entry["node"], entry["address"], forget_at, expires_at)
+        subscriptions = {}
+        for sid, data in entry.get("subscriptions", {}).items():
+            subscribe = _decoded(bytes.fromhex(data), m.Subscribe)
+            if subscribe is not None:
+                subscriptions[sid] = subscribe.subscription
+        return cls(entry["node"], entry["address"], forget_at, expires_at, subscriptions)
 
 
 @dataclass
@@ -198,6 +215,9 @@ class NodeStatistics:
     catchups_asked: int = 0
     catchups_served: int = 0
     recovered: int = 0
+    late: int = 0
+    """Notifications that arrived after the subscriptions they were routed for went (the peer
+    moved away, or withdrew them), matched against those and delivered."""
     handovers_in: int = 0
     handovers_out: int = 0
     forwarded: int = 0
@@ -300,10 +320,14 @@ class SuperPeerNode:
         """When each subscription made here in this incarnation was made (catch-up never asks
         for what was published before a subscription existed)."""
         self._withdrawn: dict[str, dict[str, tuple[qel.Subscription, float, float]]] = {}
-        self.expiries = SubscriptionExpiries()
         """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
         withdrawn: a repair catches up for them too, for the time they were active (a route
-        broken before the withdrawal may have lost what they were owed)."""
+        broken before the withdrawal may have lost what they were owed), and a notification
+        that arrives late is matched against them (``_late_notification``)."""
+        self._latest_withdrawal = -math.inf
+        """When the latest of ``_withdrawn`` was withdrawn: a notification published after it
+        concerns none of them (the common case, decided without looking)."""
+        self.expiries = SubscriptionExpiries()
         self._moved_away: dict[str, _Forward] = {}
         self._handover_due: dict[str, float] = {}
         """Pending handovers (request -> when to ask again)."""
@@ -648,6 +672,10 @@ class SuperPeerNode:
             self._core(
                 self.core.superpeer_message(sender, message, size, now, message_id), now, out
             )
+            if isinstance(message, m.Notification) and (
+                self._moved_away or message.published_at < self._latest_withdrawal
+            ):
+                self._late_notification(message, now, out)
             if isinstance(message, m.Departed) and message.node == self.node_id:
                 if message.failed and message.incarnation == self.incarnation:
                     # the cube declared this incarnation failed (it was paused, or cut off) and
@@ -825,6 +853,41 @@ class SuperPeerNode:
             self._forward(peer, (notify,), 1, now, out)
             return
         out += self.mail.deliver(peer, notify, now)
+
+    def _late_notification(self, notification: m.Notification, now: float, out: list) -> None:
+        """A notification that arrives after the subscriptions it was routed for went: the
+        routing core no longer matches it, but it was published while they stood, and is
+        owed. Routes take time to change (``settle_seconds`` is a guess; a link backed up
+        behind a busy node, or cut for a while, delivers what it held seconds later), so:
+
+        * a peer that moved away: the subscriptions it had here are matched for as long as
+          its forwarding address lives, and what they match follows it (repeats of what its
+          new access point got by its own routes are dropped there);
+        * a subscription its peer withdrew: matched for what was published before the
+          withdrawal (``_withdrawn``, kept ``log_seconds`` for catch-ups anyway)."""
+        for peer, forward in sorted(self._moved_away.items()):
+            if forward.forget_at is not None or not forward.subscriptions:
+                continue  # the core still matches for it (``_deliver`` forwards)
+            notify = _concerned(forward.subscriptions, notification)
+            if notify is not None:
+                self.statistics.late += 1
+                self._forward(peer, (notify,), 1, now, out)
+        if notification.published_at >= self._latest_withdrawal:
+            return
+        margin = self.config.catchup_margin_seconds
+        known = set(self.store.local_peers()) | set(self.core.peers if self.core else ())
+        for peer, withdrawn in sorted(self._withdrawn.items()):
+            if peer in self._moved_away or peer not in known:
+                continue  # gone, or followed by its forwarding address above
+            standing = {
+                sid: subscription
+                for sid, (subscription, made, ended) in withdrawn.items()
+                if made - margin <= notification.published_at < ended
+            }
+            notify = _concerned(standing, notification) if standing else None
+            if notify is not None:
+                self.statistics.late += 1
+                self._deliver(peer, notify, now, out, kept=True)
 
     def _forward(
         self, peer: str, notifications: tuple[m.Notify, ...], hops: int, now: float, out: list
@@ -1021,31 +1084,14 @@ class SuperPeerNode:
             notification = _decoded(data, m.Notification)
             if notification is None:
                 continue
-            matched: dict[str, list[str]] = {}
-            sides: dict[str, list[bool]] = {}
+            standing: dict[str, dict[str, qel.Subscription]] = {}
             for peer, sid, subscription, since, until in entries:
-                if not since <= notification.published_at < until:
-                    continue
-                old, new = versions.concerns(subscription, notification)
-                if old or new:
-                    matched.setdefault(peer, []).append(sid)
-                    either = sides.setdefault(peer, [False, False])
-                    either[0], either[1] = either[0] or old, either[1] or new
-            for peer, sids in matched.items():
-                found.setdefault(peer, []).append(
-                    m.Notify(
-                        publication=notification.publication,
-                        subscriptions=tuple(sorted(sids)),
-                        owner=notification.owner,
-                        access_point=notification.access_point,
-                        origin=notification.origin,
-                        hops=0,
-                        published_at=notification.published_at,
-                        version=notification.version,
-                        kind=versions.kind_of(*sides[peer]),
-                        expires=notification.expires,
-                    )
-                )
+                if since <= notification.published_at < until:
+                    standing.setdefault(peer, {})[sid] = subscription
+            for peer, subscriptions in standing.items():
+                notify = _concerned(subscriptions, notification)
+                if notify is not None:
+                    found.setdefault(peer, []).append(dataclasses.replace(notify, hops=0))
         return found
 
     def _catch_up_locally(self, entries: list, now: float, out: list[Output]) -> None:
@@ -1424,6 +1470,7 @@ class SuperPeerNode:
                 handed = any(e["peer"] == peer for e in self.store.pending(HANDED).values())
                 self._forget_local(peer, keep_mail=handed)
                 if self.core is not None and peer in self.core.peers:
+                    forward.subscriptions = dict(self.core.subscriptions_of(peer))
                     self._core(self.core.leave(peer, now), now, out)
                 forward.forget_at = None
                 self.store.set_pending(MOVED, peer, forward.saved())
@@ -1772,6 +1819,7 @@ class SuperPeerNode:
         self._unsubscribed_at[(peer, sid)] = now
         if withdrawn is not None:
             self._withdrawn.setdefault(peer, {})[sid] = (withdrawn, made, now)
+            self._latest_withdrawal = max(self._latest_withdrawal, now)
 
     def _expire(self, now: float, out: list[Output]) -> None:
         """Subscriptions whose expiry passed are retracted; so is expired resources' content."""
@@ -2056,6 +2104,7 @@ class SuperPeerNode:
                 "given": self.statistics.handovers_out,
                 "pending": len(self._handover_due),
                 "forwarded": self.statistics.forwarded,
+                "late": self.statistics.late,
             },
             "mail": {
                 "kept": self.store.mail_counts(),
@@ -2190,6 +2239,34 @@ def _tree_path(root: int, position: int) -> set[int]:
         if current is not None:
             path.add(current)
     return path
+
+
+def _concerned(
+    subscriptions: dict[str, qel.Subscription], notification: m.Notification
+) -> m.Notify | None:
+    """What ``notification`` is for a peer with ``subscriptions`` (MDV: the ones that match
+    either side, and the kind of change), None if it is none of its business."""
+    sids: list[str] = []
+    either = [False, False]
+    for sid, subscription in sorted(subscriptions.items()):
+        old, new = versions.concerns(subscription, notification)
+        if old or new:
+            sids.append(sid)
+            either = [either[0] or old, either[1] or new]
+    if not sids:
+        return None
+    return m.Notify(
+        publication=notification.publication,
+        subscriptions=tuple(sids),
+        owner=notification.owner,
+        access_point=notification.access_point,
+        origin=notification.origin,
+        hops=notification.hops,
+        published_at=notification.published_at,
+        version=notification.version,
+        kind=versions.kind_of(*either),
+        expires=notification.expires,
+    )
 
 
 def _decoded(data: bytes | None, cls: type[T]) -> T | None:

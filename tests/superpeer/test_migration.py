@@ -54,6 +54,28 @@ def moving_with_mail_in_flight(ops: list[dict], move: dict) -> Simulation:
     return simulation
 
 
+def arrives_late(simulation: Simulation, publication: qel.Publication, published_at: float):
+    """``publication``, published by ``pub`` at sp1 at ``published_at``, reaches sp0 now (it was
+    held up on the link)."""
+    late = m.Notification(
+        origin="sp1",
+        origin_position=simulation.cores["sp1"].view.root_position,
+        publication=publication,
+        owner="pub",
+        access_point="sp1",
+        hops=1,
+        published_at=published_at,
+    )
+    simulation._enqueue(
+        "sp",
+        "sp1",
+        "sp0",
+        incarnation=simulation.nodes["sp1"].incarnation,
+        data=wire.encode(late),
+        message=late,
+    )
+
+
 def test_handover_mail_lost_with_its_sender_is_sent_again():
     """The old access point is killed right after it sent what it kept, before it arrived, and
     comes back: it still holds the mail (deleted only once the new access point says it has it
@@ -120,3 +142,55 @@ def test_mail_for_a_peer_that_moved_on_follows_it_after_its_subscriptions_went()
     )
     simulation.run_until_quiet()
     assert simulation.deliveries()["sub"] == ["late"]
+
+
+def test_a_notification_that_reaches_the_old_access_point_late_follows_the_peer():
+    """A notification routed to the old access point before the peer moved, held up on a link
+    (behind a busy node: 7 s in a 40-move run on real daemons) until after the subscriptions
+    there went, was matched against nothing and lost: the old access point keeps matching the
+    peer's subscriptions for as long as its forwarding address lives."""
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "join", "peer": "pub", "superpeer": 1},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "move", "peer": "sub", "superpeer": 2},
+    ]
+    simulation = Simulation(4)
+    for op in ops:
+        simulation.apply(op)
+        if op["op"] == "subscribe":
+            published_at = simulation.now  # while the subscription stood at sp0
+    assert "sub" not in simulation.cores["sp0"].peers, "sp0 forgot it"
+    [publication] = qel.parse_publications(document(9), "nt", publisher="pub", id="late")
+    [other] = qel.parse_publications(
+        '<http://example.org/x> <http://example.org/p> "x" .', "nt", publisher="pub", id="other"
+    )
+    for held_up in (publication, other):
+        arrives_late(simulation, held_up, published_at)
+    simulation.run_until_quiet()
+    assert simulation.deliveries()["sub"] == ["late"], "what its subscription matches, only"
+    assert simulation.nodes["sp0"].status(simulation.now)["handovers"]["late"] == 1
+
+
+def test_a_notification_that_arrives_after_its_subscription_was_withdrawn_is_still_owed():
+    """Published while the subscription stood, held up on a cut link until after the peer
+    withdrew it (``deploy.chaos`` seed 5: a cut of 1.6 s): the access point matched it
+    against nothing. It is matched against what the peer withdrew, for what was published
+    before the withdrawal; what was published after is not delivered."""
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "join", "peer": "pub", "superpeer": 1},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+    ]
+    simulation = Simulation(2)
+    for op in ops:
+        simulation.apply(op)
+    standing = simulation.now - 0.001  # the subscription was made just before
+    simulation.apply({"op": "unsubscribe", "peer": "sub", "id": "s1"})
+    for name, published_at in (("before", standing), ("after", simulation.now + 1.0)):
+        [publication] = qel.parse_publications(document(1), "nt", publisher="pub", id=name)
+        arrives_late(simulation, publication, published_at)
+    simulation.run_until_quiet()
+    assert simulation.deliveries()["sub"] == ["before"]

@@ -3,8 +3,9 @@
 import dataclasses
 
 from hypercup import JoinRequest
-from superpeer.actions import Forgotten, ToSuperPeer
+from superpeer.actions import Forgotten, ToSuperPeer, in_runtime_order
 from superpeer.node import NodeConfig, SuperPeerNode
+from superpeer.sim import Simulation
 from superpeer.store import MemoryStore
 from wire import messages as m
 from wire.framing import Received
@@ -98,3 +99,27 @@ def test_a_crash_right_after_joining_still_catches_up_on_restart():
     restarted = SuperPeerNode("sp0", "sp0.test:7400", store, CONFIG)
     restarted.start(20.0, [("sp1", "sp1.test:7400")])
     assert restarted._restored_since == 10.0 - CONFIG.catchup_margin_seconds
+
+
+def test_what_a_step_sends_a_departed_node_goes_before_its_link_is_forgotten(monkeypatch):
+    """The member that takes a leaver's place answers it (``Released``) in the step that
+    forgets it. Carried out in the order given, the daemon dropped the leaver's link and then
+    opened a new one for the answer, which nothing ended: the leaver was gone, and a frame
+    stayed unacknowledged for ever (``deploy.chaos``, seed 5). A runtime carries draining
+    ``Forgotten`` s out last (``in_runtime_order``)."""
+    steps: list[list] = []
+    execute = Simulation._execute
+
+    def recording(self, node_id, outputs):
+        steps.append(outputs)
+        return execute(self, node_id, outputs)
+
+    monkeypatch.setattr(Simulation, "_execute", recording)
+    simulation = Simulation(4)
+    simulation.apply({"op": "superpeer_leave", "superpeer": 3})
+    [step] = [s for s in steps if Forgotten("sp3") in s and ("sp3", "Released") in sent(s)]
+    ordered = in_runtime_order(step)
+    assert ordered.index(Forgotten("sp3")) > max(
+        k for k, o in enumerate(ordered) if isinstance(o, ToSuperPeer) and o.node == "sp3"
+    )
+    assert sorted(map(repr, ordered)) == sorted(map(repr, step)), "nothing lost or added"
