@@ -5,6 +5,7 @@
              [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
              [--log-format text|json]
     peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
+    peer publish-schema FILE [--format turtle|nt|xml|json-ld]   (RDFS axioms, for entailment)
     peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME]   (QEL text or SPARQL)
     peer unsubscribe ID
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID] [--expires 2h|ISO-TIME]
@@ -171,6 +172,15 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     command("advertise", "say what this peer publishes").add_argument(
         "file", metavar="FILE", help="the advertisement: JSON, or TOML (.toml)"
+    )
+    schema = command(
+        "publish-schema", "publish RDFS axioms: publications are matched under their closure"
+    )
+    schema.add_argument("file", metavar="FILE", help="the schema document")
+    schema.add_argument(
+        "--format",
+        choices=["turtle", "nt", "xml", "json-ld"],
+        help="the document's format (default: from the file name, else turtle)",
     )
     subscribe = command("subscribe", "subscribe with a QEL or SPARQL query")
     subscribe.add_argument("query", metavar="QUERY|FILE", help="the query, or a file holding it")
@@ -373,6 +383,14 @@ def _advertise(args: argparse.Namespace, config: PeerConfig) -> int:
     return 0
 
 
+def _publish_schema(args: argparse.Namespace, config: PeerConfig) -> int:
+    path = Path(args.file)
+    fmt = args.format or FORMATS_BY_SUFFIX.get(path.suffix.lower(), "turtle")
+    result = _call(config, "publish-schema", data=_read(path), format=fmt)
+    print(f"published a schema of {_plural(result['axioms'], 'axiom', 'axioms')}")
+    return 0
+
+
 def _summary(advertisement: dict[str, int]) -> str:
     return ", ".join(
         _plural(advertisement[key], singular, plural)
@@ -552,6 +570,7 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
         print(f"  advertisement: unusable ({advertisement['problem']})")
     else:
         print(f"  advertisement: {_summary(advertisement)}")
+    print(f"  schemas published: {status['schemas']}")
     print(f"  subscriptions: {len(status['subscriptions'])}")
     for name, query in status["subscriptions"].items():
         print(f"    {name}: {' '.join(query.split())}")
@@ -623,6 +642,7 @@ def _read(path: Path) -> str:
 _COMMANDS = {
     "keygen": _keygen,
     "advertise": _advertise,
+    "publish-schema": _publish_schema,
     "subscribe": _subscribe,
     "unsubscribe": _unsubscribe,
     "retract": _retract,

@@ -691,7 +691,7 @@ class PeerClient:
         parsed = parse_state(state)
         problems = {f"stored state ({n})": p for n, p in enumerate(parsed.problems, start=1)}
         resend = plan_resend(
-            parsed.advertisement, parsed.subscriptions, state.in_doubt, state.expires
+            parsed.advertisement, parsed.subscriptions, state.in_doubt, state.expires, parsed.axioms
         )
         for message in resend:
             try:

@@ -11,7 +11,8 @@ public identifier; the name stays a local label (``peer.state``).
 
 Decisions a user sees:
 
-* **State changes need the access point.** ``advertise``, ``subscribe`` and ``unsubscribe`` are
+* **State changes need the access point.** ``advertise``, ``publish-schema``, ``subscribe`` and
+  ``unsubscribe`` are
   saved only when the access point acknowledges them; while it is unreachable they fail at once
   (exit 3) and nothing changes. Queuing them durably instead would report success for a change
   the network may later refuse, with nobody left to tell. What *was* acknowledged is kept and
@@ -393,6 +394,7 @@ class PeerService:
     async def execute(self, request: m.ControlRequest) -> m.ControlReply:
         commands = {
             "advertise": self.advertise,
+            "publish-schema": self.publish_schema,
             "subscribe": self.subscribe,
             "unsubscribe": self.unsubscribe,
             "publish": self.publish,
@@ -434,6 +436,27 @@ class PeerService:
             "the saved advertisement is sent again when the daemon reconnects",
         )
         return {"advertisement": advertisement_summary(advertisement)}
+
+    async def publish_schema(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """RDFS axioms for the network's entailment (``superpeer.schemas``): kept once the
+        access point accepted them, and re-sent (the union of all) after every connection."""
+        text = _argument(arguments, "data")
+        format = arguments.get("format") or "turtle"
+        try:
+            axioms = qel.parse_schema(text, format)
+        except qel.SchemaError as error:
+            raise CommandError("invalid", f"invalid schema: {error}") from None
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Ack):
+                self.store.add_schema(text, format)
+
+        message = m.PublishSchema(axioms=tuple(sorted(axioms, key=repr)))
+        await self._answer(
+            self._submit(PeerRequest(message=message, on_answer=answered)),
+            "the access point may hold the schema; publish it again to be sure",
+        )
+        return {"axioms": len(axioms)}
 
     async def subscribe(self, arguments: dict[str, str]) -> dict[str, Any]:
         text = _argument(arguments, "query")
@@ -685,6 +708,7 @@ class PeerService:
             "subscriptions": dict(sorted(state.subscriptions.items())),
             "in_doubt": sorted(state.in_doubt),
             "advertisement": advertisement,
+            "schemas": len(state.schemas),
             "inbox": {
                 "records": self.inbox.count,
                 "duplicates_ignored": self.inbox.duplicates,

@@ -6,6 +6,7 @@ super-peer that lost its state is repaired by the next connection::
     {"format": 1,
      "peer_id": "peer-1a2b3c4d",                       # the peer's name (see below)
      "advertisement": "{\\"schemas\\": [\\"dc\\"]}",      # the JSON text as given, or null
+     "schemas": [{"data": "...", "format": "turtle"}],   # RDFS schema documents as given
      "subscriptions": {"s1": "X : t(X, dc:title, T)"},  # id -> query text as given
      "in_doubt": ["s2"],
      "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5},
@@ -71,6 +72,9 @@ class PeerState:
     expires: Mapping[str, float] = field(default_factory=dict)
     """Per subscription id, when it expires (absolute): re-sent with it, so a reconnection
     does not make it permanent."""
+    schemas: tuple[tuple[str, str], ...] = ()
+    """The schema documents the access point accepted, (text, format) as given: their union
+    is re-sent after every connection."""
 
     def to_json(self) -> bytes:
         document = {
@@ -82,6 +86,7 @@ class PeerState:
             "access_point": dict(self.access_point) if self.access_point is not None else None,
             "expired": self.expired,
             "expires": dict(sorted(self.expires.items())),
+            "schemas": [{"data": data, "format": format} for data, format in self.schemas],
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -121,8 +126,23 @@ class PeerState:
             isinstance(v, int | float) and not isinstance(v, bool) for v in expires.values()
         ):
             raise ValueError("expires must map subscription ids to times")
+        schemas = document.get("schemas", [])
+        if not isinstance(schemas, list) or not all(
+            isinstance(s, dict)
+            and set(s) == {"data", "format"}
+            and all(isinstance(v, str) for v in s.values())
+            for s in schemas
+        ):
+            raise ValueError("schemas must be a list of {data, format}")
         return cls(
-            name, advertisement, subscriptions, frozenset(in_doubt), access_point, expired, expires
+            name,
+            advertisement,
+            subscriptions,
+            frozenset(in_doubt),
+            access_point,
+            expired,
+            expires,
+            tuple((s["data"], s["format"]) for s in schemas),
         )
 
 
@@ -172,6 +192,10 @@ class StateStore:
 
     def set_advertisement(self, text: str) -> None:
         self._save(replace(self._state, advertisement=text))
+
+    def add_schema(self, text: str, format: str) -> None:
+        if (text, format) not in self._state.schemas:
+            self._save(replace(self._state, schemas=(*self._state.schemas, (text, format))))
 
     def add_subscription(
         self, subscription_id: str, text: str, expires: float | None = None
@@ -234,6 +258,8 @@ class ParsedState:
     advertisement: qel.Advertisement
     subscriptions: Mapping[str, qel.Subscription]
     problems: tuple[str, ...]
+    axioms: frozenset[qel.Axiom] = frozenset()
+    """The union of the stored schemas."""
 
 
 def parse_state(state: PeerState) -> ParsedState:
@@ -250,4 +276,10 @@ def parse_state(state: PeerState) -> ParsedState:
             subscriptions[name] = qel.parse_subscription(text)
         except qel.QueryError as error:
             problems.append(f"the stored subscription {name!r} no longer parses: {error}")
-    return ParsedState(advertisement, subscriptions, tuple(problems))
+    axioms: set[qel.Axiom] = set()
+    for number, (text, format) in enumerate(state.schemas, start=1):
+        try:
+            axioms |= qel.parse_schema(text, format)
+        except qel.SchemaError as error:
+            problems.append(f"the stored schema {number} no longer parses: {error}")
+    return ParsedState(advertisement, subscriptions, tuple(problems), frozenset(axioms))

@@ -879,6 +879,13 @@ class SuperPeerNode:
                         now,
                         out,
                     )
+            schema = _decoded(state.schema, m.PublishSchema)
+            if schema is not None:
+                self._core_call(
+                    lambda o, s=schema, p=peer: core.publish_schema(p, frozenset(s.axioms), now, o),
+                    now,
+                    out,
+                )
             for sid, made in state.subscribed_at.items():
                 self._subscribed_at.setdefault((peer, sid), made)
             for data in state.subscriptions.values():
@@ -1450,11 +1457,13 @@ class SuperPeerNode:
                 subscriptions.append((subscribe.id, subscribe.subscription))
         record = self.store.get(peer)
         key = record.public_key if record is not None else state.public_key
+        schema = _decoded(state.schema, m.PublishSchema)
         adopt = m.Adopt(
             peer=peer,
             public_key=key or b"",
             advertisement=advertise.advertisement if advertise is not None else None,
             subscriptions=tuple(sorted(subscriptions, key=lambda s: s[0])),
+            axioms=schema.axioms if schema is not None else (),
         )
         self._send(successor, adopt, now, out)
         self._send_mail(
@@ -1506,6 +1515,11 @@ class SuperPeerNode:
                 peer, wire.encode(m.Advertise(advertisement=message.advertisement))
             )
             self._core_call(lambda o: core.advertise(peer, message.advertisement, now, o), now, out)
+        if message.axioms:
+            self._core_call(
+                lambda o: core.publish_schema(peer, frozenset(message.axioms), now, o), now, out
+            )
+            self._store_schema(peer)
         for sid, subscription in message.subscriptions:
             self.store.set_subscription(
                 peer, sid, wire.encode(m.Subscribe(id=sid, subscription=subscription))
@@ -1746,6 +1760,8 @@ class SuperPeerNode:
         self._core(core.peer_message(peer, message, event.size, now, event.message_id), now, out)
         if isinstance(message, m.Advertise):
             self.store.set_advertisement(peer, wire.encode(message))
+        elif isinstance(message, m.PublishSchema):
+            self._store_schema(peer)
         elif isinstance(message, m.Subscribe):
             # keep what the core holds: a second Subscribe with the same id and another query
             # is refused, and the first one stays (stored otherwise, a restart or an adoption
@@ -1761,6 +1777,14 @@ class SuperPeerNode:
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribed(peer, message.id, withdrawn, now)
+
+    def _store_schema(self, peer: str) -> None:
+        """Keep the union of ``peer``'s schemas as the core holds it (a refused one is not in
+        it)."""
+        assert self.core is not None
+        axioms = self.core.schemas.of_peer(peer)
+        data = wire.encode(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
+        self.store.set_schema(peer, data if axioms else None)
 
     def _unsubscribed(
         self, peer: str, sid: str, withdrawn: qel.Subscription | None, now: float
@@ -2104,6 +2128,8 @@ class SuperPeerNode:
                 "origins": len(core.ads.origins()),
                 "elements": core.ads.element_count(),
                 "local_elements": len(core.ads.elements(self.node_id)),
+                "schema_axioms": len(core.schemas.schema.axioms),
+                "local_schema_axioms": len(core.schemas.local()),
             }
             sent = stats.sent + self.statistics.sent
             report["messages"] = {

@@ -5,7 +5,8 @@ Messages are frozen, keyword-only dataclasses carrying language objects (``qel.S
 ``wire.codec`` turns them into msgpack and back by field type. Each has a ``KIND`` that names it on
 the wire. Three families:
 
-* peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish`` (a first
+* peer -> access point: ``Advertise``, ``PublishSchema`` (RDFS axioms entailment uses),
+  ``Subscribe``, ``Unsubscribe``, ``Publish`` (a first
   publication, an update or an extension of a resource), ``Withdraw`` (a retraction), ``Leave``,
   ``Locate``, ``Moved`` (the peer was attached elsewhere before), ``Delivered`` (notifications
   are safely in the peer's inbox);
@@ -35,6 +36,7 @@ from typing import ClassVar
 
 import qel
 from qel.advertisements import Element
+from qel.axioms import Axiom
 
 # -- peer -> access point -------------------------------------------------------------------------
 
@@ -45,6 +47,16 @@ class Advertise:
 
     KIND: ClassVar[str] = "peer.advertise"
     advertisement: qel.Advertisement
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishSchema:
+    """RDFS axioms the peer publishes (seed 000): added to those it published before; they
+    spread with the advertisements and publications are matched under their closure
+    (``superpeer.schemas``)."""
+
+    KIND: ClassVar[str] = "peer.publish_schema"
+    axioms: tuple[Axiom, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -344,6 +356,9 @@ class Elements:
     incarnation: int = 0
     address: str = ""
     """Where the origin can be reached (to ask it for a catch-up)."""
+    axioms: tuple[Axiom, ...] = ()
+    """The RDFS axioms the origin's peers published (``superpeer.schemas``); ``elements`` are
+    closed under every axiom the origin knows."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -560,6 +575,8 @@ class Adopt:
     the peer's signature with it when the peer moves on."""
     advertisement: qel.Advertisement | None
     subscriptions: tuple[tuple[str, qel.Subscription], ...]
+    axioms: tuple[Axiom, ...] = ()
+    """The schemas the peer published (``PublishSchema``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -612,6 +629,7 @@ class RendezvousChunk:
 
 PEER_REQUESTS = (
     Advertise,
+    PublishSchema,
     Subscribe,
     Unsubscribe,
     Publish,

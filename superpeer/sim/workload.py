@@ -7,6 +7,8 @@ op             fields
 join           ``peer``, ``superpeer`` (index of the access point, 0 <= k < number of super-peers)
 advertise      ``peer`` and the advertisement's own keys (``prefixes``, ``schemas``,
                ``properties``, ``values``; see ``qel.parse_advertisement``)
+publish_schema ``peer``, ``data`` (an RDFS schema document: ``qel.parse_schema``), ``format``
+               (``turtle`` by default); added to the peer's schemas (``superpeer.schemas``)
 subscribe      ``peer``, ``id`` (the peer's name for it), ``query`` (QEL text or SPARQL);
                optional ``expires`` (seconds from the operation: ``superpeer.expiry``)
 unsubscribe    ``peer``, ``id``
@@ -62,6 +64,7 @@ from wire import messages as m
 OPERATIONS: Final = {
     "join": {"peer", "superpeer"},
     "advertise": {"peer"},
+    "publish_schema": {"peer", "data"},
     "subscribe": {"peer", "id", "query"},
     "unsubscribe": {"peer", "id"},
     "publish": {"peer", "id", "data"},
@@ -83,6 +86,7 @@ OPERATIONS: Final = {
 }
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
+    "publish_schema": {"format"},
     "subscribe": {"expires"},
     "publish": {"format", "expires", "file"},
     "update": {"format"},
@@ -91,7 +95,17 @@ OPTIONAL: Final = {
 
 
 REQUESTS: Final = frozenset(
-    {"advertise", "subscribe", "unsubscribe", "publish", "update", "retract", "extend", "locate"}
+    {
+        "advertise",
+        "publish_schema",
+        "subscribe",
+        "unsubscribe",
+        "publish",
+        "update",
+        "retract",
+        "extend",
+        "locate",
+    }
 )
 """The operations that are a peer's requests to its access point."""
 
@@ -122,6 +136,9 @@ def peer_requests(
         if kind == "advertise":
             fields = {k: v for k, v in op.items() if k not in ("op", "peer")}
             return [m.Advertise(advertisement=qel.parse_advertisement(fields))]
+        if kind == "publish_schema":
+            axioms = qel.parse_schema(op["data"], op.get("format", "turtle"))
+            return [m.PublishSchema(axioms=tuple(sorted(axioms, key=repr)))]
         if kind == "subscribe":
             subscription = qel.parse_subscription(op["query"])
             return [m.Subscribe(id=op["id"], subscription=subscription, expires=expires)]
@@ -141,7 +158,12 @@ def peer_requests(
             return [m.Withdraw(id=op["id"])]
         if kind == "locate":
             return [m.Locate(id=op["id"], public_id=public_id(op["target"]))]
-    except (qel.AdvertisementError, qel.QueryError, qel.PublicationError) as error:
+    except (
+        qel.AdvertisementError,
+        qel.QueryError,
+        qel.PublicationError,
+        qel.SchemaError,
+    ) as error:
         raise OperationError(str(error)) from None
     raise ValueError(f"{kind!r} is not a peer request")
 
@@ -302,6 +324,8 @@ class PlannedPeer:
     superpeer: int
     attached: bool = True
     advertisement: dict | None = None
+    schema: frozenset[qel.Axiom] = frozenset()
+    """The union of the schemas it published."""
     subscriptions: dict[str, str] = field(default_factory=dict)
     keys: dict[str, frozenset] = field(default_factory=dict)
     expires: dict[str, float] = field(default_factory=dict)
@@ -388,7 +412,7 @@ class Planner:
                         f"the resource {resource!r} was published through super-peer {where}: "
                         f"its changes go there, not to {peer.superpeer}"
                     )
-        self._remember(peer, op)
+        self._remember(peer, op, messages)
         offers: list[Step] = [
             Offer(name, message.publication.id, op["file"].encode())
             for message in messages
@@ -423,11 +447,14 @@ class Planner:
         return Connect(name, peer.superpeer, previous, tuple(self.resend(name)))
 
     def resend(self, name: str) -> list[object]:
-        """What a peer that moved sends again: its advertisement, then its subscriptions."""
+        """What a peer that moved sends again: its advertisement, its schemas, then its
+        subscriptions."""
         peer = self.peers[name]
         messages: list[object] = []
         if peer.advertisement is not None:
             messages += peer_requests({"op": "advertise", "peer": name, **peer.advertisement})
+        if peer.schema:
+            messages.append(m.PublishSchema(axioms=tuple(sorted(peer.schema, key=repr))))
         self._expire(peer)
         for sid, query in sorted(peer.subscriptions.items()):
             op = {"op": "subscribe", "peer": name, "id": sid, "query": query}
@@ -442,10 +469,14 @@ class Planner:
             peer.subscriptions.pop(sid, None)
             peer.keys.pop(sid, None)
 
-    def _remember(self, peer: PlannedPeer, op: dict) -> None:
+    def _remember(self, peer: PlannedPeer, op: dict, messages: list[object]) -> None:
         """Keep what a peer will send again after a move (as the oracle accepts it)."""
         if op["op"] == "advertise":
             peer.advertisement = {k: v for k, v in op.items() if k not in ("op", "peer")}
+        elif op["op"] == "publish_schema":
+            for message in messages:
+                assert isinstance(message, m.PublishSchema)
+                peer.schema |= frozenset(message.axioms)
         elif op["op"] == "subscribe":
             sid = op["id"]
             key = qel.parse_subscription(op["query"]).key

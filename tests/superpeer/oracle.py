@@ -21,10 +21,12 @@ from dataclasses import dataclass
 
 import qel
 from superpeer.sim.workload import ElsewhereError, OperationError, Planner
+from tests.entailment_oracle import closure, schema_graph
 
 MDV = {(False, True): "added", (True, True): "changed", (True, False): "removed"}
 
 REFUSED_BY_NETWORK = (
+    "publish_schema",
     "subscribe",
     "unsubscribe",
     "publish",
@@ -79,7 +81,13 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     t + E (its updates and extensions keep that; after it, it is gone as if retracted, but
     nobody hears ``removed``), and each of its changes is owed to a subscriber only if it is
     attached at some moment before t + E: online when the change is made, or back (``attach``,
-    ``move``) before then. A peer still detached at the end counts as coming back at the end."""
+    ``move``) before then. A peer still detached at the end counts as coming back at the end.
+
+    Schemas (seed 000): what is published, updated or extended is matched under its RDFS
+    closure (rdflib and owlrl, ``tests.entailment_oracle``) under the schema documents that the
+    peers in the network then had published (detached ones too; a peer's go when it leaves),
+    as it is when it is published: a schema that comes later does not change it. An extension's
+    new version is the version before it (as it was closed) and the extension's closure."""
     joined: set[str] = set()
     detached: set[str] = set()
     advertisements: dict[str, qel.Advertisement] = {}
@@ -87,6 +95,8 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     received: dict[str, list[list[str]]] = {}
     heard: dict[str, set[tuple[str, str, int]]] = {}
     resources: dict[tuple[str, str], _Resource] = {}
+    schemas: dict[str, list[tuple[str, str]]] = {}
+    """Per peer, the schema documents it published: (data, format)."""
     waiting: dict[str, list[tuple[list[str], float]]] = {}
     """Per detached peer, the changes it is owed only if it is back before their expiry."""
     now = 0.0
@@ -149,6 +159,7 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             heard.pop(name, None)
             waiting.pop(name, None)
             advertisements.pop(name, None)
+            schemas.pop(name, None)
             for key in [key for key in resources if key[0] == name]:
                 del resources[key]
             continue
@@ -158,6 +169,11 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             fields = {k: v for k, v in op.items() if k not in ("op", "peer")}
             with contextlib.suppress(qel.AdvertisementError):
                 advertisements[name] = qel.parse_advertisement(fields)
+        elif kind == "publish_schema":
+            document = (op["data"], op.get("format", "turtle"))
+            with contextlib.suppress(qel.SchemaError):
+                qel.parse_schema(*document)  # what the network accepts as a schema
+                schemas.setdefault(name, []).append(document)
         elif kind == "subscribe":
             try:
                 query = qel.parse_subscription(op["query"])
@@ -183,11 +199,14 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             except qel.PublicationError:
                 continue
             advertisement = advertisements.get(name)
+            known = schema_graph(d for documents in schemas.values() for d in documents)
             for publication in publications:
                 if advertisement is None or not qel.advertisement_allows(
                     advertisement, publication
                 ):
                     continue
+                if len(known):
+                    publication = closure(publication, known)  # noqa: PLW2901 -- matched closed
                 expires = now + op.get("expires", INF)
                 change = _change(resources, name, publication, kind, now, expires)
                 if change is not None:
