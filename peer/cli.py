@@ -6,7 +6,7 @@
              [--log-format text|json]
     peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
     peer publish-schema FILE [--format turtle|nt|xml|json-ld]   (RDFS axioms, for entailment)
-    peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME]   (QEL text or SPARQL)
+    peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME] [--on change]   (QEL or SPARQL)
     peer unsubscribe ID
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID] [--expires 2h|ISO-TIME]
                  [--file PATH | --file SUBJECT=PATH ...]   (FILE "-" reads stdin; the resources' bytes, offered)
@@ -186,6 +186,12 @@ def _build_parser() -> argparse.ArgumentParser:
     subscribe.add_argument("query", metavar="QUERY|FILE", help="the query, or a file holding it")
     subscribe.add_argument("--id", help="the subscription's id (default: a hash of the query)")
     subscribe.add_argument("--expires", metavar="WHEN", help=EXPIRES_HELP)
+    subscribe.add_argument(
+        "--on",
+        choices=["change"],
+        help="also hear of extensions of a resource it matched already (default: once, when "
+        "what is known of the resource starts matching)",
+    )
     command("unsubscribe", "withdraw a subscription").add_argument("id", metavar="ID")
     publish = command("publish", "publish the resources an RDF document describes")
     publish.add_argument("file", metavar="FILE", help='the RDF document ("-" for stdin)')
@@ -413,6 +419,8 @@ def _subscribe(args: argparse.Namespace, config: PeerConfig) -> int:
     arguments = {"query": query, **_expires(args)}
     if args.id is not None:
         arguments["id"] = args.id
+    if args.on is not None:
+        arguments["on"] = args.on
     result = _call(config, "subscribe", **arguments)
     verb = "already subscribed" if result["repeated"] else "subscribed"
     print(f"{verb} {result['id']}: {result['query']}")
@@ -573,7 +581,8 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
     print(f"  schemas published: {status['schemas']}")
     print(f"  subscriptions: {len(status['subscriptions'])}")
     for name, query in status["subscriptions"].items():
-        print(f"    {name}: {' '.join(query.split())}")
+        every = " (on change)" if name in status["on_change"] else ""
+        print(f"    {name}{every}: {' '.join(query.split())}")
     if status["in_doubt"]:
         print(f"  withdrawing on reconnection: {', '.join(status['in_doubt'])}")
     inbox = status["inbox"]

@@ -64,7 +64,7 @@ from peer.identity import IdentityError, PeerIdentity, load_key
 from peer.inbox import Inbox
 from peer.resources import ResourceError, Resources
 from peer.session import Backoff, RequestTooLarge
-from peer.state import StateError, StateStore, subscription_id
+from peer.state import ON_CHANGE, StateError, StateStore, subscription_id
 from qel.resources import Resource, rendezvous_key, resource_of, with_resource
 from wire import messages as m
 from wire.codec import WireLimits
@@ -475,10 +475,14 @@ class PeerService:
             )
 
         expires = _expires(arguments)
+        on = arguments.get("on") or ""
+        if on not in ("", ON_CHANGE):
+            raise CommandError("invalid", f"on must be {ON_CHANGE!r}, not {on!r}")
+        on_change = on == ON_CHANGE
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
-                self.store.add_subscription(name, text, expires)
+                self.store.add_subscription(name, text, expires, on_change=on_change)
 
         def in_doubt() -> None:
             if name not in self.store.current.subscriptions:
@@ -487,7 +491,9 @@ class PeerService:
         await self._answer(
             self._submit(
                 PeerRequest(
-                    message=m.Subscribe(id=name, subscription=subscription, expires=expires),
+                    message=m.Subscribe(
+                        id=name, subscription=subscription, expires=expires, on_change=on_change
+                    ),
                     on_answer=answered,
                     on_doubt=in_doubt,
                 )
@@ -706,6 +712,7 @@ class PeerService:
             "last_error": statistics.last_error,
             "retry_at": statistics.retry_at,
             "subscriptions": dict(sorted(state.subscriptions.items())),
+            "on_change": sorted(state.on_change),
             "in_doubt": sorted(state.in_doubt),
             "advertisement": advertisement,
             "schemas": len(state.schemas),

@@ -8,6 +8,7 @@ super-peer that lost its state is repaired by the next connection::
      "advertisement": "{\\"schemas\\": [\\"dc\\"]}",      # the JSON text as given, or null
      "schemas": [{"data": "...", "format": "turtle"}],   # RDFS schema documents as given
      "subscriptions": {"s1": "X : t(X, dc:title, T)"},  # id -> query text as given
+     "on_change": ["s1"],                                # ids that hear of every extension
      "in_doubt": ["s2"],
      "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5},
      "expired": 0}
@@ -53,6 +54,9 @@ import qel
 from peer.files import remove_temporary_files, write_atomically
 
 STATE_FORMAT: Final = 1
+ON_CHANGE: Final = "change"
+"""``peer subscribe --on change``: the subscription hears of extensions of resources it matched
+already (``superpeer.versions``)."""
 STATE_FILE: Final = "state.json"
 
 
@@ -75,6 +79,8 @@ class PeerState:
     schemas: tuple[tuple[str, str], ...] = ()
     """The schema documents the access point accepted, (text, format) as given: their union
     is re-sent after every connection."""
+    on_change: frozenset[str] = frozenset()
+    """The subscription ids made with ``--on change`` (re-sent with it)."""
 
     def to_json(self) -> bytes:
         document = {
@@ -87,6 +93,7 @@ class PeerState:
             "expired": self.expired,
             "expires": dict(sorted(self.expires.items())),
             "schemas": [{"data": data, "format": format} for data, format in self.schemas],
+            "on_change": sorted(self.on_change),
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -134,6 +141,9 @@ class PeerState:
             for s in schemas
         ):
             raise ValueError("schemas must be a list of {data, format}")
+        on_change = document.get("on_change", [])
+        if not isinstance(on_change, list) or not all(isinstance(i, str) for i in on_change):
+            raise ValueError("on_change must be a list of ids")
         return cls(
             name,
             advertisement,
@@ -143,6 +153,7 @@ class PeerState:
             expired,
             expires,
             tuple((s["data"], s["format"]) for s in schemas),
+            frozenset(on_change),
         )
 
 
@@ -198,18 +209,27 @@ class StateStore:
             self._save(replace(self._state, schemas=(*self._state.schemas, (text, format))))
 
     def add_subscription(
-        self, subscription_id: str, text: str, expires: float | None = None
+        self,
+        subscription_id: str,
+        text: str,
+        expires: float | None = None,
+        *,
+        on_change: bool = False,
     ) -> None:
         subscriptions = {**self._state.subscriptions, subscription_id: text}
         deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
         if expires is not None:
             deadlines[subscription_id] = expires
+        changes = self._state.on_change - {subscription_id}
+        if on_change:
+            changes |= {subscription_id}
         self._save(
             replace(
                 self._state,
                 subscriptions=subscriptions,
                 in_doubt=self._state.in_doubt - {subscription_id},
                 expires=deadlines,
+                on_change=changes,
             )
         )
 
@@ -217,7 +237,14 @@ class StateStore:
         subscriptions = dict(self._state.subscriptions)
         del subscriptions[subscription_id]
         deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
-        self._save(replace(self._state, subscriptions=subscriptions, expires=deadlines))
+        self._save(
+            replace(
+                self._state,
+                subscriptions=subscriptions,
+                expires=deadlines,
+                on_change=self._state.on_change - {subscription_id},
+            )
+        )
 
     def mark_in_doubt(self, subscription_id: str) -> None:
         self._save(replace(self._state, in_doubt=self._state.in_doubt | {subscription_id}))

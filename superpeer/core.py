@@ -85,6 +85,7 @@ from superpeer.versions import (
     VersionLimits,
     kind_of,
     sides,
+    steady,
 )
 from wire import messages as m
 
@@ -215,6 +216,8 @@ class SuperPeerCore:
         self.poset = SubscriptionPoset()
         self.versions = ResourceVersions(self.config.versions)
         self.schemas = SchemaBook(self.config.schemas)
+        self._on_change: set[tuple[str, str]] = set()
+        """Local peers' subscriptions that hear of extensions they matched already."""
         self.peers: dict[str, PeerState] = {}
         self.origin_positions: dict[str, int] = {}
         self.origin_versions: dict[str, tuple[int, int]] = {}
@@ -270,6 +273,7 @@ class SuperPeerCore:
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self.ads.remove_holder(self.node_id, peer)
         self.schemas.forget_peer(peer)
+        self._on_change = {key for key in self._on_change if key[0] != peer}
         self._announce(now, out)
         self.peers.pop(peer, None)
         self.versions.forget(peer)
@@ -294,7 +298,9 @@ class SuperPeerCore:
             if self.publish_schema(peer, frozenset(message.axioms), now, out):
                 self._reply(peer, m.Ack(request="publish-schema"), now, out)
         elif isinstance(message, m.Subscribe):
-            if self.subscribe(peer, message.id, message.subscription, now, out):
+            if self.subscribe(
+                peer, message.id, message.subscription, now, out, on_change=message.on_change
+            ):
                 self._reply(peer, m.Ack(request=f"subscribe {message.id}"), now, out)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribe(peer, message, now, out)
@@ -338,9 +344,12 @@ class SuperPeerCore:
         subscription: qel.Subscription,
         now: float,
         out: list[Output],
+        *,
+        on_change: bool = False,
     ) -> bool:
         """Add ``peer``'s subscription (also used to restore it); False, with a refusal sent,
-        when the id is taken by another subscription."""
+        when the id is taken by another subscription. ``on_change``: it hears of extensions it
+        matched already (``superpeer.versions``)."""
         source = peer_source(peer)
         existing = self.poset.node_of(source, subscription_id)
         if existing is not None and not same_subscription(existing.subscription, subscription):
@@ -354,8 +363,15 @@ class SuperPeerCore:
             )
             return False
         inserted = self.poset.insert(subscription, source, subscription_id)
+        if on_change:
+            self._on_change.add((peer, subscription_id))
+        else:
+            self._on_change.discard((peer, subscription_id))
         self._route(inserted.node, now, out)
         return True
+
+    def on_change(self, peer: str, subscription_id: str) -> bool:
+        return (peer, subscription_id) in self._on_change
 
     def subscriptions_of(self, peer: str) -> dict[str, qel.Subscription]:
         source = peer_source(peer)
@@ -385,6 +401,7 @@ class SuperPeerCore:
     def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
         """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""
         removed = self.poset.remove(peer_source(peer), subscription_id, self._wants)
+        self._on_change.discard((peer, subscription_id))
         self._after_removal(removed, now, out)
 
     def _publish(self, peer: str, message: m.Publish, now: float, out: list[Output]) -> None:
@@ -458,6 +475,7 @@ class SuperPeerCore:
             previous=change.previous,
             retracted=change.retracted,
             expires=change.expires,
+            extension=change.extension,
         )
         self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
         out.append(LogPublication(notification))
@@ -1139,8 +1157,8 @@ class SuperPeerCore:
         self._relayed[(origin, relay_key(notification), notification.origin_position)] = (
             now + self.config.settle_seconds
         )
-        peers: dict[str, set[str]] = {}
-        matched: dict[str, list[bool]] = {}
+        matched: dict[str, dict[str, list[bool]]] = {}
+        """Per local peer, per subscription, which sides it matches (old, new)."""
         superpeers: dict[str, set[str]] = {}
         toward = self._toward
         for side, version in enumerate(sides(notification)):
@@ -1149,8 +1167,9 @@ class SuperPeerCore:
             for node in self.poset.match_index(version):
                 for source, ids in node.sources.items():
                     if source.kind == PEER:
-                        peers.setdefault(source.name, set()).update(ids)
-                        matched.setdefault(source.name, [False, False])[side] = True
+                        mine = matched.setdefault(source.name, {})
+                        for sid in ids:
+                            mine.setdefault(sid, [False, False])[side] = True
                     else:
                         wanted = [sid for sid in ids if origin in toward.get((source, sid), ())]
                         if wanted:
@@ -1164,24 +1183,29 @@ class SuperPeerCore:
                 # analytics measure forwarding efficiency with it).
                 answered = ",".join(sorted(superpeers[target]))
                 self._send(target, relay, now, out, origin=origin, sub=answered)
-        for peer in sorted(peers):
+        for peer in sorted(matched):
             if peer not in self.peers:
                 continue
+            sids = matched[peer]
             self.statistics.delivered += 1
             out.append(
                 Deliver(
                     peer,
                     m.Notify(
                         publication=publication,
-                        subscriptions=tuple(sorted(peers[peer])),
+                        subscriptions=tuple(sorted(sids)),
                         owner=notification.owner,
                         access_point=notification.access_point,
                         origin=origin,
                         hops=notification.hops,
                         published_at=notification.published_at,
                         version=notification.version,
-                        kind=kind_of(*matched[peer]),
+                        kind=kind_of(
+                            any(old for old, _ in sids.values()),
+                            any(new for _, new in sids.values()),
+                        ),
                         expires=notification.expires,
+                        steady=steady(notification, sids),
                     ),
                 )
             )
@@ -1348,6 +1372,7 @@ def _with(notification: m.Notification, **changes: object) -> m.Notification:
         "previous": notification.previous,
         "retracted": notification.retracted,
         "expires": notification.expires,
+        "extension": notification.extension,
     }
     fields.update(changes)
     return m.Notification(**fields)  # type: ignore[arg-type]

@@ -824,7 +824,13 @@ class SuperPeerNode:
             # the peer moved away; its subscriptions here go after ``settle_seconds``
             self._forward(peer, (notify,), 1, now, out)
             return
-        out += self.mail.deliver(peer, notify, now)
+        core = self.core
+        assert core is not None
+        news = versions.narrowed(notify, lambda sid: core.on_change(peer, sid))
+        if news is None:
+            self._trace(out, now, "drop", notify, peer=peer)
+            return
+        out += self.mail.deliver(peer, news, now)
 
     def _forward(
         self, peer: str, notifications: tuple[m.Notify, ...], hops: int, now: float, out: list
@@ -893,7 +899,7 @@ class SuperPeerNode:
                 if subscribe is not None:
                     self._core_call(
                         lambda o, s=subscribe, p=peer: core.subscribe(
-                            p, s.id, s.subscription, now, o
+                            p, s.id, s.subscription, now, o, on_change=s.on_change
                         ),
                         now,
                         out,
@@ -1028,16 +1034,13 @@ class SuperPeerNode:
             notification = _decoded(data, m.Notification)
             if notification is None:
                 continue
-            matched: dict[str, list[str]] = {}
-            sides: dict[str, list[bool]] = {}
+            matched: dict[str, dict[str, list[bool]]] = {}
             for peer, sid, subscription, since, until in entries:
                 if not since <= notification.published_at < until:
                     continue
                 old, new = versions.concerns(subscription, notification)
                 if old or new:
-                    matched.setdefault(peer, []).append(sid)
-                    either = sides.setdefault(peer, [False, False])
-                    either[0], either[1] = either[0] or old, either[1] or new
+                    matched.setdefault(peer, {})[sid] = [old, new]
             for peer, sids in matched.items():
                 found.setdefault(peer, []).append(
                     m.Notify(
@@ -1049,8 +1052,12 @@ class SuperPeerNode:
                         hops=0,
                         published_at=notification.published_at,
                         version=notification.version,
-                        kind=versions.kind_of(*sides[peer]),
+                        kind=versions.kind_of(
+                            any(old for old, _ in sids.values()),
+                            any(new for _, new in sids.values()),
+                        ),
                         expires=notification.expires,
+                        steady=versions.steady(notification, sids),
                     )
                 )
         return found
@@ -1772,7 +1779,12 @@ class SuperPeerNode:
                 if held.key == message.subscription.key:
                     expires = message.expires
                     self.expiries.set(peer, message.id, expires)
-                kept = m.Subscribe(id=message.id, subscription=held, expires=expires)
+                kept = m.Subscribe(
+                    id=message.id,
+                    subscription=held,
+                    expires=expires,
+                    on_change=core.on_change(peer, message.id),
+                )
                 made = self._subscribed_at.setdefault((peer, message.id), now)
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
         elif isinstance(message, m.Unsubscribe):

@@ -69,6 +69,10 @@ class Subscribe:
     expires: float | None = None
     """When the access point retracts it as an unsubscription (an absolute time, seconds since
     the epoch on the network's clocks; ``superpeer.expiry``); None: when the peer says so."""
+    on_change: bool = False
+    """Also hear of extensions of a resource it matched already (``changed``, ``peer subscribe
+    --on change``); by default a resource described in steps is heard of once, when what is
+    known about it starts matching (``superpeer.versions``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +239,9 @@ class Notify:
     """What changed for this peer (``superpeer.versions``): ``added``, ``changed``, ``removed``."""
     expires: float | None = None
     """``Notification.expires``: an outbox drops it, unsent, after this time."""
+    steady: tuple[str, ...] = ()
+    """Those of ``subscriptions`` that the resource matched already before this extension: the
+    access point delivers it for them only if they asked (``Subscribe.on_change``)."""
 
     def __post_init__(self) -> None:
         if self.kind not in CHANGE_KINDS:
@@ -401,6 +408,8 @@ class Notification:
     """The resource as it was before this version (for ``changed`` and ``removed``)."""
     retracted: bool = False
     """The resource is withdrawn: ``publication`` is its last version, matched as the old one."""
+    extension: bool = False
+    """``publication`` is ``previous`` with triples added (``Publish.change`` ``extend``)."""
     expires: float | None = None
     """The resource's expiry (``Publish.expires``): access points do not deliver it after."""
 

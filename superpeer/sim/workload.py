@@ -10,7 +10,9 @@ advertise      ``peer`` and the advertisement's own keys (``prefixes``, ``schema
 publish_schema ``peer``, ``data`` (an RDFS schema document: ``qel.parse_schema``), ``format``
                (``turtle`` by default); added to the peer's schemas (``superpeer.schemas``)
 subscribe      ``peer``, ``id`` (the peer's name for it), ``query`` (QEL text or SPARQL);
-               optional ``expires`` (seconds from the operation: ``superpeer.expiry``)
+               optional ``expires`` (seconds from the operation: ``superpeer.expiry``) and
+               ``on`` (``"change"``: also hear of extensions of a resource it matched already,
+               ``superpeer.versions``)
 unsubscribe    ``peer``, ``id``
 publish        ``peer``, ``id`` (publication id), ``data`` (the RDF document), ``format``
                (``turtle`` by default; ``nt``, ``xml``, ``json-ld``); optional ``expires``
@@ -87,7 +89,7 @@ OPERATIONS: Final = {
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
     "publish_schema": {"format"},
-    "subscribe": {"expires"},
+    "subscribe": {"expires", "on"},
     "publish": {"format", "expires", "file"},
     "update": {"format"},
     "extend": {"format"},
@@ -108,6 +110,10 @@ REQUESTS: Final = frozenset(
     }
 )
 """The operations that are a peer's requests to its access point."""
+
+
+ON_CHANGE: Final = "change"
+"""A subscription's ``on``: it hears of extensions of resources it matched already."""
 
 
 class WorkloadError(ValueError):
@@ -141,7 +147,12 @@ def peer_requests(
             return [m.PublishSchema(axioms=tuple(sorted(axioms, key=repr)))]
         if kind == "subscribe":
             subscription = qel.parse_subscription(op["query"])
-            return [m.Subscribe(id=op["id"], subscription=subscription, expires=expires)]
+            on_change = op.get("on") == ON_CHANGE
+            return [
+                m.Subscribe(
+                    id=op["id"], subscription=subscription, expires=expires, on_change=on_change
+                )
+            ]
         if kind == "unsubscribe":
             return [m.Unsubscribe(id=op["id"])]
         if kind in m.CHANGES:
@@ -195,6 +206,8 @@ def check_operation(op: object, line: int) -> dict:
     for key in ("query", "data", "format", "file"):
         if key in op and not isinstance(op[key], str):
             raise WorkloadError(f"line {line}: {key} must be a string")
+    if "on" in op and op["on"] != ON_CHANGE:
+        raise WorkloadError(f"line {line}: on must be {ON_CHANGE!r}")
     for key in ("expires", "seconds"):
         if key in op and (
             isinstance(op[key], bool) or not isinstance(op[key], int | float) or op[key] < 0
@@ -330,6 +343,8 @@ class PlannedPeer:
     keys: dict[str, frozenset] = field(default_factory=dict)
     expires: dict[str, float] = field(default_factory=dict)
     """Per subscription id, when it expires (absolute; the access point retracts it then)."""
+    on_change: set[str] = field(default_factory=set)
+    """The subscription ids that hear of extensions of what they matched already."""
     resources: dict[str, int] = field(default_factory=dict)
     """Per resource id, the access point it was first published through (its versions are
     kept there: ``superpeer.versions``)."""
@@ -458,6 +473,8 @@ class Planner:
         self._expire(peer)
         for sid, query in sorted(peer.subscriptions.items()):
             op = {"op": "subscribe", "peer": name, "id": sid, "query": query}
+            if sid in peer.on_change:
+                op["on"] = ON_CHANGE
             # the expiry is absolute already: carried as it is
             messages += peer_requests({**op, "expires": peer.expires.get(sid)}, now=0.0)
         return messages
@@ -468,6 +485,7 @@ class Planner:
             del peer.expires[sid]
             peer.subscriptions.pop(sid, None)
             peer.keys.pop(sid, None)
+            peer.on_change.discard(sid)
 
     def _remember(self, peer: PlannedPeer, op: dict, messages: list[object]) -> None:
         """Keep what a peer will send again after a move (as the oracle accepts it)."""
@@ -486,10 +504,14 @@ class Planner:
                 peer.expires.pop(sid, None)
                 if op.get("expires") is not None:
                     peer.expires[sid] = self.now + op["expires"]
+                peer.on_change.discard(sid)
+                if op.get("on") == ON_CHANGE:
+                    peer.on_change.add(sid)
         elif op["op"] == "unsubscribe":
             peer.subscriptions.pop(op["id"], None)
             peer.keys.pop(op["id"], None)
             peer.expires.pop(op["id"], None)
+            peer.on_change.discard(op["id"])
 
     def _backbone(self, kind: str, op: dict) -> list[Step]:
         if kind == "superpeer_join":

@@ -144,3 +144,15 @@ def test_schemas_are_kept_as_given_and_parsed_into_their_union(tmp_path):
     assert damaged.problems[0].startswith("the stored schema 1 no longer parses")
     store.clear_network_state()
     assert StateStore.open(tmp_path, name=None).current.schemas == ()
+
+
+def test_on_change_is_kept_per_subscription_and_goes_with_it(tmp_path):
+    store = StateStore.open(tmp_path, name="alice")
+    store.add_subscription("s1", TITLE_QUERY, on_change=True)
+    store.add_subscription("s2", TITLE_QUERY)
+    assert StateStore.open(tmp_path, name=None).current.on_change == frozenset({"s1"})
+    store.add_subscription("s1", TITLE_QUERY)  # subscribed again without it
+    assert store.current.on_change == frozenset()
+    store.add_subscription("s2", TITLE_QUERY, on_change=True)
+    store.remove_subscription("s2")
+    assert StateStore.open(tmp_path, name=None).current.on_change == frozenset()

@@ -73,7 +73,9 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     resource, ``extend`` adds triples about its subject (the union is the new version),
     ``retract`` withdraws it; a change that leaves the content as it is sends nothing. A peer
     hears a change if one of its subscriptions active then matches the old or the new version:
-    ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted).
+    ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted). An extension
+    that a subscription matched before too (both versions) concerns it only if it was made with
+    ``"on": "change"``; the kind is MDV's over the subscriptions the change concerns.
 
     Expiry (seed 000): time is the sum of the ``wait`` s so far (operations take none). A
     subscription made at t with ``expires`` E is active in [t, t + E): it is owed what is
@@ -91,7 +93,9 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     joined: set[str] = set()
     detached: set[str] = set()
     advertisements: dict[str, qel.Advertisement] = {}
-    subscriptions: dict[str, dict[str, tuple[qel.Subscription, float]]] = {}
+    subscriptions: dict[str, dict[str, tuple[qel.Subscription, float, bool]]] = {}
+    """Per peer, per id: the subscription, when it expires, whether it hears of extensions it
+    matched already."""
     received: dict[str, list[list[str]]] = {}
     heard: dict[str, set[tuple[str, str, int]]] = {}
     resources: dict[tuple[str, str], _Resource] = {}
@@ -101,13 +105,24 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     """Per detached peer, the changes it is owed only if it is back before their expiry."""
     now = 0.0
 
-    def tell(owner: str, resource: str, number: int, old, new, expires: float) -> None:
+    def tell(
+        owner: str, resource: str, number: int, old, new, expires: float, extension: bool = False
+    ) -> None:
         for peer, held in subscriptions.items():
-            active = [q for q, until in held.values() if now < until]
-            matched_old = old is not None and any(qel.matches(q, old) for q in active)
-            matched_new = new is not None and any(qel.matches(q, new) for q in active)
+            concerned = []
+            for query, until, on_change in held.values():
+                if now >= until:
+                    continue
+                sides = (
+                    old is not None and qel.matches(query, old),
+                    new is not None and qel.matches(query, new),
+                )
+                if any(sides) and not (extension and all(sides) and not on_change):
+                    concerned.append(sides)
+            matched_old = any(before for before, _ in concerned)
+            matched_new = any(after for _, after in concerned)
             key = (owner, resource, number)
-            if (matched_old or matched_new) and key not in heard[peer]:
+            if concerned and key not in heard[peer]:
                 heard[peer].add(key)
                 change = [resource, MDV[matched_old, matched_new]]
                 received[peer].append(change)
@@ -182,7 +197,8 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             sid = str(op["id"])
             current = subscriptions[name].get(sid)
             if current is None or current[1] <= now or current[0].key == query.key:
-                subscriptions[name][sid] = (query, now + op.get("expires", INF))
+                on_change = op.get("on") == "change"
+                subscriptions[name][sid] = (query, now + op.get("expires", INF), on_change)
         elif kind == "unsubscribe":
             subscriptions[name].pop(str(op["id"]), None)
         elif kind == "retract":
@@ -210,7 +226,8 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
                 expires = now + op.get("expires", INF)
                 change = _change(resources, name, publication, kind, now, expires)
                 if change is not None:
-                    tell(name, publication.id, *change, resources[name, publication.id].expires)
+                    until = resources[name, publication.id].expires
+                    tell(name, publication.id, *change, until, extension=kind == "extend")
     for name in list(waiting):
         back(name)
     return dict(sorted(received.items()))

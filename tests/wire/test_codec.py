@@ -24,7 +24,11 @@ def any_message(draw: st.DrawFn) -> object:
     if choice == 0:
         return m.Advertise(advertisement=draw(advertisements()))
     if choice == 1:
-        return m.Subscribe(id=draw(text), subscription=draw(subscriptions(repeat_predicates=True)))
+        return m.Subscribe(
+            id=draw(text),
+            subscription=draw(subscriptions(repeat_predicates=True)),
+            on_change=draw(st.booleans()),
+        )
     if choice == 2:
         return m.Unsubscribe(id=draw(text))
     if choice == 3:
@@ -40,6 +44,7 @@ def any_message(draw: st.DrawFn) -> object:
             origin=draw(text),
             hops=draw(st.integers(0, 20)),
             published_at=draw(st.floats(allow_nan=False, allow_infinity=False)),
+            steady=tuple(draw(st.lists(text, max_size=2))),
         )
     if choice == 6:
         return m.Ack(request=draw(text))
@@ -72,6 +77,7 @@ def any_message(draw: st.DrawFn) -> object:
         access_point=draw(text),
         hops=draw(st.integers(0, 20)),
         published_at=draw(st.floats(allow_nan=False, allow_infinity=False)),
+        extension=draw(st.booleans()),
     )
 
 
