@@ -2,9 +2,11 @@
 to every super-peer with the advertisements; each publication is matched under its closure at its
 entry. Against the oracle, whose closure is rdflib's and owlrl's (``tests.entailment_oracle``)."""
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from superpeer.config import ConfigError, config_from_mapping
 from superpeer.core import CoreConfig
 from superpeer.schemas import SchemaLimits
 from tests.strategies import schema_axioms, schema_text
@@ -156,3 +158,13 @@ def test_schemas_beyond_the_limits_are_refused_with_the_reason():
     assert "3 axioms, more than max_axioms_per_peer (2)" in reasons[0]
     assert "would know 4 schema axioms, more than max_axioms_total (3)" in reasons[1]
     assert {len(core.schemas.schema.axioms) for core in simulation.cores.values()} == {3}
+
+
+def test_the_schema_limits_are_configured_in_the_daemons_configuration():
+    config = config_from_mapping({"schemas": {"max_axioms_per_peer": 5}})
+    limits = config.node_config(tracing=False).routing.schemas
+    assert limits == SchemaLimits(max_axioms_per_peer=5)
+    with pytest.raises(ConfigError, match="unknown"):
+        config_from_mapping({"schemas": {"max_axioms": 5}})
+    with pytest.raises(ConfigError, match="must be positive"):
+        config_from_mapping({"schemas": {"max_axioms_total": 0}})
