@@ -5,7 +5,8 @@
              [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
              [--log-format text|json]
     peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
-    peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME]   (QEL text or SPARQL)
+    peer publish-schema FILE [--format turtle|nt|xml|json-ld]   (RDFS axioms, for entailment)
+    peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME] [--on change]   (QEL or SPARQL)
     peer unsubscribe ID
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID] [--expires 2h|ISO-TIME]
                  [--file PATH | --file SUBJECT=PATH ...]   (FILE "-" reads stdin; the resources' bytes, offered)
@@ -172,10 +173,25 @@ def _build_parser() -> argparse.ArgumentParser:
     command("advertise", "say what this peer publishes").add_argument(
         "file", metavar="FILE", help="the advertisement: JSON, or TOML (.toml)"
     )
+    schema = command(
+        "publish-schema", "publish RDFS axioms: publications are matched under their closure"
+    )
+    schema.add_argument("file", metavar="FILE", help="the schema document")
+    schema.add_argument(
+        "--format",
+        choices=["turtle", "nt", "xml", "json-ld"],
+        help="the document's format (default: from the file name, else turtle)",
+    )
     subscribe = command("subscribe", "subscribe with a QEL or SPARQL query")
     subscribe.add_argument("query", metavar="QUERY|FILE", help="the query, or a file holding it")
     subscribe.add_argument("--id", help="the subscription's id (default: a hash of the query)")
     subscribe.add_argument("--expires", metavar="WHEN", help=EXPIRES_HELP)
+    subscribe.add_argument(
+        "--on",
+        choices=["change"],
+        help="also hear of extensions of a resource it matched already (default: once, when "
+        "what is known of the resource starts matching)",
+    )
     command("unsubscribe", "withdraw a subscription").add_argument("id", metavar="ID")
     publish = command("publish", "publish the resources an RDF document describes")
     publish.add_argument("file", metavar="FILE", help='the RDF document ("-" for stdin)')
@@ -373,6 +389,14 @@ def _advertise(args: argparse.Namespace, config: PeerConfig) -> int:
     return 0
 
 
+def _publish_schema(args: argparse.Namespace, config: PeerConfig) -> int:
+    path = Path(args.file)
+    fmt = args.format or FORMATS_BY_SUFFIX.get(path.suffix.lower(), "turtle")
+    result = _call(config, "publish-schema", data=_read(path), format=fmt)
+    print(f"published a schema of {_plural(result['axioms'], 'axiom', 'axioms')}")
+    return 0
+
+
 def _summary(advertisement: dict[str, int]) -> str:
     return ", ".join(
         _plural(advertisement[key], singular, plural)
@@ -395,6 +419,8 @@ def _subscribe(args: argparse.Namespace, config: PeerConfig) -> int:
     arguments = {"query": query, **_expires(args)}
     if args.id is not None:
         arguments["id"] = args.id
+    if args.on is not None:
+        arguments["on"] = args.on
     result = _call(config, "subscribe", **arguments)
     verb = "already subscribed" if result["repeated"] else "subscribed"
     print(f"{verb} {result['id']}: {result['query']}")
@@ -552,9 +578,11 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
         print(f"  advertisement: unusable ({advertisement['problem']})")
     else:
         print(f"  advertisement: {_summary(advertisement)}")
+    print(f"  schemas published: {status['schemas']}")
     print(f"  subscriptions: {len(status['subscriptions'])}")
     for name, query in status["subscriptions"].items():
-        print(f"    {name}: {' '.join(query.split())}")
+        every = " (on change)" if name in status["on_change"] else ""
+        print(f"    {name}{every}: {' '.join(query.split())}")
     if status["in_doubt"]:
         print(f"  withdrawing on reconnection: {', '.join(status['in_doubt'])}")
     inbox = status["inbox"]
@@ -623,6 +651,7 @@ def _read(path: Path) -> str:
 _COMMANDS = {
     "keygen": _keygen,
     "advertise": _advertise,
+    "publish-schema": _publish_schema,
     "subscribe": _subscribe,
     "unsubscribe": _unsubscribe,
     "retract": _retract,

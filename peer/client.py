@@ -691,7 +691,12 @@ class PeerClient:
         parsed = parse_state(state)
         problems = {f"stored state ({n})": p for n, p in enumerate(parsed.problems, start=1)}
         resend = plan_resend(
-            parsed.advertisement, parsed.subscriptions, state.in_doubt, state.expires
+            parsed.advertisement,
+            parsed.subscriptions,
+            state.in_doubt,
+            expires=state.expires,
+            axioms=parsed.axioms,
+            on_change=state.on_change,
         )
         for message in resend:
             try:

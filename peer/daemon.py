@@ -11,7 +11,8 @@ public identifier; the name stays a local label (``peer.state``).
 
 Decisions a user sees:
 
-* **State changes need the access point.** ``advertise``, ``subscribe`` and ``unsubscribe`` are
+* **State changes need the access point.** ``advertise``, ``publish-schema``, ``subscribe`` and
+  ``unsubscribe`` are
   saved only when the access point acknowledges them; while it is unreachable they fail at once
   (exit 3) and nothing changes. Queuing them durably instead would report success for a change
   the network may later refuse, with nobody left to tell. What *was* acknowledged is kept and
@@ -63,7 +64,7 @@ from peer.identity import IdentityError, PeerIdentity, load_key
 from peer.inbox import Inbox
 from peer.resources import ResourceError, Resources
 from peer.session import Backoff, RequestTooLarge
-from peer.state import StateError, StateStore, subscription_id
+from peer.state import ON_CHANGE, StateError, StateStore, subscription_id
 from qel.resources import Resource, rendezvous_key, resource_of, with_resource
 from wire import messages as m
 from wire.codec import WireLimits
@@ -393,6 +394,7 @@ class PeerService:
     async def execute(self, request: m.ControlRequest) -> m.ControlReply:
         commands = {
             "advertise": self.advertise,
+            "publish-schema": self.publish_schema,
             "subscribe": self.subscribe,
             "unsubscribe": self.unsubscribe,
             "publish": self.publish,
@@ -435,6 +437,27 @@ class PeerService:
         )
         return {"advertisement": advertisement_summary(advertisement)}
 
+    async def publish_schema(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """RDFS axioms for the network's entailment (``superpeer.schemas``): kept once the
+        access point accepted them, and re-sent (the union of all) after every connection."""
+        text = _argument(arguments, "data")
+        format = arguments.get("format") or "turtle"
+        try:
+            axioms = qel.parse_schema(text, format)
+        except qel.SchemaError as error:
+            raise CommandError("invalid", f"invalid schema: {error}") from None
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Ack):
+                self.store.add_schema(text, format)
+
+        message = m.PublishSchema(axioms=tuple(sorted(axioms, key=repr)))
+        await self._answer(
+            self._submit(PeerRequest(message=message, on_answer=answered)),
+            "the access point may hold the schema; publish it again to be sure",
+        )
+        return {"axioms": len(axioms)}
+
     async def subscribe(self, arguments: dict[str, str]) -> dict[str, Any]:
         text = _argument(arguments, "query")
         try:
@@ -452,10 +475,14 @@ class PeerService:
             )
 
         expires = _expires(arguments)
+        on = arguments.get("on") or ""
+        if on not in ("", ON_CHANGE):
+            raise CommandError("invalid", f"on must be {ON_CHANGE!r}, not {on!r}")
+        on_change = on == ON_CHANGE
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
-                self.store.add_subscription(name, text, expires)
+                self.store.add_subscription(name, text, expires, on_change=on_change)
 
         def in_doubt() -> None:
             if name not in self.store.current.subscriptions:
@@ -464,7 +491,9 @@ class PeerService:
         await self._answer(
             self._submit(
                 PeerRequest(
-                    message=m.Subscribe(id=name, subscription=subscription, expires=expires),
+                    message=m.Subscribe(
+                        id=name, subscription=subscription, expires=expires, on_change=on_change
+                    ),
                     on_answer=answered,
                     on_doubt=in_doubt,
                 )
@@ -683,8 +712,10 @@ class PeerService:
             "last_error": statistics.last_error,
             "retry_at": statistics.retry_at,
             "subscriptions": dict(sorted(state.subscriptions.items())),
+            "on_change": sorted(state.on_change),
             "in_doubt": sorted(state.in_doubt),
             "advertisement": advertisement,
+            "schemas": len(state.schemas),
             "inbox": {
                 "records": self.inbox.count,
                 "duplicates_ignored": self.inbox.duplicates,

@@ -85,6 +85,7 @@ from wire.framing import Link, Received, frame
 T = TypeVar("T")
 Request = (
     m.Advertise
+    | m.PublishSchema
     | m.Subscribe
     | m.Unsubscribe
     | m.Publish
@@ -278,6 +279,8 @@ def request_label(message: Request) -> str:
     """The label the access point uses for a request in its answer."""
     if isinstance(message, m.Advertise):
         return "advertise"
+    if isinstance(message, m.PublishSchema):
+        return "publish-schema"
     if isinstance(message, m.Subscribe):
         return f"subscribe {message.id}"
     if isinstance(message, m.Unsubscribe):
@@ -619,17 +622,26 @@ def plan_resend(
     advertisement: qel.Advertisement,
     subscriptions: Mapping[str, qel.Subscription],
     withdraw: Iterable[str],
+    *,
     expires: Mapping[str, float] | None = None,
+    axioms: frozenset[qel.Axiom] = frozenset(),
+    on_change: frozenset[str] = frozenset(),
 ) -> list[Request]:
     """What to send after every (re)connection, in order: the advertisement first (an empty one if
     the peer never advertised, which also withdraws one whose ``Advertise`` was left in doubt),
-    then withdrawals of the subscriptions left in doubt (``withdraw``; an id that is subscribed
-    again is not withdrawn), then every subscription, by id, with its expiry (``expires``)."""
+    the union of the schemas it published (``axioms``; nothing if none), then withdrawals of the
+    subscriptions left in doubt (``withdraw``; an id that is subscribed again is not withdrawn),
+    then every subscription, by id, with its expiry (``expires``) and whether it hears of every
+    extension (``on_change``, the ids made with ``--on change``)."""
     deadlines = expires or {}
     plan: list[Request] = [m.Advertise(advertisement=advertisement)]
+    if axioms:
+        plan.append(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
     plan += [m.Unsubscribe(id=name) for name in sorted(set(withdraw) - set(subscriptions))]
     plan += [
-        m.Subscribe(id=name, subscription=s, expires=deadlines.get(name))
+        m.Subscribe(
+            id=name, subscription=s, expires=deadlines.get(name), on_change=name in on_change
+        )
         for name, s in sorted(subscriptions.items())
     ]
     return plan

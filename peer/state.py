@@ -6,7 +6,9 @@ super-peer that lost its state is repaired by the next connection::
     {"format": 1,
      "peer_id": "peer-1a2b3c4d",                       # the peer's name (see below)
      "advertisement": "{\\"schemas\\": [\\"dc\\"]}",      # the JSON text as given, or null
+     "schemas": [{"data": "...", "format": "turtle"}],   # RDFS schema documents as given
      "subscriptions": {"s1": "X : t(X, dc:title, T)"},  # id -> query text as given
+     "on_change": ["s1"],                                # ids that hear of every extension
      "in_doubt": ["s2"],
      "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5},
      "expired": 0}
@@ -52,6 +54,9 @@ import qel
 from peer.files import remove_temporary_files, write_atomically
 
 STATE_FORMAT: Final = 1
+ON_CHANGE: Final = "change"
+"""``peer subscribe --on change``: the subscription hears of extensions of resources it matched
+already (``superpeer.versions``)."""
 STATE_FILE: Final = "state.json"
 
 
@@ -71,6 +76,11 @@ class PeerState:
     expires: Mapping[str, float] = field(default_factory=dict)
     """Per subscription id, when it expires (absolute): re-sent with it, so a reconnection
     does not make it permanent."""
+    schemas: tuple[tuple[str, str], ...] = ()
+    """The schema documents the access point accepted, (text, format) as given: their union
+    is re-sent after every connection."""
+    on_change: frozenset[str] = frozenset()
+    """The subscription ids made with ``--on change`` (re-sent with it)."""
 
     def to_json(self) -> bytes:
         document = {
@@ -82,6 +92,8 @@ class PeerState:
             "access_point": dict(self.access_point) if self.access_point is not None else None,
             "expired": self.expired,
             "expires": dict(sorted(self.expires.items())),
+            "schemas": [{"data": data, "format": format} for data, format in self.schemas],
+            "on_change": sorted(self.on_change),
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -121,8 +133,27 @@ class PeerState:
             isinstance(v, int | float) and not isinstance(v, bool) for v in expires.values()
         ):
             raise ValueError("expires must map subscription ids to times")
+        schemas = document.get("schemas", [])
+        if not isinstance(schemas, list) or not all(
+            isinstance(s, dict)
+            and set(s) == {"data", "format"}
+            and all(isinstance(v, str) for v in s.values())
+            for s in schemas
+        ):
+            raise ValueError("schemas must be a list of {data, format}")
+        on_change = document.get("on_change", [])
+        if not isinstance(on_change, list) or not all(isinstance(i, str) for i in on_change):
+            raise ValueError("on_change must be a list of ids")
         return cls(
-            name, advertisement, subscriptions, frozenset(in_doubt), access_point, expired, expires
+            name,
+            advertisement,
+            subscriptions,
+            frozenset(in_doubt),
+            access_point,
+            expired,
+            expires,
+            tuple((s["data"], s["format"]) for s in schemas),
+            frozenset(on_change),
         )
 
 
@@ -173,19 +204,32 @@ class StateStore:
     def set_advertisement(self, text: str) -> None:
         self._save(replace(self._state, advertisement=text))
 
+    def add_schema(self, text: str, format: str) -> None:
+        if (text, format) not in self._state.schemas:
+            self._save(replace(self._state, schemas=(*self._state.schemas, (text, format))))
+
     def add_subscription(
-        self, subscription_id: str, text: str, expires: float | None = None
+        self,
+        subscription_id: str,
+        text: str,
+        expires: float | None = None,
+        *,
+        on_change: bool = False,
     ) -> None:
         subscriptions = {**self._state.subscriptions, subscription_id: text}
         deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
         if expires is not None:
             deadlines[subscription_id] = expires
+        changes = self._state.on_change - {subscription_id}
+        if on_change:
+            changes |= {subscription_id}
         self._save(
             replace(
                 self._state,
                 subscriptions=subscriptions,
                 in_doubt=self._state.in_doubt - {subscription_id},
                 expires=deadlines,
+                on_change=changes,
             )
         )
 
@@ -193,7 +237,14 @@ class StateStore:
         subscriptions = dict(self._state.subscriptions)
         del subscriptions[subscription_id]
         deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
-        self._save(replace(self._state, subscriptions=subscriptions, expires=deadlines))
+        self._save(
+            replace(
+                self._state,
+                subscriptions=subscriptions,
+                expires=deadlines,
+                on_change=self._state.on_change - {subscription_id},
+            )
+        )
 
     def mark_in_doubt(self, subscription_id: str) -> None:
         self._save(replace(self._state, in_doubt=self._state.in_doubt | {subscription_id}))
@@ -234,6 +285,8 @@ class ParsedState:
     advertisement: qel.Advertisement
     subscriptions: Mapping[str, qel.Subscription]
     problems: tuple[str, ...]
+    axioms: frozenset[qel.Axiom] = frozenset()
+    """The union of the stored schemas."""
 
 
 def parse_state(state: PeerState) -> ParsedState:
@@ -250,4 +303,10 @@ def parse_state(state: PeerState) -> ParsedState:
             subscriptions[name] = qel.parse_subscription(text)
         except qel.QueryError as error:
             problems.append(f"the stored subscription {name!r} no longer parses: {error}")
-    return ParsedState(advertisement, subscriptions, tuple(problems))
+    axioms: set[qel.Axiom] = set()
+    for number, (text, format) in enumerate(state.schemas, start=1):
+        try:
+            axioms |= qel.parse_schema(text, format)
+        except qel.SchemaError as error:
+            problems.append(f"the stored schema {number} no longer parses: {error}")
+    return ParsedState(advertisement, subscriptions, tuple(problems), frozenset(axioms))

@@ -4,6 +4,8 @@ Subscriptions are single-resource, multi-predicate queries over RDF; publication
 about one subject; advertisements say what a peer will publish. This package parses them (a QEL text
 form, a SPARQL subset via rdflib, RDF documents via rdflib, advertisements from JSON/TOML), and
 answers the three questions routing depends on: ``matches``, ``covers`` and ``advertisement_covers``.
+RDFS schemas (``parse_schema``) give a publication's closure before matching (``Schema.entail``)
+and the advertisement closure that keeps routing complete under it (``Schema.close``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from qel.advertisements import (
     disallowed_triples,
     elements_cover,
 )
+from qel.axioms import Axiom, parse_schema
 from qel.constraints import Atom, Constraint, satisfiable
 from qel.covering import covers
-from qel.errors import AdvertisementError, PublicationError, QelError, QueryError
+from qel.entailment import Schema
+from qel.errors import AdvertisementError, PublicationError, QelError, QueryError, SchemaError
 from qel.filters import Filter
 from qel.limits import DEFAULT_LIMITS, Limits
 from qel.matching import matches
@@ -59,6 +63,7 @@ __all__ = [
     "Advertisement",
     "AdvertisementError",
     "Atom",
+    "Axiom",
     "Constraint",
     "Element",
     "Filter",
@@ -71,7 +76,9 @@ __all__ = [
     "PublicationError",
     "QelError",
     "QueryError",
+    "Schema",
     "SchemaElement",
+    "SchemaError",
     "Subscription",
     "Term",
     "ValueElement",
@@ -86,6 +93,7 @@ __all__ = [
     "parse_publication_text",
     "parse_publications",
     "parse_qel",
+    "parse_schema",
     "parse_sparql",
     "parse_subscription",
     "properties",

@@ -15,3 +15,8 @@ class PublicationError(QelError):
 
 class AdvertisementError(QelError):
     """An advertisement that does not follow the documented shape."""
+
+
+class SchemaError(QelError):
+    """An RDF document that cannot be read as a schema (syntax, statements that are not RDFS
+    axioms, axioms about RDF's own vocabulary, limits)."""

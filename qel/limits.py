@@ -30,6 +30,8 @@ class Limits:
     """Most triples about one subject in one publication."""
     max_advertisement_elements: int = 100_000
     """Most schemas + properties + values in one advertisement."""
+    max_schema_axioms: int = 10_000
+    """Most RDFS axioms in one schema document (``qel.parse_schema``)."""
 
 
 DEFAULT_LIMITS = Limits()

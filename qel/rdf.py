@@ -24,7 +24,7 @@ from rdflib.term import BNode as RdfBNode
 from rdflib.term import Literal as RdfLiteral
 from rdflib.term import URIRef as RdfURIRef
 
-from qel.errors import PublicationError
+from qel.errors import PublicationError, QelError
 from qel.limits import DEFAULT_LIMITS, Limits
 from qel.model import Publication
 from qel.terms import URI, Literal, Term
@@ -76,25 +76,7 @@ def parse_publications(
     ``id#1``, ``id#2``, ... in subject order. Without ``id``, a publication's id is a hash of its
     triples, so the same content always gets the same id.
     """
-    rdf_format = FORMATS.get(format.lower())
-    if rdf_format is None:
-        known = ", ".join(sorted(set(FORMATS.values())))
-        raise PublicationError(f"unknown RDF format {format!r} (known: {known})")
-    raw = data.encode() if isinstance(data, str) else data
-    if len(raw) > limits.max_document_bytes:
-        raise PublicationError(
-            f"the document is larger than {limits.max_document_bytes} bytes (max_document_bytes)"
-        )
-    graph = rdflib.Graph()
-    try:
-        if rdf_format == "json-ld":
-            _parse_json_ld(graph, raw)
-        else:
-            graph.parse(data=raw, format=rdf_format)
-    except PublicationError:
-        raise
-    except Exception as error:  # rdflib's parsers raise many unrelated types for bad syntax
-        raise PublicationError(f"cannot read the {rdf_format} document: {error}") from None
+    graph = read_graph(data, format, limits, PublicationError)
     by_subject: dict[URI, set[tuple[URI, Term]]] = {}
     for subject, predicate, obj in graph:
         if isinstance(subject, RdfBNode):
@@ -127,13 +109,40 @@ def parse_publications(
     return result
 
 
-def _parse_json_ld(graph: rdflib.Graph, raw: bytes) -> None:
+def read_graph(
+    data: str | bytes, format: str, limits: Limits, error: type[QelError]
+) -> rdflib.Graph:
+    """The RDF graph of a document (publications and schemas alike), within ``limits``;
+    ``error`` (the caller's kind of input) says what is wrong with it."""
+    rdf_format = FORMATS.get(format.lower())
+    if rdf_format is None:
+        known = ", ".join(sorted(set(FORMATS.values())))
+        raise error(f"unknown RDF format {format!r} (known: {known})")
+    raw = data.encode() if isinstance(data, str) else data
+    if len(raw) > limits.max_document_bytes:
+        raise error(
+            f"the document is larger than {limits.max_document_bytes} bytes (max_document_bytes)"
+        )
+    graph = rdflib.Graph()
+    try:
+        if rdf_format == "json-ld":
+            _parse_json_ld(graph, raw, error)
+        else:
+            graph.parse(data=raw, format=rdf_format)
+    except QelError:
+        raise
+    except Exception as problem:  # rdflib's parsers raise many unrelated types for bad syntax
+        raise error(f"cannot read the {rdf_format} document: {problem}") from None
+    return graph
+
+
+def _parse_json_ld(graph: rdflib.Graph, raw: bytes, error: type[QelError]) -> None:
     try:
         document = json.loads(raw)
-    except ValueError as error:
-        raise PublicationError(f"cannot read the JSON-LD document: {error}") from None
+    except ValueError as problem:
+        raise error(f"cannot read the JSON-LD document: {problem}") from None
     if _has_remote_context(document):
-        raise PublicationError(
+        raise error(
             "the JSON-LD document refers to a remote @context; inline the context "
             "(remote contexts are not fetched)"
         )

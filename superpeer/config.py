@@ -46,6 +46,10 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     [routing]
     summarise_values_above = 1000      # summarise larger advertised value sets (0: never)
 
+    [schemas]                          # RDFS axioms peers publish (superpeer.schemas)
+    max_axioms_per_peer = 10000        # the union of one peer's schemas
+    max_axioms_total = 100000          # axioms this super-peer accepts to know in all
+
     [http]                             # the operator's endpoint: /metrics, /healthz, /readyz, /
     listen = "127.0.0.1:9400"          # default "": off; a bare port means 127.0.0.1
     metrics = true                     # false: no counting and no /metrics (the rest stays)
@@ -80,6 +84,7 @@ import platformdirs
 from superpeer.core import CoreConfig
 from superpeer.node import NodeConfig
 from superpeer.rendezvous import RendezvousConfig
+from superpeer.schemas import SchemaLimits
 from superpeer.security import SecuritySettings
 from wire.codec import WireLimits
 
@@ -169,6 +174,7 @@ class SuperPeerConfig:
     http: HttpSettings = field(default_factory=HttpSettings)
     logs: LogSettings = field(default_factory=LogSettings)
     summarise_values_above: int | None = None
+    schemas: SchemaLimits = field(default_factory=SchemaLimits)
 
     @property
     def address(self) -> str:
@@ -189,6 +195,7 @@ class SuperPeerConfig:
                 tracing=tracing,
                 max_lookups_per_peer=limits.max_lookups_per_peer,
                 settle_seconds=recovery.settle_seconds,
+                schemas=self.schemas,
             ),
             heartbeat_seconds=limits.heartbeat_seconds,
             failure_seconds=limits.failure_seconds,
@@ -241,7 +248,7 @@ def load_config(path: str | Path | None) -> SuperPeerConfig:
 def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") -> SuperPeerConfig:
     known = {
         "listen", "advertise", "data_dir", "node_id", "join", "limits", "delivery", "recovery",
-        "rendezvous", "trace", "routing", "security", "http", "logging",
+        "rendezvous", "trace", "routing", "schemas", "security", "http", "logging",
     }  # fmt: skip
     _no_unknown(data, known, source)
     changes: dict[str, Any] = {}
@@ -277,6 +284,8 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         changes["rendezvous"] = rendezvous
     if "trace" in data:
         changes["trace"] = _section(TraceSettings, data["trace"], "trace", source)
+    if "schemas" in data:
+        changes["schemas"] = _section(SchemaLimits, data["schemas"], "schemas", source)
     if "security" in data:
         changes["security"] = _security(data["security"], source)
     if "http" in data:

@@ -76,6 +76,7 @@ from indices.routing import AdvertisementIndex
 from poset.poset import PosetNode, Removed, SubscriptionPoset
 from qel.advertisements import Element, element_allows_triple, summarise
 from superpeer.actions import CoreAction, Deliver, LogPublication, ToPeer, ToSuperPeer
+from superpeer.schemas import SchemaBook, SchemaLimits, SchemaRefused
 from superpeer.trace import TraceRecord
 from superpeer.versions import (
     Change,
@@ -84,6 +85,7 @@ from superpeer.versions import (
     VersionLimits,
     kind_of,
     sides,
+    steady,
 )
 from wire import messages as m
 
@@ -177,6 +179,8 @@ class CoreConfig:
     (make before break): longer than a message takes to cross the backbone."""
     versions: VersionLimits = field(default_factory=VersionLimits)
     """Bounds of the versions kept of local peers' resources (``superpeer.versions``)."""
+    schemas: SchemaLimits = field(default_factory=SchemaLimits)
+    """Bounds of the RDFS axioms local peers publish (``superpeer.schemas``)."""
 
 
 @dataclass
@@ -211,6 +215,9 @@ class SuperPeerCore:
         self.ads = AdvertisementIndex()
         self.poset = SubscriptionPoset()
         self.versions = ResourceVersions(self.config.versions)
+        self.schemas = SchemaBook(self.config.schemas)
+        self._on_change: set[tuple[str, str]] = set()
+        """Local peers' subscriptions that hear of extensions they matched already."""
         self.peers: dict[str, PeerState] = {}
         self.origin_positions: dict[str, int] = {}
         self.origin_versions: dict[str, tuple[int, int]] = {}
@@ -218,6 +225,7 @@ class SuperPeerCore:
         self.origin_addresses: dict[str, str] = {}
         self.statistics = CoreStatistics()
         self._announced: frozenset[Element] = frozenset()
+        self._announced_axioms: frozenset[qel.Axiom] = frozenset()
         self._moved = False
         self._version = 0
         self._seen_broadcasts: dict[tuple[object, ...], float] = {}
@@ -264,6 +272,8 @@ class SuperPeerCore:
         for sid in self.poset.ids_of(source):
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self.ads.remove_holder(self.node_id, peer)
+        self.schemas.forget_peer(peer)
+        self._on_change = {key for key in self._on_change if key[0] != peer}
         self._announce(now, out)
         self.peers.pop(peer, None)
         self.versions.forget(peer)
@@ -284,8 +294,13 @@ class SuperPeerCore:
         if isinstance(message, m.Advertise):
             self.advertise(peer, message.advertisement, now, out)
             self._reply(peer, m.Ack(request="advertise"), now, out)
+        elif isinstance(message, m.PublishSchema):
+            if self.publish_schema(peer, frozenset(message.axioms), now, out):
+                self._reply(peer, m.Ack(request="publish-schema"), now, out)
         elif isinstance(message, m.Subscribe):
-            if self.subscribe(peer, message.id, message.subscription, now, out):
+            if self.subscribe(
+                peer, message.id, message.subscription, now, out, on_change=message.on_change
+            ):
                 self._reply(peer, m.Ack(request=f"subscribe {message.id}"), now, out)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribe(peer, message, now, out)
@@ -309,6 +324,19 @@ class SuperPeerCore:
         self.ads.add(self.node_id, peer, new - old)
         self._announce(now, out)
 
+    def publish_schema(
+        self, peer: str, axioms: frozenset[qel.Axiom], now: float, out: list[Output]
+    ) -> bool:
+        """Add ``axioms`` to ``peer``'s schemas (also used to restore them); False, with a
+        refusal sent, beyond a bound (``superpeer.schemas``)."""
+        try:
+            self.schemas.publish(peer, axioms)
+        except SchemaRefused as error:
+            self._refuse(peer, "publish-schema", str(error), now, out)
+            return False
+        self._announce(now, out)
+        return True
+
     def subscribe(
         self,
         peer: str,
@@ -316,9 +344,12 @@ class SuperPeerCore:
         subscription: qel.Subscription,
         now: float,
         out: list[Output],
+        *,
+        on_change: bool = False,
     ) -> bool:
         """Add ``peer``'s subscription (also used to restore it); False, with a refusal sent,
-        when the id is taken by another subscription."""
+        when the id is taken by another subscription. ``on_change``: it hears of extensions it
+        matched already (``superpeer.versions``)."""
         source = peer_source(peer)
         existing = self.poset.node_of(source, subscription_id)
         if existing is not None and not same_subscription(existing.subscription, subscription):
@@ -332,8 +363,15 @@ class SuperPeerCore:
             )
             return False
         inserted = self.poset.insert(subscription, source, subscription_id)
+        if on_change:
+            self._on_change.add((peer, subscription_id))
+        else:
+            self._on_change.discard((peer, subscription_id))
         self._route(inserted.node, now, out)
         return True
+
+    def on_change(self, peer: str, subscription_id: str) -> bool:
+        return (peer, subscription_id) in self._on_change
 
     def subscriptions_of(self, peer: str) -> dict[str, qel.Subscription]:
         source = peer_source(peer)
@@ -363,6 +401,7 @@ class SuperPeerCore:
     def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
         """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""
         removed = self.poset.remove(peer_source(peer), subscription_id, self._wants)
+        self._on_change.discard((peer, subscription_id))
         self._after_removal(removed, now, out)
 
     def _publish(self, peer: str, message: m.Publish, now: float, out: list[Output]) -> None:
@@ -390,6 +429,18 @@ class SuperPeerCore:
             publication = qel.Publication(
                 publication.subject, publication.statements, peer, publication.id
             )
+        publication = self.schemas.schema.entail(publication)
+        most = self.config.versions.max_triples_per_resource
+        if len(publication.statements) > most:
+            self._refuse(
+                peer,
+                request,
+                f"under the schemas advertised the publication entails {len(publication.statements)}"
+                f" triples, more than max_triples_per_resource ({most})",
+                now,
+                out,
+            )
+            return
         try:
             accepted = self.versions.publish(
                 peer, publication, message.change, now, message.expires
@@ -424,6 +475,7 @@ class SuperPeerCore:
             previous=change.previous,
             retracted=change.retracted,
             expires=change.expires,
+            extension=change.extension,
         )
         self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
         out.append(LogPublication(notification))
@@ -549,6 +601,8 @@ class SuperPeerCore:
         for child in self._children(message.origin_position):
             if child != sender:
                 self._send(child, message, now, out, origin=origin)
+        if self.schemas.set_origin(origin, frozenset(message.axioms)):
+            self._announce(now, out)  # this origin's elements, closed under the new schema
         if moved or gone:
             for node in self._targeting(origin):
                 self._route(node, now, out)
@@ -590,6 +644,8 @@ class SuperPeerCore:
         self.origin_positions.pop(origin, None)
         self.origin_addresses.pop(origin, None)
         self.ads.remove_holder(origin, origin)
+        if self.schemas.set_origin(origin, frozenset()):
+            self._announce(now, out)
         for (_, _), toward in self._toward.items():
             toward.discard(origin)
         for node in self.poset:
@@ -704,15 +760,17 @@ class SuperPeerCore:
                     version=self._version,
                     incarnation=self.incarnation,
                     address=self.address,
+                    axioms=tuple(sorted(self._announced_axioms, key=repr)),
                 )
                 for child in fresh_children:
                     self._send(child, message, now, out, origin=self.node_id)
-        for origin in self.ads.origins():
+        for origin in sorted(set(self.ads.origins()) | set(self.schemas.origins())):
             if origin == self.node_id:
                 continue
             position = self.origin_positions.get(origin)
             elements = self.ads.elements(origin)
-            if position is None or not elements:
+            axioms = self.schemas.of_origin(origin)
+            if position is None or not (elements or axioms):
                 continue
             before = set(tree_children(old, position))
             fresh = [c for c in tree_children(self.view, position) if c not in before]
@@ -726,6 +784,7 @@ class SuperPeerCore:
                 version=version,
                 incarnation=incarnation,
                 address=self.origin_addresses.get(origin, ""),
+                axioms=tuple(sorted(axioms, key=repr)),
             )
             for child in fresh:
                 self._send(child, message, now, out, origin=origin)
@@ -782,7 +841,7 @@ class SuperPeerCore:
         """This super-peer is leaving the backbone: withdraw, network-wide, every element it
         announced, so no subscription keeps travelling toward an origin that is gone."""
         out: list[Output] = []
-        if self._announced:
+        if self._announced or self._announced_axioms:
             self._version += 1
             message = m.Elements(
                 origin=self.node_id,
@@ -793,6 +852,7 @@ class SuperPeerCore:
                 address=self.address,
             )
             self._announced = frozenset()
+            self._announced_axioms = frozenset()
             for child in self.view.children(self.view.root_position):
                 self._send(child, message, now, out, origin=self.node_id)
         return out
@@ -1053,15 +1113,19 @@ class SuperPeerCore:
             stack.extend(sorted(node.children.values(), key=lambda n: n.id, reverse=True))
 
     def _announce(self, now: float, out: list[Output]) -> None:
-        """Broadcast to the whole backbone the change in what this origin stands for."""
-        current = self.ads.elements(self.node_id)
+        """Broadcast to the whole backbone the change in what this origin stands for: its
+        peers' elements closed under every schema axiom it knows (it entails its peers'
+        publications under the same axioms: ``superpeer.schemas``), and its peers' axioms."""
+        current = self.schemas.schema.close(self.ads.elements(self.node_id))
         if self.config.summarise_values_above is not None:
             current = summarise(current, self.config.summarise_values_above)
-        if current == self._announced and not self._moved:
+        axioms = self.schemas.local()
+        if current == self._announced and axioms == self._announced_axioms and not self._moved:
             return
         self._announced = current
+        self._announced_axioms = axioms
         self._moved = False
-        if not current and self._version == 0:
+        if not current and not axioms and self._version == 0:
             return  # nothing ever announced: nothing to say
         self._version += 1
         message = m.Elements(
@@ -1071,6 +1135,7 @@ class SuperPeerCore:
             version=self._version,
             incarnation=self.incarnation,
             address=self.address,
+            axioms=tuple(sorted(axioms, key=repr)),
         )
         for child in self.view.children(self.view.root_position):
             self._send(child, message, now, out, origin=self.node_id)
@@ -1092,8 +1157,8 @@ class SuperPeerCore:
         self._relayed[(origin, relay_key(notification), notification.origin_position)] = (
             now + self.config.settle_seconds
         )
-        peers: dict[str, set[str]] = {}
-        matched: dict[str, list[bool]] = {}
+        matched: dict[str, dict[str, list[bool]]] = {}
+        """Per local peer, per subscription, which sides it matches (old, new)."""
         superpeers: dict[str, set[str]] = {}
         toward = self._toward
         for side, version in enumerate(sides(notification)):
@@ -1102,8 +1167,9 @@ class SuperPeerCore:
             for node in self.poset.match_index(version):
                 for source, ids in node.sources.items():
                     if source.kind == PEER:
-                        peers.setdefault(source.name, set()).update(ids)
-                        matched.setdefault(source.name, [False, False])[side] = True
+                        mine = matched.setdefault(source.name, {})
+                        for sid in ids:
+                            mine.setdefault(sid, [False, False])[side] = True
                     else:
                         wanted = [sid for sid in ids if origin in toward.get((source, sid), ())]
                         if wanted:
@@ -1117,24 +1183,29 @@ class SuperPeerCore:
                 # analytics measure forwarding efficiency with it).
                 answered = ",".join(sorted(superpeers[target]))
                 self._send(target, relay, now, out, origin=origin, sub=answered)
-        for peer in sorted(peers):
+        for peer in sorted(matched):
             if peer not in self.peers:
                 continue
+            sids = matched[peer]
             self.statistics.delivered += 1
             out.append(
                 Deliver(
                     peer,
                     m.Notify(
                         publication=publication,
-                        subscriptions=tuple(sorted(peers[peer])),
+                        subscriptions=tuple(sorted(sids)),
                         owner=notification.owner,
                         access_point=notification.access_point,
                         origin=origin,
                         hops=notification.hops,
                         published_at=notification.published_at,
                         version=notification.version,
-                        kind=kind_of(*matched[peer]),
+                        kind=kind_of(
+                            any(old for old, _ in sids.values()),
+                            any(new for _, new in sids.values()),
+                        ),
                         expires=notification.expires,
+                        steady=steady(notification, sids),
                     ),
                 )
             )
@@ -1301,6 +1372,7 @@ def _with(notification: m.Notification, **changes: object) -> m.Notification:
         "previous": notification.previous,
         "retracted": notification.retracted,
         "expires": notification.expires,
+        "extension": notification.extension,
     }
     fields.update(changes)
     return m.Notification(**fields)  # type: ignore[arg-type]

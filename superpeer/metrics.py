@@ -267,6 +267,11 @@ _STATUS_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "Super-peers whose advertisements are held",
         ("advertisements", "origins"),
     ),
+    (
+        "superpeer_schema_axioms",
+        "RDFS axioms publications are entailed under (every origin's and the local peers')",
+        ("advertisements", "schema_axioms"),
+    ),
 )
 """Gauges read straight from one figure of the status report (its path there; 0 if absent)."""
 

@@ -852,7 +852,13 @@ class SuperPeerNode:
             # the peer moved away; its subscriptions here go after ``settle_seconds``
             self._forward(peer, (notify,), 1, now, out)
             return
-        out += self.mail.deliver(peer, notify, now)
+        core = self.core
+        assert core is not None
+        news = versions.narrowed(notify, lambda sid: core.on_change(peer, sid))
+        if news is None:
+            self._trace(out, now, "drop", notify, peer=peer)
+            return
+        out += self.mail.deliver(peer, news, now)
 
     def _late_notification(self, notification: m.Notification, now: float, out: list) -> None:
         """A notification that arrives after the subscriptions it was routed for went: the
@@ -942,6 +948,13 @@ class SuperPeerNode:
                         now,
                         out,
                     )
+            schema = _decoded(state.schema, m.PublishSchema)
+            if schema is not None:
+                self._core_call(
+                    lambda o, s=schema, p=peer: core.publish_schema(p, frozenset(s.axioms), now, o),
+                    now,
+                    out,
+                )
             for sid, made in state.subscribed_at.items():
                 self._subscribed_at.setdefault((peer, sid), made)
             for data in state.subscriptions.values():
@@ -949,7 +962,7 @@ class SuperPeerNode:
                 if subscribe is not None:
                     self._core_call(
                         lambda o, s=subscribe, p=peer: core.subscribe(
-                            p, s.id, s.subscription, now, o
+                            p, s.id, s.subscription, now, o, on_change=s.on_change
                         ),
                         now,
                         out,
@@ -1497,11 +1510,13 @@ class SuperPeerNode:
                 subscriptions.append((subscribe.id, subscribe.subscription))
         record = self.store.get(peer)
         key = record.public_key if record is not None else state.public_key
+        schema = _decoded(state.schema, m.PublishSchema)
         adopt = m.Adopt(
             peer=peer,
             public_key=key or b"",
             advertisement=advertise.advertisement if advertise is not None else None,
             subscriptions=tuple(sorted(subscriptions, key=lambda s: s[0])),
+            axioms=schema.axioms if schema is not None else (),
         )
         self._send(successor, adopt, now, out)
         self._send_mail(
@@ -1553,6 +1568,11 @@ class SuperPeerNode:
                 peer, wire.encode(m.Advertise(advertisement=message.advertisement))
             )
             self._core_call(lambda o: core.advertise(peer, message.advertisement, now, o), now, out)
+        if message.axioms:
+            self._core_call(
+                lambda o: core.publish_schema(peer, frozenset(message.axioms), now, o), now, out
+            )
+            self._store_schema(peer)
         for sid, subscription in message.subscriptions:
             self.store.set_subscription(
                 peer, sid, wire.encode(m.Subscribe(id=sid, subscription=subscription))
@@ -1793,6 +1813,8 @@ class SuperPeerNode:
         self._core(core.peer_message(peer, message, event.size, now, event.message_id), now, out)
         if isinstance(message, m.Advertise):
             self.store.set_advertisement(peer, wire.encode(message))
+        elif isinstance(message, m.PublishSchema):
+            self._store_schema(peer)
         elif isinstance(message, m.Subscribe):
             # keep what the core holds: a second Subscribe with the same id and another query
             # is refused, and the first one stays (stored otherwise, a restart or an adoption
@@ -1803,11 +1825,24 @@ class SuperPeerNode:
                 if held.key == message.subscription.key:
                     expires = message.expires
                     self.expiries.set(peer, message.id, expires)
-                kept = m.Subscribe(id=message.id, subscription=held, expires=expires)
+                kept = m.Subscribe(
+                    id=message.id,
+                    subscription=held,
+                    expires=expires,
+                    on_change=core.on_change(peer, message.id),
+                )
                 made = self._subscribed_at.setdefault((peer, message.id), now)
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribed(peer, message.id, withdrawn, now)
+
+    def _store_schema(self, peer: str) -> None:
+        """Keep the union of ``peer``'s schemas as the core holds it (a refused one is not in
+        it)."""
+        assert self.core is not None
+        axioms = self.core.schemas.of_peer(peer)
+        data = wire.encode(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
+        self.store.set_schema(peer, data if axioms else None)
 
     def _unsubscribed(
         self, peer: str, sid: str, withdrawn: qel.Subscription | None, now: float
@@ -2153,6 +2188,8 @@ class SuperPeerNode:
                 "origins": len(core.ads.origins()),
                 "elements": core.ads.element_count(),
                 "local_elements": len(core.ads.elements(self.node_id)),
+                "schema_axioms": len(core.schemas.schema.axioms),
+                "local_schema_axioms": len(core.schemas.local()),
             }
             sent = stats.sent + self.statistics.sent
             report["messages"] = {
@@ -2246,18 +2283,17 @@ def _concerned(
 ) -> m.Notify | None:
     """What ``notification`` is for a peer with ``subscriptions`` (MDV: the ones that match
     either side, and the kind of change), None if it is none of its business."""
-    sids: list[str] = []
-    either = [False, False]
+    matched: dict[str, list[bool]] = {}
     for sid, subscription in sorted(subscriptions.items()):
         old, new = versions.concerns(subscription, notification)
         if old or new:
-            sids.append(sid)
-            either = [either[0] or old, either[1] or new]
-    if not sids:
+            matched[sid] = [old, new]
+    if not matched:
         return None
+    either = [any(old for old, _ in matched.values()), any(new for _, new in matched.values())]
     return m.Notify(
         publication=notification.publication,
-        subscriptions=tuple(sids),
+        subscriptions=tuple(matched),
         owner=notification.owner,
         access_point=notification.access_point,
         origin=notification.origin,
@@ -2266,6 +2302,7 @@ def _concerned(
         version=notification.version,
         kind=versions.kind_of(*either),
         expires=notification.expires,
+        steady=versions.steady(notification, matched),
     )
 
 

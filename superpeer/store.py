@@ -15,8 +15,9 @@ What is kept:
   node asks origins for what was published since), the last neighbour table (to tell the old
   neighbours quickly that this node restarted);
 * registrations (``crypto.Registry``: public key, identifier, hash of the private identifier);
-* each local peer's advertisement and subscriptions, as encoded ``Advertise`` / ``Subscribe``
-  messages (the codec validates them again when they are read back);
+* each local peer's advertisement, schemas and subscriptions, as encoded ``Advertise`` /
+  ``PublishSchema`` / ``Subscribe`` messages (the codec validates them again when they are read
+  back);
 * mail: per peer, the notifications not yet acknowledged by the peer, numbered in arrival order
   (the ``delivery`` number), with a key (owner, publication id) that is unique per peer; and the
   keys delivered recently (``delivered``), so that a notification reaching the access point twice
@@ -53,6 +54,9 @@ class LocalPeerState:
     subscribed_at: dict[str, float] = field(default_factory=dict)
     """When each subscription was first made here, where known: a catch-up after a restart
     asks for nothing published before it."""
+    schema: bytes | None = None
+    """An encoded ``PublishSchema`` with the union of the peer's schemas (None: it published
+    none)."""
 
 
 class Store(Protocol):
@@ -72,6 +76,7 @@ class Store(Protocol):
     def local_peers(self) -> list[str]: ...
     def local_state(self, peer: str) -> LocalPeerState: ...
     def set_advertisement(self, peer: str, data: bytes | None) -> None: ...
+    def set_schema(self, peer: str, data: bytes | None) -> None: ...
     def set_subscription(
         self, peer: str, subscription_id: str, data: bytes | None, made: float | None = None
     ) -> None: ...
@@ -127,6 +132,7 @@ class MemoryStore:
         self._meta: dict[str, str] = {}
         self._records: dict[str, PeerRecord] = {}
         self._ads: dict[str, bytes] = {}
+        self._schemas: dict[str, bytes] = {}
         self._subs: dict[str, dict[str, bytes]] = {}
         self._made: dict[str, dict[str, float]] = {}
         self._keys: dict[str, bytes] = {}
@@ -176,7 +182,10 @@ class MemoryStore:
 
     def local_peers(self) -> list[str]:
         return sorted(
-            set(self._ads) | set(self._keys) | {p for p, subs in self._subs.items() if subs}
+            set(self._ads)
+            | set(self._schemas)
+            | set(self._keys)
+            | {p for p, subs in self._subs.items() if subs}
         )
 
     def local_state(self, peer: str) -> LocalPeerState:
@@ -185,6 +194,7 @@ class MemoryStore:
             dict(self._subs.get(peer, {})),
             self._keys.get(peer),
             dict(self._made.get(peer, {})),
+            self._schemas.get(peer),
         )
 
     def set_public_key(self, peer: str, data: bytes | None) -> None:
@@ -198,6 +208,12 @@ class MemoryStore:
             self._ads.pop(peer, None)
         else:
             self._ads[peer] = data
+
+    def set_schema(self, peer: str, data: bytes | None) -> None:
+        if data is None:
+            self._schemas.pop(peer, None)
+        else:
+            self._schemas[peer] = data
 
     def set_subscription(
         self, peer: str, subscription_id: str, data: bytes | None, made: float | None = None
@@ -214,6 +230,7 @@ class MemoryStore:
 
     def forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
         self._ads.pop(peer, None)
+        self._schemas.pop(peer, None)
         self._subs.pop(peer, None)
         self._made.pop(peer, None)
         self._keys.pop(peer, None)
@@ -391,6 +408,7 @@ _SCHEMA = (
     " data BLOB NOT NULL, PRIMARY KEY (key, start))",
 )
 _ADVERTISEMENT = "advertisement"
+_PEER_SCHEMA = "schema"
 _PUBLIC_KEY = "public_key"
 _SUBSCRIPTION = "subscription:"
 _SUBSCRIBED_AT = "subscribed_at:"
@@ -475,7 +493,7 @@ class SqliteStore:
         return [row[0] for row in self._read("SELECT DISTINCT peer FROM local_state ORDER BY 1")]
 
     def local_state(self, peer: str) -> LocalPeerState:
-        advertisement = public_key = None
+        advertisement = public_key = schema = None
         subscriptions = {}
         made = {}
         for item, data in self._read("SELECT item, data FROM local_state WHERE peer = ?", (peer,)):
@@ -483,11 +501,13 @@ class SqliteStore:
                 advertisement = bytes(data)
             elif item == _PUBLIC_KEY:
                 public_key = bytes(data)
+            elif item == _PEER_SCHEMA:
+                schema = bytes(data)
             elif item.startswith(_SUBSCRIBED_AT):
                 (made[item.removeprefix(_SUBSCRIBED_AT)],) = struct.unpack(">d", data)
             else:
                 subscriptions[item.removeprefix(_SUBSCRIPTION)] = bytes(data)
-        return LocalPeerState(advertisement, subscriptions, public_key, made)
+        return LocalPeerState(advertisement, subscriptions, public_key, made, schema)
 
     def _set_item(self, peer: str, item: str, data: bytes | None) -> None:
         if data is None:
@@ -497,6 +517,9 @@ class SqliteStore:
 
     def set_advertisement(self, peer: str, data: bytes | None) -> None:
         self._set_item(peer, _ADVERTISEMENT, data)
+
+    def set_schema(self, peer: str, data: bytes | None) -> None:
+        self._set_item(peer, _PEER_SCHEMA, data)
 
     def set_subscription(
         self, peer: str, subscription_id: str, data: bytes | None, made: float | None = None

@@ -20,11 +20,24 @@ either, the request is refused with the reason and nothing changes.
 Descriptions in steps (seed 002): an ``extend`` adds triples to the current version; the union is
 the new version, so a subscription that needs triples from several steps matches once the union
 satisfies it (``added``), exactly like an update whose new version is the union.
+
+Once, by default: an extension that a subscription matched already before (it matches both
+sides) is not news for it, since matching is monotone in the triples (an extension never makes a
+subscription stop matching, so what the subscriber was told still holds). It hears of such an
+extension (``changed``) only if it asked (``Subscribe.on_change``, ``peer subscribe --on
+change``). Updates are not extensions: a new version may take away what a subscription matched
+on (a price, a date), so every subscriber concerned hears of it, as MDV has it. The rule is
+applied where the subscription's flag is known, at the subscriber's access point, for every way
+a notification arrives (routed, caught up, handed over): ``Notify.steady`` names the
+subscriptions the previous version matched already, and ``narrowed`` drops those that did not
+ask.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -73,6 +86,7 @@ class Change:
     previous: qel.Publication | None
     retracted: bool = False
     expires: float | None = None
+    extension: bool = False
 
 
 class ResourceVersions:
@@ -146,7 +160,10 @@ class ResourceVersions:
         if new.triples == held.publication.triples:
             return None
         kept = held.expires if expires is None else expires
-        return self._record(owner, Change(held.number + 1, new, held.publication, expires=kept))
+        change_made = Change(
+            held.number + 1, new, held.publication, expires=kept, extension=change == "extend"
+        )
+        return self._record(owner, change_made)
 
     def withdraw(self, owner: str, resource: str, now: float) -> Change:
         held = self.current(owner, resource)
@@ -284,6 +301,31 @@ def kind_of(matched_old: bool, matched_new: bool) -> str:
     if not matched_old:
         raise ValueError("the change is none of this subscriber's business")
     return REMOVED
+
+
+def steady(notification: m.Notification, matched: dict[str, list[bool]]) -> tuple[str, ...]:
+    """Of one peer's subscriptions, with which sides each ``matched`` (old, new), those an
+    extension is no news for: it matched the previous version already."""
+    if not notification.extension:
+        return ()
+    return tuple(sorted(sid for sid, (old, new) in matched.items() if old and new))
+
+
+def narrowed(notify: m.Notify, on_change: Callable[[str], bool]) -> m.Notify | None:
+    """``notify`` for the subscriptions it is news for (None: none): a ``steady`` one only if
+    it asked (``on_change``), the kind then as MDV gives it over those left (an extension
+    matches every subscription it concerns on its new side)."""
+    if not notify.steady:
+        return notify
+    dropped = {sid for sid in notify.steady if not on_change(sid)}
+    if not dropped:
+        return notify
+    kept = tuple(sid for sid in notify.subscriptions if sid not in dropped)
+    if not kept:
+        return None
+    steady = tuple(sid for sid in notify.steady if sid not in dropped)
+    kind = CHANGED if steady else ADDED
+    return dataclasses.replace(notify, subscriptions=kept, steady=steady, kind=kind)
 
 
 def concerns(subscription: qel.Subscription, notification: m.Notification) -> tuple[bool, bool]:

@@ -24,6 +24,7 @@ from qel import (
     Subscription,
 )
 from qel import domains as dom
+from qel.axioms import DOMAIN, RANGE, SUBCLASS, SUBPROPERTY, Axiom
 from qel.terms import RDF_TYPE, XSD_DATE, XSD_DECIMAL, XSD_DOUBLE, instant_literal, number
 
 DC = "http://purl.org/dc/elements/1.1/"
@@ -260,3 +261,48 @@ def small_publications(
             statements = frozenset(zip(subject_predicates, combination, strict=True))
             result.append(Publication(subject, statements, "oracle", "o"))
     return result
+
+
+SCHEMA_PROPERTIES = [CREATOR, TITLE, DATE, SUBJECT, ISSUED]
+
+
+@st.composite
+def schema_axioms(draw: st.DrawFn, *, max_axioms: int = 6) -> frozenset[Axiom]:
+    """A small RDFS schema over the shared vocabulary: sub-class and sub-property chains (and
+    cycles), domains and ranges, so that entailment reaches what subscriptions ask for."""
+    axioms = set()
+    for _ in range(draw(st.integers(1, max_axioms))):
+        kind = draw(st.sampled_from([SUBCLASS, SUBCLASS, SUBPROPERTY, SUBPROPERTY, DOMAIN, RANGE]))
+        if kind == SUBCLASS:
+            subject, obj = draw(st.sampled_from(CLASSES)), draw(st.sampled_from(CLASSES))
+        elif kind == SUBPROPERTY:
+            subject = draw(st.sampled_from(SCHEMA_PROPERTIES))
+            obj = draw(st.sampled_from(SCHEMA_PROPERTIES))
+        else:
+            subject, obj = draw(st.sampled_from(SCHEMA_PROPERTIES)), draw(st.sampled_from(CLASSES))
+        axioms.add(Axiom(kind=kind, subject=subject, object=obj))
+    return frozenset(axioms)
+
+
+def schema_text(axioms: frozenset[Axiom]) -> str:
+    """N-Triples of ``axioms`` (what a peer would publish), with a declaration mixed in."""
+    lines = [
+        f"<{a.subject.value}> <http://www.w3.org/2000/01/rdf-schema#{a.kind}> <{a.object.value}> ."
+        for a in sorted(axioms, key=repr)
+    ]
+    lines.append(
+        f"<{CLASSES[0].value}> <{RDF_TYPE.value}> <http://www.w3.org/2000/01/rdf-schema#Class> ."
+    )
+    return "\n".join(lines) + "\n"
+
+
+@st.composite
+def self_describing_publications(draw: st.DrawFn) -> Publication:
+    """``publications()``, sometimes with a triple whose object is its own subject (the one
+    case where a range says something about the publication's subject)."""
+    publication = draw(publications())
+    if draw(st.booleans()):
+        return publication
+    predicate = draw(st.sampled_from(SCHEMA_PROPERTIES))
+    statements = publication.statements | {(predicate, publication.subject)}
+    return Publication(publication.subject, statements, publication.publisher, publication.id)

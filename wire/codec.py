@@ -22,6 +22,7 @@ import msgpack
 
 import qel
 from qel.advertisements import Element
+from qel.axioms import Axiom
 from wire import model
 
 PROTOCOL_VERSION: Final = 2
@@ -211,6 +212,7 @@ _SIMPLE: dict[object, Converter] = {
     qel.Publication: (_PlainCache(), model.publication_from_plain),
     qel.Advertisement: (model.advertisement_to_plain, model.advertisement_from_plain),
     Element: (model.element_to_plain, model.element_from_plain),
+    Axiom: (model.axiom_to_plain, model.axiom_from_plain),
 }
 
 

@@ -5,7 +5,8 @@ Messages are frozen, keyword-only dataclasses carrying language objects (``qel.S
 ``wire.codec`` turns them into msgpack and back by field type. Each has a ``KIND`` that names it on
 the wire. Three families:
 
-* peer -> access point: ``Advertise``, ``Subscribe``, ``Unsubscribe``, ``Publish`` (a first
+* peer -> access point: ``Advertise``, ``PublishSchema`` (RDFS axioms entailment uses),
+  ``Subscribe``, ``Unsubscribe``, ``Publish`` (a first
   publication, an update or an extension of a resource), ``Withdraw`` (a retraction), ``Leave``,
   ``Locate``, ``Moved`` (the peer was attached elsewhere before), ``Delivered`` (notifications
   are safely in the peer's inbox);
@@ -35,6 +36,7 @@ from typing import ClassVar
 
 import qel
 from qel.advertisements import Element
+from qel.axioms import Axiom
 
 # -- peer -> access point -------------------------------------------------------------------------
 
@@ -48,6 +50,16 @@ class Advertise:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PublishSchema:
+    """RDFS axioms the peer publishes (seed 000): added to those it published before; they
+    spread with the advertisements and publications are matched under their closure
+    (``superpeer.schemas``)."""
+
+    KIND: ClassVar[str] = "peer.publish_schema"
+    axioms: tuple[Axiom, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Subscribe:
     """A subscription under an id the peer chose (unique among the peer's subscriptions)."""
 
@@ -57,6 +69,10 @@ class Subscribe:
     expires: float | None = None
     """When the access point retracts it as an unsubscription (an absolute time, seconds since
     the epoch on the network's clocks; ``superpeer.expiry``); None: when the peer says so."""
+    on_change: bool = False
+    """Also hear of extensions of a resource it matched already (``changed``, ``peer subscribe
+    --on change``); by default a resource described in steps is heard of once, when what is
+    known about it starts matching (``superpeer.versions``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,6 +239,9 @@ class Notify:
     """What changed for this peer (``superpeer.versions``): ``added``, ``changed``, ``removed``."""
     expires: float | None = None
     """``Notification.expires``: an outbox drops it, unsent, after this time."""
+    steady: tuple[str, ...] = ()
+    """Those of ``subscriptions`` that the resource matched already before this extension: the
+    access point delivers it for them only if they asked (``Subscribe.on_change``)."""
 
     def __post_init__(self) -> None:
         if self.kind not in CHANGE_KINDS:
@@ -344,6 +363,9 @@ class Elements:
     incarnation: int = 0
     address: str = ""
     """Where the origin can be reached (to ask it for a catch-up)."""
+    axioms: tuple[Axiom, ...] = ()
+    """The RDFS axioms the origin's peers published (``superpeer.schemas``); ``elements`` are
+    closed under every axiom the origin knows."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -386,6 +408,8 @@ class Notification:
     """The resource as it was before this version (for ``changed`` and ``removed``)."""
     retracted: bool = False
     """The resource is withdrawn: ``publication`` is its last version, matched as the old one."""
+    extension: bool = False
+    """``publication`` is ``previous`` with triples added (``Publish.change`` ``extend``)."""
     expires: float | None = None
     """The resource's expiry (``Publish.expires``): access points do not deliver it after."""
 
@@ -560,6 +584,8 @@ class Adopt:
     the peer's signature with it when the peer moves on."""
     advertisement: qel.Advertisement | None
     subscriptions: tuple[tuple[str, qel.Subscription], ...]
+    axioms: tuple[Axiom, ...] = ()
+    """The schemas the peer published (``PublishSchema``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -612,6 +638,7 @@ class RendezvousChunk:
 
 PEER_REQUESTS = (
     Advertise,
+    PublishSchema,
     Subscribe,
     Unsubscribe,
     Publish,

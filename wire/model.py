@@ -22,6 +22,7 @@ from qel.advertisements import (
     SchemaElement,
     ValueElement,
 )
+from qel.axioms import Axiom
 from qel.constraints import Atom, Constraint
 from qel.terms import URI, Literal, Term
 
@@ -296,3 +297,22 @@ def advertisement_from_plain(plain: object) -> qel.Advertisement:
         if isinstance(error, ModelError):
             raise
         raise ModelError(f"invalid advertisement: {error}") from None
+
+
+# -- schemas ----------------------------------------------------------------------------------
+
+
+def axiom_to_plain(axiom: Axiom) -> list[object]:
+    return [axiom.kind, axiom.subject.value, axiom.object.value]
+
+
+def axiom_from_plain(plain: object) -> Axiom:
+    if not isinstance(plain, list) or len(plain) != 3:
+        raise ModelError(f"malformed axiom {plain!r}")
+    kind, subject, obj = plain
+    try:
+        return Axiom(kind=_text(kind), subject=URI(_text(subject)), object=URI(_text(obj)))
+    except ValueError as error:  # qel.SchemaError included
+        if isinstance(error, ModelError):
+            raise
+        raise ModelError(f"invalid axiom: {error}") from None

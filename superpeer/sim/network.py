@@ -168,6 +168,7 @@ class Simulation:
                     max_lookups_per_peer=routing.max_lookups_per_peer,
                     settle_seconds=routing.settle_seconds,
                     versions=routing.versions,
+                    schemas=routing.schemas,
                 ),
             }
         )

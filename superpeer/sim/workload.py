@@ -7,8 +7,12 @@ op             fields
 join           ``peer``, ``superpeer`` (index of the access point, 0 <= k < number of super-peers)
 advertise      ``peer`` and the advertisement's own keys (``prefixes``, ``schemas``,
                ``properties``, ``values``; see ``qel.parse_advertisement``)
+publish_schema ``peer``, ``data`` (an RDFS schema document: ``qel.parse_schema``), ``format``
+               (``turtle`` by default); added to the peer's schemas (``superpeer.schemas``)
 subscribe      ``peer``, ``id`` (the peer's name for it), ``query`` (QEL text or SPARQL);
-               optional ``expires`` (seconds from the operation: ``superpeer.expiry``)
+               optional ``expires`` (seconds from the operation: ``superpeer.expiry``) and
+               ``on`` (``"change"``: also hear of extensions of a resource it matched already,
+               ``superpeer.versions``)
 unsubscribe    ``peer``, ``id``
 publish        ``peer``, ``id`` (publication id), ``data`` (the RDF document), ``format``
                (``turtle`` by default; ``nt``, ``xml``, ``json-ld``); optional ``expires``
@@ -62,6 +66,7 @@ from wire import messages as m
 OPERATIONS: Final = {
     "join": {"peer", "superpeer"},
     "advertise": {"peer"},
+    "publish_schema": {"peer", "data"},
     "subscribe": {"peer", "id", "query"},
     "unsubscribe": {"peer", "id"},
     "publish": {"peer", "id", "data"},
@@ -83,7 +88,8 @@ OPERATIONS: Final = {
 }
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
-    "subscribe": {"expires"},
+    "publish_schema": {"format"},
+    "subscribe": {"expires", "on"},
     "publish": {"format", "expires", "file"},
     "update": {"format"},
     "extend": {"format"},
@@ -91,9 +97,23 @@ OPTIONAL: Final = {
 
 
 REQUESTS: Final = frozenset(
-    {"advertise", "subscribe", "unsubscribe", "publish", "update", "retract", "extend", "locate"}
+    {
+        "advertise",
+        "publish_schema",
+        "subscribe",
+        "unsubscribe",
+        "publish",
+        "update",
+        "retract",
+        "extend",
+        "locate",
+    }
 )
 """The operations that are a peer's requests to its access point."""
+
+
+ON_CHANGE: Final = "change"
+"""A subscription's ``on``: it hears of extensions of resources it matched already."""
 
 
 class WorkloadError(ValueError):
@@ -122,9 +142,17 @@ def peer_requests(
         if kind == "advertise":
             fields = {k: v for k, v in op.items() if k not in ("op", "peer")}
             return [m.Advertise(advertisement=qel.parse_advertisement(fields))]
+        if kind == "publish_schema":
+            axioms = qel.parse_schema(op["data"], op.get("format", "turtle"))
+            return [m.PublishSchema(axioms=tuple(sorted(axioms, key=repr)))]
         if kind == "subscribe":
             subscription = qel.parse_subscription(op["query"])
-            return [m.Subscribe(id=op["id"], subscription=subscription, expires=expires)]
+            on_change = op.get("on") == ON_CHANGE
+            return [
+                m.Subscribe(
+                    id=op["id"], subscription=subscription, expires=expires, on_change=on_change
+                )
+            ]
         if kind == "unsubscribe":
             return [m.Unsubscribe(id=op["id"])]
         if kind in m.CHANGES:
@@ -141,7 +169,12 @@ def peer_requests(
             return [m.Withdraw(id=op["id"])]
         if kind == "locate":
             return [m.Locate(id=op["id"], public_id=public_id(op["target"]))]
-    except (qel.AdvertisementError, qel.QueryError, qel.PublicationError) as error:
+    except (
+        qel.AdvertisementError,
+        qel.QueryError,
+        qel.PublicationError,
+        qel.SchemaError,
+    ) as error:
         raise OperationError(str(error)) from None
     raise ValueError(f"{kind!r} is not a peer request")
 
@@ -173,6 +206,8 @@ def check_operation(op: object, line: int) -> dict:
     for key in ("query", "data", "format", "file"):
         if key in op and not isinstance(op[key], str):
             raise WorkloadError(f"line {line}: {key} must be a string")
+    if "on" in op and op["on"] != ON_CHANGE:
+        raise WorkloadError(f"line {line}: on must be {ON_CHANGE!r}")
     for key in ("expires", "seconds"):
         if key in op and (
             isinstance(op[key], bool) or not isinstance(op[key], int | float) or op[key] < 0
@@ -302,10 +337,14 @@ class PlannedPeer:
     superpeer: int
     attached: bool = True
     advertisement: dict | None = None
+    schema: frozenset[qel.Axiom] = frozenset()
+    """The union of the schemas it published."""
     subscriptions: dict[str, str] = field(default_factory=dict)
     keys: dict[str, frozenset] = field(default_factory=dict)
     expires: dict[str, float] = field(default_factory=dict)
     """Per subscription id, when it expires (absolute; the access point retracts it then)."""
+    on_change: set[str] = field(default_factory=set)
+    """The subscription ids that hear of extensions of what they matched already."""
     resources: dict[str, int] = field(default_factory=dict)
     """Per resource id, the access point it was first published through (its versions are
     kept there: ``superpeer.versions``)."""
@@ -388,7 +427,7 @@ class Planner:
                         f"the resource {resource!r} was published through super-peer {where}: "
                         f"its changes go there, not to {peer.superpeer}"
                     )
-        self._remember(peer, op)
+        self._remember(peer, op, messages)
         offers: list[Step] = [
             Offer(name, message.publication.id, op["file"].encode())
             for message in messages
@@ -423,14 +462,19 @@ class Planner:
         return Connect(name, peer.superpeer, previous, tuple(self.resend(name)))
 
     def resend(self, name: str) -> list[object]:
-        """What a peer that moved sends again: its advertisement, then its subscriptions."""
+        """What a peer that moved sends again: its advertisement, its schemas, then its
+        subscriptions."""
         peer = self.peers[name]
         messages: list[object] = []
         if peer.advertisement is not None:
             messages += peer_requests({"op": "advertise", "peer": name, **peer.advertisement})
+        if peer.schema:
+            messages.append(m.PublishSchema(axioms=tuple(sorted(peer.schema, key=repr))))
         self._expire(peer)
         for sid, query in sorted(peer.subscriptions.items()):
             op = {"op": "subscribe", "peer": name, "id": sid, "query": query}
+            if sid in peer.on_change:
+                op["on"] = ON_CHANGE
             # the expiry is absolute already: carried as it is
             messages += peer_requests({**op, "expires": peer.expires.get(sid)}, now=0.0)
         return messages
@@ -441,11 +485,16 @@ class Planner:
             del peer.expires[sid]
             peer.subscriptions.pop(sid, None)
             peer.keys.pop(sid, None)
+            peer.on_change.discard(sid)
 
-    def _remember(self, peer: PlannedPeer, op: dict) -> None:
+    def _remember(self, peer: PlannedPeer, op: dict, messages: list[object]) -> None:
         """Keep what a peer will send again after a move (as the oracle accepts it)."""
         if op["op"] == "advertise":
             peer.advertisement = {k: v for k, v in op.items() if k not in ("op", "peer")}
+        elif op["op"] == "publish_schema":
+            for message in messages:
+                assert isinstance(message, m.PublishSchema)
+                peer.schema |= frozenset(message.axioms)
         elif op["op"] == "subscribe":
             sid = op["id"]
             key = qel.parse_subscription(op["query"]).key
@@ -455,10 +504,14 @@ class Planner:
                 peer.expires.pop(sid, None)
                 if op.get("expires") is not None:
                     peer.expires[sid] = self.now + op["expires"]
+                peer.on_change.discard(sid)
+                if op.get("on") == ON_CHANGE:
+                    peer.on_change.add(sid)
         elif op["op"] == "unsubscribe":
             peer.subscriptions.pop(op["id"], None)
             peer.keys.pop(op["id"], None)
             peer.expires.pop(op["id"], None)
+            peer.on_change.discard(op["id"])
 
     def _backbone(self, kind: str, op: dict) -> list[Step]:
         if kind == "superpeer_join":

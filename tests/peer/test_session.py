@@ -225,6 +225,23 @@ def test_the_resend_plan_puts_the_advertisement_first_then_withdrawals_then_subs
     ]
 
 
+def test_the_resend_plan_sends_the_schemas_after_the_advertisement_and_on_change():
+    advertisement = qel.parse_advertisement({"schemas": ["dc"]})
+    axioms = qel.parse_schema(
+        "<http://example.org/A> <http://www.w3.org/2000/01/rdf-schema#subClassOf> "
+        "<http://example.org/B> .",
+        "nt",
+    )
+    assert plan_resend(
+        advertisement, {"s1": QUERY, "s2": QUERY}, [], axioms=axioms, on_change=frozenset({"s2"})
+    ) == [
+        m.Advertise(advertisement=advertisement),
+        m.PublishSchema(axioms=tuple(axioms)),
+        m.Subscribe(id="s1", subscription=QUERY),
+        m.Subscribe(id="s2", subscription=QUERY, on_change=True),
+    ]
+
+
 def test_the_resend_plan_never_withdraws_a_subscription_it_sends_again():
     empty = qel.parse_advertisement({})
     assert plan_resend(empty, {"s1": QUERY}, ["s1", "gone"]) == [

@@ -118,3 +118,41 @@ def test_a_write_cut_short_by_a_crash_leaves_nothing_behind_at_the_next_start(tm
     store = StateStore.open(tmp_path, name="alice")
     assert not leftover.exists()
     assert store.current.name == "alice"
+
+
+SCHEMA = (
+    "<http://purl.org/dc/elements/1.1/article> "
+    "<http://www.w3.org/2000/01/rdf-schema#subClassOf> <http://example.org/Document> .\n"
+)
+OTHER_SCHEMA = (
+    "<http://example.org/author> "
+    "<http://www.w3.org/2000/01/rdf-schema#subPropertyOf> <http://purl.org/dc/elements/1.1/creator> .\n"
+)
+
+
+def test_schemas_are_kept_as_given_and_parsed_into_their_union(tmp_path):
+    store = StateStore.open(tmp_path, name="alice")
+    store.add_schema(SCHEMA, "nt")
+    store.add_schema(OTHER_SCHEMA, "nt")
+    store.add_schema(SCHEMA, "nt")  # published again: kept once
+    reopened = StateStore.open(tmp_path, name=None).current
+    assert reopened.schemas == ((SCHEMA, "nt"), (OTHER_SCHEMA, "nt"))
+    parsed = parse_state(reopened)
+    assert parsed.axioms == qel.parse_schema(SCHEMA, "nt") | qel.parse_schema(OTHER_SCHEMA, "nt")
+    damaged = parse_state(PeerState("alice", schemas=(("<broken", "nt"),)))
+    assert damaged.axioms == frozenset()
+    assert damaged.problems[0].startswith("the stored schema 1 no longer parses")
+    store.clear_network_state()
+    assert StateStore.open(tmp_path, name=None).current.schemas == ()
+
+
+def test_on_change_is_kept_per_subscription_and_goes_with_it(tmp_path):
+    store = StateStore.open(tmp_path, name="alice")
+    store.add_subscription("s1", TITLE_QUERY, on_change=True)
+    store.add_subscription("s2", TITLE_QUERY)
+    assert StateStore.open(tmp_path, name=None).current.on_change == frozenset({"s1"})
+    store.add_subscription("s1", TITLE_QUERY)  # subscribed again without it
+    assert store.current.on_change == frozenset()
+    store.add_subscription("s2", TITLE_QUERY, on_change=True)
+    store.remove_subscription("s2")
+    assert StateStore.open(tmp_path, name=None).current.on_change == frozenset()

@@ -7,7 +7,8 @@ so two correct networks differ there. What must hold whatever the order, and wha
 build satisfies:
 
 1. advertisements: every member indexes exactly the live origins' current elements (its own
-   peers' for itself), each origin at its current root position;
+   peers' for itself; another origin's closed under the RDFS axioms that origin knows), each
+   origin at its current root position, and knows exactly the live origins' schema axioms;
 2. every subscription of a local peer is in its access point's poset, and nothing else is held
    for a local peer;
 3. the two ends of every link agree: a subscription one member marks as sent to a neighbour for
@@ -27,7 +28,11 @@ from superpeer.sim import Simulation
 def check_routing(simulation: Simulation) -> None:
     cores = simulation.cores
     truth = {
-        node_id: (core.ads.elements(node_id), core.view.root_position)
+        node_id: (
+            core.schemas.schema.close(core.ads.elements(node_id)),
+            core.view.root_position,
+            core.schemas.local(),
+        )
         for node_id, core in cores.items()
     }
     for node_id, core in cores.items():
@@ -37,10 +42,13 @@ def check_routing(simulation: Simulation) -> None:
 
 
 def _advertisements(node_id: str, core: SuperPeerCore, truth: dict) -> None:
-    held = {origin: core.ads.elements(origin) for origin in core.ads.origins()}
-    expected = {origin: elements for origin, (elements, _) in truth.items() if elements}
+    held = {o: core.ads.elements(o) for o in core.ads.origins() if o != node_id}
+    expected = {o: elements for o, (elements, *_) in truth.items() if elements and o != node_id}
     if core.config.summarise_values_above is None:
         assert held == expected, f"{node_id} holds advertisements {held}, not {expected}"
+    axioms = {origin: core.schemas.of_origin(origin) for origin in core.schemas.origins()}
+    known = {o: schema for o, (*_, schema) in truth.items() if schema and o != node_id}
+    assert axioms == known, f"{node_id} knows the schemas {axioms}, not {known}"
     for origin in held:
         if origin != node_id:
             assert core.origin_positions.get(origin) == truth[origin][1], (

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 
 import qel
 from superpeer.sim.workload import ElsewhereError, OperationError, Planner
+from tests.entailment_oracle import closure, schema_graph
 
 MDV = {(False, True): "added", (True, True): "changed", (True, False): "removed"}
 
 REFUSED_BY_NETWORK = (
+    "publish_schema",
     "subscribe",
     "unsubscribe",
     "publish",
@@ -71,7 +73,9 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     resource, ``extend`` adds triples about its subject (the union is the new version),
     ``retract`` withdraws it; a change that leaves the content as it is sends nothing. A peer
     hears a change if one of its subscriptions active then matches the old or the new version:
-    ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted).
+    ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted). An extension
+    that a subscription matched before too (both versions) concerns it only if it was made with
+    ``"on": "change"``; the kind is MDV's over the subscriptions the change concerns.
 
     Expiry (seed 000): time is the sum of the ``wait`` s so far (operations take none). A
     subscription made at t with ``expires`` E is active in [t, t + E): it is owed what is
@@ -79,25 +83,46 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     t + E (its updates and extensions keep that; after it, it is gone as if retracted, but
     nobody hears ``removed``), and each of its changes is owed to a subscriber only if it is
     attached at some moment before t + E: online when the change is made, or back (``attach``,
-    ``move``) before then. A peer still detached at the end counts as coming back at the end."""
+    ``move``) before then. A peer still detached at the end counts as coming back at the end.
+
+    Schemas (seed 000): what is published, updated or extended is matched under its RDFS
+    closure (rdflib and owlrl, ``tests.entailment_oracle``) under the schema documents that the
+    peers in the network then had published (detached ones too; a peer's go when it leaves),
+    as it is when it is published: a schema that comes later does not change it. An extension's
+    new version is the version before it (as it was closed) and the extension's closure."""
     joined: set[str] = set()
     detached: set[str] = set()
     advertisements: dict[str, qel.Advertisement] = {}
-    subscriptions: dict[str, dict[str, tuple[qel.Subscription, float]]] = {}
+    subscriptions: dict[str, dict[str, tuple[qel.Subscription, float, bool]]] = {}
+    """Per peer, per id: the subscription, when it expires, whether it hears of extensions it
+    matched already."""
     received: dict[str, list[list[str]]] = {}
     heard: dict[str, set[tuple[str, str, int]]] = {}
     resources: dict[tuple[str, str], _Resource] = {}
+    schemas: dict[str, list[tuple[str, str]]] = {}
+    """Per peer, the schema documents it published: (data, format)."""
     waiting: dict[str, list[tuple[list[str], float]]] = {}
     """Per detached peer, the changes it is owed only if it is back before their expiry."""
     now = 0.0
 
-    def tell(owner: str, resource: str, number: int, old, new, expires: float) -> None:
+    def tell(
+        owner: str, resource: str, number: int, old, new, expires: float, extension: bool = False
+    ) -> None:
         for peer, held in subscriptions.items():
-            active = [q for q, until in held.values() if now < until]
-            matched_old = old is not None and any(qel.matches(q, old) for q in active)
-            matched_new = new is not None and any(qel.matches(q, new) for q in active)
+            concerned = []
+            for query, until, on_change in held.values():
+                if now >= until:
+                    continue
+                sides = (
+                    old is not None and qel.matches(query, old),
+                    new is not None and qel.matches(query, new),
+                )
+                if any(sides) and not (extension and all(sides) and not on_change):
+                    concerned.append(sides)
+            matched_old = any(before for before, _ in concerned)
+            matched_new = any(after for _, after in concerned)
             key = (owner, resource, number)
-            if (matched_old or matched_new) and key not in heard[peer]:
+            if concerned and key not in heard[peer]:
                 heard[peer].add(key)
                 change = [resource, MDV[matched_old, matched_new]]
                 received[peer].append(change)
@@ -149,6 +174,7 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             heard.pop(name, None)
             waiting.pop(name, None)
             advertisements.pop(name, None)
+            schemas.pop(name, None)
             for key in [key for key in resources if key[0] == name]:
                 del resources[key]
             continue
@@ -158,6 +184,11 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             fields = {k: v for k, v in op.items() if k not in ("op", "peer")}
             with contextlib.suppress(qel.AdvertisementError):
                 advertisements[name] = qel.parse_advertisement(fields)
+        elif kind == "publish_schema":
+            document = (op["data"], op.get("format", "turtle"))
+            with contextlib.suppress(qel.SchemaError):
+                qel.parse_schema(*document)  # what the network accepts as a schema
+                schemas.setdefault(name, []).append(document)
         elif kind == "subscribe":
             try:
                 query = qel.parse_subscription(op["query"])
@@ -166,7 +197,8 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             sid = str(op["id"])
             current = subscriptions[name].get(sid)
             if current is None or current[1] <= now or current[0].key == query.key:
-                subscriptions[name][sid] = (query, now + op.get("expires", INF))
+                on_change = op.get("on") == "change"
+                subscriptions[name][sid] = (query, now + op.get("expires", INF), on_change)
         elif kind == "unsubscribe":
             subscriptions[name].pop(str(op["id"]), None)
         elif kind == "retract":
@@ -183,15 +215,19 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             except qel.PublicationError:
                 continue
             advertisement = advertisements.get(name)
+            known = schema_graph(d for documents in schemas.values() for d in documents)
             for publication in publications:
                 if advertisement is None or not qel.advertisement_allows(
                     advertisement, publication
                 ):
                     continue
+                if len(known):
+                    publication = closure(publication, known)  # noqa: PLW2901 -- matched closed
                 expires = now + op.get("expires", INF)
                 change = _change(resources, name, publication, kind, now, expires)
                 if change is not None:
-                    tell(name, publication.id, *change, resources[name, publication.id].expires)
+                    until = resources[name, publication.id].expires
+                    tell(name, publication.id, *change, until, extension=kind == "extend")
     for name in list(waiting):
         back(name)
     return dict(sorted(received.items()))

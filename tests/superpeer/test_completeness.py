@@ -50,12 +50,10 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
 
     def subscribe(peer: str) -> dict:
         query = draw(subscriptions(max_patterns=2, repeat_predicates=True)).to_text()
-        return {
-            "op": "subscribe",
-            "peer": peer,
-            "id": f"s{draw(st.integers(0, 3))}",
-            "query": query,
-        }
+        op = {"op": "subscribe", "peer": peer, "id": f"s{draw(st.integers(0, 3))}", "query": query}
+        if draw(st.booleans()):
+            op["on"] = "change"  # it hears of extensions it matched already
+        return op
 
     ops += [advertise(peer) for peer in peers]
     ops += [subscribe(draw(st.sampled_from(peers))) for _ in range(draw(st.integers(1, 8)))]

@@ -1,6 +1,7 @@
 """Living resources in the simulator (``superpeer.versions``): updates, extensions and retractions
 reach each subscriber once, with the kind MDV gives it, against the brute-force oracle."""
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +30,9 @@ def _document(draw: st.DrawFn) -> str:
 
 @st.composite
 def living_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
-    """A publisher's two resources going through every kind of change, subscribers that come
-    and go (offline during changes), and another peer trying to change them."""
+    """A publisher's two resources going through every kind of change, subscribers (some
+    hearing of every extension, ``on: change``) that come and go (offline during changes, or
+    moving to another access point), and another peer trying to change them."""
     superpeers = draw(st.integers(1, 6))
     peers = ["owner", "reader", "other"]
     ops: list[dict] = [
@@ -40,7 +42,10 @@ def living_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     for number in range(draw(st.integers(1, 4))):
         peer = draw(st.sampled_from(["reader", "other"]))
         query = draw(st.sampled_from(QUERIES))
-        ops.append({"op": "subscribe", "peer": peer, "id": f"s{number}", "query": query})
+        subscribe = {"op": "subscribe", "peer": peer, "id": f"s{number}", "query": query}
+        if draw(st.booleans()):
+            subscribe["on"] = "change"
+        ops.append(subscribe)
     for _ in range(draw(st.integers(1, 12))):
         kind = draw(
             st.sampled_from(
@@ -49,7 +54,11 @@ def living_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
         )
         if kind == "churn":
             reader = draw(st.sampled_from(["reader", "other"]))
-            ops.append({"op": draw(st.sampled_from(["detach", "attach"])), "peer": reader})
+            churn = draw(st.sampled_from(["detach", "attach", "move"]))
+            op = {"op": churn, "peer": reader}
+            if churn == "move":
+                op["superpeer"] = draw(st.integers(0, superpeers - 1))
+            ops.append(op)
             continue
         peer = draw(st.sampled_from(["owner", "owner", "owner", "other"]))
         op = {"op": kind, "peer": peer, "id": draw(st.sampled_from(["r0", "r1"]))}
@@ -91,6 +100,38 @@ def test_a_description_in_two_steps_matches_once_the_union_does():
     )
     simulation = run(2, ops)
     assert simulation.report()["changes"]["reader"] == [["r", "added"]]
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_a_matched_resource_is_heard_of_once_unless_the_subscription_asks_for_changes(detached):
+    """Item 2 of the issue: once the union of what is known about a resource matches, a
+    subscription hears of it once (``added``); later extensions it still matches are news only
+    for a subscription made with ``on: change``. An update is heard of by both (MDV). The rule
+    holds for mail kept while the subscriber is away, and handed over when it moves."""
+    both = LINES[1] + "\n" + LINES[2] + "\n"
+    ops = [
+        {"op": "join", "peer": "owner", "superpeer": 0},
+        {"op": "join", "peer": "once", "superpeer": 1},
+        {"op": "join", "peer": "every", "superpeer": 1},
+        {"op": "advertise", "peer": "owner", **BROAD},
+        {"op": "subscribe", "peer": "once", "id": "s", "query": QUERIES[2]},
+        {"op": "subscribe", "peer": "every", "id": "s", "query": QUERIES[2], "on": "change"},
+        *([{"op": "detach", "peer": p} for p in ("once", "every")] if detached else []),
+        {"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": LINES[1] + "\n"},
+        {"op": "extend", "peer": "owner", "id": "r", "format": "nt", "data": LINES[2] + "\n"},
+        {"op": "extend", "peer": "owner", "id": "r", "format": "nt", "data": LINES[3] + "\n"},
+        {"op": "update", "peer": "owner", "id": "r", "format": "nt", "data": both},
+        *(
+            [{"op": "move", "peer": p, "superpeer": 2} for p in ("once", "every")]
+            if detached
+            else []
+        ),
+    ]
+    simulation = run(3, ops)
+    changes = simulation.report()["changes"]
+    assert changes["once"] == [["r", "added"], ["r", "changed"]]
+    assert changes["every"] == [["r", "added"], ["r", "changed"], ["r", "changed"]]
+    assert changes == expected_changes(3, ops)
 
 
 def test_an_offline_subscriber_hears_every_change_in_order_when_it_returns():

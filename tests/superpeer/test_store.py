@@ -26,20 +26,32 @@ def reopen(request, tmp_path):
     stores[-1].close()
 
 
-def test_a_local_peers_state_with_subscription_times_and_key_survives(reopen):
+def test_a_local_peers_state_with_subscription_times_key_and_schema_survives(reopen):
     store = reopen()
     store.set_advertisement("p", b"ad")
     store.set_subscription("p", "s1", b"one", 10.5)
     store.set_subscription("p", "s2", b"two")
     store.set_public_key("p", b"key")
+    store.set_schema("p", b"schema")
     store = reopen()
     assert store.local_peers() == ["p"]
     assert store.local_state("p") == LocalPeerState(
-        b"ad", {"s1": b"one", "s2": b"two"}, b"key", {"s1": 10.5}
+        b"ad", {"s1": b"one", "s2": b"two"}, b"key", {"s1": 10.5}, b"schema"
     )
     store.set_subscription("p", "s1", None)
+    store.set_schema("p", None)
     store = reopen()
     assert store.local_state("p") == LocalPeerState(b"ad", {"s2": b"two"}, b"key", {})
+    store.forget_local("p")
+    store = reopen()
+    assert store.local_peers() == []
+
+
+def test_a_peer_with_only_a_schema_is_a_local_peer(reopen):
+    store = reopen()
+    store.set_schema("p", b"schema")
+    store = reopen()
+    assert store.local_peers() == ["p"]
     store.forget_local("p")
     store = reopen()
     assert store.local_peers() == []

@@ -10,20 +10,25 @@ from hypothesis import strategies as st
 
 import qel
 import wire
-from tests.strategies import advertisements, publications, subscriptions
+from tests.strategies import advertisements, publications, schema_axioms, subscriptions
 from wire import messages as m
 
 V = wire.PROTOCOL_VERSION
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 
 
 @st.composite
 def any_message(draw: st.DrawFn) -> object:
     text = st.text(max_size=20)
-    choice = draw(st.integers(0, 11))
+    choice = draw(st.integers(0, 12))
     if choice == 0:
         return m.Advertise(advertisement=draw(advertisements()))
     if choice == 1:
-        return m.Subscribe(id=draw(text), subscription=draw(subscriptions(repeat_predicates=True)))
+        return m.Subscribe(
+            id=draw(text),
+            subscription=draw(subscriptions(repeat_predicates=True)),
+            on_change=draw(st.booleans()),
+        )
     if choice == 2:
         return m.Unsubscribe(id=draw(text))
     if choice == 3:
@@ -39,6 +44,7 @@ def any_message(draw: st.DrawFn) -> object:
             origin=draw(text),
             hops=draw(st.integers(0, 20)),
             published_at=draw(st.floats(allow_nan=False, allow_infinity=False)),
+            steady=tuple(draw(st.lists(text, max_size=2))),
         )
     if choice == 6:
         return m.Ack(request=draw(text))
@@ -51,6 +57,7 @@ def any_message(draw: st.DrawFn) -> object:
             origin_position=draw(st.integers(0, 2**20)),
             elements=tuple(sorted(ad.elements, key=repr)),
             version=draw(st.integers(1, 2**31)),
+            axioms=tuple(sorted(draw(st.one_of(st.just(frozenset()), schema_axioms())), key=repr)),
         )
     if choice == 9:
         return m.Forward(
@@ -60,6 +67,8 @@ def any_message(draw: st.DrawFn) -> object:
         )
     if choice == 10:
         return m.Retract(id=draw(text))
+    if choice == 12:
+        return m.PublishSchema(axioms=tuple(sorted(draw(schema_axioms()), key=repr)))
     return m.Notification(
         origin=draw(text),
         origin_position=draw(st.integers(0, 1023)),
@@ -68,6 +77,7 @@ def any_message(draw: st.DrawFn) -> object:
         access_point=draw(text),
         hops=draw(st.integers(0, 20)),
         published_at=draw(st.floats(allow_nan=False, allow_infinity=False)),
+        extension=draw(st.booleans()),
     )
 
 
@@ -218,6 +228,21 @@ def test_corrupting_a_valid_message_gives_a_wire_error_or_a_valid_message(messag
                 ]
             ),
             "has no triples",
+        ),
+        (
+            msgpack.packb(
+                [
+                    V,
+                    "peer.publish_schema",
+                    "",
+                    {"axioms": [["subClassOf", "http://x/C", RDFS + "Resource"]]},
+                ]
+            ),
+            "own vocabulary",
+        ),
+        (
+            msgpack.packb([V, "peer.publish_schema", "", {"axioms": [["sameAs", "a:b", "c:d"]]}]),
+            "an axiom is one of",
         ),
     ],
 )
