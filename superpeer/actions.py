@@ -53,6 +53,16 @@ class LogPublication:
 
 
 @dataclass(frozen=True, slots=True)
+class Found:
+    """The answer to the node's own look-up ``request`` (``SuperPeerCore.look_up``): the
+    super-peer ``public_id`` is online at, or empty when it is online nowhere."""
+
+    request: str
+    public_id: str
+    superpeer: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToConnection:
     """Bytes (one encoded message, to be framed) for peer connection ``connection``."""
 
@@ -88,5 +98,5 @@ class Stopped:
     reason: str
 
 
-CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication
+CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication | Found
 Action = CoreAction | ToConnection | CloseConnection | Forgotten | Stopped

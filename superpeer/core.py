@@ -75,7 +75,14 @@ import wire
 from indices.routing import AdvertisementIndex
 from poset.poset import PosetNode, Removed, SubscriptionPoset
 from qel.advertisements import Element, element_allows_triple, summarise
-from superpeer.actions import CoreAction, Deliver, LogPublication, ToPeer, ToSuperPeer
+from superpeer.actions import (
+    CoreAction,
+    Deliver,
+    Found,
+    LogPublication,
+    ToPeer,
+    ToSuperPeer,
+)
 from superpeer.trace import TraceRecord
 from superpeer.versions import (
     Change,
@@ -803,6 +810,41 @@ class SuperPeerCore:
     # no (N - 1 more): a definite "not online" without timers. A look-up whose answers can no
     # longer arrive (a neighbour on the way departed) ends as "not online" at once.
 
+    def locate(self, peer: str, message: m.Locate, now: float) -> list[Output]:
+        """The network-wide look-up of ``message`` for local peer ``peer``, whatever super-peer
+        it names (the node's direct look-up fell back to it: ``superpeer.locating``)."""
+        out: list[Output] = []
+        if peer in self.peers:
+            self._locate(peer, message, now, out)
+        return out
+
+    def look_up(self, public_id: str, request: str, now: float) -> list[Output]:
+        """A network-wide look-up for this node itself (a rendezvous whose owner is not where
+        the notification said): answered by a ``Found`` action under ``request``."""
+        out: list[Output] = []
+        found = self._online_here(public_id)
+        children = self.view.children(self.view.root_position)
+        if found is not None or not children:
+            out.append(Found(request, public_id, str((found or _NOWHERE)["superpeer"])))
+            return out
+        query = self._next_id()
+        self._lookups[(self.node_id, query)] = _Lookup(
+            public_id, None, set(children), request=request
+        )
+        relay = m.LocateQuery(
+            query=query,
+            origin=self.node_id,
+            origin_position=self.view.root_position,
+            public_id=public_id,
+        )
+        for child in children:
+            self._send(child, relay, now, out, origin=self.node_id)
+        return out
+
+    def lookups_waiting(self, peer: str) -> int:
+        state = self.peers.get(peer)
+        return 0 if state is None else state.lookups
+
     def _locate(self, peer: str, message: m.Locate, now: float, out: list[Output]) -> None:
         state = self.peers[peer]
         found = self._online_here(message.public_id)
@@ -890,7 +932,10 @@ class SuperPeerCore:
             if lookup.parent in self.view.neighbours():
                 self._send(lookup.parent, answer, now, out, origin=origin)
             return
-        assert lookup.peer is not None and lookup.asker is not None
+        if lookup.asker is None:  # this node's own (``look_up``)
+            out.append(Found(lookup.request, lookup.public_id, found.superpeer if found else ""))
+            return
+        assert lookup.peer is not None
         state = lookup.asker
         state.lookups -= 1
         if self.peers.get(lookup.peer) is not state or not state.attached:

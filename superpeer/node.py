@@ -80,6 +80,7 @@ from superpeer.actions import (
     CloseConnection,
     Deliver,
     Forgotten,
+    Found,
     LogPublication,
     Stopped,
     ToConnection,
@@ -88,8 +89,10 @@ from superpeer.actions import (
 )
 from superpeer.core import CoreConfig, SuperPeerCore, TopologyView, trace_record
 from superpeer.expiry import SubscriptionExpiries
+from superpeer.locating import Locator, LocatorConfig
 from superpeer.mailroom import Mailroom, mail_key
 from superpeer.rendezvous import Rendezvous, RendezvousConfig
+from superpeer.routes import Whereabouts
 from superpeer.store import Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
@@ -103,6 +106,7 @@ _FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone, m.HandoverReceived)
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
 state (mail is publications, kept once; an eviction names the incarnation it is about)."""
 _RENDEZVOUS = (m.RendezvousRequest, m.RendezvousChunk)
+_DIRECT_LOOKUPS = (m.LocateDirect, m.LocateReply)
 _NODE_HANDLED = (
     m.Evicted,
     m.Heartbeat,
@@ -113,6 +117,7 @@ _NODE_HANDLED = (
     m.HandoverReceived,
     m.AdoptLog,
     *_RENDEZVOUS,
+    *_DIRECT_LOOKUPS,
 )
 _RESOURCE_REQUESTS = (m.Fetch, m.Upload, m.Collect, m.Collected)
 """Peer messages for ``superpeer.rendezvous``; only ``Fetch`` is answered."""
@@ -164,6 +169,7 @@ class NodeConfig:
     mail_batch: int = 200
     """Notifications per ``Mail`` message."""
     rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
+    locating: LocatorConfig = field(default_factory=LocatorConfig)
 
 
 @dataclass
@@ -257,7 +263,24 @@ class SuperPeerNode:
             node_id, store, window=self.config.window, tracing=self.config.routing.tracing
         )
         self.statistics = NodeStatistics()
-        self.rendezvous = Rendezvous(node_id, store, self._send, self._cube, self.config.rendezvous)
+        self.rendezvous = Rendezvous(
+            node_id,
+            store,
+            send=self._send,
+            where=self._cube,
+            whereabouts=self._whereabouts,
+            look_up=self._look_up,
+            config=self.config.rendezvous,
+        )
+        self.locator = Locator(
+            node_id,
+            address,
+            send=self._send,
+            where=self._cube,
+            whereabouts=self._whereabouts,
+            fallback=self._locate_everywhere,
+            config=self.config.locating,
+        )
         self.addresses: dict[str, str] = {}
         self.incarnations: dict[str, int] = {}
         """The newest incarnation heard of, per super-peer."""
@@ -638,6 +661,10 @@ class SuperPeerNode:
             produced: list = []
             self.rendezvous.route(message, now, produced)
             self._core(produced, now, out)
+        elif isinstance(message, _DIRECT_LOOKUPS):
+            produced = []
+            self.locator.route(message, now, produced)
+            self._core(produced, now, out)
         elif isinstance(message, m.Adopt) and self.core is not None:
             self._adopt_in(sender, message, now, out)
         elif self.core is None:
@@ -796,6 +823,10 @@ class SuperPeerNode:
                     notification.published_at,
                 )
                 self.store.set_pending(versions.RECORDS, *versions.record_of(notification))
+            elif isinstance(output, Found):
+                produced: list = []
+                self.rendezvous.found(output.request, output.superpeer, now, produced)
+                self._core(produced, now, out)
             else:
                 out.append(output)
 
@@ -1311,7 +1342,11 @@ class SuperPeerNode:
         self.store.set_pending(MOVED, peer, forward.saved())
         self.store.remove(peer)  # its registration moves: moving back registers again
         self.store.set_pending(ADOPTED, peer, None)
-        self.rendezvous.moved_away(peer)
+        produced: list = []
+        held = self.rendezvous.moved_away(
+            peer, Whereabouts(forward=sender, forward_address=message.address), now, produced
+        )
+        self._core(produced, now, out)
         done = m.HandoverDone(
             request=message.request,
             peer=peer,
@@ -1319,6 +1354,7 @@ class SuperPeerNode:
             reason="",
             expired=expired,
             count=len(kept),
+            rendezvous=held,
         )
         self._send(sender, done, now, out, address=message.address)
         log.info(
@@ -1391,6 +1427,11 @@ class SuperPeerNode:
             self._handed_in.pop(message.request, None)
             received_all = m.HandoverReceived(request=message.request, peer=message.peer)
             self._send(sender, received_all, now, out)
+            if message.rendezvous:
+                address = self.addresses.get(sender) or (entry or {}).get("address", "")
+                produced: list = []
+                self.rendezvous.offered(sender, address, message.rendezvous, now, produced)
+                self._core(produced, now, out)
         if entry is None:
             return
         self._forget_handover(message.request)
@@ -1738,6 +1779,9 @@ class SuperPeerNode:
             self.mail.detach(peer)
             self._close(connection, "the peer left", now, out)
             return
+        if isinstance(message, m.Locate) and self._locate(peer, message, now, out):
+            self._trace(out, now, "receive", message, peer=peer, size=event.size)
+            return
         withdrawn = (
             core.subscriptions_of(peer).get(message.id)
             if isinstance(message, m.Unsubscribe)
@@ -1801,6 +1845,48 @@ class SuperPeerNode:
             self.rendezvous.collected(peer, message)
         self._core(produced, now, out)
 
+    def _whereabouts(self, peer: str) -> Whereabouts:
+        """Where this node knows ``peer`` to be (direct look-ups and rendezvous requests that
+        reach it ask): moved on (its forwarding address: the subscriptions it left here may not
+        have gone yet), attached here (online or not), or unknown."""
+        forward = self._moved_away.get(peer)
+        if forward is not None:
+            return Whereabouts(forward=forward.node, forward_address=forward.address)
+        state = None if self.core is None else self.core.peers.get(peer)
+        if state is None:
+            return Whereabouts()
+        return Whereabouts(attached=True, online=state.attached, address=state.address)
+
+    def _look_up(self, public_id: str, request: str, now: float, out: list) -> None:
+        """The rendezvous' network-wide look-up of an owner (answered by ``Found``)."""
+        if self.core is not None:
+            out += self.core.look_up(public_id, request, now)
+
+    def _locate_everywhere(self, peer: str, message: m.Locate, now: float, out: list) -> None:
+        """A direct look-up fell back to the network-wide one."""
+        if self.core is not None:
+            out += self.core.locate(peer, message, now)
+
+    def _locate(self, peer: str, message: m.Locate, now: float, out: list[Output]) -> bool:
+        """A look-up that names a super-peer goes there first (``superpeer.locating``); False:
+        the core asks the network (or answers from here)."""
+        core = self.core
+        if core is None or not message.superpeer:
+            return False
+        limit = self.config.routing.max_lookups_per_peer
+        waiting = core.lookups_waiting(peer) + self.locator.waiting(peer)
+        produced: list = []
+        if waiting >= limit:
+            refused = m.Refused(
+                request=f"locate {message.id}",
+                reason=f"{waiting} look-ups are already waiting (max_lookups_per_peer = {limit})",
+            )
+            produced.append(ToPeer(peer, refused, wire.encode(refused)))
+        elif not self.locator.start(peer, message, now, produced):
+            return False
+        self._core(produced, now, out)
+        return True
+
     def _cube(self) -> tuple[TopologyView, dict[str, int]] | None:
         """The view and the origins' root positions the rendezvous routes with."""
         if self.core is None:
@@ -1826,6 +1912,8 @@ class SuperPeerNode:
         deadlines += [due for due, _ in self._replay]
         deadlines += list(self._handover_due.values())
         if self.core is not None and (deadline := self.rendezvous.next_deadline()) is not None:
+            deadlines.append(deadline)
+        if (deadline := self.locator.next_deadline()) is not None:
             deadlines.append(deadline)
         for forward in self._moved_away.values():
             deadlines.append(min(forward.forget_at or math.inf, forward.expires_at))
@@ -1905,6 +1993,7 @@ class SuperPeerNode:
         if self.core is not None:
             produced: list = []
             self.rendezvous.timer(now, produced)
+            self.locator.timer(now, produced)
             self._core(produced, now, out)
         if now >= self._housekeeping_at:
             self._housekeeping(now, out)

@@ -15,7 +15,8 @@ the wire. Three families:
   tree), ``Forward`` / ``Retract`` (a subscription travelling toward covering origins, and its
   withdrawal), ``Notification`` (a publication travelling down its origin's tree),
   ``LocateQuery`` / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and
-  the answers gathered back up), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member
+  the answers gathered back up), ``LocateDirect`` / ``LocateReply`` (a look-up sent to the one
+  super-peer the asker named, and its answer), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member
   left or failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` /
   ``Mail`` (publications an access point missed, from their origin's log), ``Handover`` /
   ``HandoverDone`` / ``HandoverReceived`` (a peer's kept notifications move to its new access
@@ -139,6 +140,10 @@ class Locate:
     KIND: ClassVar[str] = "peer.locate"
     id: str
     public_id: str
+    superpeer: str = ""
+    """The super-peer the asker last knew the peer at (its notification's ``origin``): the
+    access point asks it first, over the cube (``superpeer.locating``), and asks the whole
+    network only when that one no longer knows where the peer is. Empty: ask the network."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -534,6 +539,10 @@ class HandoverDone:
     count: int = 0
     """Notifications its ``Mail`` carried: the asker acknowledges (``HandoverReceived``) once it
     has them all, else it asks again."""
+    rendezvous: tuple[tuple[str, int], ...] = ()
+    """The peer's rendezvous files the sender holds (key, bytes held: complete, or the part
+    received): the asker pulls them (``superpeer.rendezvous``); the sender keeps each until the
+    asker says it has its bytes."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -593,6 +602,10 @@ class RendezvousRequest:
     offset: int
     length: int
     hops: int
+    held: bool = False
+    """Asked of the requester's previous access point for the bytes it holds for the requester
+    (``HandoverDone.rendezvous``), not of the owner; ``offset`` at or past them says the asker
+    holds them all durably (``length`` 0: only that), and the target forgets its copy."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -607,6 +620,52 @@ class RendezvousChunk:
     offset: int
     data: bytes
     error: str
+    hops: int
+    superpeer: str = ""
+    """The owner's access point that relayed it (where the owner is attached now, after a
+    move): the requester's access point asks it for the next windows."""
+    not_here: bool = False
+    """The answer of the super-peer a ``RendezvousRequest`` was routed to when it cannot serve
+    it: the owner is not attached there and it knows no forwarding address (or the named
+    super-peer left the cube and this one holds its position now). The requester's access
+    point looks the owner up network-wide."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocateDirect:
+    """A look-up of ``public_id`` (the asker's ``query``) sent by ``origin`` (at
+    ``origin_position``) to the super-peer the asker named (``Locate.superpeer``), routed like
+    ``RendezvousRequest`` (bit-fixing toward ``target_position``); passed on along forwarding
+    addresses (``forwards`` counts them) when the peer moved away."""
+
+    KIND: ClassVar[str] = "sp.locate_direct"
+    query: str
+    origin: str
+    origin_position: int
+    target: str
+    target_position: int
+    public_id: str
+    hops: int
+    forwards: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocateReply:
+    """The answer to ``LocateDirect``, routed back to the asker's access point (``target``):
+    ``known`` the peer is attached at ``superpeer`` (``online`` or not, with its address when
+    online); not ``known``: the super-peer reached knows nothing of it (the asker's access
+    point asks the whole network)."""
+
+    KIND: ClassVar[str] = "sp.locate_reply"
+    query: str
+    target: str
+    target_position: int
+    public_id: str
+    known: bool
+    online: bool
+    address: str
+    superpeer: str
+    access_point: str
     hops: int
 
 
@@ -656,6 +715,8 @@ BACKBONE = (
     AdoptLog,
     RendezvousRequest,
     RendezvousChunk,
+    LocateDirect,
+    LocateReply,
 )
 
 

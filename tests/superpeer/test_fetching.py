@@ -63,9 +63,38 @@ def fetching_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     return superpeers, mixed
 
 
+@st.composite
+def moving_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """``fetching_workloads`` with requesters and owners moving to other access points (a move
+    also brings a detached peer back online) around their fetches, publications and absences."""
+    superpeers, ops = draw(fetching_workloads())
+    peers = sorted({op["peer"] for op in ops if op["op"] == "join"})
+    moving: list[dict] = []
+    for op in ops:
+        moving.append(op)
+        if op["op"] in ("fetch", "publish", "detach") and draw(st.integers(0, 2)) == 0:
+            peer = draw(st.sampled_from([op["peer"], *peers]))
+            target = draw(st.integers(0, superpeers - 1))
+            moving.append({"op": "move", "peer": peer, "superpeer": target})
+    return superpeers, moving
+
+
 @settings(max_examples=80)
 @given(fetching_workloads(), st.booleans(), st.integers(0, 3))
 def test_every_fetch_the_oracle_expects_completes_verified(workload, interleave, seed):
+    check_fetches(workload, interleave, seed)
+
+
+@settings(max_examples=60)
+@given(moving_workloads(), st.booleans(), st.integers(0, 3))
+def test_fetches_complete_when_requesters_and_owners_move(workload, interleave, seed):
+    """Issue 14: a rendezvous follows a requester that moves (what its old access point held,
+    its new one pulls) and an owner that moves (its forwarding address, or the network-wide
+    look-up, leads to it)."""
+    check_fetches(workload, interleave, seed)
+
+
+def check_fetches(workload: tuple[int, list[dict]], interleave: bool, seed: int) -> None:
     superpeers, ops = workload
     simulation = Simulation(superpeers, seed=seed, interleave=interleave, node_config=SMALL_WINDOWS)
     try:
