@@ -40,16 +40,18 @@ Rules, beyond the routing core's:
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
   kept (``Mail``), forgets the peer (subscriptions retracted network-wide after ``settle_seconds``,
   registration dropped) and answers ``HandoverDone`` with the number of notifications sent. The
-  previous one deletes that mail only when this node says it has all of it
-  (``HandoverReceived``); a short count (mail lost with a broken link or a rejoin) makes this
-  node ask again. What still reaches the previous one for the peer (its tree before the
-  subscriptions go, a late catch-up, mail from further back) follows the peer's forwarding
-  address, kept for ``retention_seconds``; a handover that describes a move older than the
-  peer's latest arrival (both times on the peer's clock) is refused as stale, so forwarding
-  addresses lead to where the peer is. If the previous one does not answer within
-  ``handover_seconds``, the node asks the origins for what was published since the peer last
-  heard from it, and keeps asking the previous one (durably) until it answers: when it comes
-  back, what it kept is handed over.
+  previous one deletes that mail only when this node says it has all of it (``HandoverReceived``);
+  ``HandoverDone`` also lists the rendezvous files it holds for the peer, which this node pulls and
+  releases (``superpeer.rendezvous``); a short count (mail lost with a broken link or a rejoin)
+  makes this node ask again. What still reaches the previous one for the peer (its tree before the
+  subscriptions go, a late catch-up, mail from further back) follows the peer's forwarding address,
+  kept for ``retention_seconds``; a handover that describes a move older than the peer's latest
+  arrival (both times on the peer's clock) is refused as stale, so forwarding addresses lead to
+  where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
+  the previous one follow them too. If the previous one does not answer within
+  ``handover_seconds``, the node asks the origins for what was published since the peer last heard
+  from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
+  it kept is handed over.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
   (``Goodbye.successor``), withdraws its advertisement and leaves the cube.
@@ -1939,6 +1941,8 @@ class SuperPeerNode:
             reasons.append("publications to replay")
         if self._awaiting:
             reasons.append("handovers (first answer)")
+        if self.locator.next_deadline() is not None:
+            reasons.append("look-ups sent to the super-peer their asker named")
         if any(forward.forget_at is not None for forward in self._moved_away.values()):
             reasons.append("peers that moved away (their subscriptions to forget)")
         if self._suspected:

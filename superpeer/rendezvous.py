@@ -3,15 +3,16 @@
 A peer A that wants the resource of a publication owned by B sends ``Fetch`` to its access point
 AP. AP keeps a durable *incoming* record and sends ``RendezvousRequest`` to B's access point AP2
 (named in the notification), routed over the cube by bit-fixing: each hop passes it to its parent
-in the spanning tree rooted at AP2's position, at most log2 N hops, no network-wide look-up. AP2
-keeps the newest request durably as an *outgoing* record and, whenever B is attached (now, or when
-it reconnects), tells it ``UploadWanted``; B answers with ``Upload`` frames, which AP2 relays to AP
-(``RendezvousChunk``, same routing). AP appends them to its rendezvous directory (the store's
-chunks) and asks for the next window when one is complete, so at most ``window_bytes`` of one file
-are in flight anywhere: memory stays bounded, and a transfer cut anywhere resumes from what AP
-holds (AP asks again after ``retry_seconds`` without progress; B, reconnecting, is asked again).
-When the file is complete AP checks size and SHA-256 against what A's notification said and keeps
-the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` -> ``Collect``
+in the spanning tree rooted at AP2's position, at most log2 N hops, no network-wide look-up (only
+the fallback when B is not where the notification said and left no forwarding address: see the
+rules). AP2 keeps the newest request durably as an *outgoing* record and, whenever B is attached
+(now, or when it reconnects), tells it ``UploadWanted``; B answers with ``Upload`` frames, which
+AP2 relays to AP (``RendezvousChunk``, same routing). AP appends them to its rendezvous directory
+(the store's chunks) and asks for the next window when one is complete, so at most
+``window_bytes`` of one file are in flight anywhere: memory stays bounded, and a transfer cut
+anywhere resumes from what AP holds (AP asks again after ``retry_seconds`` without progress; B,
+reconnecting, is asked again). When the file is complete AP checks size and SHA-256 against what
+A's notification said and keeps the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` -> ``Collect``
 -> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
 
 The owner online and the owner offline are the same path; only the wait differs. The transfer is
@@ -29,9 +30,36 @@ Rules:
   of the record's requester.
 * A peer re-sends its unfinished fetches after every connection (``peer.resources``): that is how
   a migrated requester's rendezvous follows it.
+* Requests travel by bit-fixing (``superpeer.routes``) to the access point the notification
+  named. If the owner is attached there, it keeps the request; if the owner moved away, the
+  request follows its forwarding address (the one the migration left, ``superpeer.node``), and
+  the chunks say where they came from (``RendezvousChunk.superpeer``), so the next windows go
+  there directly; if it knows nothing of the owner (its forwarding address expired, the owner
+  left, or the named super-peer left the cube and the route ended at whoever holds its
+  position), it answers ``not_here`` and the requester's access point looks the owner up
+  network-wide (``SuperPeerCore.look_up``, at most once per ``retry_seconds``; an owner online
+  nowhere is looked up again then) and asks the access point it is online at.
+* An owner that moves takes the requests waiting for it along: its old access point sends them
+  on to the new one (``moved_away``) with the rest of the handover.
 * Limits: ``max_bytes`` (the rendezvous directory's quota, counted by the sizes announced when
   fetches are accepted; a fetch that does not fit is refused) and ``retention_seconds`` (a record
   older than that is dropped, with its bytes); both shown in ``superpeer status``.
+
+Following a requester that moves (like its kept notifications). Its old access point may hold
+a file for it, complete or in part, that the owner may never upload again. The migration's
+``HandoverDone`` lists those files (key, bytes held) and the old access point keeps them
+(``HANDED``); the new one *pulls* them: for the peer's record (its fetch, re-sent after it
+connected, makes it; an offer that comes first waits in ``OFFERED``) it asks the old access
+point, window by window, with the ``RendezvousRequest`` s and chunks the owner's side uses
+(``held``), then asks the owner for whatever is left. When it holds all the old one had, durably,
+it says so (a request from the end of those bytes) and only then does the old one delete its
+copy; a pull cut off anywhere is asked again after ``retry_seconds``, from what the new one
+holds, and a copy nobody asks for goes after ``retention_seconds``. Pulling rather than pushing
+with the handover: the new access point already drives windows for every transfer (bounded
+memory, resumable, retried), so the handover needs no flow control of its own and the old
+access point sends nothing it was not asked for; and it reuses the confirmation rule of mail
+(deleted only once the receiver has it). A record with no bytes yet is not kept: the peer's
+re-sent fetch redirects the owner's side to the new access point.
 """
 
 from __future__ import annotations

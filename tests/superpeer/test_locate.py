@@ -8,8 +8,10 @@ import math
 import pytest
 
 from superpeer.actions import ToPeer, ToSuperPeer
+from superpeer.config import ConfigError, config_from_mapping
 from superpeer.core import CoreConfig, SuperPeerCore
-from superpeer.locating import Locator
+from superpeer.locating import Locator, LocatorConfig
+from superpeer.node import NodeConfig
 from superpeer.rendezvous import Rendezvous
 from superpeer.routes import Whereabouts
 from superpeer.sim import Simulation
@@ -252,3 +254,50 @@ def test_a_look_up_for_a_super_peer_that_left_the_cube_is_answered_not_here_by_i
     [(_, answer)] = sent
     assert isinstance(answer, m.RendezvousChunk) and answer.not_here and answer.target == "sp0"
     assert rendezvous.statistics.not_here == 1
+
+
+def test_a_direct_look_up_lost_on_the_way_falls_back_and_counts_against_the_limit():
+    """A ``LocateDirect`` lost with a super-peer on its way: after ``direct_seconds`` the
+    access point asks the network; meanwhile it counts against ``max_lookups_per_peer``."""
+    config = NodeConfig(
+        heartbeat_seconds=0.5,
+        failure_seconds=2.0,
+        routing=CoreConfig(max_lookups_per_peer=1),
+        locating=LocatorConfig(direct_seconds=1.5),
+    )
+    simulation = Simulation(4, node_config=config)
+    for op in [
+        {"op": "join", "peer": "owner", "superpeer": 3},
+        {"op": "join", "peer": "asker", "superpeer": 0},
+        {"op": "advertise", "peer": "owner", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "asker", "id": "all", "query": f": t(?s, <{DC}title>, ?t)"},
+        {"op": "publish", "peer": "owner", "id": "p", "format": "nt",
+         "data": f'<http://example.org/p> <{DC}title> "RDF" .\n'},
+    ]:  # fmt: skip
+        simulation.apply(op)
+    enqueue = simulation._enqueue
+
+    def lossy(kind, sender, receiver, **fields):
+        if not isinstance(fields.get("message"), m.LocateDirect):
+            enqueue(kind, sender, receiver, **fields)
+
+    simulation._enqueue = lossy
+    asker = simulation.peers["asker"]
+    started = simulation.now
+    for number in range(2):
+        simulation._from_peer(asker, m.Locate(id=f"q{number}", public_id="owner", superpeer="sp3"))
+    simulation.run_until_quiet()
+    answers = [a for a in asker.answers if isinstance(a, m.Located | m.Refused)]
+    refused, located = answers
+    assert isinstance(refused, m.Refused) and "max_lookups_per_peer = 1" in refused.reason
+    assert isinstance(located, m.Located) and located.online and located.superpeer == "sp3"
+    assert simulation.now - started >= 1.5
+    assert simulation.nodes["sp0"].locator.statistics.fallbacks == 1
+    assert simulation.messages["sp.locate"] > 0
+
+
+def test_the_direct_look_up_wait_is_configurable_and_checked():
+    config = config_from_mapping({"limits": {"locate_direct_seconds": 0.5}})
+    assert config.node_config(tracing=False).locating.direct_seconds == 0.5
+    with pytest.raises(ConfigError, match="locate_direct_seconds"):
+        config_from_mapping({"limits": {"locate_direct_seconds": -1}})
