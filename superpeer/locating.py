@@ -11,9 +11,12 @@ The super-peer reached answers from what it knows of B (``routes.Whereabouts``):
   attached at one access point, and one it left for another holds a forwarding address;
 * B moved away: the look-up follows the forwarding address (``LocateDirect.forwards`` counts
   them, at most ``MAX_FORWARDS``) and the super-peer there answers;
-* it knows nothing of B (B was never there, its forwarding address expired, or the named
-  super-peer left the cube and the route ended at whoever holds its position now): *not known*,
+* it knows nothing of B (B was never there, or its forwarding address expired): *not known*,
   and AP falls back to the network-wide look-up (``SuperPeerCore.locate``, 2(N - 1) messages).
+
+If the named super-peer left the cube, the route ends at whoever holds its position now, which
+answers the same way from what it knows (B may be attached there, adopted when its access
+point left; most often it is *not known*).
 
 So a look-up costs 2 log2 N messages at most, plus at most log2 N per forwarding address
 followed, where the network-wide one costs 2(N - 1). A direct look-up not answered within
@@ -150,10 +153,10 @@ class Locator:
             # not here: the asker's access point is out of reach (it left, nobody to answer to)
             if found == HERE:
                 self._replied(message, now, out)
-        elif found == HERE:
+        else:
+            # here, or the named super-peer is out of the cube and this one holds its position
+            # now: either way, the answer is what this one knows of the peer
             self._asked(message, now, out)
-        else:  # the named super-peer is out of the cube: this one holds its position
-            self._reply(message, Whereabouts(), now, out)
 
     def _asked(self, message: m.LocateDirect, now: float, out: list) -> None:
         """The look-up reached the super-peer it names: answer, or follow the peer."""

@@ -34,11 +34,12 @@ Rules:
   named. If the owner is attached there, it keeps the request; if the owner moved away, the
   request follows its forwarding address (the one the migration left, ``superpeer.node``), and
   the chunks say where they came from (``RendezvousChunk.superpeer``), so the next windows go
-  there directly; if it knows nothing of the owner (its forwarding address expired, the owner
-  left, or the named super-peer left the cube and the route ended at whoever holds its
-  position), it answers ``not_here`` and the requester's access point looks the owner up
+  there directly; if it knows nothing of the owner (its forwarding address expired, or the owner
+  left), it answers ``not_here`` and the requester's access point looks the owner up
   network-wide (``SuperPeerCore.look_up``, at most once per ``retry_seconds``; an owner online
-  nowhere is looked up again then) and asks the access point it is online at.
+  nowhere is looked up again then) and asks the access point it is online at. If the named
+  super-peer left the cube, the route ends at whoever holds its position now, which answers
+  the same way from what it knows of the owner (adopted there, moved on, or "not here").
 * An owner that moves takes the requests waiting for it along: its old access point sends them
   on to the new one (``moved_away``) with the rest of the handover.
 * Limits: ``max_bytes`` (the rendezvous directory's quota, counted by the sizes announced when
@@ -592,8 +593,10 @@ class Rendezvous:
         elif found == HERE:
             self.chunk_in(message, now, out)
         elif isinstance(message, m.RendezvousRequest):
-            # the super-peer it names is out of the cube: this one holds its position now
-            self._not_here(message, now, out)
+            # the super-peer it names is out of the cube and this one holds its position now:
+            # it answers from what it knows of the owner (attached here by an adoption, moved
+            # on) or says "not here"
+            self.request_in(message, now, out)
         else:
             # the requester's access point is out of the cube: it asks again, if it comes back
             self.statistics.unroutable += 1

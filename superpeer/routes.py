@@ -10,8 +10,8 @@ A position names whoever holds it now. When the route ends at the holder of the 
 position and that is not the target (the target left the cube, or the cube changed since the
 sender learned the position), the holder aims once more at the position it knows for the target
 (the origins' advertisements say where each origin is); if it knows none, or that one ends
-there too, the target is out of reach, and the caller answers "not here" rather than dropping
-the message.
+there too, the target is out of reach, and the holder answers from what it knows itself (at
+worst "not here", so the sender falls back) rather than dropping the message.
 """
 
 from __future__ import annotations
