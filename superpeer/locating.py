@@ -244,7 +244,10 @@ class Locator:
     def next_deadline(self) -> float | None:
         return min((w.due for w in self._waiting.values()), default=None)
 
-    def forget(self, peer: str) -> None:
-        """``peer`` is gone (detached, left): its look-ups' answers are worth nothing now."""
-        for query in [q for q, w in self._waiting.items() if w.peer == peer]:
-            del self._waiting[query]
+    def status(self) -> dict[str, object]:
+        """For ``superpeer status``: what direct look-ups cost, and how often they fell back."""
+        return {
+            "waiting": len(self._waiting),
+            "direct_seconds": self.config.direct_seconds,
+            "statistics": dataclasses.asdict(self.statistics),
+        }

@@ -2212,6 +2212,7 @@ class SuperPeerNode:
                 "repeats": stats.repeats,
             }
             report["rendezvous"] = self.rendezvous.status()
+            report["locating"] = self.locator.status()
         return report
 
     # == plumbing ==================================================================================

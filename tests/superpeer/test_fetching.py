@@ -327,3 +327,51 @@ def test_without_a_forwarding_address_the_owner_is_looked_up_network_wide():
         assert 0 < simulation.messages["sp.locate"] == simulation.messages["sp.located"] <= 3
     finally:
         simulation.close()
+
+
+def test_a_part_received_at_the_old_access_point_is_pulled_and_the_owner_sends_the_rest():
+    """The owner's upload stops after two windows (the rest is lost, and the owner goes
+    offline); the requester moves: its new access point pulls the two windows from the old one,
+    which then deletes them, and asks the owner, when it is back, only for the rest."""
+    simulation = Simulation(4, node_config=SMALL_WINDOWS)
+    window = SMALL_WINDOWS.rendezvous.window_bytes
+    try:
+        run_ops(simulation, SETUP)
+        enqueue = simulation._enqueue
+
+        def cut(kind, sender, receiver, **fields):
+            message = fields.get("message")
+            if not (isinstance(message, m.RendezvousChunk) and message.offset >= 2 * window):
+                enqueue(kind, sender, receiver, **fields)
+
+        simulation._enqueue = cut
+        run_ops(simulation, [{"op": "fetch", "peer": "reader", "id": "paper"}])
+        simulation._enqueue = enqueue
+        assert simulation.nodes["sp2"].rendezvous.status()["bytes"] == 2 * window
+        run_ops(
+            simulation,
+            [
+                {"op": "detach", "peer": "owner"},
+                {"op": "move", "peer": "reader", "superpeer": 3},
+            ],
+        )
+        old, new = (simulation.nodes[f"sp{k}"].rendezvous.status() for k in (2, 3))
+        assert old["files"] == 0 and old["statistics"]["handed"] == 1
+        assert new["bytes"] == 2 * window and simulation.fetched()["reader"] == []
+        asked: list[int] = []
+        deliver = simulation._peer_receives
+
+        def watch(pending, message):
+            if isinstance(message, m.UploadWanted):
+                asked.append(message.offset)
+            deliver(pending, message)
+
+        simulation._peer_receives = watch
+        run_ops(simulation, [{"op": "attach", "peer": "owner"}])
+        assert asked and min(asked) == 2 * window, "the owner was asked for what was held"
+        assert simulation.fetched()["reader"] == ["paper"]
+        assert (
+            _fetched_file(simulation.peers["reader"].resources, "paper") == PAPER["file"].encode()
+        )
+    finally:
+        simulation.close()

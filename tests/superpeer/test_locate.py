@@ -292,7 +292,8 @@ def test_a_direct_look_up_lost_on_the_way_falls_back_and_counts_against_the_limi
     assert isinstance(refused, m.Refused) and "max_lookups_per_peer = 1" in refused.reason
     assert isinstance(located, m.Located) and located.online and located.superpeer == "sp3"
     assert simulation.now - started >= 1.5
-    assert simulation.nodes["sp0"].locator.statistics.fallbacks == 1
+    status = simulation.nodes["sp0"].status(simulation.now)["locating"]
+    assert status["statistics"]["fallbacks"] == 1 and status["direct_seconds"] == 1.5
     assert simulation.messages["sp.locate"] > 0
 
 
