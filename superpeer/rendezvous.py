@@ -8,12 +8,12 @@ the fallback when B is not where the notification said and left no forwarding ad
 rules). AP2 keeps the newest request durably as an *outgoing* record and, whenever B is attached
 (now, or when it reconnects), tells it ``UploadWanted``; B answers with ``Upload`` frames, which
 AP2 relays to AP (``RendezvousChunk``, same routing). AP appends them to its rendezvous directory
-(the store's chunks) and asks for the next window when one is complete, so at most
-``window_bytes`` of one file are in flight anywhere: memory stays bounded, and a transfer cut
-anywhere resumes from what AP holds (AP asks again after ``retry_seconds`` without progress; B,
-reconnecting, is asked again). When the file is complete AP checks size and SHA-256 against what
-A's notification said and keeps the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` -> ``Collect``
--> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
+(the store's chunks) and asks for the next window when one is complete, so at most ``window_bytes``
+of one file are in flight anywhere: memory stays bounded, and a transfer cut anywhere resumes from
+what AP holds (AP asks again after ``retry_seconds`` without progress; B, reconnecting, is asked
+again). When the file is complete AP checks size and SHA-256 against what A's notification said and
+keeps the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` ->
+``Collect`` -> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
 
 The owner online and the owner offline are the same path; only the wait differs. The transfer is
 relayed through the access points rather than direct between peers: peers need no listening
@@ -205,7 +205,6 @@ class Rendezvous:
             }
         if record["state"] == HANDED:  # the requester came back before its new access point
             record["state"] = READY if record["received"] == record["size"] else RECEIVING
-            record.pop("to", None)
         record.setdefault("superpeer", message.superpeer)
         record["progress_at"] = now
         offered = self.store.pending(OFFERED).get(key)
@@ -327,7 +326,8 @@ class Rendezvous:
         if record is None or record["state"] != RECEIVING:
             return  # a repeat after completion, or a record dropped meanwhile
         if message.not_here:
-            if "pull" in record:  # the previous access point lost its copy: ask the owner
+            if record.get("pull", {}).get("node") == message.superpeer:
+                # the previous access point lost its copy: ask the owner
                 del record["pull"]
                 self.store.set_pending(INCOMING, key, record)
                 self._ask(key, record, now, out)
@@ -499,6 +499,7 @@ class Rendezvous:
             data=b"",
             error="",
             hops=0,
+            superpeer=self.node_id,
             not_here=True,
         )
         self.route(answer, now, out)
@@ -517,7 +518,6 @@ class Rendezvous:
             self.store.set_pending(INCOMING, key, None)
             self.statistics.handed += 1
             return
-        record["to"] = message.requester_superpeer
         end = min(
             record["received"], message.offset + min(message.length, self.config.window_bytes)
         )
@@ -682,7 +682,7 @@ class Rendezvous:
                 self.store.set_pending(INCOMING, key, None)
                 continue
             if record["state"] != HANDED:
-                record.update(state=HANDED, to=whereabouts.forward, at=now)
+                record.update(state=HANDED, at=now)
                 self.store.set_pending(INCOMING, key, record)
             held.append((key, record["received"]))
         return tuple(held)

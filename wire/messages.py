@@ -13,16 +13,16 @@ the wire. Three families:
   notifications that were dropped while the peer was away);
 * super-peer <-> super-peer: ``Elements`` (advertisement elements spreading down their origin's
   tree), ``Forward`` / ``Retract`` (a subscription travelling toward covering origins, and its
-  withdrawal), ``Notification`` (a publication travelling down its origin's tree),
-  ``LocateQuery`` / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and
-  the answers gathered back up), ``LocateDirect`` / ``LocateReply`` (a look-up sent to the one
-  super-peer the asker named, and its answer), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member
-  left or failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` /
-  ``Mail`` (publications an access point missed, from their origin's log), ``Handover`` /
-  ``HandoverDone`` / ``HandoverReceived`` (a peer's kept notifications move to its new access
-  point, deleted there once received), ``Adopt`` (a leaving super-peer hands its peers to a
-  successor), ``RendezvousRequest`` / ``RendezvousChunk`` (a resource asked of its owner's access
-  point, and its bytes on their way to the requester's; ``superpeer.rendezvous``).
+  withdrawal), ``Notification`` (a publication travelling down its origin's tree), ``LocateQuery``
+  / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and the answers gathered
+  back up), ``LocateDirect`` / ``LocateReply`` (a look-up sent to the one super-peer the asker
+  named, and its answer), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member left or
+  failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` / ``Mail``
+  (publications an access point missed, from their origin's log), ``Handover`` / ``HandoverDone`` /
+  ``HandoverReceived`` (a peer's kept notifications move to its new access point, deleted there
+  once received), ``Adopt`` (a leaving super-peer hands its peers to a successor),
+  ``RendezvousRequest`` / ``RendezvousChunk`` (a resource asked of its owner's access point, and
+  its bytes on their way to the requester's; ``superpeer.rendezvous``).
 
 Resources (seed 004, Section 5.1): ``Fetch``, ``Upload``, ``Collect``, ``Collected`` (peer ->
 access point) and ``UploadWanted``, ``FileReady``, ``FileChunk``, ``FetchFailed`` (access point ->
@@ -623,7 +623,8 @@ class RendezvousChunk:
     hops: int
     superpeer: str = ""
     """The owner's access point that relayed it (where the owner is attached now, after a
-    move): the requester's access point asks it for the next windows."""
+    move): the requester's access point asks it for the next windows. With ``not_here``: the
+    super-peer that answered."""
     not_here: bool = False
     """The answer of the super-peer a ``RendezvousRequest`` was routed to when it cannot serve
     it: the owner is not attached there and it knows no forwarding address (or the named
