@@ -101,7 +101,9 @@ class Replay:
             await self._disconnect(self.peers[step.peer])
         elif isinstance(step, Send):
             peer = self.peers[step.peer]
-            await self._send(peer, sent(self._resources(peer), step.message), op)
+            await self._send(
+                peer, sent(self._resources(peer), step.message, peer.notifications), op
+            )
         elif isinstance(step, Offer):
             offer(self._resources(self.peers[step.peer]), step.publication, step.content)
         elif isinstance(step, Want):

@@ -862,10 +862,12 @@ class PeerClient:
     async def request(self, request: PeerRequest) -> Answer:
         return await self.submit(request).wait()
 
-    def locate(self, public_id: str) -> Ticket:
-        """Queues a look-up of ``public_id`` (a fresh ``Locate``); its ticket's answer is
-        ``Located`` or ``Refused``. Raises as ``submit``: a look-up is never kept for later."""
-        return self.submit(PeerRequest(message=m.Locate(id=new_lookup_id(), public_id=public_id)))
+    def locate(self, public_id: str, superpeer: str = "") -> Ticket:
+        """Queues a look-up of ``public_id`` (a fresh ``Locate``, asked first of ``superpeer``:
+        where the peer was last known to be); its ticket's answer is ``Located`` or
+        ``Refused``. Raises as ``submit``: a look-up is never kept for later."""
+        locate = m.Locate(id=new_lookup_id(), public_id=public_id, superpeer=superpeer)
+        return self.submit(PeerRequest(message=locate))
 
     async def leave(self) -> None:
         """Sends ``Leave`` after the requests already queued and stops reconnecting."""

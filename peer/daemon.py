@@ -24,7 +24,9 @@ Decisions a user sees:
   saved state, a publication in doubt may or may not have gone out (subscribers ignore repeats).
 * ``leave`` sends ``Leave``, forgets the subscriptions and the advertisement (the identity and
   the inbox stay) and stops the daemon: a running daemon would otherwise attach again.
-* **A look-up is only worth something now.** ``locate`` asks the access point where a peer is;
+* **A look-up is only worth something now.** ``locate`` asks the access point where a peer is
+  (naming the super-peer the peer's latest notification in the inbox came from, which the
+  access point asks first: ``superpeer.locating``);
   while the access point is unreachable it fails at once (exit 3), and it is never queued or
   saved. The network may take a while (the access point may ask the whole backbone), so the
   command waits up to ``locate_timeout``, then fails alone (exit 3); a refusal is exit 1.
@@ -734,8 +736,10 @@ class PeerService:
 
     async def locate(self, arguments: dict[str, str]) -> dict[str, Any]:
         public_id = self._public_id(_argument(arguments, "public_id"))
+        # asked first where its latest notification here came from (its access point then)
+        superpeer = self.inbox.last_origin(public_id)
         try:
-            answer = await self.client.locate(public_id).wait()
+            answer = await self.client.locate(public_id, superpeer).wait()
         except RequestFailed as error:
             raise CommandError("unavailable", error.reason) from None
         except RequestTooLarge as error:

@@ -61,13 +61,16 @@ class PendingRecord:
     sequence: int
     path: Path
     data: bytes
+    owner: str = ""
+    origin: str = ""
 
     def write(self) -> None:
         write_atomically(self.path, self.data)
 
 
-def _index_of(path: Path) -> tuple[int, int]:
-    """A record's sequence number and version (records written before versions are 0)."""
+def _index_of(path: Path) -> tuple[int, int, str, str]:
+    """A record's sequence number, version (records written before versions are 0), owner and
+    origin."""
     record = json.loads(path.read_bytes())
     sequence = record.get("sequence") if isinstance(record, dict) else None
     if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 1:
@@ -75,7 +78,7 @@ def _index_of(path: Path) -> tuple[int, int]:
     version = record.get("version", 0)
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError(f"no valid version (found {version!r})")
-    return sequence, version
+    return sequence, version, str(record.get("owner", "")), str(record.get("origin", ""))
 
 
 class Inbox:
@@ -93,6 +96,9 @@ class Inbox:
         self._sequences: dict[str, int] = {}
         self._order: list[tuple[int, str]] = []
         self._next_sequence = 1
+        self._origins: dict[str, tuple[int, str]] = {}
+        """Per owner, the super-peer its latest notification here came from (its access point
+        then), with that record's sequence: where ``peer locate`` asks first."""
 
     @classmethod
     def open(cls, directory: Path) -> Inbox:
@@ -102,7 +108,7 @@ class Inbox:
         inbox = cls(directory)
         for path in directory.glob("*.json"):
             try:
-                sequence, version = _index_of(path)
+                sequence, version, owner, origin = _index_of(path)
             except (OSError, ValueError) as error:
                 inbox.unreadable += 1
                 inbox._versions[path.stem] = 0
@@ -111,6 +117,7 @@ class Inbox:
             inbox._versions[path.stem] = version
             inbox._sequences[path.stem] = sequence
             inbox._order.append((sequence, path.stem))
+            inbox._note_origin(owner, origin, sequence)
         inbox._order.sort()
         if inbox._order:
             inbox._next_sequence = inbox._order[-1][0] + 1
@@ -152,7 +159,8 @@ class Inbox:
             "received_at": received_at,
         }
         data = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()
-        return PendingRecord(key, sequence, self.directory / f"{key}.json", data)
+        path = self.directory / f"{key}.json"
+        return PendingRecord(key, sequence, path, data, notify.owner, notify.origin)
 
     def find(self, publication_id: str) -> list[dict[str, Any]]:
         """The records of publication ``publication_id`` (one per owner that used the id)."""
@@ -172,6 +180,16 @@ class Inbox:
             del self._order[bisect.bisect_left(self._order, (replaced, pending.key))]
         self._sequences[pending.key] = pending.sequence
         self._order.append((pending.sequence, pending.key))
+        self._note_origin(pending.owner, pending.origin, pending.sequence)
+
+    def _note_origin(self, owner: str, origin: str, sequence: int) -> None:
+        if origin and sequence > self._origins.get(owner, (0, ""))[0]:
+            self._origins[owner] = (sequence, origin)
+
+    def last_origin(self, owner: str) -> str:
+        """The super-peer ``owner``'s latest notification in this inbox came from (empty: none
+        is here)."""
+        return self._origins.get(owner, (0, ""))[1]
 
     def records_after(self, sequence: int, *, max_bytes: int) -> list[dict[str, Any]]:
         """Records with a sequence above ``sequence``, in receive order, as many as fit in

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+import qel
 from wire import messages
 
 T = TypeVar("T")
@@ -56,6 +57,27 @@ class LogPublication:
 
 
 @dataclass(frozen=True, slots=True)
+class Found:
+    """The answer to the node's own look-up ``request`` (``SuperPeerCore.look_up``): the
+    super-peer ``public_id`` is online at, or empty when it is online nowhere."""
+
+    request: str
+    public_id: str
+    superpeer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A subscription made at ``since`` reached this origin late, from ``neighbour``: send that
+    neighbour what this node published since that the subscription matches (from its log),
+    so that a route that was late to form loses nothing (``Notification.replayed``)."""
+
+    neighbour: str
+    subscription: qel.Subscription
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
 class ToConnection:
     """Bytes (one encoded message, to be framed) for peer connection ``connection``."""
 
@@ -95,7 +117,7 @@ class Stopped:
     reason: str
 
 
-CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication
+CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication | Found | Replay
 Action = CoreAction | ToConnection | CloseConnection | Forgotten | Stopped
 
 

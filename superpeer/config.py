@@ -18,6 +18,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     admission_seconds = 10.0           # TLS + Hello + identification of a connection, in all
     max_unidentified_per_address = 32  # connections from one address not identified yet
     max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
+    locate_direct_seconds = 3.0        # a look-up sent to the super-peer the peer named falls
+                                       # back to asking the whole network after this long
 
     [delivery]
     window = 64                        # notifications sent to a peer and not acknowledged yet
@@ -82,6 +84,7 @@ from typing import Any, Final
 import platformdirs
 
 from superpeer.core import CoreConfig
+from superpeer.locating import LocatorConfig
 from superpeer.node import NodeConfig
 from superpeer.rendezvous import RendezvousConfig
 from superpeer.schemas import SchemaLimits
@@ -106,6 +109,7 @@ class Limits:
     admission_seconds: float = 10.0
     max_unidentified_per_address: int = 32
     max_lookups_per_peer: int = 16
+    locate_direct_seconds: float = 3.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,6 +213,7 @@ class SuperPeerConfig:
             catchup_margin_seconds=recovery.catchup_margin_seconds,
             handover_seconds=recovery.handover_seconds,
             rendezvous=self.rendezvous,
+            locating=LocatorConfig(direct_seconds=limits.locate_direct_seconds),
         )
 
     @property

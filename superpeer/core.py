@@ -75,7 +75,15 @@ import wire
 from indices.routing import AdvertisementIndex
 from poset.poset import PosetNode, Removed, SubscriptionPoset
 from qel.advertisements import Element, element_allows_triple, summarise
-from superpeer.actions import CoreAction, Deliver, LogPublication, ToPeer, ToSuperPeer
+from superpeer.actions import (
+    CoreAction,
+    Deliver,
+    Found,
+    LogPublication,
+    Replay,
+    ToPeer,
+    ToSuperPeer,
+)
 from superpeer.schemas import SchemaBook, SchemaLimits, SchemaRefused
 from superpeer.trace import TraceRecord
 from superpeer.versions import (
@@ -230,6 +238,9 @@ class SuperPeerCore:
         self._version = 0
         self._seen_broadcasts: dict[tuple[object, ...], float] = {}
         self._toward: dict[tuple[Source, str], set[str]] = {}
+        self._made: dict[tuple[Source, str], float] = {}
+        """When each subscription held here was made (a peer's: when it came here; a
+        neighbour's: as its ``Forward.since`` says), for the ``since`` of what is sent on."""
         self._message_number = 0
         self._lookups: dict[tuple[str, str], _Lookup] = {}
         self._recent: list[tuple[TopologyView, float]] = []
@@ -270,6 +281,7 @@ class SuperPeerCore:
         out: list[Output] = []
         source = peer_source(peer)
         for sid in self.poset.ids_of(source):
+            self._made.pop((source, sid), None)
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self.ads.remove_holder(self.node_id, peer)
         self.schemas.forget_peer(peer)
@@ -363,6 +375,7 @@ class SuperPeerCore:
             )
             return False
         inserted = self.poset.insert(subscription, source, subscription_id)
+        self._made.setdefault((source, subscription_id), now)
         if on_change:
             self._on_change.add((peer, subscription_id))
         else:
@@ -401,6 +414,7 @@ class SuperPeerCore:
     def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
         """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""
         removed = self.poset.remove(peer_source(peer), subscription_id, self._wants)
+        self._made.pop((peer_source(peer), subscription_id), None)
         self._on_change.discard((peer, subscription_id))
         self._after_removal(removed, now, out)
 
@@ -536,6 +550,7 @@ class SuperPeerCore:
                 self._drop(out, now, message, sender)
             else:
                 self._toward.pop((source, message.id), None)
+                self._made.pop((source, message.id), None)
                 self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
         elif isinstance(message, m.LocateQuery):
             self._locate_query(sender, message, now, out)
@@ -560,11 +575,21 @@ class SuperPeerCore:
         before = self._toward.get((source, message.id), set())
         toward = {origin for origin, _ in message.toward}
         self._toward[(source, message.id)] = toward
+        made = message.since or now
+        self._made[(source, message.id)] = min(self._made.get((source, message.id), made), made)
         for origin, position in message.toward:
             self.origin_positions.setdefault(origin, position)
         self._route(inserted.node, now, out)
         if before - toward:
             self._reconcile(inserted.node, now, out)
+        if (
+            self.node_id in toward - before
+            and message.since
+            and now - message.since > self.config.settle_seconds
+        ):
+            # it took longer than routes take to reach this origin (a link cut for a while, a
+            # backed-up queue): what was published here meanwhile went nowhere for it
+            out.append(Replay(sender, message.subscription, message.since))
 
     def _notification(
         self, sender: str, message: m.Notification, now: float, out: list[Output]
@@ -572,7 +597,7 @@ class SuperPeerCore:
         """A notification down a tree: processed once per (origin, publication, tree); a repeat
         (an old and a new parent during a change of the cube) is dropped."""
         key = (message.origin, relay_key(message), message.origin_position)
-        if key in self._relayed:
+        if key in self._relayed and not message.replayed:
             self.statistics.repeats += 1
             self._drop(out, now, message, sender)
             return
@@ -694,6 +719,7 @@ class SuperPeerCore:
         source = superpeer_source(node)
         for sid in list(self.poset.ids_of(source)):
             self._toward.pop((source, sid), None)
+            self._made.pop((source, sid), None)
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self._ghosts.pop(node, None)
         self._early = [entry for entry in self._early if entry[0] != node]
@@ -828,6 +854,7 @@ class SuperPeerCore:
             source = superpeer_source(ghost)
             for sid in self.poset.ids_of(source):
                 self._toward.pop((source, sid), None)
+                self._made.pop((source, sid), None)
                 self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         for node in self.poset:
             self._reconcile(node, now, out)
@@ -862,6 +889,41 @@ class SuperPeerCore:
     # it, each node answering its parent once the peer is found below it or every child has said
     # no (N - 1 more): a definite "not online" without timers. A look-up whose answers can no
     # longer arrive (a neighbour on the way departed) ends as "not online" at once.
+
+    def locate(self, peer: str, message: m.Locate, now: float) -> list[Output]:
+        """The network-wide look-up of ``message`` for local peer ``peer``, whatever super-peer
+        it names (the node's direct look-up fell back to it: ``superpeer.locating``)."""
+        out: list[Output] = []
+        if peer in self.peers:
+            self._locate(peer, message, now, out)
+        return out
+
+    def look_up(self, public_id: str, request: str, now: float) -> list[Output]:
+        """A network-wide look-up for this node itself (a rendezvous whose owner is not where
+        the notification said): answered by a ``Found`` action under ``request``."""
+        out: list[Output] = []
+        found = self._online_here(public_id)
+        children = self.view.children(self.view.root_position)
+        if found is not None or not children:
+            out.append(Found(request, public_id, str((found or _NOWHERE)["superpeer"])))
+            return out
+        query = self._next_id()
+        self._lookups[(self.node_id, query)] = _Lookup(
+            public_id, None, set(children), request=request
+        )
+        relay = m.LocateQuery(
+            query=query,
+            origin=self.node_id,
+            origin_position=self.view.root_position,
+            public_id=public_id,
+        )
+        for child in children:
+            self._send(child, relay, now, out, origin=self.node_id)
+        return out
+
+    def lookups_waiting(self, peer: str) -> int:
+        state = self.peers.get(peer)
+        return 0 if state is None else state.lookups
 
     def _locate(self, peer: str, message: m.Locate, now: float, out: list[Output]) -> None:
         state = self.peers[peer]
@@ -950,7 +1012,10 @@ class SuperPeerCore:
             if lookup.parent in self.view.neighbours():
                 self._send(lookup.parent, answer, now, out, origin=origin)
             return
-        assert lookup.peer is not None and lookup.asker is not None
+        if lookup.asker is None:  # this node's own (``look_up``)
+            out.append(Found(lookup.request, lookup.public_id, found.superpeer if found else ""))
+            return
+        assert lookup.peer is not None
         state = lookup.asker
         state.lookups -= 1
         if self.peers.get(lookup.peer) is not state or not state.attached:
@@ -1058,6 +1123,14 @@ class SuperPeerCore:
             subscription=node.subscription,
             toward=tuple(
                 (o, self.origin_positions[o]) for o in labels if o in self.origin_positions
+            ),
+            since=min(
+                (
+                    self._made.get((source, sid), now)
+                    for source, ids in node.sources.items()
+                    for sid in ids
+                ),
+                default=now,
             ),
         )
         self._send(destination, message, now, out, sub=node.wire_id)

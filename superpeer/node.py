@@ -40,16 +40,18 @@ Rules, beyond the routing core's:
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
   kept (``Mail``), forgets the peer (subscriptions retracted network-wide after ``settle_seconds``,
   registration dropped) and answers ``HandoverDone`` with the number of notifications sent. The
-  previous one deletes that mail only when this node says it has all of it
-  (``HandoverReceived``); a short count (mail lost with a broken link or a rejoin) makes this
-  node ask again. What still reaches the previous one for the peer (its tree before the
-  subscriptions go, a late catch-up, mail from further back) follows the peer's forwarding
-  address, kept for ``retention_seconds``; a handover that describes a move older than the
-  peer's latest arrival (both times on the peer's clock) is refused as stale, so forwarding
-  addresses lead to where the peer is. If the previous one does not answer within
-  ``handover_seconds``, the node asks the origins for what was published since the peer last
-  heard from it, and keeps asking the previous one (durably) until it answers: when it comes
-  back, what it kept is handed over.
+  previous one deletes that mail only when this node says it has all of it (``HandoverReceived``);
+  ``HandoverDone`` also lists the rendezvous files it holds for the peer, which this node pulls and
+  releases (``superpeer.rendezvous``); a short count (mail lost with a broken link or a rejoin)
+  makes this node ask again. What still reaches the previous one for the peer (its tree before the
+  subscriptions go, a late catch-up, mail from further back) follows the peer's forwarding address,
+  kept for ``retention_seconds``; a handover that describes a move older than the peer's latest
+  arrival (both times on the peer's clock) is refused as stale, so forwarding addresses lead to
+  where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
+  the previous one follow them too. If the previous one does not answer within
+  ``handover_seconds``, the node asks the origins for what was published since the peer last heard
+  from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
+  it kept is handed over.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
   (``Goodbye.successor``), withdraws its advertisement and leaves the cube.
@@ -80,7 +82,9 @@ from superpeer.actions import (
     CloseConnection,
     Deliver,
     Forgotten,
+    Found,
     LogPublication,
+    Replay,
     Stopped,
     ToConnection,
     ToPeer,
@@ -88,8 +92,10 @@ from superpeer.actions import (
 )
 from superpeer.core import CoreConfig, SuperPeerCore, TopologyView, trace_record
 from superpeer.expiry import SubscriptionExpiries
+from superpeer.locating import Locator, LocatorConfig
 from superpeer.mailroom import Mailroom, mail_key
 from superpeer.rendezvous import Rendezvous, RendezvousConfig
+from superpeer.routes import Whereabouts
 from superpeer.store import Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
@@ -103,6 +109,7 @@ _FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone, m.HandoverReceived)
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
 state (mail is publications, kept once; an eviction names the incarnation it is about)."""
 _RENDEZVOUS = (m.RendezvousRequest, m.RendezvousChunk)
+_DIRECT_LOOKUPS = (m.LocateDirect, m.LocateReply)
 _NODE_HANDLED = (
     m.Evicted,
     m.Heartbeat,
@@ -113,6 +120,7 @@ _NODE_HANDLED = (
     m.HandoverReceived,
     m.AdoptLog,
     *_RENDEZVOUS,
+    *_DIRECT_LOOKUPS,
 )
 _RESOURCE_REQUESTS = (m.Fetch, m.Upload, m.Collect, m.Collected)
 """Peer messages for ``superpeer.rendezvous``; only ``Fetch`` is answered."""
@@ -164,6 +172,7 @@ class NodeConfig:
     mail_batch: int = 200
     """Notifications per ``Mail`` message."""
     rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
+    locating: LocatorConfig = field(default_factory=LocatorConfig)
 
 
 @dataclass
@@ -178,7 +187,11 @@ class _Forward:
     """When the address is forgotten (``retention_seconds``: nothing kept lives longer)."""
     subscriptions: dict[str, qel.Subscription] = field(default_factory=dict)
     """The peer's subscriptions here when they went (``forget_at``): retracted from the
-    network, still matched against what reaches this node late (``_late_notification``)."""
+    network, still matched against what was published before and reaches this node late
+    (``_late_notification``)."""
+    retracted_at: float = math.inf
+    """When they went: what was published after is routed to where the peer is now, by the
+    subscriptions it holds there (it may have withdrawn some)."""
 
     def saved(self) -> dict:
         return {
@@ -186,6 +199,7 @@ class _Forward:
             "address": self.address,
             "forget_at": self.forget_at,
             "expires_at": self.expires_at,
+            "retracted_at": self.retracted_at if self.subscriptions else None,
             "subscriptions": {
                 sid: wire.encode(m.Subscribe(id=sid, subscription=q)).hex()
                 for sid, q in sorted(self.subscriptions.items())
@@ -201,7 +215,15 @@ class _Forward:
             subscribe = _decoded(bytes.fromhex(data), m.Subscribe)
             if subscribe is not None:
                 subscriptions[sid] = subscribe.subscription
-        return cls(entry["node"], entry["address"], forget_at, expires_at, subscriptions)
+        retracted_at = entry.get("retracted_at")
+        return cls(
+            entry["node"],
+            entry["address"],
+            forget_at,
+            expires_at,
+            subscriptions,
+            math.inf if retracted_at is None else retracted_at,
+        )
 
 
 @dataclass
@@ -215,6 +237,8 @@ class NodeStatistics:
     catchups_asked: int = 0
     catchups_served: int = 0
     recovered: int = 0
+    replayed: int = 0
+    """Notifications this origin sent again for subscriptions that reached it late."""
     late: int = 0
     """Notifications that arrived after the subscriptions they were routed for went (the peer
     moved away, or withdrew them), matched against those and delivered."""
@@ -277,7 +301,24 @@ class SuperPeerNode:
             node_id, store, window=self.config.window, tracing=self.config.routing.tracing
         )
         self.statistics = NodeStatistics()
-        self.rendezvous = Rendezvous(node_id, store, self._send, self._cube, self.config.rendezvous)
+        self.rendezvous = Rendezvous(
+            node_id,
+            store,
+            send=self._send,
+            where=self._cube,
+            whereabouts=self._whereabouts,
+            look_up=self._look_up,
+            config=self.config.rendezvous,
+        )
+        self.locator = Locator(
+            node_id,
+            address,
+            send=self._send,
+            where=self._cube,
+            whereabouts=self._whereabouts,
+            fallback=self._locate_everywhere,
+            config=self.config.locating,
+        )
         self.addresses: dict[str, str] = {}
         self.incarnations: dict[str, int] = {}
         """The newest incarnation heard of, per super-peer."""
@@ -662,6 +703,10 @@ class SuperPeerNode:
             produced: list = []
             self.rendezvous.route(message, now, produced)
             self._core(produced, now, out)
+        elif isinstance(message, _DIRECT_LOOKUPS):
+            produced = []
+            self.locator.route(message, now, produced)
+            self._core(produced, now, out)
         elif isinstance(message, m.Adopt) and self.core is not None:
             self._adopt_in(sender, message, now, out)
         elif self.core is None:
@@ -824,6 +869,12 @@ class SuperPeerNode:
                     notification.published_at,
                 )
                 self.store.set_pending(versions.RECORDS, *versions.record_of(notification))
+            elif isinstance(output, Found):
+                produced: list = []
+                self.rendezvous.found(output.request, output.superpeer, now, produced)
+                self._core(produced, now, out)
+            elif isinstance(output, Replay):
+                self._replay_for_late(output, now, out)
             else:
                 out.append(output)
 
@@ -836,13 +887,18 @@ class SuperPeerNode:
         # kept by the peer's previous access point (``kept``): it matched there, while the
         # subscription stood, and is owed however old it is (the subscription's time here is
         # when the peer brought it, after the move)
+        # and nothing is owed for a subscription the peer withdrew here before the publication
+        # (mail forwarded by a previous access point matched what the peer had there)
         margin = self.config.catchup_margin_seconds
-        standing = tuple(
-            sid
-            for sid in notify.subscriptions
-            if kept
-            or notify.published_at >= self._subscribed_at.get((peer, sid), -math.inf) - margin
-        )
+        published = notify.published_at
+
+        def stands(sid: str) -> bool:
+            ended = self._unsubscribed_at.get((peer, sid))
+            if ended is not None and ended <= published and (peer, sid) not in self._subscribed_at:
+                return False
+            return kept or published >= self._subscribed_at.get((peer, sid), -math.inf) - margin
+
+        standing = tuple(sid for sid in notify.subscriptions if stands(sid))
         if not standing:
             self._trace(out, now, "drop", notify, peer=peer)
             return
@@ -874,6 +930,8 @@ class SuperPeerNode:
         for peer, forward in sorted(self._moved_away.items()):
             if forward.forget_at is not None or not forward.subscriptions:
                 continue  # the core still matches for it (``_deliver`` forwards)
+            if notification.published_at >= forward.retracted_at:
+                continue
             notify = _concerned(forward.subscriptions, notification)
             if notify is not None:
                 self.statistics.late += 1
@@ -1106,6 +1164,26 @@ class SuperPeerNode:
                 if notify is not None:
                     found.setdefault(peer, []).append(dataclasses.replace(notify, hops=0))
         return found
+
+    def _replay_for_late(self, replay: Replay, now: float, out: list[Output]) -> None:
+        """What this origin published since a late subscription was made, and it matches, to
+        the neighbour it came from, marked ``replayed`` (relayed again down its new path). A
+        subscription later than ``failure_seconds`` went over a link that was declared failed,
+        and the repair's catch-up covers it: the replay goes back no further than that."""
+        margin = self.config.catchup_margin_seconds
+        horizon = self.config.failure_seconds + self.config.routing.settle_seconds + margin
+        since = max(replay.since - margin, now - horizon)
+        sent = 0
+        for data in self.store.logged_since(since):
+            notification = _decoded(data, m.Notification)
+            if notification is None or notification.published_at < since:
+                continue
+            old, new = versions.concerns(replay.subscription, notification)
+            if old or new:
+                again = dataclasses.replace(notification, hops=notification.hops + 1, replayed=True)
+                self._send(replay.neighbour, again, now, out)
+                sent += 1
+        self.statistics.replayed += sent
 
     def _catch_up_locally(self, entries: list, now: float, out: list[Output]) -> None:
         for peer, notifications in self._matches(entries).items():
@@ -1370,7 +1448,11 @@ class SuperPeerNode:
         self.store.set_pending(MOVED, peer, forward.saved())
         self.store.remove(peer)  # its registration moves: moving back registers again
         self.store.set_pending(ADOPTED, peer, None)
-        self.rendezvous.moved_away(peer)
+        produced: list = []
+        held = self.rendezvous.moved_away(
+            peer, Whereabouts(forward=sender, forward_address=message.address), now, produced
+        )
+        self._core(produced, now, out)
         done = m.HandoverDone(
             request=message.request,
             peer=peer,
@@ -1378,6 +1460,7 @@ class SuperPeerNode:
             reason="",
             expired=expired,
             count=len(kept),
+            rendezvous=held,
         )
         self._send(sender, done, now, out, address=message.address)
         log.info(
@@ -1450,6 +1533,11 @@ class SuperPeerNode:
             self._handed_in.pop(message.request, None)
             received_all = m.HandoverReceived(request=message.request, peer=message.peer)
             self._send(sender, received_all, now, out)
+            if message.rendezvous:
+                address = self.addresses.get(sender) or (entry or {}).get("address", "")
+                produced: list = []
+                self.rendezvous.offered(sender, address, message.rendezvous, now, produced)
+                self._core(produced, now, out)
         if entry is None:
             return
         self._forget_handover(message.request)
@@ -1484,6 +1572,7 @@ class SuperPeerNode:
                 self._forget_local(peer, keep_mail=handed)
                 if self.core is not None and peer in self.core.peers:
                     forward.subscriptions = dict(self.core.subscriptions_of(peer))
+                    forward.retracted_at = now
                     self._core(self.core.leave(peer, now), now, out)
                 forward.forget_at = None
                 self.store.set_pending(MOVED, peer, forward.saved())
@@ -1805,6 +1894,9 @@ class SuperPeerNode:
             self.mail.detach(peer)
             self._close(connection, "the peer left", now, out)
             return
+        if isinstance(message, m.Locate) and self._locate(peer, message, now, out):
+            self._trace(out, now, "receive", message, peer=peer, size=event.size)
+            return
         withdrawn = (
             core.subscriptions_of(peer).get(message.id)
             if isinstance(message, m.Unsubscribe)
@@ -1884,6 +1976,48 @@ class SuperPeerNode:
             self.rendezvous.collected(peer, message)
         self._core(produced, now, out)
 
+    def _whereabouts(self, peer: str) -> Whereabouts:
+        """Where this node knows ``peer`` to be (direct look-ups and rendezvous requests that
+        reach it ask): moved on (its forwarding address: the subscriptions it left here may not
+        have gone yet), attached here (online or not), or unknown."""
+        forward = self._moved_away.get(peer)
+        if forward is not None:
+            return Whereabouts(forward=forward.node, forward_address=forward.address)
+        state = None if self.core is None else self.core.peers.get(peer)
+        if state is None:
+            return Whereabouts()
+        return Whereabouts(attached=True, online=state.attached, address=state.address)
+
+    def _look_up(self, public_id: str, request: str, now: float, out: list) -> None:
+        """The rendezvous' network-wide look-up of an owner (answered by ``Found``)."""
+        if self.core is not None:
+            out += self.core.look_up(public_id, request, now)
+
+    def _locate_everywhere(self, peer: str, message: m.Locate, now: float, out: list) -> None:
+        """A direct look-up fell back to the network-wide one."""
+        if self.core is not None:
+            out += self.core.locate(peer, message, now)
+
+    def _locate(self, peer: str, message: m.Locate, now: float, out: list[Output]) -> bool:
+        """A look-up that names a super-peer goes there first (``superpeer.locating``); False:
+        the core asks the network (or answers from here)."""
+        core = self.core
+        if core is None or not message.superpeer:
+            return False
+        limit = self.config.routing.max_lookups_per_peer
+        waiting = core.lookups_waiting(peer) + self.locator.waiting(peer)
+        produced: list = []
+        if waiting >= limit:
+            refused = m.Refused(
+                request=f"locate {message.id}",
+                reason=f"{waiting} look-ups are already waiting (max_lookups_per_peer = {limit})",
+            )
+            produced.append(ToPeer(peer, refused, wire.encode(refused)))
+        elif not self.locator.start(peer, message, now, produced):
+            return False
+        self._core(produced, now, out)
+        return True
+
     def _cube(self) -> tuple[TopologyView, dict[str, int]] | None:
         """The view and the origins' root positions the rendezvous routes with."""
         if self.core is None:
@@ -1910,6 +2044,8 @@ class SuperPeerNode:
         deadlines += list(self._handover_due.values())
         if self.core is not None and (deadline := self.rendezvous.next_deadline()) is not None:
             deadlines.append(deadline)
+        if (deadline := self.locator.next_deadline()) is not None:
+            deadlines.append(deadline)
         for forward in self._moved_away.values():
             deadlines.append(min(forward.forget_at or math.inf, forward.expires_at))
         if self.config.heartbeat_seconds is not None and self.core is not None:
@@ -1934,6 +2070,8 @@ class SuperPeerNode:
             reasons.append("publications to replay")
         if self._awaiting:
             reasons.append("handovers (first answer)")
+        if self.locator.next_deadline() is not None:
+            reasons.append("look-ups sent to the super-peer their asker named")
         if any(forward.forget_at is not None for forward in self._moved_away.values()):
             reasons.append("peers that moved away (their subscriptions to forget)")
         if self._suspected:
@@ -1988,6 +2126,7 @@ class SuperPeerNode:
         if self.core is not None:
             produced: list = []
             self.rendezvous.timer(now, produced)
+            self.locator.timer(now, produced)
             self._core(produced, now, out)
         if now >= self._housekeeping_at:
             self._housekeeping(now, out)
@@ -2133,6 +2272,7 @@ class SuperPeerNode:
                 "asked": self.statistics.catchups_asked,
                 "served": self.statistics.catchups_served,
                 "recovered": self.statistics.recovered,
+                "replayed": self.statistics.replayed,
             },
             "handovers": {
                 "asked": self.statistics.handovers_in,
@@ -2205,6 +2345,7 @@ class SuperPeerNode:
                 "repeats": stats.repeats,
             }
             report["rendezvous"] = self.rendezvous.status()
+            report["locating"] = self.locator.status()
         return report
 
     # == plumbing ==================================================================================

@@ -3,16 +3,17 @@
 A peer A that wants the resource of a publication owned by B sends ``Fetch`` to its access point
 AP. AP keeps a durable *incoming* record and sends ``RendezvousRequest`` to B's access point AP2
 (named in the notification), routed over the cube by bit-fixing: each hop passes it to its parent
-in the spanning tree rooted at AP2's position, at most log2 N hops, no network-wide look-up. AP2
-keeps the newest request durably as an *outgoing* record and, whenever B is attached (now, or when
-it reconnects), tells it ``UploadWanted``; B answers with ``Upload`` frames, which AP2 relays to AP
-(``RendezvousChunk``, same routing). AP appends them to its rendezvous directory (the store's
-chunks) and asks for the next window when one is complete, so at most ``window_bytes`` of one file
-are in flight anywhere: memory stays bounded, and a transfer cut anywhere resumes from what AP
-holds (AP asks again after ``retry_seconds`` without progress; B, reconnecting, is asked again).
-When the file is complete AP checks size and SHA-256 against what A's notification said and keeps
-the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` -> ``Collect``
--> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
+in the spanning tree rooted at AP2's position, at most log2 N hops, no network-wide look-up (only
+the fallback when B is not where the notification said and left no forwarding address: see the
+rules). AP2 keeps the newest request durably as an *outgoing* record and, whenever B is attached
+(now, or when it reconnects), tells it ``UploadWanted``; B answers with ``Upload`` frames, which
+AP2 relays to AP (``RendezvousChunk``, same routing). AP appends them to its rendezvous directory
+(the store's chunks) and asks for the next window when one is complete, so at most ``window_bytes``
+of one file are in flight anywhere: memory stays bounded, and a transfer cut anywhere resumes from
+what AP holds (AP asks again after ``retry_seconds`` without progress; B, reconnecting, is asked
+again). When the file is complete AP checks size and SHA-256 against what A's notification said and
+keeps the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` ->
+``Collect`` -> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
 
 The owner online and the owner offline are the same path; only the wait differs. The transfer is
 relayed through the access points rather than direct between peers: peers need no listening
@@ -29,15 +30,44 @@ Rules:
   of the record's requester.
 * A peer re-sends its unfinished fetches after every connection (``peer.resources``): that is how
   a migrated requester's rendezvous follows it.
+* Requests travel by bit-fixing (``superpeer.routes``) to the access point the notification
+  named. If the owner is attached there, it keeps the request; if the owner moved away, the
+  request follows its forwarding address (the one the migration left, ``superpeer.node``), and
+  the chunks say where they came from (``RendezvousChunk.superpeer``), so the next windows go
+  there directly; if it knows nothing of the owner (its forwarding address expired, or the owner
+  left), it answers ``not_here`` and the requester's access point looks the owner up
+  network-wide (``SuperPeerCore.look_up``, at most once per ``retry_seconds``; an owner online
+  nowhere is looked up again then) and asks the access point it is online at. If the named
+  super-peer left the cube, the route ends at whoever holds its position now, which answers
+  the same way from what it knows of the owner (adopted there, moved on, or "not here").
+* An owner that moves takes the requests waiting for it along: its old access point sends them
+  on to the new one (``moved_away``) with the rest of the handover.
 * Limits: ``max_bytes`` (the rendezvous directory's quota, counted by the sizes announced when
   fetches are accepted; a fetch that does not fit is refused) and ``retention_seconds`` (a record
   older than that is dropped, with its bytes); both shown in ``superpeer status``.
+
+Following a requester that moves (like its kept notifications). Its old access point may hold
+a file for it, complete or in part, that the owner may never upload again. The migration's
+``HandoverDone`` lists those files (key, bytes held) and the old access point keeps them
+(``HANDED``); the new one *pulls* them: for the peer's record (its fetch, re-sent after it
+connected, makes it; an offer that comes first waits in ``OFFERED``) it asks the old access
+point, window by window, with the ``RendezvousRequest`` s and chunks the owner's side uses
+(``held``), then asks the owner for whatever is left. When it holds all the old one had, durably,
+it says so (a request from the end of those bytes) and only then does the old one delete its
+copy; a pull cut off anywhere is asked again after ``retry_seconds``, from what the new one
+holds, and a copy nobody asks for goes after ``retention_seconds``. Pulling rather than pushing
+with the handover: the new access point already drives windows for every transfer (bounded
+memory, resumable, retried), so the handover needs no flow control of its own and the old
+access point sends nothing it was not asked for; and it reuses the confirmation rule of mail
+(deleted only once the receiver has it). A record with no bytes yet is not kept: the peer's
+re-sent fetch redirects the owner's side to the new access point.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -45,6 +75,7 @@ from typing import Final
 from qel.resources import rendezvous_key
 from superpeer.actions import ToPeer
 from superpeer.core import TopologyView
+from superpeer.routes import HERE, UNKNOWN_POSITION, Hop, Whereabouts, aim, step
 from wire import encode
 from wire import messages as m
 
@@ -52,12 +83,25 @@ INCOMING: Final = "rendezvous-in"
 """Records at the requester's access point, by rendezvous key."""
 OUTGOING: Final = "rendezvous-out"
 """Records at the owner's access point, by rendezvous key."""
+OFFERED: Final = "rendezvous-offered"
+"""At a requester's new access point, by rendezvous key: what its previous one holds for it
+(``HandoverDone.rendezvous``), until a fetch of it comes (the peer re-sends its fetches)."""
 RECEIVING: Final = "receiving"
 READY: Final = "ready"
 FAILED: Final = "failed"
+HANDED: Final = "handed"
+"""At a requester's previous access point: the bytes held for it, kept for its new access point
+until that one says it has them."""
+MAX_HOPS: Final = 64
+"""A request that followed forwarding addresses for longer than this is answered "not here"
+(the chain is wrong; the requester's access point looks the owner up)."""
 
-Send = Callable[[str, object, float, list], None]
-"""How the node sends a backbone message to a neighbour (``SuperPeerNode._send``)."""
+Send = Callable[..., None]
+"""How the node sends a backbone message (``SuperPeerNode._send``: target, message, now, out,
+and the target's address for a super-peer that is not a neighbour)."""
+LookUp = Callable[[str, str, float, list], None]
+"""How the node looks a peer up network-wide for a rendezvous (owner, rendezvous key, now, out;
+answered by ``Rendezvous.found``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,12 +130,14 @@ class RendezvousStatistics:
     """Uploads or collections from a peer that is not the owner or the requester."""
     unroutable: int = 0
     expired: int = 0
-
-
-def next_hop(view: TopologyView, target_position: int) -> str | None:
-    """The neighbour one bit closer to ``target_position``: this node's parent in the tree
-    rooted there (None when this node holds the position)."""
-    return view.parent(target_position)
+    forwarded: int = 0
+    """Requests passed on along an owner's forwarding address."""
+    not_here: int = 0
+    """Requests answered "not here" (the owner unknown where they were routed)."""
+    looked_up: int = 0
+    """Owners looked up network-wide after a "not here"."""
+    handed: int = 0
+    """Files (or parts) held for a requester that moved, released by its new access point."""
 
 
 class Rendezvous:
@@ -101,12 +147,17 @@ class Rendezvous:
         self,
         node_id: str,
         store,  # superpeer.store.Store
+        *,
         send: Send,
         where: Callable[[], tuple[TopologyView, dict[str, int]] | None],
+        whereabouts: Callable[[str], Whereabouts],
+        look_up: LookUp,
         config: RendezvousConfig | None = None,
     ) -> None:
         self.node_id = node_id
         self._where = where
+        self._whereabouts = whereabouts
+        self._look_up = look_up
         """The cube as this node sees it now and the origins' root positions (None while it is
         not a member)."""
         self.store = store
@@ -152,15 +203,22 @@ class Rendezvous:
                 "reason": "",
                 "at": now,
             }
-        record["superpeer"] = message.superpeer
+        if record["state"] == HANDED:  # the requester came back before its new access point
+            record["state"] = READY if record["received"] == record["size"] else RECEIVING
+        record.setdefault("superpeer", message.superpeer)
         record["progress_at"] = now
+        offered = self.store.pending(OFFERED).get(key)
+        if offered is not None:
+            self.store.set_pending(OFFERED, key, None)
+            record["pull"] = offered
         self.store.set_pending(INCOMING, key, record)
         self.statistics.requested += 1
         self._to_peer(peer, m.Ack(request=request), out)
         if record["state"] == READY:
+            self._release(key, record, now, out)
             self._ready(key, record, out)
         elif record["size"] == 0:
-            self._complete(key, record, out)
+            self._complete(key, record, now, out)
         else:
             self._ask(key, record, now, out)
 
@@ -171,31 +229,91 @@ class Rendezvous:
         now: float,
         out: list,
     ) -> None:
-        target = record["superpeer"]
+        """Ask for the next window: of the requester's previous access point while it holds
+        bytes not yet here (``pull``), else of the owner's access point."""
         where = self._where()
-        position = None if where is None else where[1].get(target)
-        if where is None or position is None:
-            # the owner's access point advertises nothing any more (it left, or the owner's
-            # advertisement went): ask again later, when it may be known
+        if where is None:
             self.statistics.unroutable += 1
-            return
+            return  # not a member (a rejoin): asked again after ``retry_seconds``
+        view, positions = where
+        self._release(key, record, now, out)
         offset = record["received"]
-        record["asked_until"] = offset + min(self.config.window_bytes, record["size"] - offset)
+        pull = record.get("pull")
+        if pull is not None:
+            target, address, end = pull["node"], pull["address"], pull["held"]
+        else:
+            target, address, end = record["superpeer"], "", record["size"]
+            if target != self.node_id and target not in positions:
+                # the owner's access point advertises nothing any more (it left the cube, or
+                # the owner's advertisement went): where is the owner now?
+                self._owner_elsewhere(key, record, now, out)
+                return
+        record["asked_until"] = offset + min(self.config.window_bytes, end - offset)
         self.store.set_pending(INCOMING, key, record)
         request = m.RendezvousRequest(
             rendezvous=key,
             target=target,
-            target_position=position,
+            target_position=positions.get(target, UNKNOWN_POSITION),
             requester=record["requester"],
             requester_superpeer=self.node_id,
-            requester_position=where[0].root_position,
+            requester_position=view.root_position,
             owner=record["owner"],
             publication=record["publication"],
             offset=offset,
             length=record["asked_until"] - offset,
             hops=0,
+            held=pull is not None,
         )
-        self.route(request, now, out)
+        self._toward(request, address, now, out)
+
+    def _release(self, key: str, record: dict, now: float, out: list) -> None:
+        """The bytes the previous access point held are here, durably: tell it to forget its
+        copy (a request from the end of what it holds), and ask the owner from now on."""
+        pull = record.get("pull")
+        if pull is None or (record["received"] < pull["held"] and record["state"] == RECEIVING):
+            return
+        del record["pull"]
+        self.store.set_pending(INCOMING, key, record)
+        where = self._where()
+        if where is None:
+            return
+        view, positions = where
+        release = m.RendezvousRequest(
+            rendezvous=key,
+            target=pull["node"],
+            target_position=positions.get(pull["node"], UNKNOWN_POSITION),
+            requester=record["requester"],
+            requester_superpeer=self.node_id,
+            requester_position=view.root_position,
+            owner=record["owner"],
+            publication=record["publication"],
+            offset=pull["held"],
+            length=0,
+            hops=0,
+            held=True,
+        )
+        self._toward(release, pull["address"], now, out)
+
+    def _owner_elsewhere(self, key: str, record: dict, now: float, out: list) -> None:
+        """The owner is not at the access point the record names: look it up network-wide
+        (once per ``retry_seconds``); ``found`` redirects the record."""
+        if now - record.get("looked_up_at", -math.inf) < self.config.retry_seconds:
+            return
+        record["looked_up_at"] = now
+        self.store.set_pending(INCOMING, key, record)
+        self.statistics.looked_up += 1
+        self._look_up(record["owner"], key, now, out)
+
+    def found(self, key: str, superpeer: str, now: float, out: list) -> None:
+        """The network-wide look-up for rendezvous ``key``: the owner is online at
+        ``superpeer`` (empty: nowhere; asked again after ``retry_seconds``)."""
+        record = self.store.pending(INCOMING).get(key)
+        if record is None or record["state"] != RECEIVING or not superpeer:
+            return
+        record["superpeer"] = superpeer
+        record["progress_at"] = now
+        self.store.set_pending(INCOMING, key, record)
+        self._ask(key, record, now, out)
 
     def chunk_in(
         self,
@@ -207,6 +325,15 @@ class Rendezvous:
         record = self.store.pending(INCOMING).get(key)
         if record is None or record["state"] != RECEIVING:
             return  # a repeat after completion, or a record dropped meanwhile
+        if message.not_here:
+            if record.get("pull", {}).get("node") == message.superpeer:
+                # the previous access point lost its copy: ask the owner
+                del record["pull"]
+                self.store.set_pending(INCOMING, key, record)
+                self._ask(key, record, now, out)
+            else:
+                self._owner_elsewhere(key, record, now, out)
+            return
         if message.error:
             self._fail(key, record, f"the owner could not serve it: {message.error}", out)
             return
@@ -219,15 +346,17 @@ class Rendezvous:
         self.store.put_chunk(key, message.offset, message.data)
         record["received"] = end
         record["progress_at"] = now
+        if message.superpeer:  # from the owner (moved, maybe): ask where it is now
+            record["superpeer"] = message.superpeer
         self.statistics.relayed += 1
         if end == record["size"]:
-            self._complete(key, record, out)
+            self._complete(key, record, now, out)
             return
         self.store.set_pending(INCOMING, key, record)
         if end >= record.get("asked_until", 0):
             self._ask(key, record, now, out)
 
-    def _complete(self, key: str, record: dict, out: list) -> None:
+    def _complete(self, key: str, record: dict, now: float, out: list) -> None:
         digest = hashlib.sha256()
         for start in range(0, record["size"], self.config.window_bytes):
             for _, data in self._read(
@@ -243,6 +372,7 @@ class Rendezvous:
         record["state"] = READY
         self.store.set_pending(INCOMING, key, record)
         self.statistics.completed += 1
+        self._release(key, record, now, out)
         self._ready(key, record, out)
 
     def _fail(self, key: str, record: dict, reason: str, out: list) -> None:
@@ -319,6 +449,18 @@ class Rendezvous:
 
     # -- the owner's access point ---------------------------------------------------------------
     def request_in(self, message: m.RendezvousRequest, now: float, out: list) -> None:
+        """A request reached the super-peer it names: keep it for the owner attached here,
+        follow the owner's forwarding address, or answer that it is not here."""
+        if message.held:
+            self._serve_held(message, now, out)
+            return
+        whereabouts = self._whereabouts(message.owner)
+        if whereabouts.forward and message.hops < MAX_HOPS:
+            self._follow(message, whereabouts, now, out)
+            return
+        if not whereabouts.attached:
+            self._not_here(message, now, out)
+            return
         record = {
             "requester": message.requester,
             "owner": message.owner,
@@ -332,6 +474,65 @@ class Rendezvous:
         self.store.set_pending(OUTGOING, message.rendezvous, record)
         if message.owner in self._attached:
             self._want(message.rendezvous, record, out)
+
+    def _follow(
+        self, message: m.RendezvousRequest, whereabouts: Whereabouts, now: float, out: list
+    ) -> None:
+        """The owner moved away from here: the request goes where it went."""
+        where = self._where()
+        positions = {} if where is None else where[1]
+        self.statistics.forwarded += 1
+        onward = dataclasses.replace(
+            message,
+            target=whereabouts.forward,
+            target_position=positions.get(whereabouts.forward, UNKNOWN_POSITION),
+        )
+        self._toward(onward, whereabouts.forward_address, now, out)
+
+    def _not_here(self, message: m.RendezvousRequest, now: float, out: list) -> None:
+        self.statistics.not_here += 1
+        answer = m.RendezvousChunk(
+            rendezvous=message.rendezvous,
+            target=message.requester_superpeer,
+            target_position=message.requester_position,
+            offset=message.offset,
+            data=b"",
+            error="",
+            hops=0,
+            superpeer=self.node_id,
+            not_here=True,
+        )
+        self.route(answer, now, out)
+
+    def _serve_held(self, message: m.RendezvousRequest, now: float, out: list) -> None:
+        """The requester's new access point pulls the bytes held here for the requester (a
+        window of them), or says it has them all: then they go."""
+        key = message.rendezvous
+        record = self.store.pending(INCOMING).get(key)
+        if record is None or record["state"] != HANDED:
+            if message.length:
+                self._not_here(message, now, out)
+            return
+        if message.offset >= record["received"]:
+            self.store.drop_chunks(key)
+            self.store.set_pending(INCOMING, key, None)
+            self.statistics.handed += 1
+            return
+        end = min(
+            record["received"], message.offset + min(message.length, self.config.window_bytes)
+        )
+        for first, piece in self._read(key, message.offset, end):
+            for at in range(0, len(piece), self.config.chunk_bytes):
+                chunk = m.RendezvousChunk(
+                    rendezvous=key,
+                    target=message.requester_superpeer,
+                    target_position=message.requester_position,
+                    offset=first + at,
+                    data=piece[at : at + self.config.chunk_bytes],
+                    error="",
+                    hops=0,
+                )
+                self.route(chunk, now, out)
 
     def _want(self, key: str, record: dict, out: list) -> None:
         wanted = m.UploadWanted(
@@ -361,6 +562,7 @@ class Rendezvous:
             data=message.data,
             error=message.error,
             hops=0,
+            superpeer=self.node_id,
         )
         if message.error or message.offset + len(message.data) >= end:
             self.store.set_pending(OUTGOING, message.rendezvous, None)
@@ -374,22 +576,56 @@ class Rendezvous:
         out: list,
     ) -> None:
         """Handle ``message`` here if this node is its target, else pass it one hop on."""
-        if message.target == self.node_id:
-            if isinstance(message, m.RendezvousRequest):
-                self.request_in(message, now, out)
-            else:
-                self.chunk_in(message, now, out)
-            return
         where = self._where()
-        hop = None if where is None else next_hop(where[0], message.target_position)
-        if hop is None:
-            # this node holds the position, so the target left it: the requester's access
-            # point asks again after ``retry_seconds`` (and the owner, moved, is found through
-            # the peer's own fetch when it has a new access point)
+        if where is None and message.target != self.node_id:
             self.statistics.unroutable += 1
+            return  # not a member (a rejoin): the requester's access point asks again
+        view, positions = where or (None, {})
+        found = (
+            HERE
+            if message.target == self.node_id
+            else step(view, positions, self.node_id, message.target, message.target_position)
+        )
+        if isinstance(found, Hop):
+            self._pass(found, message, now, out)
+        elif found == HERE and isinstance(message, m.RendezvousRequest):
+            self.request_in(message, now, out)
+        elif found == HERE:
+            self.chunk_in(message, now, out)
+        elif isinstance(message, m.RendezvousRequest):
+            # the super-peer it names is out of the cube and this one holds its position now:
+            # it answers from what it knows of the owner (attached here by an adoption, moved
+            # on) or says "not here"
+            self.request_in(message, now, out)
+        else:
+            # the requester's access point is out of the cube: it asks again, if it comes back
+            self.statistics.unroutable += 1
+
+    def _toward(self, message: m.RendezvousRequest, address: str, now: float, out: list) -> None:
+        """Send a request on its way to its target: over the cube when its position is known,
+        else straight to it at ``address`` (a forwarding address or a previous access point,
+        which need not advertise anything)."""
+        where = self._where()
+        if where is None:
             return
-        relayed = dataclasses.replace(message, hops=message.hops + 1)
-        self._send(hop, relayed, now, out)
+        view, positions = where
+        first = aim(view, positions, self.node_id, message.target)
+        if isinstance(first, Hop):
+            self._pass(first, message, now, out, address=address)
+        else:
+            self.request_in(message, now, out)
+
+    def _pass(
+        self,
+        hop: Hop,
+        message: m.RendezvousRequest | m.RendezvousChunk,
+        now: float,
+        out: list,
+        *,
+        address: str = "",
+    ) -> None:
+        relayed = dataclasses.replace(message, target_position=hop.position, hops=message.hops + 1)
+        self._send(hop.neighbour, relayed, now, out, address=address)
 
     def attached(self, peer: str, out: list) -> None:
         """``peer`` connected here: what waits for it, as owner and as requester."""
@@ -409,20 +645,73 @@ class Rendezvous:
     def detached(self, peer: str) -> None:
         self._attached.discard(peer)
 
-    def moved_away(self, peer: str) -> None:
-        """``peer`` moved to another access point: its fetches are asked again there (it
-        re-sends them after every connection) and the owners' access points redirected, so the
-        ones here go. Kept, a record not yet complete would ask the owner again every
-        ``retry_seconds`` and take the rendezvous back from the new access point."""
-        for key, record in self.store.pending(INCOMING).items():
-            if record["requester"] == peer:
+    def moved_away(
+        self, peer: str, whereabouts: Whereabouts, now: float, out: list
+    ) -> tuple[tuple[str, int], ...]:
+        """``peer`` moved to ``whereabouts.forward``. As owner: the requests waiting here for it
+        go there. As requester: the bytes held here for it wait for its new access point, which
+        pulls them (``offered``), and are deleted only when it says it has them (a file lost
+        with an interrupted handover would have to be uploaded again, and the owner may never
+        come back); a record with no bytes goes (its new access point asks the owner itself:
+        the peer re-sends its fetches). Returns what is held here for it: (key, bytes), for
+        ``HandoverDone.rendezvous`` (again in full when the handover is asked again)."""
+        for key, record in sorted(self.store.pending(OUTGOING).items()):
+            if record["owner"] != peer:
+                continue
+            self.store.set_pending(OUTGOING, key, None)
+            request = m.RendezvousRequest(
+                rendezvous=key,
+                target=self.node_id,
+                target_position=UNKNOWN_POSITION,
+                requester=record["requester"],
+                requester_superpeer=record["superpeer"],
+                requester_position=record["position"],
+                owner=peer,
+                publication=record["publication"],
+                offset=record["offset"],
+                length=record["length"],
+                hops=0,
+            )
+            self._follow(request, whereabouts, now, out)
+        held = []
+        for key, record in sorted(self.store.pending(INCOMING).items()):
+            if record["requester"] != peer:
+                continue
+            if record["received"] == 0 or record["state"] == FAILED:
                 self.store.drop_chunks(key)
                 self.store.set_pending(INCOMING, key, None)
+                continue
+            if record["state"] != HANDED:
+                record.update(state=HANDED, at=now)
+                self.store.set_pending(INCOMING, key, record)
+            held.append((key, record["received"]))
+        return tuple(held)
+
+    def offered(
+        self, node: str, address: str, held: tuple[tuple[str, int], ...], now: float, out: list
+    ) -> None:
+        """The previous access point ``node`` of one of our peers holds these rendezvous bytes
+        for it (``moved_away``): pull them into the peer's record (its fetch, re-sent after it
+        connected, made it or will), or release them at once if the record has as much."""
+        incoming = self.store.pending(INCOMING)
+        for key, size in held:
+            pull = {"node": node, "address": address, "held": size, "at": now}
+            record = incoming.get(key)
+            if record is None or record["state"] == FAILED:
+                self.store.set_pending(OFFERED, key, pull)
+                continue
+            record["pull"] = pull
+            self.store.set_pending(INCOMING, key, record)
+            if record["state"] == RECEIVING and record["received"] < size:
+                record["progress_at"] = now
+                self._ask(key, record, now, out)
+            else:
+                self._release(key, record, now, out)
 
     def timer(self, now: float, out: list) -> None:
         """Ask again for stalled transfers; drop what outlived ``retention_seconds``."""
         horizon = now - self.config.retention_seconds
-        for kind in (INCOMING, OUTGOING):
+        for kind in (INCOMING, OUTGOING, OFFERED):
             for key, record in self.store.pending(kind).items():
                 if record["at"] < horizon:
                     self.statistics.expired += 1
@@ -451,6 +740,7 @@ class Rendezvous:
         return {
             "files": len(incoming),
             "ready": sum(1 for r in incoming.values() if r["state"] == READY),
+            "handed": sum(1 for r in incoming.values() if r["state"] == HANDED),
             "bytes": sum(r["received"] for r in incoming.values()),
             "reserved_bytes": sum(r["size"] for r in incoming.values() if r["state"] != FAILED),
             "max_bytes": self.config.max_bytes,
@@ -466,6 +756,10 @@ class Rendezvous:
                 "refused": self.statistics.refused,
                 "unroutable": self.statistics.unroutable,
                 "expired": self.statistics.expired,
+                "forwarded": self.statistics.forwarded,
+                "not_here": self.statistics.not_here,
+                "looked_up": self.statistics.looked_up,
+                "handed": self.statistics.handed,
             },
         }
 

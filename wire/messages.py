@@ -14,15 +14,16 @@ the wire. Three families:
   notifications that were dropped while the peer was away);
 * super-peer <-> super-peer: ``Elements`` (advertisement elements spreading down their origin's
   tree), ``Forward`` / ``Retract`` (a subscription travelling toward covering origins, and its
-  withdrawal), ``Notification`` (a publication travelling down its origin's tree),
-  ``LocateQuery`` / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and
-  the answers gathered back up), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member
-  left or failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` /
-  ``Mail`` (publications an access point missed, from their origin's log), ``Handover`` /
-  ``HandoverDone`` / ``HandoverReceived`` (a peer's kept notifications move to its new access
-  point, deleted there once received), ``Adopt`` (a leaving super-peer hands its peers to a
-  successor), ``RendezvousRequest`` / ``RendezvousChunk`` (a resource asked of its owner's access
-  point, and its bytes on their way to the requester's; ``superpeer.rendezvous``).
+  withdrawal), ``Notification`` (a publication travelling down its origin's tree), ``LocateQuery``
+  / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and the answers gathered
+  back up), ``LocateDirect`` / ``LocateReply`` (a look-up sent to the one super-peer the asker
+  named, and its answer), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member left or
+  failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` / ``Mail``
+  (publications an access point missed, from their origin's log), ``Handover`` / ``HandoverDone`` /
+  ``HandoverReceived`` (a peer's kept notifications move to its new access point, deleted there
+  once received), ``Adopt`` (a leaving super-peer hands its peers to a successor),
+  ``RendezvousRequest`` / ``RendezvousChunk`` (a resource asked of its owner's access point, and
+  its bytes on their way to the requester's; ``superpeer.rendezvous``).
 
 Resources (seed 004, Section 5.1): ``Fetch``, ``Upload``, ``Collect``, ``Collected`` (peer ->
 access point) and ``UploadWanted``, ``FileReady``, ``FileChunk``, ``FetchFailed`` (access point ->
@@ -155,6 +156,10 @@ class Locate:
     KIND: ClassVar[str] = "peer.locate"
     id: str
     public_id: str
+    superpeer: str = ""
+    """The super-peer the asker last knew the peer at (its notification's ``origin``): the
+    access point asks it first, over the cube (``superpeer.locating``), and asks the whole
+    network only when that one no longer knows where the peer is. Empty: ask the network."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -381,6 +386,10 @@ class Forward:
     id: str
     subscription: qel.Subscription
     toward: tuple[tuple[str, int], ...]
+    since: float = 0.0
+    """When the subscription was made (the earliest of those it stands for, on their access
+    points' clocks; 0: unknown): an origin it reaches later than routes take replays what it
+    published since (``SuperPeerCore``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -412,6 +421,9 @@ class Notification:
     """``publication`` is ``previous`` with triples added (``Publish.change`` ``extend``)."""
     expires: float | None = None
     """The resource's expiry (``Publish.expires``): access points do not deliver it after."""
+    replayed: bool = False
+    """Sent again by its origin for a subscription that reached it late: relayed even where it
+    passed before (the subscription's path is new), repeats dropped at the access points."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -558,6 +570,10 @@ class HandoverDone:
     count: int = 0
     """Notifications its ``Mail`` carried: the asker acknowledges (``HandoverReceived``) once it
     has them all, else it asks again."""
+    rendezvous: tuple[tuple[str, int], ...] = ()
+    """The peer's rendezvous files the sender holds (key, bytes held: complete, or the part
+    received): the asker pulls them (``superpeer.rendezvous``); the sender keeps each until the
+    asker says it has its bytes."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -619,6 +635,10 @@ class RendezvousRequest:
     offset: int
     length: int
     hops: int
+    held: bool = False
+    """Asked of the requester's previous access point for the bytes it holds for the requester
+    (``HandoverDone.rendezvous``), not of the owner; ``offset`` at or past them says the asker
+    holds them all durably (``length`` 0: only that), and the target forgets its copy."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -633,6 +653,53 @@ class RendezvousChunk:
     offset: int
     data: bytes
     error: str
+    hops: int
+    superpeer: str = ""
+    """The owner's access point that relayed it (where the owner is attached now, after a
+    move): the requester's access point asks it for the next windows. With ``not_here``: the
+    super-peer that answered."""
+    not_here: bool = False
+    """The answer of the super-peer a ``RendezvousRequest`` was routed to when it cannot serve
+    it: the owner is not attached there and it knows no forwarding address (or the named
+    super-peer left the cube and this one holds its position now). The requester's access
+    point looks the owner up network-wide."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocateDirect:
+    """A look-up of ``public_id`` (the asker's ``query``) sent by ``origin`` (at
+    ``origin_position``) to the super-peer the asker named (``Locate.superpeer``), routed like
+    ``RendezvousRequest`` (bit-fixing toward ``target_position``); passed on along forwarding
+    addresses (``forwards`` counts them) when the peer moved away."""
+
+    KIND: ClassVar[str] = "sp.locate_direct"
+    query: str
+    origin: str
+    origin_position: int
+    target: str
+    target_position: int
+    public_id: str
+    hops: int
+    forwards: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocateReply:
+    """The answer to ``LocateDirect``, routed back to the asker's access point (``target``):
+    ``known`` the peer is attached at ``superpeer`` (``online`` or not, with its address when
+    online); not ``known``: the super-peer reached knows nothing of it (the asker's access
+    point asks the whole network)."""
+
+    KIND: ClassVar[str] = "sp.locate_reply"
+    query: str
+    target: str
+    target_position: int
+    public_id: str
+    known: bool
+    online: bool
+    address: str
+    superpeer: str
+    access_point: str
     hops: int
 
 
@@ -683,6 +750,8 @@ BACKBONE = (
     AdoptLog,
     RendezvousRequest,
     RendezvousChunk,
+    LocateDirect,
+    LocateReply,
 )
 
 

@@ -9,6 +9,7 @@ inbox record: the runner passes the one it holds (it keeps one per publication i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,11 +36,18 @@ def offer(resources: Resources, publication: str, content: bytes) -> None:
     resources.offer(publication, copy, resource, source)
 
 
-def sent(resources: Resources | None, message: object) -> object:
+def sent(
+    resources: Resources | None, message: object, notifications: Sequence[m.Notify] = ()
+) -> object:
     """``message`` as the peer daemon sends it: an update without a file of its own keeps the
-    file its resource offers (``Resources.keeping_file``; None: the peer offers nothing)."""
+    file its resource offers (``Resources.keeping_file``; None: the peer offers nothing); a
+    look-up names the super-peer the latest of ``notifications`` (the peer's, in order) from
+    the peer it looks for came from (``Inbox.last_origin``)."""
     if resources is not None and isinstance(message, m.Publish) and message.change == "update":
         return replace(message, publication=resources.keeping_file(message.publication))
+    if isinstance(message, m.Locate):
+        origins = [n.origin for n in notifications if n.owner == message.public_id]
+        return replace(message, superpeer=origins[-1]) if origins else message
     return message
 
 

@@ -240,7 +240,7 @@ class Simulation:
             self._disconnect(self.peers[step.peer])
         elif isinstance(step, Send):
             peer = self.peers[step.peer]
-            self._send_request(peer, sent(peer.resources, step.message))
+            self._send_request(peer, sent(peer.resources, step.message, peer.notifications))
         elif isinstance(step, Offer):
             offer(self._resources(self.peers[step.peer]), step.publication, step.content)
         elif isinstance(step, Want):

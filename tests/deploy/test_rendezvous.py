@@ -152,6 +152,30 @@ def test_a_rendezvous_follows_a_requester_that_moved(network, tmp_path):
     cluster.start_peer(1, 2)  # and back
 
 
+def test_a_file_ready_at_the_old_access_point_reaches_a_requester_that_moved(network, tmp_path):
+    """Issue 14: the file completes at the requester's access point (sp2) while the requester is
+    away; the owner goes offline for good; the requester comes back through sp3. Its new access
+    point pulls the file from the old one, which deletes it only once sp3 has it all."""
+    cluster = network
+    content = os.urandom(5 * 1024 * 1024 + 777)  # more than one window
+    publish(cluster, 0, "stranded", content, tmp_path)
+    cluster.stop_peer(0)
+    assert fetch(cluster, 1, "stranded", "--wait", "0")["state"] == "waiting"
+    cluster.stop_peer(1)
+    cluster.start_peer(0, 1)
+    wait_until(lambda: cluster.status(2)["rendezvous"]["ready"] == 1, "the file ready at sp2")
+    cluster.stop_peer(0)  # the owner is gone: only sp2 has the bytes
+    cluster.start_peer(1, 3)
+    wait_until(lambda: state(cluster, 1, "stranded") == "done", "the file at the new access point")
+    assert Path(fetch(cluster, 1, "stranded", "--status")["out"]).read_bytes() == content
+    wait_until(lambda: cluster.status(2)["rendezvous"]["files"] == 0, "the old copy released")
+    assert cluster.status(2)["rendezvous"]["statistics"]["handed"] == 1
+    assert cluster.status(3)["rendezvous"]["statistics"]["collected"] >= 1
+    cluster.stop_peer(1)
+    cluster.start_peer(1, 2)  # both back where they started
+    cluster.start_peer(0, 1)
+
+
 def test_a_corrupted_upload_is_refused_and_an_impostor_can_neither_answer_nor_collect(
     network, tmp_path
 ):

@@ -345,7 +345,7 @@ async def connected(access_point, *names: str) -> None:
 async def test_locate_says_where_a_peer_is_online_or_that_it_is_not(
     tmp_path, access_point, nursery, run_cli
 ):
-    await start(nursery, tmp_path, "alice", access_point.port)
+    alice = await start(nursery, tmp_path, "alice", access_point.port)
     await start(nursery, tmp_path, "bob", access_point.port)
     await connected(access_point, "alice", "bob")
     access_point.known_peers["carol"] = Location("192.0.2.7:40404", "sp3", "127.0.0.1:7403")
@@ -379,6 +379,12 @@ async def test_locate_says_where_a_peer_is_online_or_that_it_is_not(
         "superpeer": "sp3",
         "access_point": "127.0.0.1:7403",
     }
+    # a notification of carol's publication: the look-up names the super-peer it came from
+    await access_point.deliver("alice", notify(publication(id="n1"), owner="carol"))
+    await records(alice, 1)
+    assert (await run_cli("locate", "carol", *a))[0] == 0
+    *_, named = [r for r in access_point.requests_from("alice") if isinstance(r, m.Locate)]
+    assert named.superpeer == "sp-origin" and asked[0].superpeer == ""
     code, out, _ = await run_cli("locate", "dave", "--json", *a)
     assert code == 0
     assert {k: v for k, v in json.loads(out).items() if k != "id"} == {

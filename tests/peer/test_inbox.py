@@ -134,3 +134,15 @@ def test_a_newer_version_replaces_the_record_and_older_ones_are_repeats(tmp_path
     reopened = Inbox.open(tmp_path / "notifications")
     assert not store(reopened, dataclasses.replace(first, version=1, kind="changed"))
     assert reopened.count == 2
+
+
+def test_the_latest_origin_of_each_owner_is_kept_and_read_back_on_reopening(tmp_path):
+    """``peer locate`` asks first where the owner's latest notification here came from."""
+    inbox = Inbox.open(tmp_path)
+    assert inbox.last_origin("peer-owner") == ""
+    store(inbox, dataclasses.replace(notify(publication(id="n1")), origin="sp1"))
+    store(inbox, dataclasses.replace(notify(publication(id="n2")), origin="sp6"))
+    store(inbox, dataclasses.replace(notify(publication(id="n3"), owner="other"), origin="sp2"))
+    assert inbox.last_origin("peer-owner") == "sp6"
+    assert Inbox.open(tmp_path).last_origin("peer-owner") == "sp6"
+    assert Inbox.open(tmp_path).last_origin("other") == "sp2"

@@ -308,15 +308,17 @@ def expected_fetches(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     """Per peer (still in the network at the end), the publications whose resource it must
     hold by the end: it fetched one it had been notified of (``expected_deliveries`` up to the
     fetch), offered by a file, published by another peer; then that owner, without having left,
-    was online at the access point the notification named (where it published), and after that
-    the requester was online. An empty file needs no owner. The simple reading of "once both sides have been online", for a
-    backbone that does not change (where peers are is the planner's).
+    was online, at any access point (after a move, its forwarding address leads there from the
+    one the notification named), and after that the requester was online, at any access point
+    (what its old one held follows it). An empty file needs no owner. The simple reading of
+    "once both sides have been online", for a backbone that does not change (where peers are is
+    the planner's).
 
     Publication ids are assumed unique across the workload (each names one owner's resource)."""
     ops = list(operations)
     planner = Planner(superpeers)
-    offered: dict[str, tuple[str, object, int]] = {}
-    """Publication id -> (owner, its planner record when it published, its access point)."""
+    offered: dict[str, tuple[str, object]] = {}
+    """Publication id -> (owner, its planner record when it published)."""
     waiting: list[list] = []
     """[requester, its planner record, publication, owner side done?] per fetch under way."""
     fetched: dict[str, set[str]] = {}
@@ -334,7 +336,7 @@ def expected_fetches(superpeers: int, operations: Iterable[dict]) -> dict[str, l
                 op["data"], op.get("format", "turtle"), publisher=name, id=str(op["id"])
             ):
                 assert publication.id not in offered, "publication ids must be unique"
-                offered[publication.id] = (name, before, before.superpeer)  # type: ignore[union-attr]
+                offered[publication.id] = (name, before)
         elif op["op"] == "fetch":
             notified = expected_deliveries(superpeers, ops[:index]).get(name, [])
             wanted = str(op["id"])
@@ -353,10 +355,10 @@ def expected_fetches(superpeers: int, operations: Iterable[dict]) -> dict[str, l
             if planner.peers.get(requester) is not record:
                 waiting.remove(fetch)  # the requester left
                 continue
-            owner, owner_record, access_point = offered[publication]
+            owner, owner_record = offered[publication]
             now = planner.peers.get(owner)
             if not uploaded and now is owner_record and now.attached:  # type: ignore[union-attr]
-                fetch[3] = uploaded = now.superpeer == access_point  # type: ignore[union-attr]
+                fetch[3] = uploaded = True
             if uploaded and record.attached:  # type: ignore[union-attr]
                 fetched[requester].add(publication)
                 waiting.remove(fetch)

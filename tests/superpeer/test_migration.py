@@ -4,6 +4,7 @@ stream on real daemons, which lost up to three quarters of what was published wh
 moved: handed-over mail was deleted before it arrived (a rejoin dropped it with the link), and
 mail that reached an access point after it forgot the peer was dropped."""
 
+import dataclasses
 import heapq
 
 import qel
@@ -194,3 +195,82 @@ def test_a_notification_that_arrives_after_its_subscription_was_withdrawn_is_sti
         arrives_late(simulation, publication, published_at)
     simulation.run_until_quiet()
     assert simulation.deliveries()["sub"] == ["before"]
+
+
+def test_what_the_old_access_point_matches_late_is_only_what_was_published_before():
+    """The old access point's copy of a moved peer's subscriptions is for what was published
+    while they stood there: after the peer withdrew one at its new access point, a later
+    publication reaching the old one late, or mail it forwards, is not delivered for it
+    (``deploy.chaos`` in CI: two notifications for a withdrawn subscription)."""
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "join", "peer": "pub", "superpeer": 1},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "move", "peer": "sub", "superpeer": 2},
+        {"op": "unsubscribe", "peer": "sub", "id": "s1"},
+    ]
+    simulation = Simulation(4)
+    for op in ops:
+        simulation.apply(op)
+    [publication] = qel.parse_publications(document(3), "nt", publisher="pub", id="after")
+    arrives_late(simulation, publication, simulation.now)
+    notify = m.Notify(
+        publication=publication,
+        subscriptions=("s1",),
+        owner="pub",
+        access_point="",
+        origin="sp1",
+        hops=0,
+        published_at=simulation.now,
+    )
+    forwarded = m.Mail(
+        request="", purpose="forward", peer="sub", notifications=(notify,), last=True, hops=1
+    )
+    simulation._enqueue(
+        "sp",
+        "sp0",
+        "sp2",
+        incarnation=simulation.nodes["sp0"].incarnation,
+        data=wire.encode(forwarded),
+        message=forwarded,
+    )
+    simulation.run_until_quiet()
+    assert simulation.deliveries()["sub"] == []
+    assert simulation.nodes["sp0"].status(simulation.now)["handovers"]["late"] == 0
+
+
+def test_a_subscription_that_reaches_the_origin_late_gets_what_was_published_meanwhile():
+    """The subscription's ``Forward`` is held up on its way to the publisher's access point
+    (a cut link, shorter than ``failure_seconds``: ``deploy.chaos`` in CI lost three
+    publications so) while the origin publishes: when it arrives, later than routes take,
+    the origin replays what it published since the subscription was made and it matches."""
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": 3},
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "advertise", "peer": "pub", **BROAD},
+    ]
+    simulation = Simulation(4)
+    for op in ops:
+        simulation.apply(op)
+    subscribe = {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY}
+    for step in simulation.planner.plan(subscribe, str, simulation.now):
+        simulation._step(step)
+    held = []
+    while simulation._queue:
+        pending = heapq.heappop(simulation._queue)
+        if isinstance(pending.message, m.Forward):
+            held.append(pending)
+        else:
+            simulation._deliver(pending)
+    assert held, "the subscription is on its way"
+    publish = {"op": "publish", "peer": "pub", "id": "meanwhile", "format": "nt",
+               "data": document(1)}  # fmt: skip
+    simulation.apply(publish)
+    assert simulation.deliveries()["sub"] == []
+    simulation._advance(simulation.now + 3 * simulation.nodes["sp0"].config.routing.settle_seconds)
+    for pending in held:
+        heapq.heappush(simulation._queue, dataclasses.replace(pending, at=simulation.now))
+    simulation.run_until_quiet()
+    assert simulation.deliveries()["sub"] == ["meanwhile"]
+    assert simulation.nodes["sp0"].status(simulation.now)["catchups"]["replayed"] == 1

@@ -5,6 +5,7 @@ import pytest
 from superpeer.actions import ToPeer
 from superpeer.config import ConfigError, config_from_mapping
 from superpeer.rendezvous import Rendezvous, RendezvousConfig
+from superpeer.routes import Whereabouts
 from superpeer.store import MemoryStore
 from wire import messages as m
 
@@ -31,9 +32,11 @@ def test_a_fetch_beyond_the_quota_is_refused_and_one_within_it_counts_once():
     node = Rendezvous(
         "sp-here",
         MemoryStore(),
-        lambda *a: sent.append(a),
-        lambda: None,
-        RendezvousConfig(max_bytes=1000),
+        send=lambda *a, **k: sent.append(a),
+        where=lambda: None,
+        whereabouts=lambda peer: Whereabouts(),
+        look_up=lambda *a: None,
+        config=RendezvousConfig(max_bytes=1000),
     )
     out: list = []
     node.fetch("alice", fetch(600), 0.0, out)
@@ -48,7 +51,14 @@ def test_a_fetch_beyond_the_quota_is_refused_and_one_within_it_counts_once():
 
 def test_only_the_owner_answers_and_only_the_requester_collects():
     store = MemoryStore()
-    node = Rendezvous("sp-here", store, lambda *a: None, lambda: None)
+    node = Rendezvous(
+        "sp-here",
+        store,
+        send=lambda *a, **k: None,
+        where=lambda: None,
+        whereabouts=lambda peer: Whereabouts(attached=True),
+        look_up=lambda *a: None,
+    )
     out: list = []
     request = m.RendezvousRequest(
         rendezvous="k1",
