@@ -34,7 +34,7 @@ from typing import Final
 
 from superpeer.actions import ToPeer
 from superpeer.core import TopologyView
-from superpeer.routes import HERE, UNKNOWN_POSITION, Hop, Whereabouts, aim, step
+from superpeer.routes import HERE, UNKNOWN_POSITION, Hop, Whereabouts, aim, pass_on, step
 from wire import encode
 from wire import messages as m
 
@@ -231,8 +231,7 @@ class Locator:
         *,
         address: str = "",
     ) -> None:
-        relayed = dataclasses.replace(message, target_position=hop.position, hops=message.hops + 1)
-        self._send(hop.neighbour, relayed, now, out, address=address)
+        pass_on(self._send, hop, message, now, out, address=address)
 
     def timer(self, now: float, out: list) -> None:
         """The look-ups that waited ``direct_seconds`` in vain ask the network."""

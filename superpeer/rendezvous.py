@@ -75,7 +75,7 @@ from typing import Final
 from qel.resources import rendezvous_key
 from superpeer.actions import ToPeer
 from superpeer.core import TopologyView
-from superpeer.routes import HERE, UNKNOWN_POSITION, Hop, Whereabouts, aim, step
+from superpeer.routes import HERE, UNKNOWN_POSITION, Hop, Whereabouts, aim, pass_on, step
 from wire import encode
 from wire import messages as m
 
@@ -624,8 +624,7 @@ class Rendezvous:
         *,
         address: str = "",
     ) -> None:
-        relayed = dataclasses.replace(message, target_position=hop.position, hops=message.hops + 1)
-        self._send(hop.neighbour, relayed, now, out, address=address)
+        pass_on(self._send, hop, message, now, out, address=address)
 
     def attached(self, peer: str, out: list) -> None:
         """``peer`` connected here: what waits for it, as owner and as requester."""

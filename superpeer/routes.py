@@ -16,9 +16,10 @@ worst "not here", so the sender falls back) rather than dropping the message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from superpeer.core import TopologyView
 
@@ -79,3 +80,12 @@ def aim(
     position = positions.get(target, UNKNOWN_POSITION)
     found = step(view, positions, node_id, target, position)
     return Hop(target, UNKNOWN_POSITION) if found is None else found
+
+
+def pass_on(
+    send: Callable[..., None], hop: Hop, message: Any, now: float, out: list, *, address: str = ""
+) -> None:
+    """``message`` (a routed message with ``target_position`` and ``hops``) to ``hop``'s
+    neighbour, aimed at its position."""
+    relayed = dataclasses.replace(message, target_position=hop.position, hops=message.hops + 1)
+    send(hop.neighbour, relayed, now, out, address=address)
