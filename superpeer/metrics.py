@@ -207,21 +207,41 @@ def _gauge(name: str, text: str, value: float, labels: Mapping[str, str] | None 
 
 
 _STATUS_COUNTERS: Final = (
-    ("superpeer_authentication_failures", "auth_failures",
+    ("superpeer_authentication_failures", ("auth_failures",),
      "Failed TLS handshakes, certificates and identifications"),
-    ("superpeer_frame_violations", "violations",
+    ("superpeer_frame_violations", ("violations",),
      "Malformed, oversized, unknown or out-of-order frames (the connection was closed)"),
-    ("superpeer_refused_connections", "refused_connections",
+    ("superpeer_refused_connections", ("refused_connections",),
      "Connections refused at admission (too many unidentified from one address)"),
-    ("superpeer_failures_detected", "failures_detected", "Neighbours found silent"),
-    ("superpeer_repairs", "repairs", "Places of failed super-peers closed"),
+    ("superpeer_failures_detected", ("failures_detected",), "Neighbours found silent"),
+    ("superpeer_repairs", ("repairs",), "Places of failed super-peers closed"),
+    ("superpeer_catchups_asked", ("catchups", "asked"),
+     "Catch-ups asked of origins (after repairs, restarts, unanswered handovers)"),
+    ("superpeer_notifications_recovered", ("catchups", "recovered"),
+     "Notifications that catch-ups and handovers brought and were new here"),
+    ("superpeer_notifications_replayed", ("catchups", "replayed"),
+     "Notifications this origin sent again for subscriptions that reached it late"),
+    ("superpeer_notifications_late", ("handovers", "late"),
+     "Notifications that arrived after the subscriptions they were routed for went, delivered"),
+    ("superpeer_notifications_forwarded", ("handovers", "forwarded"),
+     "Notifications forwarded to peers that moved to another access point"),
+    ("superpeer_rendezvous_completed", ("rendezvous", "statistics", "completed"),
+     "Resource files received whole and verified for this super-peer's requesters"),
+    ("superpeer_rendezvous_corrupted", ("rendezvous", "statistics", "corrupted"),
+     "Resource files refused: size or SHA-256 did not match the notification"),
+    ("superpeer_rendezvous_expired", ("rendezvous", "statistics", "expired"),
+     "Rendezvous dropped after their retention time"),
+    ("superpeer_lookups_direct", ("locating", "statistics", "direct"),
+     "Look-ups sent to the access point a notification named"),
+    ("superpeer_lookups_fallbacks", ("locating", "statistics", "fallbacks"),
+     "Direct look-ups that fell back to the network-wide look-up"),
 )  # fmt: skip
-"""Counters the node keeps itself (name, key in its status report, help)."""
+"""Counters the node keeps itself (name, path in its status report, help)."""
 
 
 def _status_counters(status: Mapping[str, Any]) -> Iterator[Metric]:
-    for name, key, text in _STATUS_COUNTERS:
-        yield _counter(name, text, status.get(key, 0))
+    for name, path, text in _STATUS_COUNTERS:
+        yield _counter(name, text, _figure(status, path))
     mail = status.get("mail", {})
     yield _counter(
         "superpeer_notifications_expired",
@@ -233,6 +253,14 @@ def _status_counters(status: Mapping[str, Any]) -> Iterator[Metric]:
         "Notifications peers acknowledged (written to their inbox)",
         mail.get("acknowledged", 0),
     )
+
+
+def _figure(status: Mapping[str, Any], path: tuple[str, ...]) -> float:
+    """The number at ``path`` in the status report (0 if absent)."""
+    value: Any = status
+    for key in path:
+        value = value.get(key, {}) if isinstance(value, Mapping) else {}
+    return value if isinstance(value, int | float) else 0
 
 
 _STATUS_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -266,6 +294,31 @@ _STATUS_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "superpeer_advertisement_origins",
         "Super-peers whose advertisements are held",
         ("advertisements", "origins"),
+    ),
+    (
+        "superpeer_rendezvous_files",
+        "Resource files kept or being received in the rendezvous directory",
+        ("rendezvous", "files"),
+    ),
+    (
+        "superpeer_rendezvous_bytes",
+        "Bytes the rendezvous directory holds",
+        ("rendezvous", "bytes"),
+    ),
+    (
+        "superpeer_rendezvous_max_bytes",
+        "The rendezvous directory's quota",
+        ("rendezvous", "max_bytes"),
+    ),
+    (
+        "superpeer_rendezvous_waiting_for_owners",
+        "Rendezvous requests waiting for an offline owner to come back",
+        ("rendezvous", "waiting_for_owners"),
+    ),
+    (
+        "superpeer_lookups_waiting",
+        "Direct look-ups waiting for their answer",
+        ("locating", "waiting"),
     ),
     (
         "superpeer_schema_axioms",
@@ -331,10 +384,7 @@ def _gauges(status: Mapping[str, Any]) -> Iterator[Metric]:
         sum(mail.get("unacknowledged", {}).values()),
     )
     for name, text, path in _STATUS_GAUGES:
-        value: Any = status
-        for key in path:
-            value = value.get(key, {}) if isinstance(value, Mapping) else {}
-        yield _gauge(name, text, value if isinstance(value, int | float) else 0)
+        yield _gauge(name, text, _figure(status, path))
 
 
 def neighbour_state(neighbour: Mapping[str, Any], link: Mapping[str, Any] | None) -> str:
