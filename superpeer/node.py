@@ -1592,11 +1592,10 @@ class SuperPeerNode:
     def _adopt_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
         state = self.store.local_state(peer)
         advertise = _decoded(state.advertisement, m.Advertise) if state.advertisement else None
-        subscriptions = []
-        for data in state.subscriptions.values():
-            subscribe = _decoded(data, m.Subscribe)
-            if subscribe is not None:
-                subscriptions.append((subscribe.id, subscribe.subscription))
+        kept = sorted(
+            (s for data in state.subscriptions.values() if (s := _decoded(data, m.Subscribe))),
+            key=lambda s: s.id,
+        )
         record = self.store.get(peer)
         key = record.public_key if record is not None else state.public_key
         schema = _decoded(state.schema, m.PublishSchema)
@@ -1604,8 +1603,9 @@ class SuperPeerNode:
             peer=peer,
             public_key=key or b"",
             advertisement=advertise.advertisement if advertise is not None else None,
-            subscriptions=tuple(sorted(subscriptions, key=lambda s: s[0])),
+            subscriptions=tuple((s.id, s.subscription) for s in kept),
             axioms=schema.axioms if schema is not None else (),
+            kept=tuple(kept),
         )
         self._send(successor, adopt, now, out)
         self._send_mail(
@@ -1662,13 +1662,19 @@ class SuperPeerNode:
                 lambda o: core.publish_schema(peer, frozenset(message.axioms), now, o), now, out
             )
             self._store_schema(peer)
-        for sid, subscription in message.subscriptions:
-            self.store.set_subscription(
-                peer, sid, wire.encode(m.Subscribe(id=sid, subscription=subscription))
-            )
+        kept = message.kept or tuple(
+            m.Subscribe(id=sid, subscription=q) for sid, q in message.subscriptions
+        )
+        for subscribe in kept:
+            self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe))
             self._core_call(
-                lambda o, s=sid, q=subscription: core.subscribe(peer, s, q, now, o), now, out
+                lambda o, s=subscribe: core.subscribe(
+                    peer, s.id, s.subscription, now, o, on_change=s.on_change
+                ),
+                now,
+                out,
             )
+            self.expiries.set(peer, subscribe.id, subscribe.expires)
         # what reached the leaver for this peer after it handed it over went nowhere
         self._catchups.append(
             _CatchUp(

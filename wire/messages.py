@@ -602,6 +602,9 @@ class Adopt:
     subscriptions: tuple[tuple[str, qel.Subscription], ...]
     axioms: tuple[Axiom, ...] = ()
     """The schemas the peer published (``PublishSchema``)."""
+    kept: tuple[Subscribe, ...] = ()
+    """The subscriptions as the leaver kept them, with their expiry and ``on_change`` (the
+    adopter restores them so; from an older leaver, only ``subscriptions``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

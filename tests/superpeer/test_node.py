@@ -123,3 +123,23 @@ def test_what_a_step_sends_a_departed_node_goes_before_its_link_is_forgotten(mon
         k for k, o in enumerate(ordered) if isinstance(o, ToSuperPeer) and o.node == "sp3"
     )
     assert sorted(map(repr, ordered)) == sorted(map(repr, step)), "nothing lost or added"
+
+
+def test_an_adopted_peer_keeps_its_subscriptions_expiry_and_on_change():
+    """A super-peer that leaves hands its detached peer's subscriptions over as it kept them:
+    the adopter restores their expiry and ``--on change`` (before, only the queries went, and
+    an adopted subscriber stopped hearing of extensions it had asked for)."""
+    simulation = Simulation(4)
+    ops = [
+        {"op": "join", "peer": "p", "superpeer": 1},
+        {"op": "subscribe", "peer": "p", "id": "s1", "query": "X : t(X, dc:title, T)",
+         "on": "change", "expires": 3600},
+        {"op": "detach", "peer": "p"},
+        {"op": "superpeer_leave", "superpeer": 1},
+    ]  # fmt: skip
+    for op in ops:
+        simulation.apply(op)
+    assert simulation.errors == []
+    [adopter] = [n for n in simulation.nodes.values() if n.core is not None and "p" in n.core.peers]
+    assert adopter.core.on_change("p", "s1")
+    assert adopter.expiries.at("p", "s1") is not None
