@@ -605,6 +605,44 @@ async def test_an_offline_subscriber_hears_the_update_and_the_retraction_when_it
     assert "2005" in record["ntriples"]
 
 
+async def test_an_extension_is_news_only_for_subscriptions_made_with_on_change(tmp_path, processes):
+    """``peer subscribe --on change`` on the real daemons: a description in two steps
+    (``peer publish --extends``) is heard of once by a plain subscription (when it starts
+    matching) and twice by one made with ``--on change`` (``added``, then ``changed``)."""
+    port = free_port()
+    await processes.superpeer(tmp_path / "sp", port)
+    address = f"127.0.0.1:{port}"
+    for name in ("alice", "bob", "carol"):
+        assert (await peer(tmp_path / name, "keygen", "--bits", "2048")).returncode == 0
+    options = ("--pin", pin_of(tmp_path / "sp"))
+    alice = await processes.peer(tmp_path / "alice", address, *options)
+    carol = await processes.peer(tmp_path / "carol", address, *options)
+    await processes.peer(tmp_path / "bob", address, *options)
+    (tmp_path / "ad.json").write_text('{"schemas": ["dc"]}')
+    done = await peer(tmp_path / "bob", "advertise", str(tmp_path / "ad.json"))
+    assert done.returncode == 0, done.stderr
+    done = await peer(tmp_path / "alice", "subscribe", TITLE_QUERY, "--id", "s1", "--on", "change")
+    assert done.returncode == 0, done.stderr
+    assert (await peer(tmp_path / "carol", "subscribe", TITLE_QUERY, "--id", "s2")).returncode == 0
+    first = tmp_path / "v1.ttl"
+    first.write_text(ARTICLE.format(name="a"))
+    more = tmp_path / "more.ttl"
+    more.write_text(
+        '@prefix dc: <http://purl.org/dc/elements/1.1/> .\n<http://example.org/a> dc:creator "Nejdl" .\n'
+    )
+    assert (await peer(tmp_path / "bob", "publish", str(first), "--id", "r")).returncode == 0
+    done = await peer(tmp_path / "bob", "publish", str(more), "--extends", "r")
+    assert done.returncode == 0, done.stderr
+    await alice.wait_for("event=notification publication='r' version=1 kind=changed")
+    await carol.wait_for("event=notification publication='r' version=0 kind=added")
+    assert alice.count("event=notification") == 2
+    # carol's access point had the extension before alice's second notification was written
+    assert carol.count("event=notification") == 1
+    done = await peer(tmp_path / "carol", "inbox", "--json")
+    [record] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (record["publication"], record["version"]) == ("r", 0)
+
+
 async def test_run_with_log_format_json_writes_one_object_per_line(tmp_path, processes):
     port = free_port()  # nobody listens there: the peer says it is disconnected, and retries
     daemon = await processes.peer(
