@@ -66,6 +66,7 @@ break*, so that no route is missing while the new ones are built:
 
 from __future__ import annotations
 
+import math
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -238,7 +239,9 @@ class SuperPeerCore:
         self._version = 0
         self._seen_broadcasts: dict[tuple[object, ...], float] = {}
         self._toward: dict[tuple[Source, str], set[str]] = {}
-        self._made: dict[tuple[Source, str], float] = {}
+        self._routes_changed_at = -math.inf
+        """When this origin last announced new elements or its view changed: subscriptions
+        that this makes travel toward it are expected, not late."""
         """When each subscription held here was made (a peer's: when it came here; a
         neighbour's: as its ``Forward.since`` says), for the ``since`` of what is sent on."""
         self._message_number = 0
@@ -281,7 +284,6 @@ class SuperPeerCore:
         out: list[Output] = []
         source = peer_source(peer)
         for sid in self.poset.ids_of(source):
-            self._made.pop((source, sid), None)
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self.ads.remove_holder(self.node_id, peer)
         self.schemas.forget_peer(peer)
@@ -375,7 +377,6 @@ class SuperPeerCore:
             )
             return False
         inserted = self.poset.insert(subscription, source, subscription_id)
-        self._made.setdefault((source, subscription_id), now)
         if on_change:
             self._on_change.add((peer, subscription_id))
         else:
@@ -414,7 +415,6 @@ class SuperPeerCore:
     def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
         """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""
         removed = self.poset.remove(peer_source(peer), subscription_id, self._wants)
-        self._made.pop((peer_source(peer), subscription_id), None)
         self._on_change.discard((peer, subscription_id))
         self._after_removal(removed, now, out)
 
@@ -550,7 +550,6 @@ class SuperPeerCore:
                 self._drop(out, now, message, sender)
             else:
                 self._toward.pop((source, message.id), None)
-                self._made.pop((source, message.id), None)
                 self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
         elif isinstance(message, m.LocateQuery):
             self._locate_query(sender, message, now, out)
@@ -575,17 +574,15 @@ class SuperPeerCore:
         before = self._toward.get((source, message.id), set())
         toward = {origin for origin, _ in message.toward}
         self._toward[(source, message.id)] = toward
-        made = message.since or now
-        self._made[(source, message.id)] = min(self._made.get((source, message.id), made), made)
         for origin, position in message.toward:
             self.origin_positions.setdefault(origin, position)
-        self._route(inserted.node, now, out)
+        self._route(inserted.node, now, out, since=message.since or now)
         if before - toward:
             self._reconcile(inserted.node, now, out)
         if (
             self.node_id in toward - before
             and message.since
-            and now - message.since > self.config.settle_seconds
+            and now - max(message.since, self._routes_changed_at) > self.config.settle_seconds
         ):
             # it took longer than routes take to reach this origin (a link cut for a while, a
             # backed-up queue): what was published here meanwhile went nowhere for it
@@ -719,7 +716,6 @@ class SuperPeerCore:
         source = superpeer_source(node)
         for sid in list(self.poset.ids_of(source)):
             self._toward.pop((source, sid), None)
-            self._made.pop((source, sid), None)
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self._ghosts.pop(node, None)
         self._early = [entry for entry in self._early if entry[0] != node]
@@ -743,6 +739,7 @@ class SuperPeerCore:
         old = self.view
         if old is view:
             return out
+        self._routes_changed_at = now
         settle = now + self.config.settle_seconds
         self._recent.append((old, settle))
         self.view = view
@@ -854,7 +851,6 @@ class SuperPeerCore:
             source = superpeer_source(ghost)
             for sid in self.poset.ids_of(source):
                 self._toward.pop((source, sid), None)
-                self._made.pop((source, sid), None)
                 self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         for node in self.poset:
             self._reconcile(node, now, out)
@@ -1076,12 +1072,14 @@ class SuperPeerCore:
     def _wants(self, node: PosetNode, destination: str) -> set[str]:
         return self._destinations(node).get(destination, set())
 
-    def _route(self, node: PosetNode, now: float, out: list[Output]) -> None:
+    def _route(
+        self, node: PosetNode, now: float, out: list[Output], *, since: float | None = None
+    ) -> None:
         """Send ``node`` where it is missing (additions only: removals wait for ``_reconcile``)."""
         for destination, origins in sorted(self._destinations(node).items()):
             missing = origins - self.poset.sent_labels(node, destination)
             if missing:
-                self._forward(node, destination, missing, now, out)
+                self._forward(node, destination, missing, now, out, since=since)
 
     def _reconcile(self, node: PosetNode, now: float, out: list[Output]) -> None:
         """Keep exactly what the current view needs of ``node``: narrow or withdraw it where it
@@ -1108,15 +1106,31 @@ class SuperPeerCore:
         self._route(node, now, out)
 
     def _forward(
-        self, node: PosetNode, destination: str, origins: set[str], now: float, out: list[Output]
+        self,
+        node: PosetNode,
+        destination: str,
+        origins: set[str],
+        now: float,
+        out: list[Output],
+        *,
+        since: float | None = None,
     ) -> None:
         self.poset.mark_sent(node, destination, origins)
-        self._send_forward(node, destination, now, out)
+        self._send_forward(node, destination, now, out, since=since)
 
     def _send_forward(
-        self, node: PosetNode, destination: str, now: float, out: list[Output]
+        self,
+        node: PosetNode,
+        destination: str,
+        now: float,
+        out: list[Output],
+        *,
+        since: float | None = None,
     ) -> None:
-        """``Forward`` with every origin ``node`` is now sent toward through ``destination``."""
+        """``Forward`` with every origin ``node`` is now sent toward through ``destination``.
+        ``since``: when the route became needed, if before now (a subscription passed on as it
+        arrives keeps the time its access point took it; a route opened here now, by a new
+        origin, a change of the cube or a covering subscription withdrawn, is not late)."""
         labels = sorted(node.sent.get(destination, ()))
         message = m.Forward(
             id=node.wire_id,
@@ -1124,14 +1138,7 @@ class SuperPeerCore:
             toward=tuple(
                 (o, self.origin_positions[o]) for o in labels if o in self.origin_positions
             ),
-            since=min(
-                (
-                    self._made.get((source, sid), now)
-                    for source, ids in node.sources.items()
-                    for sid in ids
-                ),
-                default=now,
-            ),
+            since=now if since is None else min(since, now),
         )
         self._send(destination, message, now, out, sub=node.wire_id)
 
@@ -1201,6 +1208,7 @@ class SuperPeerCore:
         if not current and not axioms and self._version == 0:
             return  # nothing ever announced: nothing to say
         self._version += 1
+        self._routes_changed_at = now
         message = m.Elements(
             origin=self.node_id,
             origin_position=self.view.root_position,
