@@ -68,13 +68,19 @@ class Found:
 
 @dataclass(frozen=True, slots=True)
 class Replay:
-    """A subscription made at ``since`` reached this origin late, from ``neighbour``: send that
-    neighbour what this node published since that the subscription matches (from its log),
-    so that a route that was late to form loses nothing (``Notification.replayed``)."""
+    """A subscription whose route was needed since ``since`` reached this node late, from
+    ``neighbour``. Without ``origin``, this node is an origin it goes to: send that neighbour
+    what this node published since that the subscription matches (from its log), so that a
+    route that was late to form loses nothing (``Notification.replayed``). With ``origin``: a
+    route toward that origin was there already, so the subscription goes no further and the
+    origin would never see it late: ask it to replay to this node (``ReplayRequest``)."""
 
     neighbour: str
     subscription: qel.Subscription
     since: float
+    origin: str = ""
+    address: str = ""
+    """The origin's address, to ask it directly."""
 
 
 @dataclass(frozen=True, slots=True)

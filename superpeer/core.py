@@ -571,22 +571,43 @@ class SuperPeerCore:
             self._drop(out, now, message, sender)
             return
         inserted = self.poset.insert(message.subscription, source, message.id)
+        node = inserted.node
         before = self._toward.get((source, message.id), set())
         toward = {origin for origin, _ in message.toward}
         self._toward[(source, message.id)] = toward
         for origin, position in message.toward:
             self.origin_positions.setdefault(origin, position)
-        self._route(inserted.node, now, out, since=message.since or now)
+        # it took longer than routes take to get here (a link cut for a while, a backed-up
+        # queue): what the origins published meanwhile went nowhere for it
+        late = bool(message.since) and (
+            now - max(message.since, self._routes_changed_at) > self.config.settle_seconds
+        )
+        sent_before = {hop: set(labels) for hop, labels in node.sent.items()} if late else {}
+        self._route(node, now, out, since=message.since or now)
         if before - toward:
-            self._reconcile(inserted.node, now, out)
-        if (
-            self.node_id in toward - before
-            and message.since
-            and now - max(message.since, self._routes_changed_at) > self.config.settle_seconds
-        ):
-            # it took longer than routes take to reach this origin (a link cut for a while, a
-            # backed-up queue): what was published here meanwhile went nowhere for it
-            out.append(Replay(sender, message.subscription, message.since))
+            self._reconcile(node, now, out)
+        if late:
+            passed_on = {
+                origin
+                for hop, labels in node.sent.items()
+                for origin in labels - sent_before.get(hop, set())
+            }
+            self._replay_late(sender, message, (toward - before) - passed_on, out)
+
+    def _replay_late(
+        self, sender: str, message: m.Forward, origins: set[str], out: list[Output]
+    ) -> None:
+        """For a subscription that arrived late: replay what this origin published, and ask
+        each origin it was not passed on toward (a route was there already, so that origin
+        would never see it late) to replay to this node. The origins it was passed on toward
+        see it late themselves."""
+        for origin in sorted(origins):
+            if origin == self.node_id:
+                out.append(Replay(sender, message.subscription, message.since))
+            else:
+                address = self.origin_addresses.get(origin, "")
+                replay = Replay(sender, message.subscription, message.since, origin, address)
+                out.append(replay)
 
     def _notification(
         self, sender: str, message: m.Notification, now: float, out: list[Output]

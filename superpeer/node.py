@@ -105,7 +105,14 @@ log = logging.getLogger("superpeer")
 # peer messages the node handles itself (the core traces the others when it handles them)
 _OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
 # backbone messages the node handles itself
-_FROM_ANY = (m.Evicted, m.CatchUp, m.Mail, m.HandoverDone, m.HandoverReceived)
+_FROM_ANY = (
+    m.Evicted,
+    m.CatchUp,
+    m.ReplayRequest,
+    m.Mail,
+    m.HandoverDone,
+    m.HandoverReceived,
+)
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
 state (mail is publications, kept once; an eviction names the incarnation it is about)."""
 _RENDEZVOUS = (m.RendezvousRequest, m.RendezvousChunk)
@@ -114,6 +121,7 @@ _NODE_HANDLED = (
     m.Evicted,
     m.Heartbeat,
     m.CatchUp,
+    m.ReplayRequest,
     m.Mail,
     m.Handover,
     m.HandoverDone,
@@ -689,6 +697,8 @@ class SuperPeerNode:
             pass  # a sign of life, noted above
         elif isinstance(message, m.CatchUp):
             self._serve_catchup(sender, message, now, out)
+        elif isinstance(message, m.ReplayRequest):
+            self._replay_for_late(Replay(sender, message.subscription, message.since), now, out)
         elif isinstance(message, m.Mail):
             self._mail_in(message, now, out)
         elif isinstance(message, m.Handover):
@@ -873,6 +883,9 @@ class SuperPeerNode:
                 produced: list = []
                 self.rendezvous.found(output.request, output.superpeer, now, produced)
                 self._core(produced, now, out)
+            elif isinstance(output, Replay) and output.origin:
+                request = m.ReplayRequest(subscription=output.subscription, since=output.since)
+                self._send(output.origin, request, now, out, address=output.address)
             elif isinstance(output, Replay):
                 self._replay_for_late(output, now, out)
             else:

@@ -519,6 +519,18 @@ class CatchUp:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayRequest:
+    """From a super-peer a subscription reached late, where a route toward this origin was
+    there already (so it was not passed on, and the origin never sees it late): send me what
+    you published since ``since`` (the sender's clock) that it matches, as replayed
+    notifications (``Notification.replayed``)."""
+
+    KIND: ClassVar[str] = "sp.replay"
+    subscription: qel.Subscription
+    since: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Mail:
     """Notifications for ``peer``, a local peer of the receiver: what an origin found for a
     ``CatchUp``, what the old access point kept (``handover``), what a leaving super-peer kept
@@ -745,6 +757,7 @@ BACKBONE = (
     Returned,
     Evicted,
     CatchUp,
+    ReplayRequest,
     Mail,
     Handover,
     HandoverDone,

@@ -9,6 +9,7 @@ import heapq
 
 import qel
 import wire
+from superpeer.core import tree_parent
 from superpeer.sim import Simulation
 from superpeer.sim.network import BOUNCE_SECONDS
 from tests.superpeer.oracle import expected_deliveries
@@ -274,3 +275,50 @@ def test_a_subscription_that_reaches_the_origin_late_gets_what_was_published_mea
     simulation.run_until_quiet()
     assert simulation.deliveries()["sub"] == ["meanwhile"]
     assert simulation.nodes["sp0"].status(simulation.now)["catchups"]["replayed"] == 1
+
+
+def test_a_late_subscription_covered_on_the_way_gets_what_was_published_meanwhile():
+    """As above, but the subscription is held up before a super-peer that already routes a
+    covering subscription toward the origin: it goes no further there (SIENA), so the origin
+    never sees it late; that super-peer asks the origin to replay to it (``ReplayRequest``)."""
+    simulation = Simulation(4)
+    # an access point whose route to the origin passes through another super-peer
+    origin, access_point, through = next(
+        (o, s, parent)
+        for o in sorted(simulation.nodes)
+        for s in sorted(simulation.nodes)
+        if (parent := tree_parent(simulation.cores[s].view, simulation.cores[o].view.root_position))
+        not in (None, o)
+    )
+    number = {name: int(name[2:]) for name in simulation.nodes}
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": number[origin]},
+        {"op": "join", "peer": "wide", "superpeer": number[through]},
+        {"op": "join", "peer": "narrow", "superpeer": number[access_point]},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "wide", "id": "w", "query": QUERY},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    subscribe = {"op": "subscribe", "peer": "narrow", "id": "n",
+                 "query": 'X : t(X, dc:title, T), T contains "t1"'}  # fmt: skip
+    for step in simulation.planner.plan(subscribe, str, simulation.now):
+        simulation._step(step)
+    held = []
+    while simulation._queue:
+        pending = heapq.heappop(simulation._queue)
+        if isinstance(pending.message, m.Forward):
+            held.append(pending)
+        else:
+            simulation._deliver(pending)
+    assert held
+    publish = {"op": "publish", "peer": "pub", "id": "meanwhile", "format": "nt",
+               "data": document(1)}  # fmt: skip
+    simulation.apply(publish)
+    assert simulation.deliveries() == {"narrow": [], "pub": [], "wide": ["meanwhile"]}
+    simulation._advance(simulation.now + 3 * simulation.nodes[origin].config.routing.settle_seconds)
+    for pending in held:
+        heapq.heappush(simulation._queue, dataclasses.replace(pending, at=simulation.now))
+    simulation.run_until_quiet()
+    assert simulation.deliveries()["narrow"] == ["meanwhile"]
+    assert simulation.messages["sp.replay"] == 1
