@@ -92,6 +92,7 @@ from superpeer.versions import (
     ResourceVersions,
     VersionError,
     VersionLimits,
+    concerns,
     kind_of,
     sides,
     steady,
@@ -186,6 +187,9 @@ class CoreConfig:
     settle_seconds: float = 2.0
     """How long old routes are kept after a change of the cube, while the new ones are built
     (make before break): longer than a message takes to cross the backbone."""
+    retracted_seconds: float = 20.0
+    """How long a subscription a neighbour retracted still routes what was published before
+    the retraction and arrives late (a link held it up: less than a failure takes to detect)."""
     versions: VersionLimits = field(default_factory=VersionLimits)
     """Bounds of the versions kept of local peers' resources (``superpeer.versions``)."""
     schemas: SchemaLimits = field(default_factory=SchemaLimits)
@@ -240,6 +244,10 @@ class SuperPeerCore:
         self._seen_broadcasts: dict[tuple[object, ...], float] = {}
         self._toward: dict[tuple[Source, str], set[str]] = {}
         self._routes_changed_at = -math.inf
+        self._retracted: OrderedDict[tuple[Source, str], tuple[qel.Subscription, float, set[str]]]
+        self._retracted = OrderedDict()
+        """Subscriptions neighbours retracted in the last ``retracted_seconds``, oldest first:
+        (subscription, when, the origins it went toward)."""
         """When this origin last announced new elements or its view changed: subscriptions
         that this makes travel toward it are expected, not late."""
         """When each subscription held here was made (a peer's: when it came here; a
@@ -549,7 +557,11 @@ class SuperPeerCore:
             if self.poset.node_of(source, message.id) is None:
                 self._drop(out, now, message, sender)
             else:
-                self._toward.pop((source, message.id), None)
+                node = self.poset.node_of(source, message.id)
+                toward = self._toward.pop((source, message.id), set())
+                if node is not None and toward:
+                    self._retracted.pop((source, message.id), None)
+                    self._retracted[(source, message.id)] = (node.subscription, now, toward)
                 self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
         elif isinstance(message, m.LocateQuery):
             self._locate_query(sender, message, now, out)
@@ -1242,6 +1254,24 @@ class SuperPeerCore:
         for child in self.view.children(self.view.root_position):
             self._send(child, message, now, out, origin=self.node_id)
 
+    def _late_for_retracted(
+        self, notification: m.Notification, now: float, superpeers: dict[str, set[str]]
+    ) -> None:
+        """A notification published before a neighbour retracted a subscription it matches,
+        and arriving after (a link held it up): it still goes to that neighbour, whose access
+        point delivers what its peer withdrew after it was published (``SuperPeerNode``)."""
+        horizon = now - self.config.retracted_seconds
+        while self._retracted and next(iter(self._retracted.values()))[1] < horizon:
+            self._retracted.popitem(last=False)
+        for (source, sid), (subscription, at, toward) in reversed(self._retracted.items()):
+            if at <= notification.published_at:
+                break  # newest first: the rest were retracted before it was published
+            if notification.origin not in toward or source.name in superpeers:
+                continue
+            old, new = concerns(subscription, notification)
+            if old or new:
+                superpeers.setdefault(source.name, set()).add(sid)
+
     def _children(self, root_position: int) -> list[str]:
         """Our children in the tree rooted at ``root_position``, in the current view and in the
         views of the last ``settle_seconds`` (make before break)."""
@@ -1276,6 +1306,8 @@ class SuperPeerCore:
                         wanted = [sid for sid in ids if origin in toward.get((source, sid), ())]
                         if wanted:
                             superpeers.setdefault(source.name, set()).update(wanted)
+        if self._retracted:
+            self._late_for_retracted(notification, now, superpeers)
         if superpeers:
             relay = _with(notification, hops=notification.hops + 1)
             targets = [c for c in self._children(notification.origin_position) if c in superpeers]

@@ -322,3 +322,49 @@ def test_a_late_subscription_covered_on_the_way_gets_what_was_published_meanwhil
     simulation.run_until_quiet()
     assert simulation.deliveries()["narrow"] == ["meanwhile"]
     assert simulation.messages["sp.replay"] == 1
+
+
+def test_a_notification_held_up_before_a_relay_until_after_a_retraction_is_still_owed():
+    """Published while the subscription stood, held up on the link into a relay until after
+    the subscription's ``Retract`` passed there (``deploy.chaos`` seed 3, 600 s: a cut relay):
+    the relay routed it nowhere. A relay keeps what its neighbours retracted for
+    ``retracted_seconds`` and routes what was published before the retraction."""
+    simulation = Simulation(4)
+    origin, access_point, relay = next(
+        (o, s, parent)
+        for o in sorted(simulation.nodes)
+        for s in sorted(simulation.nodes)
+        if (parent := tree_parent(simulation.cores[s].view, simulation.cores[o].view.root_position))
+        not in (None, o)
+    )
+    number = {name: int(name[2:]) for name in simulation.nodes}
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": number[origin]},
+        {"op": "join", "peer": "sub", "superpeer": number[access_point]},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    standing = simulation.now - 0.001
+    simulation.apply({"op": "unsubscribe", "peer": "sub", "id": "s1"})
+    [publication] = qel.parse_publications(document(2), "nt", publisher="pub", id="held")
+    late = m.Notification(
+        origin=origin,
+        origin_position=simulation.cores[origin].view.root_position,
+        publication=publication,
+        owner="pub",
+        access_point=origin,
+        hops=1,
+        published_at=standing,
+    )
+    simulation._enqueue(
+        "sp",
+        origin,
+        relay,
+        incarnation=simulation.nodes[origin].incarnation,
+        data=wire.encode(late),
+        message=late,
+    )
+    simulation.run_until_quiet()
+    assert simulation.deliveries()["sub"] == ["held"]
