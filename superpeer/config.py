@@ -32,6 +32,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_logged = 100000                # and at most this many
     catchup_margin_seconds = 5.0       # catch-up asks for this much more (clocks differ)
     handover_seconds = 5.0             # wait for a previous access point before catching up
+    retracted_seconds = 20.0           # a retracted subscription still routes what was
+                                       # published before and arrives late, this long
 
     [rendezvous]                       # resources fetched for this super-peer's peers
     max_bytes = 1073741824             # quota of the rendezvous directory
@@ -126,6 +128,7 @@ class Recovery:
     max_logged: int = 100_000
     catchup_margin_seconds: float = 5.0
     handover_seconds: float = 5.0
+    retracted_seconds: float = 20.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,6 +202,7 @@ class SuperPeerConfig:
                 tracing=tracing,
                 max_lookups_per_peer=limits.max_lookups_per_peer,
                 settle_seconds=recovery.settle_seconds,
+                retracted_seconds=recovery.retracted_seconds,
                 schemas=self.schemas,
             ),
             heartbeat_seconds=limits.heartbeat_seconds,

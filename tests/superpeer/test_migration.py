@@ -7,8 +7,11 @@ mail that reached an access point after it forgot the peer was dropped."""
 import dataclasses
 import heapq
 
+import pytest
+
 import qel
 import wire
+from superpeer.config import ConfigError, config_from_mapping
 from superpeer.core import tree_parent
 from superpeer.sim import Simulation
 from superpeer.sim.network import BOUNCE_SECONDS
@@ -368,3 +371,10 @@ def test_a_notification_held_up_before_a_relay_until_after_a_retraction_is_still
     )
     simulation.run_until_quiet()
     assert simulation.deliveries()["sub"] == ["held"]
+
+
+def test_the_retraction_horizon_is_configurable_and_checked():
+    config = config_from_mapping({"recovery": {"retracted_seconds": 7.5}})
+    assert config.node_config(tracing=False).routing.retracted_seconds == 7.5
+    with pytest.raises(ConfigError, match="retracted_seconds"):
+        config_from_mapping({"recovery": {"retracted_seconds": -1}})
