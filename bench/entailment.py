@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable
 
 import qel
 from bench.columns import aligned
+from bench.rates import per_second
 from poset import PredicateIndex
 from workloads.digital_library import DC, LIB, DigitalLibrary
+
+BUDGET = 5.0
+"""Seconds one throughput measurement may take at most."""
 
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 SCHEMA = f"""@prefix dc: <{DC}> . @prefix lib: <{LIB}> . @prefix rdfs: <{RDFS}> .
@@ -43,17 +46,6 @@ WIDER = (
     f"X : t(X, rdf:type, <{LIB}Classified>)",
     f'X : t(X, <{LIB}contributor>, Y), Y contains "Nejdl"',
 )
-
-
-def _per_second(items: list, work: Callable[[object], object], budget: float = 5.0) -> float:
-    done = 0
-    start = time.perf_counter()
-    for item in items:
-        work(item)
-        done += 1
-        if time.perf_counter() - start > budget:
-            break
-    return done / (time.perf_counter() - start)
 
 
 def run(subscriptions: int, publications: int, seed: int) -> dict[str, object]:
@@ -72,10 +64,10 @@ def run(subscriptions: int, publications: int, seed: int) -> dict[str, object]:
     ]
     index.match(documents[0])  # build the lazy structures before timing
     entailed = [schema.entail(p) for p in documents]
-    off = _per_second(documents * 3, index.match)
-    on = _per_second(documents * 3, lambda p: index.match(schema.entail(p)))
-    closure = _per_second(documents * 20, schema.entail)
-    owlrl_closure = _per_second(documents, _owlrl_closure(SCHEMA))
+    off = per_second(documents * 3, index.match, BUDGET)
+    on = per_second(documents * 3, lambda p: index.match(schema.entail(p)), BUDGET)
+    closure = per_second(documents * 20, schema.entail, BUDGET)
+    owlrl_closure = per_second(documents, _owlrl_closure(SCHEMA), BUDGET)
     return {
         "subscriptions": subscriptions,
         "publications": publications,

@@ -28,25 +28,16 @@ import json
 import random
 import time
 import tracemalloc
-from collections.abc import Callable
 
 import qel
 from bench import poset_scale
+from bench.rates import per_second
 from indices.routing import AdvertisementIndex
 from poset import PredicateIndex, SubscriptionPoset
 from workloads.digital_library import DigitalLibrary
 
-
-def _per_second(items: list, work: Callable[[object], object], budget: float = 2.0) -> float:
-    """Items/s for ``work`` over ``items``, stopping early after ``budget`` seconds."""
-    done = 0
-    start = time.perf_counter()
-    for item in items:
-        work(item)
-        done += 1
-        if time.perf_counter() - start > budget:
-            break
-    return done / (time.perf_counter() - start)
+BUDGET = 2.0
+"""Seconds one throughput measurement may take at most."""
 
 
 def _subscriptions(library: DigitalLibrary, count: int) -> list[qel.Subscription]:
@@ -73,11 +64,11 @@ def measure_size(
         poset.insert(subscription, f"peer{key % 1000}", str(key))
     insert_rate = len(subscriptions) / (time.perf_counter() - start)
     matches = qel.matches
-    brute = _per_second(publications, lambda p: [s for s in subscriptions if matches(s, p)])
-    walk = _per_second(publications, poset.match_walk)
-    full = _per_second(publications * 3, index.match)
-    groups = _per_second(publications * 3, index.match_groups)
-    node_index = _per_second(publications * 3, poset.match_index)
+    brute = per_second(publications, lambda p: [s for s in subscriptions if matches(s, p)], BUDGET)
+    walk = per_second(publications, poset.match_walk, BUDGET)
+    full = per_second(publications * 3, index.match, BUDGET)
+    groups = per_second(publications * 3, index.match_groups, BUDGET)
+    node_index = per_second(publications * 3, poset.match_index, BUDGET)
     answer = sum(len(index.match(p)) for p in publications) / len(publications)
     statistics = poset.statistics()
     result: dict[str, object] = {
@@ -119,10 +110,10 @@ def measure_origins(
         advertisement = qel.parse_advertisement(library.advertisement(documents))
         index.add(f"sp{number}", f"sp{number}", advertisement.elements)
     queries = subscriptions[:2000]
-    lookups = _per_second(queries, index.covering_origins)
+    lookups = per_second(queries, index.covering_origins, BUDGET)
     elements = {origin: index.elements(origin) for origin in index.origins()}
-    brute = _per_second(
-        queries, lambda q: {o for o, es in elements.items() if qel.elements_cover(es, q)}
+    brute = per_second(
+        queries, lambda q: {o for o, es in elements.items() if qel.elements_cover(es, q)}, BUDGET
     )
     mean = sum(len(index.covering_origins(q)) for q in queries[:500]) / 500
     return {

@@ -31,10 +31,10 @@ import random
 import resource
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
 
 import qel
 from bench import poset_baseline
+from bench.rates import per_second
 from poset import SubscriptionPoset
 from workloads.listings import Listings
 
@@ -68,17 +68,6 @@ def _items(listings: Listings, count: int, first: int) -> list[Item]:
         (qel.parse_subscription(listings.subscription()), f"peer{n % 1000}", str(n))
         for n in range(first, first + count)
     ]
-
-
-def _per_second(items: Sequence, work: Callable[[object], object], budget: float) -> float:
-    done = 0
-    start = time.perf_counter()
-    for item in items:
-        work(item)
-        done += 1
-        if time.perf_counter() - start > budget:
-            break
-    return done / (time.perf_counter() - start)
 
 
 def _brute_fan_out(live: list[Item], publication: qel.Publication) -> dict[str, set[str]]:
@@ -163,12 +152,12 @@ def measure(size: int, *, seed: int, whole_builds: int, baseline: int, traced: i
         result.update({f"baseline_{key}": value for key, value in churn.items()})
         previous.match_index(publications[0])  # rebuilds the index's changed levels
         result["baseline_index_pubs_per_s"] = round(
-            _per_second(publications * 3, previous.match_index, 5.0), 1
+            per_second(publications * 3, previous.match_index, 5.0), 1
         )
         del previous
     result.update(_churn(poset, extra, items, seed))
     poset.match_index(publications[0])
-    result["index_pubs_per_s"] = round(_per_second(publications * 3, poset.match_index, 5.0), 1)
+    result["index_pubs_per_s"] = round(per_second(publications * 3, poset.match_index, 5.0), 1)
     answers = [len(poset.match_index(p)) for p in publications]
     result["matches_per_publication"] = round(sum(answers) / len(answers))
     live = [item for item in items + extra if poset.node_of(item[1], item[2]) is not None]

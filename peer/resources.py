@@ -99,7 +99,7 @@ class Resources:
     def offered(self, publication: str) -> Resource | None:
         """The file offered as ``publication``'s resource, None if none is."""
         meta = self._json(self.offered_dir / f"{_name(publication)}.json")
-        if meta is None or not (self.offered_dir / _name(publication)).exists():
+        if meta is None or meta.get("publication") != publication:
             return None
         return Resource(sha256=meta["sha256"], size=meta["size"])
 
@@ -117,9 +117,8 @@ class Resources:
 
     def upload(self, wanted: m.UploadWanted, chunk_bytes: int = CHUNK_BYTES) -> Iterator[m.Upload]:
         """The ``Upload`` frames that answer ``wanted``, read one chunk at a time."""
-        key = _name(wanted.publication)
-        meta = self._json(self.offered_dir / f"{key}.json")
-        if meta is None or meta.get("publication") != wanted.publication:
+        resource = self.offered(wanted.publication)
+        if resource is None:
             yield m.Upload(
                 rendezvous=wanted.rendezvous,
                 offset=wanted.offset,
@@ -127,8 +126,8 @@ class Resources:
                 error=f"this peer offers no file for publication {wanted.publication!r}",
             )
             return
-        end = min(meta["size"], wanted.offset + wanted.length)
-        with (self.offered_dir / key).open("rb") as reader:
+        end = min(resource.size, wanted.offset + wanted.length)
+        with (self.offered_dir / _name(wanted.publication)).open("rb") as reader:
             reader.seek(wanted.offset)
             offset = wanted.offset
             while offset < end:

@@ -93,9 +93,8 @@ from superpeer.versions import (
     VersionError,
     VersionLimits,
     concerns,
-    kind_of,
+    notify_of,
     sides,
-    steady,
 )
 from wire import messages as m
 
@@ -188,8 +187,9 @@ class CoreConfig:
     """How long old routes are kept after a change of the cube, while the new ones are built
     (make before break): longer than a message takes to cross the backbone."""
     retracted_seconds: float = 20.0
-    """How long a subscription a neighbour retracted still routes what was published before
-    the retraction and arrives late (a link held it up: less than a failure takes to detect)."""
+    """How long a retracted subscription (a neighbour's, a local peer's, or a moved peer's)
+    still routes what was published before the retraction and arrives late (a link held it up:
+    less than a failure takes to detect)."""
     versions: VersionLimits = field(default_factory=VersionLimits)
     """Bounds of the versions kept of local peers' resources (``superpeer.versions``)."""
     schemas: SchemaLimits = field(default_factory=SchemaLimits)
@@ -206,6 +206,8 @@ class CoreStatistics:
     dropped: int = 0
     repeats: int = 0
     """Notifications that reached this node twice on one tree during a change of the cube."""
+    late: int = 0
+    """Routed or delivered for a subscription retracted after they were published."""
 
 
 class SuperPeerCore:
@@ -244,10 +246,14 @@ class SuperPeerCore:
         self._seen_broadcasts: dict[tuple[object, ...], float] = {}
         self._toward: dict[tuple[Source, str], set[str]] = {}
         self._routes_changed_at = -math.inf
-        self._retracted: OrderedDict[tuple[Source, str], tuple[qel.Subscription, float, set[str]]]
-        self._retracted = OrderedDict()
-        """Subscriptions neighbours retracted in the last ``retracted_seconds``, oldest first:
-        (subscription, when, the origins it went toward)."""
+        self._retracted: OrderedDict[
+            tuple[Source, str], tuple[qel.Subscription, float, set[str] | None]
+        ] = OrderedDict()
+        """Subscriptions retracted in the last ``retracted_seconds``, oldest first: (the
+        subscription, when, the origins a neighbour's went toward; None for a local peer's)."""
+        self._moved_away: dict[str, float] = {}
+        """Local peers that moved to another access point in the last ``retracted_seconds``
+        (when): what their retracted subscriptions match goes to them (the node forwards it)."""
         """When this origin last announced new elements or its view changed: subscriptions
         that this makes travel toward it are expected, not late."""
         """When each subscription held here was made (a peer's: when it came here; a
@@ -270,6 +276,7 @@ class SuperPeerCore:
     # -- local peers --------------------------------------------------------------------------
     def attach(self, peer: str, now: float, address: str = "") -> list[Output]:
         """A peer connects (first time or again, from ``address``)."""
+        self._moved_away.pop(peer, None)
         state = self.peers.get(peer)
         if state is None:
             self.peers[peer] = PeerState(address=address)
@@ -285,14 +292,19 @@ class SuperPeerCore:
             state.attached = False
         return []
 
-    def leave(self, peer: str, now: float) -> list[Output]:
-        """The peer leaves for good (or moved to another access point): its subscriptions are
-        withdrawn (SIENA unsubscription) and the elements no other local peer advertises are
-        withdrawn network-wide."""
+    def leave(self, peer: str, now: float, *, moved: bool = False) -> list[Output]:
+        """The peer leaves for good (or ``moved`` to another access point): its subscriptions
+        are withdrawn (SIENA unsubscription) and the elements no other local peer advertises are
+        withdrawn network-wide. A moved peer's subscriptions still match what was published
+        before and arrives late (``_retracted``)."""
         out: list[Output] = []
         source = peer_source(peer)
         for sid in self.poset.ids_of(source):
+            if moved:
+                self._retract(source, sid, now, None)
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
+        if moved:
+            self._moved_away[peer] = now
         self.ads.remove_holder(self.node_id, peer)
         self.schemas.forget_peer(peer)
         self._on_change = {key for key in self._on_change if key[0] != peer}
@@ -422,6 +434,7 @@ class SuperPeerCore:
 
     def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
         """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""
+        self._retract(peer_source(peer), subscription_id, now, None)
         removed = self.poset.remove(peer_source(peer), subscription_id, self._wants)
         self._on_change.discard((peer, subscription_id))
         self._after_removal(removed, now, out)
@@ -557,11 +570,9 @@ class SuperPeerCore:
             if self.poset.node_of(source, message.id) is None:
                 self._drop(out, now, message, sender)
             else:
-                node = self.poset.node_of(source, message.id)
                 toward = self._toward.pop((source, message.id), set())
-                if node is not None and toward:
-                    self._retracted.pop((source, message.id), None)
-                    self._retracted[(source, message.id)] = (node.subscription, now, toward)
+                if toward:
+                    self._retract(source, message.id, now, toward)
                 self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
         elif isinstance(message, m.LocateQuery):
             self._locate_query(sender, message, now, out)
@@ -1254,22 +1265,43 @@ class SuperPeerCore:
         for child in self.view.children(self.view.root_position):
             self._send(child, message, now, out, origin=self.node_id)
 
+    def _retract(self, source: Source, sid: str, now: float, toward: set[str] | None) -> None:
+        node = self.poset.node_of(source, sid)
+        if node is not None:
+            self._retracted.pop((source, sid), None)
+            self._retracted[(source, sid)] = (node.subscription, now, toward)
+
     def _late_for_retracted(
-        self, notification: m.Notification, now: float, superpeers: dict[str, set[str]]
+        self,
+        notification: m.Notification,
+        now: float,
+        superpeers: dict[str, set[str]],
+        matched: dict[str, dict[str, list[bool]]],
     ) -> None:
-        """A notification published before a neighbour retracted a subscription it matches,
-        and arriving after (a link held it up): it still goes to that neighbour, whose access
-        point delivers what its peer withdrew after it was published (``SuperPeerNode``)."""
+        """A notification published before a subscription was retracted, and arriving after
+        (routes take time to change: ``settle_seconds`` is a guess, and a link backed up behind
+        a busy node, or cut for a while, delivers seconds later): it still goes where the
+        subscription came from. A neighbour's access point delivers what its peer withdrew
+        after it was published; a moved peer's old access point forwards it (the node)."""
         horizon = now - self.config.retracted_seconds
         while self._retracted and next(iter(self._retracted.values()))[1] < horizon:
             self._retracted.popitem(last=False)
+        for peer in [p for p, at in self._moved_away.items() if at < horizon]:
+            del self._moved_away[peer]
         for (source, sid), (subscription, at, toward) in reversed(self._retracted.items()):
             if at <= notification.published_at:
                 break  # newest first: the rest were retracted before it was published
-            if notification.origin not in toward or source.name in superpeers:
+            if toward is not None and notification.origin not in toward:
                 continue
             old, new = concerns(subscription, notification)
-            if old or new:
+            if not (old or new):
+                continue
+            self.statistics.late += 1
+            if source.kind == PEER:
+                sides_matched = matched.setdefault(source.name, {}).setdefault(sid, [False, False])
+                sides_matched[0] |= old
+                sides_matched[1] |= new
+            elif source.name not in superpeers:
                 superpeers.setdefault(source.name, set()).add(sid)
 
     def _children(self, root_position: int) -> list[str]:
@@ -1284,7 +1316,6 @@ class SuperPeerCore:
         """Down the origin's tree to the children whose subscriptions match either side of the
         change (``superpeer.versions``), and to every local peer that one of its subscriptions
         makes concerned, with what the change is for it."""
-        publication = notification.publication
         origin = notification.origin
         self._relayed[(origin, relay_key(notification), notification.origin_position)] = (
             now + self.config.settle_seconds
@@ -1307,7 +1338,7 @@ class SuperPeerCore:
                         if wanted:
                             superpeers.setdefault(source.name, set()).update(wanted)
         if self._retracted:
-            self._late_for_retracted(notification, now, superpeers)
+            self._late_for_retracted(notification, now, superpeers, matched)
         if superpeers:
             relay = _with(notification, hops=notification.hops + 1)
             targets = [c for c in self._children(notification.origin_position) if c in superpeers]
@@ -1318,31 +1349,10 @@ class SuperPeerCore:
                 answered = ",".join(sorted(superpeers[target]))
                 self._send(target, relay, now, out, origin=origin, sub=answered)
         for peer in sorted(matched):
-            if peer not in self.peers:
+            if peer not in self.peers and peer not in self._moved_away:
                 continue
-            sids = matched[peer]
             self.statistics.delivered += 1
-            out.append(
-                Deliver(
-                    peer,
-                    m.Notify(
-                        publication=publication,
-                        subscriptions=tuple(sorted(sids)),
-                        owner=notification.owner,
-                        access_point=notification.access_point,
-                        origin=origin,
-                        hops=notification.hops,
-                        published_at=notification.published_at,
-                        version=notification.version,
-                        kind=kind_of(
-                            any(old for old, _ in sids.values()),
-                            any(new for _, new in sids.values()),
-                        ),
-                        expires=notification.expires,
-                        steady=steady(notification, sids),
-                    ),
-                )
-            )
+            out.append(Deliver(peer, notify_of(notification, matched[peer])))
 
     def _prune_relayed(self, now: float) -> None:
         relayed = self._relayed

@@ -193,45 +193,15 @@ class _Forward:
     """When its subscriptions here go (None: gone)."""
     expires_at: float
     """When the address is forgotten (``retention_seconds``: nothing kept lives longer)."""
-    subscriptions: dict[str, qel.Subscription] = field(default_factory=dict)
-    """The peer's subscriptions here when they went (``forget_at``): retracted from the
-    network, still matched against what was published before and reaches this node late
-    (``_late_notification``)."""
-    retracted_at: float = math.inf
-    """When they went: what was published after is routed to where the peer is now, by the
-    subscriptions it holds there (it may have withdrawn some)."""
 
     def saved(self) -> dict:
-        return {
-            "node": self.node,
-            "address": self.address,
-            "forget_at": self.forget_at,
-            "expires_at": self.expires_at,
-            "retracted_at": self.retracted_at if self.subscriptions else None,
-            "subscriptions": {
-                sid: wire.encode(m.Subscribe(id=sid, subscription=q)).hex()
-                for sid, q in sorted(self.subscriptions.items())
-            },
-        }
+        return dataclasses.asdict(self)
 
     @classmethod
     def restored(cls, entry: dict) -> _Forward:
         forget_at = entry.get("forget_at", entry.get("until"))  # "until": stores before 2026-11
         expires_at = entry.get("expires_at", forget_at or 0.0)
-        subscriptions = {}
-        for sid, data in entry.get("subscriptions", {}).items():
-            subscribe = _decoded(bytes.fromhex(data), m.Subscribe)
-            if subscribe is not None:
-                subscriptions[sid] = subscribe.subscription
-        retracted_at = entry.get("retracted_at")
-        return cls(
-            entry["node"],
-            entry["address"],
-            forget_at,
-            expires_at,
-            subscriptions,
-            math.inf if retracted_at is None else retracted_at,
-        )
+        return cls(entry["node"], entry["address"], forget_at, expires_at)
 
 
 @dataclass
@@ -247,9 +217,6 @@ class NodeStatistics:
     recovered: int = 0
     replayed: int = 0
     """Notifications this origin sent again for subscriptions that reached it late."""
-    late: int = 0
-    """Notifications that arrived after the subscriptions they were routed for went (the peer
-    moved away, or withdrew them), matched against those and delivered."""
     handovers_in: int = 0
     handovers_out: int = 0
     forwarded: int = 0
@@ -371,11 +338,7 @@ class SuperPeerNode:
         self._withdrawn: dict[str, dict[str, tuple[qel.Subscription, float, float]]] = {}
         """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
         withdrawn: a repair catches up for them too, for the time they were active (a route
-        broken before the withdrawal may have lost what they were owed), and a notification
-        that arrives late is matched against them (``_late_notification``)."""
-        self._latest_withdrawal = -math.inf
-        """When the latest of ``_withdrawn`` was withdrawn: a notification published after it
-        concerns none of them (the common case, decided without looking)."""
+        broken before the withdrawal may have lost what they were owed)."""
         self.expiries = SubscriptionExpiries()
         self._moved_away: dict[str, _Forward] = {}
         self._handover_due: dict[str, float] = {}
@@ -727,10 +690,6 @@ class SuperPeerNode:
             self._core(
                 self.core.superpeer_message(sender, message, size, now, message_id), now, out
             )
-            if isinstance(message, m.Notification) and (
-                self._moved_away or message.published_at < self._latest_withdrawal
-            ):
-                self._late_notification(message, now, out)
             if isinstance(message, m.Departed) and message.node == self.node_id:
                 if message.failed and message.incarnation == self.incarnation:
                     # the cube declared this incarnation failed (it was paused, or cut off) and
@@ -928,43 +887,6 @@ class SuperPeerNode:
             self._trace(out, now, "drop", notify, peer=peer)
             return
         out += self.mail.deliver(peer, news, now)
-
-    def _late_notification(self, notification: m.Notification, now: float, out: list) -> None:
-        """A notification that arrives after the subscriptions it was routed for went: the
-        routing core no longer matches it, but it was published while they stood, and is
-        owed. Routes take time to change (``settle_seconds`` is a guess; a link backed up
-        behind a busy node, or cut for a while, delivers what it held seconds later), so:
-
-        * a peer that moved away: the subscriptions it had here are matched for as long as
-          its forwarding address lives, and what they match follows it (repeats of what its
-          new access point got by its own routes are dropped there);
-        * a subscription its peer withdrew: matched for what was published before the
-          withdrawal (``_withdrawn``, kept ``log_seconds`` for catch-ups anyway)."""
-        for peer, forward in sorted(self._moved_away.items()):
-            if forward.forget_at is not None or not forward.subscriptions:
-                continue  # the core still matches for it (``_deliver`` forwards)
-            if notification.published_at >= forward.retracted_at:
-                continue
-            notify = _concerned(forward.subscriptions, notification)
-            if notify is not None:
-                self.statistics.late += 1
-                self._forward(peer, (notify,), 1, now, out)
-        if notification.published_at >= self._latest_withdrawal:
-            return
-        margin = self.config.catchup_margin_seconds
-        known = set(self.store.local_peers()) | set(self.core.peers if self.core else ())
-        for peer, withdrawn in sorted(self._withdrawn.items()):
-            if peer in self._moved_away or peer not in known:
-                continue  # gone, or followed by its forwarding address above
-            standing = {
-                sid: subscription
-                for sid, (subscription, made, ended) in withdrawn.items()
-                if made - margin <= notification.published_at < ended
-            }
-            notify = _concerned(standing, notification) if standing else None
-            if notify is not None:
-                self.statistics.late += 1
-                self._deliver(peer, notify, now, out, kept=True)
 
     def _forward(
         self, peer: str, notifications: tuple[m.Notify, ...], hops: int, now: float, out: list
@@ -1168,14 +1090,15 @@ class SuperPeerNode:
             notification = _decoded(data, m.Notification)
             if notification is None:
                 continue
-            standing: dict[str, dict[str, qel.Subscription]] = {}
+            matched: dict[str, dict[str, list[bool]]] = {}
             for peer, sid, subscription, since, until in entries:
                 if since <= notification.published_at < until:
-                    standing.setdefault(peer, {})[sid] = subscription
-            for peer, subscriptions in standing.items():
-                notify = _concerned(subscriptions, notification)
-                if notify is not None:
-                    found.setdefault(peer, []).append(dataclasses.replace(notify, hops=0))
+                    old, new = versions.concerns(subscription, notification)
+                    if old or new:
+                        matched.setdefault(peer, {})[sid] = [old, new]
+            for peer, sids in matched.items():
+                notify = versions.notify_of(notification, sids)
+                found.setdefault(peer, []).append(dataclasses.replace(notify, hops=0))
         return found
 
     def _replay_for_late(self, replay: Replay, now: float, out: list[Output]) -> None:
@@ -1584,9 +1507,7 @@ class SuperPeerNode:
                 handed = any(e["peer"] == peer for e in self.store.pending(HANDED).values())
                 self._forget_local(peer, keep_mail=handed)
                 if self.core is not None and peer in self.core.peers:
-                    forward.subscriptions = dict(self.core.subscriptions_of(peer))
-                    forward.retracted_at = now
-                    self._core(self.core.leave(peer, now), now, out)
+                    self._core(self.core.leave(peer, now, moved=True), now, out)
                 forward.forget_at = None
                 self.store.set_pending(MOVED, peer, forward.saved())
             if forward.expires_at <= now:
@@ -1965,7 +1886,6 @@ class SuperPeerNode:
         self._unsubscribed_at[(peer, sid)] = now
         if withdrawn is not None:
             self._withdrawn.setdefault(peer, {})[sid] = (withdrawn, made, now)
-            self._latest_withdrawal = max(self._latest_withdrawal, now)
 
     def _expire(self, now: float, out: list[Output]) -> None:
         """Subscriptions whose expiry passed are retracted; so is expired resources' content."""
@@ -2292,13 +2212,13 @@ class SuperPeerNode:
                 "served": self.statistics.catchups_served,
                 "recovered": self.statistics.recovered,
                 "replayed": self.statistics.replayed,
+                "late": self.core.statistics.late if self.core is not None else 0,
             },
             "handovers": {
                 "asked": self.statistics.handovers_in,
                 "given": self.statistics.handovers_out,
                 "pending": len(self._handover_due),
                 "forwarded": self.statistics.forwarded,
-                "late": self.statistics.late,
             },
             "mail": {
                 "kept": self.store.mail_counts(),
@@ -2436,34 +2356,6 @@ def _tree_path(root: int, position: int) -> set[int]:
         if current is not None:
             path.add(current)
     return path
-
-
-def _concerned(
-    subscriptions: dict[str, qel.Subscription], notification: m.Notification
-) -> m.Notify | None:
-    """What ``notification`` is for a peer with ``subscriptions`` (MDV: the ones that match
-    either side, and the kind of change), None if it is none of its business."""
-    matched: dict[str, list[bool]] = {}
-    for sid, subscription in sorted(subscriptions.items()):
-        old, new = versions.concerns(subscription, notification)
-        if old or new:
-            matched[sid] = [old, new]
-    if not matched:
-        return None
-    either = [any(old for old, _ in matched.values()), any(new for _, new in matched.values())]
-    return m.Notify(
-        publication=notification.publication,
-        subscriptions=tuple(matched),
-        owner=notification.owner,
-        access_point=notification.access_point,
-        origin=notification.origin,
-        hops=notification.hops,
-        published_at=notification.published_at,
-        version=notification.version,
-        kind=versions.kind_of(*either),
-        expires=notification.expires,
-        steady=versions.steady(notification, matched),
-    )
 
 
 def _decoded(data: bytes | None, cls: type[T]) -> T | None:

@@ -311,6 +311,26 @@ def steady(notification: m.Notification, matched: dict[str, list[bool]]) -> tupl
     return tuple(sorted(sid for sid, (old, new) in matched.items() if old and new))
 
 
+def notify_of(notification: m.Notification, matched: dict[str, list[bool]]) -> m.Notify:
+    """What ``notification`` is for one peer whose subscriptions ``matched`` it (per id, which
+    sides: old, new): the routing core's deliveries and the catch-ups' answers alike."""
+    return m.Notify(
+        publication=notification.publication,
+        subscriptions=tuple(sorted(matched)),
+        owner=notification.owner,
+        access_point=notification.access_point,
+        origin=notification.origin,
+        hops=notification.hops,
+        published_at=notification.published_at,
+        version=notification.version,
+        kind=kind_of(
+            any(old for old, _ in matched.values()), any(new for _, new in matched.values())
+        ),
+        expires=notification.expires,
+        steady=steady(notification, matched),
+    )
+
+
 def narrowed(notify: m.Notify, on_change: Callable[[str], bool]) -> m.Notify | None:
     """``notify`` for the subscriptions it is news for (None: none): a ``steady`` one only if
     it asked (``on_change``), the kind then as MDV gives it over those left (an extension

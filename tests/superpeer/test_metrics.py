@@ -29,8 +29,8 @@ def test_every_status_figure_exported_exists_and_is_a_number():
 def test_the_recovery_figures_reach_the_exposition():
     status = {
         "uptime_seconds": 1.0,
-        "catchups": {"asked": 2, "recovered": 3, "replayed": 5},
-        "handovers": {"late": 7, "forwarded": 11},
+        "catchups": {"asked": 2, "recovered": 3, "replayed": 5, "late": 7},
+        "handovers": {"forwarded": 11},
         "rendezvous": {"files": 1, "bytes": 4096, "statistics": {"completed": 13}},
         "locating": {"waiting": 1, "statistics": {"direct": 17, "fallbacks": 19}},
     }

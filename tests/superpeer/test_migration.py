@@ -81,6 +81,39 @@ def arrives_late(simulation: Simulation, publication: qel.Publication, published
     )
 
 
+def holding_forwards(simulation: Simulation, subscribe: dict) -> list:
+    """Apply ``subscribe`` but hold every ``Forward`` it sends (a link holds them up)."""
+    for step in simulation.planner.plan(subscribe, str, simulation.now):
+        simulation._step(step)
+    held = []
+    while simulation._queue:
+        pending = heapq.heappop(simulation._queue)
+        if isinstance(pending.message, m.Forward):
+            held.append(pending)
+        else:
+            simulation._deliver(pending)
+    return held
+
+
+def relayed(simulation: Simulation) -> tuple[str, str, str]:
+    """An origin, an access point and the relay between them (its parent in the origin's
+    tree, not the origin itself)."""
+    return next(
+        (o, s, parent)
+        for o in sorted(simulation.nodes)
+        for s in sorted(simulation.nodes)
+        if (parent := tree_parent(simulation.cores[s].view, simulation.cores[o].view.root_position))
+        not in (None, o)
+    )
+
+
+def release(simulation: Simulation, held: list) -> None:
+    """What ``holding_forwards`` held arrives now."""
+    for pending in held:
+        heapq.heappush(simulation._queue, dataclasses.replace(pending, at=simulation.now))
+    simulation.run_until_quiet()
+
+
 def test_handover_mail_lost_with_its_sender_is_sent_again():
     """The old access point is killed right after it sent what it kept, before it arrived, and
     comes back: it still holds the mail (deleted only once the new access point says it has it
@@ -175,7 +208,7 @@ def test_a_notification_that_reaches_the_old_access_point_late_follows_the_peer(
         arrives_late(simulation, held_up, published_at)
     simulation.run_until_quiet()
     assert simulation.deliveries()["sub"] == ["late"], "what its subscription matches, only"
-    assert simulation.nodes["sp0"].status(simulation.now)["handovers"]["late"] == 1
+    assert simulation.nodes["sp0"].status(simulation.now)["catchups"]["late"] == 1
 
 
 def test_a_notification_that_arrives_after_its_subscription_was_withdrawn_is_still_owed():
@@ -241,7 +274,7 @@ def test_what_the_old_access_point_matches_late_is_only_what_was_published_befor
     )
     simulation.run_until_quiet()
     assert simulation.deliveries()["sub"] == []
-    assert simulation.nodes["sp0"].status(simulation.now)["handovers"]["late"] == 0
+    assert simulation.nodes["sp0"].status(simulation.now)["catchups"]["late"] == 0
 
 
 def test_a_subscription_that_reaches_the_origin_late_gets_what_was_published_meanwhile():
@@ -258,24 +291,14 @@ def test_a_subscription_that_reaches_the_origin_late_gets_what_was_published_mea
     for op in ops:
         simulation.apply(op)
     subscribe = {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY}
-    for step in simulation.planner.plan(subscribe, str, simulation.now):
-        simulation._step(step)
-    held = []
-    while simulation._queue:
-        pending = heapq.heappop(simulation._queue)
-        if isinstance(pending.message, m.Forward):
-            held.append(pending)
-        else:
-            simulation._deliver(pending)
+    held = holding_forwards(simulation, subscribe)
     assert held, "the subscription is on its way"
     publish = {"op": "publish", "peer": "pub", "id": "meanwhile", "format": "nt",
                "data": document(1)}  # fmt: skip
     simulation.apply(publish)
     assert simulation.deliveries()["sub"] == []
     simulation._advance(simulation.now + 3 * simulation.nodes["sp0"].config.routing.settle_seconds)
-    for pending in held:
-        heapq.heappush(simulation._queue, dataclasses.replace(pending, at=simulation.now))
-    simulation.run_until_quiet()
+    release(simulation, held)
     assert simulation.deliveries()["sub"] == ["meanwhile"]
     assert simulation.nodes["sp0"].status(simulation.now)["catchups"]["replayed"] == 1
 
@@ -286,13 +309,7 @@ def test_a_late_subscription_covered_on_the_way_gets_what_was_published_meanwhil
     never sees it late; that super-peer asks the origin to replay to it (``ReplayRequest``)."""
     simulation = Simulation(4)
     # an access point whose route to the origin passes through another super-peer
-    origin, access_point, through = next(
-        (o, s, parent)
-        for o in sorted(simulation.nodes)
-        for s in sorted(simulation.nodes)
-        if (parent := tree_parent(simulation.cores[s].view, simulation.cores[o].view.root_position))
-        not in (None, o)
-    )
+    origin, access_point, through = relayed(simulation)
     number = {name: int(name[2:]) for name in simulation.nodes}
     ops = [
         {"op": "join", "peer": "pub", "superpeer": number[origin]},
@@ -305,24 +322,14 @@ def test_a_late_subscription_covered_on_the_way_gets_what_was_published_meanwhil
         simulation.apply(op)
     subscribe = {"op": "subscribe", "peer": "narrow", "id": "n",
                  "query": 'X : t(X, dc:title, T), T contains "t1"'}  # fmt: skip
-    for step in simulation.planner.plan(subscribe, str, simulation.now):
-        simulation._step(step)
-    held = []
-    while simulation._queue:
-        pending = heapq.heappop(simulation._queue)
-        if isinstance(pending.message, m.Forward):
-            held.append(pending)
-        else:
-            simulation._deliver(pending)
+    held = holding_forwards(simulation, subscribe)
     assert held
     publish = {"op": "publish", "peer": "pub", "id": "meanwhile", "format": "nt",
                "data": document(1)}  # fmt: skip
     simulation.apply(publish)
     assert simulation.deliveries() == {"narrow": [], "pub": [], "wide": ["meanwhile"]}
     simulation._advance(simulation.now + 3 * simulation.nodes[origin].config.routing.settle_seconds)
-    for pending in held:
-        heapq.heappush(simulation._queue, dataclasses.replace(pending, at=simulation.now))
-    simulation.run_until_quiet()
+    release(simulation, held)
     assert simulation.deliveries()["narrow"] == ["meanwhile"]
     assert simulation.messages["sp.replay"] == 1
 
@@ -333,13 +340,7 @@ def test_a_notification_held_up_before_a_relay_until_after_a_retraction_is_still
     the relay routed it nowhere. A relay keeps what its neighbours retracted for
     ``retracted_seconds`` and routes what was published before the retraction."""
     simulation = Simulation(4)
-    origin, access_point, relay = next(
-        (o, s, parent)
-        for o in sorted(simulation.nodes)
-        for s in sorted(simulation.nodes)
-        if (parent := tree_parent(simulation.cores[s].view, simulation.cores[o].view.root_position))
-        not in (None, o)
-    )
+    origin, access_point, relay = relayed(simulation)
     number = {name: int(name[2:]) for name in simulation.nodes}
     ops = [
         {"op": "join", "peer": "pub", "superpeer": number[origin]},
