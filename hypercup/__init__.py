@@ -18,6 +18,7 @@ from hypercup.errors import (
 from hypercup.events import Departed, Joined, JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
     MESSAGE_TYPES,
+    ChangeRequest,
     Grow,
     JoinDone,
     JoinRefused,
@@ -55,6 +56,7 @@ from hypercup.view import LocalView
 
 __all__ = [
     "MESSAGE_TYPES",
+    "ChangeRequest",
     "Departed",
     "Grow",
     "HypercupError",

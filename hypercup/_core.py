@@ -18,23 +18,30 @@ input becomes a list of outputs, and when a message may be processed.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
 from hypercup.errors import LocalProtocolError, RemoteProtocolError
 from hypercup.events import Departed, JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
-    ROUTE,
+    ChangeRequest,
     Grow,
     JoinRefused,
     JoinRequest,
     JoinWalk,
+    LeaveWalk,
+    Lookup,
     Message,
+    Reclaim,
     Released,
+    ReturnTop,
     Shrink,
     Welcome,
 )
+
+KEPT_CHANGES = 8
+"""Changes of dimension a node can send again to one that missed them."""
 
 
 class NodeState(enum.Enum):
@@ -52,7 +59,9 @@ class PendingTake:
 
     anchor: str
     anchor_address: str
-    outstanding: set[int]
+    newcomer: str
+    outstanding: dict[int, str]
+    """Update acknowledgements still to come, and from whom."""
 
 
 @dataclass
@@ -71,6 +80,10 @@ class NodeCore:
 
     _handle: Callable[[str, Message], None]
     """Processes a message this node may process now (defined by ``HypercupNode``)."""
+    _restart_join: Callable[[JoinWalk], None]
+    """Starts a join walk over from this node, in its epoch (defined by ``Joins``)."""
+    _start_repair: Callable[[str], None]
+    """Repairs the failure of a neighbour (defined by ``Departures``)."""
 
     def __init__(self, node_id: str, address: str) -> None:
         if not node_id or not address:
@@ -82,14 +95,21 @@ class NodeCore:
         self._hood: Neighbourhood | None = None
         self._held_back: list[tuple[str, Message]] = []
         self._out: list[Output] = []
-        # the anchor's count of admitted joins, and the joins waiting for a grow
-        self._in_flight = 0
+        # the anchor's admitted joins (by newcomer: one that tries again after its walk was lost
+        # with a failed member is admitted once), and the joins waiting for a grow
+        self._admitted: dict[str, int] = {}
+        """Admitted newcomer -> the runtime's ticks it has been in flight (``tick``)."""
         self._queued: list[JoinWalk] = []
         # acknowledged updates: the take this node waits on, and the relays it made
         self._next_ack = 0
         self._take: PendingTake | None = None
-        self._relays: dict[int, tuple[str, str, int]] = {}
+        self._relays: dict[int, tuple[str, str, int, str]] = {}
+        """Updates relayed to our newcomer: our ack id -> (origin, its address, its ack id,
+        the newcomer)."""
         self._repair: PendingRepair | None = None
+        self._changes: dict[int, Grow | Shrink] = {}
+        """The last changes of dimension this node applied, by the epoch they began (for a node
+        that missed one: ``ChangeRequest``)."""
         self._repairs_started: set[str] = set()
         """Failed neighbours whose repair this node started and that are still in its table
         (the announcements of the node that takes their place are on their way): reported failed
@@ -179,8 +199,12 @@ class NodeCore:
         self._next_ack += 1
         return self._next_ack
 
+    def _changing_tables(self) -> bool:
+        """Whether a join's take or update this node is part of is unfinished."""
+        return bool(self._take or self._relays)
+
     def _joining_activity(self) -> bool:
-        return bool(self._take or self._relays or self._in_flight or self._queued)
+        return bool(self._take or self._relays or self._admitted or self._queued)
 
     # -- which messages, when -----------------------------------------------------------------
 
@@ -190,7 +214,7 @@ class NodeCore:
             if state is NodeState.JOINING:
                 self._state = NodeState.IDLE
                 self._held_back = []
-                self._out.append(JoinFailed(reason=message.reason))
+                self._out.append(JoinFailed(reason=message.reason, member=message.member))
             return  # a refusal of an attempt given up already
         if isinstance(message, JoinRequest) and state is not NodeState.MEMBER:
             # a newcomer (or a super-peer rejoining) picked this node as its contact while it is
@@ -199,7 +223,10 @@ class NodeCore:
             self._send(
                 sender,
                 message.address,
-                JoinRefused(reason=f"{self.node_id} is not a member ({state.value}); try another"),
+                JoinRefused(
+                    reason=f"{self.node_id} is not a member ({state.value}); try another",
+                    member=False,
+                ),
             )
             return
         if state is NodeState.JOINING:
@@ -208,6 +235,10 @@ class NodeCore:
                 self._flush()
             else:
                 self._held_back.append((sender, message))
+            return
+        if state is NodeState.IDLE:
+            # meant for this node's previous membership (it rejoins as a new incarnation): the
+            # cube repairs that one's place without it
             return
         if state is NodeState.LEAVING and isinstance(message, Released):
             self._state = NodeState.LEFT
@@ -245,14 +276,27 @@ class NodeCore:
         if required is not None and required > self._epoch:
             self._held_back.append((sender, message))
             return False
+        departure = isinstance(message, LeaveWalk | Reclaim | ReturnTop | Shrink)
+        if departure and (self._changing_tables() or self._repair is not None):
+            # a departure waits for the takes this node takes part in (they change the columns
+            # the departure reads; a take that waits on a failed member goes on without it:
+            # ``_release_joins_waiting_on``) and for the repair it runs itself
+            self._held_back.append((sender, message))
+            return False
         if isinstance(message, JoinWalk) and self._repair is not None:
             # a join that reaches a node repairing a failure waits for the repair to end (a
             # restarted super-peer may join through a member that has not heard of the repair)
             self._held_back.append((sender, message))
             return False
-        restartable = (
-            isinstance(message, JoinWalk) and message.phase == ROUTE and not message.admitted
-        )
+        # a walk of an earlier epoch starts over; one already admitted can only have been
+        # overtaken by a departure's shrink (the anchor grows only with no join in flight)
+        if isinstance(message, Grow | Shrink) and message.resent and required < self._epoch:
+            return True  # it reached this node by the tree after all
+        restartable = isinstance(message, JoinWalk)
+        if isinstance(message, Lookup) and required is not None and required < self._epoch:
+            # the cube changed under a repair (a shrink or grow overtook it): its requester gets
+            # no answer, its repair stalls and the runtime's watchdog takes over (rejoin)
+            return True
         if required is not None and required < self._epoch and not restartable:
             raise RemoteProtocolError(
                 sender,
@@ -261,6 +305,41 @@ class NodeCore:
             )
         self._guarded(sender, lambda: self._handle(sender, message))
         return True
+
+    def lagging(self) -> bool:
+        """Whether this node holds messages of an epoch it has not reached: the change that
+        began it may have been lost with a failed member (the runtime asks, after a while,
+        with ``ask_for_missed_changes``)."""
+        return any(
+            (required := self._required_epoch(message)) is not None and required > self._epoch
+            for _, message in self._held_back
+        )
+
+    def ask_for_missed_changes(self, addresses: Mapping[str, str]) -> list[Output]:
+        """Asks the senders of messages of a later epoch for the changes this node missed
+        (``addresses``: the runtime's, for senders that are no neighbours in this epoch)."""
+
+        def action() -> None:
+            hood = self._member_hood("ask_for_missed_changes")
+            senders = {
+                sender
+                for sender, message in self._held_back
+                if (required := self._required_epoch(message)) is not None
+                and required > self._epoch
+            }
+            request = ChangeRequest(since=self._epoch, address=self.address)
+            for sender in sorted(senders):
+                address = hood.address_of(sender) if sender in hood.peers else addresses.get(sender)
+                if address is not None:
+                    self._send(sender, address, request)
+
+        return self._run(action)
+
+    def _on_change_request(self, sender: str, message: ChangeRequest) -> None:
+        for epoch in range(message.since + 1, self._epoch + 1):
+            change = self._changes.get(epoch)
+            if change is not None:
+                self._send(sender, message.address, replace(change, resent=True))
 
     def _flush(self) -> None:
         """Processes held-back messages that the node's epoch now allows, in arrival order."""
@@ -271,18 +350,32 @@ class NodeCore:
             progress = any(processed)
 
     def _require_no_join(self, sender: str, message: Message) -> None:
-        if self._joining_activity():
+        if self._changing_tables():
             raise RemoteProtocolError(
                 sender,
                 f"{message.KIND} reached {self.node_id} while it takes part in a join: the "
                 "protocol assumes a departure runs alone",
             )
 
-    def _apply(self, change: Callable[[], None]) -> None:
+    def _apply(self, change: Callable[[], None], message: Grow | Shrink) -> None:
         """Changes the dimension (``Neighbourhood.grow`` / ``shrink``): a new epoch begins."""
-        assert not self._joining_activity() and self._repair is None, (
-            "dimension change mid-operation"
-        )
+        assert not self._changing_tables(), "dimension change mid-take"
+        # a repair's lookups of the old cube are dropped where they arrive: it starts over in
+        # the new one
+        repairing = self._repair.failed if self._repair is not None else None
+        self._repair = None
+        # kept for nodes that miss it (a tree through a failed member): ``ChangeRequest``
+        self._changes[self._epoch + 1] = replace(message, resent=False)
+        for old in [epoch for epoch in self._changes if epoch <= self._epoch - KEPT_CHANGES]:
+            del self._changes[old]
+        # admitted walks of the old cube start over when they reach a node of the new one (a
+        # shrink can overtake them); the ones waiting here for a grow start over at once
+        self._admitted.clear()
+        queued, self._queued = self._queued, []
         change()
         self._epoch += 1
+        for walk in queued:
+            self._restart_join(walk)
+        if repairing is not None and repairing in self._member_hood().peers:
+            self._start_repair(repairing)
         self._flush()

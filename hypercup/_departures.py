@@ -183,7 +183,8 @@ class Departures(NodeCore):
     def _on_shrink(self, sender: str, message: Shrink) -> None:
         hood = self._member_hood()
         parent = hood.view().parent(message.root)
-        if message.dimension != hood.dimension - 1 or parent not in (sender, message.absent):
+        expected = parent in (sender, message.absent) or message.resent
+        if message.dimension != hood.dimension - 1 or not expected:
             raise RemoteProtocolError(
                 sender,
                 f"Shrink to dimension {message.dimension} from {sender}, but {self.node_id} is in "
@@ -194,7 +195,7 @@ class Departures(NodeCore):
 
     def _shrink(self, message: Shrink) -> None:
         self._forward_down(message, skip=message.absent)
-        self._apply(self._member_hood().shrink)
+        self._apply(self._member_hood().shrink, message)
 
     def _end_leave_walk(self, walk: LeaveWalk, hood: Neighbourhood) -> None:
         """At the last split column: its newcomer takes the departing node's place."""

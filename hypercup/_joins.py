@@ -74,7 +74,7 @@ class Joins(NodeCore):
         elif self._repair is not None or self._state is not NodeState.MEMBER:
             refusal = f"{self.node_id} takes part in a departure; try again"
         if refusal is not None:
-            self._send(sender, message.address, JoinRefused(reason=refusal))
+            self._send(sender, message.address, JoinRefused(reason=refusal, member=True))
             return
         self._advance_join(
             JoinWalk(
@@ -154,16 +154,15 @@ class Joins(NodeCore):
         """At the anchor: count the walk and start its search, or grow the cube, or hold the walk
         while the cube is full and joins are still in flight (None)."""
         hood = self._member_hood()
-        if walk.admitted:
-            self._in_flight -= 1
+        self._admitted.pop(walk.newcomer, None)
         full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
         if full:
-            if self._in_flight:
+            if self._admitted:
                 self._queued.append(self._restart(walk))
                 return None
             self._grow()
             return self._restart(walk)
-        self._in_flight += 1
+        self._admitted[walk.newcomer] = 0
         return replace(
             walk,
             phase=SEARCH,
@@ -172,6 +171,9 @@ class Joins(NodeCore):
             anchor=self.node_id,
             anchor_address=self.address,
         )
+
+    def _restart_join(self, walk: JoinWalk) -> None:
+        self._advance_join(self._restart(walk))
 
     def _retry(self, walk: JoinWalk) -> None:
         """The column was taken by a concurrent join: search again from the anchor (the search
@@ -201,17 +203,17 @@ class Joins(NodeCore):
             self.node_id: (self.address, (column,)),
             walk.newcomer: (walk.newcomer_address, (mirror,)),
         }
-        outstanding = set()
+        outstanding: dict[int, str] = {}
         for dimension in range(hood.dimension - 1):
             base = hood.holder(column ^ (1 << dimension))
             ack = self._new_ack_id()
-            outstanding.add(ack)
+            outstanding[ack] = base
             self._send(
                 base,
                 hood.address_of(base),
                 NeighbourUpdate(epoch=self._epoch, holders=update, relay=True, ack_id=ack),
             )
-        self._take = PendingTake(walk.anchor, walk.anchor_address, outstanding)
+        self._take = PendingTake(walk.anchor, walk.anchor_address, walk.newcomer, outstanding)
         if not outstanding:
             self._finish_take()
 
@@ -220,9 +222,13 @@ class Joins(NodeCore):
         assert take is not None
         self._take = None
         if take.anchor == self.node_id:
-            self._join_done()
+            self._join_done(take.newcomer)
         else:
-            self._send(take.anchor, take.anchor_address, JoinDone(epoch=self._epoch))
+            self._send(
+                take.anchor,
+                take.anchor_address,
+                JoinDone(epoch=self._epoch, newcomer=take.newcomer),
+            )
 
     def _on_neighbour_update(self, sender: str, message: NeighbourUpdate) -> None:
         hood = self._member_hood()
@@ -242,7 +248,7 @@ class Joins(NodeCore):
             if partner is not None and any(adjacent(mirror, p) for p in changed):
                 assert message.ack_id is not None
                 ack = self._new_ack_id()
-                self._relays[ack] = (sender, hood.address_of(sender), message.ack_id)
+                self._relays[ack] = (sender, hood.address_of(sender), message.ack_id, partner)
                 self._send(
                     partner, hood.address_of(partner), replace(message, relay=False, ack_id=ack)
                 )
@@ -252,12 +258,28 @@ class Joins(NodeCore):
                 sender, hood.address_of(sender), UpdateAck(epoch=self._epoch, ack_id=message.ack_id)
             )
 
+    def _release_joins_waiting_on(self, failed: str) -> None:
+        """A failed neighbour will acknowledge nothing: the join steps waiting for it go on
+        without it (its table is rebuilt by the repair, from the holders' current knowledge).
+        Without this a member failing in the middle of a join wedges the join, and the repair
+        that waits for the join."""
+        for ack, (origin, address, their_ack, newcomer) in list(self._relays.items()):
+            if failed in (origin, newcomer):
+                del self._relays[ack]
+                if failed == newcomer:
+                    self._send(origin, address, UpdateAck(epoch=self._epoch, ack_id=their_ack))
+        take = self._take
+        if take is not None and failed in take.outstanding.values():
+            take.outstanding = {a: b for a, b in take.outstanding.items() if b != failed}
+            if not take.outstanding:
+                self._finish_take()
+
     def _on_update_ack(self, sender: str, message: UpdateAck) -> None:
         if message.ack_id in self._relays:
-            origin, address, their_ack = self._relays.pop(message.ack_id)
+            origin, address, their_ack, _ = self._relays.pop(message.ack_id)
             self._send(origin, address, UpdateAck(epoch=self._epoch, ack_id=their_ack))
         elif self._take is not None and message.ack_id in self._take.outstanding:
-            self._take.outstanding.remove(message.ack_id)
+            del self._take.outstanding[message.ack_id]
             if not self._take.outstanding:
                 self._finish_take()
         else:
@@ -267,35 +289,33 @@ class Joins(NodeCore):
 
     def _on_join_done(self, sender: str, message: JoinDone) -> None:
         hood = self._member_hood()
-        if self._anchor_position(hood) not in hood.positions or not self._in_flight:
+        if self._anchor_position(hood) not in hood.positions:
             raise RemoteProtocolError(sender, f"{self.node_id} admitted no join to report on")
-        self._join_done()
+        self._join_done(message.newcomer)
 
-    def _join_done(self) -> None:
-        self._in_flight -= 1
-        if not self._in_flight and self._queued:
+    def _join_done(self, newcomer: str) -> None:
+        """(An unknown newcomer was admitted by an anchor that has failed since.)"""
+        self._admitted.pop(newcomer, None)
+        if not self._admitted and self._queued:
             self._grow()
 
     def _grow(self) -> None:
         """At the anchor of a full cube with no join in flight: broadcast ``Grow``, then restart
         the joins that waited."""
         hood = self._member_hood()
-        self._forward_down(
-            Grow(epoch=self._epoch + 1, dimension=hood.dimension + 1, root=min(hood.positions))
-        )
-        queued, self._queued = self._queued, []
-        self._apply(hood.grow)
-        for walk in queued:
-            self._advance_join(self._restart(walk))
+        grow = Grow(epoch=self._epoch + 1, dimension=hood.dimension + 1, root=min(hood.positions))
+        self._forward_down(grow)
+        self._apply(hood.grow, grow)
 
     def _on_grow(self, sender: str, message: Grow) -> None:
         hood = self._member_hood()
         parent = hood.view().parent(message.root)
-        if message.dimension != hood.dimension + 1 or parent != sender:
+        if message.dimension != hood.dimension + 1 or (parent != sender and not message.resent):
             raise RemoteProtocolError(
                 sender,
                 f"Grow to dimension {message.dimension} from {sender}, but {self.node_id} is in "
                 f"dimension {hood.dimension} with parent {parent}",
             )
+        # a resent one goes down the tree from here too: this node's subtree missed it as well
         self._forward_down(message)
-        self._apply(hood.grow)
+        self._apply(hood.grow, message)

@@ -47,6 +47,8 @@ class JoinFailed:
     and may ask again (``join_via``)."""
 
     reason: str
+    member: bool
+    """Whether the contact is a member (it may admit this node later)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

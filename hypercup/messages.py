@@ -128,6 +128,9 @@ class JoinRefused(_Validated):
 
     KIND: ClassVar[str] = "hypercup.join_refused"
     reason: str
+    member: bool
+    """Whether the contact is in the cube (else it is out of it itself: between two attempts
+    to join again, or leaving)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,6 +215,7 @@ class JoinDone(_Validated):
 
     KIND: ClassVar[str] = "hypercup.join_done"
     epoch: int
+    newcomer: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,6 +227,8 @@ class Grow(_Validated):
     epoch: int
     dimension: int
     root: int
+    resent: bool = False
+    """Sent again to a node that missed it (``ChangeRequest``), outside the tree."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +241,23 @@ class Shrink(_Validated):
     dimension: int
     root: int
     absent: str
+    resent: bool = False
+    """Sent again to a node that missed it (``ChangeRequest``), outside the tree."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeRequest(_Validated):
+    """A node still in epoch ``since`` holds messages of a later one: the ``Grow`` or ``Shrink``
+    that began it never reached it (the tree it came down ran through a member that failed).
+    The receiver sends the changes it applied since then again (``resent``)."""
+
+    KIND: ClassVar[str] = "hypercup.change_request"
+    since: int
+    address: str
+    """The asker's (after a shrink it may be no neighbour of the receiver any more)."""
+
+    def _validate(self) -> None:
+        _check_int(self, "since", self.since, 0)
 
 
 # -- leaving ----------------------------------------------------------------------------------
@@ -358,6 +381,7 @@ MESSAGE_TYPES: Final[Mapping[str, type[Message]]] = {
         JoinDone,
         Grow,
         Shrink,
+        ChangeRequest,
         LeaveWalk,
         Reclaim,
         ReturnTop,

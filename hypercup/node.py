@@ -75,18 +75,36 @@ link); nothing else is assumed about timing.
 * Messages carry the sender's ``epoch`` (number of grows and shrinks so far); a node holds back a
   message from a later epoch until its own ``Grow`` / ``Shrink`` arrives, and restarts a join walk
   from an earlier epoch that was not yet admitted.
-* Limitation: a departure (leave or failure repair) must run alone: no join and no other departure
-  in progress anywhere until it is complete (the test driver serialises them). A node raises
-  ``LocalProtocolError`` when asked to leave or repair while it takes part in a join, and
-  ``RemoteProtocolError`` when a departure's message reaches it in the middle of a join or while it
-  is leaving; other overlaps cannot be detected locally.
+* Departures and joins. A departure's messages (``LeaveWalk``, ``Reclaim``, ``ReturnTop``,
+  ``Shrink``) reaching a node whose take or relayed update is unfinished, or that runs a repair
+  itself, are held back until that is done; a node asked to leave or repair in that state raises
+  ``LocalProtocolError`` (the runtime asks again later). A join never waits on a failed member:
+  ``neighbour_failed`` completes the takes and relays that waited for its acknowledgement; the
+  anchor forgets an admitted join still in flight after ``STALE_TICKS`` of the runtime's
+  ``tick`` (its walk went to a failed member; the newcomer asks again); a walk of an earlier
+  epoch starts over.
+* Failures during a change of dimension. A ``Grow`` or ``Shrink`` sent down a tree through a
+  failed member never reaches that member's subtree; a node that holds messages of an epoch it
+  has not reached is ``lagging``, and the runtime asks their senders (``ask_for_missed_changes``:
+  ``ChangeRequest``), who send the changes again (``resent``: accepted from anyone, passed down
+  the tree from there, ignored where already applied). A repair whose cube changed dimension
+  starts over; its lookups of the old cube are dropped where they arrive.
+* The designated repairer may have failed too: ``neighbour_failed(node, fallback=k)`` lets the
+  holders of the next k positions around the failed node repair (the runtime raises ``k`` with
+  the time the failure stays unrepaired).
+* Limitation: concurrent departures are serialised only where they meet (a node holds one back
+  while it runs another); two repairs that never meet can still cross a grow or a shrink, and a
+  newcomer that asked a second contact after a silent first one can be taken twice. These end in
+  ``RemoteProtocolError`` at some node, which the runtime answers by rejoining; the runtime also
+  rejoins a node whose protocol stays busy too long (``superpeer.node``: the wedge watchdog).
 * A newcomer holds back every message until its ``Welcome`` arrives, but a ``JoinRequest``: a
   node out of the cube (idle, joining or leaving) answers it ``JoinRefused``, and the asker tries
   another contact (two super-peers rejoining at once may pick each other).
 
 States: IDLE --create--> MEMBER; IDLE --join_via--> JOINING --Welcome--> MEMBER;
 MEMBER --leave--> LEAVING --Released--> LEFT (or MEMBER --leave, alone--> LEFT). After a
-``RemoteProtocolError`` the node is BROKEN and refuses further use.
+``RemoteProtocolError`` the node is BROKEN and refuses further use. An IDLE node drops what
+reaches it (meant for a membership it gave up).
 """
 
 from __future__ import annotations
@@ -98,6 +116,7 @@ from hypercup._neighbourhood import Neighbourhood
 from hypercup.errors import LocalProtocolError
 from hypercup.events import Joined, Left, Output
 from hypercup.messages import (
+    ChangeRequest,
     Grow,
     JoinDone,
     JoinRequest,
@@ -117,6 +136,9 @@ from hypercup.positions import neighbour_positions
 from hypercup.view import LocalView
 
 __all__ = ["HypercupNode", "NodeState"]
+
+STALE_TICKS = 3
+"""Ticks (``failure_seconds`` each) after which an admitted join is taken for lost."""
 
 
 class HypercupNode(Joins, Departures):
@@ -181,27 +203,54 @@ class HypercupNode(Joins, Departures):
 
         return self._run(action)
 
-    def neighbour_failed(self, node_id: str) -> list[Output]:
+    def neighbour_failed(self, node_id: str, *, fallback: int = 0) -> list[Output]:
         """The runtime saw neighbour ``node_id`` (one of ``view().neighbours()``) stop answering.
         Only the neighbour designated in the module docstring repairs; for the others this changes
-        nothing, and they take the repair's announcements when they come."""
+        nothing, and they take the repair's announcements when they come. The designated
+        neighbour may have failed too: a runtime that still sees ``node_id`` in its view a while
+        later asks again with ``fallback`` k, and the holders of the next k positions around the
+        failed node's (in the same order) repair too."""
 
         def action() -> None:
             hood = self._member_hood("neighbour_failed")
             if node_id not in hood.peers:
                 raise LocalProtocolError(f"{node_id} is not a neighbour of {self.node_id}")
+            self._release_joins_waiting_on(node_id)
             lost = hood.peers[node_id].positions
-            lowest = min(lost)
-            repairer = next(q for q in neighbour_positions(lowest, hood.dimension) if q not in lost)
-            if repairer not in hood.positions or node_id in self._repairs_started:
+            candidates = [
+                q
+                for p in sorted(lost)
+                for q in neighbour_positions(p, hood.dimension)
+                if q not in lost
+            ]
+            if hood.positions.isdisjoint(candidates[: fallback + 1]):
                 return
-            if self.busy():
+            if node_id in self._repairs_started:
+                return
+            if self._changing_tables() or self._repair is not None or self._held_back:
                 raise LocalProtocolError(
                     f"{self.node_id} cannot repair the failure of {node_id} while it takes part in "
                     "another operation: the protocol assumes a departure runs alone"
                 )
             self._repairs_started.add(node_id)
             self._start_repair(node_id)
+
+        return self._run(action)
+
+    def tick(self) -> list[Output]:
+        """The runtime's clock went on by ``failure_seconds`` (a join takes far less). An
+        admitted join still in flight after ``STALE_TICKS`` ticks went to a member that failed
+        (its newcomer asks again, through another contact): it is forgotten, so that the cube
+        can grow again."""
+
+        def action() -> None:
+            if self._state is not NodeState.MEMBER:
+                return
+            for newcomer, ticks in list(self._admitted.items()):
+                if ticks + 1 >= STALE_TICKS:
+                    self._join_done(newcomer)
+                else:
+                    self._admitted[newcomer] = ticks + 1
 
         return self._run(action)
 
@@ -233,6 +282,8 @@ class HypercupNode(Joins, Departures):
                 self._on_reclaim(sender, message)
             case ReturnTop():
                 self._on_return_top(sender, message)
+            case ChangeRequest():
+                self._on_change_request(sender, message)
             case Lookup():
                 self._route_lookup(message)
             case LookupReply():

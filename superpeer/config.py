@@ -15,6 +15,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
     heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
     failure_seconds = 10.0             # a neighbour silent this long has failed
+    wedged_seconds = 60.0              # a topology operation unfinished this long is wedged:
+                                       # the super-peer rejoins
     admission_seconds = 10.0           # TLS + Hello + identification of a connection, in all
     max_unidentified_per_address = 32  # connections from one address not identified yet
     max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
@@ -108,6 +110,7 @@ class Limits:
     max_neighbour_queue: int = 100_000
     heartbeat_seconds: float = 1.0
     failure_seconds: float = 10.0
+    wedged_seconds: float = 60.0
     admission_seconds: float = 10.0
     max_unidentified_per_address: int = 32
     max_lookups_per_peer: int = 16
@@ -207,6 +210,7 @@ class SuperPeerConfig:
             ),
             heartbeat_seconds=limits.heartbeat_seconds,
             failure_seconds=limits.failure_seconds,
+            wedged_seconds=limits.wedged_seconds,
             admission_seconds=limits.admission_seconds,
             max_unidentified_per_address=limits.max_unidentified_per_address,
             window=delivery.window,

@@ -23,8 +23,17 @@ Rules, beyond the routing core's:
 * **Failure detection.** A link to a neighbour that has carried nothing for ``heartbeat_seconds``
   carries a ``Heartbeat``; a neighbour not heard from for ``failure_seconds`` is reported to the
   topology protocol (``neighbour_failed``; retried while the protocol is busy with another
-  operation). If the node itself was stalled (its timer fired late by more than half of
-  ``failure_seconds``: a paused process), everyone gets a fresh ``failure_seconds`` first.
+  operation; after each further ``failure_seconds`` unrepaired, with a larger ``fallback``, in
+  case the designated repairer failed too). If the node itself was stalled (its timer fired late
+  by more than half of ``failure_seconds``: a paused process), everyone gets a fresh
+  ``failure_seconds`` first.
+* **Failures in the middle of topology operations.** Messages of a later epoch held back for
+  ``failure_seconds``: the node asks for the change of dimension it missed. The topology
+  protocol ticks every ``failure_seconds`` (lost join admissions expire). A protocol busy for
+  ``wedged_seconds`` without a break is wedged: the node rejoins, as after a protocol error.
+  A rejoining node that finds every super-peer it knows out of the cube (refusing as
+  non-members, or silent), and has the smallest id among those that answered, creates a new
+  cube; the others join it.
 * **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
   state restored, its peers asked to reconnect.
@@ -156,6 +165,9 @@ class NodeConfig:
     without failures)."""
     failure_seconds: float = 10.0
     """A neighbour silent this long has failed."""
+    wedged_seconds: float = 60.0
+    """A topology operation still unfinished after this long is wedged (what HyperCuP cannot
+    untangle: a grow or shrink overtaking a repair): this node rejoins."""
     admission_seconds: float = 10.0
     """TLS, ``Hello`` and identification of a peer connection, all of it."""
     max_unidentified_per_address: int = 32
@@ -313,6 +325,9 @@ class SuperPeerNode:
         self.stopping = False
         self.stopped = False
         self._contacts: list[tuple[str, str]] = []
+        self._outside: dict[str, bool] = {}
+        """Contacts found out of the cube in this round of attempts to join: True if one
+        answered so (alive), False if it said nothing."""
         self._join_at: float | None = None
         self._join_contact: tuple[str, float] | None = None
         """The member a join attempt asked, and when it was last heard from (or asked): one
@@ -322,7 +337,14 @@ class SuperPeerNode:
         self._last_heard: dict[str, float] = {}
         self._last_sent: dict[str, float] = {}
         self._suspected: set[str] = set()
+        self._suspected_since: dict[str, float] = {}
         self._retry_at = 0.0
+        self._busy_since: float | None = None
+        self._lagging_since: float | None = None
+        self._tick_at = 0.0
+        """When the topology protocol's next tick is due (``HypercupNode.tick``)."""
+        """Since when the topology protocol has held messages of an epoch it has not reached."""
+        """Since when the topology protocol has had an operation in progress, without a break."""
         """When to ask the topology protocol again about suspected neighbours (it may have been
         busy with another operation)."""
         self._timer_due: float | None = None
@@ -392,6 +414,14 @@ class SuperPeerNode:
 
     def _join(self, now: float, out: list[Output]) -> None:
         self._join_at = None
+        if self._nobody_in_the_cube():
+            # every super-peer this node knows is out of the cube (a failure in the middle of a
+            # join or a grow broke them all): the smallest live one starts a new cube, the
+            # others join it
+            log.warning("event=cube_recreated node=%s", self.node_id)
+            self._outside.clear()
+            self._topology(self.topology.create(), now, out)
+            return
         if now < self._old_neighbours_until and self._old_neighbours:
             # a restart: only the old neighbours, while they may still be repairing its place
             while self._contacts[0][0] not in self._old_neighbours:
@@ -407,11 +437,19 @@ class SuperPeerNode:
             log.warning("event=join_error node=%s error=%r", self.node_id, str(error))
             self._join_at = now + self.config.rejoin_seconds
 
+    def _nobody_in_the_cube(self) -> bool:
+        contacts = {node for node, _ in self._contacts}
+        if not contacts or not contacts <= set(self._outside):
+            return False
+        alive = [node for node in contacts if self._outside[node]]
+        return bool(alive) and self.node_id < min(alive)
+
     def _abandon_join(self, contact: str, now: float, out: list[Output]) -> None:
         """The member asked to admit this node has said nothing (it died, stalled, or left):
         ask another one, as a new incarnation, so that if the silent one admitted this node
         after all, the place it was given is repaired as a restarted node's."""
         log.warning("event=join_abandoned node=%s contact=%s", self.node_id, contact)
+        self._outside.setdefault(contact, False)
         self.incarnation = self.store.next_incarnation()
         out += [Forgotten(n, drain=False) for n in sorted(self.addresses) if n != self.node_id]
         self.topology = HypercupNode(self.node_id, self.address)
@@ -488,6 +526,11 @@ class SuperPeerNode:
             elif isinstance(output, TopologyChanged):
                 self._changed(output, now, out)
             elif isinstance(output, JoinFailed):
+                if self._join_contact is not None:
+                    if output.member:
+                        self._outside.pop(self._join_contact[0], None)
+                    else:
+                        self._outside[self._join_contact[0]] = True
                 self._join_contact = None
                 log.info("event=join_refused node=%s reason=%r", self.node_id, output.reason)
                 self._join_at = now + self.config.rejoin_seconds
@@ -499,6 +542,7 @@ class SuperPeerNode:
                 out.append(Stopped("left the cube"))
 
     def _joined(self, now: float, out: list[Output]) -> None:
+        self._outside.clear()
         view = self.topology.view()
         self.core = SuperPeerCore(
             self.node_id, self.address, view, self.config.routing, incarnation=self.incarnation
@@ -530,6 +574,9 @@ class SuperPeerNode:
         for gone in set(self._neighbour_incarnations) - set(view.neighbours()):
             del self._neighbour_incarnations[gone]
         self._suspected &= set(view.neighbours())
+        self._suspected_since = {
+            n: t for n, t in self._suspected_since.items() if n in self._suspected
+        }
         self.store.set_meta(
             "neighbours", ",".join(f"{n}={change.addresses[n]}" for n in sorted(view.neighbours()))
         )
@@ -611,6 +658,7 @@ class SuperPeerNode:
         if node in self._last_heard:
             self._last_heard[node] = now
         self._suspected.discard(node)
+        self._suspected_since.pop(node, None)
 
     def superpeer_unreachable(self, node: str, now: float) -> list[Output]:
         """The runtime gave up on its link to ``node`` (its queue overflowed)."""
@@ -763,9 +811,12 @@ class SuperPeerNode:
             log.error("event=neighbour_failed node=%s neighbour=%s", self.node_id, node)
             self._trace_event(out, now, "neighbour_failed", kind="sp.heartbeat", neighbour=node)
         self._suspected.add(node)
+        since = self._suspected_since.setdefault(node, now)
         self._retry_at = now + (self.config.heartbeat_seconds or self.config.rejoin_seconds)
+        # still unrepaired after failure_seconds: the designated repairer may be dead too
+        fallback = int((now - since) // self.config.failure_seconds)
         try:
-            self._topology(self.topology.neighbour_failed(node), now, out)
+            self._topology(self.topology.neighbour_failed(node, fallback=fallback), now, out)
         except LocalProtocolError as error:
             log.info(
                 "event=repair_deferred node=%s neighbour=%s reason=%r",
@@ -804,6 +855,10 @@ class SuperPeerNode:
         self.core = None
         self._last_heard.clear()
         self._suspected.clear()
+        self._suspected_since.clear()
+        self._neighbour_incarnations.clear()  # the next cube's neighbours are new acquaintances
+        self._busy_since = None
+        self._lagging_since = None
         self._catchups.clear()
         self._timer_due = None
         self._before_member.clear()
@@ -2034,6 +2089,10 @@ class SuperPeerNode:
         ]
         if self._suspected:
             due.append(self._retry_at)
+        if self._busy_since is not None:
+            due.append(self._busy_since + self.config.wedged_seconds + interval)
+        if self._lagging_since is not None:
+            due.append(self._lagging_since + self.config.failure_seconds)
         return min(due, default=self._housekeeping_at)
 
     def timer(self, now: float) -> list[Output]:
@@ -2087,9 +2146,17 @@ class SuperPeerNode:
                 return
             for neighbour in self._last_heard:
                 self._last_heard[neighbour] = now
+        if self._wedged(now):
+            self._rejoin("the topology protocol is wedged", now, out)
+            return
+        self._catch_up_epochs(now, out)
+        if now >= self._tick_at:
+            self._tick_at = now + self.config.failure_seconds
+            self._topology(self.topology.tick(), now, out)
         retry = now >= self._retry_at
         neighbours = self.core.view.neighbours()
         self._suspected &= neighbours  # gone from the view: repaired, or the cube moved on
+        self._suspected_since = {n: t for n, t in self._suspected_since.items() if n in neighbours}
         if retry and self._suspected:
             self._retry_at = now + interval
         for neighbour in sorted(neighbours):
@@ -2108,6 +2175,32 @@ class SuperPeerNode:
                 self._suspected.add(neighbour)
                 self._retry_at = now + interval
         self._timer_due = self._supervision_due()
+
+    def _catch_up_epochs(self, now: float, out: list[Output]) -> None:
+        """Messages of a later epoch held back for ``failure_seconds``: the ``Grow`` or
+        ``Shrink`` that began it came down a tree through a member that failed. Ask their
+        senders for it (again every ``failure_seconds``)."""
+        if not self.topology.lagging():
+            self._lagging_since = None
+            return
+        if self._lagging_since is None:
+            self._lagging_since = now
+        elif now - self._lagging_since >= self.config.failure_seconds:
+            log.warning("event=missed_change node=%s epoch=%d", self.node_id, self.topology.epoch)
+            self._lagging_since = now
+            self._topology(self.topology.ask_for_missed_changes(self.addresses), now, out)
+
+    def _wedged(self, now: float) -> bool:
+        """Whether the topology protocol has been busy for longer than an operation can take.
+        HyperCuP's departures run alone: a member that fails in the middle of a join leaves the
+        join, and the repair that waits for it, waiting for ever. A crash-recovery is the way
+        out: the wedged member rejoins (as after a stall), its neighbours repair its place."""
+        if not self.topology.busy():
+            self._busy_since = None
+            return False
+        if self._busy_since is None:
+            self._busy_since = now
+        return now - self._busy_since > self.config.wedged_seconds
 
     def _replay_due(self, now: float, out: list[Output]) -> None:
         core = self.core

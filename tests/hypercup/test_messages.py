@@ -7,6 +7,7 @@ import pytest
 
 from hypercup import (
     MESSAGE_TYPES,
+    ChangeRequest,
     Grow,
     JoinDone,
     JoinRefused,
@@ -43,7 +44,7 @@ ROUTED = JoinWalk(
 
 EXAMPLES: list[Message] = [
     JoinRequest(address="n.sim:4000"),
-    JoinRefused(reason="n is still a member here"),
+    JoinRefused(reason="n is still a member here", member=True),
     JoinWalk(
         epoch=2,
         newcomer="n",
@@ -60,9 +61,12 @@ EXAMPLES: list[Message] = [
     NeighbourUpdate(epoch=1, holders=PEERS, relay=True, ack_id=7),
     NeighbourUpdate(epoch=1, holders=PEERS, relay=False, ack_id=None),
     UpdateAck(epoch=1, ack_id=7),
-    JoinDone(epoch=1),
+    JoinDone(epoch=1, newcomer="n"),
     Grow(epoch=3, dimension=4, root=7),
     Shrink(epoch=4, dimension=3, root=0, absent="z"),
+    Grow(epoch=3, dimension=4, root=7, resent=True),
+    Shrink(epoch=4, dimension=3, root=0, absent="z", resent=True),
+    ChangeRequest(since=2, address="n.sim:4000"),
     LeaveWalk(
         epoch=1,
         dimension=2,
