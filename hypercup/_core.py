@@ -110,7 +110,7 @@ class NodeCore:
         self._changes: dict[int, Grow | Shrink] = {}
         """The last changes of dimension this node applied, by the epoch they began (for a node
         that missed one: ``ChangeRequest``)."""
-        self._repairs_started: set[str] = set()
+        self._repairs_started: dict[str, int] = {}
         """Failed neighbours whose repair this node started and that are still in its table
         (the announcements of the node that takes their place are on their way): reported failed
         again meanwhile, they are not repaired twice."""
@@ -144,7 +144,8 @@ class NodeCore:
             self._state = NodeState.BROKEN
             raise
         if self._hood is not None:
-            self._repairs_started &= set(self._hood.peers)
+            peers = self._hood.peers
+            self._repairs_started = {n: k for n, k in self._repairs_started.items() if n in peers}
         after = self._snapshot()
         if after is not None and after != before:
             assert self._hood is not None
@@ -277,7 +278,12 @@ class NodeCore:
             self._held_back.append((sender, message))
             return False
         departure = isinstance(message, LeaveWalk | Reclaim | ReturnTop | Shrink)
-        if departure and (self._changing_tables() or self._repair is not None):
+        if (departure or isinstance(message, Grow)) and self._changing_tables():
+            # a take or relay of this epoch finishes first (a grow can only overtake one when
+            # the anchor took its join for lost: ``tick``)
+            self._held_back.append((sender, message))
+            return False
+        if departure and self._repair is not None:
             # a departure waits for the takes this node takes part in (they change the columns
             # the departure reads; a take that waits on a failed member goes on without it:
             # ``_release_joins_waiting_on``) and for the repair it runs itself

@@ -157,7 +157,7 @@ class Joins(NodeCore):
         self._admitted.pop(walk.newcomer, None)
         full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
         if full:
-            if self._admitted:
+            if self._admitted or self._changing_tables():
                 self._queued.append(self._restart(walk))
                 return None
             self._grow()
@@ -229,6 +229,7 @@ class Joins(NodeCore):
                 take.anchor_address,
                 JoinDone(epoch=self._epoch, newcomer=take.newcomer),
             )
+            self._grow_when_ready()
 
     def _on_neighbour_update(self, sender: str, message: NeighbourUpdate) -> None:
         hood = self._member_hood()
@@ -268,6 +269,7 @@ class Joins(NodeCore):
                 del self._relays[ack]
                 if failed == newcomer:
                     self._send(origin, address, UpdateAck(epoch=self._epoch, ack_id=their_ack))
+        self._grow_when_ready()
         take = self._take
         if take is not None and failed in take.outstanding.values():
             take.outstanding = {a: b for a, b in take.outstanding.items() if b != failed}
@@ -278,6 +280,7 @@ class Joins(NodeCore):
         if message.ack_id in self._relays:
             origin, address, their_ack, _ = self._relays.pop(message.ack_id)
             self._send(origin, address, UpdateAck(epoch=self._epoch, ack_id=their_ack))
+            self._grow_when_ready()
         elif self._take is not None and message.ack_id in self._take.outstanding:
             del self._take.outstanding[message.ack_id]
             if not self._take.outstanding:
@@ -296,7 +299,12 @@ class Joins(NodeCore):
     def _join_done(self, newcomer: str) -> None:
         """(An unknown newcomer was admitted by an anchor that has failed since.)"""
         self._admitted.pop(newcomer, None)
-        if not self._admitted and self._queued:
+        self._grow_when_ready()
+
+    def _grow_when_ready(self) -> None:
+        """Grows a full cube for the joins waiting here once no join is in flight and no take
+        or relay of this node is unfinished."""
+        if self._queued and not self._admitted and not self._changing_tables():
             self._grow()
 
     def _grow(self) -> None:

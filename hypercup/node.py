@@ -137,8 +137,11 @@ from hypercup.view import LocalView
 
 __all__ = ["HypercupNode", "NodeState"]
 
-STALE_TICKS = 3
+STALE_TICKS = 5
 """Ticks (``failure_seconds`` each) after which an admitted join is taken for lost."""
+RETRY_REPAIR = 3
+"""A repair this node started whose failed node is still in its table when the runtime's
+``fallback`` has grown by this much (a walk lost with another failure) is started again."""
 
 
 class HypercupNode(Joins, Departures):
@@ -225,14 +228,15 @@ class HypercupNode(Joins, Departures):
             ]
             if hood.positions.isdisjoint(candidates[: fallback + 1]):
                 return
-            if node_id in self._repairs_started:
+            started = self._repairs_started.get(node_id)
+            if started is not None and fallback < started + RETRY_REPAIR:
                 return
             if self._changing_tables() or self._repair is not None or self._held_back:
                 raise LocalProtocolError(
                     f"{self.node_id} cannot repair the failure of {node_id} while it takes part in "
                     "another operation: the protocol assumes a departure runs alone"
                 )
-            self._repairs_started.add(node_id)
+            self._repairs_started[node_id] = fallback
             self._start_repair(node_id)
 
         return self._run(action)

@@ -657,6 +657,9 @@ class SuperPeerNode:
             self._join_contact = (node, now)
         if node in self._last_heard:
             self._last_heard[node] = now
+        known = self._neighbour_incarnations.get(node)
+        if known is not None and self.incarnations.get(node, 0) > known:
+            return  # a new incarnation: the one in our table is still dead, and unrepaired
         self._suspected.discard(node)
         self._suspected_since.pop(node, None)
 
@@ -2191,10 +2194,14 @@ class SuperPeerNode:
             self._topology(self.topology.ask_for_missed_changes(self.addresses), now, out)
 
     def _wedged(self, now: float) -> bool:
-        """Whether the topology protocol has been busy for longer than an operation can take.
-        HyperCuP's departures run alone: a member that fails in the middle of a join leaves the
-        join, and the repair that waits for it, waiting for ever. A crash-recovery is the way
-        out: the wedged member rejoins (as after a stall), its neighbours repair its place."""
+        """Whether the topology protocol has been busy, or a failed neighbour unrepaired, for
+        longer than any operation takes: what HyperCuP cannot untangle (two neighbouring
+        members failing at once, a grow or shrink overtaking a repair) leaves it so. A
+        crash-recovery is the way out: this node rejoins (as after a stall), its neighbours
+        repair its place, or, if every member is wedged, they start a new cube."""
+        unrepaired = min(self._suspected_since.values(), default=None)
+        if unrepaired is not None and now - unrepaired > self.config.wedged_seconds:
+            return True
         if not self.topology.busy():
             self._busy_since = None
             return False

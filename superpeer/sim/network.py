@@ -201,6 +201,8 @@ class Simulation:
         """Notifications a peer received again (at least once on the wire: a repeat after a
         reconnection, or from two access points after a move); its inbox ignored them."""
         self.operations = 0
+        self._reconnecting: set[str] = set()
+        """Peers whose access point closed their connection, to come back (``_reconnect``)."""
         self._op_label = ""
         self._files: Path | None = None
         """The peers' resource directories (``_resources``)."""
@@ -224,6 +226,7 @@ class Simulation:
         if op["op"] == "wait":
             self._advance(self.now + op["seconds"])
             self._workload_start = self.now - (self.operations - 1) * self.op_interval
+        self._reconnect()
         try:
             steps = self.planner.plan(op, str, self.now)
         except OperationError as error:
@@ -564,8 +567,21 @@ class Simulation:
         self._execute(pending.receiver, outputs)
 
     def _reconnect_later(self, peer: SimPeer) -> None:
-        """The access point closed the connection (it left, or a newer connection won): a peer
-        that wants to be attached comes back by itself (``Goodbye`` told it where)."""
+        """The access point closed the connection (it rejoins the cube, or left: ``Goodbye``
+        told the peer where to go): the peer comes back by itself, as the peer daemon does,
+        once that super-peer is a member again (before the next operation)."""
+        self._reconnecting.add(peer.name)
+
+    def _reconnect(self) -> None:
+        for name in sorted(self._reconnecting):
+            peer = self.peers.get(name)
+            if peer is None or peer.connection is not None:
+                self._reconnecting.discard(name)
+                continue
+            node = self.nodes.get(peer.access_point)
+            if node is not None and node.core is not None:
+                self._reconnecting.discard(name)
+                self._connect(Connect(name, self.ids.index(peer.access_point)))
 
     def _decode(self, pending: _Pending) -> object:
         if self.verify_wire:
