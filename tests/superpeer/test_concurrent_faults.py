@@ -25,13 +25,17 @@ def joining(superpeers: int, steps: int) -> tuple[Simulation, str]:
     """A cube of ``superpeers`` with a newcomer ``steps`` messages into its join."""
     simulation = Simulation(superpeers)
     newcomer = f"sp{superpeers}"
+    start_joining(simulation, newcomer, steps)
+    return simulation, newcomer
+
+
+def start_joining(simulation: Simulation, newcomer: str, steps: int) -> None:
     simulation.ids.append(newcomer)
     simulation.stores[newcomer] = MemoryStore()
     simulation._start(newcomer)
     for _ in range(steps):
         if simulation._queue:
             simulation._deliver(heapq.heappop(simulation._queue))
-    return simulation, newcomer
 
 
 @pytest.mark.parametrize("superpeers", [4, 5, 8])
@@ -88,13 +92,7 @@ def fail_while_joining(simulation: Simulation, victim: int, steps: int) -> None:
     (fail,) = simulation.planner.plan(
         {"op": "superpeer_fail", "superpeer": victim}, str, simulation.now
     )
-    newcomer = f"sp{join.superpeer}"
-    simulation.ids.append(newcomer)
-    simulation.stores[newcomer] = MemoryStore()
-    simulation._start(newcomer)
-    for _ in range(steps):
-        if simulation._queue:
-            simulation._deliver(heapq.heappop(simulation._queue))
+    start_joining(simulation, f"sp{join.superpeer}", steps)
     simulation._kill(simulation.ids[fail.superpeer])
     simulation.run_until_quiet()
     # its peers move once the backbone is whole again (the newcomer may be their next choice)
