@@ -77,8 +77,10 @@ incident
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import reduce
 from typing import Final
 
 from pyspark.sql import Column, DataFrame, Window
@@ -426,12 +428,48 @@ def delivery_latencies(events: DataFrame, *, broadcast: bool = True) -> DataFram
     )
 
 
-def latency_cdf(deliveries: DataFrame) -> DataFrame:
-    """``delivery, percent, latency``: the nearest-rank percentiles 1..100 of online and of
-    flushed latencies, the points of the latency CDF."""
+def latency_ranks(deliveries: DataFrame, bucket: float) -> DataFrame:
+    """``delivery, bucket_start, percent, latency, _total, _min``: in one computation (one pass of
+    ranking over the deliveries for both), the nearest-rank percentiles 1..100 of online and of
+    flushed latencies (rows with ``delivery`` and no ``bucket_start``: the points of the latency
+    CDF), and the percentiles ``SUMMARY_PERCENTS`` of online latencies per time bucket of their
+    publication (rows with ``bucket_start`` and no ``delivery``)."""
+    online = F.col("delivery") == ONLINE
+    series = F.explode(
+        F.array(
+            F.struct(F.col("delivery"), F.lit(None).cast("double").alias("bucket_start")),
+            F.when(
+                online,
+                F.struct(
+                    F.lit(None).cast("string").alias("delivery"),
+                    _bucket(F.col("published"), bucket).alias("bucket_start"),
+                ),
+            ),
+        )
+    )
+    values = (
+        deliveries.where(F.col("latency").isNotNull())
+        .select(series.alias("_series"), "latency")
+        .where(F.col("_series").isNotNull())
+        .select("_series.*", "latency")
+    )
     return nearest_rank(
-        deliveries.where(F.col("latency").isNotNull()), ["delivery"], "latency", CDF_PERCENTS
-    ).orderBy("delivery", "percent")
+        values,
+        ["delivery", "bucket_start"],
+        "latency",
+        CDF_PERCENTS,
+        only=F.col("delivery").isNotNull() | F.col("percent").isin(*SUMMARY_PERCENTS),
+    )
+
+
+def latency_cdf(ranks: DataFrame) -> DataFrame:
+    """``delivery, percent, latency, _total, _min``: the points of the latency CDF, read off
+    ``ranks`` (``latency_ranks``), with their group's count and minimum."""
+    return (
+        ranks.where(F.col("delivery").isNotNull())
+        .select("delivery", "percent", "latency", "_total", "_min")
+        .orderBy("delivery", "percent")
+    )
 
 
 def latency_summary(cdf: DataFrame) -> DataFrame:
@@ -450,14 +488,11 @@ def latency_summary(cdf: DataFrame) -> DataFrame:
     )
 
 
-def latency_over_time(deliveries: DataFrame, bucket: float) -> DataFrame:
+def latency_over_time(ranks: DataFrame, bucket: float) -> DataFrame:
     """``bucket_start, bucket_seconds, deliveries, p50, p90, p99`` of online deliveries, by the
-    time bucket of their publication."""
-    online = deliveries.where(
-        (F.col("delivery") == ONLINE) & F.col("latency").isNotNull()
-    ).withColumn("bucket_start", _bucket(F.col("published"), bucket))
+    time bucket of their publication, read off ``ranks`` (``latency_ranks``)."""
     return (
-        nearest_rank(online, ["bucket_start"], "latency", SUMMARY_PERCENTS)
+        ranks.where(F.col("delivery").isNull())
         .groupBy("bucket_start")
         .agg(F.lit(bucket).alias("bucket_seconds"), F.max("_total").alias("deliveries"), *_pivot())
         .orderBy("bucket_start")
@@ -465,11 +500,17 @@ def latency_over_time(deliveries: DataFrame, bucket: float) -> DataFrame:
 
 
 def nearest_rank(
-    values: DataFrame, keys: Sequence[str], value: str, percents: Sequence[int]
+    values: DataFrame,
+    keys: Sequence[str],
+    value: str,
+    percents: Sequence[int],
+    *,
+    only: Column | None = None,
 ) -> DataFrame:
     """``*keys, percent, <value>, _total, _min``: the nearest-rank ``percents`` (integers 1..100)
-    of ``value`` within each group of ``keys`` (never null), exactly, and the group's number of
-    values and smallest value.
+    of ``value`` within each group of ``keys`` (a null key is a key like any other), exactly, and
+    the group's number of values and smallest value. ``only``, a condition on the keys and
+    ``percent``, keeps fewer percentiles in some groups.
 
     Sorting every value would put each group in one task; instead, two passes over ``values``
     (which should be cheap to read twice). The first counts the values per bin of ``_bin``, a
@@ -479,7 +520,8 @@ def nearest_rank(
     floor(100 * upto / total), all in integers (no floating-point rank to round the wrong way).
     The second sorts only the values of those bins (at most 100 per group, small) and takes
     each percentile at its rank within its bin. The counts per bin are few (thousands per
-    group), so they are ranked in one partition, without a shuffle per window."""
+    group, ``_BINS_PER_DOUBLING``), so they are ranked in one partition, without a shuffle per
+    window."""
     binned = values.select(*keys, value, _bin(F.col(value)).alias("_bin"))
     bins = (
         binned.groupBy(*keys, "_bin")
@@ -508,15 +550,35 @@ def nearest_rank(
             "_min",
             F.explode(F.sequence(first, last)).alias("percent"),
         )
-        .where(F.col("percent").isin(*percents))
+        .where(
+            F.col("percent").isin(*percents)
+            if only is None
+            else F.col("percent").isin(*percents) & only
+        )
         .withColumn("_offset", F.expr("(percent * _total + 99) div 100 - _before"))
     )
     needed = wanted.select(*keys, "_bin").distinct()
-    positioned = binned.join(F.broadcast(needed), [*keys, "_bin"], "left_semi").withColumn(
-        "_offset", F.row_number().over(Window.partitionBy(*keys, "_bin").orderBy(value))
+    positioned = (
+        binned.alias("_value")
+        .join(
+            F.broadcast(needed.alias("_needed")),
+            _same("_value", "_needed", [*keys, "_bin"]),
+            "left_semi",
+        )
+        .withColumn(
+            "_offset", F.row_number().over(Window.partitionBy(*keys, "_bin").orderBy(value))
+        )
     )
-    return wanted.join(positioned, [*keys, "_bin", "_offset"]).select(
-        *keys, F.col("percent").cast("int").alias("percent"), value, "_total", "_min"
+    return (
+        wanted.alias("_wanted")
+        .join(positioned.alias("_value"), _same("_wanted", "_value", [*keys, "_bin", "_offset"]))
+        .select(
+            *[F.col(f"_wanted.{key}").alias(key) for key in keys],
+            F.col("_wanted.percent").cast("int").alias("percent"),
+            F.col(f"_value.{value}").alias(value),
+            F.col("_wanted._total").alias("_total"),
+            F.col("_wanted._min").alias("_min"),
+        )
     )
 
 
@@ -596,26 +658,27 @@ def subscription_routes(events: DataFrame) -> DataFrame:
     (``level`` peer) is held by the peer at its super-peer, and counts the deliveries listing
     it (deliveries with a ``sub``)."""
     send = F.col("event") == "send"
-    kind = F.col("kind")
-    forwards = events.where(send & (kind == FORWARD) & F.col("sub").isNotNull()).select(
-        F.lit(SUPERPEER_LEVEL).alias("level"),
-        F.col("node").alias("holder"),
-        F.col("neighbour").alias("at"),
-        "sub",
-        F.lit(1).alias("_forward"),
-    )
-    answered = events.where(
-        (send & (kind == NOTIFICATION)) | F.col("event").isin("deliver", "flush")
-    ).where(F.col("sub").isNotNull())
-    answers = answered.select(
+    forward = send & (F.col("kind") == FORWARD)
+    # One scan of the events: a forward names one id (kept whole, even empty), an answer a list.
+    listed = events.where(
+        F.col("sub").isNotNull()
+        & (
+            forward
+            | (send & (F.col("kind") == NOTIFICATION))
+            | F.col("event").isin("deliver", "flush")
+        )
+    ).select(
         F.when(send, F.lit(SUPERPEER_LEVEL)).otherwise(F.lit(PEER_LEVEL)).alias("level"),
-        F.when(send, F.col("neighbour")).otherwise(F.col("peer")).alias("holder"),
-        F.col("node").alias("at"),
-        F.explode(F.split("sub", ",")).alias("sub"),
-        F.lit(0).alias("_forward"),
-    ).where(F.col("sub") != "")
+        F.when(forward, F.col("node"))
+        .when(send, F.col("neighbour"))
+        .otherwise(F.col("peer"))
+        .alias("holder"),
+        F.when(forward, F.col("neighbour")).otherwise(F.col("node")).alias("at"),
+        F.explode(F.when(forward, F.array("sub")).otherwise(F.split("sub", ","))).alias("sub"),
+        forward.cast("int").alias("_forward"),
+    )
     return (
-        forwards.unionByName(answers)
+        listed.where((F.col("_forward") == 1) | (F.col("sub") != ""))
         .groupBy("level", "holder", "at", "sub")
         .agg(
             (F.max("_forward") == 1).alias("forwarded"),
@@ -718,8 +781,9 @@ def analyze(raw: DataFrame, *, keep_rows: bool = True) -> Figures:
     one row of it: the time span, to choose the bucket size, and the number of publications, to
     choose how deliveries meet them. Everything else stays lazy; the intermediates several
     tables read are persisted, so each is computed once: the tallies, the timeline, the
-    deliveries with their latencies (read twice by each percentile computation), the latency
-    CDF, the duplicates, the subscription routes. The small ones (tallies, timeline, CDF) are
+    deliveries with their latencies (read twice by the percentile computation), the latency
+    ranks (the CDF and the percentiles per time bucket, ranked together), the duplicates, the
+    subscription routes. The small ones (tallies, timeline, ranks) are
     kept in one partition: the tables read off them then need no shuffle, and each is one
     short job instead of a job per shuffle.
     ``Figures.unpersist`` releases them all."""
@@ -745,7 +809,8 @@ def analyze(raw: DataFrame, *, keep_rows: bool = True) -> Figures:
     deliveries = delivery_latencies(
         events, broadcast=sizes["publications"] <= BROADCAST_PUBLICATIONS
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    cdf = latency_cdf(deliveries).coalesce(1).persist()
+    ranks = latency_ranks(deliveries, bucket).coalesce(1).persist()
+    cdf = latency_cdf(ranks)
     duplicates = duplicate_deliveries(events).persist()
     routes = subscription_routes(events).persist(StorageLevel.MEMORY_AND_DISK)
     superpeers = traffic_by_superpeer(counted)
@@ -764,7 +829,7 @@ def analyze(raw: DataFrame, *, keep_rows: bool = True) -> Figures:
         hops=hop_histogram(counted),
         latency_summary=latency_summary(cdf),
         latency_cdf=cdf.drop("_total", "_min"),
-        latency_over_time=latency_over_time(deliveries, bucket),
+        latency_over_time=latency_over_time(ranks, bucket),
         deliveries=delivery_summary(counted, cdf, still_stored(events), duplicates),
         duplicates=duplicates,
         forwarding=forwarding,
@@ -775,7 +840,7 @@ def analyze(raw: DataFrame, *, keep_rows: bool = True) -> Figures:
         traffic_per_second=traffic_per_second(times),
         traffic_over_time=traffic_over_time(times, bucket),
         incidents_over_time=incidents_over_time(times, bucket),
-        persisted=(cached, counted, times, deliveries, cdf, duplicates, routes),
+        persisted=(cached, counted, times, deliveries, ranks, duplicates, routes),
     )
 
 
@@ -801,21 +866,32 @@ def _total(values: Column) -> Column:
     return F.coalesce(F.sum(values), F.lit(0))
 
 
-_BINS_PER_DOUBLING: Final = 4096
+_BINS_PER_DOUBLING: Final = 256
+"""Bins per doubling of a value: fine enough that a bin holds a small share of its group's values
+(the second pass sorts the values of up to 100 bins per group), coarse enough that the bins are
+far fewer than the values (the first pass ranks every bin in one task). Latencies spread over
+some 15 doublings here (3 ms hops to half-minute offline storage): under 4,000 bins per group
+(at 4,096 per doubling, as before, nearly every delivery had a bin of its own: 340,000 bins for
+300,000 deliveries, ranked in one task)."""
 _BIN_OFFSET: Final = 1 << 23
-"""Above 1075 * 4096, the largest |floor(log2 |x|) * 4096)| of a finite double other than 0."""
+"""Above 1075 * 256, the largest |floor(log2 |x|) * 256)| of a finite double other than 0."""
 
 
 def _bin(value: Column) -> Column:
     """A long that never decreases as ``value`` grows: 0 for 0, and for x != 0
-    sign(x) * (2^23 + floor(log2 |x| * 4096)), so each bin spans a 4096th of a doubling
+    sign(x) * (2^23 + floor(log2 |x| * 256)), so each bin spans a 256th of a doubling
     (log2 is semi-monotonic, as Java's logarithm is specified to be, and so are the rounded
-    product and the floor). Latencies, which spread over a few doublings, fall into a few
-    thousand bins, of a few hundred values each even at 10^8 deliveries."""
+    product and the floor)."""
     magnitude = F.floor(F.log2(F.abs(value)) * F.lit(float(_BINS_PER_DOUBLING))) + F.lit(
         _BIN_OFFSET
     )
     return F.when(value > 0, magnitude).when(value < 0, -magnitude).otherwise(F.lit(0).cast("long"))
+
+
+def _same(left: str, right: str, columns: Sequence[str]) -> Column:
+    """Rows of the frames aliased ``left`` and ``right`` agree on ``columns``, null equal to null."""
+    agree = [F.col(f"{left}.{c}").eqNullSafe(F.col(f"{right}.{c}")) for c in columns]
+    return reduce(operator.and_, agree)
 
 
 def _bucket(ts: Column, size: float) -> Column:

@@ -29,8 +29,10 @@ a small trace (the JVMs compile Spark's hot paths on first use; Python has nothi
   each on 127.0.0.1 (``deploy.spark_cluster``), this process being the driver.
 
 Every engine must give the tables Python gives (checked, reported as ``agrees``). Reported:
-events, input bytes, and for each engine seconds, events/s, speed over Python, and the machine's
-1-minute load average before and after (other work on the machine slows every engine).
+events, input bytes, and for each engine seconds, events/s, speed over Python, the CPU seconds it
+used (Python: this process; Spark: this process and every process it started, the JVMs of the
+driver, and of the cluster's daemons and executors), and the machine's 1-minute load average
+before and after (other work on the machine slows every engine; CPU seconds much less).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.rates import cpu_seconds, process_tree
 from superpeer.trace import FIELDS
 
 START = 1_767_225_600.0
@@ -252,12 +255,16 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def timed(run: Callable[[], Any]) -> tuple[Any, float, list[float]]:
-    """``run()``'s result, its wall seconds, and the 1-minute load average before and after."""
-    before = load_average()
-    started = time.perf_counter()
+def timed(
+    run: Callable[[], Any], processes: Callable[[], list[int]]
+) -> tuple[Any, float, float, list[float]]:
+    """``run()``'s result, its wall seconds, the CPU seconds the ``processes()`` spent meanwhile,
+    and the 1-minute load average before and after."""
+    before, pids = load_average(), processes()
+    cpu, started = cpu_seconds(pids), time.perf_counter()
     result = run()
-    return result, time.perf_counter() - started, [before, load_average()]
+    wall = time.perf_counter() - started
+    return result, wall, cpu_seconds(pids) - cpu, [before, load_average()]
 
 
 def traces_for(root: Path, events: int, superpeers: int, seed: int) -> tuple[Path, int, float]:
@@ -286,11 +293,18 @@ def warm_up(spark: Any, superpeers: int, seed: int) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def measured(engine: str, lines: int, run: Callable[[], Any]) -> dict[str, Any]:
-    tables, seconds, load = timed(run)
-    print(f"  {engine}: {lines:,} events in {seconds:.1f} s, load {load}", flush=True)
-    return {"engine": engine, "seconds": round(seconds, 1),
+def measured(
+    engine: str, lines: int, run: Callable[[], Any], processes: Callable[[], list[int]]
+) -> dict[str, Any]:
+    tables, seconds, cpu, load = timed(run, processes)
+    print(f"  {engine}: {lines:,} events in {seconds:.1f} s ({cpu:.1f} CPU s), load {load}",
+          flush=True)  # fmt: skip
+    return {"engine": engine, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
             "events_per_second": round(lines / seconds), "load": load, "tables": tables}  # fmt: skip
+
+
+def this_process() -> list[int]:
+    return [os.getpid()]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -322,11 +336,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for traces, lines in sizes:
                     if "local" in engines:
                         rows[lines]["local"] = measured(
-                            "local[2]", lines, lambda t=traces: spark_tables(spark, t)
+                            "local[2]",
+                            lines,
+                            lambda t=traces: spark_tables(spark, t),
+                            process_tree,
                         )
                     if "python" in engines:
                         rows[lines]["python"] = measured(
-                            "python", lines, lambda t=traces: reference.compute(t)
+                            "python", lines, lambda t=traces: reference.compute(t), this_process
                         )
         if "cluster" in engines:
             with (
@@ -344,6 +361,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         f"standalone {args.workers}x1 core",
                         lines,
                         lambda t=traces: spark_tables(spark, t),
+                        process_tree,
                     )
     finally:
         if not args.traces:
@@ -376,16 +394,21 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(report))
         return
     print(f"Spark {report['spark']}, {report['cores']} cores")
-    print("events | input MB | engine | seconds | events/s | speed over Python | agrees | load")
+    print(
+        "events | input MB | engine | seconds | events/s | speed over Python | CPU s"
+        " | CPU s over Python's | agrees | load"
+    )
     for row in report["sizes"]:
         python = row.get("python")
         for engine in ("local", "cluster", "python"):
             if engine in row:
                 r = row[engine]
                 ratio = f"{python['seconds'] / r['seconds']:.2f}x" if python else "-"
+                cpu = f"{r['cpu_seconds'] / python['cpu_seconds']:.2f}x" if python else "-"
                 print(" | ".join(str(v) for v in (
                     f"{row['events']:,}", round(row["input_bytes"] / 1e6), r["engine"],
-                    r["seconds"], f"{r['events_per_second']:,}", ratio, r["agrees"], r["load"],
+                    r["seconds"], f"{r['events_per_second']:,}", ratio, r["cpu_seconds"], cpu,
+                    r["agrees"], r["load"],
                 )))  # fmt: skip
 
 

@@ -26,23 +26,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import trio
 
 import qel
 from bench.analytics import load_average
 from bench.network import publication
+from bench.rates import cpu_seconds
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, wait_quiet
 from wire import messages as m
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,16 +47,6 @@ class Figures:
     per_second: float
     cpu_per_1000: float
     """CPU seconds of all super-peers per 1000 notifications delivered."""
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time the processes have used so far (Linux ``/proc/PID/stat``)."""
-    total = 0
-    for pid in pids:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-    return total / CLOCK_TICKS
 
 
 async def throughput(

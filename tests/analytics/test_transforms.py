@@ -20,6 +20,7 @@ from analytics.figures import (
     hot_subscriptions,
     incidents_over_time,
     latency_cdf,
+    latency_ranks,
     load_curve,
     load_gini,
     nearest_rank,
@@ -121,7 +122,7 @@ def test_duplicates_unmatched_and_never_flushed_deliveries(spark: SparkSession) 
         spark.createDataFrame([("alice", "p1", 2)], "peer string, pub string, deliveries bigint"),
     )
     for broadcast in (True, False):
-        cdf = latency_cdf(delivery_latencies(trace, broadcast=broadcast))
+        cdf = latency_cdf(latency_ranks(delivery_latencies(trace, broadcast=broadcast), 1.0))
         summary = delivery_summary(counted(trace), cdf, still_stored(trace), duplicates)
         assert_equal(
             summary,
