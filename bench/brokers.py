@@ -437,8 +437,9 @@ class _BenchPeer(RemotePeer):
         self.received[type(message).KIND] += 1  # type: ignore[attr-defined]
 
     def _take(self, notify: m.Notify) -> None:
+        kept = len(self.notifications)
         super()._take(notify)
-        if self.recorder is not None:
+        if self.recorder is not None and len(self.notifications) > kept:  # not a repeat
             self.recorder.received(self.index, int(notify.publication.id[1:]))
 
 
