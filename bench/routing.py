@@ -11,7 +11,8 @@ trees). The baseline, computed on the same topology, workload and match results:
 flooded to every super-peer (N-1 messages each, no advertisements, no indices, no poset), each
 publication matched at its origin against all subscriptions and sent down the origin's tree to the
 super-peers of matching subscribers (the same tree routing, so the difference is what indices and
-posets save).
+posets save). Links are not supervised (nothing fails here): ``--heartbeats SECONDS`` adds the
+daemons' heartbeats, which then count as backbone messages and load.
 
 Reported per checkpoint: messages (hops) by kind and in total for both, ratios, the load per
 super-peer (messages it received) sorted and cumulative (the DHT paper's Figure 5c), its Gini
