@@ -1,0 +1,48 @@
+"""bench.brokers drives each system it can run end to end (tiny phases: a smoke test)."""
+
+import argparse
+import importlib.util
+
+import pytest
+
+from bench.brokers import Setup, Skipped, measure_row, mosquitto_binary
+
+pytestmark = pytest.mark.process
+
+
+def options(**changes: object) -> argparse.Namespace:
+    values = {"offered": 200.0, "seconds": 0.3, "burst_seconds": 0.3, "drain": 30.0}
+    return argparse.Namespace(**(values | {"data_dir": None} | changes))
+
+
+def check(row: dict[str, object], subscribers: int) -> None:
+    assert row["subscribers"] == subscribers
+    assert row["burst_notifications"] > 0
+    assert row["burst_notifications"] % subscribers == 0  # every subscriber got every one
+    assert row["arrived"] == 1.0
+    assert row["latency"]["p50_ms"] > 0
+    assert row["server_cpu_s_per_10k"] >= 0
+
+
+def test_one_superpeer_plaintext() -> None:
+    row = measure_row(Setup("superpeer-1", False, 2, options()))
+    check(row, 2)
+    assert row["hops"] == [0]
+
+
+@pytest.mark.skipif(mosquitto_binary() is None, reason="mosquitto is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("paho") is None, reason="paho-mqtt is not installed")
+def test_mosquitto_tls() -> None:
+    check(measure_row(Setup("mosquitto", True, 2, options())), 2)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("amqtt") is None, reason="amqtt is not installed")
+@pytest.mark.skipif(importlib.util.find_spec("paho") is None, reason="paho-mqtt is not installed")
+def test_amqtt_plaintext() -> None:
+    check(measure_row(Setup("amqtt", False, 2, options())), 2)
+
+
+def test_missing_broker_is_skipped_with_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bench.brokers.mosquitto_binary", lambda: None)
+    with pytest.raises(Skipped, match="apt-get install mosquitto"):
+        measure_row(Setup("mosquitto", False, 1, options()))
