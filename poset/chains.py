@@ -133,9 +133,10 @@ class ChainDecomposition:
         return found
 
     def bottom_candidates(self, probe: Probe) -> list[Hashable]:
-        """The chains whose bottom's witness the probe matches, by id: a superset of those whose
-        bottom it covers, found by value look-ups (``WitnessIndex``)."""
-        return sorted(self._bottoms.covered_candidates(probe.subscription))  # type: ignore[type-var]
+        """The chains whose bottom's witness the probe's most selective patterns admit, by id: a
+        superset of those whose bottom it covers, found by value look-ups (``WitnessIndex``);
+        ``highest_covered`` tests each bottom."""
+        return sorted(self._bottoms.rough_candidates(probe.subscription))  # type: ignore[type-var]
 
     def highest_covered(self, probe: Probe, candidates: list[Hashable]) -> list[tuple[Chain, int]]:
         """Per chain holding a node that the probe covers, by chain id: the index of the highest

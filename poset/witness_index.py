@@ -142,10 +142,19 @@ class WitnessIndex:
             found |= self._filter_candidates(compiled)
         return found
 
-    def _filter_candidates(self, compiled: Filter) -> set[Hashable]:
+    def rough_candidates(self, subscription: Subscription) -> set[Hashable]:
+        """A superset of ``covered_candidates``, without checking whole witnesses: per filter, the
+        keys whose witness its most selective pattern admits. For a caller that tests each key
+        with ``covers`` anyway (often a comparison of bounds: ``poset.families``)."""
+        found: set[Hashable] = set()
+        for compiled in subscription.filters:
+            found |= self._filter_candidates(compiled, checked=False)
+        return found
+
+    def _filter_candidates(self, compiled: Filter, *, checked: bool = True) -> set[Hashable]:
         """The keys whose witness ``compiled`` matches: the candidates of its most selective
         pattern (sized first, built once), checked against the whole filter unless that one
-        pattern is all of it."""
+        pattern is all of it (or ``checked`` is False)."""
         best: tuple[_PredicateWitnesses, Domain] | None = None
         best_size = -1
         for predicate, domain in compiled.patterns:
@@ -158,7 +167,7 @@ class WitnessIndex:
         if best is None:
             return set()
         candidates = best[0].candidates(best[1])
-        if len(compiled.patterns) == 1 and isinstance(compiled.subject, AnyDomain):
+        if not checked or (len(compiled.patterns) == 1 and isinstance(compiled.subject, AnyDomain)):
             return set(candidates)
         witnesses = self._witnesses
         return {key for key in candidates if filter_matches(compiled, witnesses[key])}
