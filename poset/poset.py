@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import qel
 from poset.chains import Chain, ChainDecomposition, Probe
-from poset.families import Bounds, Family, Signed, covers_by_family, signature
+from poset.families import Bounds, Family, Signed, bounds_within, signature
 from poset.generality import generality_key
 from poset.predicate_index import PredicateIndex
 from poset.sent_index import SentIndex
@@ -594,10 +594,13 @@ def _covers(general: qel.Subscription, specific: qel.Subscription) -> bool:
 def _covers_signed(general: Signed, specific: Signed) -> bool:
     """``_covers`` on nodes and probes: a comparison of bounds within a family
     (``poset.families``), the test otherwise."""
-    decided = covers_by_family(general, specific)
-    if decided is None:
-        return _covers(general.subscription, specific.subscription)
-    return decided
+    family = general.family
+    if family is not None and family is specific.family:  # ``covers_by_family``, inlined
+        if bounds_within(general.bounds, general.flags, specific.bounds, specific.flags):
+            return True
+        if family.exact:
+            return False
+    return _covers(general.subscription, specific.subscription)
 
 
 def _above(general: PosetNode, specific: PosetNode) -> bool:
