@@ -32,11 +32,13 @@ from itertools import count
 from typing import Protocol
 
 import qel
+from poset.families import Bounds, Family, Signed, signature
 from poset.predicate_index import PredicateIndex
 from poset.witness_index import WitnessIndex
 from qel.filters import witness
 
-Covers = Callable[[qel.Subscription, qel.Subscription], bool]
+Covers = Callable[[Signed, Signed], bool]
+"""``covers(general, specific)`` on nodes and probes (``poset.families.Signed``)."""
 
 
 class Ranked(Protocol):
@@ -44,6 +46,9 @@ class Ranked(Protocol):
 
     id: int
     subscription: qel.Subscription
+    family: Family | None
+    bounds: Bounds
+    flags: int
     chain: Chain | None
     rank: float
 
@@ -124,17 +129,14 @@ class ChainDecomposition:
             if probe.covered_by(chain.nodes[-1]):
                 found.append((chain, len(chain) - 1))  # the usual case in a bulk insertion
                 continue
-            matching = _last_true(chain, 0, len(chain), probe.matched_by)
-            if probe.covered_by(chain.nodes[matching]):
-                found.append((chain, matching))
-            else:
-                found.append((chain, _last_true(chain, 0, matching, probe.covered_by)))
+            found.append((chain, _last_true(chain, 0, len(chain) - 1, probe.covered_by)))
         return found
 
     def bottom_candidates(self, probe: Probe) -> list[Hashable]:
-        """The chains whose bottom's witness the probe matches, by id: a superset of those whose
-        bottom it covers, found by value look-ups (``WitnessIndex``)."""
-        return sorted(self._bottoms.covered_candidates(probe.subscription))  # type: ignore[type-var]
+        """The chains whose bottom's witness the probe's most selective patterns admit, by id: a
+        superset of those whose bottom it covers, found by value look-ups (``WitnessIndex``);
+        ``highest_covered`` tests each bottom."""
+        return sorted(self._bottoms.rough_candidates(probe.subscription))  # type: ignore[type-var]
 
     def highest_covered(self, probe: Probe, candidates: list[Hashable]) -> list[tuple[Chain, int]]:
         """Per chain holding a node that the probe covers, by chain id: the index of the highest
@@ -197,16 +199,27 @@ class ChainDecomposition:
 class Probe:
     """A subscription being placed, with what every test against it reuses.
 
-    Its witnesses: a node that covers it matches all of them, a test of a few dictionary look-ups
-    that rejects most non-covering nodes before ``covers`` runs. And the answers so far: a
-    placement asks about the same node more than once (binary search, minimality, chain choice).
+    Its witnesses (a node that covers it matches all of them: what the index of chain tops is
+    asked with), its family and bounds (``poset.families``: a test against a node of its family
+    compares bounds), and the answers so far: a placement asks about the same node more than
+    once (binary search, minimality, chain choice).
     """
 
-    __slots__ = ("_covered_by", "_covers", "_test", "subscription", "witnesses")
+    __slots__ = (
+        "_covered_by",
+        "_covers",
+        "_test",
+        "bounds",
+        "family",
+        "flags",
+        "subscription",
+        "witnesses",
+    )
 
     def __init__(self, subscription: qel.Subscription, covers: Covers) -> None:
         self.subscription = subscription
         self.witnesses = tuple(witness(compiled) for compiled in subscription.filters)
+        self.family, self.bounds, self.flags = signature(subscription)
         self._test = covers
         self._covered_by: dict[int, bool] = {}
         self._covers: dict[int, bool] = {}
@@ -220,15 +233,14 @@ class Probe:
         """Whether ``node`` covers the subscription."""
         known = self._covered_by.get(node.id)
         if known is None:
-            known = self.matched_by(node) and self._test(node.subscription, self.subscription)
-            self._covered_by[node.id] = known
+            known = self._covered_by[node.id] = self._test(node, self)
         return known
 
     def covers(self, node: Ranked) -> bool:
         """Whether the subscription covers ``node``."""
         known = self._covers.get(node.id)
         if known is None:
-            known = self._covers[node.id] = self._test(self.subscription, node.subscription)
+            known = self._covers[node.id] = self._test(self, node)
         return known
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import qel
 from poset.chains import Chain, ChainDecomposition, Probe
+from poset.families import Bounds, Family, Signed, bounds_within, signature
 from poset.generality import generality_key
 from poset.predicate_index import PredicateIndex
 from poset.sent_index import SentIndex
@@ -58,8 +59,11 @@ class PosetNode:
     parents: dict[int, PosetNode] = field(default_factory=dict, repr=False)
     children: dict[int, PosetNode] = field(default_factory=dict, repr=False)
     chain: Chain | None = field(default=None, repr=False)
-    """The poset's own placement bookkeeping (``poset.chains``)."""
+    """The poset's own placement bookkeeping (``poset.chains``, ``poset.families``)."""
     rank: float = field(default=0.0, repr=False)
+    family: Family | None = field(default=None, repr=False)
+    bounds: Bounds = field(default=(), repr=False)
+    flags: int = field(default=0, repr=False)
 
     def __hash__(self) -> int:
         return self.id
@@ -122,7 +126,7 @@ class SubscriptionPoset:
         self._roots: dict[int, PosetNode] = {}
         self._index = PredicateIndex()
         self._chains = ChainDecomposition()
-        self._sent = SentIndex(_covers)
+        self._sent = SentIndex(_covers_signed)
         self._next_id = 1
 
     def __len__(self) -> int:
@@ -146,7 +150,7 @@ class SubscriptionPoset:
         each chain's covering prefix."""
         found = [
             node
-            for chain, index in self._chains.lowest_covering(Probe(subscription, _covers))
+            for chain, index in self._chains.lowest_covering(Probe(subscription, _covers_signed))
             for node in chain.nodes[: index + 1]
         ]
         return sorted(found, key=_by_id)  # type: ignore[arg-type]
@@ -154,7 +158,7 @@ class SubscriptionPoset:
     def covered(self, subscription: qel.Subscription) -> list[PosetNode]:
         """Every node whose subscription ``subscription`` covers (equivalent ones included):
         each chain's covered suffix."""
-        probe = Probe(subscription, _covers)
+        probe = Probe(subscription, _covers_signed)
         found = [
             node
             for chain, index in self._chains.highest_covered(
@@ -171,7 +175,7 @@ class SubscriptionPoset:
     def sent_labels(self, node: PosetNode, destination: str) -> set[str]:
         """The labels for which ``node``, or a subscription covering it, was sent to
         ``destination``."""
-        return self._labels_sent(node.subscription, destination)
+        return self._labels_sent(node, destination)
 
     def covered_already_sent(
         self,
@@ -181,13 +185,13 @@ class SubscriptionPoset:
     ) -> bool:
         """Whether ``target``, or subscriptions covering it, were already sent to ``destination``
         for every one of ``labels`` (for some label, when ``labels`` is None)."""
-        subscription = target.subscription if isinstance(target, PosetNode) else target
-        found = self._labels_sent(subscription, destination)
+        signed = target if isinstance(target, PosetNode) else Probe(target, _covers_signed)
+        found = self._labels_sent(signed, destination)
         return bool(found) if labels is None else labels <= found
 
-    def _labels_sent(self, subscription: qel.Subscription, destination: str) -> set[str]:
+    def _labels_sent(self, target: Signed, destination: str) -> set[str]:
         found: set[str] = set()
-        for holder in self._sent.covering(subscription):
+        for holder in self._sent.covering(target):
             found |= holder.sent.get(destination, set())
         return found
 
@@ -309,6 +313,7 @@ class SubscriptionPoset:
             if representative is not node.subscription:
                 del self._by_key[node.subscription.filters]
                 node.subscription = representative
+                node.family, node.bounds, node.flags = signature(representative)
                 self._by_key[representative.filters] = node
         for number, node in enumerate(created, start):
             node.id = number
@@ -323,13 +328,14 @@ class SubscriptionPoset:
     def _place(self, subscription: qel.Subscription, node_id: int) -> tuple[PosetNode, bool]:
         """The node equivalent to ``subscription`` (and False), or a new one, ``node_id``, linked
         between its immediate predecessors and successors (and True); the caller indexes it."""
-        probe = Probe(subscription, _covers)
+        probe = Probe(subscription, _covers_signed)
         lowest = self._chains.lowest_covering(probe)
         predecessors = _minimal([chain.nodes[i] for chain, i in lowest], probe)  # type: ignore[misc]
         if len(predecessors) == 1 and probe.covers(predecessors[0]):
             return predecessors[0], False  # the only minimal covering node is equivalent
         successors = self._successors(probe, predecessors)  # type: ignore[arg-type]
         node = PosetNode(node_id, subscription)
+        node.family, node.bounds, node.flags = probe.family, probe.bounds, probe.flags
         for parent in predecessors:
             for child in successors:
                 if child.id in parent.children:
@@ -494,7 +500,7 @@ class SubscriptionPoset:
 
     def _sent_above(self, node: PosetNode) -> dict[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
-        for holder in self._sent.covering(node.subscription):
+        for holder in self._sent.covering(node):
             for destination, labels in holder.sent.items():
                 found.setdefault(destination, set()).update(labels)
         return {d: frozenset(labels) for d, labels in sorted(found.items())}
@@ -585,11 +591,23 @@ def _covers(general: qel.Subscription, specific: qel.Subscription) -> bool:
     return True
 
 
+def _covers_signed(general: Signed, specific: Signed) -> bool:
+    """``_covers`` on nodes and probes: a comparison of bounds within a family
+    (``poset.families``), the test otherwise."""
+    family = general.family
+    if family is not None and family is specific.family:  # ``covers_by_family``, inlined
+        if bounds_within(general.bounds, general.flags, specific.bounds, specific.flags):
+            return True
+        if family.exact:
+            return False
+    return _covers(general.subscription, specific.subscription)
+
+
 def _above(general: PosetNode, specific: PosetNode) -> bool:
     """Whether one node strictly covers another; free within a chain (ranks increase down it)."""
     if general.chain is specific.chain:
         return general.rank < specific.rank
-    return _covers(general.subscription, specific.subscription)
+    return _covers_signed(general, specific)
 
 
 _QUICK_WALK = 8

@@ -15,21 +15,20 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
-import qel
+from poset.families import Signed
 from poset.predicate_index import PredicateIndex
 from qel.filters import witness
 
 
-class Sendable(Protocol):
+class Sendable(Signed, Protocol):
     id: int
-    subscription: qel.Subscription
     sent: dict[str, set[str]]
 
 
 class SentIndex:
     """Nodes with a non-empty ``sent``, by id; the caller reports every change of emptiness."""
 
-    def __init__(self, covers: Callable[[qel.Subscription, qel.Subscription], bool]) -> None:
+    def __init__(self, covers: Callable[[Signed, Signed], bool]) -> None:
         self._covers = covers
         self._nodes: dict[int, Sendable] = {}
         self._index = PredicateIndex()
@@ -50,10 +49,11 @@ class SentIndex:
         if self._nodes.pop(node.id, None) is not None:
             self._index.remove(node.id)
 
-    def covering(self, subscription: qel.Subscription) -> list[Sendable]:
-        """The sent nodes whose subscription covers ``subscription`` (itself included), by id."""
+    def covering(self, target: Signed) -> list[Sendable]:
+        """The sent nodes whose subscription covers ``target``'s (itself included), by id."""
         if not self._nodes:
             return []
+        subscription = target.subscription
         candidates: set[Hashable] | None = None
         for compiled in subscription.filters:
             matched = self._index.match(witness(compiled))
@@ -65,5 +65,5 @@ class SentIndex:
         return [
             nodes[i]  # type: ignore[index]
             for i in sorted(candidates)  # type: ignore[type-var]
-            if covers(nodes[i].subscription, subscription)  # type: ignore[index]
+            if covers(nodes[i], target)  # type: ignore[index, arg-type]
         ]

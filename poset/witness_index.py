@@ -47,6 +47,21 @@ class _PredicateWitnesses:
         if not entries:
             del self.ordered[kind]
 
+    def size(self, domain: Domain) -> int:
+        """How many ``candidates(domain)`` would give, without building them (a ``contains``
+        counts every string: its candidates need a scan)."""
+        if isinstance(domain, AnyDomain):
+            return len(self.holders)
+        if isinstance(domain, PointDomain):
+            return len(self.by_value.get((domain.kind, domain.value), ()))
+        if isinstance(domain, RangeDomain):
+            entries = self.ordered.get(domain.kind)
+            if not entries:
+                return 0
+            start, stop = _span(entries, domain)
+            return max(0, stop - start)
+        return len(self.ordered.get(KIND_STRING, ()))
+
     def candidates(self, domain: Domain) -> Iterable[Hashable]:
         if isinstance(domain, AnyDomain):
             return self.holders
@@ -54,7 +69,10 @@ class _PredicateWitnesses:
             return self.by_value.get((domain.kind, domain.value), ())
         if isinstance(domain, RangeDomain):
             entries = self.ordered.get(domain.kind)
-            return self._range(entries, domain) if entries else ()
+            if not entries:
+                return ()
+            start, stop = _span(entries, domain)
+            return [key for _, key in entries.islice(start, stop)] if start < stop else ()
         return [
             key
             for (kind, value), keys in self.by_value.items()
@@ -62,16 +80,25 @@ class _PredicateWitnesses:
             for key in keys
         ]
 
-    @staticmethod
-    def _range(entries: SortedList, domain: RangeDomain) -> list[Hashable]:
-        start = 0 if domain.low is None else entries.bisect_key_left(domain.low)
-        found = []
-        for value, key in entries.islice(start):
-            if domain.high is not None and value > domain.high:  # type: ignore[operator]
-                break
-            if domain.admits(domain.kind, value):
-                found.append(key)
-        return found
+
+def _span(entries: SortedList, domain: RangeDomain) -> tuple[int, int]:
+    """The slice of ``entries`` (sorted by value, one kind, no NaN: witnesses of satisfiable
+    domains) whose values the range admits: two bisections, an excluded end bisected past its
+    equal values."""
+    low, high = domain.low, domain.high
+    if low is None:
+        start = 0
+    elif domain.low_inclusive:
+        start = entries.bisect_key_left(low)
+    else:
+        start = entries.bisect_key_right(low)
+    if high is None:
+        stop = len(entries)
+    elif domain.high_inclusive:
+        stop = entries.bisect_key_right(high)
+    else:
+        stop = entries.bisect_key_left(high)
+    return start, stop
 
 
 def _order(entry: tuple[object, Hashable]) -> object:
@@ -115,15 +142,32 @@ class WitnessIndex:
             found |= self._filter_candidates(compiled)
         return found
 
-    def _filter_candidates(self, compiled: Filter) -> set[Hashable]:
-        best: Iterable[Hashable] | None = None
+    def rough_candidates(self, subscription: Subscription) -> set[Hashable]:
+        """A superset of ``covered_candidates``, without checking whole witnesses: per filter, the
+        keys whose witness its most selective pattern admits. For a caller that tests each key
+        with ``covers`` anyway (often a comparison of bounds: ``poset.families``)."""
+        found: set[Hashable] = set()
+        for compiled in subscription.filters:
+            found |= self._filter_candidates(compiled, checked=False)
+        return found
+
+    def _filter_candidates(self, compiled: Filter, *, checked: bool = True) -> set[Hashable]:
+        """The keys whose witness ``compiled`` matches: the candidates of its most selective
+        pattern (sized first, built once), checked against the whole filter unless that one
+        pattern is all of it (or ``checked`` is False)."""
+        best: tuple[_PredicateWitnesses, Domain] | None = None
         best_size = -1
         for predicate, domain in compiled.patterns:
             entry = self._predicates.get(predicate)
             if entry is None:
                 return set()
-            candidates = entry.candidates(domain)
-            size = len(candidates)  # type: ignore[arg-type]
+            size = entry.size(domain)
             if best is None or size < best_size:
-                best, best_size = candidates, size
-        return {key for key in best or () if filter_matches(compiled, self._witnesses[key])}
+                best, best_size = (entry, domain), size
+        if best is None:
+            return set()
+        candidates = best[0].candidates(best[1])
+        if not checked or (len(compiled.patterns) == 1 and isinstance(compiled.subject, AnyDomain)):
+            return set(candidates)
+        witnesses = self._witnesses
+        return {key for key in candidates if filter_matches(compiled, witnesses[key])}

@@ -62,7 +62,79 @@ def filter_covered(
         return True
     if len(usable) == 1 and len(target.predicates) == len(target.patterns):
         return False  # ``filter_within`` is exact against one filter when no predicate repeats
+    if _corner_refutes(target, usable):
+        return False
     return _CellSearch(target, usable, budget).run()
+
+
+_INFINITE: Final = {False: float("-inf"), True: float("inf")}
+
+
+def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
+    """Whether one of two corners of ``target`` matches no candidate: a counterexample found
+    without the search (sound: each corner is a publication matching ``target``; an undecided
+    corner decides nothing, and the search runs).
+
+    A corner takes every range of ``target`` at its upper end (then, the other corner, its lower
+    end): an included bound, or an infinity for an unbounded number range; an unconstrained
+    object or subject is the fresh term (which only an unconstrained domain accepts), a fixed
+    value is itself. A range with an excluded bound, a date range without a bound or a
+    ``contains`` leaves that corner undecided. This is what refutes covering between DNF
+    subscriptions where one alternative is wider (``P <= 900000 ; S >= 50`` against
+    ``P <= 800000 ; S >= 50``): the search would build and walk the cells to find that corner.
+    """
+    subject = target.subject
+    if isinstance(subject, AnyDomain):
+        subject_cell = _FRESH
+    elif isinstance(subject, PointDomain):
+        subject_cell = (subject.kind, subject.value)
+    else:
+        return False
+    for upper in (True, False):
+        point = _corner(target, upper)
+        if point is not None and not any(
+            candidate.subject.admits(*subject_cell) and _admits_point(candidate, point)
+            for candidate in candidates
+        ):
+            return True
+    return False
+
+
+def _corner(target: Filter, upper: bool) -> dict[object, list[Cell]] | None:
+    point: dict[object, list[Cell]] = {}
+    for predicate, domain in target.patterns:
+        kind = type(domain)
+        if kind is AnyDomain:
+            cell: Cell = _FRESH
+        elif kind is PointDomain:
+            cell = (domain.kind, domain.value)  # type: ignore[union-attr]
+        elif kind is RangeDomain:
+            bound, inclusive = (
+                (domain.high, domain.high_inclusive)  # type: ignore[union-attr]
+                if upper
+                else (domain.low, domain.low_inclusive)  # type: ignore[union-attr]
+            )
+            if bound is not None:
+                if not inclusive:
+                    return None
+                cell = (domain.kind, bound)  # type: ignore[union-attr]
+            elif domain.kind == KIND_NUMBER:  # type: ignore[union-attr]
+                cell = (KIND_NUMBER, _INFINITE[upper])
+            else:
+                return None
+        else:
+            return None
+        point.setdefault(predicate, []).append(cell)
+    return point
+
+
+def _admits_point(candidate: Filter, point: dict[object, list[Cell]]) -> bool:
+    """Whether ``candidate``'s patterns accept the publication with these objects."""
+    for predicate, domain in candidate.patterns:
+        cells = point.get(predicate)
+        if cells is None or not any(domain.admits(*cell) for cell in cells):
+            return False
+    return True
 
 
 class _BudgetExhausted(Exception):

@@ -31,12 +31,26 @@ class Filter:
     predicates: frozenset[URI] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        ordered = tuple(sorted(self.patterns, key=_pattern_key))
+        ordered = tuple(sorted(((_interned(p), d) for p, d in self.patterns), key=_pattern_key))
         object.__setattr__(self, "patterns", ordered)
         object.__setattr__(self, "predicates", frozenset(p for p, _ in ordered))
 
     def sort_key(self) -> tuple[str, list[tuple[str, str]]]:
         return (repr(self.subject), [_pattern_key(pattern) for pattern in self.patterns])
+
+
+_PREDICATES: dict[URI, URI] = {}
+_INTERNED_AT_MOST = 100_000
+
+
+def _interned(predicate: URI) -> URI:
+    """One object per predicate across every filter: set operations on ``predicates`` (covering
+    and placement do millions) then find each element by identity, without comparing URIs.
+    Bounded (a vocabulary is small; past the bound a predicate is simply not shared): nothing
+    depends on it but speed."""
+    if len(_PREDICATES) >= _INTERNED_AT_MOST:
+        return _PREDICATES.get(predicate, predicate)
+    return _PREDICATES.setdefault(predicate, predicate)
 
 
 def _pattern_key(pattern: tuple[URI, Domain]) -> tuple[str, str]:
@@ -48,16 +62,34 @@ def filter_within(inner: Filter, outer: Filter) -> bool:
 
     Each pattern of ``outer`` must be implied by some pattern of ``inner`` on the same predicate;
     exact when no predicate repeats (see ``qel.covering`` for the complete test over unions).
+    Patterns are sorted by predicate, so when no predicate of ``inner`` repeats, each pattern of
+    ``outer`` has its one counterpart found by a merge, not a search (covering placements ask
+    this hundreds of thousands of times).
     """
+    if not outer.predicates <= inner.predicates:
+        return False
     if not domains.subset(inner.subject, outer.subject):
         return False
-    return all(
-        any(
-            predicate == inner_predicate and domains.subset(inner_domain, outer_domain)
-            for inner_predicate, inner_domain in inner.patterns
+    patterns = inner.patterns
+    if len(patterns) != len(inner.predicates):
+        return all(
+            any(
+                predicate == inner_predicate and domains.subset(inner_domain, outer_domain)
+                for inner_predicate, inner_domain in patterns
+            )
+            for predicate, outer_domain in outer.patterns
         )
-        for predicate, outer_domain in outer.patterns
-    )
+    position = 0
+    subset = domains.subset
+    for predicate, outer_domain in outer.patterns:
+        name = predicate.value
+        while patterns[position][0].value != name:
+            position += 1
+        if type(outer_domain) is not domains.AnyDomain and not subset(
+            patterns[position][1], outer_domain
+        ):
+            return False
+    return True
 
 
 def simplify(filters: list[Filter]) -> tuple[Filter, ...]:

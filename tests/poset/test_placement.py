@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 
 import qel
 from poset.poset import SubscriptionPoset, _covers
+from poset.witness_index import WitnessIndex
+from qel.filters import witness
 from tests.strategies import subscriptions
 
 
@@ -45,3 +47,42 @@ def test_chains_partition_the_nodes_in_covering_order(entries, probe):
     assert [n.id for n in poset.covered(probe)] == [
         n.id for n in nodes if qel.covers(probe, n.subscription)
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(subscriptions(max_patterns=3, repeat_predicates=True), min_size=1, max_size=12),
+    st.sets(st.integers(0, 11)),
+    subscriptions(max_patterns=3, repeat_predicates=True),
+)
+def test_witness_index_candidates_are_the_witnesses_the_probe_matches(entries, gone, probe):
+    index = WitnessIndex()
+    for key, subscription in enumerate(entries):
+        index.add(key, subscription)
+    for key in gone:
+        if key < len(entries):
+            index.remove(key)
+    live = {k: s for k, s in enumerate(entries) if k not in gone}
+    expected = {k for k, s in live.items() if qel.matches(probe, witness(s.filters[0]))}
+    assert index.covered_candidates(probe) == expected
+    assert expected >= {k for k, s in live.items() if qel.covers(probe, s)}
+
+
+def test_witness_index_ranges_at_the_witnesses_own_values():
+    def sub(constraint: str) -> qel.Subscription:
+        return qel.parse_subscription(
+            f"@prefix ex: <http://example.org/> .\nX : t(X, ex:p, P), {constraint}"
+        )
+
+    stored = ["P >= 2", "P <= 2", "P = 2", "P >= 1", "P <= 3", "P > 1, P < 3"]
+    index = WitnessIndex()
+    for key, constraint in enumerate(stored):
+        index.add(key, sub(constraint))
+    for constraint in ["P > 2", "P < 2", "P >= 2", "P <= 2", "P > 1", "P < 3", "P >= 1, P <= 3"]:
+        probe = sub(constraint)
+        expected = {
+            key
+            for key, text in enumerate(stored)
+            if qel.matches(probe, witness(sub(text).filters[0]))
+        }
+        assert index.covered_candidates(probe) == expected, constraint

@@ -1,0 +1,145 @@
+"""Families of subscriptions that differ only in the bounds of their ranges, so that covering
+between two of one family is a comparison of bounds instead of a ``qel.covers`` call.
+
+Why. Placing a subscription in the poset, and re-linking around a removed one, asks ``covers``
+some hundred times, mostly of pairs from one family: price ceilings of one city, price ranges of
+one city and kind, the DNF alerts ``P <= a ; S >= b`` of one city. Those of one family form long
+chains and wide antichains (nested ranges in two dimensions), and the general test builds and
+walks domain objects each time (tens of microseconds for a DNF pair).
+
+What. A subscription's *family* is its filters with every range replaced by its kind (subject,
+predicates, fixed values, ``contains`` and unconstrained objects kept, in the filters' order);
+its *bounds* are the ranges' ends in the same order, and *flags* which of them are included.
+Families are interned: two subscriptions are of one family iff their ``Family`` is the same
+object. Only subscriptions whose filters repeat no predicate get one (else ``None``).
+
+Exactness. For one filter without repeated predicates, ``g`` covers ``s`` iff each pattern of
+``g`` contains ``s``'s pattern on the same predicate (``qel.filters.filter_within`` is exact
+there); in one family the fixed parts are equal, so this is exactly: every range of ``g``
+contains the range of ``s`` in the same position, which ``bounds_within`` decides with the
+rules of ``qel.domains.subset`` for two ranges of one kind (a point range included). For several
+filters (DNF), each filter of ``s`` inside the filter of ``g`` in the same position is sufficient;
+it is also necessary when each filter leaves unconstrained a predicate that each other one
+constrains (``_separated``: ``P <= a ; S >= b`` over patterns on both), and otherwise a "no" from
+the bounds decides nothing and the general test runs.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Protocol
+
+import qel
+from qel.domains import AnyDomain, RangeDomain
+
+Bounds = tuple[object, ...]
+
+
+class Family:
+    """One family (compared by identity); ``exact``: the bounds decide both ways (one filter,
+    or filters that are ``_separated``)."""
+
+    __slots__ = ("__weakref__", "exact")
+
+    def __init__(self, exact: bool) -> None:
+        self.exact = exact
+
+
+_FAMILIES: weakref.WeakValueDictionary[tuple[object, ...], Family] = weakref.WeakValueDictionary()
+
+
+class Signed(Protocol):
+    """A node or a probe: a subscription with its family, bounds and flags."""
+
+    subscription: qel.Subscription
+    family: Family | None
+    bounds: Bounds
+    flags: int
+
+
+def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, int]:
+    """``(family, bounds, flags)``; ``(None, (), 0)`` when some filter repeats a predicate."""
+    shape: list[object] = []
+    bounds: list[object] = []
+    flags = 0
+    bit = 1
+    for compiled in subscription.filters:
+        if len(compiled.patterns) != len(compiled.predicates):
+            return None, (), 0
+        patterns: list[object] = []
+        for predicate, domain in compiled.patterns:
+            if type(domain) is RangeDomain:
+                patterns.append((predicate, domain.kind))
+                bounds.append(domain.low)
+                bounds.append(domain.high)
+                if domain.low_inclusive:
+                    flags |= bit
+                if domain.high_inclusive:
+                    flags |= bit << 1
+                bit <<= 2
+            else:
+                patterns.append((predicate, domain))
+        shape.append((compiled.subject, tuple(patterns)))
+    key = tuple(shape)
+    family = _FAMILIES.get(key)
+    if family is None:
+        family = Family(_separated(key))
+        _FAMILIES[key] = family
+    return family, tuple(bounds), flags
+
+
+def _separated(shape: tuple[object, ...]) -> bool:
+    """Whether, for every two filters ``i`` and ``j`` of the family, filter ``i`` leaves some
+    predicate unconstrained that filter ``j`` constrains (true of one filter). Then for ``s`` and
+    ``g`` of the family, a filter of ``s`` is covered by ``g``'s filters only if it is inside
+    ``g``'s filter in the same position: otherwise a value of one of its ranges outside that
+    filter's range, with a fresh object on each predicate it leaves unconstrained, is a
+    publication that matches it and none of ``g``'s filters (only an unconstrained pattern
+    accepts a fresh object). So the bounds decide both ways."""
+    unconstrained = [
+        {predicate for predicate, domain in patterns if type(domain) is AnyDomain}
+        for _, patterns in shape  # type: ignore[misc]
+    ]
+    constrained = [
+        {predicate for predicate, domain in patterns if type(domain) is not AnyDomain}
+        for _, patterns in shape  # type: ignore[misc]
+    ]
+    return all(
+        unconstrained[i] & constrained[j]
+        for i in range(len(shape))
+        for j in range(len(shape))
+        if i != j
+    )
+
+
+def bounds_within(
+    general: Bounds, general_flags: int, specific: Bounds, specific_flags: int
+) -> bool:
+    """Whether each range of ``general`` contains the range of ``specific`` in the same position:
+    bounds alternate low, high; ``None`` is an open end; a flag bit set is an included end."""
+    bit = 1
+    low = True
+    for mine, theirs in zip(general, specific, strict=True):
+        if mine is not None:
+            if theirs is None:
+                return False
+            # strictly wider first: one comparison in the usual case (a Fraction's is slow)
+            wider = (mine < theirs) if low else (mine > theirs)  # type: ignore[operator]
+            if not wider and (
+                ((mine > theirs) if low else (mine < theirs))  # type: ignore[operator]
+                or (not general_flags & bit and specific_flags & bit)
+            ):
+                return False
+        bit <<= 1
+        low = not low
+    return True
+
+
+def covers_by_family(general: Signed, specific: Signed) -> bool | None:
+    """True or False when the families decide, None when the general test must."""
+    family = general.family
+    if family is None or family is not specific.family:
+        return None
+    if bounds_within(general.bounds, general.flags, specific.bounds, specific.flags):
+        return True
+    return False if family.exact else None

@@ -1,0 +1,91 @@
+"""Covering decided by the bounds within a family (``poset.families``) is ``qel.covers``: pairs of
+one family drawn from templates (filters of ranges, fixed values and unconstrained objects, one to
+three alternatives), then posets of such subscriptions checked against brute force."""
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+import qel
+from poset.chains import Probe
+from poset.families import covers_by_family
+from poset.poset import SubscriptionPoset, _covers_signed
+from tests.poset.test_poset import check_invariants
+
+PREFIX = "@prefix ex: <http://example.org/> .\n"
+PREDICATES = ("ex:p", "ex:q", "ex:r")
+VALUES = (0, 1, 2, 3)
+KINDS = ("any", "fixed", "low", "high", "both")
+
+
+@st.composite
+def templates(draw: st.DrawFn) -> tuple[int, list[list[str]]]:
+    """How many patterns, and per alternative the kind of constraint on each."""
+    patterns = draw(st.integers(1, 3))
+    alternatives = draw(st.integers(1, 3))
+    return patterns, [
+        [draw(st.sampled_from(KINDS)) for _ in range(patterns)] for _ in range(alternatives)
+    ]
+
+
+@st.composite
+def members(draw: st.DrawFn, template: tuple[int, list[list[str]]]) -> qel.Subscription:
+    """A subscription of the template, with drawn bounds (the fixed values are the template's)."""
+    patterns, alternatives = template
+    conjunctions = []
+    for kinds in alternatives:
+        atoms = []
+        for number, kind in enumerate(kinds):
+            variable = f"V{number}"
+            if kind == "fixed":
+                atoms.append(f"{variable} = {number}")
+            if kind in ("low", "both"):
+                op = draw(st.sampled_from([">", ">="]))
+                atoms.append(f"{variable} {op} {draw(st.sampled_from(VALUES))}")
+            if kind in ("high", "both"):
+                op = draw(st.sampled_from(["<", "<="]))
+                atoms.append(f"{variable} {op} {draw(st.sampled_from(VALUES))}")
+        conjunctions.append(", ".join(atoms))
+    triples = ", ".join(f"t(X, {PREDICATES[n]}, V{n})" for n in range(patterns))
+    if all(conjunctions):
+        constraint = " ; ".join(conjunctions)
+        text = f"X : {triples}, ({constraint})"
+    else:
+        text = f"X : {triples}"  # an unconstrained alternative: the subscription is its patterns
+    try:
+        return qel.parse_subscription(PREFIX + text)
+    except qel.QueryError:  # an unsatisfiable draw (V0 > 2, V0 < 1)
+        return qel.parse_subscription(PREFIX + f"X : {triples}")
+
+
+@st.composite
+def family_pairs(draw: st.DrawFn) -> tuple[qel.Subscription, qel.Subscription]:
+    template = draw(templates())
+    return draw(members(template)), draw(members(template))
+
+
+@settings(max_examples=600)
+@given(family_pairs())
+def test_covering_decided_by_the_bounds_is_qel_covers(pair):
+    general, specific = pair
+    first, second = Probe(general, _covers_signed), Probe(specific, _covers_signed)
+    decided = covers_by_family(first, second)
+    event("same family" if first.family is second.family else "other families")
+    event(f"decided: {decided}")
+    if decided is not None:
+        assert decided == qel.covers(general, specific)
+    assert _covers_signed(first, second) == qel.covers(general, specific)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), templates(), templates())
+def test_posets_of_families_hold_the_hasse_diagram(data, template, other):
+    subscriptions = [
+        data.draw(members(data.draw(st.sampled_from([template, other])))) for _ in range(10)
+    ]
+    poset = SubscriptionPoset()
+    for number, subscription in enumerate(subscriptions):
+        poset.insert(subscription, "peer", str(number))
+    check_invariants(poset)
+    for number in data.draw(st.sets(st.integers(0, len(subscriptions) - 1))):
+        poset.remove("peer", str(number))
+    check_invariants(poset)
