@@ -269,12 +269,13 @@ class Joins(NodeCore):
                 del self._relays[ack]
                 if failed == newcomer:
                     self._send(origin, address, UpdateAck(epoch=self._epoch, ack_id=their_ack))
-        self._grow_when_ready()
         take = self._take
         if take is not None and failed in take.outstanding.values():
             take.outstanding = {a: b for a, b in take.outstanding.items() if b != failed}
             if not take.outstanding:
-                self._finish_take()
+                self._finish_take()  # grows when ready
+                return
+        self._grow_when_ready()
 
     def _on_update_ack(self, sender: str, message: UpdateAck) -> None:
         if message.ack_id in self._relays:

@@ -336,8 +336,8 @@ class SuperPeerNode:
         self._old_neighbours_until = -math.inf
         self._last_heard: dict[str, float] = {}
         self._last_sent: dict[str, float] = {}
-        self._suspected: set[str] = set()
-        self._suspected_since: dict[str, float] = {}
+        self._suspected: dict[str, float] = {}
+        """Neighbours taken for failed and not repaired yet, and since when."""
         self._retry_at = 0.0
         self._busy_since: float | None = None
         self._lagging_since: float | None = None
@@ -565,20 +565,18 @@ class SuperPeerNode:
     def _changed(self, change: TopologyChanged, now: float, out: list[Output]) -> None:
         self.addresses.update(change.addresses)
         view = change.view
-        for neighbour in view.neighbours():
+        neighbours = view.neighbours()
+        for neighbour in neighbours:
             self._last_heard.setdefault(neighbour, now)
-        for gone in set(self._last_heard) - set(view.neighbours()):
+        for gone in set(self._last_heard) - neighbours:
             del self._last_heard[gone]
             if self._has_left(gone):
                 out.append(Forgotten(gone))  # re-opened by what was routed to it while it left
-        for gone in set(self._neighbour_incarnations) - set(view.neighbours()):
+        for gone in set(self._neighbour_incarnations) - neighbours:
             del self._neighbour_incarnations[gone]
-        self._suspected &= set(view.neighbours())
-        self._suspected_since = {
-            n: t for n, t in self._suspected_since.items() if n in self._suspected
-        }
+        self._suspected = {n: t for n, t in self._suspected.items() if n in neighbours}
         self.store.set_meta(
-            "neighbours", ",".join(f"{n}={change.addresses[n]}" for n in sorted(view.neighbours()))
+            "neighbours", ",".join(f"{n}={change.addresses[n]}" for n in sorted(neighbours))
         )
         if self.core is not None:
             self._core(self.core.topology_changed(view, now), now, out)
@@ -660,8 +658,7 @@ class SuperPeerNode:
         known = self._neighbour_incarnations.get(node)
         if known is not None and self.incarnations.get(node, 0) > known:
             return  # a new incarnation: the one in our table is still dead, and unrepaired
-        self._suspected.discard(node)
-        self._suspected_since.pop(node, None)
+        self._suspected.pop(node, None)
 
     def superpeer_unreachable(self, node: str, now: float) -> list[Output]:
         """The runtime gave up on its link to ``node`` (its queue overflowed)."""
@@ -813,8 +810,7 @@ class SuperPeerNode:
             self.statistics.failures_detected += 1
             log.error("event=neighbour_failed node=%s neighbour=%s", self.node_id, node)
             self._trace_event(out, now, "neighbour_failed", kind="sp.heartbeat", neighbour=node)
-        self._suspected.add(node)
-        since = self._suspected_since.setdefault(node, now)
+        since = self._suspected.setdefault(node, now)
         self._retry_at = now + (self.config.heartbeat_seconds or self.config.rejoin_seconds)
         # still unrepaired after failure_seconds: the designated repairer may be dead too
         fallback = int((now - since) // self.config.failure_seconds)
@@ -858,7 +854,6 @@ class SuperPeerNode:
         self.core = None
         self._last_heard.clear()
         self._suspected.clear()
-        self._suspected_since.clear()
         self._neighbour_incarnations.clear()  # the next cube's neighbours are new acquaintances
         self._busy_since = None
         self._lagging_since = None
@@ -2158,8 +2153,8 @@ class SuperPeerNode:
             self._topology(self.topology.tick(), now, out)
         retry = now >= self._retry_at
         neighbours = self.core.view.neighbours()
-        self._suspected &= neighbours  # gone from the view: repaired, or the cube moved on
-        self._suspected_since = {n: t for n, t in self._suspected_since.items() if n in neighbours}
+        # gone from the view: repaired, or the cube moved on
+        self._suspected = {n: t for n, t in self._suspected.items() if n in neighbours}
         if retry and self._suspected:
             self._retry_at = now + interval
         for neighbour in sorted(neighbours):
@@ -2175,7 +2170,7 @@ class SuperPeerNode:
                 if self.core is None:
                     return  # it rejoined: the new incarnation supervises its own neighbours
             else:  # the cube is changing around it: look again soon
-                self._suspected.add(neighbour)
+                self._suspected.setdefault(neighbour, now)
                 self._retry_at = now + interval
         self._timer_due = self._supervision_due()
 
@@ -2199,7 +2194,7 @@ class SuperPeerNode:
         members failing at once, a grow or shrink overtaking a repair) leaves it so. A
         crash-recovery is the way out: this node rejoins (as after a stall), its neighbours
         repair its place, or, if every member is wedged, they start a new cube."""
-        unrepaired = min(self._suspected_since.values(), default=None)
+        unrepaired = min(self._suspected.values(), default=None)
         if unrepaired is not None and now - unrepaired > self.config.wedged_seconds:
             return True
         if not self.topology.busy():
