@@ -52,6 +52,14 @@ break*, so that no route is missing while the new ones are built:
 * A member that **departed** (``sp.departed``, broadcast by the super-peer that took its place):
   its advertisement is forgotten everywhere (only the incarnation that departed: a restarted
   member announces a newer one), and the subscriptions travelling toward it are narrowed at once.
+  The departed incarnation is remembered: its elements, still spread on new edges by members
+  that have not heard yet, are refused.
+* A broadcast (``sp.departed``, ``sp.returned``) relayed on a view about to change misses the
+  subtree the new view gives the relay: each node keeps the broadcasts of the last
+  ``settle_seconds`` and sends them on the edges a change adds to their trees (repeats dropped).
+* What a super-peer was sent and no longer needs is retracted even when it is no longer a
+  neighbour: at once while it is a ghost, else when it comes back into the view (its own ghost
+  period may not have been over, and it kept what it had).
   What a *failed* member took with it (notifications in its queues, publications routed while the
   cube was repaired) is recovered by the access points, from the origins' publication logs
   (``SuperPeerNode``'s catch-up), not by this core.
@@ -244,6 +252,11 @@ class SuperPeerCore:
         self._moved = False
         self._version = 0
         self._seen_broadcasts: dict[tuple[object, ...], float] = {}
+        self._broadcasts: dict[tuple[object, ...], tuple[m.Departed | m.Returned, float]] = {}
+        """The broadcasts seen in the last ``settle_seconds`` (the make-before-break window),
+        relayed again on the edges a change of the cube adds to their trees: a relay that ran
+        on a view about to change misses the subtree the new view gives it. (Not longer: a
+        super-peer that joins later must not take old news for new.)"""
         self._toward: dict[tuple[Source, str], set[str]] = {}
         self._routes_changed_at = -math.inf
         self._retracted: OrderedDict[
@@ -263,6 +276,13 @@ class SuperPeerCore:
         self._recent: list[tuple[TopologyView, float]] = []
         """Views replaced less than ``settle_seconds`` ago, with the time they expire."""
         self._ghosts: dict[str, float] = {}
+        self._departed_incarnations: dict[str, int] = {}
+        """Per origin, the last incarnation that departed: its advertisement, still spread by
+        members that did not hear of the departure yet, must not come back."""
+        self._owed_retracts: dict[str, set[str]] = {}
+        """Per former neighbour (out of the view, ghost period over), the ids of what it was sent
+        and no longer needs: retracted if it comes back into the view (it may have kept them, its
+        own ghost period not over when the view changed back)."""
         self._restarted: set[str] = set()
         """Super-peers that restarted, until they are back in the view after leaving it."""
         """Neighbours that left the view, until their subscriptions go (make before break)."""
@@ -554,10 +574,7 @@ class SuperPeerCore:
         elif isinstance(message, m.Departed):
             self._departed(sender, message, now, out)
         elif isinstance(message, m.Returned):
-            if self.first_time((m.Returned.KIND, message.origin, message.incarnation), now):
-                for child in self._children(message.origin_position):
-                    if child != sender:
-                        self._send(child, message, now, out, origin=message.origin)
+            self._relay(sender, message, now, out)
         elif isinstance(message, m.Elements):
             self._elements(sender, message, now, out)
         elif not known:
@@ -652,6 +669,9 @@ class SuperPeerCore:
         if origin == self.node_id:
             return
         version = (message.incarnation, message.version)
+        if message.incarnation <= self._departed_incarnations.get(origin, -1):
+            self.statistics.repeats += 1  # spread by a member that missed the departure
+            return
         if version <= self.origin_versions.get(origin, (-1, -1)):
             self.statistics.repeats += 1  # an older or the same set, on another tree
             return
@@ -676,34 +696,53 @@ class SuperPeerCore:
         if fresh or moved:
             self._trigger(origin, now, out)
 
+    def has_seen(self, key: tuple[object, ...], now: float) -> bool:
+        """Whether the broadcast ``key`` came here in the last ``10 * settle_seconds``."""
+        return self._seen_broadcasts.get(key, -math.inf) >= now
+
     def first_time(self, key: tuple[object, ...], now: float) -> bool:
         """Whether a broadcast (``sp.departed``, ``sp.returned``) is new here: during a change
         of the cube it may come down an old and a new tree."""
         for seen, at in list(self._seen_broadcasts.items()):
             if at < now:
                 del self._seen_broadcasts[seen]
+        for kept, (_, until) in list(self._broadcasts.items()):
+            if until < now:
+                del self._broadcasts[kept]
         if key in self._seen_broadcasts:
             return False
         self._seen_broadcasts[key] = now + 10 * self.config.settle_seconds
         return True
 
-    def _departed(self, sender: str, message: m.Departed, now: float, out: list[Output]) -> None:
-        """A member is out of the cube: forget its advertisement (if it is the incarnation that
-        departed) and stop routing toward it; pass the news down the broadcast tree."""
-        if not self.first_time(
-            (m.Departed.KIND, message.origin, message.node, message.incarnation, message.failed),
-            now,
-        ):
-            return
+    def _relay(
+        self, sender: str, message: m.Departed | m.Returned, now: float, out: list[Output]
+    ) -> bool:
+        """Pass a broadcast down its tree, once; kept to be relayed again on new edges."""
+        key = broadcast_key(message)
+        if not self.first_time(key, now):
+            return False
+        self._broadcasts[key] = (message, now + self.config.settle_seconds)
         for child in self._children(message.origin_position):
             if child != sender:
                 self._send(child, message, now, out, origin=message.origin)
-        self.forget_origin(message.node, message.incarnation, now, out)
+        return True
+
+    def _departed(self, sender: str, message: m.Departed, now: float, out: list[Output]) -> None:
+        """A member is out of the cube: forget its advertisement (if it is the incarnation that
+        departed) and stop routing toward it; pass the news down the broadcast tree."""
+        if self._relay(sender, message, now, out):
+            self.forget_origin(message.node, message.incarnation, now, out)
 
     def forget_origin(self, origin: str, incarnation: int, now: float, out: list[Output]) -> None:
         if origin == self.node_id:
             return
+        self._owed_retracts.pop(origin, None)  # out of the cube, with what it held
         known = self.origin_versions.get(origin)
+        gone = incarnation or (known[0] if known is not None else 0)  # 0: the one known
+        if gone:
+            self._departed_incarnations[origin] = max(
+                gone, self._departed_incarnations.get(origin, 0)
+            )
         if known is None or (incarnation and known[0] > incarnation):
             return
         self.origin_versions.pop(origin, None)
@@ -747,11 +786,10 @@ class SuperPeerCore:
         self.forget_origin(node, message.incarnation, now, out)
         return out
 
-    def broadcast(self, message: object, now: float, out: list[Output]) -> None:
+    def broadcast(self, message: m.Departed | m.Returned, now: float, out: list[Output]) -> None:
         """Send ``message`` (its ``origin_position`` is this node's root) down this node's tree;
         the receivers relay it (``sp.departed``, ``sp.returned``)."""
-        for child in self.view.children(self.view.root_position):
-            self._send(child, message, now, out, origin=self.node_id)
+        self._relay(self.node_id, message, now, out)
 
     # -- the cube changes ---------------------------------------------------------------------
     def neighbour_restarted(self, node: str, now: float) -> list[Output]:
@@ -762,6 +800,7 @@ class SuperPeerCore:
             self._toward.pop((source, sid), None)
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         self._ghosts.pop(node, None)
+        self._owed_retracts.pop(node, None)  # it restarted empty
         self._early = [entry for entry in self._early if entry[0] != node]
         self._unmark_sent(node)
         self._restarted.add(node)
@@ -807,10 +846,23 @@ class SuperPeerCore:
             self._moved = True
         self._announce(now, out)
         self._spread_elements(old, now, out)
+        self._spread_broadcasts(old, now, out)
         for node in self.poset:
             self._route(node, now, out)
+        for neighbour in sorted(view.neighbours() - old.neighbours()):
+            self._pay_owed_retracts(neighbour, now, out)
         self._schedule_settle(now)
         return out
+
+    def _spread_broadcasts(self, old: TopologyView, now: float, out: list[Output]) -> None:
+        """Every new edge of a recent broadcast's tree carries it (the receivers drop repeats)."""
+        for message, until in list(self._broadcasts.values()):
+            if until < now:
+                continue
+            before = set(tree_children(old, message.origin_position))
+            for child in tree_children(self.view, message.origin_position):
+                if child not in before:
+                    self._send(child, message, now, out, origin=message.origin)
 
     def _spread_elements(self, old: TopologyView, now: float, out: list[Output]) -> None:
         """Every new edge of an origin's tree carries that origin's whole advertisement (this
@@ -1137,7 +1189,8 @@ class SuperPeerCore:
                 continue
             resend = self.poset.withdraw(node, destination, self._wants)
             if destination not in neighbours:
-                continue  # gone: nothing to tell it
+                self._retract_from_former(destination, node.wire_id, now, out)
+                continue
             if keep:
                 self.poset.mark_sent(node, destination, keep)
                 self._send_forward(node, destination, now, out)
@@ -1209,8 +1262,28 @@ class SuperPeerCore:
                         out,
                         sub=removed.node.wire_id,
                     )
+                else:
+                    self._retract_from_former(destination, removed.node.wire_id, now, out)
             return
         self._reconcile(removed.node, now, out)
+
+    def _retract_from_former(
+        self, destination: str, wire_id: str, now: float, out: list[Output]
+    ) -> None:
+        """Withdraw ``wire_id`` from a super-peer that is no longer a neighbour: at once while
+        it is a ghost (it still holds what came from here), else when it comes back."""
+        if destination in self._ghosts:
+            self._send(destination, m.Retract(id=wire_id), now, out, sub=wire_id)
+        else:
+            self._owed_retracts.setdefault(destination, set()).add(wire_id)
+
+    def _pay_owed_retracts(self, neighbour: str, now: float, out: list[Output]) -> None:
+        """``neighbour`` is back in the view: withdraw what it was sent while it was away and
+        may still hold (not what was sent there again since: that ``Forward`` replaced it)."""
+        owed = self._owed_retracts.pop(neighbour, set())
+        sent_again = {n.wire_id for n in self.poset if neighbour in n.sent}
+        for wire_id in sorted(owed - sent_again):
+            self._send(neighbour, m.Retract(id=wire_id), now, out, sub=wire_id)
 
     def _trigger(self, origin: str, now: float, out: list[Output]) -> None:
         """Send toward ``origin`` the local subscriptions its elements now cover and that nothing
@@ -1445,6 +1518,13 @@ def same_subscription(held: qel.Subscription, subscription: qel.Subscription) ->
     if held.key == subscription.key:
         return True
     return qel.covers(held, subscription) and qel.covers(subscription, held)
+
+
+def broadcast_key(message: m.Departed | m.Returned) -> tuple[object, ...]:
+    """What tells one broadcast from another (a repeat down another tree has the same key)."""
+    if isinstance(message, m.Departed):
+        return (m.Departed.KIND, message.origin, message.node, message.incarnation, message.failed)
+    return (m.Returned.KIND, message.origin, message.incarnation)
 
 
 def tree_children(view: TopologyView, root_position: int) -> tuple[str, ...]:

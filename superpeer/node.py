@@ -32,8 +32,9 @@ Rules, beyond the routing core's:
   protocol ticks every ``failure_seconds`` (lost join admissions expire). A protocol busy for
   ``wedged_seconds`` without a break is wedged: the node rejoins, as after a protocol error.
   A rejoining node that finds every super-peer it knows out of the cube (refusing as
-  non-members, or silent), and has the smallest id among those that answered, creates a new
-  cube; the others join it.
+  non-members, or silent for ``wedged_seconds``: a busy member can be silent that long, and a
+  new cube beside a live one splits the network for good), and has the smallest id among those
+  that answered, creates a new cube; the others join it.
 * **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
   state restored, its peers asked to reconnect.
@@ -99,7 +100,7 @@ from superpeer.actions import (
     ToPeer,
     ToSuperPeer,
 )
-from superpeer.core import CoreConfig, SuperPeerCore, TopologyView, trace_record
+from superpeer.core import CoreConfig, SuperPeerCore, TopologyView, broadcast_key, trace_record
 from superpeer.expiry import SubscriptionExpiries
 from superpeer.locating import Locator, LocatorConfig
 from superpeer.mailroom import Mailroom, mail_key
@@ -328,6 +329,10 @@ class SuperPeerNode:
         self._outside: dict[str, bool] = {}
         """Contacts found out of the cube in this round of attempts to join: True if one
         answered so (alive), False if it said nothing."""
+        self._silent_since: dict[str, float] = {}
+        """When each contact that says nothing first failed to answer: a member is silent at
+        most ``wedged_seconds`` (busy that long, it rejoins and answers as a non-member), so
+        only one silent longer counts as out of the cube (else a new cube splits the network)."""
         self._join_at: float | None = None
         self._join_contact: tuple[str, float] | None = None
         """The member a join attempt asked, and when it was last heard from (or asked): one
@@ -414,12 +419,13 @@ class SuperPeerNode:
 
     def _join(self, now: float, out: list[Output]) -> None:
         self._join_at = None
-        if self._nobody_in_the_cube():
+        if self._nobody_in_the_cube(now):
             # every super-peer this node knows is out of the cube (a failure in the middle of a
             # join or a grow broke them all): the smallest live one starts a new cube, the
             # others join it
             log.warning("event=cube_recreated node=%s", self.node_id)
             self._outside.clear()
+            self._silent_since.clear()
             self._topology(self.topology.create(), now, out)
             return
         if now < self._old_neighbours_until and self._old_neighbours:
@@ -437,11 +443,17 @@ class SuperPeerNode:
             log.warning("event=join_error node=%s error=%r", self.node_id, str(error))
             self._join_at = now + self.config.rejoin_seconds
 
-    def _nobody_in_the_cube(self) -> bool:
+    def _nobody_in_the_cube(self, now: float) -> bool:
         contacts = {node for node, _ in self._contacts}
         if not contacts or not contacts <= set(self._outside):
             return False
         alive = [node for node in contacts if self._outside[node]]
+        if any(
+            now - self._silent_since.get(node, now) < self.config.wedged_seconds
+            for node in contacts
+            if not self._outside[node]
+        ):
+            return False
         return bool(alive) and self.node_id < min(alive)
 
     def _abandon_join(self, contact: str, now: float, out: list[Output]) -> None:
@@ -450,6 +462,7 @@ class SuperPeerNode:
         after all, the place it was given is repaired as a restarted node's."""
         log.warning("event=join_abandoned node=%s contact=%s", self.node_id, contact)
         self._outside.setdefault(contact, False)
+        self._silent_since.setdefault(contact, now)
         self.incarnation = self.store.next_incarnation()
         out += [Forgotten(n, drain=False) for n in sorted(self.addresses) if n != self.node_id]
         self.topology = HypercupNode(self.node_id, self.address)
@@ -527,6 +540,7 @@ class SuperPeerNode:
                 self._changed(output, now, out)
             elif isinstance(output, JoinFailed):
                 if self._join_contact is not None:
+                    self._silent_since.pop(self._join_contact[0], None)
                     if output.member:
                         self._outside.pop(self._join_contact[0], None)
                     else:
@@ -543,6 +557,7 @@ class SuperPeerNode:
 
     def _joined(self, now: float, out: list[Output]) -> None:
         self._outside.clear()
+        self._silent_since.clear()
         view = self.topology.view()
         self.core = SuperPeerCore(
             self.node_id, self.address, view, self.config.routing, incarnation=self.incarnation
@@ -735,38 +750,46 @@ class SuperPeerNode:
             # still be on its way (another sender, another link)
             self._before_member.append((sender, incarnation, received))
         else:
+            # a broadcast may arrive again down another tree: only its first arrival counts
+            fresh = not isinstance(message, m.Departed | m.Returned) or not self.core.has_seen(
+                broadcast_key(message), now
+            )
             self._core(
                 self.core.superpeer_message(sender, message, size, now, message_id), now, out
             )
-            if isinstance(message, m.Departed) and message.node == self.node_id:
-                if message.failed and message.incarnation == self.incarnation:
-                    # the cube declared this incarnation failed (it was paused, or cut off) and
-                    # the news came down a tree that still ran through it
-                    self._rejoin("the cube declared this super-peer failed", now, out)
-            elif isinstance(message, m.Departed):
-                # what is queued for it still goes out (a goodbye is answered): Forgotten drains
-                if self.incarnations.get(message.node, 0) <= message.incarnation:
-                    # (not when a newer incarnation spoke already: the link is its)
-                    out.append(Forgotten(message.node))
-                    self._renewed.add(message.node)
-                if message.failed:  # a node declared failed may still be alive: evict it
-                    self.departed[message.node] = max(
-                        self.departed.get(message.node, 0), message.incarnation
-                    )
-                else:
-                    self._left[message.node] = max(
-                        self._left.get(message.node, 0), message.incarnation
-                    )
-                if message.successor:
-                    self.successors[message.node] = message.successor
-                    if message.successor_address:
-                        self.addresses.setdefault(message.successor, message.successor_address)
-                # a clean departure too: what was in flight through the leaver when it went is
-                # gone with it
-                self._plan_catchup(message.positions, message.since, now)
-            elif isinstance(message, m.Returned):
-                self._returned(message, now, out)
+            if fresh:
+                self._broadcast_in(message, now, out)
         return out
+
+    def _broadcast_in(self, message: object, now: float, out: list[Output]) -> None:
+        """What the node itself does with the first arrival of ``sp.departed`` or
+        ``sp.returned`` (the core relayed it and updated its routes)."""
+        if isinstance(message, m.Departed) and message.node == self.node_id:
+            if message.failed and message.incarnation == self.incarnation:
+                # the cube declared this incarnation failed (it was paused, or cut off) and
+                # the news came down a tree that still ran through it
+                self._rejoin("the cube declared this super-peer failed", now, out)
+        elif isinstance(message, m.Departed):
+            # what is queued for it still goes out (a goodbye is answered): Forgotten drains
+            if self.incarnations.get(message.node, 0) <= message.incarnation:
+                # (not when a newer incarnation spoke already: the link is its)
+                out.append(Forgotten(message.node))
+                self._renewed.add(message.node)
+            if message.failed:  # a node declared failed may still be alive: evict it
+                self.departed[message.node] = max(
+                    self.departed.get(message.node, 0), message.incarnation
+                )
+            else:
+                self._left[message.node] = max(self._left.get(message.node, 0), message.incarnation)
+            if message.successor:
+                self.successors[message.node] = message.successor
+                if message.successor_address:
+                    self.addresses.setdefault(message.successor, message.successor_address)
+            # a clean departure too: what was in flight through the leaver when it went is
+            # gone with it
+            self._plan_catchup(message.positions, message.since, now)
+        elif isinstance(message, m.Returned):
+            self._returned(message, now, out)
 
     def _hypercup(self, sender: str, message: object, now: float, out: list[Output]) -> None:
         try:
