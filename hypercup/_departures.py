@@ -204,7 +204,12 @@ class Departures(NodeCore):
         base = hood.holder(column)
         newcomer = hood.holder(mirror)
         if newcomer == walk.leaver:
-            assert base == self.node_id
+            if base != self.node_id:
+                # the walk's picture of the cube and ours differ (crossed by a rejoin)
+                raise KnowledgeError(
+                    f"{self.node_id} ends {walk.leaver}'s departure at column {column}, "
+                    f"which {base} holds"
+                )
             self._take_back(mirror, peers_from_wire(walk.leaver_peers), exclude={walk.leaver})
             self._out.append(
                 Departed(node=walk.leaver, positions=walk.leaver_positions, failed=walk.failed)

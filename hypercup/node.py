@@ -237,7 +237,9 @@ class HypercupNode(Joins, Departures):
                     "another operation: the protocol assumes a departure runs alone"
                 )
             self._repairs_started[node_id] = fallback
-            self._start_repair(node_id)
+            # the failed node's positions, as others announced them, may not fit (a restart
+            # announced over the old incarnation's place): their fault, not the caller's
+            self._guarded(node_id, lambda: self._start_repair(node_id))
 
         return self._run(action)
 

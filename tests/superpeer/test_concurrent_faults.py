@@ -148,10 +148,22 @@ def test_deliveries_survive_a_member_failing_during_a_join(workload, data):
         # (dead), and started a new cube: the network was split in two for good. A contact
         # silent for less than wedged_seconds may be a busy member, and no longer counts as out.
         "join_fault_counterexample_split.json",
+        # rejoins crossed a grow: a member's table put sp3 at [0, 2] in a cube that grew; when
+        # sp3 failed, the repair built its neighbourhood at [0, 2, 4, 6], and KnowledgeError escaped
+        # from neighbour_failed and crashed the super-peer. It is now the failed node's
+        # protocol error: the topology protocol breaks and the super-peer rejoins.
+        "join_fault_counterexample_knowledge.json",
+        # likewise, a LeaveWalk ended at a column this node does not hold in its own picture
+        # (a bare assert there crashed the super-peer): now the walk's sender's protocol error
+        "join_fault_counterexample_column.json",
+        # p2, detached from the victim, never came back, so what it was owed after the fault
+        # (nobody held its subscriptions) was nowhere: the test now restarts the victim and
+        # brings detached peers back at the end, as the oracle assumes.
+        "join_fault_counterexample_detached.json",
     ],
 )
 def test_join_fault_counterexamples(name):
-    """Found by the property above with random examples (hypothesis seeds 1 to 8); all fixed."""
+    """Found by the property above with random examples (hypothesis seeds 1 to 33); all fixed."""
     found = json.loads(Path(__file__).with_name(name).read_text())
     superpeers, ops = found["workload"]
     check_join_fault(superpeers, ops, found["cut"], found["victim"], found["steps"])
@@ -165,9 +177,21 @@ def check_join_fault(superpeers: int, ops: list[dict], cut: int, victim: int, st
     fail_while_joining(simulation, victim, steps)
     for op in ops[cut:]:
         simulation.apply(dict(op))
+    # as in the churn property, the failed super-peer comes back on its data at the end (what
+    # it alone held, such as the mail of a peer detached from it for its own publications, is
+    # on its disk only), and the detached peers come back, as the oracle assumes
+    back = [{"op": "superpeer_restart", "superpeer": victim}]
+    simulation.apply(dict(back[0]))
+    back += [
+        {"op": "attach", "peer": name}
+        for name, peer in sorted(simulation.planner.peers.items())
+        if not peer.attached
+    ]
+    for op in back[1:]:
+        simulation.apply(dict(op))
     faults = [{"op": "superpeer_join"}, {"op": "superpeer_fail", "superpeer": victim}]
     assert simulation.deliveries() == expected_deliveries(
-        superpeers, ops[:cut] + faults + ops[cut:]
+        superpeers, ops[:cut] + faults + ops[cut:] + back
     )
     assert simulation.duplicates == 0
     check_routing(simulation)
