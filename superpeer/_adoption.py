@@ -1,0 +1,122 @@
+"""Adoption (``superpeer.node``, "Leaving"): a neighbour that leaves cleanly hands its peers,
+their state and mail, and its publication log to this node."""
+
+from __future__ import annotations
+
+import wire
+from superpeer._node_base import (
+    ADOPTED,
+    NodeBase,
+    Output,
+    PlannedCatchUp,
+    decoded_as,
+    log,
+)
+from superpeer.mailroom import mail_key
+from wire import messages as m
+
+
+class Adoptions(NodeBase):
+    """Taking over the peers of a neighbour that leaves."""
+
+    def _adopt_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
+        state = self.store.local_state(peer)
+        advertise = decoded_as(state.advertisement, m.Advertise) if state.advertisement else None
+        kept = sorted(
+            (s for data in state.subscriptions.values() if (s := decoded_as(data, m.Subscribe))),
+            key=lambda s: s.id,
+        )
+        record = self.store.get(peer)
+        key = record.public_key if record is not None else state.public_key
+        schema = decoded_as(state.schema, m.PublishSchema)
+        adopt = m.Adopt(
+            peer=peer,
+            public_key=key or b"",
+            advertisement=advertise.advertisement if advertise is not None else None,
+            subscriptions=tuple((s.id, s.subscription) for s in kept),
+            axioms=schema.axioms if schema is not None else (),
+            kept=tuple(kept),
+        )
+        self._send(successor, adopt, now, out)
+        self._send_mail(
+            successor,
+            peer,
+            self.mail.take(peer, now),
+            now,
+            out,
+            request=f"adopt:{peer}",
+            purpose="adopt",
+        )
+        expired = self.store.take_expired(peer)
+        if expired:
+            self.store.add_expired(peer, expired)
+
+    def _adopt_log_out(self, successor: str, now: float, out: list[Output]) -> None:
+        logged = [
+            n
+            for data in self.store.logged_since(now - self.config.log_seconds)
+            if (n := decoded_as(data, m.Notification)) is not None
+        ]
+        batch = self.config.mail_batch
+        for start in range(0, len(logged), batch):
+            chunk = tuple(logged[start : start + batch])
+            self._send(successor, m.AdoptLog(notifications=chunk), now, out)
+
+    def _adopt_log_in(self, message: m.AdoptLog) -> None:
+        for notification in message.notifications:
+            self.store.log_publication(
+                mail_key(notification.owner, notification.publication.id, notification.version),
+                wire.encode(notification),
+                notification.published_at,
+            )
+
+    def _adopt_in(self, sender: str, message: m.Adopt, now: float, out: list[Output]) -> None:
+        core = self.core
+        if core is None:
+            return
+        peer = message.peer
+        self.store.set_pending(ADOPTED, peer, {"from": sender})
+        if message.public_key:
+            self.store.set_public_key(peer, message.public_key)
+        known = peer in core.peers
+        if not known:
+            core.attach(peer, now)
+            core.detach(peer, now)
+        if message.advertisement is not None:
+            self.store.set_advertisement(
+                peer, wire.encode(m.Advertise(advertisement=message.advertisement))
+            )
+            self._core_call(lambda o: core.advertise(peer, message.advertisement, now, o), now, out)
+        if message.axioms:
+            self._core_call(
+                lambda o: core.publish_schema(peer, frozenset(message.axioms), now, o), now, out
+            )
+            self._store_schema(peer)
+        kept = message.kept or tuple(
+            m.Subscribe(id=sid, subscription=q) for sid, q in message.subscriptions
+        )
+        for subscribe in kept:
+            self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe))
+            self._core_call(
+                lambda o, s=subscribe: core.subscribe(
+                    peer, s.id, s.subscription, now, o, on_change=s.on_change
+                ),
+                now,
+                out,
+            )
+            self.expiries.set(peer, subscribe.id, subscribe.expires)
+        # what reached the leaver for this peer after it handed it over went nowhere
+        self._catchups.append(
+            PlannedCatchUp(
+                now + self.config.routing.settle_seconds,
+                now - self.config.catchup_margin_seconds,
+                frozenset({peer}),
+                None,
+            )
+        )
+        log.info(
+            "event=adopted node=%s peer=%s subscriptions=%d",
+            self.node_id,
+            peer,
+            len(message.subscriptions),
+        )

@@ -1,0 +1,226 @@
+"""Catch-up (``superpeer.node``, "Departures", "Restart"): asking origins for what was
+published while routes were broken, and answering such requests from this origin's log."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import qel
+from superpeer import versions
+from superpeer._node_base import (
+    NodeBase,
+    Output,
+    PlannedCatchUp,
+    decoded_as,
+    tree_positions_between,
+)
+from superpeer.actions import (
+    Replay,
+)
+from superpeer.mailroom import mail_key
+from wire import messages as m
+
+
+class CatchUps(NodeBase):
+    """Asking origins for what was missed, and answering them."""
+
+    def _plan_catchup(self, positions: tuple[int, ...], since: float, now: float) -> None:
+        """Routes through ``positions`` broke: after the new ones settle, ask the origins whose
+        trees ran through them for what was published since ``since``."""
+        core = self.core
+        if core is None or not (self.store.local_peers() or self._withdrawn):
+            return
+        lost = set(positions)
+        mine = core.recent_positions()
+        origins = set()
+        for origin, position in core.origin_positions.items():
+            if (
+                any(lost & tree_positions_between(position, own) for own in mine)
+                or position in lost
+            ):
+                origins.add(origin)
+        if not origins:
+            return
+        due = now + self.config.routing.settle_seconds
+        self._catchups.append(
+            PlannedCatchUp(
+                due, since - self.config.catchup_margin_seconds, None, frozenset(origins)
+            )
+        )
+
+    def _ask_catchups(self, now: float, out: list[Output]) -> None:
+        core = self.core
+        if core is None:
+            return
+        due = [c for c in self._catchups if c.due <= now]
+        self._catchups = [c for c in self._catchups if c.due > now]
+        for catchup in due:
+            peers = catchup.peers
+            if peers is None:
+                peers = set(self.store.local_peers()) | set(self._withdrawn)
+            wanted: dict[str, list[tuple[str, str, qel.Subscription, float, float]]] = {}
+            margin = self.config.catchup_margin_seconds
+            # every super-peer it knows, not only the origins whose advertisements cover the
+            # subscription now: a publisher that published while this node was away may have
+            # left or moved since (its advertisement withdrawn there), and what it published
+            # is still in that origin's log
+            origins = sorted(
+                {self.node_id, *core.origin_positions}
+                | {n for n in self.addresses if not self._has_left(n)}
+            )
+            for peer in sorted(peers):
+                if peer in self._moved_away:
+                    continue  # it moved on: its new access point catches up for it
+                if catchup.subscriptions is not None:
+                    subscriptions = catchup.subscriptions.get(peer, {})
+                else:
+                    subscriptions = core.subscriptions_of(peer)
+                for sid, subscription in sorted(subscriptions.items()):
+                    since, until = catchup.since, catchup.until
+                    if catchup.subscriptions is None:
+                        since = max(since, self._subscribed_at.get((peer, sid), -math.inf) - margin)
+                    else:
+                        until = min(until, self._unsubscribed_at.get((peer, sid), math.inf))
+                    entry = (peer, sid, subscription, since, until)
+                    for origin in origins:
+                        if catchup.origins is None or origin in catchup.origins:
+                            wanted.setdefault(origin, []).append(entry)
+                if catchup.subscriptions is not None:
+                    continue
+                for sid, (subscription, made, ended) in sorted(
+                    self._withdrawn.get(peer, {}).items()
+                ):
+                    if ended <= catchup.since:
+                        continue
+                    since = max(catchup.since, made - margin)
+                    entry = (peer, sid, subscription, since, min(catchup.until, ended))
+                    for origin in origins:
+                        if catchup.origins is None or origin in catchup.origins:
+                            wanted.setdefault(origin, []).append(entry)
+            for origin, entries in sorted(wanted.items()):
+                if origin == self.node_id:
+                    self._catch_up_locally(entries, now, out)
+                    continue
+                if self.departed.get(origin, -1) >= core.origin_versions.get(origin, (0, 0))[0]:
+                    continue
+                self.statistics.catchups_asked += 1
+                request = m.CatchUp(request=self._next_id(), entries=tuple(entries))
+                address = core.origin_addresses.get(origin) or self.addresses.get(origin, "")
+                self._send(origin, request, now, out, address=address)
+
+    def _matches(
+        self, entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list
+    ) -> dict[str, list[m.Notify]]:
+        """Per peer, the logged publications that its entries match, each in its window."""
+        found: dict[str, list[m.Notify]] = {}
+        if not entries:
+            return found
+        for data in self.store.logged_since(min(entry[3] for entry in entries)):
+            notification = decoded_as(data, m.Notification)
+            if notification is None:
+                continue
+            matched: dict[str, dict[str, list[bool]]] = {}
+            for peer, sid, subscription, since, until in entries:
+                if since <= notification.published_at < until:
+                    old, new = versions.concerns(subscription, notification)
+                    if old or new:
+                        matched.setdefault(peer, {})[sid] = [old, new]
+            for peer, sids in matched.items():
+                notify = versions.notify_of(notification, sids)
+                found.setdefault(peer, []).append(dataclasses.replace(notify, hops=0))
+        return found
+
+    def _replay_for_late(self, replay: Replay, now: float, out: list[Output]) -> None:
+        """What this origin published since a late subscription was made, and it matches, to
+        the neighbour it came from, marked ``replayed`` (relayed again down its new path). A
+        subscription later than ``failure_seconds`` went over a link that was declared failed,
+        and the repair's catch-up covers it: the replay goes back no further than that."""
+        margin = self.config.catchup_margin_seconds
+        horizon = self.config.failure_seconds + self.config.routing.settle_seconds + margin
+        since = max(replay.since - margin, now - horizon)
+        sent = 0
+        for data in self.store.logged_since(since):
+            notification = decoded_as(data, m.Notification)
+            if notification is None or notification.published_at < since:
+                continue
+            old, new = versions.concerns(replay.subscription, notification)
+            if old or new:
+                again = dataclasses.replace(notification, hops=notification.hops + 1, replayed=True)
+                self._send(replay.neighbour, again, now, out)
+                sent += 1
+        self.statistics.replayed += sent
+
+    def _catch_up_locally(self, entries: list, now: float, out: list[Output]) -> None:
+        for peer, notifications in self._matches(entries).items():
+            for notify in notifications:
+                self._recover(peer, notify, now, out)
+
+    def _serve_catchup(
+        self, sender: str, message: m.CatchUp, now: float, out: list[Output]
+    ) -> None:
+        self.statistics.catchups_served += 1
+        found = self._matches(message.entries)
+        peers = sorted({peer for peer, *_ in message.entries})
+        for peer in peers:
+            self._send_mail(
+                sender,
+                peer,
+                found.get(peer, []),
+                now,
+                out,
+                request=message.request,
+                purpose="catchup",
+            )
+
+    def _send_mail(
+        self,
+        target: str,
+        peer: str,
+        notifications: list[m.Notify],
+        now: float,
+        out: list[Output],
+        *,
+        request: str,
+        purpose: str,
+        address: str = "",
+    ) -> None:
+        batch = self.config.mail_batch
+        chunks = [notifications[i : i + batch] for i in range(0, len(notifications), batch)] or [[]]
+        for number, chunk in enumerate(chunks):
+            mail = m.Mail(
+                request=request,
+                purpose=purpose,
+                peer=peer,
+                notifications=tuple(chunk),
+                last=number == len(chunks) - 1,
+            )
+            self._send(target, mail, now, out, address=address)
+
+    def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
+        if message.purpose == "handover":
+            self._handed_in.setdefault(message.request, set()).update(
+                mail_key(n.owner, n.publication.id, n.version) for n in message.notifications
+            )
+            if message.request in self._handover_due:
+                # a long answer is still coming: asking again now would only send it twice
+                wait = now + self.config.handover_seconds
+                self._handover_due[message.request] = max(self._handover_due[message.request], wait)
+        if message.peer in self._moved_away:
+            self._forward(message.peer, message.notifications, message.hops + 1, now, out)
+            return
+        # kept by another access point: it matched there while the subscription stood
+        kept = message.purpose in ("handover", "forward", "adopt")
+        for notify in message.notifications:
+            self._recover(message.peer, notify, now, out, kept=kept)
+
+    def _recover(
+        self, peer: str, notify: m.Notify, now: float, out: list[Output], *, kept: bool = False
+    ) -> None:
+        known = self.core is not None and peer in self.core.peers
+        if not known and peer not in self.store.local_peers() and peer not in self._moved_away:
+            return
+        before = self.mail.statistics.repeats
+        self._deliver(peer, dataclasses.replace(notify, delivery=0), now, out, kept=kept)
+        if self.mail.statistics.repeats == before:
+            self.statistics.recovered += 1

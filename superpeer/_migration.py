@@ -1,0 +1,353 @@
+"""Migration (``superpeer.node``, "Migration", seed 004 Section 5.1): handovers between the
+previous and the new access point of a peer, forwarding addresses, and move statements."""
+
+from __future__ import annotations
+
+import crypto
+import wire
+from superpeer._node_base import (
+    ADOPTED,
+    ATTACHED,
+    HANDED,
+    HANDOVERS,
+    MOVED,
+    MOVES,
+    ForwardingAddress,
+    NodeBase,
+    Output,
+    PlannedCatchUp,
+    decoded_as,
+    log,
+)
+from superpeer.routes import Whereabouts
+from wire import messages as m
+
+
+class Migrations(NodeBase):
+    """The peer's previous and new access points, and the mail between them."""
+
+    def _moved(self, peer: str, message: m.Moved, now: float, out: list[Output]) -> None:
+        """The peer was attached to ``message.previous`` before: fetch what it kept."""
+        if message.previous in ("", self.node_id):
+            return
+        request = f"{self.node_id}:{peer}:{self._next_id()}"
+        entry = {
+            "request": request,
+            "peer": peer,
+            "previous": message.previous,
+            "address": message.previous_address,
+            "since": message.since,
+            "signature": message.signature.hex(),
+            "caught_up": False,
+            "asked_at": now,
+            "subscriptions": {
+                sid: wire.encode(m.Subscribe(id=sid, subscription=q)).hex()
+                for sid, q in sorted(self.core.subscriptions_of(peer).items())
+            }
+            if self.core is not None
+            else {},
+        }
+        for key, old in self.store.pending(HANDOVERS).items():
+            if old["peer"] == peer and old["previous"] == message.previous:
+                self._forget_handover(key)
+        self.store.set_pending(HANDOVERS, request, entry)
+        self.store.set_pending(MOVES, peer, entry)
+        self._awaiting.add(request)
+        self.addresses.setdefault(message.previous, message.previous_address)
+        self._ask_handover(request, entry, now, out)
+
+    def _ask_handover(self, request: str, entry: dict, now: float, out: list[Output]) -> None:
+        """Ask the previous access point (again): the first wait is ``handover_seconds``, then
+        it doubles (up to ten minutes) while the previous one does not answer."""
+        self.statistics.handovers_in += 1
+        tries = self._handover_tries.get(request, 0)
+        self._handover_tries[request] = tries + 1
+        wait = min(self.config.handover_seconds * 2**tries, 600.0)
+        self._handover_due[request] = now + wait
+        handover = m.Handover(
+            request=request,
+            peer=entry["peer"],
+            moved_at=entry["asked_at"],
+            previous=entry["previous"],
+            superpeer=self.node_id,
+            address=self.address,
+            since=entry["since"],
+            signature=bytes.fromhex(entry["signature"]),
+        )
+        holder, address = self._holder(entry["previous"], entry["address"])
+        if holder == self.node_id:  # the peer's state came here with an adoption
+            self._forget_handover(request)
+            return
+        self._send(holder, handover, now, out, address=address)
+
+    def _holder(self, previous: str, address: str) -> tuple[str, str]:
+        """Who keeps what ``previous`` kept: itself, or the super-peer that adopted its peers
+        when it left (and so on)."""
+        holder = previous
+        for _ in range(16):
+            if holder not in self.successors:
+                break
+            holder = self.successors[holder]
+            address = self.addresses.get(holder, "")
+        return holder, address
+
+    def _returned(self, message: m.Returned, now: float, out: list[Output]) -> None:
+        """``message.origin`` is back with the state of some peers: ask again at once for the
+        ones it still holds that moved here; and claim the peers it holds an older copy of
+        (they moved on, maybe through access points that are gone): showing the peer's latest
+        move statement, which names this node and postdates their time there."""
+        wanted = set(message.peers)
+        asked = set()
+        for request, entry in sorted(self.store.pending(HANDOVERS).items()):
+            if entry["peer"] in wanted and entry["previous"] == message.origin:
+                self._handover_tries[request] = 0
+                self._ask_handover(request, entry, now, out)
+                asked.add(entry["peer"])
+        local = set(self.store.local_peers()) | set(self._peer_connection)
+        for peer, statement in sorted(self.store.pending(MOVES).items()):
+            if peer in wanted and peer in local and peer not in asked:
+                claim = m.Handover(
+                    request=f"{self.node_id}:claim:{self._next_id()}",
+                    peer=peer,
+                    moved_at=statement["asked_at"],
+                    previous=statement["previous"],
+                    superpeer=self.node_id,
+                    address=self.address,
+                    since=statement["since"],
+                    signature=bytes.fromhex(statement["signature"]),
+                )
+                self._send(message.origin, claim, now, out)
+
+    def _forget_handover(self, request: str) -> None:
+        self.store.set_pending(HANDOVERS, request, None)
+        self._handed_in.pop(request, None)
+        self._handover_due.pop(request, None)
+        self._handover_tries.pop(request, None)
+        self._awaiting.discard(request)
+
+    def _handover_timer(self, now: float, out: list[Output]) -> None:
+        pending = self.store.pending(HANDOVERS)
+        for request, due in sorted(self._handover_due.items()):
+            if due > now:
+                continue
+            entry = pending.get(request)
+            if entry is None:
+                self._forget_handover(request)
+                continue
+            self._awaiting.discard(request)
+            if not entry["caught_up"]:
+                # the previous access point does not answer: take from the origins what was
+                # published since the peer last heard from it; keep asking it for what it kept
+                entry["caught_up"] = True
+                self.store.set_pending(HANDOVERS, request, entry)
+                self._catchups.append(self._moved_catchup(entry, now))
+            if now - entry["asked_at"] > self.config.retention_seconds:
+                self._forget_handover(request)
+                continue
+            self._ask_handover(request, entry, now, out)
+
+    def _moved_catchup(self, entry: dict, now: float) -> PlannedCatchUp:
+        """What a moved peer may have missed: what its subscriptions (as it brought them)
+        matched since it last heard from its previous access point."""
+        subscriptions = {}
+        for sid, data in entry.get("subscriptions", {}).items():
+            subscribe = decoded_as(bytes.fromhex(data), m.Subscribe)
+            if subscribe is not None:
+                subscriptions[sid] = subscribe.subscription
+        settled = self.config.routing.settle_seconds + self.config.catchup_margin_seconds
+        return PlannedCatchUp(
+            now,
+            entry["since"] - self.config.catchup_margin_seconds,
+            frozenset({entry["peer"]}),
+            None,
+            {entry["peer"]: subscriptions},
+            until=entry["asked_at"] + settled,
+        )
+
+    def _handover_out(
+        self, sender: str, message: m.Handover, now: float, out: list[Output]
+    ) -> None:
+        """A peer of ours moved to ``sender``: hand over what we keep and forget it."""
+        refusal = self._check_handover(sender, message)
+        if refusal is not None:
+            log.warning(
+                "event=handover_refused node=%s peer=%s to=%s reason=%r",
+                self.node_id,
+                message.peer,
+                sender,
+                refusal,
+            )
+            done = m.HandoverDone(
+                request=message.request,
+                peer=message.peer,
+                accepted=False,
+                reason=refusal,
+                expired=0,
+            )
+            self._send(sender, done, now, out, address=message.address)
+            return
+        peer = message.peer
+        self.statistics.handovers_out += 1
+        kept, through = self.mail.handed_over(peer)
+        if kept:
+            self.store.set_pending(
+                HANDED, message.request, {"peer": peer, "to": sender, "through": through}
+            )
+        expired = self.store.take_expired(peer)
+        self._send_mail(
+            sender,
+            peer,
+            kept,
+            now,
+            out,
+            request=message.request,
+            purpose="handover",
+            address=message.address,
+        )
+        forward = ForwardingAddress(
+            sender,
+            message.address,
+            forget_at=now + self.config.routing.settle_seconds,
+            expires_at=now + self.config.retention_seconds,
+        )
+        self._moved_away[peer] = forward
+        self.store.set_pending(MOVED, peer, forward.saved())
+        self.store.remove(peer)  # its registration moves: moving back registers again
+        self.store.set_pending(ADOPTED, peer, None)
+        produced: list = []
+        held = self.rendezvous.moved_away(
+            peer, Whereabouts(forward=sender, forward_address=message.address), now, produced
+        )
+        self._core(produced, now, out)
+        done = m.HandoverDone(
+            request=message.request,
+            peer=peer,
+            accepted=True,
+            reason="",
+            expired=expired,
+            count=len(kept),
+            rendezvous=held,
+        )
+        self._send(sender, done, now, out, address=message.address)
+        log.info(
+            "event=handover node=%s peer=%s to=%s kept=%d", self.node_id, peer, sender, len(kept)
+        )
+
+    def _check_handover(self, sender: str, message: m.Handover) -> str | None:
+        peer = message.peer
+        if message.superpeer != sender:
+            return f"the handover names {message.superpeer}, but {sender} sent it"
+        if peer in self._peer_connection:
+            return "the peer is attached here now"
+        arrival = self.store.pending(MOVES).get(peer)
+        if arrival is not None and arrival["since"] > message.since:
+            # the move it describes is older than the peer's latest arrival here (both times
+            # are the peer's clock): it came back since, and what is kept now is not the asker's
+            return "the peer came back here after that move"
+        if peer in self._moved_away and self._moved_away[peer].node == sender:
+            return None  # asked again: what reached this node since goes too
+        known = peer in self.store.local_peers() or self.store.get(peer) is not None
+        if not known:
+            return "the peer is unknown here"
+        adopted = self.store.pending(ADOPTED).get(peer, {}).get("from")
+        here_until = self.store.pending(ATTACHED).get(peer, {}).get("at", float("inf"))
+        moved_on = message.since >= here_until  # it was elsewhere after it was last here
+        # A detached peer is adopted again and again as its access points leave (sp0 -> sp1 ->
+        # here) and still names the one it was attached to: the asker found this node by
+        # following the successors from there (``_holder``), and so does this check; the
+        # super-peer it adopted the peer from alone is not enough.
+        inherited = self._holder(message.previous, "")[0] == self.node_id
+        if message.previous not in (self.node_id, adopted) and not inherited and not moved_on:
+            return f"the peer says it moved from {message.previous}, not from here"
+        if self.fingerprint is None:
+            return None
+        record = self.store.get(peer)
+        key = record.public_key if record is not None else self.store.local_state(peer).public_key
+        if not key:
+            return "no key to check the peer's signature against"
+        signed = crypto.verify_move(
+            key,
+            message.signature,
+            public_id=peer,
+            previous=message.previous,
+            current=sender,
+            since=message.since,
+        )
+        return None if signed else "the move statement is not signed by the peer's key"
+
+    def _handover_done(
+        self, sender: str, message: m.HandoverDone, now: float, out: list[Output]
+    ) -> None:
+        entry = self.store.pending(HANDOVERS).get(message.request)
+        if message.accepted:
+            received = len(self._handed_in.get(message.request, ()))
+            if received < message.count:
+                # some of its mail was lost on the way (a broken link, a rejoin): the previous
+                # access point still keeps it all, and sends it again when asked again
+                log.warning(
+                    "event=handover_incomplete node=%s peer=%s from=%s received=%d of=%d",
+                    self.node_id,
+                    message.peer,
+                    sender,
+                    received,
+                    message.count,
+                )
+                if entry is not None:
+                    self._handover_tries[message.request] = 0
+                    self._ask_handover(message.request, entry, now, out)
+                return
+            self._handed_in.pop(message.request, None)
+            received_all = m.HandoverReceived(request=message.request, peer=message.peer)
+            self._send(sender, received_all, now, out)
+            if message.rendezvous:
+                address = self.addresses.get(sender) or (entry or {}).get("address", "")
+                produced: list = []
+                self.rendezvous.offered(sender, address, message.rendezvous, now, produced)
+                self._core(produced, now, out)
+        if entry is None:
+            return
+        self._forget_handover(message.request)
+        if message.expired:
+            self.store.add_expired(message.peer, message.expired)
+        if not message.accepted and not entry["caught_up"]:
+            self._catchups.append(self._moved_catchup(entry, now))
+        log.info(
+            "event=handover_done node=%s peer=%s accepted=%s reason=%r",
+            self.node_id,
+            message.peer,
+            message.accepted,
+            message.reason,
+        )
+
+    def _handover_received(self, sender: str, message: m.HandoverReceived) -> None:
+        entry = self.store.pending(HANDED).get(message.request)
+        if entry is None or entry["to"] != sender or entry["peer"] != message.peer:
+            return
+        self.store.set_pending(HANDED, message.request, None)
+        if not self.mail.attached(message.peer):
+            # attached: it came back, and acknowledges what it is sent (dropping rows in its
+            # window would leave the window counting them)
+            self.mail.drop(message.peer, entry["through"])
+
+    def _forget_moved(self, now: float, out: list[Output]) -> None:
+        """The peers that moved away: after ``settle_seconds`` their subscriptions go; their
+        forwarding address stays for ``retention_seconds`` (mail still on its way here)."""
+        for peer, forward in sorted(self._moved_away.items()):
+            if forward.forget_at is not None and forward.forget_at <= now:
+                handed = any(e["peer"] == peer for e in self.store.pending(HANDED).values())
+                self._forget_local(peer, keep_mail=handed)
+                if self.core is not None and peer in self.core.peers:
+                    self._core(self.core.leave(peer, now, moved=True), now, out)
+                forward.forget_at = None
+                self.store.set_pending(MOVED, peer, forward.saved())
+            if forward.expires_at <= now:
+                del self._moved_away[peer]
+                self.store.set_pending(MOVED, peer, None)
+
+    def _forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
+        """Everything kept here for ``peer`` (it left, or moved away) but its registration (and
+        its mail, with ``keep_mail``: handed over, not yet received there)."""
+        for kind in (MOVED, ATTACHED, MOVES, ADOPTED):
+            self.store.set_pending(kind, peer, None)
+        self.store.forget_local(peer, keep_mail=keep_mail)
+        self.expiries.forget(peer)

@@ -1,0 +1,231 @@
+"""Time (``superpeer.node``, "Failure detection", "Failures in the middle of topology
+operations"): the node's one timer, what it checks when it fires, and heartbeats."""
+
+from __future__ import annotations
+
+import math
+
+from hypercup import NodeState
+from superpeer._node_base import (
+    NodeBase,
+    Output,
+    log,
+)
+from wire import messages as m
+
+
+class Timers(NodeBase):
+    """What the node does when time passes."""
+
+    def next_deadline(self) -> float | None:
+        deadlines = [t for t in (self._join_at, self._timer_due) if t is not None]
+        if self._join_contact is not None:
+            deadlines.append(self._join_contact[1] + self.config.failure_seconds)
+        if self.core is not None and (deadline := self.core.next_deadline()) is not None:
+            deadlines.append(deadline)
+        if self.core is not None:
+            expiries = (self.expiries.next_deadline(), self.core.versions.next_expiry())
+            deadlines += [t for t in expiries if t is not None]
+        for entry in self._connections.values():
+            if (deadline := entry.session.get_timer()) is not None:
+                deadlines.append(deadline)
+        deadlines += [c.due for c in self._catchups]
+        deadlines += [due for due, _ in self._replay]
+        deadlines += list(self._handover_due.values())
+        if self.core is not None and (deadline := self.rendezvous.next_deadline()) is not None:
+            deadlines.append(deadline)
+        if (deadline := self.locator.next_deadline()) is not None:
+            deadlines.append(deadline)
+        for forward in self._moved_away.values():
+            deadlines.append(min(forward.forget_at or math.inf, forward.expires_at))
+        if self.config.heartbeat_seconds is not None and self.core is not None:
+            deadlines.append(self._supervision_due())
+        deadlines.append(self._housekeeping_at)
+        return min(deadlines, default=None)
+
+    def busy(self) -> bool:
+        """Work that is waited for (not the periodic kind): the simulator runs until none is."""
+        return bool(self.waiting_for())
+
+    def waiting_for(self) -> list[str]:
+        """What the node waits for, for humans (``superpeer status``) and the simulator."""
+        reasons = []
+        if self._join_at is not None:
+            reasons.append("a join to retry")
+        if self.core is not None and self.core.settling():
+            reasons.append("routes to settle")
+        if self._catchups:
+            reasons.append("catch-ups to ask")
+        if self._replay:
+            reasons.append("publications to replay")
+        if self._awaiting:
+            reasons.append("handovers (first answer)")
+        if self.locator.next_deadline() is not None:
+            reasons.append("look-ups sent to the super-peer their asker named")
+        if any(forward.forget_at is not None for forward in self._moved_away.values()):
+            reasons.append("peers that moved away (their subscriptions to forget)")
+        if self._suspected:
+            reasons.append(f"failed neighbours to repair: {sorted(self._suspected)}")
+        state = self.topology.state
+        if state in (NodeState.JOINING, NodeState.LEAVING):
+            reasons.append(f"the topology protocol ({state.value})")
+        elif state is NodeState.MEMBER and self.topology.busy():
+            reasons.append("a topology operation")
+        return reasons
+
+    def _supervision_due(self) -> float:
+        interval = self.config.heartbeat_seconds
+        assert interval is not None and self.core is not None
+        neighbours = self.core.view.neighbours()
+        due = [self._last_sent.get(n, -1e18) + interval for n in neighbours]
+        due += [
+            t + self.config.failure_seconds
+            for n, t in self._last_heard.items()
+            if n in neighbours and n not in self._suspected
+        ]
+        if self._suspected:
+            due.append(self._retry_at)
+        if self._busy_since is not None:
+            due.append(self._busy_since + self.config.wedged_seconds + interval)
+        if self._lagging_since is not None:
+            due.append(self._lagging_since + self.config.failure_seconds)
+        return min(due, default=self._housekeeping_at)
+
+    def timer(self, now: float) -> list[Output]:
+        out: list[Output] = []
+        if self._join_at is not None and now >= self._join_at:
+            if self.stopping:
+                self._join_at = None
+                self._leave_cube(now, out)
+            elif self.topology.state is NodeState.IDLE:
+                self._join(now, out)
+            else:
+                self._join_at = None
+        if self._join_contact is not None and self.topology.state is NodeState.JOINING:
+            contact, heard = self._join_contact
+            if now - heard >= self.config.failure_seconds:
+                self._abandon_join(contact, now, out)
+        if self.core is not None:
+            self._core(self.core.timer(now), now, out)
+        for connection, entry in list(self._connections.items()):
+            for event in entry.session.handle_timer(now):
+                self._session_event(connection, entry, event, now, out)
+        if self.config.heartbeat_seconds is not None and self.core is not None:
+            self._supervise(now, out)
+        self._ask_catchups(now, out)
+        self._replay_due(now, out)
+        self._handover_timer(now, out)
+        self._forget_moved(now, out)
+        self._expire(now, out)
+        if self.core is not None:
+            produced: list = []
+            self.rendezvous.timer(now, produced)
+            self.locator.timer(now, produced)
+            self._core(produced, now, out)
+        if now >= self._housekeeping_at:
+            self._housekeeping(now, out)
+        return out
+
+    def _supervise(self, now: float, out: list[Output]) -> None:
+        interval = self.config.heartbeat_seconds
+        assert interval is not None and self.core is not None
+        expected = self._timer_due
+        if expected is not None and now - expected > self.config.failure_seconds / 2:
+            # this process was stalled (paused): give everyone a fresh chance before judging
+            stalled = now - expected
+            log.warning("event=stalled node=%s seconds=%.1f", self.node_id, stalled)
+            if stalled >= self.config.failure_seconds - interval:
+                # silent that long, its neighbours have most likely declared it failed and
+                # repaired its place; holding on to it (when no eviction reaches it) would keep
+                # a second member at those positions
+                self._rejoin(f"stalled for {stalled:.1f} s", now, out)
+                return
+            for neighbour in self._last_heard:
+                self._last_heard[neighbour] = now
+        if self._wedged(now):
+            self._rejoin("the topology protocol is wedged", now, out)
+            return
+        self._catch_up_epochs(now, out)
+        if now >= self._tick_at:
+            self._tick_at = now + self.config.failure_seconds
+            self._topology(self.topology.tick(), now, out)
+        retry = now >= self._retry_at
+        neighbours = self.core.view.neighbours()
+        # gone from the view: repaired, or the cube moved on
+        self._suspected = {n: t for n, t in self._suspected.items() if n in neighbours}
+        if retry and self._suspected:
+            self._retry_at = now + interval
+        for neighbour in sorted(neighbours):
+            if now - self._last_sent.get(neighbour, -1e18) >= interval:
+                self._send(neighbour, m.Heartbeat(), now, out)
+            heard = self._last_heard.setdefault(neighbour, now)
+            silent = now - heard >= self.config.failure_seconds
+            suspected = neighbour in self._suspected
+            if not ((silent and not suspected) or (suspected and retry)):
+                continue
+            if self._is_neighbour(neighbour):
+                self._fail(neighbour, now, out)
+                if self.core is None:
+                    return  # it rejoined: the new incarnation supervises its own neighbours
+            else:  # the cube is changing around it: look again soon
+                self._suspected.setdefault(neighbour, now)
+                self._retry_at = now + interval
+        self._timer_due = self._supervision_due()
+
+    def _catch_up_epochs(self, now: float, out: list[Output]) -> None:
+        """Messages of a later epoch held back for ``failure_seconds``: the ``Grow`` or
+        ``Shrink`` that began it came down a tree through a member that failed. Ask their
+        senders for it (again every ``failure_seconds``)."""
+        if not self.topology.lagging():
+            self._lagging_since = None
+            return
+        if self._lagging_since is None:
+            self._lagging_since = now
+        elif now - self._lagging_since >= self.config.failure_seconds:
+            log.warning("event=missed_change node=%s epoch=%d", self.node_id, self.topology.epoch)
+            self._lagging_since = now
+            self._topology(self.topology.ask_for_missed_changes(self.addresses), now, out)
+
+    def _wedged(self, now: float) -> bool:
+        """Whether the topology protocol has been busy, or a failed neighbour unrepaired, for
+        longer than any operation takes: what HyperCuP cannot untangle (two neighbouring
+        members failing at once, a grow or shrink overtaking a repair) leaves it so. A
+        crash-recovery is the way out: this node rejoins (as after a stall), its neighbours
+        repair its place, or, if every member is wedged, they start a new cube."""
+        unrepaired = min(self._suspected.values(), default=None)
+        if unrepaired is not None and now - unrepaired > self.config.wedged_seconds:
+            return True
+        if not self.topology.busy():
+            self._busy_since = None
+            return False
+        if self._busy_since is None:
+            self._busy_since = now
+        return now - self._busy_since > self.config.wedged_seconds
+
+    def _replay_due(self, now: float, out: list[Output]) -> None:
+        core = self.core
+        if core is None or not self._replay:
+            return
+        due = [n for at, n in self._replay if at <= now]
+        self._replay = [(at, n) for at, n in self._replay if at > now]
+        for notification in due:
+            produced: list = []
+            core.dispatch_own(notification, now, produced)
+            self._core(produced, now, out)
+
+    def _housekeeping(self, now: float, out: list[Output]) -> None:
+        self._housekeeping_at = now + self.config.housekeeping_seconds
+        horizon = now - self.config.log_seconds  # older withdrawals are past any catch-up
+        for peer, withdrawn in list(self._withdrawn.items()):
+            for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
+                del withdrawn[sid]
+            if not withdrawn:
+                del self._withdrawn[peer]
+        if self.core is not None:
+            self.store.set_meta("alive_at", repr(now))
+        out += self.mail.expire(
+            now - self.config.retention_seconds, self.config.max_kept_per_peer, now
+        )
+        self.store.prune_log(now - self.config.log_seconds, self.config.max_logged)
+        # a notification can come back as long as an origin's log holds it (catch-up)
+        self.store.forget_delivered(now - self.config.log_seconds - 60.0)
