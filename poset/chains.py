@@ -22,6 +22,14 @@ with no node of the chain incomparable to it), else starts one. Positions are fl
 increasing down a chain, so a node finds its place by bisection and two nodes of one chain compare
 without a ``covers`` call. The decomposition is greedy, not minimal (the number of chains is at
 least the poset's width, and online it can be more); removal only shortens chains.
+
+A family that ``poset.dominance`` indexes has chains of its own (``Chain.family``): its members
+join only those, and nothing else does, so that placing one of its members can skip them (the
+index answers for the family) while placing anything else searches them as any chain. Such a
+family has some ``2 sqrt(n)`` chains, whose tops would fill the index of tops (every placement
+matching its witnesses against them): the family stands there once instead, as its *hull* (its
+filters with every range opened to its whole kind, which covers every member), and a probe that
+the hull may cover searches all the family's chains.
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ import qel
 from poset.families import Bounds, Family, Signed, signature
 from poset.predicate_index import PredicateIndex
 from poset.witness_index import WitnessIndex
-from qel.filters import witness
+from qel.domains import RangeDomain
+from qel.filters import Filter, witness
 
 Covers = Callable[[Signed, Signed], bool]
 """``covers(general, specific)`` on nodes and probes (``poset.families.Signed``)."""
@@ -54,12 +63,14 @@ class Ranked(Protocol):
 
 
 class Chain:
-    """Nodes each covering the next, most general first, with their increasing ranks."""
+    """Nodes each covering the next, most general first, with their increasing ranks; ``family``
+    is the indexed family whose members alone it holds, or None."""
 
-    __slots__ = ("id", "nodes", "ranks")
+    __slots__ = ("family", "id", "nodes", "ranks")
 
-    def __init__(self, chain_id: int) -> None:
+    def __init__(self, chain_id: int, family: Family | None) -> None:
         self.id = chain_id
+        self.family = family
         self.nodes: list[Ranked] = []
         self.ranks: list[float] = []
 
@@ -108,22 +119,29 @@ class ChainDecomposition:
     def __init__(self) -> None:
         self._chains: dict[int, Chain] = {}
         self._tops = PredicateIndex()
+        """The tops of the chains of no family."""
+        self._hulls = PredicateIndex()
+        """Per family with chains of its own, its hull, keyed by the family."""
+        self._families: dict[Family, dict[int, Chain]] = {}
         self._bottoms = WitnessIndex()
         self._serial = count(1)
 
     def __len__(self) -> int:
         return len(self._chains)
 
-    def lowest_covering(self, probe: Probe) -> list[tuple[Chain, int]]:
+    def lowest_covering(self, probe: Probe, skip: Family | None = None) -> list[tuple[Chain, int]]:
         """Per chain holding a node that covers the probe, by chain id: the index of the lowest
         such node (the chain's nodes down to it cover). O(index look-up + log(length) tests per
         such chain); the nodes that match the probe's witnesses are a prefix too, found first
         with the cheap test, and the lowest of them is usually the answer (always, for ranges
         of one predicate). The chain's bottom is tried first: inserting most general first
-        (``insert_many``), a subscription usually falls below its own family's chain."""
+        (``insert_many``), a subscription usually falls below its own family's chain. Chains of
+        the indexed family ``skip`` are left out."""
         found = []
         for chain_id in sorted(self._top_candidates(probe)):  # type: ignore[type-var]
             chain = self._chains[chain_id]  # type: ignore[index]
+            if skip is not None and chain.family is skip:
+                continue
             if not probe.covered_by(chain.nodes[0]):
                 continue
             if probe.covered_by(chain.nodes[-1]):
@@ -138,31 +156,39 @@ class ChainDecomposition:
         ``highest_covered`` tests each bottom."""
         return sorted(self._bottoms.rough_candidates(probe.subscription))  # type: ignore[type-var]
 
-    def highest_covered(self, probe: Probe, candidates: list[Hashable]) -> list[tuple[Chain, int]]:
+    def highest_covered(
+        self, probe: Probe, candidates: list[Hashable], skip: Family | None = None
+    ) -> list[tuple[Chain, int]]:
         """Per chain holding a node that the probe covers, by chain id: the index of the highest
         such node (the chain's nodes from it down are covered); ``candidates`` are
-        ``bottom_candidates(probe)``."""
+        ``bottom_candidates(probe)``. Chains of the indexed family ``skip`` are left out."""
         found = []
         for chain_id in candidates:
             chain = self._chains[chain_id]  # type: ignore[index]
+            if skip is not None and chain.family is skip:
+                continue
             if probe.covers(chain.nodes[-1]):
                 found.append((chain, _first_true(chain, probe.covers)))
         return found
 
-    def add(self, node: Ranked, chain: Chain | None, index: int) -> None:
+    def add(self, node: Ranked, chain: Chain | None, index: int, family: Family | None) -> None:
         """Puts a new node into ``chain`` at ``index`` (the caller checked that it covers the
-        nodes from there down and is covered by those above), or into a chain of its own."""
+        nodes from there down and is covered by those above, and that the chain's ``family`` is
+        ``family``), or into a chain of its own, of ``family``."""
         if chain is None:
-            chain = Chain(next(self._serial))
+            chain = Chain(next(self._serial), family)
             self._chains[chain.id] = chain
             index = 0
         length = len(chain)
-        if index == 0 and length:
+        tops = chain.family is None
+        if index == 0 and length and tops:
             self._tops.remove(chain.id)
         if index == length and length:
             self._bottoms.remove(chain.id)
         chain.insert(index, node)
-        if index == 0:
+        if not length and not tops:
+            self._join(chain, node.subscription)
+        if index == 0 and tops:
             self._tops.add(chain.id, node.subscription)
         if index == length:
             self._bottoms.add(chain.id, node.subscription)
@@ -172,28 +198,69 @@ class ChainDecomposition:
         assert chain is not None, "the node is in no chain"
         last = len(chain) - 1
         index = chain.remove(node)
-        if index == 0:
+        tops = chain.family is None
+        if index == 0 and tops:
             self._tops.remove(chain.id)
         if index == last:
             self._bottoms.remove(chain.id)
         if not chain.nodes:
             del self._chains[chain.id]
+            if not tops:
+                self._leave(chain)
             return
-        if index == 0:
+        if index == 0 and tops:
             self._tops.add(chain.id, chain.nodes[0].subscription)
         if index == last:
             self._bottoms.add(chain.id, chain.nodes[-1].subscription)
 
+    def _join(self, chain: Chain, subscription: qel.Subscription) -> None:
+        """Records a new chain of a family (``subscription`` is a member), and the family's hull
+        with its first chain."""
+        family = chain.family
+        held = self._families.get(family)  # type: ignore[arg-type]
+        if held is None:
+            held = self._families[family] = {}  # type: ignore[index]
+            self._hulls.add_filters(family, map(_hull, subscription.filters))  # type: ignore[arg-type]
+        held[chain.id] = chain
+
+    def _leave(self, chain: Chain) -> None:
+        """Forgets an emptied chain of a family, and the family's hull with its last chain."""
+        held = self._families[chain.family]  # type: ignore[index]
+        del held[chain.id]
+        if not held:
+            del self._families[chain.family]  # type: ignore[arg-type]
+            self._hulls.remove(chain.family)
+
     def _top_candidates(self, probe: Probe) -> set[Hashable]:
-        """Chains whose top matches every witness of the probe: a superset of those whose top
-        covers it."""
-        candidates: set[Hashable] | None = None
-        for sample in probe.witnesses:
-            matched = self._tops.match(sample)
-            candidates = matched if candidates is None else candidates & matched
-            if not candidates:
-                break
-        return candidates or set()
+        """Chains whose top matches every witness of the probe, and every chain of each family
+        whose hull does: a superset of those whose top covers it."""
+        candidates = _matching_all(self._tops, probe.witnesses)
+        for family in _matching_all(self._hulls, probe.witnesses):
+            candidates.update(self._families[family])  # type: ignore[index]
+        return candidates
+
+
+def _matching_all(index: PredicateIndex, samples: tuple[qel.Publication, ...]) -> set[Hashable]:
+    """The keys of ``index`` that match every one of ``samples``."""
+    candidates: set[Hashable] | None = None
+    for sample in samples:
+        matched = index.match(sample)
+        candidates = matched if candidates is None else candidates & matched
+        if not candidates:
+            break
+    return candidates or set()
+
+
+def _hull(compiled: Filter) -> Filter:
+    """The filter with every range opened to all values of its kind: it contains the filter of
+    every member of the family in the same position."""
+    return Filter(
+        compiled.subject,
+        tuple(
+            (predicate, RangeDomain(domain.kind) if type(domain) is RangeDomain else domain)
+            for predicate, domain in compiled.patterns
+        ),
+    )
 
 
 class Probe:

@@ -7,9 +7,11 @@ one city and kind, the DNF alerts ``P <= a ; S >= b`` of one city. Those of one 
 chains and wide antichains (nested ranges in two dimensions), and the general test builds and
 walks domain objects each time (tens of microseconds for a DNF pair).
 
-What. A subscription's *family* is its filters with every range replaced by its kind (subject,
-predicates, fixed values, ``contains`` and unconstrained objects kept, in the filters' order);
-its *bounds* are the ranges' ends in the same order, and *flags* which of them are included.
+What. A subscription's *family* is its filters with every range replaced by its kind and which of
+its ends are open (subject, predicates, fixed values, ``contains`` and unconstrained objects kept,
+in the filters' order); its *bounds* are the ranges' ends in the same order, and *flags* which of
+them are included. The members of a family thus have their finite bounds in the same positions
+(``dimensions`` of them), which ``poset.dominance`` indexes as points.
 Families are interned: two subscriptions are of one family iff their ``Family`` is the same
 object. Only subscriptions whose filters repeat no predicate get one (else ``None``).
 
@@ -37,12 +39,13 @@ Bounds = tuple[object, ...]
 
 class Family:
     """One family (compared by identity); ``exact``: the bounds decide both ways (one filter,
-    or filters that are ``_separated``)."""
+    or filters that are ``_separated``); ``dimensions``: how many of its bounds are finite."""
 
-    __slots__ = ("__weakref__", "exact")
+    __slots__ = ("__weakref__", "dimensions", "exact")
 
-    def __init__(self, exact: bool) -> None:
+    def __init__(self, exact: bool, dimensions: int) -> None:
         self.exact = exact
+        self.dimensions = dimensions
 
 
 _FAMILIES: weakref.WeakValueDictionary[tuple[object, ...], Family] = weakref.WeakValueDictionary()
@@ -69,7 +72,7 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
         patterns: list[object] = []
         for predicate, domain in compiled.patterns:
             if type(domain) is RangeDomain:
-                patterns.append((predicate, domain.kind))
+                patterns.append((predicate, domain.kind, domain.low is None, domain.high is None))
                 bounds.append(domain.low)
                 bounds.append(domain.high)
                 if domain.low_inclusive:
@@ -83,7 +86,7 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
     key = tuple(shape)
     family = _FAMILIES.get(key)
     if family is None:
-        family = Family(_separated(key))
+        family = Family(_separated(key), sum(bound is not None for bound in bounds))
         _FAMILIES[key] = family
     return family, tuple(bounds), flags
 
@@ -97,11 +100,11 @@ def _separated(shape: tuple[object, ...]) -> bool:
     publication that matches it and none of ``g``'s filters (only an unconstrained pattern
     accepts a fresh object). So the bounds decide both ways."""
     unconstrained = [
-        {predicate for predicate, domain in patterns if type(domain) is AnyDomain}
+        {entry[0] for entry in patterns if type(entry[1]) is AnyDomain}
         for _, patterns in shape  # type: ignore[misc]
     ]
     constrained = [
-        {predicate for predicate, domain in patterns if type(domain) is not AnyDomain}
+        {entry[0] for entry in patterns if type(entry[1]) is not AnyDomain}
         for _, patterns in shape  # type: ignore[misc]
     ]
     return all(

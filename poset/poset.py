@@ -21,6 +21,11 @@ a ``WitnessIndex``). Cost of an insertion: index look-ups, O(log length) tests p
 ``q``, and the cheaper successor search; not one test per comparable node, which with dense
 covering (price ceilings under price ceilings) is thousands. Removal re-links the removed node's
 parents and children, testing each new pair against the child's other parents only.
+
+Families with two or more varying bounds (price ranges, ``P <= a ; S >= b``: ``poset.dominance``)
+are wide, so many chains: a member of one is placed among its family by that family's points
+(the minimal members covering it, the maximal ones it covers), and among everything else by the
+chains of other families, which the family's members never join.
 ``insert_many`` places a batch most general first (``poset.generality``).
 
 What was sent where (``sent_labels``, what ``insert`` reports as already sent, what ``remove``
@@ -36,34 +41,50 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import qel
 from poset.chains import Chain, ChainDecomposition, Probe
-from poset.families import Bounds, Family, Signed, bounds_within, signature
+from poset.dominance import FamilyPoints, point
+from poset.families import Bounds, Family, Signed, bounds_within
 from poset.generality import generality_key
 from poset.predicate_index import PredicateIndex
 from poset.sent_index import SentIndex
 from qel.covering import filter_covered
 from qel.filters import filter_within
 
+_NONE: Mapping[object, object] = MappingProxyType({})
+"""What a node holds as ``sent``, ``parents`` or ``children`` while that is empty (most nodes
+were sent nowhere, the roots have no parents, the leaves no children): one shared read-only
+mapping instead of an empty dictionary each (64 bytes, a twentieth of a node's memory)."""
+
+
+def _shared_empty() -> dict:  # type: ignore[type-arg]
+    return _NONE  # type: ignore[return-value]
+
 
 @dataclass(eq=False, slots=True)
 class PosetNode:
-    """One subscription (up to equivalence) and its routing bookkeeping."""
+    """One subscription (up to equivalence) and its routing bookkeeping. ``sent``, ``parents``
+    and ``children`` are read-only to everyone but the poset (an empty one is shared)."""
 
     id: int
     subscription: qel.Subscription
-    sources: dict[str, set[str]] = field(default_factory=dict)
-    sent: dict[str, set[str]] = field(default_factory=dict)
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Source -> the ids it uses for the subscription (a tuple: nearly always one id, and a set
+    of one takes four times the memory)."""
+    sent: dict[str, set[str]] = field(default_factory=_shared_empty)
     """Destination -> the labels (origins) the subscription was sent there for."""
-    parents: dict[int, PosetNode] = field(default_factory=dict, repr=False)
-    children: dict[int, PosetNode] = field(default_factory=dict, repr=False)
+    parents: dict[int, PosetNode] = field(default_factory=_shared_empty, repr=False)
+    children: dict[int, PosetNode] = field(default_factory=_shared_empty, repr=False)
     chain: Chain | None = field(default=None, repr=False)
     """The poset's own placement bookkeeping (``poset.chains``, ``poset.families``)."""
     rank: float = field(default=0.0, repr=False)
     family: Family | None = field(default=None, repr=False)
     bounds: Bounds = field(default=(), repr=False)
     flags: int = field(default=0, repr=False)
+    slot: int = field(default=-1, repr=False)
+    """Its row in its family's points (``poset.dominance``), if the family is indexed."""
 
     def __hash__(self) -> int:
         return self.id
@@ -126,6 +147,8 @@ class SubscriptionPoset:
         self._roots: dict[int, PosetNode] = {}
         self._index = PredicateIndex()
         self._chains = ChainDecomposition()
+        self._families: dict[Family, FamilyPoints] = {}
+        """The points of every family with two or more varying bounds that has members."""
         self._sent = SentIndex(_covers_signed)
         self._next_id = 1
 
@@ -219,7 +242,7 @@ class SubscriptionPoset:
                 self._next_id += 1
                 self._index.add(node.id, subscription)
         already_sent = self._sent_above(node)
-        node.sources.setdefault(source, set()).add(subscription_id)
+        _add_source(node, source, subscription_id)
         self._by_source[source, subscription_id] = node
         return Inserted(node, created, already_sent)
 
@@ -263,7 +286,7 @@ class SubscriptionPoset:
             fresh = node.id >= start and node.id not in announced
             announced.add(node.id)
             results.append(Inserted(node, fresh, self._sent_above(node)))
-            node.sources.setdefault(source, set()).add(subscription_id)
+            _add_source(node, source, subscription_id)
             self._by_source[source, subscription_id] = node
         return results
 
@@ -289,8 +312,9 @@ class SubscriptionPoset:
     ) -> list[PosetNode]:
         """The nodes created for ``new`` (in order of first occurrence), numbered as one-at-a-time
         insertion would have: ids in that order, and as a node's subscription the first of those
-        that turned out equivalent. Nothing changes unless two of them were equivalent, or one
-        was equivalent to a node already there."""
+        that turned out equivalent (its family and bounds stay those it was placed with: they
+        describe an equivalent subscription, so every test answers the same). Nothing changes
+        unless two of them were equivalent, or one was equivalent to a node already there."""
         earliest: dict[int, int] = {}  # node id as placed -> rank of its class's first subscription
         for rank, subscription in enumerate(new):
             node = placed[subscription.filters]
@@ -313,7 +337,6 @@ class SubscriptionPoset:
             if representative is not node.subscription:
                 del self._by_key[node.subscription.filters]
                 node.subscription = representative
-                node.family, node.bounds, node.flags = signature(representative)
                 self._by_key[representative.filters] = node
         for number, node in enumerate(created, start):
             node.id = number
@@ -321,38 +344,64 @@ class SubscriptionPoset:
             if not node.parents:
                 self._roots[number] = node
         for holder in {n.id: n for node in created for n in _neighbourhood(node)}.values():
-            holder.parents = {n.id: n for n in holder.parents.values()}
-            holder.children = {n.id: n for n in holder.children.values()}
+            holder.parents = {n.id: n for n in holder.parents.values()} or _NONE  # type: ignore[assignment]
+            holder.children = {n.id: n for n in holder.children.values()} or _NONE  # type: ignore[assignment]
         return created
 
     def _place(self, subscription: qel.Subscription, node_id: int) -> tuple[PosetNode, bool]:
         """The node equivalent to ``subscription`` (and False), or a new one, ``node_id``, linked
         between its immediate predecessors and successors (and True); the caller indexes it."""
         probe = Probe(subscription, _covers_signed)
-        lowest = self._chains.lowest_covering(probe)
-        predecessors = _minimal([chain.nodes[i] for chain, i in lowest], probe)  # type: ignore[misc]
+        family = probe.family
+        wide = family is not None and family.exact and family.dimensions >= 2
+        at = point(probe.bounds, probe.flags) if wide else None
+        points = self._families.get(family) if wide else None  # type: ignore[arg-type]
+        indexed = family if points is not None and points.usable and at is not None else None
+        lowest = self._chains.lowest_covering(probe, indexed)
+        if indexed is not None:
+            lowest += [(n.chain, n.chain.position(n)) for n in points.above(at)]  # type: ignore[union-attr, arg-type, misc]
+        predecessors = _minimal([chain.nodes[i] for chain, i in lowest], probe, indexed)  # type: ignore[misc]
         if len(predecessors) == 1 and probe.covers(predecessors[0]):
             return predecessors[0], False  # the only minimal covering node is equivalent
-        successors = self._successors(probe, predecessors)  # type: ignore[arg-type]
+        if indexed is not None:
+            successors = self._family_successors(probe, points.below(at), indexed)  # type: ignore[union-attr, arg-type]
+        else:
+            successors = self._successors(probe, predecessors)  # type: ignore[arg-type]
         node = PosetNode(node_id, subscription)
         node.family, node.bounds, node.flags = probe.family, probe.bounds, probe.flags
         for parent in predecessors:
             for child in successors:
                 if child.id in parent.children:
-                    del parent.children[child.id]
-                    del child.parents[parent.id]
-            parent.children[node.id] = node  # type: ignore[attr-defined]
-            node.parents[parent.id] = parent  # type: ignore[assignment]
+                    _cut(parent, child)
+            _link(parent, node)
         for child in successors:
-            child.parents[node.id] = node
-            node.children[child.id] = child
+            _link(node, child)
             self._roots.pop(child.id, None)
         if not predecessors:
             self._roots[node.id] = node
         self._nodes[node.id] = node
         self._by_key[subscription.filters] = node
-        self._chains.add(node, *_chain_place(probe, lowest, successors))
+        tag = None
+        if wide:
+            if points is None:
+                points = self._families[family] = FamilyPoints(family.dimensions)  # type: ignore[index, union-attr]
+            points.add(node, at)
+            tag = family if points.usable else None
+        self._chains.add(node, *_chain_place(probe, lowest, successors, tag), tag)
         return node, True
+
+    def _family_successors(
+        self, probe: Probe, within: list[PosetNode], family: Family
+    ) -> list[PosetNode]:
+        """The maximal nodes a member of an indexed family covers: ``within`` (the maximal ones
+        of its family, from the family's points) with each other family's chains' highest
+        covered nodes, the maximal of those. (The walks of ``_successors`` would go through the
+        family's nodes, which are what the points spare.)"""
+        candidates = self._chains.bottom_candidates(probe)
+        highest = [
+            chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates, family)
+        ]
+        return _maximal(highest + within, probe, family)  # type: ignore[operator, arg-type]
 
     def _successors(self, probe: Probe, predecessors: list[PosetNode]) -> list[PosetNode]:
         """The maximal nodes the probe covers, by the cheaper of two searches.
@@ -382,14 +431,19 @@ class SubscriptionPoset:
         if candidates is None:
             candidates = self._chains.bottom_candidates(probe)
         highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates)]
-        return _maximal(highest, probe)  # type: ignore[arg-type]
+        return _maximal(highest, probe, None)  # type: ignore[arg-type]
 
     def mark_sent(self, node: PosetNode, destination: str, labels: Iterable[str]) -> None:
+        if not node.sent:
+            node.sent = {}
         node.sent.setdefault(destination, set()).update(labels)
         self._sent.update(node)
 
     def unmark_sent(self, node: PosetNode, destination: str) -> None:
-        node.sent.pop(destination, None)
+        if destination in node.sent:
+            del node.sent[destination]
+            if not node.sent:
+                node.sent = _NONE  # type: ignore[assignment]
         self._sent.update(node)
 
     def remove(self, source: str, subscription_id: str, wants: Wants | None = None) -> Removed:
@@ -403,9 +457,10 @@ class SubscriptionPoset:
         node = self._by_source.pop((source, subscription_id), None)
         if node is None:
             raise KeyError(f"{source} has no subscription with id {subscription_id!r}")
-        ids = node.sources[source]
-        ids.discard(subscription_id)
-        if not ids:
+        ids = tuple(held for held in node.sources[source] if held != subscription_id)
+        if ids:
+            node.sources[source] = ids
+        else:
             del node.sources[source]
         if node.sources:
             return Removed(node, False, {}, ())
@@ -443,15 +498,14 @@ class SubscriptionPoset:
         parents = list(node.parents.values())
         children = list(node.children.values())
         for parent in parents:
-            del parent.children[node.id]
+            _cut(parent, node)
         for child in children:
-            del child.parents[node.id]
+            _cut(node, child)
         for child in children:
             for parent in parents:
                 if any(_above(parent, other) for other in child.parents.values()):
                     continue
-                parent.children[child.id] = child
-                child.parents[parent.id] = parent
+                _link(parent, child)
             if not child.parents:
                 self._roots[child.id] = child
         self._roots.pop(node.id, None)
@@ -460,6 +514,11 @@ class SubscriptionPoset:
         self._index.remove(node.id)
         self._chains.remove(node)
         self._sent.discard(node)
+        points = self._families.get(node.family) if node.family is not None else None
+        if points is not None:
+            points.remove(node)
+            if not points.members:
+                del self._families[node.family]  # type: ignore[arg-type]
 
     def _uncovered(self, nodes: list[PosetNode], destination: str, wants: Wants) -> Resend:
         """Of ``nodes`` (closed downwards, or an antichain: no node outside has an ancestor
@@ -539,9 +598,7 @@ class SubscriptionPoset:
             sys.getsizeof(n)
             + sys.getsizeof(n.sources)
             + sum(sys.getsizeof(ids) for ids in n.sources.values())
-            + sys.getsizeof(n.sent)
-            + sys.getsizeof(n.parents)
-            + sys.getsizeof(n.children)
+            + sum(sys.getsizeof(m) for m in (n.sent, n.parents, n.children) if m is not _NONE)
             for n in self._nodes.values()
         )
         memory += sum(
@@ -563,6 +620,32 @@ def fan_out(nodes: list[PosetNode]) -> dict[str, set[str]]:
         for source, ids in node.sources.items():
             result.setdefault(source, set()).update(ids)
     return result
+
+
+def _add_source(node: PosetNode, source: str, subscription_id: str) -> None:
+    """Records that ``source`` uses ``subscription_id`` for the node's subscription (the caller
+    checked that it did not already)."""
+    node.sources[source] = (*node.sources.get(source, ()), subscription_id)
+
+
+def _link(parent: PosetNode, child: PosetNode) -> None:
+    """Adds the edge, giving either node a dictionary of its own if it had the shared empty one."""
+    if not parent.children:
+        parent.children = {}
+    parent.children[child.id] = child
+    if not child.parents:
+        child.parents = {}
+    child.parents[parent.id] = parent
+
+
+def _cut(parent: PosetNode, child: PosetNode) -> None:
+    """Removes the edge; a dictionary it leaves empty gives way to the shared empty one."""
+    del parent.children[child.id]
+    if not parent.children:
+        parent.children = _NONE  # type: ignore[assignment]
+    del child.parents[parent.id]
+    if not child.parents:
+        child.parents = _NONE  # type: ignore[assignment]
 
 
 def _labels_of(removed: PosetNode) -> Wants:
@@ -646,71 +729,91 @@ class _Walk:
         return [
             node
             for node in self.found.values()
-            if not _covered_above(node, self.probe, highest_in_chain=False)
+            if not _covered_above(node, self.probe, highest_in_chain=False, family=None)
         ]
 
 
 def _chain_place(
-    probe: Probe, lowest: list[tuple[Chain, int]], successors: list[PosetNode]
+    probe: Probe, lowest: list[tuple[Chain, int]], successors: list[PosetNode], tag: Family | None
 ) -> tuple[Chain | None, int]:
-    """A chain the new node fits in (every node of it comparable), with the index: under a
-    chain's bottom when that is the lowest covering node (no test), else right under the lowest
-    covering node if the probe covers the next one, else on top of a chain whose top is a
-    successor; ``(None, 0)`` for a chain of its own."""
+    """A chain of the new node's ``tag`` (``Chain.family``) it fits in (every node of it
+    comparable), with the index: under a chain's bottom when that is the lowest covering node
+    (no test), else right under the lowest covering node if the probe covers the next one, else
+    on top of a chain whose top is a successor; ``(None, 0)`` for a chain of its own."""
     for chain, index in lowest:
-        if index == len(chain) - 1:
+        if chain.family is tag and index == len(chain) - 1:
             return chain, index + 1
     for chain, index in lowest:
-        if probe.covers(chain.nodes[index + 1]):
+        if chain.family is tag and probe.covers(chain.nodes[index + 1]):
             return chain, index + 1
     for node in successors:
-        if node.chain is not None and node.chain.nodes[0] is node:
-            return node.chain, 0
+        chain = node.chain
+        if chain is not None and chain.family is tag and chain.nodes[0] is node:
+            return chain, 0
     return None, 0
 
 
-def _minimal(lowest: list[PosetNode], probe: Probe) -> list[PosetNode]:
-    """The minimal nodes covering ``subscription``, given each chain's lowest covering node.
+def _minimal(lowest: list[PosetNode], probe: Probe, family: Family | None) -> list[PosetNode]:
+    """The minimal nodes covering ``subscription``, given each chain's lowest covering node and,
+    for the probe's indexed ``family``, the minimal members covering it.
 
     One is not minimal iff it covers another of them (a minimal node under it is some chain's
-    lowest), iff one of its children covers the subscription (a path leads down to any covering
-    node below it); each is decided by whichever takes fewer tests. A child in the node's own
-    chain is below the chain's lowest covering node and needs no test.
+    lowest, or a minimal member), iff one of its children covers the subscription (a path leads
+    down to any covering node below it); each is decided by whichever takes fewer tests. A child
+    in the node's own chain is below the chain's lowest covering node and needs no test, nor
+    does a pair of members of ``family`` (neither covers the probe while under the other).
     """
     kept = []
     for node in lowest:
+        same = family is not None and node.family is family
         if len(node.children) < len(lowest):
             covered_below = any(
-                child.chain is not node.chain and probe.covered_by(child)
+                child.chain is not node.chain
+                and not (same and child.family is family)
+                and probe.covered_by(child)
                 for child in node.children.values()
             )
         else:
-            covered_below = any(other is not node and _above(node, other) for other in lowest)
+            covered_below = any(
+                other is not node and not (same and other.family is family) and _above(node, other)
+                for other in lowest
+            )
         if not covered_below:
             kept.append(node)
     return kept
 
 
-def _maximal(highest: list[PosetNode], probe: Probe) -> list[PosetNode]:
-    """The maximal nodes ``subscription`` covers, given each chain's highest covered node; the
-    mirror image of ``_minimal``."""
+def _maximal(highest: list[PosetNode], probe: Probe, family: Family | None) -> list[PosetNode]:
+    """The maximal nodes ``subscription`` covers, given each chain's highest covered node and,
+    for the probe's indexed ``family``, the maximal members it covers; the mirror image of
+    ``_minimal``."""
     kept = []
     for node in highest:
         if len(node.parents) < len(highest):
-            covered_above = _covered_above(node, probe, highest_in_chain=True)
+            covered_above = _covered_above(node, probe, highest_in_chain=True, family=family)
         else:
-            covered_above = any(other is not node and _above(other, node) for other in highest)
+            same = family is not None and node.family is family
+            covered_above = any(
+                other is not node and not (same and other.family is family) and _above(other, node)
+                for other in highest
+            )
         if not covered_above:
             kept.append(node)
     return kept
 
 
-def _covered_above(node: PosetNode, probe: Probe, *, highest_in_chain: bool) -> bool:
+def _covered_above(
+    node: PosetNode, probe: Probe, *, highest_in_chain: bool, family: Family | None
+) -> bool:
     """Whether ``subscription``, which covers ``node``, covers a parent of it too (then ``node``
     is not a maximal covered node). When ``node`` is known to be the highest covered node of its
-    chain, a parent in that chain needs no test."""
+    chain, a parent in that chain needs no test; when it is a maximal covered member of the
+    indexed ``family``, neither does a parent of that family."""
+    same = family is not None and node.family is family
     return any(
-        not (highest_in_chain and parent.chain is node.chain) and probe.covers(parent)
+        not (highest_in_chain and parent.chain is node.chain)
+        and not (same and parent.family is family)
+        and probe.covers(parent)
         for parent in node.parents.values()
     )
 

@@ -37,8 +37,9 @@ Two levels:
    only reuse existing ranges and substrings (the common case: popular values) change nothing here.
 
 2. **Filters.** A filter is the sorted tuple of its pattern ids; identical filters (from different
-   subscriptions, or with different variable names) are stored once, with the set of keys of the
-   subscriptions that contain them. The filters form a trie over their sorted ids. Matching walks
+   subscriptions, or with different variable names) are stored once, with the keys of the
+   subscriptions that contain them (a tuple while they are few, as they are when subscriptions
+   are mostly distinct: a set of one key takes four times the memory; a set beyond ``_FEW_KEYS``). The filters form a trie over their sorted ids. Matching walks
    only the trie nodes whose path is satisfied, intersecting each node's child ids with the
    satisfied ids (a C-level intersection of the smaller side against the larger). A publication
    therefore costs the patterns it satisfies plus the trie prefixes it satisfies, which is the
@@ -80,6 +81,8 @@ V = TypeVar("V")
 S = TypeVar("S")
 Canonical = tuple[object, ...]
 Path = tuple[int, ...]
+Keys = tuple[Hashable, ...] | set[Hashable]
+_FEW_KEYS: Final = 8
 
 # Pattern ids are ``rank << _RANK_SHIFT | serial``: sorting ids sorts by rank first, so a filter's
 # trie path starts with its most selective patterns. Ranks, most selective first:
@@ -395,7 +398,7 @@ class _Node:
 
     def __init__(self) -> None:
         self.children: dict[int, _Node] = {}
-        self.ends: dict[int, set[Hashable]] = {}
+        self.ends: dict[int, Keys] = {}
 
 
 def _canonical(domain: Domain) -> tuple[int, Canonical]:
@@ -455,7 +458,8 @@ class PredicateIndex:
 
     def __init__(self) -> None:
         self._subscriptions: dict[Hashable, tuple[Path, ...]] = {}
-        self._filters: dict[Path, set[Hashable]] = {}
+        self._filters: dict[Path, _Node] = {}
+        """Each distinct filter's trie node, whose ``ends`` hold its keys under its last id."""
         self._patterns: dict[tuple[str | None, Canonical], _Pattern] = {}
         self._by_id: dict[int, _Pattern] = {}
         self._subject = _Table(None)
@@ -472,22 +476,32 @@ class PredicateIndex:
 
     def add(self, key: Hashable, subscription: Subscription) -> None:
         """Indexes ``subscription`` under ``key``; a key already present raises ``KeyError``."""
-        if key in self._subscriptions:
-            raise KeyError(f"{key!r} is already in the predicate index; remove it first")
         if not isinstance(subscription, Subscription):
             raise TypeError(f"expected a qel.Subscription, got {type(subscription).__name__}")
+        self.add_filters(key, subscription.filters)
+
+    def add_filters(self, key: Hashable, filters: Iterable[Filter]) -> None:
+        """Indexes a disjunction of compiled filters under ``key`` (as ``add`` does a
+        subscription's), for a caller that builds filters of its own (``poset.chains``: the
+        widest subscription of a family, which it never parses)."""
+        if key in self._subscriptions:
+            raise KeyError(f"{key!r} is already in the predicate index; remove it first")
         # Canonicalise everything before touching the index, so a bad domain leaves it unchanged.
-        described = [_requirements(compiled) for compiled in subscription.filters]
+        described = [_requirements(compiled) for compiled in filters]
         paths: dict[Path, None] = {}
         for requirements in described:
             path = tuple(sorted({self._intern(*requirement) for requirement in requirements}))
-            keys = self._filters.get(path)
-            if keys is None:
-                keys = self._filters[path] = set()
+            node = self._filters.get(path)
+            if node is None:
+                node = self._filters[path] = self._insert(path)
                 for pid in path:
                     self._by_id[pid].users += 1
-                self._insert(path, keys)
-            keys.add(key)
+            last = path[-1]
+            keys = node.ends[last]
+            if type(keys) is tuple:
+                node.ends[last] = (*keys, key) if len(keys) < _FEW_KEYS else {*keys, key}
+            else:
+                keys.add(key)
             paths[path] = None
         self._subscriptions[key] = tuple(paths)
 
@@ -498,8 +512,12 @@ class PredicateIndex:
         except KeyError:
             raise KeyError(f"{key!r} is not in the predicate index") from None
         for path in paths:
-            keys = self._filters[path]
-            keys.discard(key)
+            node = self._filters[path]
+            keys = node.ends[path[-1]]
+            if type(keys) is tuple:
+                keys = node.ends[path[-1]] = tuple(held for held in keys if held != key)
+            else:
+                keys.discard(key)
             if keys:
                 continue
             del self._filters[path]
@@ -511,11 +529,11 @@ class PredicateIndex:
         """The keys of the subscriptions that ``publication`` matches."""
         return set().union(*self.match_groups(publication))
 
-    def match_groups(self, publication: Publication) -> list[set[Hashable]]:
-        """The same answer as ``match``, as the key sets of the matching filters, without building
-        their union: finding them costs in proportion to what the publication satisfies, while a
-        union costs in proportion to the number of matching keys. A key may be in several groups;
-        the sets belong to the index and must not be changed."""
+    def match_groups(self, publication: Publication) -> list[Keys]:
+        """The same answer as ``match``, as the keys of the matching filters (tuples or sets),
+        without building their union: finding them costs in proportion to what the publication
+        satisfies, while a union costs in proportion to the number of matching keys. A key may be
+        in several groups; the sets belong to the index and must not be changed."""
         if self._dirty:
             for table in self._dirty:
                 table.refresh()
@@ -527,7 +545,7 @@ class PredicateIndex:
             table = tables.get(predicate.value)
             if table is not None:
                 table.collect(objects, satisfied)
-        groups: list[set[Hashable]] = []
+        groups: list[Keys] = []
         stack = [self._root]
         while stack:
             node = stack.pop()
@@ -559,7 +577,7 @@ class PredicateIndex:
             self._by_id,
             self._tables,
             *self._subscriptions.values(),
-            *self._filters.values(),
+            *(node.ends[path[-1]] for path, node in self._filters.items()),
             *self._by_id.values(),
             *tables,
             *(part for table in tables for part in (table.kinds, table.points, table.ranges)),
@@ -629,14 +647,16 @@ class PredicateIndex:
             del self._tables[table.name]
 
     # -- filter trie ----------------------------------------------------------------------------
-    def _insert(self, path: Path, keys: set[Hashable]) -> None:
+    def _insert(self, path: Path) -> _Node:
+        """Adds the filter's path to the trie, with no keys yet; returns the node ending it."""
         node = self._root
         for pid in path[:-1]:
             child = node.children.get(pid)
             if child is None:
                 child = node.children[pid] = _Node()
             node = child
-        node.ends[path[-1]] = keys
+        node.ends[path[-1]] = ()
+        return node
 
     def _delete(self, path: Path) -> None:
         trail = [self._root]

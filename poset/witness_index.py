@@ -144,30 +144,62 @@ class WitnessIndex:
 
     def rough_candidates(self, subscription: Subscription) -> set[Hashable]:
         """A superset of ``covered_candidates``, without checking whole witnesses: per filter, the
-        keys whose witness its most selective pattern admits. For a caller that tests each key
-        with ``covers`` anyway (often a comparison of bounds: ``poset.families``)."""
+        keys whose witness its most selective patterns admit (``_intersected``). For a caller that
+        tests each key with ``covers`` anyway (often a comparison of bounds: ``poset.families``)."""
         found: set[Hashable] = set()
         for compiled in subscription.filters:
-            found |= self._filter_candidates(compiled, checked=False)
+            found |= self._intersected(compiled)
         return found
 
-    def _filter_candidates(self, compiled: Filter, *, checked: bool = True) -> set[Hashable]:
-        """The keys whose witness ``compiled`` matches: the candidates of its most selective
-        pattern (sized first, built once), checked against the whole filter unless that one
-        pattern is all of it (or ``checked`` is False)."""
-        best: tuple[_PredicateWitnesses, Domain] | None = None
-        best_size = -1
+    def _sized(self, compiled: Filter) -> list[tuple[int, _PredicateWitnesses, Domain]] | None:
+        """The filter's patterns with how many candidates each gives, fewest first; None when a
+        predicate has no witness at all (then no key is a candidate)."""
+        sized = []
         for predicate, domain in compiled.patterns:
             entry = self._predicates.get(predicate)
             if entry is None:
-                return set()
-            size = entry.size(domain)
-            if best is None or size < best_size:
-                best, best_size = (entry, domain), size
-        if best is None:
+                return None
+            sized.append((entry.size(domain), entry, domain))
+        sized.sort(key=_count)
+        return sized
+
+    def _filter_candidates(self, compiled: Filter) -> set[Hashable]:
+        """The keys whose witness ``compiled`` matches: the candidates of its most selective
+        pattern (sized first, built once), checked against the whole filter unless that one
+        pattern is all of it."""
+        sized = self._sized(compiled)
+        if not sized:
             return set()
-        candidates = best[0].candidates(best[1])
-        if not checked or (len(compiled.patterns) == 1 and isinstance(compiled.subject, AnyDomain)):
+        _, entry, domain = sized[0]
+        candidates = entry.candidates(domain)
+        if len(compiled.patterns) == 1 and isinstance(compiled.subject, AnyDomain):
             return set(candidates)
         witnesses = self._witnesses
         return {key for key in candidates if filter_matches(compiled, witnesses[key])}
+
+    def _intersected(self, compiled: Filter) -> set[Hashable]:
+        """The candidates of the filter's most selective pattern, intersected with those of the
+        next ones while that is cheaper than the caller's tests it spares (a price range of one
+        city and kind: the kind's witnesses alone are every other city's too). A fixed value's
+        or a predicate's candidates are a set already (intersecting costs the smaller side, in
+        C); a range's are built from a slice, which pays only while the slice is at most
+        ``_WORTH`` times what is left."""
+        sized = self._sized(compiled)
+        if not sized:
+            return set()
+        _, entry, domain = sized[0]
+        found = set(entry.candidates(domain))
+        for size, entry, domain in sized[1:]:
+            if len(found) <= _FEW:
+                break
+            if isinstance(domain, (AnyDomain, PointDomain)) or size <= _WORTH * len(found):
+                found.intersection_update(entry.candidates(domain))
+        return found
+
+
+_FEW = 4
+_WORTH = 4
+
+
+def _count(sized: tuple[int, _PredicateWitnesses, Domain]) -> int:
+    return sized[0]

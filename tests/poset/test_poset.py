@@ -87,7 +87,7 @@ def test_equal_subscriptions_share_one_node_and_sources_accumulate():
         "b7",
     )
     assert again.node is first.node and not again.created
-    assert first.node.sources == {"alice": {"a1"}, "bob": {"b7"}}
+    assert first.node.sources == {"alice": ("a1",), "bob": ("b7",)}
     removed = poset.remove("alice", "a1")
     assert not removed.deleted and len(poset) == 1
     assert poset.remove("bob", "b7").deleted and len(poset) == 0
