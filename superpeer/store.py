@@ -397,6 +397,9 @@ _SCHEMA = (
     " peer TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL, at REAL NOT NULL,"
     " UNIQUE (peer, key))",
     "CREATE INDEX IF NOT EXISTS mail_at ON mail (at)",
+    # a peer's mail in delivery order: the window's refill and an acknowledgement read a few
+    # rows at the front, not every row the peer has kept (a backlog made each a scan)
+    "CREATE INDEX IF NOT EXISTS mail_peer ON mail (peer, delivery)",
     "CREATE TABLE IF NOT EXISTS delivered (peer TEXT NOT NULL, key TEXT NOT NULL,"
     " at REAL NOT NULL, PRIMARY KEY (peer, key))",
     "CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at)",
