@@ -115,9 +115,8 @@ async def test_inputs_that_arrive_together_share_one_commit_and_sync_and_leave_i
     assert (statistics.inputs, statistics.groups, statistics.largest) == (11, 2, 10)
 
 
-async def test_inputs_from_tasks_whose_reads_complete_together_join_one_group():
-    journal, sent = Journal(syncs=False), []
-    group = GroupCommit(journal, recorder(journal, sent), max_inputs=100)
+async def test_what_arrives_from_many_tasks_during_a_sync_is_the_next_group_with_one_sync():
+    journal, sent, group = gated()
     go = trio.Event()
 
     async def reader(name: str) -> None:
@@ -130,11 +129,16 @@ async def test_inputs_from_tasks_whose_reads_complete_together_join_one_group():
         nursery.start_soon(group.run)
         for name in "abc":
             nursery.start_soon(reader, name)
-        await trio.testing.wait_all_tasks_blocked()
+        await syncing(journal, group, "first")
         go.set()
-        await trio.testing.wait_all_tasks_blocked()
+        await trio.testing.wait_all_tasks_blocked()  # the readers are done, the sync is not
+        assert sent == []
+        journal.gate.release()
+        await trio.to_thread.run_sync(journal.syncing.wait)  # the next group's one sync
+        journal.gate.release()
+        await wait_until(lambda: len(sent) == 16)
         nursery.cancel_scope.cancel()
-    assert len(sent) == 15 and journal.count("commit") == 1
+    assert journal.count("commit") == journal.count("sync") == 2
     assert group.statistics().largest == 15
 
 
