@@ -2,7 +2,8 @@
 
     python -m bench.brokers [--systems mosquitto,amqtt,superpeer-1,superpeer-8]
                             [--subscribers 1,10,100] [--tls on,off] [--offered 1000]
-                            [--seconds 3] [--burst-seconds 3] [--drain 30] [--data-dir DIR] [--json]
+                            [--seconds 3] [--burst-seconds 3] [--drain 30] [--data-dir DIR]
+                            [--sync full|normal] [--json]
 
 Every system runs on 127.0.0.1 and is driven the same way, from this process: one publisher and
 1 / 10 / 100 subscribers, each subscriber with its own connection, every publication 1 KB and
@@ -21,7 +22,9 @@ QoS 1 on both legs (the publisher's PUBLISH is acknowledged, and so is every del
 subscribers subscribe to the exact-match topic ``dc:subject/publish-subscribe`` and to the RDF
 subscription ``X : t(X, dc:subject, S), S = "publish-subscribe"``; each publication is the resource
 with that subject and a 1,024-character description (MQTT: a 1,024-byte payload). The super-peers
-are durable (each input that changes a store is committed, with fsync, before its output leaves);
+are durable (an input that changes a store is committed, with fsync, before its output leaves;
+the inputs that arrive together share one commit: ``superpeer._commits``), unless ``--sync
+normal`` (``[store] sync``: no fsync per commit, survives a killed process, not a power loss);
 the brokers keep nothing on disk. With TLS: TLS 1.3 with a certificate from a CA made for the run
 (Mosquitto and amqtt), and for our network its own TLS plus the peers' secure identification.
 
@@ -66,6 +69,7 @@ import qel
 from bench.network import percentiles
 from deploy.cluster import Cluster, free_ports, terminate
 from deploy.driver import RemotePeer, wait_quiet
+from superpeer.store import SYNC_MODES
 from wire import messages as m
 
 PAYLOAD_BYTES = 1024
@@ -461,7 +465,10 @@ def publication(number: int) -> qel.Publication:
 async def _measure_ours(setup: Setup, size: int) -> dict[str, object]:
     options = setup.options
     directory = Path(tempfile.mkdtemp(prefix="brokers-", dir=options.data_dir))
-    with Cluster(size, trace=False, tls=setup.tls, directory=directory) as cluster:
+    settings = f'[store]\nsync = "{options.sync}"\n'
+    with Cluster(
+        size, trace=False, tls=setup.tls, directory=directory, settings=settings
+    ) as cluster:
         try:
             ca = cluster.ca_certificate if setup.tls else None
             recorder = Recorder(setup.subscribers)
@@ -540,6 +547,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--data-dir", help="where the super-peers keep their stores (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--sync",
+        choices=SYNC_MODES,
+        default="full",
+        help="the super-peers' [store] sync (full: fsync'd commits, the default)",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -65,6 +65,16 @@ def summary(config: SuperPeerConfig) -> list[str]:
         lines.append(f"HTTP endpoint http://{host}:{port}/ ({what})")
     else:
         lines.append("no HTTP endpoint")
+    store = config.store
+    lines.append(
+        f"store {config.directory / 'state.sqlite'}, "
+        + (
+            "fsync at every commit"
+            if store.sync == "full"
+            else "sync normal (survives a killed process, not a power loss)"
+        )
+        + f", at most {store.max_inputs_per_commit} inputs per commit"
+    )
     trace = config.trace
     lines.append(
         f"trace log {'on' if trace.enabled else 'off'}"

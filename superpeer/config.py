@@ -44,6 +44,11 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     window_bytes = 4194304             # bytes of one transfer in flight
     chunk_bytes = 196608               # bytes per frame (at most 262144, the wire's binary limit)
 
+    [store]                            # <data_dir>/state.sqlite
+    sync = "full"                      # fsync every commit: what was acknowledged survives a
+                                       # power loss; "normal": only a killed process
+    max_inputs_per_commit = 256        # inputs (messages, timers) that share one commit at most
+
     [trace]
     enabled = true
     max_bytes = 67108864
@@ -93,6 +98,7 @@ from superpeer.node import NodeConfig
 from superpeer.rendezvous import RendezvousConfig
 from superpeer.schemas import SchemaLimits
 from superpeer.security import SecuritySettings
+from superpeer.store import SYNC_MODES
 from wire.codec import WireLimits
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -132,6 +138,15 @@ class Recovery:
     catchup_margin_seconds: float = 5.0
     handover_seconds: float = 5.0
     retracted_seconds: float = 20.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreSettings:
+    sync: str = "full"
+    """``superpeer.store.SYNC_MODES``: how durable a commit is."""
+    max_inputs_per_commit: int = 256
+    """The inputs that arrive together share one commit (``superpeer._commits``), at most this
+    many: more per fsync, against the first output of a group waiting for the rest."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,6 +194,7 @@ class SuperPeerConfig:
     delivery: Delivery = field(default_factory=Delivery)
     recovery: Recovery = field(default_factory=Recovery)
     rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
+    store: StoreSettings = field(default_factory=StoreSettings)
     trace: TraceSettings = field(default_factory=TraceSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     http: HttpSettings = field(default_factory=HttpSettings)
@@ -261,7 +277,7 @@ def load_config(path: str | Path | None) -> SuperPeerConfig:
 def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") -> SuperPeerConfig:
     known = {
         "listen", "advertise", "data_dir", "node_id", "join", "limits", "delivery", "recovery",
-        "rendezvous", "trace", "routing", "schemas", "security", "http", "logging",
+        "rendezvous", "store", "trace", "routing", "schemas", "security", "http", "logging",
     }  # fmt: skip
     _no_unknown(data, known, source)
     changes: dict[str, Any] = {}
@@ -295,6 +311,13 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
                 f"{WireLimits().max_binary_bytes} (the wire's binary limit)"
             )
         changes["rendezvous"] = rendezvous
+    if "store" in data:
+        store = _section(StoreSettings, data["store"], "store", source)
+        if store.sync not in SYNC_MODES:
+            raise ConfigError(
+                f"{source}: store.sync must be one of {', '.join(map(repr, SYNC_MODES))}"
+            )
+        changes["store"] = store
     if "trace" in data:
         changes["trace"] = _section(TraceSettings, data["trace"], "trace", source)
     if "schemas" in data:

@@ -12,7 +12,8 @@ The runtime moves bytes and reads the clock; every decision is the node's. It
 * keeps a link to every super-peer the node sends to (``superpeer._links``), re-opened after any
   break, with nothing lost or repeated across it;
 * calls the node's ``timer`` at its ``next_deadline``; commits the store before it sends anything
-  an input produced (what a message promises is on disk first);
+  an input produced (what a message promises is on disk first), once for all the inputs that
+  arrive together (``superpeer._commits``: group commit, one fsync per group);
 * writes the trace log (rotating JSON-lines files in the data directory) and ``key=value`` lines
   on stderr (``daemonlog``);
 * counts what it sees for ``/metrics`` (``superpeer.metrics``: the trace records the node emits,
@@ -37,13 +38,14 @@ import secrets
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import trio
 
 import crypto
 import wire
+from superpeer._commits import GroupCommit
 from superpeer._groups import unwrapped
 from superpeer._links import Links
 from superpeer.actions import (
@@ -89,7 +91,10 @@ class _PeerConnection:
     receive: trio.MemoryReceiveChannel[bytes]
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     closing: bool = False
-    """The node ended the connection: what is queued is written, then it closes."""
+    """The node ended the connection: nothing more is read; what is queued (and what the node
+    produced before the close, still held for the group's commit) is written, then it closes."""
+    closed: bool = False
+    """The close was carried out (the queue is closed)."""
     writing: bool = False
     """The writer runs (after TLS); before, nothing could be written and a close ends it at once."""
 
@@ -148,7 +153,7 @@ class SuperPeerDaemon:
             self._server_context = self.identity.server_context()
             self._client_context = self.identity.client_context()
         self.limits = config.wire_limits()
-        self.store = SqliteStore(self.directory / "state.sqlite")
+        self.store = SqliteStore(self.directory / "state.sqlite", sync=config.store.sync)
         self.trace = (
             TraceLog(
                 self.directory / "traces",
@@ -175,6 +180,9 @@ class SuperPeerDaemon:
         )
         self.started_at = clock()
         self._inbound = Inbound()
+        self._commits = GroupCommit(
+            self.store, self._carry_out, max_inputs=config.store.max_inputs_per_commit
+        )
         self._peers: dict[int, _PeerConnection] = {}
         self._links: Links | None = None
         self._nursery: trio.Nursery | None = None
@@ -207,6 +215,7 @@ class SuperPeerDaemon:
                 if self.config.http.enabled:
                     await self._serve_http(nursery)
                 nursery.start_soon(self._flush_traces)
+                nursery.start_soon(self._commits.run)
                 nursery.start_soon(self._timers)
                 contacts = await self._find_contacts()
                 self._run(lambda now: self.node.start(now, contacts))
@@ -325,6 +334,7 @@ class SuperPeerDaemon:
         with trio.move_on_after(max(10.0, self.config.limits.failure_seconds)):
             while not self.node.stopped:
                 await trio.sleep(0.02)
+        self._commits.flush()
         with trio.move_on_after(2.0):
             while self._links is not None and self._links.in_flight():
                 await trio.sleep(0.01)
@@ -362,11 +372,21 @@ class SuperPeerDaemon:
 
     # -- the node's inputs and outputs --------------------------------------------------------
     def _run(self, call: Callable[[float], list]) -> None:
-        """One input to the node, then its outputs: the store is committed before any byte the
-        input produced leaves."""
+        """One input to the node. Its outputs are held until the group's commit
+        (``superpeer._commits``): no byte the input produced leaves before it is on disk. A
+        connection the node ends is read no further from now on, as when outputs left at once."""
         now = self.clock()
         outputs = call(now)
-        self.store.commit()
+        for output in outputs:
+            if isinstance(output, CloseConnection):
+                connection = self._peers.get(output.connection)
+                if connection is not None:
+                    connection.closing = True
+        self._commits.add(now, outputs)
+        self._wake.set()
+
+    def _carry_out(self, now: float, outputs: list) -> None:
+        """The outputs of one input applied at ``now``, once committed."""
         for output in in_runtime_order(outputs):
             if isinstance(output, ToSuperPeer):
                 assert self._links is not None
@@ -377,8 +397,8 @@ class SuperPeerDaemon:
                 self._to_connection(output.connection, output.data)
             elif isinstance(output, CloseConnection):
                 connection = self._peers.get(output.connection)
-                if connection is not None and not connection.closing:
-                    connection.closing = True
+                if connection is not None and not connection.closed:
+                    connection.closed = True
                     connection.send.close()
                     if not connection.writing:  # in the TLS handshake (the admission deadline)
                         connection.scope.cancel()
@@ -391,7 +411,6 @@ class SuperPeerDaemon:
                     self._done.set()
             elif isinstance(output, TraceRecord):
                 self._record(output)
-        self._wake.set()
 
     def _record(self, record: TraceRecord) -> None:
         if self.trace is not None:
@@ -597,6 +616,10 @@ class SuperPeerDaemon:
                 self._run(
                     lambda now, r=received: self.node.superpeer_message(sender, incarnation, r, now)
                 )
+                # a ChannelAck (and a Welcome's ``resume``) does not wait for the group's
+                # commit: it promises only that this process has the frame, and a restart is a
+                # new incarnation, for which the sender drops what it kept, acknowledged or not
+                # (``superpeer.channel``); what the node promises goes out as its outputs
                 ack = self._inbound.ack_due(sender, incarnation, idle=False)
                 if ack is not None:
                     await stream.send_all(
@@ -725,6 +748,7 @@ class SuperPeerDaemon:
         report["links"] = {n: link.statistics() for n, link in sorted(links.items())}
         report["backbone_in_flight"] = self._links.in_flight() if self._links is not None else 0
         report["connections"] = len(self._peers)
+        report["commits"] = asdict(self._commits.statistics())
         report["peer_queue_frames"] = sum(
             c.send.statistics().current_buffer_used for c in self._peers.values()
         )

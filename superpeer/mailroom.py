@@ -37,6 +37,8 @@ from wire import messages as m
 MailOutput = ToConnection | TraceRecord
 ALL = 2**62
 """A limit that is no limit (``Store.mail_after``)."""
+WAITING = 4096
+"""Notifications kept decoded while they wait in an attached peer's mail (``Mailroom._waiting``)."""
 
 
 def mail_key(owner: str, publication_id: str, version: int = 0) -> str:
@@ -85,6 +87,10 @@ class Mailroom:
         self._windows: dict[str, _Window] = {}
         self._highest_sent: dict[str, int] = {}
         self._last_number = store.last_delivery()
+        self._waiting: dict[int, m.Notify] = {}
+        """Mail put while its peer's window was full, by number, as it was before encoding
+        (the store's copy is its encoding): the refill that sends it spares a decode. At most
+        ``WAITING``, oldest dropped first (then read back from the store)."""
 
     def attached(self, peer: str) -> bool:
         return peer in self._windows
@@ -135,6 +141,9 @@ class Mailroom:
             return out
         if window.backlog or window.unacknowledged >= self.window:
             window.backlog = True
+            if len(self._waiting) >= WAITING:
+                del self._waiting[next(iter(self._waiting))]
+            self._waiting[number] = notify
             self._refill(peer, now, out)
             return out
         self._send(peer, window, dataclasses.replace(notify, delivery=number), now, out)
@@ -207,7 +216,8 @@ class Mailroom:
             dropped = 0
             for number, data in found:
                 after = number
-                notify = dataclasses.replace(_decoded(data), delivery=number)
+                held = self._waiting.pop(number, None)
+                notify = dataclasses.replace(held or _decoded(data), delivery=number)
                 if expired(notify, now):
                     self.store.discard_mail(peer, number)
                     dropped += 1

@@ -36,6 +36,7 @@ ask.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,6 +96,13 @@ class ResourceVersions:
     def __init__(self, limits: VersionLimits | None = None) -> None:
         self.limits = limits or VersionLimits()
         self._resources: dict[str, dict[str, Version]] = {}
+        self._expiries: list[tuple[float, str, str]] = []
+        """A heap of (expiry, owner, resource) for every version stored with an expiry; an
+        entry whose version was replaced since is skipped when it comes up (``next_expiry`` is
+        asked after every input: a scan of every resource made a super-peer's time per
+        publication grow with the publications it kept)."""
+        self._compacted = 0
+        """The heap's size when it was last rebuilt of live entries only."""
 
     def current(self, owner: str, resource: str) -> Version | None:
         return self._resources.get(owner, {}).get(resource)
@@ -104,6 +112,21 @@ class ResourceVersions:
 
     def restore(self, owner: str, resource: str, version: Version) -> None:
         self._resources.setdefault(owner, {})[resource] = version
+        self._expiring(owner, resource, version)
+
+    def _expiring(self, owner: str, resource: str, version: Version) -> None:
+        if version.expires is not None and not version.retracted:
+            heapq.heappush(self._expiries, (version.expires, owner, resource))
+            if len(self._expiries) > 2 * self._compacted + 1024:
+                # versions replaced before their expiry came up leave entries behind
+                self._expiries = [
+                    (held.expires, holder, name)
+                    for holder, resources in self._resources.items()
+                    for name, held in resources.items()
+                    if held.expires is not None and not held.retracted
+                ]
+                heapq.heapify(self._expiries)
+                self._compacted = len(self._expiries)
 
     def forget(self, owner: str) -> None:
         self._resources.pop(owner, None)
@@ -188,16 +211,14 @@ class ResourceVersions:
         return gone
 
     def next_expiry(self) -> float | None:
-        """The earliest expiry of a resource still live (for the node's timer)."""
-        return min(
-            (
-                held.expires
-                for resources in self._resources.values()
-                for held in resources.values()
-                if held.expires is not None and not held.retracted
-            ),
-            default=None,
-        )
+        """The earliest expiry of a resource not retracted (for the node's timer)."""
+        while self._expiries:
+            expires, owner, resource = self._expiries[0]
+            held = self.current(owner, resource)
+            if held is not None and not held.retracted and held.expires == expires:
+                return expires
+            heapq.heappop(self._expiries)  # replaced, retracted, expired or forgotten since
+        return None
 
     def _record(self, owner: str, change: Change) -> Change:
         resources = self._resources.setdefault(owner, {})
@@ -207,9 +228,9 @@ class ResourceVersions:
                 f"you have {len(resources)} resources at this access point, the most "
                 f"max_resources_per_peer allows: retract one, or publish elsewhere"
             )
-        resources[resource] = Version(
-            change.number, change.publication, change.retracted, change.expires
-        )
+        version = Version(change.number, change.publication, change.retracted, change.expires)
+        resources[resource] = version
+        self._expiring(owner, resource, version)
         return change
 
 

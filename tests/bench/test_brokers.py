@@ -12,7 +12,7 @@ pytestmark = pytest.mark.process
 
 def options(**changes: object) -> argparse.Namespace:
     values = {"offered": 200.0, "seconds": 0.3, "burst_seconds": 0.3, "drain": 30.0}
-    return argparse.Namespace(**(values | {"data_dir": None} | changes))
+    return argparse.Namespace(**(values | {"data_dir": None, "sync": "full"} | changes))
 
 
 def check(row: dict[str, object], subscribers: int) -> None:

@@ -95,3 +95,23 @@ def test_systemd_analyze_verifies_the_units(unit, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+
+
+def test_the_store_section_says_how_durable_a_commit_is_and_how_many_inputs_share_one(tmp_path):
+    default = config_from_mapping({})
+    assert (default.store.sync, default.store.max_inputs_per_commit) == ("full", 256)
+    store = config_from_mapping({"store": {"sync": "normal", "max_inputs_per_commit": 16}}).store
+    assert (store.sync, store.max_inputs_per_commit) == ("normal", 16)
+    with pytest.raises(ConfigError, match=r"store\.sync must be one of 'full', 'normal'"):
+        config_from_mapping({"store": {"sync": "off"}})
+    with pytest.raises(ConfigError, match=r"store\.max_inputs_per_commit must be positive"):
+        config_from_mapping({"store": {"max_inputs_per_commit": 0}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        config_from_mapping({"store": {"fsync": True}})
+    (tmp_path / "sp.toml").write_text(
+        f'data_dir = "{tmp_path / "d"}"\n[store]\nsync = "normal"\nmax_inputs_per_commit = 8\n'
+    )
+    result = check_config(str(tmp_path / "sp.toml"))
+    assert result.returncode == 0, result.stderr
+    assert "sync normal (survives a killed process, not a power loss)" in result.stdout
+    assert "at most 8 inputs per commit" in result.stdout

@@ -1,0 +1,185 @@
+"""Group commit: the inputs that arrive together share one commit of the store and one fsync.
+
+The daemon's rule is that no byte an input produced leaves before what it promises is on disk
+(an ``Ack`` to a publisher, mail dropped after a ``Delivered``, a handover accepted). Committing
+and fsyncing after every input keeps it at the price of one fsync per input (4 ms on this
+machine's disk), and the fsync, not the work, then sets the pace (BENCHMARKS.md, "Beside MQTT
+brokers"). Here an input is applied to the node at once (its writes join the store's open
+transaction) and its outputs are *held*. The committer task
+
+1. lets the trio loop make one pass (``trio.sleep(0)``: every ready task runs, so the inputs of
+   the reads that completed together join);
+2. commits the group (``commit(synced=False)``: the transaction is written to sqlite's log);
+3. fsyncs the log on a worker thread (``sync``, which touches a file descriptor, never the
+   sqlite connection), while the trio thread reads, decrypts and applies further inputs: their
+   writes go to the next transaction, their outputs wait for the next sync. A group that wrote
+   nothing skips both: what was committed before it is synced already;
+4. hands the outputs of every group committed before that sync to the runtime, oldest input
+   first, and starts again with what arrived meanwhile.
+
+A group is thus what arrived during the previous fsync: one input when the daemon is quiet (it
+waits for nothing but its own fsync), more the busier it is, one fsync for all of them. (A
+committer that waited for the loop to go quiet made larger groups, but under a steady stream it
+held the first outputs of a group until the bound: 70 ms at p50 for 100 publications/s to 10
+subscribers.)
+
+So an output leaves only after a sync that began after the commit of the input that produced
+it, and outputs leave in the order of their inputs, across connections.
+
+A group is bounded (``max_inputs``): the input that reaches the bound commits and fsyncs on the
+trio thread and sends at once (``flush``), so a burst cannot hold the first outputs of a group
+back for longer than that many inputs take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+
+class Durable(Protocol):
+    """What group commit needs of a store (``superpeer.store.SqliteStore``)."""
+
+    syncs: bool
+    """Whether a commit counts only once ``sync`` ran after it."""
+
+    @property
+    def uncommitted(self) -> bool: ...
+
+    def commit(self, *, synced: bool = True) -> None: ...
+    def sync(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatistics:
+    """What ``GroupCommit`` did so far (``superpeer status``: ``commits``)."""
+
+    inputs: int
+    """Inputs applied and committed."""
+    groups: int
+    """Commits that carried at least one input."""
+    largest: int
+    """The most inputs one commit carried."""
+    bounded: int
+    """Groups that reached ``max_inputs`` and were committed at once."""
+
+
+@dataclass(slots=True)
+class _Written:
+    """A group committed, its outputs waiting for the log's fsync."""
+
+    outputs: list[tuple[float, list]]
+    applied: int
+    """Inputs applied up to this group's commit (all of them are durable with it)."""
+
+
+class GroupCommit(Generic[T]):
+    """Holds each input's outputs until the store has made the input durable, then
+    ``dispatch`` es them.
+
+    ``add`` after each input; ``run`` as a task of the daemon's nursery; ``flush`` to commit and
+    send now (shutting down)."""
+
+    def __init__(
+        self,
+        store: Durable,
+        dispatch: Callable[[float, list[T]], None],
+        *,
+        max_inputs: int,
+    ) -> None:
+        if max_inputs < 1:
+            raise ValueError("a group holds at least one input")
+        self._store = store
+        self._dispatch = dispatch
+        self.max_inputs = max_inputs
+        self._held: list[tuple[float, list[T]]] = []
+        """Outputs of the inputs applied since the last commit."""
+        self._written: list[_Written] = []
+        """Groups committed, oldest first, waiting for a sync."""
+        self._inputs = 0
+        """Inputs applied since the last commit."""
+        self._applied = 0
+        self._durable = 0
+        """Inputs applied, and of those the ones known durable (in order: a prefix)."""
+        self._due = trio.Event()
+        self._dispatching = False
+        self._groups = self._largest = self._bounded = 0
+
+    def add(self, now: float, outputs: list[T]) -> None:
+        """An input was applied at ``now`` and produced ``outputs``: they leave once it is
+        durable (at once if the group is full)."""
+        if outputs:
+            self._held.append((now, outputs))
+        self._inputs += 1
+        self._applied += 1
+        self._due.set()
+        if self._inputs >= self.max_inputs and not self._dispatching:
+            self._bounded += 1
+            self.flush()
+
+    def _commit(self, *, synced: bool) -> None:
+        """Commit the open group; its outputs wait in ``_written``."""
+        self._store.commit(synced=synced)
+        if self._inputs:
+            self._groups += 1
+            self._largest = max(self._largest, self._inputs)
+            self._inputs = 0
+        self._written.append(_Written(self._held, self._applied))
+        self._held = []
+
+    def _release(self, through: int) -> None:
+        """Dispatch the groups committed before the sync that made input ``through`` durable.
+
+        A dispatch may apply an input of its own (a link that overflows tells the node): its
+        outputs are held for the next commit, which runs after this loop (then the group may
+        pass the bound by those few), so that outputs still leave in the order of their inputs."""
+        self._dispatching = True
+        try:
+            while self._written and self._written[0].applied <= through:
+                group = self._written.pop(0)
+                self._durable = max(self._durable, group.applied)
+                for now, outputs in group.outputs:
+                    self._dispatch(now, outputs)
+        finally:
+            self._dispatching = False
+
+    def flush(self) -> None:
+        """Commit durably on this thread, then hand every held output to ``dispatch``, oldest
+        input first (those of groups still waiting for the worker thread's sync too: this sync
+        covers them). Inputs the dispatches apply are committed and sent in turn."""
+        if self._dispatching:
+            return  # from a dispatch: that release's caller commits next
+        while True:
+            self._commit(synced=True)
+            self._release(self._applied)
+            if not self._held:
+                return
+
+    async def run(self) -> None:
+        """The committer: once inputs are held, one scheduling pass (every task whose read
+        completed applies its inputs), then one commit for all, and its fsync on a worker
+        thread, while the trio thread applies the inputs that make the next group."""
+        while True:
+            await self._due.wait()
+            await trio.sleep(0)  # the tasks whose reads completed with this one's apply theirs
+            self._due = trio.Event()  # what is added from now on is the next group's
+            if not self._inputs:
+                continue  # the bound committed it all
+            # a group that wrote nothing (a relay forwarding, a heartbeat) has nothing to make
+            # durable, and what was committed before it is synced already: it leaves at once
+            written = self._store.uncommitted
+            self._commit(synced=False)
+            through = self._applied
+            if written and self._store.syncs:
+                await trio.to_thread.run_sync(self._store.sync)
+            self._release(through)
+
+    def statistics(self) -> GroupStatistics:
+        return GroupStatistics(
+            inputs=self._durable, groups=self._groups, largest=self._largest, bounded=self._bounded
+        )

@@ -1,0 +1,98 @@
+"""Group commit on a real daemon: what a super-peer acknowledged is in its store when it is
+killed, and a group never passes ``[store] max_inputs_per_commit``. (That the fsync comes before
+the acknowledgement, which a killed process cannot show since the kernel keeps what was written,
+is ``tests/superpeer/test_group_commit.py``'s.)"""
+
+import pytest
+import trio
+
+import qel
+import wire
+from deploy.cluster import Cluster
+from deploy.driver import RemotePeer, wait_quiet
+from superpeer.store import SqliteStore
+from wire import messages as m
+
+pytestmark = pytest.mark.process
+
+SUBSCRIPTION = 'X : t(X, dc:subject, S), S = "durability"'
+DC = "http://purl.org/dc/elements/1.1/"
+
+
+def publication(number: int) -> qel.Publication:
+    return qel.Publication(
+        qel.URI(f"http://example.org/doc{number}"),
+        frozenset(
+            {
+                (qel.URI(DC + "subject"), qel.Literal("durability")),
+                (qel.URI(DC + "description"), qel.Literal(f"document {number} " + "x" * 500)),
+            }
+        ),
+        "publisher",
+        f"n{number}",
+    )
+
+
+async def attach(cluster: Cluster, nursery: trio.Nursery) -> tuple[RemotePeer, RemotePeer]:
+    publisher = RemotePeer("publisher", cluster.addresses[0])
+    subscriber = RemotePeer("subscriber", cluster.addresses[0])
+    for peer in (publisher, subscriber):
+        await peer.connect(nursery)
+    await publisher.request(m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]})))
+    await subscriber.request(m.Subscribe(id="s", subscription=qel.parse_subscription(SUBSCRIPTION)))
+    await wait_quiet(cluster, [publisher, subscriber])
+    return publisher, subscriber
+
+
+async def test_every_publication_acknowledged_before_a_kill_is_in_the_store(tmp_path):
+    with Cluster(1, trace=False, tls=False, directory=tmp_path) as cluster:
+        async with trio.open_nursery() as nursery:
+            publisher, _ = await attach(cluster, nursery)
+            before = publisher.received[m.Ack.KIND]  # the advertisement's
+
+            def answered() -> int:
+                return publisher.received[m.Ack.KIND] - before
+
+            async def publish() -> None:
+                # as fast as taken, fewer unanswered than a connection may have queued (1,000):
+                # groups of inputs are still being applied when the first answers leave
+                for number in range(2000):
+                    while number - answered() >= 900:
+                        await trio.sleep(0.001)
+                    await publisher.request_nowait(m.Publish(publication=publication(number)))
+
+            nursery.start_soon(publish)
+            with trio.fail_after(60):
+                while answered() < 150:
+                    await trio.sleep(0.001)
+            # one connection's answers come in the order of its requests: these many first ones
+            acknowledged = {f"n{k}" for k in range(answered())}
+            cluster.kill(0)
+            nursery.cancel_scope.cancel()
+        assert 150 <= len(acknowledged) < 2000
+        assert set(publisher.received) <= {m.Ack.KIND}, publisher.received
+    store = SqliteStore(cluster.directories[0] / "state.sqlite")
+    try:
+        logged = set()
+        for data in store.logged_since(0.0):
+            notification, _ = wire.decode(data)
+            logged.add(notification.publication.id)  # type: ignore[attr-defined]
+    finally:
+        store.close()
+    assert set(acknowledged) <= logged, sorted(set(acknowledged) - logged)[:10]
+
+
+async def test_no_group_passes_the_configured_bound(tmp_path):
+    settings = "[store]\nmax_inputs_per_commit = 4\n"
+    with Cluster(1, trace=False, tls=False, directory=tmp_path, settings=settings) as cluster:
+        async with trio.open_nursery() as nursery:
+            publisher, subscriber = await attach(cluster, nursery)
+            for number in range(200):
+                await publisher.request_nowait(m.Publish(publication=publication(number)))
+            with trio.fail_after(60):
+                while len(subscriber.notifications) < 200 or publisher.received[m.Ack.KIND] < 201:
+                    await trio.sleep(0.01)
+            commits = cluster.status(0)["commits"]
+            nursery.cancel_scope.cancel()
+    assert commits["largest"] <= 4 and commits["bounded"] > 0, commits
+    assert commits["inputs"] > 400, commits

@@ -1,0 +1,236 @@
+"""Group commit (``superpeer._commits``): inputs that arrive together share one commit and one
+fsync, and no output leaves before a sync that followed the commit of the input that produced it.
+"""
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+
+from superpeer._commits import GroupCommit
+from superpeer.store import SqliteStore
+
+
+class Journal:
+    """A store that keeps one ordered record of writes, commits, syncs and sends: the invariant
+    is read off it. ``gate`` (when set) holds each sync until the test releases it."""
+
+    def __init__(self, *, syncs: bool = True) -> None:
+        self.syncs = syncs
+        self.events: list[tuple[str, object]] = []
+        self.written = self.committed = self.durable = 0
+        self.gate: threading.Semaphore | None = None
+        self.syncing = threading.Event()
+
+    @property
+    def uncommitted(self) -> bool:
+        return self.written > self.committed
+
+    def write(self) -> int:
+        self.written += 1
+        self.events.append(("write", self.written))
+        return self.written
+
+    def commit(self, *, synced: bool = True) -> None:
+        if self.uncommitted:
+            self.committed = self.written
+            self.events.append(("commit", self.written))
+        if (synced or not self.syncs) and self.durable < self.committed:
+            self.sync()
+
+    def sync(self) -> None:
+        through = self.committed
+        if self.gate is not None and threading.current_thread() is not threading.main_thread():
+            self.syncing.set()
+            self.gate.acquire()
+        self.durable = max(self.durable, through)
+        self.events.append(("sync", through))
+
+    def count(self, kind: str) -> int:
+        return sum(1 for k, _ in self.events if k == kind)
+
+
+def apply(journal: Journal, group: GroupCommit, name: str) -> None:
+    """An input: it writes to the store, then its output is held."""
+    group.add(0.0, [(name, journal.write())])
+
+
+def recorder(journal: Journal, sent: list[str]):  # type: ignore[no-untyped-def]
+    def dispatch(_now: float, outputs: list[tuple[str, int]]) -> None:
+        for name, written in outputs:
+            assert written <= journal.durable, f"{name} left before its write was synced"
+            journal.events.append(("send", name))
+            sent.append(name)
+
+    return dispatch
+
+
+def gated() -> tuple[Journal, list[str], GroupCommit]:
+    """A group over a store whose worker-thread syncs wait for ``journal.gate``."""
+    journal, sent = Journal(), []
+    journal.gate = threading.Semaphore(0)
+    return journal, sent, GroupCommit(journal, recorder(journal, sent), max_inputs=100)
+
+
+async def syncing(journal: Journal, group: GroupCommit, name: str) -> None:
+    """Apply ``name``; return once its group's fsync is under way on the worker thread."""
+    apply(journal, group, name)
+    await trio.to_thread.run_sync(journal.syncing.wait)
+    journal.syncing.clear()
+
+
+@contextlib.asynccontextmanager
+async def committing(group: GroupCommit) -> AsyncIterator[None]:
+    """The committer task runs inside."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(group.run)
+        yield
+        nursery.cancel_scope.cancel()
+
+
+async def wait_until(condition) -> None:  # type: ignore[no-untyped-def]
+    """The committer's sync runs on a worker thread: wait for what it leads to."""
+    with trio.fail_after(10):
+        while not condition():
+            await trio.sleep(0.001)
+
+
+async def test_inputs_that_arrive_together_share_one_commit_and_sync_and_leave_in_order():
+    journal, sent = Journal(), []
+    group = GroupCommit(journal, recorder(journal, sent), max_inputs=100)
+    async with committing(group):
+        for k in range(10):
+            apply(journal, group, f"a{k}")
+        assert sent == [] and journal.count("commit") == 0, "held until the committer runs"
+        await wait_until(lambda: len(sent) == 10)
+        assert sent == [f"a{k}" for k in range(10)]
+        assert journal.count("commit") == journal.count("sync") == 1
+        apply(journal, group, "lone")
+        await wait_until(lambda: len(sent) == 11)
+        assert journal.count("commit") == journal.count("sync") == 2
+    statistics = group.statistics()
+    assert (statistics.inputs, statistics.groups, statistics.largest) == (11, 2, 10)
+
+
+async def test_what_arrives_from_many_tasks_during_a_sync_is_the_next_group_with_one_sync():
+    journal, sent, group = gated()
+    go = trio.Event()
+
+    async def reader(name: str) -> None:
+        await go.wait()
+        for k in range(5):  # one record per read: a checkpoint between inputs
+            apply(journal, group, f"{name}{k}")
+            await trio.sleep(0)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(group.run)
+        for name in "abc":
+            nursery.start_soon(reader, name)
+        await syncing(journal, group, "first")
+        go.set()
+        await trio.testing.wait_all_tasks_blocked()  # the readers are done, the sync is not
+        assert sent == []
+        journal.gate.release()
+        await trio.to_thread.run_sync(journal.syncing.wait)  # the next group's one sync
+        journal.gate.release()
+        await wait_until(lambda: len(sent) == 16)
+        nursery.cancel_scope.cancel()
+    assert journal.count("commit") == journal.count("sync") == 2
+    assert group.statistics().largest == 15
+
+
+async def test_the_next_group_is_applied_while_the_last_one_syncs_and_waits_for_its_own_sync():
+    journal, sent, group = gated()
+    async with committing(group):
+        await syncing(journal, group, "first")
+        apply(journal, group, "second")  # applied meanwhile: the trio thread is free
+        await trio.testing.wait_all_tasks_blocked()
+        assert sent == [] and journal.count("commit") == 1
+        journal.gate.release()
+        await wait_until(lambda: sent == ["first"])
+        await trio.to_thread.run_sync(journal.syncing.wait)  # the second group's own fsync
+        assert sent == ["first"]
+        journal.gate.release()
+        await wait_until(lambda: sent == ["first", "second"])
+
+
+async def test_a_group_is_committed_synced_and_sent_at_once_when_it_reaches_its_bound():
+    journal, sent = Journal(), []
+    group = GroupCommit(journal, recorder(journal, sent), max_inputs=4)
+    for k in range(10):  # one task, no checkpoint: only the bound commits
+        apply(journal, group, f"a{k}")
+    assert sent == [f"a{k}" for k in range(8)]
+    assert journal.count("commit") == journal.count("sync") == 2
+    group.flush()
+    assert len(sent) == 10
+    statistics = group.statistics()
+    assert (statistics.groups, statistics.largest, statistics.bounded) == (3, 4, 2)
+
+
+async def test_an_input_applied_while_outputs_are_sent_is_synced_before_its_own_leave():
+    journal, sent = Journal(), []
+    group: GroupCommit[tuple[str, int]]
+    send = recorder(journal, sent)
+
+    def dispatch(now: float, outputs: list[tuple[str, int]]) -> None:
+        send(now, outputs)
+        if outputs[0][0] == "a0":  # a link overflowed: the node is told at once
+            apply(journal, group, "overflow")
+
+    group = GroupCommit(journal, dispatch, max_inputs=100)
+    apply(journal, group, "a0")
+    apply(journal, group, "a1")
+    group.flush()
+    assert sent == ["a0", "a1", "overflow"], "after what was held before"
+    assert journal.count("sync") == 2
+
+
+async def test_a_group_that_wrote_nothing_leaves_without_a_sync_but_after_those_before_it():
+    journal, sent, group = gated()
+    async with committing(group):
+        await syncing(journal, group, "written")
+        group.add(0.0, [("relayed", 0)])  # wrote nothing, but queued behind "written"
+        await trio.testing.wait_all_tasks_blocked()
+        assert sent == []
+        journal.gate.release()
+        await wait_until(lambda: sent == ["written", "relayed"])
+        group.add(0.0, [("alone", 0)])
+        await wait_until(lambda: sent == ["written", "relayed", "alone"])
+    assert journal.count("sync") == 1
+
+
+async def test_a_flush_while_the_worker_syncs_syncs_again_before_it_sends():
+    journal, sent, group = gated()
+    async with committing(group):
+        await syncing(journal, group, "first")
+        group.flush()  # shutting down: this thread's own sync covers it
+        assert sent == ["first"] and journal.count("sync") == 1
+        journal.gate.release()
+        await trio.testing.wait_all_tasks_blocked()
+        await wait_until(lambda: journal.count("sync") == 2)
+    assert sent == ["first"]
+
+
+def test_a_group_holds_at_least_one_input():
+    with pytest.raises(ValueError, match="at least one"):
+        GroupCommit(Journal(), lambda _now, _outputs: None, max_inputs=0)
+
+
+def test_what_a_store_committed_unsynced_is_durable_after_sync_and_survives_reopening(tmp_path):
+    path = tmp_path / "state.sqlite"
+    store = SqliteStore(path)
+    assert store.syncs and (tmp_path / "state.sqlite-wal").exists()
+    store.set_meta("k", "v")
+    store.commit(synced=False)
+    store.sync()
+    store.set_meta("k2", "v2")
+    store.close()
+    reopened = SqliteStore(path, sync="normal")
+    assert not reopened.syncs
+    assert (reopened.get_meta("k"), reopened.get_meta("k2")) == ("v", "v2")
+    reopened.close()
+    with pytest.raises(ValueError, match="sync must be one of"):
+        SqliteStore(path, sync="sometimes")
