@@ -64,21 +64,26 @@ class Migrations(NodeBase):
         self._handover_tries[request] = tries + 1
         wait = min(self.config.handover_seconds * 2**tries, 600.0)
         self._handover_due[request] = now + wait
-        handover = m.Handover(
-            request=request,
-            peer=entry["peer"],
-            moved_at=entry["asked_at"],
-            previous=entry["previous"],
-            superpeer=self.node_id,
-            address=self.address,
-            since=entry["since"],
-            signature=bytes.fromhex(entry["signature"]),
-        )
+        handover = self._handover_request(request, entry["peer"], entry)
         holder, address = self._holder(entry["previous"], entry["address"])
         if holder == self.node_id:  # the peer's state came here with an adoption
             self._forget_handover(request)
             return
         self._send(holder, handover, now, out, address=address)
+
+    def _handover_request(self, request: str, peer: str, statement: dict) -> m.Handover:
+        """Ask for ``peer``'s state, showing its stored move statement (the one handover asks
+        with, and the one a claim shows)."""
+        return m.Handover(
+            request=request,
+            peer=peer,
+            moved_at=statement["asked_at"],
+            previous=statement["previous"],
+            superpeer=self.node_id,
+            address=self.address,
+            since=statement["since"],
+            signature=bytes.fromhex(statement["signature"]),
+        )
 
     def _holder(self, previous: str, address: str) -> tuple[str, str]:
         """Who keeps what ``previous`` kept: itself, or the super-peer that adopted its peers
@@ -106,16 +111,8 @@ class Migrations(NodeBase):
         local = set(self.store.local_peers()) | set(self._peer_connection)
         for peer, statement in sorted(self.store.pending(MOVES).items()):
             if peer in wanted and peer in local and peer not in asked:
-                claim = m.Handover(
-                    request=f"{self.node_id}:claim:{self._next_id()}",
-                    peer=peer,
-                    moved_at=statement["asked_at"],
-                    previous=statement["previous"],
-                    superpeer=self.node_id,
-                    address=self.address,
-                    since=statement["since"],
-                    signature=bytes.fromhex(statement["signature"]),
-                )
+                request = f"{self.node_id}:claim:{self._next_id()}"
+                claim = self._handover_request(request, peer, statement)
                 self._send(message.origin, claim, now, out)
 
     def _forget_handover(self, request: str) -> None:
