@@ -24,13 +24,16 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import trio
 
 import crypto
-from deploy.cluster import Cluster
+from deploy.cluster import Cluster, free_ports
 from deploy.driver import RemotePeer, peer_key, wait_quiet
+from deploy.proxy import Proxies
 from peer.resources import Resources
 from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
 from superpeer.sim.workload import (
@@ -42,9 +45,11 @@ from superpeer.sim.workload import (
     Planner,
     Send,
     SuperPeerBounce,
+    SuperPeerCut,
     SuperPeerFail,
     SuperPeerJoin,
     SuperPeerLeave,
+    SuperPeerPause,
     SuperPeerRestart,
     Want,
     WorkloadError,
@@ -54,8 +59,10 @@ from wire import messages as m
 
 
 class Replay:
-    def __init__(self, cluster: Cluster, files: Path) -> None:
+    def __init__(self, cluster: Cluster, files: Path, proxies: Proxies | None = None) -> None:
         self.cluster = cluster
+        self.proxies = proxies
+        """The proxies in front of the daemons (``superpeer_cut`` needs them)."""
         self.files = files
         """The peers' resource directories, one per peer (a peer that joins again: another)."""
         self.planner = Planner(cluster.size)
@@ -129,6 +136,14 @@ class Replay:
             await self._until_repaired(node)
         elif isinstance(step, SuperPeerRestart):
             self.cluster.restart(step.superpeer)
+        elif isinstance(step, SuperPeerPause):
+            self.cluster.pause(step.superpeer)
+            try:
+                await trio.sleep(step.seconds)
+            finally:
+                self.cluster.resume(step.superpeer)
+        elif isinstance(step, SuperPeerCut):
+            await self._cut(step.superpeer, step.seconds, nursery)
         elif isinstance(step, SuperPeerBounce):
             node = f"sp{step.superpeer}"
             attached = [p for p in self.everyone if p.connected and p.superpeer == node]
@@ -138,6 +153,28 @@ class Replay:
             self.cluster.restart(step.superpeer)
             for peer in attached:
                 await self._connect(Connect(peer.name, step.superpeer), nursery)
+
+    async def _cut(self, index: int, seconds: float, nursery: trio.Nursery) -> None:
+        """Every connection to super-peer ``index`` breaks, and none can be made, for
+        ``seconds`` (its proxy); then its peers connect again once it is a member, as the
+        simulator's do."""
+        assert self.proxies is not None, "replay() puts proxies in front of a cut's daemons"
+        node, address = f"sp{index}", self.cluster.addresses[index]
+        attached = [p for p in self.everyone if p.connected and p.superpeer == node]
+        outside_trio(self.proxies.set, address, "cut")
+        try:
+            for peer in attached:
+                await self._disconnect(peer)
+            await trio.sleep(seconds)
+        finally:
+            outside_trio(self.proxies.set, address, "pass")
+        with trio.fail_after(120):
+            while (await trio.to_thread.run_sync(self.cluster.status, index)).get(
+                "state"
+            ) != "member":
+                await trio.sleep(0.05)
+        for peer in attached:
+            await self._connect(Connect(peer.name, index), nursery)
 
     def _successor(self, index: int) -> int:
         status = self.cluster.status(index)
@@ -270,24 +307,48 @@ class Replay:
         }
 
 
+def outside_trio(function: Callable[..., object], *args: object) -> None:
+    """Call ``function`` (one of ``Proxies``', which talk to the proxies' own trio loop from a
+    thread that is not a trio thread) from this trio run, blocking it meanwhile: the calls are
+    short, and some come from synchronous code (``Cluster``'s ``front``)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(function, *args).result()
+
+
 async def replay(
     path: str | Path, superpeers: int, directory: str | None = None, **cluster: object
 ) -> dict[str, object]:
     operations = list(read_workload(path))
     started = time.perf_counter()
-    with (
-        Cluster(superpeers, directory=directory, trace=directory is not None, **cluster) as nodes,  # type: ignore[arg-type]
-        tempfile.TemporaryDirectory(prefix="replay-peers-") as scratch,
-    ):
-        files = Path(directory) / "peers" if directory is not None else Path(scratch)
-        player = Replay(nodes, files)
-        async with trio.open_nursery() as nursery:
-            await player.run(operations, nursery)
-            statuses = [s for s in await nodes.statuses() if s]
-            for peer in player.everyone:
-                await peer.disconnect()
-            nursery.cancel_scope.cancel()
-        report = player.report(statuses)
+    proxies = Proxies() if any(op["op"] == "superpeer_cut" for op in operations) else None
+
+    def front(listen: str) -> str:
+        assert proxies is not None
+        public = f"127.0.0.1:{free_ports(1)[0]}"
+        outside_trio(proxies.add, public, listen)
+        return public
+
+    if proxies is not None:
+        cluster = {"front": front, **cluster}
+    try:
+        with (
+            Cluster(
+                superpeers, directory=directory, trace=directory is not None, **cluster
+            ) as nodes,  # type: ignore[arg-type]
+            tempfile.TemporaryDirectory(prefix="replay-peers-") as scratch,
+        ):
+            files = Path(directory) / "peers" if directory is not None else Path(scratch)
+            player = Replay(nodes, files, proxies)
+            async with trio.open_nursery() as nursery:
+                await player.run(operations, nursery)
+                statuses = [s for s in await nodes.statuses() if s]
+                for peer in player.everyone:
+                    await peer.disconnect()
+                nursery.cancel_scope.cancel()
+            report = player.report(statuses)
+    finally:
+        if proxies is not None:
+            outside_trio(proxies.close)
     report["totals"]["wall_seconds"] = round(time.perf_counter() - started, 3)  # type: ignore[index]
     return report
 

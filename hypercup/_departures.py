@@ -114,7 +114,12 @@ class Departures(NodeCore):
         if walk.position in walk.leaver_positions:
             return _leaver_hood(walk)
         hood = self._member_hood()
-        assert walk.position in hood.positions and walk.epoch == self._epoch
+        if walk.position not in hood.positions or walk.epoch != self._epoch:
+            # the cube moved on under a walk this node took over (a cut-off member's view)
+            raise KnowledgeError(
+                f"{self.node_id} would step a walk at position {walk.position} of epoch "
+                f"{walk.epoch}, holding {sorted(hood.positions)} at epoch {self._epoch}"
+            )
         return hood
 
     def _advance_leave(self, walk: LeaveWalk) -> None:

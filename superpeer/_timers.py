@@ -134,10 +134,10 @@ class Timers(NodeBase):
             # this process was stalled (paused): give everyone a fresh chance before judging
             stalled = now - expected
             log.warning("event=stalled node=%s seconds=%.1f", self.node_id, stalled)
-            if stalled >= self.config.failure_seconds - interval:
+            if stalled >= self.config.failure_seconds - interval and self.core.view.neighbours():
                 # silent that long, its neighbours have most likely declared it failed and
                 # repaired its place; holding on to it (when no eviction reaches it) would keep
-                # a second member at those positions
+                # a second member at those positions (alone in the cube, nobody replaced it)
                 self._rejoin(f"stalled for {stalled:.1f} s", now, out)
                 return
             for neighbour in self._last_heard:

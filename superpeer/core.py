@@ -792,8 +792,10 @@ class SuperPeerCore:
         self._relay(self.node_id, message, now, out)
 
     # -- the cube changes ---------------------------------------------------------------------
-    def neighbour_restarted(self, node: str, now: float) -> list[Output]:
-        """``node`` restarted (a newer incarnation spoke): see "When the cube changes"."""
+    def neighbour_restarted(self, node: str, now: float, *, departed: bool = False) -> list[Output]:
+        """``node`` restarted (a newer incarnation spoke): see "When the cube changes".
+        ``departed``: this node heard that the previous incarnation departed, and forgot then
+        what it had sent it (``neighbour_departed``); what it sent since went to the new one."""
         out: list[Output] = []
         source = superpeer_source(node)
         for sid in list(self.poset.ids_of(source)):
@@ -802,13 +804,22 @@ class SuperPeerCore:
         self._ghosts.pop(node, None)
         self._owed_retracts.pop(node, None)  # it restarted empty
         self._early = [entry for entry in self._early if entry[0] != node]
-        self._unmark_sent(node)
-        self._restarted.add(node)
+        if not departed:
+            self._unmark_sent(node)
+            self._restarted.add(node)
         if node in self.view.neighbours():
             self._lookups_lost(node, now, out)
         for held in self.poset:
             self._route(held, now, out)
         return out
+
+    def neighbour_departed(self, node: str) -> None:
+        """``node``'s incarnation departed the cube (it failed, or left): what it was sent is
+        gone with it, and whatever it sends next comes from a new incarnation that starts
+        empty. Forgotten now, not when the next incarnation first speaks: by then this node
+        may have sent it things (its links to ``node`` were dropped, so they went to it)."""
+        self._owed_retracts.pop(node, None)
+        self._unmark_sent(node)
 
     def _unmark_sent(self, node: str) -> None:
         for held in self.poset:

@@ -203,7 +203,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             if not self._outside[node]
         ):
             return False
-        return bool(alive) and self.node_id < min(alive)
+        # every contact silent that long is dead (or cut off for good): start a cube, or this
+        # node would try them forever; else the smallest id among those alive outside starts it
+        return not alive or self.node_id < min(alive)
 
     def _abandon_join(self, contact: str, now: float, out: list[Output]) -> None:
         """The member asked to admit this node has said nothing (it died, stalled, or left):
@@ -243,6 +245,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                     since=now,
                     now=now,
                     successor=successor,
+                    successor_address=self.addresses.get(successor, ""),
                 ),
                 now,
                 out,
@@ -308,6 +311,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self._outside.clear()
         self._silent_since.clear()
         view = self.topology.view()
+        # the core's first messages (the restore below) go to neighbours this node may never
+        # have met, before the ``TopologyChanged`` that follows ``Joined`` names their addresses
+        self.addresses.update(
+            (node, address) for node, (address, _) in self.topology.known_peers().items()
+        )
         self.core = SuperPeerCore(
             self.node_id, self.address, view, self.config.routing, incarnation=self.incarnation
         )
@@ -348,6 +356,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
     def _took_place_of(self, departed: Departed, now: float, out: list[Output]) -> None:
         out.append(Forgotten(departed.node))
         self._renewed.add(departed.node)
+        if self.core is not None:
+            self.core.neighbour_departed(departed.node)
         # the incarnation it had as our neighbour; else the newest we heard of (a node that
         # joined next to it and was never sent anything by it): with 0, nobody would evict it
         incarnation = self._neighbour_incarnations.get(
@@ -399,7 +409,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self.incarnations[node] = max(incarnation, previous)
         if incarnation > previous > 0:
             if self.core is not None:
-                self._core(self.core.neighbour_restarted(node, now), now, out)
+                restarted = self.core.neighbour_restarted(node, now, departed=node in self._renewed)
+                self._core(restarted, now, out)
             if node in self._renewed:
                 self._renewed.discard(node)
             else:
@@ -524,6 +535,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 # (not when a newer incarnation spoke already: the link is its)
                 out.append(Forgotten(message.node))
                 self._renewed.add(message.node)
+                if self.core is not None:
+                    self.core.neighbour_departed(message.node)
             if message.failed:  # a node declared failed may still be alive: evict it
                 self.departed[message.node] = max(
                     self.departed.get(message.node, 0), message.incarnation

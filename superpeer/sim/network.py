@@ -43,7 +43,14 @@ from typing import IO, Final
 import wire
 from peer.resources import Resources
 from superpeer import versions
-from superpeer.actions import CloseConnection, Stopped, ToConnection, ToSuperPeer
+from superpeer.actions import (
+    CloseConnection,
+    Forgotten,
+    Stopped,
+    ToConnection,
+    ToSuperPeer,
+    in_runtime_order,
+)
 from superpeer.core import CoreConfig, SuperPeerCore
 from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
@@ -56,9 +63,11 @@ from superpeer.sim.workload import (
     Planner,
     Send,
     SuperPeerBounce,
+    SuperPeerCut,
     SuperPeerFail,
     SuperPeerJoin,
     SuperPeerLeave,
+    SuperPeerPause,
     SuperPeerRestart,
     Want,
 )
@@ -77,6 +86,12 @@ STUCK_SECONDS: Final = 3600.0
 
 class SimulationStuck(RuntimeError):
     """The network never went quiet (a protocol that waits forever)."""
+
+
+class Unaddressed(RuntimeError):
+    """A node sent to a super-peer it had no link to without knowing its address: the daemon
+    would drop the message (``superpeer._links``), so the simulator, which needs no address,
+    stops instead of hiding the loss."""
 
 
 def address_of(node: str) -> str:
@@ -128,8 +143,8 @@ class _Pending:
     at: float
     sequence: int
     kind: str = field(compare=False)
-    """``sp`` (super-peer to super-peer), ``to_peer``, ``from_peer``, ``close`` (the access
-    point closed a peer's connection)."""
+    """``sp`` (super-peer to super-peer), ``hello`` (a new connection between super-peers),
+    ``to_peer``, ``from_peer``, ``close`` (the access point closed a peer's connection)."""
     sender: str = field(compare=False)
     receiver: str = field(compare=False)
     connection: int = field(compare=False, default=0)
@@ -198,6 +213,15 @@ class Simulation:
         """Nodes found busy when last asked (``_any_busy``)."""
         self._unchecked: set[str] = set()
         """Nodes called since they were last asked whether they are busy."""
+        self._links: set[tuple[str, str]] = set()
+        """(sender, receiver) pairs with a link open, as the daemon's ``Links`` keeps them: a
+        message to a super-peer without one needs its address, or the daemon drops it."""
+        self._connected: set[tuple[str, str]] = set()
+        """Links connected to the receiver's current process (a new connection says Hello)."""
+        self._paused: dict[str, list[_Pending]] = {}
+        """Stopped processes (``superpeer_pause``) and what was sent to them meanwhile."""
+        self._cut: dict[str, list[_Pending]] = {}
+        """Super-peers cut off (``superpeer_cut``) and what their links hold meanwhile."""
         self.messages: Counter[str] = Counter()
         self.message_bytes: Counter[str] = Counter()
         self.hops: Counter[int] = Counter()
@@ -269,6 +293,10 @@ class Simulation:
             self._superpeer_restart(step.superpeer)
         elif isinstance(step, SuperPeerBounce):
             self._superpeer_bounce(step.superpeer)
+        elif isinstance(step, SuperPeerPause):
+            self._superpeer_pause(step.superpeer, step.seconds)
+        elif isinstance(step, SuperPeerCut):
+            self._superpeer_cut(step.superpeer, step.seconds)
 
     # -- super-peers --------------------------------------------------------------------------
     def _superpeer_join(self) -> None:
@@ -311,6 +339,7 @@ class Simulation:
 
     def _kill(self, node_id: str) -> None:
         del self.nodes[node_id]
+        self._forget_links(node_id)
         self._unchecked.add(node_id)
         self._deadline_of.pop(node_id, None)
         self._queue = [p for p in self._queue if node_id not in (p.receiver, p.sender)]
@@ -319,6 +348,12 @@ class Simulation:
             if peer.access_point == node_id and peer.connection is not None:
                 peer.connection = None
                 peer.last_contact = self.now
+
+    def _forget_links(self, node_id: str) -> None:
+        """The process ended: a new one starts with no link open, and the links toward it
+        connect again (with a Hello) when they next have something to send."""
+        self._links = {link for link in self._links if link[0] != node_id}
+        self._connected = {link for link in self._connected if node_id not in link}
 
     def _superpeer_bounce(self, index: int) -> None:
         """Killed and started again on its store within ``BOUNCE_SECONDS``, before its silence is
@@ -331,6 +366,64 @@ class Simulation:
         self.run_until_quiet(until=lambda: self.nodes[node_id].core is not None)
         for peer in attached:
             self._connect(Connect(peer.name, index))
+
+    def _superpeer_pause(self, index: int, seconds: float) -> None:
+        """The process stops (``SIGSTOP``) for ``seconds``: no timer fires and nothing is read,
+        what is sent to it waits in its sockets, its connections stay open. Then it goes on:
+        its overdue timer first (it finds it was stalled), then what waited, in order."""
+        node_id = self.ids[index]
+        if node_id not in self.nodes:
+            return
+        self._paused[node_id] = []
+        self._advance(self.now + seconds)
+        held = self._paused.pop(node_id)
+        if node_id not in self.nodes:
+            return
+        self._deadline_of[node_id] = None
+        self._execute(node_id, self.nodes[node_id].timer(self.now))
+        for pending in held:
+            self._sequence += 1
+            pending.at, pending.sequence = self.now, self._sequence
+            heapq.heappush(self._queue, pending)
+        self.run_until_quiet()
+
+    def _superpeer_cut(self, index: int, seconds: float) -> None:
+        """Every connection of the super-peer breaks, and none can be made, for ``seconds``;
+        both sides run on. Its peers' connections break (they come back afterwards). Then the
+        links connect again: each says Hello again, and sends again what the other side had
+        not acknowledged, unless either side is a new incarnation by then (its channel
+        drops frames meant for, or sent by, the old one)."""
+        node_id = self.ids[index]
+        if node_id not in self.nodes:
+            return
+        incarnations = {n: node.incarnation for n, node in self.nodes.items()}
+        for peer in sorted(self.peers.values(), key=lambda p: p.name):
+            if peer.access_point == node_id and peer.connection is not None:
+                self._disconnect(peer)
+                self._reconnect_later(peer)
+        self._cut[node_id] = []
+        self._advance(self.now + seconds)
+        held = self._cut.pop(node_id)
+        self._connected = {link for link in self._connected if node_id not in link}
+        for pending in held:
+            sender, receiver = self.nodes.get(pending.sender), self.nodes.get(pending.receiver)
+            if sender is None or receiver is None:
+                continue
+            if pending.kind == "sp" and (
+                sender.incarnation != pending.incarnation
+                or receiver.incarnation != incarnations.get(pending.receiver)
+            ):
+                continue
+            if pending.kind == "hello":
+                continue  # the connection is new: it says Hello again, below
+            link = (pending.sender, pending.receiver)
+            if link not in self._connected:
+                self._connected.add(link)
+                self._enqueue("hello", *link, incarnation=sender.incarnation)
+            self._sequence += 1
+            pending.at, pending.sequence = self._link_clock[link], self._sequence
+            heapq.heappush(self._queue, pending)
+        self.run_until_quiet()
 
     def _repaired(self, node_id: str) -> bool:
         return not any(
@@ -545,9 +638,13 @@ class Simulation:
     def _next_timer(self) -> tuple[float, str] | None:
         while self._deadlines:
             at, _, node_id = self._deadlines[0]
-            if self._deadline_of.get(node_id) == at and node_id in self.nodes:
+            if (
+                self._deadline_of.get(node_id) == at
+                and node_id in self.nodes
+                and node_id not in self._paused
+            ):
                 return at, node_id
-            heapq.heappop(self._deadlines)
+            heapq.heappop(self._deadlines)  # a paused node's is set again when it goes on
         return None
 
     def _fire(self, timer: tuple[float, str]) -> None:
@@ -560,6 +657,12 @@ class Simulation:
 
     def _deliver(self, pending: _Pending) -> None:
         self.now = max(self.now, pending.at)
+        held = self._paused.get(pending.receiver)
+        if held is None and pending.kind in ("sp", "hello"):
+            held = self._cut.get(pending.receiver, self._cut.get(pending.sender))
+        if held is not None:
+            held.append(pending)
+            return
         if pending.kind == "to_peer":
             message = self._decode(pending)
             self._peer_receives(pending, message)
@@ -572,6 +675,12 @@ class Simulation:
             return
         node = self.nodes.get(pending.receiver)
         if node is None:
+            return
+        if pending.kind == "hello":
+            outputs = node.superpeer_hello(
+                pending.sender, pending.incarnation, address_of(pending.sender), self.now
+            )
+            self._execute(pending.receiver, outputs)
             return
         if pending.kind == "close_in":
             self._execute(pending.receiver, node.connection_closed(pending.connection, self.now))
@@ -615,9 +724,27 @@ class Simulation:
     def _execute(self, node_id: str, outputs: list) -> None:
         node = self.nodes.get(node_id)
         self._unchecked.add(node_id)
-        for output in outputs:
+        for output in in_runtime_order(outputs):
             if isinstance(output, ToSuperPeer):
                 self._count(output.message, output.data)
+                link = (node_id, output.node)
+                if link not in self._links:
+                    if not output.address:
+                        kind = type(output.message).KIND  # type: ignore[attr-defined]
+                        raise Unaddressed(
+                            f"{self._op_label}: {node_id} sent {kind} to {output.node} "
+                            "without knowing its address"
+                        )
+                    self._links.add(link)
+                if link not in self._connected and output.node in self.nodes:
+                    # a new connection starts with the link's Hello (the sender's address)
+                    self._connected.add(link)
+                    self._enqueue(
+                        "hello",
+                        node_id,
+                        output.node,
+                        incarnation=node.incarnation if node is not None else 0,
+                    )
                 if output.node in self.nodes:
                     self._enqueue(
                         "sp",
@@ -644,7 +771,11 @@ class Simulation:
                 peer = self._connections.pop((node_id, output.connection), None)
                 if peer is not None:
                     self._enqueue("close_out", node_id, peer, connection=output.connection)
+            elif isinstance(output, Forgotten):
+                self._links.discard((node_id, output.node))
+                self._connected.discard((node_id, output.node))
             elif isinstance(output, Stopped):
+                self._forget_links(node_id)
                 self.nodes.pop(node_id, None)
                 self._deadline_of.pop(node_id, None)
             elif isinstance(output, TraceRecord):

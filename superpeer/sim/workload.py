@@ -40,6 +40,13 @@ superpeer_restart  ``superpeer`` (a failed super-peer comes back on its data)
 superpeer_bounce   ``superpeer`` (killed and started again on its data at once, before anyone
                    noticed: its neighbours learn it from its new incarnation; its attached
                    peers reconnect to it)
+superpeer_pause    ``superpeer``, ``seconds`` (the process stops, as with ``SIGSTOP``, and
+                   goes on after that long: what was sent to it waits; longer than the
+                   failure timeout, its neighbours repair its place and it rejoins when it
+                   wakes; its attached peers stay connected)
+superpeer_cut      ``superpeer``, ``seconds`` (every connection to it breaks and none can be
+                   made for that long; it runs on: each side may declare the other failed;
+                   the links' unacknowledged frames are sent again afterwards)
 =============  ==================================================================================
 
 A document with several subjects makes several publications, ``id#1``, ``id#2``, ... in subject
@@ -85,6 +92,8 @@ OPERATIONS: Final = {
     "superpeer_fail": {"superpeer"},
     "superpeer_restart": {"superpeer"},
     "superpeer_bounce": {"superpeer"},
+    "superpeer_pause": {"superpeer", "seconds"},
+    "superpeer_cut": {"superpeer", "seconds"},
 }
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
@@ -317,6 +326,18 @@ class SuperPeerBounce:
     superpeer: int
 
 
+@dataclass(frozen=True, slots=True)
+class SuperPeerPause:
+    superpeer: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SuperPeerCut:
+    superpeer: int
+    seconds: float
+
+
 Step = (
     Connect
     | Disconnect
@@ -329,6 +350,8 @@ Step = (
     | SuperPeerFail
     | SuperPeerRestart
     | SuperPeerBounce
+    | SuperPeerPause
+    | SuperPeerCut
 )
 
 
@@ -529,6 +552,10 @@ class Planner:
             raise OperationError(f"super-peer {index} is down")
         if kind == "superpeer_bounce":
             return [SuperPeerBounce(index)]
+        if kind == "superpeer_pause":
+            return [SuperPeerPause(index, float(op["seconds"]))]
+        if kind == "superpeer_cut":
+            return [SuperPeerCut(index, float(op["seconds"]))]
         if len(self.live()) == 1:
             raise OperationError(f"super-peer {index} is the last one")
         if kind == "superpeer_leave":

@@ -21,6 +21,7 @@ from deploy.driver import RemotePeer, wait_quiet
 from deploy.replay import replay
 from superpeer.sim import Simulation
 from superpeer.sim.generate import generate
+from tests.deploy.replaying import replayed_and_simulated
 from tests.superpeer.oracle import expected_deliveries, expected_fetches, expected_locations
 from wire import messages as m
 
@@ -29,7 +30,6 @@ pytestmark = pytest.mark.process
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, seed):
-    workload = tmp_path / "workload.jsonl"
     operations = list(
         generate(
             superpeers=8, peers=14, subscriptions=40, publications=30,
@@ -42,11 +42,7 @@ def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, s
         for k in (0, 7)
         for j in (*range(14), "stranger")
     ]
-    workload.write_text("".join(json.dumps(op) + "\n" for op in operations))
-    report = trio.run(replay, workload, 8, None)
-    simulation = Simulation(8)
-    for op in operations:
-        simulation.apply(dict(op))
+    report, simulation = replayed_and_simulated(tmp_path, operations, 8)
     expected = expected_deliveries(8, operations)
     assert report["deliveries"] == simulation.deliveries() == expected
     assert report["totals"]["duplicates"] == 0
@@ -57,6 +53,42 @@ def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, s
     assert sum(where is not None for found in located.values() for where in found.values()) > 10
     backbone = {k: v["count"] for k, v in report["messages"].items() if routing(k)}
     assert backbone == {k: c for k, c in simulation.messages.items() if routing(k)}
+
+
+def backbone_churn(seed: int) -> list[dict]:
+    """A generated workload with the backbone changing under it: a super-peer killed (its peers
+    move on by themselves), a newcomer, the killed one restarted on its data, a clean departure
+    and a bounce (killed and restarted before anyone notices), a quarter of the way apart."""
+    operations = list(
+        generate(
+            superpeers=8, peers=12, subscriptions=36, publications=40,
+            churn=0.1, unsubscribe=0.1, seed=seed,
+        )
+    )  # fmt: skip
+    q = len(operations) // 4
+    return [
+        *operations[:q],
+        {"op": "superpeer_fail", "superpeer": 3},
+        *operations[q : 2 * q],
+        {"op": "superpeer_join"},
+        {"op": "superpeer_restart", "superpeer": 3},
+        *operations[2 * q : 3 * q],
+        {"op": "superpeer_leave", "superpeer": 5},
+        {"op": "superpeer_bounce", "superpeer": 1},
+        *operations[3 * q :],
+    ]
+
+
+def test_replay_of_backbone_churn_gives_the_simulators_deliveries(tmp_path):
+    """Issue 12's "Show": real daemons killed with -9, restarted on their data directory,
+    joining and leaving under a workload deliver what the simulator and the oracle say."""
+    operations = backbone_churn(3)
+    report, simulation = replayed_and_simulated(tmp_path, operations, 8)
+    expected = expected_deliveries(8, operations)
+    assert sum(len(ids) for ids in expected.values()) > 50
+    assert report["deliveries"] == simulation.deliveries() == expected
+    assert report["totals"]["duplicates"] == 0
+    assert report["errors"] == simulation.errors == []
 
 
 def test_replay_fetches_what_the_simulator_and_the_oracle_fetch(tmp_path):

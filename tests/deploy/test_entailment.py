@@ -9,11 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-import trio
 
 from deploy.cluster import Cluster
-from deploy.replay import replay
-from superpeer.sim import Simulation
+from tests.deploy.replaying import replayed_and_simulated
 from tests.superpeer.oracle import expected_changes
 
 pytestmark = pytest.mark.process
@@ -120,12 +118,7 @@ def test_replay_of_schemas_gives_the_simulators_and_the_oracles_deliveries(tmp_p
         {"op": "leave", "peer": "p3"},
         {"op": "publish", "peer": "p1", "id": "gone", "data": ARTICLE.format(name="g")},
     ]
-    workload = tmp_path / "workload.jsonl"
-    workload.write_text("".join(json.dumps(op) + "\n" for op in operations))
-    report = trio.run(replay, workload, 4, None)
-    simulation = Simulation(4)
-    for op in operations:
-        simulation.apply(dict(op))
+    report, simulation = replayed_and_simulated(tmp_path, operations, 4)
     expected = expected_changes(4, operations)
     assert expected["p0"] == [["after", "added"]]
     assert report["changes"] == simulation.report()["changes"] == expected

@@ -73,18 +73,28 @@ def test_a_super_peer_told_that_it_failed_rejoins_as_a_new_incarnation():
 def test_a_super_peer_stalled_longer_than_the_failure_timeout_rejoins():
     """Paused (SIGSTOP) for longer than its neighbours wait, it has most likely been replaced;
     it does not wait for an eviction that may never reach it."""
-    node = SuperPeerNode("sp0", "sp0.test:7400", MemoryStore(), CONFIG)
-    node.start(0.0, [])
-    node.timer(0.0)
+    node = Simulation(2).nodes["sp0"]
+    start = node.next_deadline()
+    node.timer(start)
     due = node.next_deadline()
     node.timer(due + CONFIG.failure_seconds / 2 + 0.1)
     assert node.statistics.rejoins == 0, "a short stall only gives the neighbours a fresh chance"
     before = node.incarnation
-    node.timer(100.0)
+    out = node.timer(start + 100.0)
     assert node.statistics.rejoins == 1 and node.incarnation > before
-    assert node.core is not None, "alone, it makes a new cube at once"
+    assert sent(out) == [("sp1", JoinRequest.__name__)], "it joins again through its neighbour"
     node.timer(node.next_deadline())
     assert node.statistics.rejoins == 1, "and the stall is not counted twice"
+
+
+def test_a_super_peer_alone_in_its_cube_stays_after_a_stall():
+    """Nobody could have replaced it, and a rejoin would look for members that are not there
+    (a simulated super-peer alone after the others failed waited for them for good)."""
+    node = SuperPeerNode("sp0", "sp0.test:7400", MemoryStore(), CONFIG)
+    node.start(0.0, [])
+    node.timer(0.0)
+    node.timer(100.0)
+    assert node.statistics.rejoins == 0 and node.core is not None
 
 
 def test_a_crash_right_after_joining_still_catches_up_on_restart():

@@ -1,0 +1,24 @@
+"""The same workload on real daemons (the replay tool) and in the simulator, for tests that
+compare the two with the oracle."""
+
+import json
+from pathlib import Path
+
+import trio
+
+from deploy.replay import replay
+from superpeer.sim import Simulation
+
+
+def replayed_and_simulated(
+    directory: Path, operations: list[dict], superpeers: int
+) -> tuple[dict, Simulation]:
+    """The replay tool's report on ``superpeers`` daemons, and the simulation of the same
+    operations (close it when it keeps files)."""
+    workload = directory / "workload.jsonl"
+    workload.write_text("".join(json.dumps(op) + "\n" for op in operations))
+    report = trio.run(replay, workload, superpeers, None)
+    simulation = Simulation(superpeers)
+    for op in operations:
+        simulation.apply(dict(op))
+    return report, simulation
