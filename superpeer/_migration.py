@@ -101,6 +101,8 @@ class Migrations(NodeBase):
         ones it still holds that moved here; and claim the peers it holds an older copy of
         (they moved on, maybe through access points that are gone): showing the peer's latest
         move statement, which names this node and postdates their time there."""
+        if message.address:
+            self.addresses.setdefault(message.origin, message.address)
         wanted = set(message.peers)
         asked = set()
         for request, entry in sorted(self.store.pending(HANDOVERS).items()):

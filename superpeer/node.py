@@ -816,6 +816,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                         origin_position=core.view.root_position,
                         incarnation=self.incarnation,
                         peers=restored,
+                        address=self.address,
                     ),
                     now,
                     o,

@@ -494,6 +494,8 @@ class Returned:
     origin_position: int
     incarnation: int
     peers: tuple[str, ...]
+    address: str = ""
+    """Where ``origin`` listens: a member that never met it may have to ask it for a peer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,6 +2,7 @@
 compare the two with the oracle."""
 
 import json
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -11,13 +12,14 @@ from superpeer.sim import Simulation
 
 
 def replayed_and_simulated(
-    directory: Path, operations: list[dict], superpeers: int
+    directory: Path, operations: list[dict], superpeers: int, settings: str = ""
 ) -> tuple[dict, Simulation]:
-    """The replay tool's report on ``superpeers`` daemons, and the simulation of the same
-    operations (close it when it keeps files)."""
+    """The replay tool's report on ``superpeers`` daemons (with ``settings`` added to their
+    configuration), and the simulation of the same operations (close it when it keeps
+    files)."""
     workload = directory / "workload.jsonl"
     workload.write_text("".join(json.dumps(op) + "\n" for op in operations))
-    report = trio.run(replay, workload, superpeers, None)
+    report = trio.run(partial(replay, workload, superpeers, None, settings=settings))
     simulation = Simulation(superpeers)
     for op in operations:
         simulation.apply(dict(op))

@@ -16,6 +16,7 @@ import trio
 import crypto
 import qel
 import wire
+from deploy.chaos import SUPERPEER_SETTINGS
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, wait_quiet
 from deploy.replay import replay
@@ -57,8 +58,10 @@ def test_replay_on_eight_super_peers_gives_the_simulators_deliveries(tmp_path, s
 
 def backbone_churn(seed: int) -> list[dict]:
     """A generated workload with the backbone changing under it: a super-peer killed (its peers
-    move on by themselves), a newcomer, the killed one restarted on its data, a clean departure
-    and a bounce (killed and restarted before anyone notices), a quarter of the way apart."""
+    move on by themselves), a newcomer, the killed one restarted on its data, a clean departure,
+    a bounce (killed and restarted before anyone notices), a pause (``SIGSTOP``) and a cut
+    (its proxy closes every connection) both longer than the failure timeout, a quarter of
+    the way apart."""
     operations = list(
         generate(
             superpeers=8, peers=12, subscriptions=36, publications=40,
@@ -72,18 +75,21 @@ def backbone_churn(seed: int) -> list[dict]:
         *operations[q : 2 * q],
         {"op": "superpeer_join"},
         {"op": "superpeer_restart", "superpeer": 3},
+        {"op": "superpeer_pause", "superpeer": 6, "seconds": 5.0},
         *operations[2 * q : 3 * q],
         {"op": "superpeer_leave", "superpeer": 5},
         {"op": "superpeer_bounce", "superpeer": 1},
+        {"op": "superpeer_cut", "superpeer": 2, "seconds": 5.0},
         *operations[3 * q :],
     ]
 
 
 def test_replay_of_backbone_churn_gives_the_simulators_deliveries(tmp_path):
     """Issue 12's "Show": real daemons killed with -9, restarted on their data directory,
-    joining and leaving under a workload deliver what the simulator and the oracle say."""
+    joining, leaving, paused and cut off under a workload deliver what the simulator and the
+    oracle say (failures detected in 3 s, as in the fault harness)."""
     operations = backbone_churn(3)
-    report, simulation = replayed_and_simulated(tmp_path, operations, 8)
+    report, simulation = replayed_and_simulated(tmp_path, operations, 8, SUPERPEER_SETTINGS)
     expected = expected_deliveries(8, operations)
     assert sum(len(ids) for ids in expected.values()) > 50
     assert report["deliveries"] == simulation.deliveries() == expected

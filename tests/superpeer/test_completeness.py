@@ -248,11 +248,15 @@ def test_known_churn_counterexample():
         # likewise: a leave walk reached a member whose cube had moved on while it was cut
         # off, and a bare assert in the topology protocol ended the process
         "churn_counterexample_walk_after_cut.json",
+        # p0's access point failed, p0 moved twice, and when the failed one came back its
+        # peer list reached a member that had never met it: the claim for p0 went nowhere
+        # (the daemon drops a message to an address it does not know)
+        "churn_counterexample_returned_address.json",
     ],
 )
 def test_churn_counterexamples_found_with_random_examples(name):
     """Found by the churn property with random examples (hypothesis seeds 14 of 0..15, twice;
-    2 and 3 of 1..8 with cuts and pauses), which is derandomized in CI; all fixed."""
+    2, 3 and 11 of 1..16 with cuts and pauses), which is derandomized in CI; all fixed."""
     found = json.loads(Path(__file__).with_name(name).read_text())
     superpeers, ops = found["workload"]
     simulation = run(superpeers, ops, interleave=found["interleave"], seed=found["seed"])
