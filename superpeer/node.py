@@ -356,13 +356,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
     def _took_place_of(self, departed: Departed, now: float, out: list[Output]) -> None:
         out.append(Forgotten(departed.node))
         self._renewed.add(departed.node)
-        if self.core is not None:
-            self.core.neighbour_departed(departed.node)
         # the incarnation it had as our neighbour; else the newest we heard of (a node that
         # joined next to it and was never sent anything by it): with 0, nobody would evict it
         incarnation = self._neighbour_incarnations.get(
             departed.node, self.incarnations.get(departed.node, 0)
         )
+        if self.core is not None and self.incarnations.get(departed.node, 0) <= incarnation:
+            self.core.neighbour_departed(departed.node)  # (not what went to a newer one)
         if departed.failed:
             self.departed[departed.node] = incarnation
         else:
