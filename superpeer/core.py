@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -792,10 +793,8 @@ class SuperPeerCore:
         self._relay(self.node_id, message, now, out)
 
     # -- the cube changes ---------------------------------------------------------------------
-    def neighbour_restarted(self, node: str, now: float, *, departed: bool = False) -> list[Output]:
-        """``node`` restarted (a newer incarnation spoke): see "When the cube changes".
-        ``departed``: this node heard that the previous incarnation departed, and forgot then
-        what it had sent it (``neighbour_departed``); what it sent since went to the new one."""
+    def neighbour_restarted(self, node: str, now: float) -> list[Output]:
+        """``node`` restarted (a newer incarnation spoke): see "When the cube changes"."""
         out: list[Output] = []
         source = superpeer_source(node)
         for sid in list(self.poset.ids_of(source)):
@@ -804,22 +803,29 @@ class SuperPeerCore:
         self._ghosts.pop(node, None)
         self._owed_retracts.pop(node, None)  # it restarted empty
         self._early = [entry for entry in self._early if entry[0] != node]
-        if not departed:
-            self._unmark_sent(node)
-            self._restarted.add(node)
-        if node in self.view.neighbours():
+        neighbour = node in self.view.neighbours()
+        # What was sent to it may have reached the new incarnation (sent once this node knew
+        # of it) or been lost with the old one (a link's queue is dropped when the other side
+        # turns out to be new): send again what it must hold, withdraw the rest.
+        for held in self.poset:
+            if node in held.sent:
+                self.poset.unmark_sent(held, node)
+                if neighbour and not self._wants(held, node):
+                    self._send(node, m.Retract(id=held.wire_id), now, out, sub=held.wire_id)
+        self._restarted.add(node)
+        if neighbour:
             self._lookups_lost(node, now, out)
+            self._advertise_to(node, now, out)
         for held in self.poset:
             self._route(held, now, out)
         return out
 
-    def neighbour_departed(self, node: str) -> None:
-        """``node``'s incarnation departed the cube (it failed, or left): what it was sent is
-        gone with it, and whatever it sends next comes from a new incarnation that starts
-        empty. Forgotten now, not when the next incarnation first speaks: by then this node
-        may have sent it things (its links to ``node`` were dropped, so they went to it)."""
-        self._owed_retracts.pop(node, None)
-        self._unmark_sent(node)
+    def _advertise_to(self, node: str, now: float, out: list[Output]) -> None:
+        """Every advertisement whose tree goes from here to ``node``: a new incarnation of it
+        starts with an empty index, and what was sent to its place may be lost (above)."""
+        for position, message in self._advertisements():
+            if node in tree_children(self.view, position):
+                self._send(node, message, now, out, origin=message.origin)
 
     def _unmark_sent(self, node: str) -> None:
         for held in self.poset:
@@ -878,22 +884,30 @@ class SuperPeerCore:
     def _spread_elements(self, old: TopologyView, now: float, out: list[Output]) -> None:
         """Every new edge of an origin's tree carries that origin's whole advertisement (this
         node's own included, unless it moved and announced itself anew)."""
-        root = self.view.root_position
-        if self._version and root == old.root_position:
-            before = set(tree_children(old, root))
-            fresh_children = [c for c in tree_children(self.view, root) if c not in before]
-            if fresh_children:
-                message = m.Elements(
+        for position, message in self._advertisements():
+            if message.origin == self.node_id and position != old.root_position:
+                continue  # it moved: ``_announce`` sent it down the whole new tree
+            before = set(tree_children(old, position))
+            for child in tree_children(self.view, position):
+                if child not in before:
+                    self._send(child, message, now, out, origin=message.origin)
+
+    def _advertisements(self) -> Iterator[tuple[int, m.Elements]]:
+        """What this node passes on, each with its tree's root position: its own advertisement
+        (once announced) and every other origin's that it holds."""
+        if self._version:
+            yield (
+                self.view.root_position,
+                m.Elements(
                     origin=self.node_id,
-                    origin_position=root,
+                    origin_position=self.view.root_position,
                     elements=tuple(sorted(self._announced, key=repr)),
                     version=self._version,
                     incarnation=self.incarnation,
                     address=self.address,
                     axioms=tuple(sorted(self._announced_axioms, key=repr)),
-                )
-                for child in fresh_children:
-                    self._send(child, message, now, out, origin=self.node_id)
+                ),
+            )
         for origin in sorted(set(self.ads.origins()) | set(self.schemas.origins())):
             if origin == self.node_id:
                 continue
@@ -902,22 +916,19 @@ class SuperPeerCore:
             axioms = self.schemas.of_origin(origin)
             if position is None or not (elements or axioms):
                 continue
-            before = set(tree_children(old, position))
-            fresh = [c for c in tree_children(self.view, position) if c not in before]
-            if not fresh:
-                continue
             incarnation, version = self.origin_versions.get(origin, (0, 0))
-            message = m.Elements(
-                origin=origin,
-                origin_position=position,
-                elements=tuple(sorted(elements, key=repr)),
-                version=version,
-                incarnation=incarnation,
-                address=self.origin_addresses.get(origin, ""),
-                axioms=tuple(sorted(axioms, key=repr)),
+            yield (
+                position,
+                m.Elements(
+                    origin=origin,
+                    origin_position=position,
+                    elements=tuple(sorted(elements, key=repr)),
+                    version=version,
+                    incarnation=incarnation,
+                    address=self.origin_addresses.get(origin, ""),
+                    axioms=tuple(sorted(axioms, key=repr)),
+                ),
             )
-            for child in fresh:
-                self._send(child, message, now, out, origin=origin)
 
     def _schedule_settle(self, now: float) -> None:
         at = now + self.config.settle_seconds

@@ -361,8 +361,6 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         incarnation = self._neighbour_incarnations.get(
             departed.node, self.incarnations.get(departed.node, 0)
         )
-        if self.core is not None and self.incarnations.get(departed.node, 0) <= incarnation:
-            self.core.neighbour_departed(departed.node)  # (not what went to a newer one)
         if departed.failed:
             self.departed[departed.node] = incarnation
         else:
@@ -409,8 +407,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self.incarnations[node] = max(incarnation, previous)
         if incarnation > previous > 0:
             if self.core is not None:
-                restarted = self.core.neighbour_restarted(node, now, departed=node in self._renewed)
-                self._core(restarted, now, out)
+                self._core(self.core.neighbour_restarted(node, now), now, out)
             if node in self._renewed:
                 self._renewed.discard(node)
             else:
@@ -535,8 +532,6 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 # (not when a newer incarnation spoke already: the link is its)
                 out.append(Forgotten(message.node))
                 self._renewed.add(message.node)
-                if self.core is not None:
-                    self.core.neighbour_departed(message.node)
             if message.failed:  # a node declared failed may still be alive: evict it
                 self.departed[message.node] = max(
                     self.departed.get(message.node, 0), message.incarnation
