@@ -406,12 +406,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         previous = self.incarnations.get(node, 0)
         self.incarnations[node] = max(incarnation, previous)
         if incarnation > previous > 0:
-            if self.core is not None:
-                self._core(self.core.neighbour_restarted(node, now), now, out)
             if node in self._renewed:
                 self._renewed.discard(node)
             else:
+                # first: dropping the link drops what is queued on it, and what the core sends
+                # the new incarnation below must go on a new one
                 out.append(Forgotten(node, drain=False))
+            if self.core is not None:
+                self._core(self.core.neighbour_restarted(node, now), now, out)
         if not self._is_neighbour(node):
             return
         known = self._neighbour_incarnations.setdefault(node, self.incarnations[node])

@@ -349,6 +349,15 @@ class Simulation:
                 peer.connection = None
                 peer.last_contact = self.now
 
+    def _drop_queued(self, sender: str, receiver: str) -> None:
+        """A link dropped at once loses what it still held (the daemon cancels it): here, what
+        is still in flight on it (the pessimistic case: in a daemon, some of it may already
+        have reached the other side)."""
+        kept = [p for p in self._queue if not (p.sender == sender and p.receiver == receiver)]
+        if len(kept) != len(self._queue):
+            self._queue = kept
+            heapq.heapify(self._queue)
+
     def _forget_links(self, node_id: str) -> None:
         """The process ended: a new one starts with no link open, and the links toward it
         connect again (with a Hello) when they next have something to send."""
@@ -774,6 +783,8 @@ class Simulation:
             elif isinstance(output, Forgotten):
                 self._links.discard((node_id, output.node))
                 self._connected.discard((node_id, output.node))
+                if not output.drain:
+                    self._drop_queued(node_id, output.node)
             elif isinstance(output, Stopped):
                 self._forget_links(node_id)
                 self.nodes.pop(node_id, None)
