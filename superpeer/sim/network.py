@@ -123,20 +123,23 @@ class SimPeer:
         return versions.owed(self.history, notify)  # type: ignore[arg-type]
 
 
-@dataclass(order=True)
+@dataclass(slots=True)
 class _Pending:
+    """A message in flight; queued as ``(at, sequence, pending)``, so that the heap compares
+    plain numbers (a million messages a minute go through it)."""
+
     at: float
     sequence: int
-    kind: str = field(compare=False)
+    kind: str
     """``sp`` (super-peer to super-peer), ``to_peer``, ``from_peer``, ``close`` (the access
     point closed a peer's connection)."""
-    sender: str = field(compare=False)
-    receiver: str = field(compare=False)
-    connection: int = field(compare=False, default=0)
-    incarnation: int = field(compare=False, default=0)
-    data: bytes = field(compare=False, default=b"")
-    message: object = field(compare=False, default=None)
-    message_id: str = field(compare=False, default="")
+    sender: str
+    receiver: str
+    connection: int = 0
+    incarnation: int = 0
+    data: bytes = b""
+    message: object = None
+    message_id: str = ""
 
 
 class Simulation:
@@ -188,7 +191,7 @@ class Simulation:
         self.stores: dict[str, MemoryStore] = {}
         self.peers: dict[str, SimPeer] = {}
         self.planner = Planner(0)
-        self._queue: list[_Pending] = []
+        self._queue: list[tuple[float, int, _Pending]] = []
         self._sequence = 0
         self._link_clock: dict[tuple[str, str], float] = {}
         self._connections: dict[tuple[str, int], str] = {}
@@ -313,7 +316,7 @@ class Simulation:
         del self.nodes[node_id]
         self._unchecked.add(node_id)
         self._deadline_of.pop(node_id, None)
-        self._queue = [p for p in self._queue if node_id not in (p.receiver, p.sender)]
+        self._queue = [q for q in self._queue if node_id not in (q[2].receiver, q[2].sender)]
         heapq.heapify(self._queue)
         for peer in self.peers.values():
             if peer.access_point == node_id and peer.connection is not None:
@@ -478,21 +481,19 @@ class Simulation:
         at = max(self.now + delay, self._link_clock.get(link, 0.0))
         self._link_clock[link] = at
         self._sequence += 1
-        heapq.heappush(
-            self._queue,
-            _Pending(
-                at,
-                self._sequence,
-                kind,
-                sender,
-                receiver,
-                connection,
-                incarnation,
-                data,
-                message,
-                message_id,
-            ),
+        pending = _Pending(
+            at,
+            self._sequence,
+            kind,
+            sender,
+            receiver,
+            connection,
+            incarnation,
+            data,
+            message,
+            message_id,
         )
+        heapq.heappush(self._queue, (at, self._sequence, pending))
 
     def run_until_quiet(self, until: Callable[[], bool] | None = None) -> None:
         """Deliver messages and fire timers until nothing is in flight, no node waits for
@@ -500,8 +501,8 @@ class Simulation:
         started = self.now
         while self._queue or self._any_busy() or (until is not None and not until()):
             timer = self._next_timer()
-            if self._queue and (timer is None or self._queue[0].at < timer[0]):
-                self._deliver(heapq.heappop(self._queue))
+            if self._queue and (timer is None or self._queue[0][0] < timer[0]):
+                self._deliver(heapq.heappop(self._queue)[2])
             elif timer is not None:
                 self._fire(timer)
             else:
@@ -532,10 +533,10 @@ class Simulation:
             timer = self._next_timer()
             if (
                 self._queue
-                and self._queue[0].at <= until
-                and (timer is None or self._queue[0].at < timer[0])
+                and self._queue[0][0] <= until
+                and (timer is None or self._queue[0][0] < timer[0])
             ):
-                self._deliver(heapq.heappop(self._queue))
+                self._deliver(heapq.heappop(self._queue)[2])
             elif timer is not None and timer[0] <= until:
                 self._fire(timer)
             else:
