@@ -31,7 +31,7 @@ from collections import Counter
 
 import qel
 from poset import PredicateIndex
-from superpeer.core import CoreConfig
+from superpeer.core import CoreConfig, TopologyView
 from superpeer.node import NodeConfig
 from superpeer.sim import Simulation
 from superpeer.sim.generate import generate
@@ -94,13 +94,12 @@ class FloodingBaseline:
 
     def publish(self, peer: str, publication: qel.Publication) -> None:
         origin = self.simulation.peers[peer].access_point
-        views = {sp: core.view for sp, core in self.simulation.cores.items()}
-        root = views[origin].root_position
+        root = self._view(origin).root_position
         edges: set[tuple[str, str]] = set()
         for key in self.index.match(publication):
             node = self.subscriber_sp[key]
             while node != origin:
-                parent = views[node].parent(root)
+                parent = self._view(node).parent(root)
                 assert parent is not None
                 if (parent, node) in edges:
                     break
@@ -109,6 +108,13 @@ class FloodingBaseline:
         self.messages["notification"] += len(edges)
         for _, receiver in edges:
             self.load[receiver] += 1
+
+    def _view(self, sp: str) -> TopologyView:
+        """``sp``'s view of the cube (read for every publication: not ``Simulation.cores``,
+        which sorts every member)."""
+        core = self.simulation.nodes[sp].core
+        assert core is not None
+        return core.view
 
 
 def run(args: argparse.Namespace) -> dict[str, object]:

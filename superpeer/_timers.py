@@ -56,8 +56,22 @@ class Timers(NodeBase):
         return due
 
     def busy(self) -> bool:
-        """Work that is waited for (not the periodic kind): the simulator runs until none is."""
-        return bool(self.waiting_for())
+        """Work that is waited for (not the periodic kind): the simulator runs until none is.
+        Whether ``waiting_for`` has anything to say, asked after every input, so without
+        building the sentences."""
+        state = self.topology.state
+        return (
+            self._join_at is not None
+            or (self.core is not None and self.core.settling())
+            or bool(self._catchups)
+            or bool(self._replay)
+            or bool(self._awaiting)
+            or self.locator.next_deadline() is not None
+            or any(forward.forget_at is not None for forward in self._moved_away.values())
+            or bool(self._suspected)
+            or state in (NodeState.JOINING, NodeState.LEAVING)
+            or (state is NodeState.MEMBER and self.topology.busy())
+        )
 
     def waiting_for(self) -> list[str]:
         """What the node waits for, for humans (``superpeer status``) and the simulator."""

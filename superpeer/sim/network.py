@@ -204,6 +204,8 @@ class Simulation:
         self.messages: Counter[str] = Counter()
         self.message_bytes: Counter[str] = Counter()
         self.hops: Counter[int] = Counter()
+        self._change_keys: dict[tuple[str, str, int], tuple[str, str, int]] = {}
+        """Every change a peer received, as the one key object the peers' counts share."""
         self.errors: list[dict[str, object]] = []
         self.locations: dict[str, dict[str, str | None]] = {}
         self.duplicates = 0
@@ -437,7 +439,9 @@ class Simulation:
         peer.last_contact = self.now
         if isinstance(message, m.Notify):
             # the peer's inbox keeps one copy per publication and acknowledges every copy
-            publication = versions.change_key(message)
+            key = versions.change_key(message)
+            # one key object per change, shared by every peer's count (millions of entries)
+            publication = self._change_keys.setdefault(key, key)
             if not peer.owed(message):
                 peer.filtered += 1
             elif peer.received[publication]:
