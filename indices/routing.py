@@ -56,6 +56,19 @@ class _Values:
     origins: dict[str, int] = field(default_factory=dict)
 
 
+_SINGLE_HOLDERS: dict[frozenset[str], frozenset[str]] = {}
+_SINGLE_HOLDERS_AT_MOST = 100_000
+
+
+def _holders(holders: frozenset[str]) -> frozenset[str]:
+    """One object per single holder, for every element it holds in every index (a super-peer
+    indexes every origin's elements, each held by that origin alone: a set each was some 200
+    bytes per element per origin per super-peer). Bounded: past it a set is simply not shared."""
+    if len(holders) != 1 or len(_SINGLE_HOLDERS) >= _SINGLE_HOLDERS_AT_MOST:
+        return _SINGLE_HOLDERS.get(holders, holders)
+    return _SINGLE_HOLDERS.setdefault(holders, holders)
+
+
 def _not_excluded(by_origin: dict[str, set[frozenset[URI]]], predicate: URI) -> set[str]:
     return {
         origin
@@ -68,7 +81,9 @@ class AdvertisementIndex:
     """Elements per origin with per-holder reference counts, and the covering look-up."""
 
     def __init__(self) -> None:
-        self._counts: dict[str, dict[Element, set[str]]] = {}
+        self._counts: dict[str, dict[Element, frozenset[str]]] = {}
+        """Per origin, per element, its holders: replaced, not changed, so that the usual one,
+        a remote origin holding its own element, is one shared set (``_holders``)."""
         self._broad = _Broad()
         self._values: dict[URI, _Values] = {}
 
@@ -82,11 +97,13 @@ class AdvertisementIndex:
         counts = self._counts.setdefault(origin, {})
         fresh = []
         for element in elements:
-            holders = counts.setdefault(element, set())
-            if not holders:
+            holders = counts.get(element)
+            if holders is None:
                 fresh.append(element)
                 self._index(origin, element)
-            holders.add(holder)
+                counts[element] = _holders(frozenset((holder,)))
+            elif holder not in holders:
+                counts[element] = _holders(holders | {holder})
         return sorted(fresh, key=repr)
 
     def remove(self, origin: str, holder: str, elements: Iterable[Element]) -> list[Element]:
@@ -98,8 +115,9 @@ class AdvertisementIndex:
             holders = counts.get(element)
             if holders is None or holder not in holders:
                 continue
-            holders.discard(holder)
-            if not holders:
+            if len(holders) > 1:
+                counts[element] = _holders(holders - {holder})
+            else:
                 del counts[element]
                 self._unindex(origin, element)
                 gone.append(element)
