@@ -63,6 +63,7 @@ def register(*classes: type) -> None:
             raise ValueError(f"two message classes claim the kind {kind!r}")
         hints = typing.get_type_hints(cls)
         _FIELDS[cls] = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+        # [version, kind, "", None] packed, less its last two bytes (the empty id and nil)
         _ENVELOPES[cls] = msgpack.packb([PROTOCOL_VERSION, kind, "", None])[:-2]
         if all(_immutable(hints[f.name]) for f in dataclasses.fields(cls)):
             _IMMUTABLE.add(cls)
