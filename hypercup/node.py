@@ -153,6 +153,14 @@ class HypercupNode(Joins, Departures):
         """This node's positions and neighbour table (only while it is a member)."""
         return self._member_hood("view").view()
 
+    def is_neighbour(self, node: str) -> bool:
+        """Whether ``node`` is in ``view().neighbours()``, without building the view (asked for
+        every message a super-peer receives)."""
+        hood = self._hood
+        return (
+            self._state is NodeState.MEMBER and hood is not None and node in hood.holders.values()
+        )
+
     def known_peers(self) -> dict[str, tuple[str, frozenset[int]]]:
         """Every neighbour's address and the positions it announced (a member's knowledge)."""
         hood = self._member_hood("known_peers")

@@ -58,8 +58,8 @@ class LocalView:
 
     ``table`` maps every position adjacent to one of ``positions`` (and not itself one of them) to
     the id of the super-peer holding it; it must be complete. A view never changes, so the parent
-    and children of each tree are computed once, when first asked for (a super-peer asks for every
-    message it routes)."""
+    and children of each tree, and the neighbours, are computed once, when first asked for (a
+    super-peer asks for every message it routes)."""
 
     node_id: str
     dimension: int
@@ -71,6 +71,7 @@ class LocalView:
     _children: dict[int, tuple[str, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _neighbours: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         positions = frozenset(self.positions)
@@ -94,7 +95,10 @@ class LocalView:
 
     def neighbours(self) -> frozenset[str]:
         """The super-peers this one has a link to."""
-        return frozenset(self.table.values())
+        if self._neighbours is None:
+            object.__setattr__(self, "_neighbours", frozenset(self.table.values()))
+        assert self._neighbours is not None
+        return self._neighbours
 
     def holder(self, position: int) -> str:
         """Who holds ``position``, which must be one of ours or adjacent to one of ours."""

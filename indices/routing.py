@@ -42,21 +42,49 @@ from qel.terms import KIND_URI, RDF_TYPE, URI, namespace
 class _Broad:
     """Schema, property and open elements: name -> origin -> the exclude sets it was sent with."""
 
-    schemas: dict[str, dict[str, set[frozenset[URI]]]] = field(default_factory=dict)
-    properties: dict[URI, dict[str, set[frozenset[URI]]]] = field(default_factory=dict)
-    open: dict[str, set[frozenset[URI]]] = field(default_factory=dict)
+    schemas: dict[str, dict[str, frozenset[frozenset[URI]]]] = field(default_factory=dict)
+    properties: dict[URI, dict[str, frozenset[frozenset[URI]]]] = field(default_factory=dict)
+    open: dict[str, frozenset[frozenset[URI]]] = field(default_factory=dict)
 
 
 @dataclass
 class _Values:
     """Property/value elements of one property: fixed values hashed, the rest listed."""
 
-    points: dict[tuple[str, object], set[str]] = field(default_factory=dict)
-    others: dict[Element, set[str]] = field(default_factory=dict)
+    points: dict[tuple[str, object], frozenset[str]] = field(default_factory=dict)
+    others: dict[Element, frozenset[str]] = field(default_factory=dict)
     origins: dict[str, int] = field(default_factory=dict)
 
 
-def _not_excluded(by_origin: dict[str, set[frozenset[URI]]], predicate: URI) -> set[str]:
+_SHARED: dict[frozenset, frozenset] = {}
+_SHARED_AT_MOST = 100_000
+
+
+def _shared(items: frozenset) -> frozenset:
+    """One object per distinct set, for every index that holds it: every super-peer indexes
+    every origin's elements, each held by that origin alone, and the exclude sets and origins
+    per name or value are the same everywhere once the advertisements have spread (a small set
+    is some 200 bytes, per element, origin and super-peer). The sets are replaced, never
+    changed. Bounded: past it a set is simply not shared."""
+    if len(_SHARED) >= _SHARED_AT_MOST:
+        return _SHARED.get(items, items)
+    return _SHARED.setdefault(items, items)
+
+
+def _with(items: frozenset | None, item: object) -> frozenset:
+    return _shared(frozenset((item,)) if items is None else items | {item})
+
+
+def _replace_without(table: dict, key: object, item: object) -> None:
+    """``table[key]`` without ``item``; the key goes when nothing is left."""
+    rest = table[key] - {item}
+    if rest:
+        table[key] = _shared(rest)
+    else:
+        del table[key]
+
+
+def _not_excluded(by_origin: dict[str, frozenset[frozenset[URI]]], predicate: URI) -> set[str]:
     return {
         origin
         for origin, excludes in by_origin.items()
@@ -68,7 +96,9 @@ class AdvertisementIndex:
     """Elements per origin with per-holder reference counts, and the covering look-up."""
 
     def __init__(self) -> None:
-        self._counts: dict[str, dict[Element, set[str]]] = {}
+        self._counts: dict[str, dict[Element, frozenset[str]]] = {}
+        """Per origin, per element, its holders: replaced, not changed, so that the usual one,
+        a remote origin holding its own element, is one shared set (``_shared``)."""
         self._broad = _Broad()
         self._values: dict[URI, _Values] = {}
 
@@ -82,11 +112,13 @@ class AdvertisementIndex:
         counts = self._counts.setdefault(origin, {})
         fresh = []
         for element in elements:
-            holders = counts.setdefault(element, set())
-            if not holders:
+            holders = counts.get(element)
+            if holders is None:
                 fresh.append(element)
                 self._index(origin, element)
-            holders.add(holder)
+                counts[element] = _with(None, holder)
+            elif holder not in holders:
+                counts[element] = _with(holders, holder)
         return sorted(fresh, key=repr)
 
     def remove(self, origin: str, holder: str, elements: Iterable[Element]) -> list[Element]:
@@ -98,8 +130,9 @@ class AdvertisementIndex:
             holders = counts.get(element)
             if holders is None or holder not in holders:
                 continue
-            holders.discard(holder)
-            if not holders:
+            if len(holders) > 1:
+                counts[element] = _shared(holders - {holder})
+            else:
                 del counts[element]
                 self._unindex(origin, element)
                 gone.append(element)
@@ -194,24 +227,23 @@ class AdvertisementIndex:
         return found
 
     def _index(self, origin: str, element: Element) -> None:
-        if isinstance(element, SchemaElement):
-            self._broad.schemas.setdefault(element.namespace, {}).setdefault(origin, set()).add(
-                element.exclude
+        if isinstance(element, SchemaElement | PropertyElement):
+            table = (
+                self._broad.schemas.setdefault(element.namespace, {})
+                if isinstance(element, SchemaElement)
+                else self._broad.properties.setdefault(element.item, {})
             )
-        elif isinstance(element, PropertyElement):
-            self._broad.properties.setdefault(element.item, {}).setdefault(origin, set()).add(
-                element.exclude
-            )
+            table[origin] = _with(table.get(origin), element.exclude)
         elif isinstance(element, OpenElement):
-            self._broad.open.setdefault(origin, set()).add(element.exclude)
+            self._broad.open[origin] = _with(self._broad.open.get(origin), element.exclude)
         else:
             values = self._values.setdefault(element.property, _Values())
             values.origins[origin] = values.origins.get(origin, 0) + 1
             key = _point_key(element)
             if key is not None:
-                values.points.setdefault(key, set()).add(origin)
+                values.points[key] = _with(values.points.get(key), origin)
             else:
-                values.others.setdefault(element, set()).add(origin)
+                values.others[element] = _with(values.others.get(element), origin)
 
     def _unindex(self, origin: str, element: Element) -> None:
         if isinstance(element, SchemaElement | PropertyElement):
@@ -223,10 +255,7 @@ class AdvertisementIndex:
             name = element.namespace if isinstance(element, SchemaElement) else element.item
             _discard_nested(table, name, origin, element.exclude)
         elif isinstance(element, OpenElement):
-            excludes = self._broad.open[origin]
-            excludes.discard(element.exclude)
-            if not excludes:
-                del self._broad.open[origin]
+            _replace_without(self._broad.open, origin, element.exclude)
         else:
             values = self._values[element.property]
             values.origins[origin] -= 1
@@ -235,9 +264,7 @@ class AdvertisementIndex:
             key = _point_key(element)
             table = values.points if key is not None else values.others
             entry = key if key is not None else element
-            table[entry].discard(origin)  # type: ignore[index]
-            if not table[entry]:  # type: ignore[index]
-                del table[entry]  # type: ignore[arg-type]
+            _replace_without(table, entry, origin)
             if not values.origins:
                 del self._values[element.property]
 
@@ -255,9 +282,6 @@ def _point_key(element: ValueElement | BloomElement) -> tuple[str, object] | Non
 
 def _discard_nested(table: dict, name: object, origin: str, exclude: frozenset[URI]) -> None:
     by_origin = table[name]
-    excludes = by_origin[origin]
-    excludes.discard(exclude)
-    if not excludes:
-        del by_origin[origin]
+    _replace_without(by_origin, origin, exclude)
     if not by_origin:
         del table[name]

@@ -109,6 +109,10 @@ so the witness contains as few other substrings as possible."""
 FRESH_URI = URI("urn:qel:witness:any")
 
 
+_RECENT_WITNESSES: dict[int, tuple[Filter, Publication]] = {}
+_RECENT_AT_MOST = 256
+
+
 def witness(compiled: Filter) -> Publication:
     """A publication that matches ``compiled``, with one object per pattern.
 
@@ -116,7 +120,25 @@ def witness(compiled: Filter) -> Publication:
     looking for covering subscriptions. Unconstrained objects are a fresh URI and ``contains``
     objects join the substrings with ``WITNESS_SEPARATOR``, so the witness matches as few other
     subscriptions as possible.
+
+    The witnesses of the last ``_RECENT_AT_MOST`` filters are kept, by identity: placing one
+    subscription asks for its witnesses several times (the chains, then what was sent), and in the
+    simulator one subscription object travels through dozens of super-peers in a row. Filters and
+    publications are immutable, so a kept witness is the one that would be built again; a filter
+    does not keep its own (that would cost every held subscription its witness's memory).
     """
+    key = id(compiled)
+    kept = _RECENT_WITNESSES.get(key)
+    if kept is not None and kept[0] is compiled:
+        return kept[1]
+    made = _witness(compiled)
+    if len(_RECENT_WITNESSES) >= _RECENT_AT_MOST:
+        del _RECENT_WITNESSES[next(iter(_RECENT_WITNESSES))]
+    _RECENT_WITNESSES[key] = (compiled, made)
+    return made
+
+
+def _witness(compiled: Filter) -> Publication:
     statements = set()
     for predicate, domain in compiled.patterns:
         if isinstance(domain, domains.ContainsDomain):

@@ -18,34 +18,60 @@ class Timers(NodeBase):
     """What the node does when time passes."""
 
     def next_deadline(self) -> float | None:
-        deadlines = [t for t in (self._join_at, self._timer_due) if t is not None]
+        # asked after every input (the runtime arms its one timer with it): a running minimum,
+        # no list of candidates
+        due = self._housekeeping_at
+        for at in (self._join_at, self._timer_due):
+            if at is not None and at < due:
+                due = at
         if self._join_contact is not None:
-            deadlines.append(self._join_contact[1] + self.config.failure_seconds)
-        if self.core is not None and (deadline := self.core.next_deadline()) is not None:
-            deadlines.append(deadline)
-        if self.core is not None:
-            expiries = (self.expiries.next_deadline(), self.core.versions.next_expiry())
-            deadlines += [t for t in expiries if t is not None]
+            due = min(due, self._join_contact[1] + self.config.failure_seconds)
+        core = self.core
+        if core is not None:
+            for at in (
+                core.next_deadline(),
+                self.expiries.next_deadline(),
+                core.versions.next_expiry(),
+                self.rendezvous.next_deadline(),
+            ):
+                if at is not None and at < due:
+                    due = at
         for entry in self._connections.values():
-            if (deadline := entry.session.get_timer()) is not None:
-                deadlines.append(deadline)
-        deadlines += [c.due for c in self._catchups]
-        deadlines += [due for due, _ in self._replay]
-        deadlines += list(self._handover_due.values())
-        if self.core is not None and (deadline := self.rendezvous.next_deadline()) is not None:
-            deadlines.append(deadline)
-        if (deadline := self.locator.next_deadline()) is not None:
-            deadlines.append(deadline)
+            at = entry.session.get_timer()
+            if at is not None and at < due:
+                due = at
+        for catchup in self._catchups:
+            due = min(due, catchup.due)
+        for at, _ in self._replay:
+            due = min(due, at)
+        for at in self._handover_due.values():
+            due = min(due, at)
+        at = self.locator.next_deadline()
+        if at is not None and at < due:
+            due = at
         for forward in self._moved_away.values():
-            deadlines.append(min(forward.forget_at or math.inf, forward.expires_at))
-        if self.config.heartbeat_seconds is not None and self.core is not None:
-            deadlines.append(self._supervision_due())
-        deadlines.append(self._housekeeping_at)
-        return min(deadlines, default=None)
+            due = min(due, forward.forget_at or math.inf, forward.expires_at)
+        if self.config.heartbeat_seconds is not None and core is not None:
+            due = min(due, self._supervision_due())
+        return due
 
     def busy(self) -> bool:
-        """Work that is waited for (not the periodic kind): the simulator runs until none is."""
-        return bool(self.waiting_for())
+        """Work that is waited for (not the periodic kind): the simulator runs until none is.
+        Whether ``waiting_for`` has anything to say, asked after every input, so without
+        building the sentences."""
+        state = self.topology.state
+        return (
+            self._join_at is not None
+            or (self.core is not None and self.core.settling())
+            or bool(self._catchups)
+            or bool(self._replay)
+            or bool(self._awaiting)
+            or self.locator.next_deadline() is not None
+            or any(forward.forget_at is not None for forward in self._moved_away.values())
+            or bool(self._suspected)
+            or state in (NodeState.JOINING, NodeState.LEAVING)
+            or (state is NodeState.MEMBER and self.topology.busy())
+        )
 
     def waiting_for(self) -> list[str]:
         """What the node waits for, for humans (``superpeer status``) and the simulator."""

@@ -74,6 +74,7 @@ break*, so that no route is missing while the new ones are built:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
@@ -125,12 +126,28 @@ class Source:
         return f"{self.kind}:{self.name}"
 
 
+@functools.lru_cache(maxsize=8192)
 def peer_source(name: str) -> Source:
+    """One object per recent name: every subscription held keeps its source in its keys."""
     return Source(PEER, name)
 
 
+@functools.lru_cache(maxsize=8192)
 def superpeer_source(name: str) -> Source:
     return Source(SUPERPEER, name)
+
+
+_TOWARD_SETS: dict[frozenset[str], frozenset[str]] = {}
+_TOWARD_SETS_AT_MOST = 100_000
+
+
+def shared_origins(origins: frozenset[str]) -> frozenset[str]:
+    """One object per set of origins that subscriptions travel toward: a super-peer holds one
+    for each subscription a neighbour sent it, and most of them name the same one or two
+    origins (a small set costs some 200 bytes). Bounded: past it a set is simply not shared."""
+    if len(_TOWARD_SETS) >= _TOWARD_SETS_AT_MOST:
+        return _TOWARD_SETS.get(origins, origins)
+    return _TOWARD_SETS.setdefault(origins, origins)
 
 
 class TopologyView(Protocol):
@@ -258,10 +275,10 @@ class SuperPeerCore:
         relayed again on the edges a change of the cube adds to their trees: a relay that ran
         on a view about to change misses the subtree the new view gives it. (Not longer: a
         super-peer that joins later must not take old news for new.)"""
-        self._toward: dict[tuple[Source, str], set[str]] = {}
+        self._toward: dict[tuple[Source, str], frozenset[str]] = {}
         self._routes_changed_at = -math.inf
         self._retracted: OrderedDict[
-            tuple[Source, str], tuple[qel.Subscription, float, set[str] | None]
+            tuple[Source, str], tuple[qel.Subscription, float, frozenset[str] | None]
         ] = OrderedDict()
         """Subscriptions retracted in the last ``retracted_seconds``, oldest first: (the
         subscription, when, the origins a neighbour's went toward; None for a local peer's)."""
@@ -588,7 +605,7 @@ class SuperPeerCore:
             if self.poset.node_of(source, message.id) is None:
                 self._drop(out, now, message, sender)
             else:
-                toward = self._toward.pop((source, message.id), set())
+                toward = self._toward.pop((source, message.id), frozenset())
                 if toward:
                     self._retract(source, message.id, now, toward)
                 self._after_removal(self.poset.remove(source, message.id, self._wants), now, out)
@@ -613,8 +630,8 @@ class SuperPeerCore:
             return
         inserted = self.poset.insert(message.subscription, source, message.id)
         node = inserted.node
-        before = self._toward.get((source, message.id), set())
-        toward = {origin for origin, _ in message.toward}
+        before = self._toward.get((source, message.id), frozenset())
+        toward = shared_origins(frozenset(origin for origin, _ in message.toward))
         self._toward[(source, message.id)] = toward
         for origin, position in message.toward:
             self.origin_positions.setdefault(origin, position)
@@ -752,8 +769,9 @@ class SuperPeerCore:
         self.ads.remove_holder(origin, origin)
         if self.schemas.set_origin(origin, frozenset()):
             self._announce(now, out)
-        for (_, _), toward in self._toward.items():
-            toward.discard(origin)
+        for key, toward in self._toward.items():
+            if origin in toward:
+                self._toward[key] = shared_origins(toward - {origin})
         for node in self.poset:
             self._reconcile(node, now, out)
 
@@ -1360,7 +1378,7 @@ class SuperPeerCore:
         for child in self.view.children(self.view.root_position):
             self._send(child, message, now, out, origin=self.node_id)
 
-    def _retract(self, source: Source, sid: str, now: float, toward: set[str] | None) -> None:
+    def _retract(self, source: Source, sid: str, now: float, toward: frozenset[str] | None) -> None:
         node = self.poset.node_of(source, sid)
         if node is not None:
             self._retracted.pop((source, sid), None)

@@ -21,6 +21,7 @@ what is dropped is counted, traced, and told to the peer (``Expired``) when it c
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections import Counter
@@ -41,9 +42,12 @@ WAITING = 4096
 """Notifications kept decoded while they wait in an attached peer's mail (``Mailroom._waiting``)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def mail_key(owner: str, publication_id: str, version: int = 0) -> str:
     """One key per publication (its owner and id) and version: a change of a resource is mail of
-    its own (the first version keeps the key it had before resources had versions)."""
+    its own (the first version keeps the key it had before resources had versions). The recent
+    ones are kept: a publication is mail for every peer it concerns, and the peers' stores then
+    share one key string instead of a copy each."""
     named = [owner, publication_id] if version == 0 else [owner, publication_id, version]
     return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:32]
 

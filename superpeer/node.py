@@ -585,7 +585,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         return False
 
     def _is_neighbour(self, node: str) -> bool:
-        return self.topology.state is NodeState.MEMBER and node in self.topology.view().neighbours()
+        return self.topology.is_neighbour(node)
 
     def _fail(self, node: str, now: float, out: list[Output]) -> None:
         if node not in self._suspected:
@@ -656,9 +656,15 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             if isinstance(output, ToSuperPeer):
                 if self._dropped(output.node, output.message, now, out):
                     continue
-                address = output.address or self.addresses.get(output.node, "")
                 self._last_sent[output.node] = now
-                out.append(dataclasses.replace(output, address=address))
+                address = output.address or self.addresses.get(output.node, "")
+                out.append(
+                    output
+                    if address == output.address
+                    else ToSuperPeer(
+                        output.node, output.message, output.data, output.message_id, address
+                    )
+                )
             elif isinstance(output, Deliver):
                 self._deliver(output.peer, output.notify, now, out)
             elif isinstance(output, ToPeer):

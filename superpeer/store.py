@@ -139,7 +139,9 @@ class MemoryStore:
         self._made: dict[str, dict[str, float]] = {}
         self._keys: dict[str, bytes] = {}
         self._mail: dict[str, _Mailbox] = {}
-        self._delivered: dict[tuple[str, str], float] = {}
+        self._delivered: dict[str, dict[str, float]] = {}
+        """Per peer, the mail keys it acknowledged, with when (one dictionary per peer, not a
+        pair per key: at 1,000 super-peers and 8K publications there are some 3 million)."""
         self._expired: dict[str, int] = {}
         self._log: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
         self._pending: dict[str, dict[str, dict]] = {}
@@ -242,7 +244,7 @@ class MemoryStore:
 
     def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
         box = self._mail.setdefault(peer, _Mailbox())
-        if key in box.keys or (peer, key) in self._delivered:
+        if key in box.keys or key in self._delivered.get(peer, ()):
             return None
         number = self._next_delivery
         self._next_delivery += 1
@@ -267,8 +269,10 @@ class MemoryStore:
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
         done = self._remove_mail(peer, through)
-        for key in done:
-            self._delivered[peer, key] = now
+        if done:
+            delivered = self._delivered.setdefault(peer, {})
+            for key in done:
+                delivered[key] = now
         return len(done)
 
     def take_mail(self, peer: str, now: float) -> list[bytes]:
@@ -330,8 +334,11 @@ class MemoryStore:
         return dropped
 
     def forget_delivered(self, before: float) -> None:
-        for key in [k for k, at in self._delivered.items() if at < before]:
-            del self._delivered[key]
+        for peer, delivered in list(self._delivered.items()):
+            for key in [k for k, at in delivered.items() if at < before]:
+                del delivered[key]
+            if not delivered:
+                del self._delivered[peer]
 
     def add_expired(self, peer: str, count: int) -> None:
         self._expired[peer] = self._expired.get(peer, 0) + count

@@ -49,6 +49,10 @@ Converter = tuple[Callable[[Any], Any], Callable[[Any], Any]]
 _REGISTRY: dict[str, type] = {}
 _FIELDS: dict[type, tuple[tuple[str, Converter], ...]] = {}
 _DEFAULTED: dict[type, frozenset[str]] = {}
+_ENVELOPES: dict[type, bytes] = {}
+"""Per class, the encoding of an envelope's array header, version and kind."""
+_IMMUTABLE: set[type] = set()
+"""Classes whose fields hold no mutable container (``_immutable``)."""
 
 
 def register(*classes: type) -> None:
@@ -59,6 +63,12 @@ def register(*classes: type) -> None:
             raise ValueError(f"two message classes claim the kind {kind!r}")
         hints = typing.get_type_hints(cls)
         _FIELDS[cls] = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+        # [version, kind, "", None] packed, less its last two bytes (the empty id and nil)
+        _ENVELOPES[cls] = msgpack.packb([PROTOCOL_VERSION, kind, "", None])[:-2]
+        if all(_immutable(hints[f.name]) for f in dataclasses.fields(cls)):
+            _IMMUTABLE.add(cls)
+        else:
+            _IMMUTABLE.discard(cls)
         _DEFAULTED[cls] = frozenset(
             f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
         )
@@ -70,15 +80,60 @@ def kinds() -> list[str]:
 
 
 def encode(message: object, message_id: str = "") -> bytes:
+    """``[version, kind, id, fields]`` in msgpack. An array's encoding is its header and then its
+    items', so the envelope's first two items are packed once per class and the fields once per
+    message object (of a class whose fields hold no mutable container): a super-peer relays one
+    notification to each of its children, and in the simulator one ``Elements`` object travels
+    through every super-peer."""
     cls = type(message)
     fields = _FIELDS.get(cls)
     if fields is None:
         raise TypeError(f"{cls.__name__} is not a registered message")
-    payload = {name: to_plain(getattr(message, name)) for name, (to_plain, _) in fields}
+    if cls in _IMMUTABLE:
+        payload = _RECENT_PAYLOADS.packed(message, fields)
+    else:
+        payload = _packed_fields(message, fields)
+    return b"".join((_ENVELOPES[cls], msgpack.packb(message_id), payload))
+
+
+def _packed_fields(message: object, fields: tuple[tuple[str, Converter], ...]) -> bytes:
     return msgpack.packb(
-        [PROTOCOL_VERSION, cls.KIND, message_id, payload],  # type: ignore[attr-defined]
+        {name: to_plain(getattr(message, name)) for name, (to_plain, _) in fields},
         use_bin_type=True,
     )
+
+
+class _RecentPayloads:
+    """The packed fields of the last few messages encoded, by identity (each entry holds its
+    message, so an id is not reused while it is here)."""
+
+    def __init__(self, size: int) -> None:
+        self._entries: dict[int, tuple[object, bytes]] = {}
+        self._size = size
+
+    def packed(self, message: object, fields: tuple[tuple[str, Converter], ...]) -> bytes:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        packed = _packed_fields(message, fields)
+        if len(self._entries) >= self._size:
+            del self._entries[next(iter(self._entries))]
+        self._entries[id(message)] = (message, packed)
+        return packed
+
+
+_RECENT_PAYLOADS = _RecentPayloads(64)
+
+
+def _immutable(hint: object) -> bool:
+    """Whether a field of type ``hint`` holds no mutable container (its encoding can be kept);
+    the language's objects (``_SIMPLE``) are immutable."""
+    if hint in (dict, list, set) or typing.get_origin(hint) in (dict, list, set):
+        return False
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and hasattr(hint, "KIND"):
+        nested = typing.get_type_hints(hint)
+        return all(_immutable(nested[f.name]) for f in dataclasses.fields(hint))
+    return all(_immutable(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
 
 
 def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[object, str]:

@@ -107,3 +107,41 @@ def test_bloom_summary_allows_every_summarised_value():
         assert bloom.holds("string", f"Author {i}")
     false_positives = sum(bloom.holds("string", f"Other {i}") for i in range(2000))
     assert false_positives < 100  # sized for 1%
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(advertisements(), min_size=1, max_size=4),
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 1), st.integers(0, 3), st.integers(0, 3)),
+        max_size=30,
+    ),
+)
+def test_claims_added_and_removed_in_any_order_match_a_set_per_element(ads, steps):
+    """Holders are shared immutable sets, replaced on every change: the index still says what a
+    mutable set per (origin, element) says, and returns exactly the elements that appear and
+    disappear."""
+    index = AdvertisementIndex()
+    oracle: dict[tuple[str, object], set[str]] = {}
+    for add, origin_number, holder_number, ad_number in steps:
+        origin, holder = f"sp{origin_number}", f"h{holder_number}"
+        elements = ads[ad_number % len(ads)].elements
+        if add:
+            fresh = index.add(origin, holder, elements)
+            expected = {e for e in elements if not oracle.get((origin, e))}
+            for element in elements:
+                oracle.setdefault((origin, element), set()).add(holder)
+            assert set(fresh) == expected
+        else:
+            gone = index.remove(origin, holder, elements)
+            expected = {e for e in elements if oracle.get((origin, e)) == {holder}}
+            for element in elements:
+                oracle.get((origin, element), set()).discard(holder)
+            assert set(gone) == expected
+        for name in ("sp0", "sp1"):
+            held = {e: hs for (o, e), hs in oracle.items() if o == name and hs}
+            assert index.elements(name) == frozenset(held)
+            assert index.holders(name) == frozenset().union(*held.values())
+            for number in range(4):
+                mine = {e for e, hs in held.items() if f"h{number}" in hs}
+                assert index.elements_of(name, f"h{number}") == mine

@@ -1,6 +1,7 @@
 """The simulator asks a node whether it is busy only when it called the node since it last asked
 (``Simulation._any_busy``): after every operation, through failures, restarts, bounces, departures
-and joins, nothing is in flight and no node waits for anything, as when it asked every node."""
+and joins, nothing is in flight and no node waits for anything, as when it asked every node. And
+``busy`` (the quick test) says what ``waiting_for`` says, after every input."""
 
 from superpeer.sim import Simulation
 from superpeer.sim.generate import generate
@@ -14,8 +15,18 @@ BACKBONE = {
 }
 
 
+class _Checked(Simulation):
+    """Asks every node it called whether it is busy both ways."""
+
+    def _execute(self, node_id: str, outputs: list) -> None:
+        super()._execute(node_id, outputs)
+        node = self.nodes.get(node_id)
+        if node is not None:
+            assert node.busy() == bool(node.waiting_for()), node.waiting_for()
+
+
 def test_quiet_after_every_operation() -> None:
-    simulation = Simulation(8, seed=3)
+    simulation = _Checked(8, seed=3)
     ops = list(
         generate(superpeers=8, peers=12, subscriptions=20, publications=30, churn=0.2, seed=3)
     )

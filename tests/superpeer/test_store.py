@@ -92,3 +92,22 @@ def test_mail_that_comes_back_after_a_handover_outlives_the_handover_acknowledge
     store = reopen()
     assert store.mail_after("p", 0, 10) == [(renewed, b"one")]
     assert store.renew_mail("p", "absent") is None
+
+
+def test_acknowledged_mail_is_a_repeat_until_forgotten_per_peer(reopen):
+    """What a peer acknowledged is refused as a repeat (for that peer only) until
+    ``forget_delivered`` passes its time."""
+    store = reopen()
+    for peer in ("p", "q"):
+        store.put_mail(peer, "k1", b"one", 1.0)
+    store.acknowledge("p", store.mail_after("p", 0, 1)[0][0], 2.0)
+    store.put_mail("p", "k2", b"two", 3.0)
+    store.acknowledge("p", store.mail_after("p", 0, 1)[0][0], 4.0)
+    store = reopen()
+    assert store.put_mail("p", "k1", b"one", 5.0) is None
+    assert store.put_mail("q", "k1", b"one", 5.0) is None, "kept for q: a repeat too"
+    store.forget_delivered(3.0)  # k1's acknowledgement (at 2.0) is older, k2's (4.0) is not
+    assert store.put_mail("p", "k1", b"one", 6.0) is not None
+    assert store.put_mail("p", "k2", b"two", 6.0) is None
+    store.forget_delivered(10.0)
+    assert store.put_mail("p", "k2", b"two", 11.0) is not None

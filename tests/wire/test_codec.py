@@ -90,6 +90,30 @@ def test_every_message_round_trips(message, message_id):
     assert type(decoded) is type(message)
 
 
+def _plain_encoding(message: object, message_id: str) -> bytes:
+    """The encoding by its definition: the envelope and the fields' plain forms, in one pack."""
+    fields = wire.codec._FIELDS[type(message)]
+    payload = {name: to_plain(getattr(message, name)) for name, (to_plain, _) in fields}
+    return msgpack.packb([V, message.KIND, message_id, payload], use_bin_type=True)
+
+
+@settings(max_examples=300)
+@given(any_message(), st.lists(st.text(max_size=10), min_size=1, max_size=3))
+def test_the_encoding_kept_per_message_is_the_plain_one(message, message_ids):
+    # the same object again (a relay to each child) takes its fields' bytes from the cache
+    for message_id in message_ids:
+        assert wire.encode(message, message_id) == _plain_encoding(message, message_id)
+
+
+def test_a_message_with_a_mutable_field_is_encoded_afresh():
+    from hypercup import messages as hm
+
+    welcome = hm.Welcome(epoch=1, dimension=1, position=1, peers={"a": ("a:1", (0,))})
+    first = wire.encode(welcome, "1")
+    welcome.peers["b"] = ("b:1", (3,))  # nothing does this, but nothing forbids it either
+    assert wire.encode(welcome, "2") == _plain_encoding(welcome, "2") != first
+
+
 def test_language_objects_keep_their_exact_values():
     subscription = qel.parse_subscription(
         "X : t(X, dc:date, D), D > 0.1, D <= 123456789012345678901234567890"
