@@ -397,7 +397,7 @@ class SubscriptionPoset:
         of its family, from the family's points) with each other family's chains' highest
         covered nodes, the maximal of those. (The walks of ``_successors`` would go through the
         family's nodes, which are what the points spare.)"""
-        candidates = self._chains.bottom_candidates(probe)
+        candidates = self._chains.bottom_candidates(probe, family)
         highest = [
             chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates, family)
         ]

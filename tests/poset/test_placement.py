@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset.families import signature
 from poset.poset import SubscriptionPoset, _covers
 from poset.witness_index import WitnessIndex
 from qel.filters import witness
@@ -54,11 +55,17 @@ def test_chains_partition_the_nodes_in_covering_order(entries, probe):
     st.lists(subscriptions(max_patterns=3, repeat_predicates=True), min_size=1, max_size=12),
     st.sets(st.integers(0, 11)),
     subscriptions(max_patterns=3, repeat_predicates=True),
+    st.booleans(),
 )
-def test_witness_index_candidates_are_the_witnesses_the_probe_matches(entries, gone, probe):
+def test_witness_index_candidates_are_the_witnesses_the_probe_matches(
+    entries, gone, probe, tagless
+):
+    """Keys tagged with their family (``WitnessIndex.groups``) or not: the candidates, among
+    the groups the probe may match or not, include every witness it matches."""
     index = WitnessIndex()
     for key, subscription in enumerate(entries):
-        index.add(key, subscription)
+        family = signature(subscription)[0]
+        index.add(key, subscription, None if family is None or tagless else family)
     for key in gone:
         if key < len(entries):
             index.remove(key)
@@ -66,6 +73,9 @@ def test_witness_index_candidates_are_the_witnesses_the_probe_matches(entries, g
     expected = {k for k, s in live.items() if qel.matches(probe, witness(s.filters[0]))}
     assert index.covered_candidates(probe) == expected
     assert expected >= {k for k, s in live.items() if qel.covers(probe, s)}
+    assert index.rough_candidates(probe) >= expected
+    among = [index.groups(compiled, None) for compiled in probe.filters]
+    assert index.rough_candidates(probe, among) >= expected
 
 
 def test_witness_index_ranges_at_the_witnesses_own_values():
