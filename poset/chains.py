@@ -142,10 +142,8 @@ class ChainDecomposition:
         (``insert_many``), a subscription usually falls below its own family's chain. Chains of
         the indexed family ``skip`` are left out."""
         found = []
-        for chain_id in sorted(self._top_candidates(probe)):  # type: ignore[type-var]
+        for chain_id in sorted(self._top_candidates(probe, skip)):  # type: ignore[type-var]
             chain = self._chains[chain_id]  # type: ignore[index]
-            if skip is not None and chain.family is skip:
-                continue
             if not probe.covered_by(chain.nodes[0]):
                 continue
             if probe.covered_by(chain.nodes[-1]):
@@ -169,6 +167,11 @@ class ChainDecomposition:
                 known = self._compatible[family] = version, groups
             among = known[1]
         return sorted(self._bottoms.rough_candidates(probe.subscription, among))  # type: ignore[type-var]
+
+    def bottom_estimate(self, probe: Probe) -> int:
+        """At least ``len(bottom_candidates(probe))``, from counts alone (``WitnessIndex``): what
+        a caller weighing the chain search against another needs, without building the set."""
+        return self._bottoms.rough_size(probe.subscription)
 
     def highest_covered(
         self, probe: Probe, candidates: list[Hashable], skip: Family | None = None
@@ -246,12 +249,15 @@ class ChainDecomposition:
             self._hulls.remove(chain.family)
             self._compatible.pop(chain.family, None)  # type: ignore[arg-type]
 
-    def _top_candidates(self, probe: Probe) -> set[Hashable]:
+    def _top_candidates(self, probe: Probe, skip: Family | None) -> set[Hashable]:
         """Chains whose top matches every witness of the probe, and every chain of each family
-        whose hull does: a superset of those whose top covers it."""
+        but ``skip`` whose hull does: a superset of those whose top covers it, but for the
+        chains of ``skip`` (which its own hull always covers: a member's family has some 2
+        sqrt(n) chains, and skipping them one by one was a tenth of a member's placement)."""
         candidates = _matching_all(self._tops, probe.witnesses)
         for family in _matching_all(self._hulls, probe.witnesses):
-            candidates.update(self._families[family])  # type: ignore[index]
+            if family is not skip:
+                candidates.update(self._families[family])  # type: ignore[index]
         return candidates
 
 

@@ -158,8 +158,9 @@ class WitnessIndex:
         self._groups: dict[tuple[frozenset[URI], Hashable], _Group] = {}
         self._serial = count()
         self.version = 0
-        """Changes whenever a group appears or goes: what a caller learnt from ``groups``
-        holds while it is the same (the groups' keys change, their sets are the same)."""
+        """Changes whenever a group appears: what a caller learnt from ``groups`` holds while
+        it is the same (the groups' keys change, their sets are the same; a group that went is
+        an empty set, which a caller may go on holding, and comes back as a new one)."""
 
     def __len__(self) -> int:
         return len(self._witnesses)
@@ -200,7 +201,6 @@ class WitnessIndex:
         group.keys.discard(key)
         if not group.keys:
             del self._groups[group.predicates, group.tag]
-            self.version += 1
 
     def groups(self, compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
         """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
@@ -229,6 +229,11 @@ class WitnessIndex:
         for position, compiled in enumerate(subscription.filters):
             found |= self._intersected(compiled, None if among is None else among[position])
         return found
+
+    def rough_size(self, subscription: Subscription) -> int:
+        """An upper bound on ``len(rough_candidates(subscription))``: per filter, how many its
+        most selective pattern admits (bisections and lengths, no set built)."""
+        return sum(sized[0][0] for c in subscription.filters if (sized := self._sized(c)))
 
     def _sized(self, compiled: Filter) -> list[tuple[int, _PredicateWitnesses, Domain]] | None:
         """The filter's patterns with how many candidates each gives, fewest first; None when a

@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset.chains import Probe
 from poset.families import signature
-from poset.poset import SubscriptionPoset, _covers
+from poset.poset import SubscriptionPoset, _covers, _covers_signed
 from poset.witness_index import WitnessIndex
 from qel.filters import witness
 from tests.strategies import subscriptions
@@ -20,6 +21,8 @@ from tests.strategies import subscriptions
 )
 def test_the_placement_covering_test_is_qel_covers(general, specific):
     assert _covers(general, specific) == qel.covers(general, specific)
+    signed = Probe(general, _covers_signed), Probe(specific, _covers_signed)
+    assert _covers_signed(*signed) == qel.covers(general, specific)
 
 
 @settings(max_examples=60, deadline=None)
