@@ -224,19 +224,27 @@ def _staircase(
     rows: npt.NDArray[np.intp],
 ) -> list[int]:
     """``_minima`` of distinct points in one or two dimensions with a constant number of array
-    operations (two sorts) instead of a few per minimum, each over every point (the loop of
+    operations (a sort or two) instead of a few per minimum, each over every point (the loop of
     ``_minima`` was two thirds of a query). A coordinate and its flag compare as a pair, value
-    first (covering, per coordinate, is exactly that order), so each is replaced by its rank.
-    Sorted by the first pair, then the second, a point covers an earlier one iff its second
-    rank is not below every earlier one's (an equal first pair sorts the smaller second first;
-    distinct points never tie in both); the others are the minima."""
+    first (covering, per coordinate, is exactly that order): where the points' flags of a
+    coordinate are all the same (all ends included, as people write them) the values alone
+    compare so, else each pair is replaced by its rank. Sorted by the first pair, then the
+    second, a point covers an earlier one iff its second is not below every earlier one's (an
+    equal first pair sorts the smaller second first; distinct points never tie in both); the
+    others are the minima."""
     if not len(rows):
         return []
-    if coordinates.shape[1] == 2:
-        second = _ranks(coordinates[:, 1], included[:, 1])
+    first, first_flags = coordinates[:, 0], included[:, 0]
+    if coordinates.shape[1] == 1:
+        second: npt.NDArray[np.float64] | npt.NDArray[np.intp] = np.zeros(len(rows))
     else:
-        second = np.zeros(len(rows), dtype=np.intp)
-    order = np.lexsort((second, included[:, 0], coordinates[:, 0]))
+        second, second_flags = coordinates[:, 1], included[:, 1]
+        if second_flags.min() != second_flags.max():
+            second = _ranks(second, second_flags)
+    if first_flags.min() == first_flags.max():
+        order = np.lexsort((second, first))
+    else:
+        order = np.lexsort((second, first_flags, first))
     ranked = second[order]
     keep = np.empty(len(ranked), dtype=np.bool_)
     keep[0] = True
