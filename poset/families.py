@@ -193,16 +193,28 @@ def ranges_within(
     specific_flags: int,
 ) -> bool:
     """Whether, for each pair ``(i, j)`` of a ``projection``, ``general``'s ``i``-th range
-    contains ``specific``'s ``j``-th (``bounds_within`` on the two)."""
-    return all(
-        bounds_within(
-            general[2 * i : 2 * i + 2],
-            general_flags >> 2 * i & 3,
-            specific[2 * j : 2 * j + 2],
-            specific_flags >> 2 * j & 3,
-        )
-        for i, j in pairs
-    )
+    contains ``specific``'s ``j``-th: ``bounds_within`` on the two, written out (placements
+    ask it tens of thousands of times a second)."""
+    for i, j in pairs:
+        mine, theirs = general[2 * i], specific[2 * j]
+        if mine is not None:
+            if theirs is None:
+                return False
+            if not mine < theirs and (  # type: ignore[operator]
+                mine > theirs  # type: ignore[operator]
+                or (not general_flags >> 2 * i & 1 and specific_flags >> 2 * j & 1)
+            ):
+                return False
+        mine, theirs = general[2 * i + 1], specific[2 * j + 1]
+        if mine is not None:
+            if theirs is None:
+                return False
+            if not mine > theirs and (  # type: ignore[operator]
+                mine < theirs  # type: ignore[operator]
+                or (not general_flags >> 2 * i + 1 & 1 and specific_flags >> 2 * j + 1 & 1)
+            ):
+                return False
+    return True
 
 
 def covers_by_family(general: Signed, specific: Signed) -> bool | None:
