@@ -201,7 +201,7 @@ class ChainDecomposition:
         if index == 0 and length and tops:
             self._tops.remove(chain.id)
         if index == length and length:
-            self._bottoms.remove(chain.id)
+            self._bottoms.remove(chain.id, chain.family)
         chain.insert(index, node)
         if not length and not tops:
             self._join(chain, node.subscription)
@@ -219,7 +219,7 @@ class ChainDecomposition:
         if index == 0 and tops:
             self._tops.remove(chain.id)
         if index == last:
-            self._bottoms.remove(chain.id)
+            self._bottoms.remove(chain.id, chain.family)
         if not chain.nodes:
             del self._chains[chain.id]
             if not tops:

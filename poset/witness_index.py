@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from itertools import count
 from math import inf
 
 from sortedcontainers import SortedList
@@ -30,7 +29,7 @@ from qel.terms import KIND_STRING, URI, Term
 class _PredicateWitnesses:
     """Witness objects of every stored subscription on one predicate.
 
-    ``ordered`` holds ``(value, serial, key)`` entries, ``serial`` unique per key: entries of
+    ``ordered`` holds ``(value, key)`` entries, keys being integers: entries of
     equal value (every chain bottom of a busy city, every unconstrained object's fresh URI)
     then still have a total order, so removing one is a bisection, not a scan of its equals
     (which made removal linear in the busiest value: 15% of a bulk build at 10^5)."""
@@ -39,18 +38,18 @@ class _PredicateWitnesses:
     ordered: dict[str, SortedList] = field(default_factory=dict)
     holders: set[Hashable] = field(default_factory=set)
 
-    def add(self, key: Hashable, serial: int, kind: str, value: object) -> None:
+    def add(self, key: int, kind: str, value: object) -> None:
         self.holders.add(key)
         self.by_value.setdefault((kind, value), set()).add(key)
-        self.ordered.setdefault(kind, SortedList()).add((value, serial, key))
+        self.ordered.setdefault(kind, SortedList()).add((value, key))
 
-    def remove(self, key: Hashable, serial: int, kind: str, value: object) -> None:
+    def remove(self, key: int, kind: str, value: object) -> None:
         bucket = self.by_value[kind, value]
         bucket.discard(key)
         if not bucket:
             del self.by_value[kind, value]
         entries = self.ordered[kind]
-        entries.remove((value, serial, key))
+        entries.remove((value, key))
         if not entries:
             del self.ordered[kind]
 
@@ -79,7 +78,7 @@ class _PredicateWitnesses:
             if not entries:
                 return ()
             start, stop = _span(entries, domain)
-            return [key for _, _, key in entries.islice(start, stop)] if start < stop else ()
+            return [key for _, key in entries.islice(start, stop)] if start < stop else ()
         return [
             key
             for (kind, value), keys in self.by_value.items()
@@ -89,7 +88,7 @@ class _PredicateWitnesses:
 
 
 _AFTER = (inf,)
-"""Appended to a value, sorts after every entry of that value (serials are finite)."""
+"""Appended to a value, sorts after every entry of that value (keys are finite integers)."""
 
 
 def _span(entries: SortedList, domain: RangeDomain) -> tuple[int, int]:
@@ -140,8 +139,9 @@ class _Group:
 
 
 class WitnessIndex:
-    """Maps keys to their subscriptions' witnesses; ``covered_candidates(q)`` is a superset of the
-    keys whose subscription ``q`` covers (exactly the keys whose first witness ``q`` matches).
+    """Maps integer keys to their subscriptions' witnesses; ``covered_candidates(q)`` is a
+    superset of the keys whose subscription ``q`` covers (exactly the keys whose first witness
+    ``q`` matches).
 
     Keys are also grouped by the predicates of their witness and a *tag* given with them: the
     poset tags a chain of an indexed family with its family, whose members share every witness
@@ -153,10 +153,8 @@ class WitnessIndex:
 
     def __init__(self) -> None:
         self._predicates: dict[URI, _PredicateWitnesses] = {}
-        self._witnesses: dict[Hashable, tuple[Publication, int, _Group]] = {}
-        """Per key its witness, its serial (``_PredicateWitnesses.ordered``) and its group."""
+        self._witnesses: dict[int, Publication] = {}
         self._groups: dict[tuple[frozenset[URI], Hashable], _Group] = {}
-        self._serial = count()
         self.version = 0
         """Changes whenever a group appears: what a caller learnt from ``groups`` holds while
         it is the same (the groups' keys change, their sets are the same; a group that went is
@@ -165,7 +163,7 @@ class WitnessIndex:
     def __len__(self) -> int:
         return len(self._witnesses)
 
-    def add(self, key: Hashable, subscription: Subscription, tag: Hashable = None) -> None:
+    def add(self, key: int, subscription: Subscription, tag: Hashable = None) -> None:
         """Indexes the witness of the subscription's first filter under ``key``; ``tag`` (not
         None) promises that every key of that tag with the same predicates has the same witness
         terms but on the filter's ranges."""
@@ -173,10 +171,9 @@ class WitnessIndex:
             raise KeyError(f"{key!r} is already indexed")
         first = subscription.filters[0]
         sample = witness(first)
-        serial = next(self._serial)
         for predicate, term in sample.statements:
             self._predicates.setdefault(predicate, _PredicateWitnesses()).add(
-                key, serial, term.kind, term.value
+                key, term.kind, term.value
             )
         group = self._groups.get((first.predicates, tag))
         if group is None:
@@ -187,20 +184,23 @@ class WitnessIndex:
             group = self._groups[first.predicates, tag] = _Group(first.predicates, tag, fixed)
             self.version += 1
         group.keys.add(key)
-        self._witnesses[key] = sample, serial, group
+        self._witnesses[key] = sample
 
-    def remove(self, key: Hashable) -> None:
-        sample, serial, group = self._witnesses.pop(key)
+    def remove(self, key: int, tag: Hashable = None) -> None:
+        """Forgets ``key``, added with ``tag``."""
+        sample = self._witnesses.pop(key)
+        predicates = frozenset(p for p, _ in sample.statements)
         for predicate, term in sample.statements:
-            self._predicates[predicate].remove(key, serial, term.kind, term.value)
-        for predicate in {p for p, _ in sample.statements}:
+            self._predicates[predicate].remove(key, term.kind, term.value)
+        for predicate in predicates:
             entry = self._predicates[predicate]
             entry.holders.discard(key)
             if not entry.holders:
                 del self._predicates[predicate]
+        group = self._groups[predicates, tag]
         group.keys.discard(key)
         if not group.keys:
-            del self._groups[group.predicates, group.tag]
+            del self._groups[predicates, tag]
 
     def groups(self, compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
         """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
@@ -259,7 +259,7 @@ class WitnessIndex:
         if len(compiled.patterns) == 1 and isinstance(compiled.subject, AnyDomain):
             return set(candidates)
         witnesses = self._witnesses
-        return {key for key in candidates if filter_matches(compiled, witnesses[key][0])}
+        return {key for key in candidates if filter_matches(compiled, witnesses[key])}
 
     def _intersected(self, compiled: Filter, groups: list[set[Hashable]] | None) -> set[Hashable]:
         """The candidates of the filter's most selective pattern, or the keys of ``groups`` if

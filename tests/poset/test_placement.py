@@ -66,12 +66,12 @@ def test_witness_index_candidates_are_the_witnesses_the_probe_matches(
     """Keys tagged with their family (``WitnessIndex.groups``) or not: the candidates, among
     the groups the probe may match or not, include every witness it matches."""
     index = WitnessIndex()
+    tags = [None if tagless else signature(subscription)[0] for subscription in entries]
     for key, subscription in enumerate(entries):
-        family = signature(subscription)[0]
-        index.add(key, subscription, None if family is None or tagless else family)
+        index.add(key, subscription, tags[key])
     for key in gone:
         if key < len(entries):
-            index.remove(key)
+            index.remove(key, tags[key])
     live = {k: s for k, s in enumerate(entries) if k not in gone}
     expected = {k for k, s in live.items() if qel.matches(probe, witness(s.filters[0]))}
     assert index.covered_candidates(probe) == expected
