@@ -124,6 +124,10 @@ class ChainDecomposition:
         """Per family with chains of its own, its hull, keyed by the family."""
         self._families: dict[Family, dict[int, Chain]] = {}
         self._bottoms = WitnessIndex()
+        """The bottoms of all chains, tagged with the family of a family's chain."""
+        self._compatible: dict[Family, tuple[int, list[list[set[Hashable]]]]] = {}
+        """Per indexed family, per filter, the groups of bottoms a member may cover, with the
+        ``WitnessIndex.version`` they were found at (``bottom_candidates``)."""
         self._serial = count(1)
 
     def __len__(self) -> int:
@@ -138,10 +142,8 @@ class ChainDecomposition:
         (``insert_many``), a subscription usually falls below its own family's chain. Chains of
         the indexed family ``skip`` are left out."""
         found = []
-        for chain_id in sorted(self._top_candidates(probe)):  # type: ignore[type-var]
+        for chain_id in sorted(self._top_candidates(probe, skip)):  # type: ignore[type-var]
             chain = self._chains[chain_id]  # type: ignore[index]
-            if skip is not None and chain.family is skip:
-                continue
             if not probe.covered_by(chain.nodes[0]):
                 continue
             if probe.covered_by(chain.nodes[-1]):
@@ -150,11 +152,26 @@ class ChainDecomposition:
             found.append((chain, _last_true(chain, 0, len(chain) - 1, probe.covered_by)))
         return found
 
-    def bottom_candidates(self, probe: Probe) -> list[Hashable]:
+    def bottom_candidates(self, probe: Probe, family: Family | None = None) -> list[Hashable]:
         """The chains whose bottom's witness the probe's most selective patterns admit, by id: a
         superset of those whose bottom it covers, found by value look-ups (``WitnessIndex``);
-        ``highest_covered`` tests each bottom."""
-        return sorted(self._bottoms.rough_candidates(probe.subscription))  # type: ignore[type-var]
+        ``highest_covered`` tests each bottom. For a member of the indexed ``family``, among the
+        chains of other families and shapes its filters may match only (``WitnessIndex.groups``,
+        asked once per family while the index's groups stay the same)."""
+        among = None
+        if family is not None:
+            version = self._bottoms.version
+            known = self._compatible.get(family)
+            if known is None or known[0] != version:
+                groups = [self._bottoms.groups(c, family) for c in probe.subscription.filters]
+                known = self._compatible[family] = version, groups
+            among = known[1]
+        return sorted(self._bottoms.rough_candidates(probe.subscription, among))  # type: ignore[type-var]
+
+    def bottom_estimate(self, probe: Probe) -> int:
+        """At least ``len(bottom_candidates(probe))``, from counts alone (``WitnessIndex``): what
+        a caller weighing the chain search against another needs, without building the set."""
+        return self._bottoms.rough_size(probe.subscription)
 
     def highest_covered(
         self, probe: Probe, candidates: list[Hashable], skip: Family | None = None
@@ -184,14 +201,14 @@ class ChainDecomposition:
         if index == 0 and length and tops:
             self._tops.remove(chain.id)
         if index == length and length:
-            self._bottoms.remove(chain.id)
+            self._bottoms.remove(chain.id, chain.family)
         chain.insert(index, node)
         if not length and not tops:
             self._join(chain, node.subscription)
         if index == 0 and tops:
             self._tops.add(chain.id, node.subscription)
         if index == length:
-            self._bottoms.add(chain.id, node.subscription)
+            self._bottoms.add(chain.id, node.subscription, chain.family)
 
     def remove(self, node: Ranked) -> None:
         chain = node.chain
@@ -202,7 +219,7 @@ class ChainDecomposition:
         if index == 0 and tops:
             self._tops.remove(chain.id)
         if index == last:
-            self._bottoms.remove(chain.id)
+            self._bottoms.remove(chain.id, chain.family)
         if not chain.nodes:
             del self._chains[chain.id]
             if not tops:
@@ -211,7 +228,7 @@ class ChainDecomposition:
         if index == 0 and tops:
             self._tops.add(chain.id, chain.nodes[0].subscription)
         if index == last:
-            self._bottoms.add(chain.id, chain.nodes[-1].subscription)
+            self._bottoms.add(chain.id, chain.nodes[-1].subscription, chain.family)
 
     def _join(self, chain: Chain, subscription: qel.Subscription) -> None:
         """Records a new chain of a family (``subscription`` is a member), and the family's hull
@@ -230,13 +247,17 @@ class ChainDecomposition:
         if not held:
             del self._families[chain.family]  # type: ignore[arg-type]
             self._hulls.remove(chain.family)
+            self._compatible.pop(chain.family, None)  # type: ignore[arg-type]
 
-    def _top_candidates(self, probe: Probe) -> set[Hashable]:
+    def _top_candidates(self, probe: Probe, skip: Family | None) -> set[Hashable]:
         """Chains whose top matches every witness of the probe, and every chain of each family
-        whose hull does: a superset of those whose top covers it."""
+        but ``skip`` whose hull does: a superset of those whose top covers it, but for the
+        chains of ``skip`` (which its own hull always covers: a member's family has some 2
+        sqrt(n) chains, and skipping them one by one was a tenth of a member's placement)."""
         candidates = _matching_all(self._tops, probe.witnesses)
         for family in _matching_all(self._hulls, probe.witnesses):
-            candidates.update(self._families[family])  # type: ignore[index]
+            if family is not skip:
+                candidates.update(self._families[family])  # type: ignore[index]
         return candidates
 
 

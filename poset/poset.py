@@ -38,6 +38,7 @@ of operations always gives the same results (the simulator relies on it).
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from types import MappingProxyType
 import qel
 from poset.chains import Chain, ChainDecomposition, Probe
 from poset.dominance import FamilyPoints, point
-from poset.families import Bounds, Family, Signed, bounds_within
+from poset.families import Bounds, Family, Signed, bounds_within, projection, ranges_within
 from poset.generality import generality_key
 from poset.predicate_index import PredicateIndex
 from poset.sent_index import SentIndex
@@ -236,12 +237,15 @@ class SubscriptionPoset:
             return Inserted(existing, False, self._sent_above(existing))
         node = self._by_key.get(subscription.filters)
         created = False
+        witnesses = None
         if node is None:
-            node, created = self._place(subscription, self._next_id)
+            probe = Probe(subscription, _covers_signed)
+            node, created = self._place(probe, self._next_id)
+            witnesses = probe.witnesses  # of an equivalent subscription if not created
             if created:
                 self._next_id += 1
                 self._index.add(node.id, subscription)
-        already_sent = self._sent_above(node)
+        already_sent = self._sent_above(node, witnesses)
         _add_source(node, source, subscription_id)
         self._by_source[source, subscription_id] = node
         return Inserted(node, created, already_sent)
@@ -257,9 +261,24 @@ class SubscriptionPoset:
         before anything changes: a (source, id) used for two different subscriptions raises
         ``ValueError`` and leaves the poset as it was (``insert`` would have taken the items
         before the offending one).
+
+        The cyclic garbage collector is paused meanwhile (and resumed as it was): a batch creates
+        millions of objects that all stay (nodes, index entries), and the collector's passes
+        over them, which free nothing, took a tenth of a bulk build at 10^5; cycles that become
+        garbage meanwhile wait for its next pass.
         """
         batch = list(items)
         self._check_ids(batch)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._insert_batch(batch)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _insert_batch(self, batch: list[tuple[qel.Subscription, str, str]]) -> list[Inserted]:
+        """``insert_many`` of a checked batch."""
         seen: set[tuple[qel.Filter, ...]] = set()
         new: list[qel.Subscription] = []  # new forms, in order of first occurrence
         for subscription, _, _ in batch:
@@ -270,7 +289,7 @@ class SubscriptionPoset:
         start = self._next_id
         placed: dict[tuple[qel.Filter, ...], PosetNode] = {}
         for rank in sorted(range(len(new)), key=lambda r: (generality_key(new[r]), r)):
-            node, _ = self._place(new[rank], start + rank)
+            node, _ = self._place(Probe(new[rank], _covers_signed), start + rank)
             placed[new[rank].filters] = node
         created = self._number_new(new, placed, start)
         for node in created:
@@ -348,10 +367,11 @@ class SubscriptionPoset:
             holder.children = {n.id: n for n in holder.children.values()} or _NONE  # type: ignore[assignment]
         return created
 
-    def _place(self, subscription: qel.Subscription, node_id: int) -> tuple[PosetNode, bool]:
-        """The node equivalent to ``subscription`` (and False), or a new one, ``node_id``, linked
-        between its immediate predecessors and successors (and True); the caller indexes it."""
-        probe = Probe(subscription, _covers_signed)
+    def _place(self, probe: Probe, node_id: int) -> tuple[PosetNode, bool]:
+        """The node equivalent to the probe's subscription (and False), or a new one, ``node_id``,
+        linked between its immediate predecessors and successors (and True); the caller indexes
+        it."""
+        subscription = probe.subscription
         family = probe.family
         wide = family is not None and family.exact and family.dimensions >= 2
         at = point(probe.bounds, probe.flags) if wide else None
@@ -397,7 +417,7 @@ class SubscriptionPoset:
         of its family, from the family's points) with each other family's chains' highest
         covered nodes, the maximal of those. (The walks of ``_successors`` would go through the
         family's nodes, which are what the points spare.)"""
-        candidates = self._chains.bottom_candidates(probe)
+        candidates = self._chains.bottom_candidates(probe, family)
         highest = [
             chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates, family)
         ]
@@ -414,10 +434,11 @@ class SubscriptionPoset:
         first to finish answers. The other search tests the chains whose bottom the probe may
         cover (``ChainDecomposition.bottom_candidates``): few for a narrow subscription, every
         chain of a predicate for a broad one. The walks go first, for ``_QUICK_WALK`` rounds;
-        then they go on only while they have cost less than the chain search would.
+        then they go on only while they have cost less than the chain search would (its
+        candidates counted, not built: when the walks win, building them was wasted).
         """
         walks = [_Walk(start, probe) for start in sorted(predecessors, key=_by_id)]
-        candidates = None
+        weighed = False
         rounds = _QUICK_WALK if walks else 0
         done = 0
         while done < rounds:
@@ -425,11 +446,10 @@ class SubscriptionPoset:
                 if walk.step():
                     return walk.maximal()
             done += 1
-            if done == rounds and candidates is None:
-                candidates = self._chains.bottom_candidates(probe)
-                rounds = max(rounds, len(candidates) // len(walks))
-        if candidates is None:
-            candidates = self._chains.bottom_candidates(probe)
+            if done == rounds and not weighed:
+                weighed = True
+                rounds = max(rounds, self._chains.bottom_estimate(probe) // len(walks))
+        candidates = self._chains.bottom_candidates(probe)
         highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates)]
         return _maximal(highest, probe, None)  # type: ignore[arg-type]
 
@@ -557,9 +577,11 @@ class SubscriptionPoset:
                         ready.append(child)
         return tuple(sorted(chosen, key=lambda item: (len(_ancestors(item[0])), item[0].id)))
 
-    def _sent_above(self, node: PosetNode) -> dict[str, frozenset[str]]:
+    def _sent_above(
+        self, node: PosetNode, witnesses: tuple[qel.Publication, ...] | None = None
+    ) -> dict[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
-        for holder in self._sent.covering(node):
+        for holder in self._sent.covering(node, witnesses):
             for destination, labels in holder.sent.items():
                 found.setdefault(destination, set()).update(labels)
         return {d: frozenset(labels) for d, labels in sorted(found.items())}
@@ -675,15 +697,35 @@ def _covers(general: qel.Subscription, specific: qel.Subscription) -> bool:
 
 
 def _covers_signed(general: Signed, specific: Signed) -> bool:
-    """``_covers`` on nodes and probes: a comparison of bounds within a family
-    (``poset.families``), the test otherwise."""
+    """``_covers`` on nodes and probes: a comparison of bounds within a family, or across two
+    families of one filter when their fixed parts allow (``poset.families.projection``), the
+    test otherwise."""
     family = general.family
-    if family is not None and family is specific.family:  # ``covers_by_family``, inlined
-        if bounds_within(general.bounds, general.flags, specific.bounds, specific.flags):
-            return True
-        if family.exact:
-            return False
+    if family is not None:
+        other = specific.family
+        if family is other:  # ``covers_by_family``, inlined
+            if bounds_within(general.bounds, general.flags, specific.bounds, specific.flags):
+                return True
+            if family.exact:
+                return False
+        elif other is not None:
+            pairs = family.over.get(other, _UNKNOWN)
+            if pairs is _UNKNOWN:
+                pairs = family.over[other] = projection(general.subscription, specific.subscription)
+            if pairs is False:
+                return False
+            if pairs is not None:
+                return ranges_within(
+                    pairs,  # type: ignore[arg-type]
+                    general.bounds,
+                    general.flags,
+                    specific.bounds,
+                    specific.flags,
+                )
     return _covers(general.subscription, specific.subscription)
+
+
+_UNKNOWN = object()
 
 
 def _above(general: PosetNode, specific: PosetNode) -> bool:

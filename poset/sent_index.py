@@ -18,6 +18,7 @@ from typing import Protocol
 from poset.families import Signed
 from poset.predicate_index import PredicateIndex
 from qel.filters import witness
+from qel.model import Publication
 
 
 class Sendable(Signed, Protocol):
@@ -49,14 +50,19 @@ class SentIndex:
         if self._nodes.pop(node.id, None) is not None:
             self._index.remove(node.id)
 
-    def covering(self, target: Signed) -> list[Sendable]:
-        """The sent nodes whose subscription covers ``target``'s (itself included), by id."""
+    def covering(
+        self, target: Signed, witnesses: tuple[Publication, ...] | None = None
+    ) -> list[Sendable]:
+        """The sent nodes whose subscription covers ``target``'s (itself included), by id;
+        ``witnesses``, if the caller has them, are those of its filters or of an equivalent
+        subscription's (a placement computed them already)."""
         if not self._nodes:
             return []
-        subscription = target.subscription
+        if witnesses is None:
+            witnesses = tuple(witness(compiled) for compiled in target.subscription.filters)
         candidates: set[Hashable] | None = None
-        for compiled in subscription.filters:
-            matched = self._index.match(witness(compiled))
+        for sample in witnesses:
+            matched = self._index.match(sample)
             candidates = matched if candidates is None else candidates & matched
             if not candidates:
                 return []

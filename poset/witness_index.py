@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
+from math import inf
 
 from sortedcontainers import SortedList
 
@@ -21,23 +22,28 @@ from qel.domains import AnyDomain, Domain, PointDomain, RangeDomain
 from qel.filters import Filter, witness
 from qel.matching import filter_matches
 from qel.model import Publication
-from qel.terms import KIND_STRING, URI
+from qel.terms import KIND_STRING, URI, Term
 
 
 @dataclass
 class _PredicateWitnesses:
-    """Witness objects of every stored subscription on one predicate."""
+    """Witness objects of every stored subscription on one predicate.
+
+    ``ordered`` holds ``(value, key)`` entries, keys being integers: entries of
+    equal value (every chain bottom of a busy city, every unconstrained object's fresh URI)
+    then still have a total order, so removing one is a bisection, not a scan of its equals
+    (which made removal linear in the busiest value: 15% of a bulk build at 10^5)."""
 
     by_value: dict[tuple[str, object], set[Hashable]] = field(default_factory=dict)
     ordered: dict[str, SortedList] = field(default_factory=dict)
     holders: set[Hashable] = field(default_factory=set)
 
-    def add(self, key: Hashable, kind: str, value: object) -> None:
+    def add(self, key: int, kind: str, value: object) -> None:
         self.holders.add(key)
         self.by_value.setdefault((kind, value), set()).add(key)
-        self.ordered.setdefault(kind, SortedList(key=_order)).add((value, key))
+        self.ordered.setdefault(kind, SortedList()).add((value, key))
 
-    def remove(self, key: Hashable, kind: str, value: object) -> None:
+    def remove(self, key: int, kind: str, value: object) -> None:
         bucket = self.by_value[kind, value]
         bucket.discard(key)
         if not bucket:
@@ -81,6 +87,10 @@ class _PredicateWitnesses:
         ]
 
 
+_AFTER = (inf,)
+"""Appended to a value, sorts after every entry of that value (keys are finite integers)."""
+
+
 def _span(entries: SortedList, domain: RangeDomain) -> tuple[int, int]:
     """The slice of ``entries`` (sorted by value, one kind, no NaN: witnesses of satisfiable
     domains) whose values the range admits: two bisections, an excluded end bisected past its
@@ -89,52 +99,118 @@ def _span(entries: SortedList, domain: RangeDomain) -> tuple[int, int]:
     if low is None:
         start = 0
     elif domain.low_inclusive:
-        start = entries.bisect_key_left(low)
+        start = entries.bisect_left((low,))
     else:
-        start = entries.bisect_key_right(low)
+        start = entries.bisect_left((low, *_AFTER))
     if high is None:
         stop = len(entries)
     elif domain.high_inclusive:
-        stop = entries.bisect_key_right(high)
+        stop = entries.bisect_left((high, *_AFTER))
     else:
-        stop = entries.bisect_key_left(high)
+        stop = entries.bisect_left((high,))
     return start, stop
 
 
-def _order(entry: tuple[object, Hashable]) -> object:
-    return entry[0]
+class _Group:
+    """The keys whose witness has the same predicates and the same ``tag`` (``WitnessIndex.add``),
+    and, for a tag, the witness terms its members share: those of every pattern not a range."""
+
+    __slots__ = ("fixed", "keys", "predicates", "tag")
+
+    def __init__(self, predicates: frozenset[URI], tag: Hashable, fixed: dict[URI, Term]) -> None:
+        self.predicates = predicates
+        self.tag = tag
+        self.fixed = fixed
+        self.keys: set[Hashable] = set()
+
+    def may_hold(self, compiled: Filter) -> bool:
+        """Whether ``compiled`` may match some member's witness: it has every predicate the
+        filter needs, and each of the filter's patterns that is not a range admits the shared
+        term, if any, on its predicate (a range of the filter: its bounds vary, so yes)."""
+        if not compiled.predicates <= self.predicates:
+            return False
+        fixed = self.fixed
+        return all(
+            type(domain) is RangeDomain
+            or (term := fixed.get(predicate)) is None
+            or domain.admits(term.kind, term.value)
+            for predicate, domain in compiled.patterns
+        )
 
 
 class WitnessIndex:
-    """Maps keys to their subscriptions' witnesses; ``covered_candidates(q)`` is a superset of the
-    keys whose subscription ``q`` covers (exactly the keys whose first witness ``q`` matches)."""
+    """Maps integer keys to their subscriptions' witnesses; ``covered_candidates(q)`` is a
+    superset of the keys whose subscription ``q`` covers (exactly the keys whose first witness
+    ``q`` matches).
+
+    Keys are also grouped by the predicates of their witness and a *tag* given with them: the
+    poset tags a chain of an indexed family with its family, whose members share every witness
+    term but their ranges'. A caller that places a family member asks ``groups`` once per family
+    for the groups its filter may match (``_Group.may_hold``: not a price range of another city
+    or kind, not a family whose filters have a predicate a price range lacks), and the candidates
+    come from those groups only, its own family's left out: they were most of the candidates a
+    value look-up gives (the chain bottoms of its own city) and all of them are skipped."""
 
     def __init__(self) -> None:
         self._predicates: dict[URI, _PredicateWitnesses] = {}
-        self._witnesses: dict[Hashable, Publication] = {}
+        self._witnesses: dict[int, Publication] = {}
+        self._groups: dict[tuple[frozenset[URI], Hashable], _Group] = {}
+        self.version = 0
+        """Changes whenever a group appears: what a caller learnt from ``groups`` holds while
+        it is the same (the groups' keys change, their sets are the same; a group that went is
+        an empty set, which a caller may go on holding, and comes back as a new one)."""
 
     def __len__(self) -> int:
         return len(self._witnesses)
 
-    def add(self, key: Hashable, subscription: Subscription) -> None:
+    def add(self, key: int, subscription: Subscription, tag: Hashable = None) -> None:
+        """Indexes the witness of the subscription's first filter under ``key``; ``tag`` (not
+        None) promises that every key of that tag with the same predicates has the same witness
+        terms but on the filter's ranges."""
         if key in self._witnesses:
             raise KeyError(f"{key!r} is already indexed")
-        sample = witness(subscription.filters[0])
-        self._witnesses[key] = sample
+        first = subscription.filters[0]
+        sample = witness(first)
         for predicate, term in sample.statements:
             self._predicates.setdefault(predicate, _PredicateWitnesses()).add(
                 key, term.kind, term.value
             )
+        group = self._groups.get((first.predicates, tag))
+        if group is None:
+            fixed: dict[URI, Term] = {}
+            if tag is not None:
+                ranges = {p for p, domain in first.patterns if type(domain) is RangeDomain}
+                fixed = {p: term for p, term in sample.statements if p not in ranges}
+            group = self._groups[first.predicates, tag] = _Group(first.predicates, tag, fixed)
+            self.version += 1
+        group.keys.add(key)
+        self._witnesses[key] = sample
 
-    def remove(self, key: Hashable) -> None:
+    def remove(self, key: int, tag: Hashable = None) -> None:
+        """Forgets ``key``, added with ``tag``."""
         sample = self._witnesses.pop(key)
+        predicates = frozenset(p for p, _ in sample.statements)
         for predicate, term in sample.statements:
             self._predicates[predicate].remove(key, term.kind, term.value)
-        for predicate in {p for p, _ in sample.statements}:
+        for predicate in predicates:
             entry = self._predicates[predicate]
             entry.holders.discard(key)
             if not entry.holders:
                 del self._predicates[predicate]
+        group = self._groups[predicates, tag]
+        group.keys.discard(key)
+        if not group.keys:
+            del self._groups[predicates, tag]
+
+    def groups(self, compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
+        """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
+        may match (``_Group.may_hold``; with no range of ``compiled`` looked at, the same for
+        every filter that differs from it only in the bounds of ranges)."""
+        return [
+            group.keys
+            for group in self._groups.values()
+            if (skip is None or group.tag is not skip) and group.may_hold(compiled)
+        ]
 
     def covered_candidates(self, subscription: Subscription) -> set[Hashable]:
         found: set[Hashable] = set()
@@ -142,14 +218,22 @@ class WitnessIndex:
             found |= self._filter_candidates(compiled)
         return found
 
-    def rough_candidates(self, subscription: Subscription) -> set[Hashable]:
+    def rough_candidates(
+        self, subscription: Subscription, among: list[list[set[Hashable]]] | None = None
+    ) -> set[Hashable]:
         """A superset of ``covered_candidates``, without checking whole witnesses: per filter, the
-        keys whose witness its most selective patterns admit (``_intersected``). For a caller that
-        tests each key with ``covers`` anyway (often a comparison of bounds: ``poset.families``)."""
+        keys whose witness its most selective patterns admit (``_intersected``), among the keys
+        of ``among[i]`` (``groups`` of the ``i``-th filter) if given. For a caller that tests
+        each key with ``covers`` anyway (often a comparison of bounds: ``poset.families``)."""
         found: set[Hashable] = set()
-        for compiled in subscription.filters:
-            found |= self._intersected(compiled)
+        for position, compiled in enumerate(subscription.filters):
+            found |= self._intersected(compiled, None if among is None else among[position])
         return found
+
+    def rough_size(self, subscription: Subscription) -> int:
+        """An upper bound on ``len(rough_candidates(subscription))``: per filter, how many its
+        most selective pattern admits (bisections and lengths, no set built)."""
+        return sum(sized[0][0] for c in subscription.filters if (sized := self._sized(c)))
 
     def _sized(self, compiled: Filter) -> list[tuple[int, _PredicateWitnesses, Domain]] | None:
         """The filter's patterns with how many candidates each gives, fewest first; None when a
@@ -177,19 +261,27 @@ class WitnessIndex:
         witnesses = self._witnesses
         return {key for key in candidates if filter_matches(compiled, witnesses[key])}
 
-    def _intersected(self, compiled: Filter) -> set[Hashable]:
-        """The candidates of the filter's most selective pattern, intersected with those of the
-        next ones while that is cheaper than the caller's tests it spares (a price range of one
-        city and kind: the kind's witnesses alone are every other city's too). A fixed value's
-        or a predicate's candidates are a set already (intersecting costs the smaller side, in
-        C); a range's are built from a slice, which pays only while the slice is at most
-        ``_WORTH`` times what is left."""
+    def _intersected(self, compiled: Filter, groups: list[set[Hashable]] | None) -> set[Hashable]:
+        """The candidates of the filter's most selective pattern, or the keys of ``groups`` if
+        given and fewer (then the pattern's candidates are kept to those), intersected with
+        those of the next patterns while that is cheaper than the caller's tests it spares (a
+        price range of one city and kind: the kind's witnesses alone are every other city's
+        too). A fixed value's or a predicate's candidates are a set already (intersecting costs
+        the smaller side, in C); a range's are built from a slice, which pays only while the
+        slice is at most ``_WORTH`` times what is left."""
+        if groups is not None and not groups:
+            return set()
         sized = self._sized(compiled)
         if not sized:
             return set()
-        _, entry, domain = sized[0]
-        found = set(entry.candidates(domain))
-        for size, entry, domain in sized[1:]:
+        if groups is not None and sum(map(len, groups)) <= sized[0][0]:
+            found = set().union(*groups)
+        else:
+            _, entry, domain = sized.pop(0)
+            found = set(entry.candidates(domain))
+            if groups is not None:
+                found = set().union(*(found & keys for keys in groups))
+        for size, entry, domain in sized:
             if len(found) <= _FEW:
                 break
             if isinstance(domain, (AnyDomain, PointDomain)) or size <= _WORTH * len(found):

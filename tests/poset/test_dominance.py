@@ -33,18 +33,22 @@ def covers(general: Point, specific: Point) -> bool:
 
 
 @st.composite
-def points(draw: st.DrawFn, dimensions: int) -> Point:
+def points(draw: st.DrawFn, dimensions: int, flags: tuple[int | None, ...] = ()) -> Point:
+    """A point; ``flags``, per coordinate, the flag it has (None: drawn)."""
+    flags = flags or (None,) * dimensions
     return (
         tuple(float(draw(st.integers(0, 4))) for _ in range(dimensions)),
-        tuple(draw(st.integers(0, 1)) for _ in range(dimensions)),
+        tuple(draw(st.integers(0, 1)) if flag is None else flag for flag in flags),
     )
 
 
 @st.composite
 def scenes(draw: st.DrawFn) -> tuple[list[Point], set[int], Point]:
-    """Distinct points (as a family's members are), some of them removed again, and a query."""
+    """Distinct points (as a family's members are), some of them removed again, and a query;
+    in some coordinates every member may have the same flag (a query compares values alone)."""
     dimensions = draw(st.integers(1, 3))
-    members = draw(st.lists(points(dimensions), unique=True, max_size=30))
+    flags = tuple(draw(st.sampled_from([None, 0, 1])) for _ in range(dimensions))
+    members = draw(st.lists(points(dimensions, flags), unique=True, max_size=30))
     gone = draw(st.sets(st.integers(0, max(0, len(members) - 1)))) if members else set()
     return members, gone, draw(points(dimensions))
 

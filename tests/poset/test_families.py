@@ -76,6 +76,21 @@ def test_covering_decided_by_the_bounds_is_qel_covers(pair):
     assert _covers_signed(first, second) == qel.covers(general, specific)
 
 
+@settings(max_examples=600)
+@given(st.data(), templates(), templates())
+def test_covering_across_two_families_is_qel_covers(data, template, other):
+    """Members of two templates (often two families of one filter, whose covering a
+    ``projection`` decides by bounds), asked both ways, twice (the projection is kept)."""
+    first = Probe(data.draw(members(template)), _covers_signed)
+    second = Probe(data.draw(members(other)), _covers_signed)
+    for _ in range(2):
+        for general, specific in ((first, second), (second, first)):
+            expected = qel.covers(general.subscription, specific.subscription)
+            assert _covers_signed(general, specific) == expected
+    if first.family is not None and second.family is not None:
+        event(f"projection: {type(first.family.over.get(second.family)).__name__}")
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.data(), templates(), templates())
 def test_posets_of_families_hold_the_hasse_diagram(data, template, other):

@@ -6,7 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qel
-from poset.poset import SubscriptionPoset, _covers
+from poset.chains import Probe
+from poset.families import signature
+from poset.poset import SubscriptionPoset, _covers, _covers_signed
 from poset.witness_index import WitnessIndex
 from qel.filters import witness
 from tests.strategies import subscriptions
@@ -19,6 +21,8 @@ from tests.strategies import subscriptions
 )
 def test_the_placement_covering_test_is_qel_covers(general, specific):
     assert _covers(general, specific) == qel.covers(general, specific)
+    signed = Probe(general, _covers_signed), Probe(specific, _covers_signed)
+    assert _covers_signed(*signed) == qel.covers(general, specific)
 
 
 @settings(max_examples=60, deadline=None)
@@ -54,18 +58,27 @@ def test_chains_partition_the_nodes_in_covering_order(entries, probe):
     st.lists(subscriptions(max_patterns=3, repeat_predicates=True), min_size=1, max_size=12),
     st.sets(st.integers(0, 11)),
     subscriptions(max_patterns=3, repeat_predicates=True),
+    st.booleans(),
 )
-def test_witness_index_candidates_are_the_witnesses_the_probe_matches(entries, gone, probe):
+def test_witness_index_candidates_are_the_witnesses_the_probe_matches(
+    entries, gone, probe, tagless
+):
+    """Keys tagged with their family (``WitnessIndex.groups``) or not: the candidates, among
+    the groups the probe may match or not, include every witness it matches."""
     index = WitnessIndex()
+    tags = [None if tagless else signature(subscription)[0] for subscription in entries]
     for key, subscription in enumerate(entries):
-        index.add(key, subscription)
+        index.add(key, subscription, tags[key])
     for key in gone:
         if key < len(entries):
-            index.remove(key)
+            index.remove(key, tags[key])
     live = {k: s for k, s in enumerate(entries) if k not in gone}
     expected = {k for k, s in live.items() if qel.matches(probe, witness(s.filters[0]))}
     assert index.covered_candidates(probe) == expected
     assert expected >= {k for k, s in live.items() if qel.covers(probe, s)}
+    assert index.rough_candidates(probe) >= expected
+    among = [index.groups(compiled, None) for compiled in probe.filters]
+    assert index.rough_candidates(probe, among) >= expected
 
 
 def test_witness_index_ranges_at_the_witnesses_own_values():
