@@ -360,6 +360,13 @@ class Simulation:
                 peer.connection = None
                 peer.last_contact = self.now
 
+    def _requeue(self, pending: _Pending, at: float) -> None:
+        """A message held back (a paused receiver, a cut link) goes on at ``at``, after what
+        was queued before it."""
+        self._sequence += 1
+        pending.at, pending.sequence = at, self._sequence
+        heapq.heappush(self._queue, pending)
+
     def _drop_queued(self, sender: str, receiver: str) -> None:
         """A link dropped at once loses what it still held (the daemon cancels it): here, what
         is still in flight on it (the pessimistic case: in a daemon, some of it may already
@@ -402,9 +409,7 @@ class Simulation:
         self._deadline_of[node_id] = None
         self._execute(node_id, self.nodes[node_id].timer(self.now))
         for pending in held:
-            self._sequence += 1
-            pending.at, pending.sequence = self.now, self._sequence
-            heapq.heappush(self._queue, pending)
+            self._requeue(pending, self.now)
         self.run_until_quiet()
 
     def _superpeer_cut(self, index: int, seconds: float) -> None:
@@ -440,9 +445,7 @@ class Simulation:
             if link not in self._connected:
                 self._connected.add(link)
                 self._enqueue("hello", *link, incarnation=sender.incarnation)
-            self._sequence += 1
-            pending.at, pending.sequence = self._link_clock[link], self._sequence
-            heapq.heappush(self._queue, pending)
+            self._requeue(pending, self._link_clock[link])
         self.run_until_quiet()
 
     def _repaired(self, node_id: str) -> bool:
