@@ -313,9 +313,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         view = self.topology.view()
         # the core's first messages (the restore below) go to neighbours this node may never
         # have met, before the ``TopologyChanged`` that follows ``Joined`` names their addresses
-        self.addresses.update(
-            (node, address) for node, (address, _) in self.topology.known_peers().items()
-        )
+        known = self.topology.known_peers()
+        self.addresses.update((node, address) for node, (address, _) in known.items())
+        for node in known:
+            # members of this cube, whatever an earlier one of this node's declared them
+            # (two sides of a partition each declare the other failed; one side joins the other)
+            self.departed.pop(node, None)
         self.core = SuperPeerCore(
             self.node_id, self.address, view, self.config.routing, incarnation=self.incarnation
         )
@@ -455,7 +458,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             # still in flight from an incarnation that a newer one replaced: its state is gone
             self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
             return out
-        if self.departed.get(sender, -1) >= incarnation and not isinstance(message, FROM_ANY):
+        if (
+            self.core is not None
+            and self.departed.get(sender, -1) >= incarnation
+            and not isinstance(message, FROM_ANY)
+        ):
+            # a member's judgement: a joining node has no cube to judge by (the one that
+            # declared the sender failed may be the one that evicted this node; the sender's
+            # cube is the one being joined), so what it gets waits for ``_joined``
             self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
             evicted = m.Evicted(
                 reason=f"{sender} incarnation {incarnation} departed the cube",
