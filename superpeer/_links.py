@@ -96,8 +96,9 @@ class Links:
         self._numbers: dict[str, int] = {}
         """Where the channel to a node whose link was dropped goes on numbering."""
 
-    def send(self, node: str, address: str, data: bytes) -> None:
-        """Queue the encoded message ``data`` for super-peer ``node`` (reached at ``address``)."""
+    def send(self, node: str, address: str, data: bytes, incarnation: int = 0) -> None:
+        """Queue the encoded message ``data`` for super-peer ``node`` (reached at ``address``),
+        meant for its ``incarnation`` (0: whichever is there)."""
         link = self.links.get(node)
         if link is None:
             if not address:
@@ -109,7 +110,7 @@ class Links:
         elif address and address != link.address:
             link.address = address
         try:
-            link.fresh.append(link.channel.push(data))
+            link.fresh.append(link.channel.push(data, incarnation))
         except ChannelOverflow as error:
             log.error("event=link_overflow node=%s reason=%r", node, str(error))  # noqa: TRY400
             self._numbers[node] = link.channel.next_number

@@ -322,7 +322,8 @@ class NodeBase:
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.statistics.sent[kind] += 1
         self.statistics.bytes_sent[kind] += len(data)
-        out.append(ToSuperPeer(target, message, data, message_id, address))
+        incarnation = self.incarnations.get(target, 0)
+        out.append(ToSuperPeer(target, message, data, message_id, address, incarnation))
         if self.config.routing.tracing:
             out.append(
                 trace_record(

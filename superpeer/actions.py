@@ -28,6 +28,10 @@ class ToSuperPeer:
     data: bytes
     message_id: str
     address: str = ""
+    incarnation: int = 0
+    """The incarnation of ``node`` the sender knew of when it sent (0: none yet). The channel
+    drops the frame if an older one's successor turns out to be at the other end, and keeps it
+    for the one it was meant for however stale the connection it waited on."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,15 @@ super-peers is a *channel*:
 * the accepting side (``Inbound``) drops numbers it already has (a frame sent again), and writes
   ``ChannelAck(received)`` back on the same connection every ``ack_every`` frames or when it goes
   quiet, so the sender can forget what arrived;
-* when the other side turns out to be a new incarnation (it restarted, or rejoined), what was kept
-  for the old one is dropped (its state is gone; recovering what it took with it is the node's
-  business, not the channel's); numbering goes on, since a super-peer that rejoins in the same
-  process remembers the numbers it received.
+* every frame is pushed with the incarnation of the other side its sender knew of (0: none
+  yet). When a ``Welcome`` names a newer incarnation than a frame was meant for, the frame is
+  dropped (its state is gone with the old one; recovering what it took with it is the node's
+  business, not the channel's); a frame meant for the incarnation that welcomes is sent however
+  stale the connection it waited on (the other side may have rejoined in the same process while
+  that connection lived, so the last ``Welcome`` can name an incarnation older than the one the
+  sender already talks to). A frame meant for no incarnation in particular goes to the first that
+  welcomes it, and is dropped if another one follows. Numbering goes on, since a super-peer that
+  rejoins in the same process remembers the numbers it received, and ``resume`` always counts.
 
 A sequenced frame is the usual length-prefixed frame (``wire.framing``) whose payload starts with
 the 8-byte big-endian sequence number, followed by one encoded message.
@@ -68,8 +73,8 @@ class Outbound:
 
     def __post_init__(self) -> None:
         self._next = self.first
-        self._kept: deque[tuple[int, bytes]] = deque()
-        self._sent_through = 0
+        self._kept: deque[tuple[int, bytes, int]] = deque()
+        """(number, frame, the incarnation it is meant for), oldest first."""
 
     @property
     def next_number(self) -> int:
@@ -80,8 +85,9 @@ class Outbound:
         """Frames sent or queued and not acknowledged."""
         return len(self._kept)
 
-    def push(self, message: bytes) -> bytes:
-        """Number ``message``; the frame to send (kept until acknowledged)."""
+    def push(self, message: bytes, meant_for: int = 0) -> bytes:
+        """Number ``message``, meant for the other side's incarnation ``meant_for`` (0: any);
+        the frame to send (kept until acknowledged)."""
         if len(self._kept) >= self.max_unacknowledged:
             raise ChannelOverflow(
                 f"{len(self._kept)} frames wait for acknowledgement (max_unacknowledged)"
@@ -89,21 +95,19 @@ class Outbound:
         number = self._next
         self._next += 1
         data = sequenced(number, message, self.limits)
-        self._kept.append((number, data))
+        self._kept.append((number, data, meant_for))
         return data
 
     def welcomed(self, incarnation: int, resume: int) -> list[bytes]:
-        """A new connection's ``Welcome``: the frames to send again, oldest first. A new
-        incarnation on the other side resets the channel (what was kept is dropped)."""
-        if self.incarnation is not None and incarnation != self.incarnation:
-            # numbering goes on: a super-peer that rejoined as a new incarnation in the same
-            # process still remembers the numbers it received, and would take 1, 2, ... for
-            # repeats (a fresh process accepts any number)
-            self._kept.clear()
-            resume = 0
+        """A new connection's ``Welcome``: the frames to send again, oldest first. What was
+        meant for an older incarnation than the one that welcomes is dropped."""
+        changed = self.incarnation is not None and incarnation != self.incarnation
         self.incarnation = incarnation
         self.acknowledged(resume)
-        return [data for _, data in self._kept]
+        self._kept = deque(
+            kept for kept in self._kept if (kept[2] >= incarnation if kept[2] else not changed)
+        )
+        return [data for _, data, _ in self._kept]
 
     def acknowledged(self, received: int) -> None:
         while self._kept and self._kept[0][0] <= received:

@@ -390,7 +390,7 @@ class SuperPeerDaemon:
         for output in in_runtime_order(outputs):
             if isinstance(output, ToSuperPeer):
                 assert self._links is not None
-                self._links.send(output.node, output.address, output.data)
+                self._links.send(output.node, output.address, output.data, output.incarnation)
             elif isinstance(output, ToConnection):
                 if self.metrics is not None:
                     self.metrics.to_peer(output.message, now)

@@ -669,10 +669,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 self._last_sent[output.node] = now
                 address = output.address or self.addresses.get(output.node, "")
                 out.append(
-                    output
-                    if address == output.address
-                    else ToSuperPeer(
-                        output.node, output.message, output.data, output.message_id, address
+                    dataclasses.replace(
+                        output, address=address, incarnation=self.incarnations.get(output.node, 0)
                     )
                 )
             elif isinstance(output, Deliver):
@@ -716,10 +714,15 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         published = notify.published_at
 
         def stands(sid: str) -> bool:
-            ended = self._unsubscribed_at.get((peer, sid))
-            if ended is not None and ended <= published and (peer, sid) not in self._subscribed_at:
-                return False
-            return kept or published >= self._subscribed_at.get((peer, sid), -math.inf) - margin
+            made = self._subscribed_at.get((peer, sid))
+            if made is None:
+                ended = self._unsubscribed_at.get((peer, sid))
+                if ended is not None and ended <= published:
+                    return False
+                # withdrawn since it matched (a replay or a catch-up on its way): what it was
+                # owed still counts from when it was made
+                made = self._withdrawn.get(peer, {}).get(sid, (None, -math.inf, None))[1]
+            return kept or published >= made - margin
 
         standing = tuple(sid for sid in notify.subscriptions if stands(sid))
         if not standing:

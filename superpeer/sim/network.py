@@ -154,6 +154,8 @@ class _Pending:
     data: bytes = b""
     message: object = None
     message_id: str = ""
+    meant_for: int = 0
+    """The receiver's incarnation the sender knew of (``ToSuperPeer.incarnation``)."""
 
     def __lt__(self, other: _Pending) -> bool:
         # what ``order=True`` compares, without building two tuples per comparison (the heap
@@ -416,8 +418,9 @@ class Simulation:
         """Every connection of the super-peer breaks, and none can be made, for ``seconds``;
         both sides run on. Its peers' connections break (they come back afterwards). Then the
         links connect again: each says Hello again, and sends again what the other side had
-        not acknowledged, unless either side is a new incarnation by then (its channel
-        drops frames meant for, or sent by, the old one)."""
+        not acknowledged, but for what its channel drops: everything, if the sender is a new
+        incarnation by then; what was meant for an older incarnation of the receiver than the
+        one there now (and what was meant for none, if it changed) otherwise."""
         node_id = self.ids[index]
         if node_id not in self.nodes:
             return
@@ -436,7 +439,11 @@ class Simulation:
                 continue
             if pending.kind == "sp" and (
                 sender.incarnation != pending.incarnation
-                or receiver.incarnation != incarnations.get(pending.receiver)
+                or (
+                    pending.meant_for < receiver.incarnation
+                    if pending.meant_for
+                    else receiver.incarnation != incarnations.get(pending.receiver)
+                )
             ):
                 continue
             if pending.kind == "hello":
@@ -588,6 +595,7 @@ class Simulation:
         data: bytes = b"",
         message: object = None,
         message_id: str = "",
+        meant_for: int = 0,
     ) -> None:
         delay = self.latency
         if self._random is not None:
@@ -607,6 +615,7 @@ class Simulation:
             data,
             message,
             message_id,
+            meant_for,
         )
         heapq.heappush(self._queue, pending)
 
@@ -777,6 +786,7 @@ class Simulation:
                         data=output.data,
                         message=output.message,
                         message_id=output.message_id,
+                        meant_for=output.incarnation,
                     )
             elif isinstance(output, ToConnection):
                 self._count(output.message, output.data)

@@ -31,8 +31,8 @@ class Pair:
         self.wire = list(self.outbound.welcomed(incarnation, resume))
         self.connected = True
 
-    def send(self, message: bytes) -> None:
-        data = self.outbound.push(message)
+    def send(self, message: bytes, meant_for: int = 0) -> None:
+        data = self.outbound.push(message, meant_for)
         if self.connected:
             self.wire.append(data)
 
@@ -117,3 +117,35 @@ def test_a_receiver_that_rejoined_in_the_same_process_takes_what_follows() -> No
     pair.send(b"for the new one")
     pair.read()
     assert pair.received == [b"old0", b"old1", b"old2", b"for the new one"]
+
+
+def test_what_was_meant_for_the_incarnation_that_welcomes_is_sent_again() -> None:
+    """Found by the seed-11 chaos plan (stop 27): the receiver rejoined in the same process
+    (incarnation 4, then 5) while the sender's connection, welcomed by 4, lived on; the sender
+    went on sending to 5 on it. A cut broke it; the next ``Welcome`` named 5, the channel took
+    that for a new incarnation and dropped what the sender had queued for 5 meanwhile (two
+    publications a relay never forwarded)."""
+    pair = Pair()
+    pair.connect(incarnation=4)
+    pair.send(b"to 4", meant_for=4)
+    pair.send(b"to 4, arriving at 5", meant_for=4)  # in flight when it rejoined
+    pair.send(b"to 5", meant_for=5)
+    pair.read()
+    pair.cut()
+    pair.send(b"to 5 while cut", meant_for=5)
+    pair.connect(incarnation=5)
+    pair.read()
+    assert pair.received == [b"to 4", b"to 4, arriving at 5", b"to 5", b"to 5 while cut"]
+
+
+def test_what_was_meant_for_an_older_incarnation_is_dropped() -> None:
+    pair = Pair()
+    pair.connect(incarnation=4)
+    pair.send(b"to 4", meant_for=4)
+    pair.cut()
+    pair.send(b"to 4 while cut", meant_for=4)
+    pair.send(b"to anyone while cut")
+    pair.send(b"to 5 while cut", meant_for=5)  # the sender heard of 5 first
+    pair.connect(incarnation=5)
+    pair.read()
+    assert pair.received == [b"to 5 while cut"]

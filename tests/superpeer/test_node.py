@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import wire
 from hypercup import JoinRequest
 from superpeer.actions import Forgotten, ToSuperPeer, in_runtime_order
 from superpeer.node import NodeConfig, SuperPeerNode
@@ -153,3 +154,33 @@ def test_an_adopted_peer_keeps_its_subscriptions_expiry_and_on_change():
     [adopter] = [n for n in simulation.nodes.values() if n.core is not None and "p" in n.core.peers]
     assert adopter.core.on_change("p", "s1")
     assert adopter.expiries.at("p", "s1") is not None
+
+
+def test_a_late_notification_for_a_withdrawn_subscription_counts_from_when_it_was_made():
+    """Found by the seed-11 chaos plan (stop 27): a publication made 5.1 s before a
+    subscription, replayed by its origin after a pause, reached the subscriber's access point
+    after the peer had withdrawn that subscription. Routing hands a late notification to the
+    subscriptions retracted after it was published; the access point's rule (nothing
+    published before a subscription, less the clocks' margin) looked up when the subscription
+    was made, found nothing (withdrawn), and delivered it."""
+    document = '<http://example.org/doc1> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+    simulation = Simulation(2, op_interval=0.1)
+    ops = [
+        {"op": "join", "peer": "publisher", "superpeer": 1},
+        {"op": "join", "peer": "reader", "superpeer": 0},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "publish", "peer": "publisher", "id": "n1", "format": "nt", "data": document},
+        {"op": "wait", "seconds": CONFIG.catchup_margin_seconds + 1.0},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "unsubscribe", "peer": "reader", "id": "s"},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    origin = simulation.nodes["sp1"]
+    [logged] = [wire.decode(data)[0] for data in origin.store.logged_since(0.0)]
+    late = dataclasses.replace(logged, replayed=True, hops=1)
+    reader = simulation.nodes["sp0"]
+    now = simulation.now + 0.5
+    out = reader.superpeer_message("sp1", origin.incarnation, Received(late, "sp1#99"), now)
+    assert not [o for o in out if isinstance(getattr(o, "message", None), m.Notify)]
+    assert simulation.kept("reader") == set()
