@@ -15,14 +15,15 @@ super-peers is a *channel*:
   ``ChannelAck(received)`` back on the same connection every ``ack_every`` frames or when it goes
   quiet, so the sender can forget what arrived;
 * every frame is pushed with the incarnation of the other side its sender knew of (0: none
-  yet). When a ``Welcome`` names a newer incarnation than a frame was meant for, the frame is
-  dropped (its state is gone with the old one; recovering what it took with it is the node's
-  business, not the channel's); a frame meant for the incarnation that welcomes is sent however
-  stale the connection it waited on (the other side may have rejoined in the same process while
-  that connection lived, so the last ``Welcome`` can name an incarnation older than the one the
-  sender already talks to). A frame meant for no incarnation in particular goes to the first that
-  welcomes it, and is dropped if another one follows. Numbering goes on, since a super-peer that
-  rejoins in the same process remembers the numbers it received, and ``resume`` always counts.
+  yet). When a ``Welcome`` names another incarnation than the channel's previous one, what was
+  kept is dropped (its state is gone with the old one; recovering what it took with it is the
+  node's business, not the channel's), but for frames meant for the incarnation that welcomes
+  (or a later one): the other side may have rejoined in the same process while a connection
+  lived, so the last ``Welcome`` can name an incarnation older than the one the sender already
+  talks to. A channel's first ``Welcome`` drops nothing: what a new link carries was queued after
+  the node dropped the old one, for whoever answers (a joiner's ``Welcome`` is sent by members
+  that never heard its new incarnation). Numbering goes on, since a super-peer that rejoins in
+  the same process remembers the numbers it received, and ``resume`` always counts.
 
 A sequenced frame is the usual length-prefixed frame (``wire.framing``) whose payload starts with
 the 8-byte big-endian sequence number, followed by one encoded message.
@@ -99,14 +100,13 @@ class Outbound:
         return data
 
     def welcomed(self, incarnation: int, resume: int) -> list[bytes]:
-        """A new connection's ``Welcome``: the frames to send again, oldest first. What was
-        meant for an older incarnation than the one that welcomes is dropped."""
+        """A new connection's ``Welcome``: the frames to send again, oldest first. When the
+        incarnation changed, what was meant for an older one is dropped."""
         changed = self.incarnation is not None and incarnation != self.incarnation
         self.incarnation = incarnation
         self.acknowledged(resume)
-        self._kept = deque(
-            kept for kept in self._kept if (kept[2] >= incarnation if kept[2] else not changed)
-        )
+        if changed:
+            self._kept = deque(kept for kept in self._kept if kept[2] >= incarnation)
         return [data for _, data, _ in self._kept]
 
     def acknowledged(self, received: int) -> None:

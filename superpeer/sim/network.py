@@ -419,8 +419,7 @@ class Simulation:
         both sides run on. Its peers' connections break (they come back afterwards). Then the
         links connect again: each says Hello again, and sends again what the other side had
         not acknowledged, but for what its channel drops: everything, if the sender is a new
-        incarnation by then; what was meant for an older incarnation of the receiver than the
-        one there now (and what was meant for none, if it changed) otherwise."""
+        incarnation by then; if the receiver is, what was not meant for that one."""
         node_id = self.ids[index]
         if node_id not in self.nodes:
             return
@@ -440,9 +439,8 @@ class Simulation:
             if pending.kind == "sp" and (
                 sender.incarnation != pending.incarnation
                 or (
-                    pending.meant_for < receiver.incarnation
-                    if pending.meant_for
-                    else receiver.incarnation != incarnations.get(pending.receiver)
+                    receiver.incarnation != incarnations.get(pending.receiver)
+                    and pending.meant_for < receiver.incarnation
                 )
             ):
                 continue

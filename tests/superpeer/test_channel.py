@@ -149,3 +149,14 @@ def test_what_was_meant_for_an_older_incarnation_is_dropped() -> None:
     pair.connect(incarnation=5)
     pair.read()
     assert pair.received == [b"to 5 while cut"]
+
+
+def test_a_new_channel_sends_everything_to_whoever_welcomes_it() -> None:
+    """A joiner's ``Welcome`` is sent by a member that never heard the joiner's new incarnation
+    (the join came down a walk): stamped with the old one, on a new link. Dropping it left the
+    joiner waiting for ever (the seed-11 chaos plan, while this rule was being written)."""
+    pair = Pair()
+    pair.send(b"welcome, joiner", meant_for=1)
+    pair.connect(incarnation=2)
+    pair.read()
+    assert pair.received == [b"welcome, joiner"]
