@@ -351,6 +351,7 @@ class NodeBase:
         neighbour: str | None = None,
         peer: str | None = None,
         msg: str | None = None,
+        reason: str | None = None,
     ) -> None:
         if self.config.routing.tracing:
             out.append(
@@ -362,6 +363,7 @@ class NodeBase:
                     neighbour=neighbour,
                     peer=peer,
                     msg=msg,
+                    reason=reason,
                 )
             )
 

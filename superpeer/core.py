@@ -67,7 +67,8 @@ break*, so that no route is missing while the new ones are built:
   state: what it forwarded here is removed at once (its new incarnation forwards its own), what
   was sent to it no longer counts as sent (routes to it are sent again), and when it comes back
   into the view after the cube repaired its old place, it is sent everything again, as a newcomer
-  would be. (Kept as a ghost instead, a super-peer that failed and rejoined within
+  would be, and what it may hold from here and no longer needs is withdrawn (its new incarnation
+  may have been a neighbour already, and got routes sent to it then). (Kept as a ghost instead, a super-peer that failed and rejoined within
   ``settle_seconds`` was taken for the same one returning, and was never sent the routes it had
   lost.)
 """
@@ -360,7 +361,9 @@ class SuperPeerCore:
         self._trace(out, now, "receive", message, peer=peer, size=size, msg=message_id)
         if peer not in self.peers:
             self.statistics.dropped += 1
-            self._trace(out, now, "drop", message, peer=peer)
+            self._trace(
+                out, now, "drop", message, peer=peer, reason="the peer is not attached here"
+            )
             return out
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, m.Advertise):
@@ -603,7 +606,7 @@ class SuperPeerCore:
         elif isinstance(message, m.Retract):
             source = superpeer_source(sender)
             if self.poset.node_of(source, message.id) is None:
-                self._drop(out, now, message, sender)
+                self._drop(out, now, message, sender, "retracts a subscription not held from it")
             else:
                 toward = self._toward.pop((source, message.id), frozenset())
                 if toward:
@@ -614,11 +617,13 @@ class SuperPeerCore:
         elif isinstance(message, m.LocateAnswer):
             self._locate_answer(sender, message, now, out)
         else:
-            self._drop(out, now, message, sender)
+            self._drop(out, now, message, sender, "routing takes no such message")
 
-    def _drop(self, out: list[Output], now: float, message: object, sender: str) -> None:
+    def _drop(
+        self, out: list[Output], now: float, message: object, sender: str, reason: str
+    ) -> None:
         self.statistics.dropped += 1
-        self._trace(out, now, "drop", message, neighbour=sender)
+        self._trace(out, now, "drop", message, neighbour=sender, reason=reason)
 
     def _forwarded(self, sender: str, message: m.Forward, now: float, out: list[Output]) -> None:
         source = superpeer_source(sender)
@@ -626,7 +631,7 @@ class SuperPeerCore:
         if existing is not None and not same_subscription(
             existing.subscription, message.subscription
         ):
-            self._drop(out, now, message, sender)
+            self._drop(out, now, message, sender, "the id of another subscription from it")
             return
         inserted = self.poset.insert(message.subscription, source, message.id)
         node = inserted.node
@@ -675,10 +680,11 @@ class SuperPeerCore:
         key = (message.origin, relay_key(message), message.origin_position)
         if key in self._relayed and not message.replayed:
             self.statistics.repeats += 1
-            self._drop(out, now, message, sender)
+            self._drop(out, now, message, sender, "a repeat: relayed down this tree already")
             return
         if message.hops > 2 * self.view.dimension + 2:
-            self._drop(out, now, message, sender)  # a stale tree sent it around: nothing new
+            # a stale tree sent it around: nothing new
+            self._drop(out, now, message, sender, "more hops than a tree of the cube has")
             return
         self._dispatch(message, now, out)
 
@@ -825,11 +831,7 @@ class SuperPeerCore:
         # What was sent to it may have reached the new incarnation (sent once this node knew
         # of it) or been lost with the old one (a link's queue is dropped when the other side
         # turns out to be new): send again what it must hold, withdraw the rest.
-        for held in self.poset:
-            if node in held.sent:
-                self.poset.unmark_sent(held, node)
-                if neighbour and not self._wants(held, node):
-                    self._send(node, m.Retract(id=held.wire_id), now, out, sub=held.wire_id)
+        self._unmark_sent(node, now, out, retract=neighbour)
         self._restarted.add(node)
         if neighbour:
             self._lookups_lost(node, now, out)
@@ -845,10 +847,16 @@ class SuperPeerCore:
             if node in tree_children(self.view, position):
                 self._send(node, message, now, out, origin=message.origin)
 
-    def _unmark_sent(self, node: str) -> None:
+    def _unmark_sent(self, node: str, now: float, out: list[Output], *, retract: bool) -> None:
+        """Nothing sent to ``node`` counts as held there any more (the caller routes again what
+        it must hold). With ``retract``, what it may hold and no longer needs is withdrawn: it
+        may have got it after all (a restart known while it was in the view was sent routes at
+        once, and they reached the new incarnation)."""
         for held in self.poset:
             if node in held.sent:
                 self.poset.unmark_sent(held, node)
+                if retract and not self._wants(held, node):
+                    self._send(node, m.Retract(id=held.wire_id), now, out, sub=held.wire_id)
 
     def topology_changed(self, view: TopologyView, now: float) -> list[Output]:
         """The hypercube around this node changed; see "When the cube changes" in the module
@@ -870,7 +878,7 @@ class SuperPeerCore:
                 # what was sent to its place went to the process it restarted as, before it
                 # was a member there: none of it counts
                 self._restarted.discard(returned)
-                self._unmark_sent(returned)
+                self._unmark_sent(returned, now, out, retract=True)
         early, self._early = self._early, []
         for sender, message, received, at in early:
             if sender in view.neighbours():
@@ -977,7 +985,7 @@ class SuperPeerCore:
         self._recent = [(v, at) for v, at in self._recent if at > now]
         for sender, message, _, at in self._early:
             if at <= now:
-                self._drop(out, now, message, sender)
+                self._drop(out, now, message, sender, "its sender never became a neighbour")
         self._early = [entry for entry in self._early if entry[3] > now]
         for ghost, at in sorted(self._ghosts.items()):
             if at > now:
@@ -1096,7 +1104,7 @@ class SuperPeerCore:
     ) -> None:
         key = (message.origin, message.query)
         if self.view.parent(message.origin_position) != neighbour or key in self._lookups:
-            self._drop(out, now, message, neighbour)
+            self._drop(out, now, message, neighbour, "not down the query's tree, or a repeat")
             return
         found = self._online_here(message.public_id)
         children = self.view.children(message.origin_position)
@@ -1119,7 +1127,7 @@ class SuperPeerCore:
         key = (message.origin, message.query)
         lookup = self._lookups.get(key)
         if lookup is None or neighbour not in lookup.waiting:
-            self._drop(out, now, message, neighbour)
+            self._drop(out, now, message, neighbour, "an answer nobody here waits for")
             return
         lookup.waiting.discard(neighbour)
         if not lookup.answered and (message.online or not lookup.waiting):
@@ -1516,6 +1524,7 @@ class SuperPeerCore:
         origin: str | None = None,
         sub: str | None = None,
         hops: int | None = None,
+        reason: str | None = None,
     ) -> None:
         if not self.config.tracing:
             return
@@ -1532,6 +1541,7 @@ class SuperPeerCore:
                 origin=origin,
                 sub=sub,
                 hops=hops,
+                reason=reason,
             )
         )
 
@@ -1595,6 +1605,7 @@ def trace_record(
     origin: str | None = None,
     sub: str | None = None,
     hops: int | None = None,
+    reason: str | None = None,
 ) -> TraceRecord:
     """The trace record of ``event`` for ``message``, its fields filled from the message where it
     has them."""
@@ -1620,6 +1631,7 @@ def trace_record(
         neighbour=neighbour,
         bytes=size,
         hops=hops,
+        reason=reason,
     )
 
 

@@ -666,7 +666,7 @@ class SuperPeerDaemon:
     async def _refuse_frame(self, stream: trio.abc.Stream, sender: str, reason: str) -> None:
         self.node.statistics.violations += 1
         log.warning("event=violation role=superpeer sender=%s reason=%r", sender, reason)
-        self._trace_event("drop", "link.error", neighbour=sender, msg=reason[:200])
+        self._trace_event("drop", "link.error", neighbour=sender, reason=reason[:200])
         with trio.move_on_after(1):
             await stream.send_all(frame(wire.encode(m.LinkError(reason=reason)), self.limits))
 

@@ -456,7 +456,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self._incarnation(sender, incarnation, now, out)
         if incarnation < self.incarnations[sender] and not isinstance(message, FROM_ANY):
             # still in flight from an incarnation that a newer one replaced: its state is gone
-            self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
+            self._trace(
+                out, now, "drop", message, neighbour=sender, size=size, msg=message_id,
+                reason=f"from incarnation {incarnation}, replaced by a newer one",
+            )  # fmt: skip
             return out
         if (
             self.core is not None
@@ -466,7 +469,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             # a member's judgement: a joining node has no cube to judge by (the one that
             # declared the sender failed may be the one that evicted this node; the sender's
             # cube is the one being joined), so what it gets waits for ``_joined``
-            self._trace(out, now, "drop", message, neighbour=sender, size=size, msg=message_id)
+            self._trace(
+                out, now, "drop", message, neighbour=sender, size=size, msg=message_id,
+                reason=f"incarnation {incarnation} departed the cube (evicted)",
+            )  # fmt: skip
             evicted = m.Evicted(
                 reason=f"{sender} incarnation {incarnation} departed the cube",
                 incarnation=incarnation,
@@ -590,7 +596,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         messages still reach a leaver: its ``Released``."""
         kind: str = type(message).KIND  # type: ignore[attr-defined]
         if self._has_left(target) and not kind.startswith("hypercup."):
-            self._trace(out, now, "drop", message, neighbour=target)
+            self._trace(out, now, "drop", message, neighbour=target, reason="it left the network")
             return True
         return False
 
@@ -726,7 +732,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
 
         standing = tuple(sid for sid in notify.subscriptions if stands(sid))
         if not standing:
-            self._trace(out, now, "drop", notify, peer=peer)
+            self._trace(
+                out,
+                now,
+                "drop",
+                notify,
+                peer=peer,
+                reason="published before its subscriptions here, or after they ended",
+            )
             return
         if standing != notify.subscriptions:
             notify = dataclasses.replace(notify, subscriptions=standing)
@@ -738,7 +751,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         assert core is not None
         news = versions.narrowed(notify, lambda sid: core.on_change(peer, sid))
         if news is None:
-            self._trace(out, now, "drop", notify, peer=peer)
+            self._trace(
+                out,
+                now,
+                "drop",
+                notify,
+                peer=peer,
+                reason="a change none of its subscriptions asked to hear of",
+            )
             return
         out += self.mail.deliver(peer, news, now)
 
@@ -761,7 +781,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 hops,
             )
             for notify in notifications:
-                self._trace(out, now, "drop", notify, peer=peer)
+                self._trace(
+                    out,
+                    now,
+                    "drop",
+                    notify,
+                    peer=peer,
+                    reason="a forwarding address chain longer than MAX_FORWARD_HOPS",
+                )
             return
         self.statistics.forwarded += len(notifications)
         batch = self.config.mail_batch
@@ -997,7 +1024,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                     "drop",
                     kind="link.error",
                     peer=entry.session.peer,
-                    msg=event.reason[:200],
+                    reason=event.reason[:200],
                 )
             if event.reply is not None:
                 out.append(ToConnection(connection, event.reply, wire.encode(event.reply)))

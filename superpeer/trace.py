@@ -30,6 +30,8 @@ peer       str     the local peer involved
 neighbour  str     the neighbour super-peer involved
 bytes      int     size of the message on the wire (msgpack), 0 for local events
 hops       int     super-peer to super-peer hops the notification has taken so far
+reason     str     why, on a ``drop`` (every drop names one, so an operator can tell a repeat
+                   from a loss without reading the code)
 =========  ======  ===========================================================================
 """
 
@@ -71,6 +73,7 @@ class TraceRecord:
     neighbour: str | None = None
     bytes: int = 0
     hops: int | None = None
+    reason: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

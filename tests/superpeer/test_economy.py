@@ -3,6 +3,7 @@ notification crosses each link at most once (checked on the trace logs, which al
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,25 @@ def test_notifications_cross_each_link_at_most_once_and_traces_follow_the_schema
     online_or_flushed = sum(delivered.values())
     assert online_or_flushed == sum(p.received.total() for p in simulation.peers.values())
     assert simulation.report()["totals"]["duplicates"] == 0
+
+
+def test_every_drop_says_why(tmp_path):
+    """A drop in a trace is either routine (a repeat down a second tree) or the first sign of a
+    loss; its ``reason`` tells which without reading the code. Backbone churn (cuts, rejoins,
+    departures) makes most kinds of drop happen."""
+    found = json.loads(
+        (Path(__file__).parent / "churn_counterexample_sent_after_departure.json").read_text()
+    )
+    superpeers, ops = found["workload"]
+    simulation = Simulation(superpeers, trace_dir=tmp_path, interleave=True, seed=1)
+    for op in ops:
+        simulation.apply(op)
+    simulation.close()
+    drops = [
+        json.loads(line)
+        for path in sorted(tmp_path.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if '"event":"drop"' in line
+    ]
+    assert drops, "the workload drops something"
+    assert all(record["reason"] for record in drops), [r for r in drops if not r["reason"]][:3]
