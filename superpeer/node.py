@@ -732,13 +732,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
 
         standing = tuple(sid for sid in notify.subscriptions if stands(sid))
         if not standing:
-            self._trace(
+            self._drop_notify(
                 out,
                 now,
-                "drop",
                 notify,
-                peer=peer,
-                reason="published before its subscriptions here, or after they ended",
+                peer,
+                "published before its subscriptions here, or after they ended",
             )
             return
         if standing != notify.subscriptions:
@@ -751,16 +750,16 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         assert core is not None
         news = versions.narrowed(notify, lambda sid: core.on_change(peer, sid))
         if news is None:
-            self._trace(
-                out,
-                now,
-                "drop",
-                notify,
-                peer=peer,
-                reason="a change none of its subscriptions asked to hear of",
+            self._drop_notify(
+                out, now, notify, peer, "a change none of its subscriptions asked to hear of"
             )
             return
         out += self.mail.deliver(peer, news, now)
+
+    def _drop_notify(
+        self, out: list[Output], now: float, notify: m.Notify, peer: str, reason: str
+    ) -> None:
+        self._trace(out, now, "drop", notify, peer=peer, reason=reason)
 
     def _forward(
         self, peer: str, notifications: tuple[m.Notify, ...], hops: int, now: float, out: list
@@ -781,13 +780,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 hops,
             )
             for notify in notifications:
-                self._trace(
+                self._drop_notify(
                     out,
                     now,
-                    "drop",
                     notify,
-                    peer=peer,
-                    reason="a forwarding address chain longer than MAX_FORWARD_HOPS",
+                    peer,
+                    "a forwarding address chain longer than MAX_FORWARD_HOPS",
                 )
             return
         self.statistics.forwarded += len(notifications)

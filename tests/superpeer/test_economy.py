@@ -56,15 +56,7 @@ def test_a_covered_subscription_from_the_same_direction_costs_no_backbone_messag
 
 def test_notifications_cross_each_link_at_most_once_and_traces_follow_the_schema(tmp_path):
     ops = list(generate(superpeers=11, peers=30, subscriptions=150, publications=80, seed=4))
-    simulation = Simulation(11, trace_dir=tmp_path, interleave=True, seed=2)
-    for op in ops:
-        simulation.apply(op)
-    simulation.close()
-    records = [
-        json.loads(line)
-        for path in sorted(tmp_path.glob("*.jsonl"))
-        for line in path.read_text().splitlines()
-    ]
+    simulation, records = traced(11, ops, tmp_path, seed=2)
     assert {path.stem for path in tmp_path.glob("*.jsonl")} <= set(simulation.ids)
     assert all(tuple(record) == FIELDS for record in records)
     crossings = Counter(
@@ -92,15 +84,21 @@ def test_every_drop_says_why(tmp_path):
         (Path(__file__).parent / "churn_counterexample_sent_after_departure.json").read_text()
     )
     superpeers, ops = found["workload"]
-    simulation = Simulation(superpeers, trace_dir=tmp_path, interleave=True, seed=1)
+    _, records = traced(superpeers, ops, tmp_path, seed=1)
+    drops = [record for record in records if record["event"] == "drop"]
+    assert drops, "the workload drops something"
+    assert all(record["reason"] for record in drops), [r for r in drops if not r["reason"]][:3]
+
+
+def traced(superpeers: int, ops: list[dict], trace_dir: Path, *, seed: int):
+    """The simulation of ``ops`` (interleaved) and every trace record it wrote."""
+    simulation = Simulation(superpeers, trace_dir=trace_dir, interleave=True, seed=seed)
     for op in ops:
         simulation.apply(op)
     simulation.close()
-    drops = [
+    records = [
         json.loads(line)
-        for path in sorted(tmp_path.glob("*.jsonl"))
+        for path in sorted(trace_dir.glob("*.jsonl"))
         for line in path.read_text().splitlines()
-        if '"event":"drop"' in line
     ]
-    assert drops, "the workload drops something"
-    assert all(record["reason"] for record in drops), [r for r in drops if not r["reason"]][:3]
+    return simulation, records
