@@ -71,7 +71,6 @@ from peer.session import (
     Notified,
     Outgoing,
     Reply,
-    Request,
     RequestTooLarge,
     ResourceMessage,
     ResourceTraffic,
@@ -80,11 +79,11 @@ from peer.session import (
     Store,
     new_lookup_id,
     plan_resend,
-    request_label,
 )
 from peer.state import StateStore, parse_state
 from wire import messages as m
 from wire.codec import WireLimits
+from wire.requests import Request, request_label
 
 log = logging.getLogger("peer.client")
 READ_SIZE = 65536

@@ -81,19 +81,9 @@ from wire import codec
 from wire import messages as m
 from wire.codec import DEFAULT_WIRE_LIMITS, WireError, WireLimits
 from wire.framing import Link, Received, frame
+from wire.requests import Request, request_label
 
 T = TypeVar("T")
-Request = (
-    m.Advertise
-    | m.PublishSchema
-    | m.Subscribe
-    | m.Unsubscribe
-    | m.Publish
-    | m.Withdraw
-    | m.Locate
-    | m.Moved
-    | m.Fetch
-)
 ResourceMessage = m.UploadWanted | m.FileReady | m.FileChunk | m.FetchFailed
 LookupAnswer = m.Located | m.Refused
 AUTH_MESSAGES: Final = tuple(crypto.MESSAGE_TYPES.values())
@@ -273,27 +263,6 @@ class Outgoing:
     message: Request
     label: str
     data: bytes
-
-
-def request_label(message: Request) -> str:
-    """The label the access point uses for a request in its answer."""
-    if isinstance(message, m.Advertise):
-        return "advertise"
-    if isinstance(message, m.PublishSchema):
-        return "publish-schema"
-    if isinstance(message, m.Subscribe):
-        return f"subscribe {message.id}"
-    if isinstance(message, m.Unsubscribe):
-        return f"unsubscribe {message.id}"
-    if isinstance(message, m.Locate):
-        return f"locate {message.id}"
-    if isinstance(message, m.Moved):
-        return "moved"
-    if isinstance(message, m.Withdraw):
-        return f"retract {message.id}"
-    if isinstance(message, m.Fetch):
-        return f"fetch {message.publication}"
-    return f"publish {message.publication.id}"
 
 
 def new_lookup_id() -> str:

@@ -108,6 +108,7 @@ from superpeer.versions import (
     sides,
 )
 from wire import messages as m
+from wire.requests import request_label
 
 Output = CoreAction | TraceRecord
 
@@ -368,21 +369,21 @@ class SuperPeerCore:
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, m.Advertise):
             self.advertise(peer, message.advertisement, now, out)
-            self._reply(peer, m.Ack(request="advertise"), now, out)
+            self._reply(peer, m.Ack(request=request_label(message)), now, out)
         elif isinstance(message, m.PublishSchema):
             if self.publish_schema(peer, frozenset(message.axioms), now, out):
-                self._reply(peer, m.Ack(request="publish-schema"), now, out)
+                self._reply(peer, m.Ack(request=request_label(message)), now, out)
         elif isinstance(message, m.Subscribe):
             if self.subscribe(
                 peer, message.id, message.subscription, now, out, on_change=message.on_change
             ):
-                self._reply(peer, m.Ack(request=f"subscribe {message.id}"), now, out)
+                self._reply(peer, m.Ack(request=request_label(message)), now, out)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribe(peer, message, now, out)
         elif isinstance(message, m.Publish):
             self._publish(peer, message, now, out)
         elif isinstance(message, m.Withdraw):
-            self._withdraw(peer, message.id, now, out)
+            self._withdraw(peer, message, now, out)
         elif isinstance(message, m.Locate):
             self._locate(peer, message, now, out)
         else:
@@ -407,7 +408,8 @@ class SuperPeerCore:
         try:
             self.schemas.publish(peer, axioms)
         except SchemaRefused as error:
-            self._refuse(peer, "publish-schema", str(error), now, out)
+            label = request_label(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
+            self._refuse(peer, label, str(error), now, out)
             return False
         self._announce(now, out)
         return True
@@ -430,7 +432,7 @@ class SuperPeerCore:
         if existing is not None and not same_subscription(existing.subscription, subscription):
             self._refuse(
                 peer,
-                f"subscribe {subscription_id}",
+                request_label(m.Subscribe(id=subscription_id, subscription=subscription)),
                 f"the id {subscription_id!r} is already used for another subscription; "
                 "unsubscribe it first",
                 now,
@@ -464,14 +466,14 @@ class SuperPeerCore:
         if self.poset.node_of(source, message.id) is None:
             self._refuse(
                 peer,
-                f"unsubscribe {message.id}",
+                request_label(message),
                 f"no subscription with id {message.id!r}",
                 now,
                 out,
             )
             return
         self.unsubscribe(peer, message.id, now, out)
-        self._reply(peer, m.Ack(request=f"unsubscribe {message.id}"), now, out)
+        self._reply(peer, m.Ack(request=request_label(message)), now, out)
 
     def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
         """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""
@@ -482,7 +484,7 @@ class SuperPeerCore:
 
     def _publish(self, peer: str, message: m.Publish, now: float, out: list[Output]) -> None:
         publication = message.publication
-        request = f"publish {publication.id}"
+        request = request_label(message)
         elements = self.ads.elements_of(self.node_id, peer)
         outside = [
             (p, o)
@@ -528,10 +530,10 @@ class SuperPeerCore:
         if accepted is not None:
             self._originate(peer, accepted, now, out)
 
-    def _withdraw(self, peer: str, resource: str, now: float, out: list[Output]) -> None:
-        request = f"retract {resource}"
+    def _withdraw(self, peer: str, message: m.Withdraw, now: float, out: list[Output]) -> None:
+        request = request_label(message)
         try:
-            accepted = self.versions.withdraw(peer, resource, now)
+            accepted = self.versions.withdraw(peer, message.id, now)
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
@@ -1078,7 +1080,7 @@ class SuperPeerCore:
         if state.lookups >= self.config.max_lookups_per_peer:
             self._refuse(
                 peer,
-                f"locate {message.id}",
+                request_label(message),
                 f"{state.lookups} look-ups are already waiting "
                 f"(max_lookups_per_peer = {self.config.max_lookups_per_peer})",
                 now,

@@ -123,6 +123,7 @@ from superpeer.mailroom import mail_key
 from superpeer.routes import Whereabouts
 from wire import messages as m
 from wire.framing import Received
+from wire.requests import request_label
 
 __all__ = ["NodeConfig", "NodeStatistics", "SuperPeerNode"]
 
@@ -1081,7 +1082,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             return
         if isinstance(message, m.Moved):
             self._moved(peer, message, now, out)
-            ack = m.Ack(request="moved")
+            ack = m.Ack(request=request_label(message))
             out.append(ToConnection(connection, ack, wire.encode(ack)))
             return
         if isinstance(message, m.Leave):
@@ -1207,7 +1208,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         produced: list = []
         if waiting >= limit:
             refused = m.Refused(
-                request=f"locate {message.id}",
+                request=request_label(message),
                 reason=f"{waiting} look-ups are already waiting (max_lookups_per_peer = {limit})",
             )
             produced.append(ToPeer(peer, refused, wire.encode(refused)))

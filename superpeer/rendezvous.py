@@ -78,6 +78,7 @@ from superpeer.core import TopologyView
 from superpeer.routes import HERE, UNKNOWN_POSITION, Hop, Whereabouts, aim, pass_on, step
 from wire import encode
 from wire import messages as m
+from wire.requests import request_label
 
 INCOMING: Final = "rendezvous-in"
 """Records at the requester's access point, by rendezvous key."""
@@ -174,7 +175,7 @@ class Rendezvous:
         now: float,
         out: list,
     ) -> None:
-        request = f"fetch {message.publication}"
+        request = request_label(message)
         key = rendezvous_key(peer, message.owner, message.publication)
         incoming = self.store.pending(INCOMING)
         record = incoming.get(key)

@@ -32,11 +32,11 @@ from peer.session import (
     Store,
     new_lookup_id,
     plan_resend,
-    request_label,
 )
 from tests.peer.helpers import TITLE_QUERY, notify, publication
 from wire import messages as m
 from wire.framing import Link, frame
+from wire.requests import request_label
 
 QUERY = qel.parse_subscription(TITLE_QUERY)
 WELCOME = m.Welcome(node_id="sp0", address="127.0.0.1:7400")
