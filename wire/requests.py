@@ -4,6 +4,9 @@ for both sides, so that the access point's labels and the peer's cannot drift ap
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Final
+
 from wire import messages as m
 
 Request = (
@@ -19,22 +22,19 @@ Request = (
 )
 
 
+_LABELS: Final[dict[type, Callable[[Any], str]]] = {
+    m.Advertise: lambda _: "advertise",
+    m.PublishSchema: lambda _: "publish-schema",
+    m.Subscribe: lambda request: f"subscribe {request.id}",
+    m.Unsubscribe: lambda request: f"unsubscribe {request.id}",
+    m.Publish: lambda request: f"publish {request.publication.id}",
+    m.Withdraw: lambda request: f"retract {request.id}",
+    m.Locate: lambda request: f"locate {request.id}",
+    m.Moved: lambda _: "moved",
+    m.Fetch: lambda request: f"fetch {request.publication}",
+}
+
+
 def request_label(message: Request) -> str:
     """The label of ``message`` in its answer."""
-    if isinstance(message, m.Advertise):
-        return "advertise"
-    if isinstance(message, m.PublishSchema):
-        return "publish-schema"
-    if isinstance(message, m.Subscribe):
-        return f"subscribe {message.id}"
-    if isinstance(message, m.Unsubscribe):
-        return f"unsubscribe {message.id}"
-    if isinstance(message, m.Locate):
-        return f"locate {message.id}"
-    if isinstance(message, m.Moved):
-        return "moved"
-    if isinstance(message, m.Withdraw):
-        return f"retract {message.id}"
-    if isinstance(message, m.Fetch):
-        return f"fetch {message.publication}"
-    return f"publish {message.publication.id}"
+    return _LABELS[type(message)](message)
