@@ -36,6 +36,7 @@ from deploy.driver import RemotePeer, peer_key, wait_quiet
 from deploy.proxy import Proxies
 from peer.resources import Resources
 from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
+from superpeer.sim.report import RunReport
 from superpeer.sim.workload import (
     Connect,
     Disconnect,
@@ -257,10 +258,6 @@ class Replay:
 
     def report(self, statuses: list[dict]) -> dict[str, object]:
         """The simulator's report; ``statuses`` are the daemons' last (for backbone counts)."""
-        deliveries = {
-            name: sorted({n.publication.id for n in peer.notifications})
-            for name, peer in sorted(self.peers.items())
-        }
         counts: Counter[str] = Counter()
         sizes: Counter[str] = Counter()
         for peer in self.everyone:
@@ -274,37 +271,28 @@ class Replay:
                 if kind.startswith("sp."):
                     counts[kind] += count
                     sizes[kind] += messages.get("bytes_sent", {}).get(kind, 0)
-        hops = Counter(n.hops for peer in self.everyone for n in peer.notifications)
-        return {
-            "deliveries": deliveries,
-            "changes": {
+        return RunReport(
+            deliveries={
+                name: sorted({n.publication.id for n in peer.notifications})
+                for name, peer in sorted(self.peers.items())
+            },
+            changes={
                 name: [[n.publication.id, n.kind] for n in peer.notifications]
                 for name, peer in sorted(self.peers.items())
             },
-            "errors": self.errors,
-            "fetched": {
+            errors=self.errors,
+            fetched={
                 name: self._resources(peer).fetched() for name, peer in sorted(self.peers.items())
             },
-            "messages": {k: {"count": counts[k], "bytes": sizes[k]} for k in sorted(counts)},
-            "hops": {str(h): hops[h] for h in sorted(hops)},
-            "locations": {
-                name: dict(sorted(found.items())) for name, found in sorted(self.locations.items())
-            },
-            "totals": {
-                "superpeers": len(self.cluster.live()),
-                "peers": len(self.peers),
-                "operations": self.operations,
-                "messages": sum(counts.values()),
-                "bytes": sum(sizes.values()),
-                "backbone_messages": sum(
-                    c for k, c in counts.items() if k.startswith("sp.") and k != "sp.heartbeat"
-                ),
-                "deliveries": sum(len(v) for v in deliveries.values()),
-                "duplicates": 0,
-                "redeliveries": sum(peer.redeliveries for peer in self.everyone),
-                "errors": len(self.errors),
-            },
-        }
+            locations=self.locations,
+            messages=counts,
+            message_bytes=sizes,
+            hops=Counter(n.hops for peer in self.everyone for n in peer.notifications),
+            superpeers=len(self.cluster.live()),
+            peers=len(self.peers),
+            operations=self.operations,
+            redeliveries=sum(peer.redeliveries for peer in self.everyone),
+        ).as_dict()
 
 
 def outside_trio(function: Callable[..., object], *args: object) -> None:

@@ -75,7 +75,7 @@ def _print_human(report: dict) -> None:
     for kind, figures in report["messages"].items():
         print(f"  {kind:<18} {figures['count']:>10} {figures['bytes']:>14} bytes")
     print(
-        f"deliveries: {totals['deliveries']} (kept offline: {totals['kept_offline']}, duplicates: {totals['duplicates']})"
+        f"deliveries: {totals['deliveries']} (kept offline: {totals['kept_offline']}, sent again: {totals['redeliveries']})"
     )
     print("hops: " + ", ".join(f"{h}: {n}" for h, n in report["hops"].items()))
     for error in report["errors"][:20]:

@@ -54,6 +54,7 @@ from superpeer.actions import (
 from superpeer.core import CoreConfig, SuperPeerCore
 from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
+from superpeer.sim.report import RunReport
 from superpeer.sim.workload import (
     Connect,
     Disconnect,
@@ -240,7 +241,6 @@ class Simulation:
         """Every change a peer received, as the one key object the peers' counts share."""
         self.errors: list[dict[str, object]] = []
         self.locations: dict[str, dict[str, str | None]] = {}
-        self.duplicates = 0
         """Publications a peer's user saw twice (its inbox keeps one copy: always 0; kept so that
         reports compare with the replay tool's, which counts what the access points sent)."""
         self.redeliveries = 0
@@ -896,34 +896,21 @@ class Simulation:
         }
 
     def report(self) -> dict[str, object]:
-        deliveries = self.deliveries()
-        kept = sum(len(self.kept(name)) for name in self.peers)
-        backbone = {k: c for k, c in self.messages.items() if k.startswith("sp.")}
-        return {
-            "deliveries": deliveries,
-            "changes": self.changes(),
-            "errors": self.errors,
-            "fetched": self.fetched(),
-            "messages": {
-                kind: {"count": self.messages[kind], "bytes": self.message_bytes[kind]}
-                for kind in sorted(self.messages)
-            },
-            "hops": {str(h): self.hops[h] for h in sorted(self.hops)},
-            "locations": {
-                name: dict(sorted(found.items())) for name, found in sorted(self.locations.items())
-            },
-            "totals": {
-                "superpeers": len(self.nodes),
-                "peers": len(self.peers),
-                "operations": self.operations,
-                "messages": sum(self.messages.values()),
-                "bytes": sum(self.message_bytes.values()),
-                "backbone_messages": sum(c for k, c in backbone.items() if k != m.Heartbeat.KIND),
-                "deliveries": sum(len(v) for v in deliveries.values()),
-                "kept_offline": kept,
-                "duplicates": self.duplicates,
-                "redeliveries": self.redeliveries,
-                "errors": len(self.errors),
+        return RunReport(
+            deliveries=self.deliveries(),
+            changes=self.changes(),
+            errors=self.errors,
+            fetched=self.fetched(),
+            locations=self.locations,
+            messages=self.messages,
+            message_bytes=self.message_bytes,
+            hops=self.hops,
+            superpeers=len(self.nodes),
+            peers=len(self.peers),
+            operations=self.operations,
+            redeliveries=self.redeliveries,
+            more_totals={
+                "kept_offline": sum(len(self.kept(name)) for name in self.peers),
                 "simulated_seconds": round(self.now - START, 6),
             },
-        }
+        ).as_dict()

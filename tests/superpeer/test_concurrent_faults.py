@@ -193,5 +193,4 @@ def check_join_fault(superpeers: int, ops: list[dict], cut: int, victim: int, st
     assert simulation.deliveries() == expected_deliveries(
         superpeers, ops[:cut] + faults + ops[cut:] + back
     )
-    assert simulation.duplicates == 0
     check_routing(simulation)

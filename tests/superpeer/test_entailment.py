@@ -51,7 +51,6 @@ def test_every_peer_receives_what_the_closure_under_the_schemas_matches(workload
     event(f"entailment changed the deliveries: {expected != plain}")
     assert simulation.deliveries() == expected
     assert simulation.report()["changes"] == expected_changes(superpeers, ops)
-    assert simulation.duplicates == 0
     check_routing(simulation)  # schemas included: every member knows every live origin's
 
 
@@ -63,7 +62,6 @@ def test_schemas_survive_backbone_churn(workload, interleave, seed):
     superpeers, ops = workload
     simulation = run(superpeers, ops, interleave=interleave, seed=seed)
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
-    assert simulation.duplicates == 0
     check_routing(simulation)
 
 

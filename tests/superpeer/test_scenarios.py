@@ -186,4 +186,4 @@ def test_errors_for_bad_operations_are_reported_not_raised():
 def test_the_scenario_on_every_shape_of_cube(superpeers):
     simulation, ops = scenario(superpeers)
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
-    assert json.loads(json.dumps(simulation.report()))["totals"]["duplicates"] == 0
+    assert json.loads(json.dumps(simulation.report()))["totals"]["redeliveries"] == 0
