@@ -75,11 +75,14 @@ from qel.model import Publication, Subscription
 from qel.terms import KIND_STRING, KIND_URI
 
 Bound = int | Fraction
-Bounds = tuple[Bound | None, bool, Bound | None, bool]  # low, low inclusive, high, high inclusive
 K = TypeVar("K")
 V = TypeVar("V")
 S = TypeVar("S")
-Canonical = tuple[object, ...]
+Identity = tuple[object, ...]
+"""A pattern as the index stores it: its predicate IRI (None for the subject), a tag and the
+tag's fields; a range is ``(name, "range", kind, low, low inclusive, high, high inclusive)``. One
+tuple is the pattern's key, its entry by id, and a range's entry in its stabbing structure (with
+mostly distinct subscriptions nearly every range is a pattern of its own)."""
 Path = tuple[int, ...]
 Keys = tuple[Hashable, ...] | set[Hashable]
 _FEW_KEYS: Final = 8
@@ -188,15 +191,15 @@ class _StabTree:
 
     __slots__ = ("endpoints", "paths")
 
-    def __init__(self, ranges: dict[int, Bounds]) -> None:
+    def __init__(self, ranges: dict[int, Identity]) -> None:
         endpoints = sorted(
-            {bound for low, _, high, _ in ranges.values() for bound in (low, high)} - {None}
+            {bound for *_, low, _, high, _ in ranges.values() for bound in (low, high)} - {None}
         )
         position = {bound: index for index, bound in enumerate(endpoints)}
         slots = 2 * len(endpoints) + 1
         size = 1 << (slots - 1).bit_length()
         nodes: dict[int, list[int]] = {}
-        for pid, (low, low_inclusive, high, high_inclusive) in ranges.items():
+        for pid, (*_, low, low_inclusive, high, high_inclusive) in ranges.items():
             start = 0 if low is None else 2 * position[low] + (1 if low_inclusive else 2)
             stop = slots if high is None else 2 * position[high] + (2 if high_inclusive else 1)
             start += size
@@ -305,7 +308,7 @@ class _Table:
         self.presence: int | None = None
         self.kinds: dict[str, int] = {}
         self.points: dict[tuple[str, object], int] = {}
-        self.ranges: dict[str, _Levels[int, Bounds, _StabTree]] = {}
+        self.ranges: dict[str, _Levels[int, Identity, _StabTree]] = {}
         self.texts: _Texts | None = None
 
     def __bool__(self) -> bool:
@@ -313,37 +316,37 @@ class _Table:
             self.presence is not None or self.kinds or self.points or self.ranges or self.texts
         )
 
-    def add(self, pid: int, canonical: Canonical) -> None:
-        match canonical:
-            case ("any",):
+    def add(self, pid: int, identity: Identity) -> None:
+        match identity:
+            case (_, "any"):
                 self.presence = pid
-            case ("kind", str() as kind):
+            case (_, "kind", str() as kind):
                 self.kinds[kind] = pid
-            case ("point", str() as kind, value):
+            case (_, "point", str() as kind, value):
                 self.points[kind, value] = pid
-            case ("range", str() as kind, *bounds):
+            case (_, "range", str() as kind, *_):
                 if kind not in self.ranges:
                     self.ranges[kind] = _Levels(_StabTree)
-                self.ranges[kind].add(pid, tuple(bounds))  # type: ignore[arg-type]
-            case ("contains", frozenset() as parts):
+                self.ranges[kind].add(pid, identity)
+            case (_, "contains", frozenset() as parts):
                 if self.texts is None:
                     self.texts = _Texts()
                 self.texts.add(pid, parts)
 
-    def discard(self, pid: int, canonical: Canonical) -> None:
-        match canonical:
-            case ("any",):
+    def discard(self, pid: int, identity: Identity) -> None:
+        match identity:
+            case (_, "any"):
                 self.presence = None
-            case ("kind", str() as kind):
+            case (_, "kind", str() as kind):
                 del self.kinds[kind]
-            case ("point", str() as kind, value):
+            case (_, "point", str() as kind, value):
                 del self.points[kind, value]
-            case ("range", str() as kind, *_):
+            case (_, "range", str() as kind, *_):
                 ranges = self.ranges[kind]
                 ranges.discard(pid)
                 if not ranges.live:
                     del self.ranges[kind]
-            case ("contains", frozenset() as parts):
+            case (_, "contains", frozenset() as parts):
                 self.texts.discard(pid, parts)  # type: ignore[union-attr]
                 if not self.texts.substrings.live:  # type: ignore[union-attr]
                     self.texts = None
@@ -380,16 +383,6 @@ class _Table:
                 texts.scan(value, satisfied)  # type: ignore[arg-type]
 
 
-class _Pattern:
-    __slots__ = ("canonical", "pid", "table", "users")
-
-    def __init__(self, pid: int, table: _Table, canonical: Canonical) -> None:
-        self.pid = pid
-        self.table = table
-        self.canonical = canonical
-        self.users = 0  # distinct filters using this pattern
-
-
 class _Node:
     """A trie node: ``children`` continue longer filters, ``ends`` hold the keys of the filters whose
     last pattern id is the dictionary key."""
@@ -401,22 +394,24 @@ class _Node:
         self.ends: dict[int, Keys] = {}
 
 
-def _canonical(domain: Domain) -> tuple[int, Canonical]:
-    """The rank and the identity of a domain as the index stores it; semantically equal domains
-    written differently (a number point as a range or as a point) get the same identity."""
+def _identity(name: str | None, domain: Domain) -> tuple[int, Identity]:
+    """The rank and the identity of a domain on predicate ``name`` as the index stores it;
+    semantically equal domains written differently (a number point as a range or as a point) get
+    the same identity."""
     if isinstance(domain, AnyDomain):
-        return _RANK_PRESENCE, ("any",)
+        return _RANK_PRESENCE, (name, "any")
     if isinstance(domain, PointDomain):
-        return _RANK_POINT, ("point", domain.kind, domain.value)
+        return _RANK_POINT, (name, "point", domain.kind, domain.value)
     if isinstance(domain, RangeDomain):
         if domain.is_point and domain.low_inclusive and domain.high_inclusive:
-            return _RANK_POINT, ("point", domain.kind, domain.low)
+            return _RANK_POINT, (name, "point", domain.kind, domain.low)
         if domain.low is None and domain.high is None:
-            return _RANK_KIND, ("kind", domain.kind)
+            return _RANK_KIND, (name, "kind", domain.kind)
         rank = (
             _RANK_RANGE if domain.low is not None and domain.high is not None else _RANK_HALF_RANGE
         )
         return rank, (
+            name,
             "range",
             domain.kind,
             domain.low,
@@ -426,17 +421,17 @@ def _canonical(domain: Domain) -> tuple[int, Canonical]:
         )
     if isinstance(domain, ContainsDomain):
         if not domain.substrings:
-            return _RANK_KIND, ("kind", KIND_STRING)
-        return _RANK_CONTAINS, ("contains", frozenset(domain.substrings))
+            return _RANK_KIND, (name, "kind", KIND_STRING)
+        return _RANK_CONTAINS, (name, "contains", frozenset(domain.substrings))
     raise TypeError(f"not a domain the predicate index knows: {domain!r}")
 
 
-def _requirements(compiled: Filter) -> list[tuple[str | None, int, Canonical]]:
-    """The filter's patterns as ``(predicate IRI, rank, identity)``; the subject is predicate None
-    and, when unconstrained, no pattern at all."""
-    found = [(predicate.value, *_canonical(domain)) for predicate, domain in compiled.patterns]
+def _requirements(compiled: Filter) -> list[tuple[int, Identity]]:
+    """The filter's patterns as ``(rank, identity)``; the subject is predicate None and, when
+    unconstrained, no pattern at all."""
+    found = [_identity(predicate.value, domain) for predicate, domain in compiled.patterns]
     if not isinstance(compiled.subject, AnyDomain):
-        found.append((None, _RANK_SUBJECT, _canonical(compiled.subject)[1]))
+        found.append((_RANK_SUBJECT, _identity(None, compiled.subject)[1]))
     return found
 
 
@@ -457,11 +452,18 @@ class PredicateIndex:
     """
 
     def __init__(self) -> None:
-        self._subscriptions: dict[Hashable, tuple[Path, ...]] = {}
+        self._subscriptions: dict[Hashable, Path | tuple[Path, ...]] = {}
+        """Each key's filters: the path of its only one (most subscriptions have one filter, and
+        a tuple of one path took 48 bytes), or a tuple of paths."""
         self._filters: dict[Path, _Node] = {}
         """Each distinct filter's trie node, whose ``ends`` hold its keys under its last id."""
-        self._patterns: dict[tuple[str | None, Canonical], _Pattern] = {}
-        self._by_id: dict[int, _Pattern] = {}
+        self._patterns: dict[Identity, int] = {}
+        self._by_id: dict[int, Identity] = {}
+        self._shared: dict[int, int] = {}
+        """Per pattern used by several distinct filters, how many beyond the first (-1 for one
+        just made, before its first): a count per pattern as an object, or in a dictionary,
+        took some 40 to 70 bytes, and with mostly distinct ranges nearly every pattern has one
+        user."""
         self._subject = _Table(None)
         self._tables: dict[str, _Table] = {}
         self._dirty: set[_Table] = set()
@@ -494,8 +496,13 @@ class PredicateIndex:
             node = self._filters.get(path)
             if node is None:
                 node = self._filters[path] = self._insert(path)
+                shared = self._shared
                 for pid in path:
-                    self._by_id[pid].users += 1
+                    users = shared.get(pid, 0) + 1
+                    if users:
+                        shared[pid] = users
+                    else:
+                        del shared[pid]
             last = path[-1]
             keys = node.ends[last]
             if type(keys) is tuple:
@@ -503,15 +510,15 @@ class PredicateIndex:
             else:
                 keys.add(key)
             paths[path] = None
-        self._subscriptions[key] = tuple(paths)
+        self._subscriptions[key] = next(iter(paths)) if len(paths) == 1 else tuple(paths)
 
     def remove(self, key: Hashable) -> None:
         """Forgets the subscription under ``key``; an unknown key raises ``KeyError``."""
         try:
-            paths = self._subscriptions.pop(key)
+            held = self._subscriptions.pop(key)
         except KeyError:
             raise KeyError(f"{key!r} is not in the predicate index") from None
-        for path in paths:
+        for path in (held,) if type(held[0]) is int else held:
             node = self._filters[path]
             keys = node.ends[path[-1]]
             if type(keys) is tuple:
@@ -575,6 +582,7 @@ class PredicateIndex:
             self._filters,
             self._patterns,
             self._by_id,
+            self._shared,
             self._tables,
             *self._subscriptions.values(),
             *(node.ends[path[-1]] for path, node in self._filters.items()),
@@ -611,11 +619,12 @@ class PredicateIndex:
         )
 
     # -- patterns -------------------------------------------------------------------------------
-    def _intern(self, name: str | None, rank: int, canonical: Canonical) -> int:
+    def _intern(self, rank: int, identity: Identity) -> int:
         """The id of the pattern, created (unused) if new; ``add`` counts its users."""
-        found = self._patterns.get((name, canonical))
+        found = self._patterns.get(identity)
         if found is not None:
-            return found.pid
+            return found
+        name: str | None = identity[0]  # type: ignore[assignment]
         if name is None:
             table = self._subject
         else:
@@ -623,22 +632,27 @@ class PredicateIndex:
             if table is None:
                 table = self._tables[name] = _Table(name)
         pid = rank << _RANK_SHIFT | next(self._serial)
-        pattern = _Pattern(pid, table, canonical)
-        self._patterns[name, canonical] = pattern
-        self._by_id[pid] = pattern
-        table.add(pid, canonical)
+        self._patterns[identity] = pid
+        self._by_id[pid] = identity
+        self._shared[pid] = -1
+        table.add(pid, identity)
         self._dirty.add(table)
         return pid
 
     def _release(self, pid: int) -> None:
-        pattern = self._by_id[pid]
-        pattern.users -= 1
-        if pattern.users:
+        shared = self._shared
+        others = shared.get(pid)
+        if others is not None:
+            if others > 1:
+                shared[pid] = others - 1
+            else:
+                del shared[pid]
             return
-        del self._by_id[pid]
-        table = pattern.table
-        del self._patterns[table.name, pattern.canonical]
-        table.discard(pid, pattern.canonical)
+        identity = self._by_id.pop(pid)
+        del self._patterns[identity]
+        name: str | None = identity[0]  # type: ignore[assignment]
+        table = self._subject if name is None else self._tables[name]
+        table.discard(pid, identity)
         if table:
             self._dirty.add(table)
             return
