@@ -137,43 +137,59 @@ class _Levels(Generic[K, V, S]):
     queried) and an item is rebuilt O(log n) times in its life. A removed item stays in its level
     as a harmless dead entry (pattern ids are never reused; a dead substring's payload is empty)
     until removals outnumber the live items, when everything live is rebuilt into one level.
+
+    A live item is in one of two dictionaries, ``built`` (in a level) or ``pending`` (not yet):
+    with mostly distinct subscriptions nearly every range is an item, and a dictionary of all
+    of them beside the pending ones took some 30 to 40 bytes per subscription until the first
+    ``refresh``.
     """
 
-    __slots__ = ("build", "levels", "live", "pending", "stale", "structures")
+    __slots__ = ("build", "built", "levels", "pending", "stale", "structures")
 
     def __init__(self, build: Callable[[dict[K, V]], S]) -> None:
         self.build = build
-        self.live: dict[K, V] = {}
+        self.built: dict[K, V] = {}  # live items in a level
         self.pending: dict[K, V] = {}  # live items in no level yet
         self.levels: list[tuple[S, tuple[K, ...]]] = []  # largest first, with the keys built in
         self.structures: list[S] = []  # the levels' structures, what queries read
         self.stale = 0  # removals not yet purged: an upper bound on the dead entries in levels
 
+    def __len__(self) -> int:
+        return len(self.built) + len(self.pending)
+
+    def get(self, key: K) -> V | None:
+        found = self.pending.get(key)
+        return self.built.get(key) if found is None else found
+
+    def values(self) -> list[V]:
+        return [*self.built.values(), *self.pending.values()]
+
     def add(self, key: K, value: V) -> None:
-        self.live[key] = value
         self.pending[key] = value
 
     def discard(self, key: K) -> None:
-        del self.live[key]
         if self.pending.pop(key, None) is None:
+            del self.built[key]
             self.stale += 1
 
     @property
     def dirty(self) -> bool:
-        return bool(self.pending) or self.stale > len(self.live)
+        return bool(self.pending) or self.stale > len(self)
 
     def refresh(self) -> None:
-        if self.stale > len(self.live):
-            batch = dict(self.live)
+        if self.stale > len(self):
+            batch = {**self.built, **self.pending}
             self.levels.clear()
             self.stale = 0
         else:
             batch = dict(self.pending)
+            built = self.built
             while self.levels and len(self.levels[-1][1]) <= len(batch):
                 _, keys = self.levels.pop()
-                kept = {key: self.live[key] for key in keys if key in self.live}
+                kept = {key: built[key] for key in keys if key in built}
                 self.stale -= len(keys) - len(kept)
                 batch.update(kept)
+        self.built.update(self.pending)
         self.pending.clear()
         if batch:
             self.levels.append((self.build(batch), tuple(batch)))
@@ -266,7 +282,7 @@ class _Texts:
 
     def add(self, pid: int, parts: frozenset[str]) -> None:
         for part in parts:
-            entry = self.substrings.live.get(part)
+            entry = self.substrings.get(part)
             if entry is None:
                 entry = _Substring()
                 self.substrings.add(part, entry)
@@ -276,7 +292,8 @@ class _Texts:
 
     def discard(self, pid: int, parts: frozenset[str]) -> None:
         for part in parts:
-            entry = self.substrings.live[part]
+            entry = self.substrings.get(part)
+            assert entry is not None, "a substring of an indexed pattern"
             entry.single.discard(pid)
             entry.multiple.discard(pid)
             if not entry.single and not entry.multiple:
@@ -344,11 +361,11 @@ class _Table:
             case (_, "range", str() as kind, *_):
                 ranges = self.ranges[kind]
                 ranges.discard(pid)
-                if not ranges.live:
+                if not ranges:
                     del self.ranges[kind]
             case (_, "contains", frozenset() as parts):
                 self.texts.discard(pid, parts)  # type: ignore[union-attr]
-                if not self.texts.substrings.live:  # type: ignore[union-attr]
+                if not self.texts.substrings:  # type: ignore[union-attr]
                     self.texts = None
 
     def refresh(self) -> None:
@@ -455,8 +472,6 @@ class PredicateIndex:
         self._subscriptions: dict[Hashable, Path | tuple[Path, ...]] = {}
         """Each key's filters: the path of its only one (most subscriptions have one filter, and
         a tuple of one path took 48 bytes), or a tuple of paths."""
-        self._filters: dict[Path, _Node] = {}
-        """Each distinct filter's trie node, whose ``ends`` hold its keys under its last id."""
         self._patterns: dict[Identity, int] = {}
         self._by_id: dict[int, Identity] = {}
         self._shared: dict[int, int] = {}
@@ -493,9 +508,8 @@ class PredicateIndex:
         paths: dict[Path, None] = {}
         for requirements in described:
             path = tuple(sorted({self._intern(*requirement) for requirement in requirements}))
-            node = self._filters.get(path)
-            if node is None:
-                node = self._filters[path] = self._insert(path)
+            node, new = self._insert(path)
+            if new:
                 shared = self._shared
                 for pid in path:
                     users = shared.get(pid, 0) + 1
@@ -519,7 +533,7 @@ class PredicateIndex:
         except KeyError:
             raise KeyError(f"{key!r} is not in the predicate index") from None
         for path in (held,) if type(held[0]) is int else held:
-            node = self._filters[path]
+            node = self._end(path)
             keys = node.ends[path[-1]]
             if type(keys) is tuple:
                 keys = node.ends[path[-1]] = tuple(held for held in keys if held != key)
@@ -527,7 +541,6 @@ class PredicateIndex:
                 keys.discard(key)
             if keys:
                 continue
-            del self._filters[path]
             self._delete(path)
             for pid in path:
                 self._release(pid)
@@ -579,37 +592,36 @@ class PredicateIndex:
             stack.extend(node.children.values())
         containers: list[object] = [
             self._subscriptions,
-            self._filters,
             self._patterns,
             self._by_id,
             self._shared,
             self._tables,
             *self._subscriptions.values(),
-            *(node.ends[path[-1]] for path, node in self._filters.items()),
+            *(keys for node in nodes for keys in node.ends.values()),
             *self._by_id.values(),
             *tables,
             *(part for table in tables for part in (table.kinds, table.points, table.ranges)),
             *(
                 part
                 for held in [*ranges, *(held.substrings for held in texts)]
-                for part in (held, held.live, held.pending, held.levels, held.structures)
+                for part in (held, held.built, held.pending, held.levels, held.structures)
             ),
             *(keys for held in ranges for _, keys in held.levels),
             *(part for tree in trees for part in (tree, tree.endpoints, tree.paths, *tree.paths)),
             *texts,
             *(held.needs for held in texts),
-            *(entry for held in texts for entry in held.substrings.live.values()),
+            *(entry for held in texts for entry in held.substrings.values()),
             *nodes,
             *(part for node in nodes for part in (node.children, node.ends)),
         ]
         return PredicateIndexStatistics(
             subscriptions=len(self._subscriptions),
-            filters=len(self._filters),
+            filters=sum(len(node.ends) for node in nodes),
             patterns=len(self._by_id),
             predicates=len(self._tables),
             hash_entries=sum(len(table.points) for table in tables),
-            ranges=sum(len(held.live) for held in ranges),
-            substrings=sum(len(held.substrings.live) for held in texts),
+            ranges=sum(map(len, ranges)),
+            substrings=sum(len(held.substrings) for held in texts),
             presence=sum(len(table.kinds) + (table.presence is not None) for table in tables),
             levels=len(trees) + len(automata),
             stale=sum(held.stale for held in [*ranges, *(held.substrings for held in texts)]),
@@ -661,15 +673,27 @@ class PredicateIndex:
             del self._tables[table.name]
 
     # -- filter trie ----------------------------------------------------------------------------
-    def _insert(self, path: Path) -> _Node:
-        """Adds the filter's path to the trie, with no keys yet; returns the node ending it."""
+    def _insert(self, path: Path) -> tuple[_Node, bool]:
+        """The node ending the filter's path, and whether the filter is new (then added to the
+        trie with no keys yet). The trie is the only index of the distinct filters: a dictionary
+        from path to node took some 50 bytes per subscription, a walk down costs a look-up per
+        pattern."""
         node = self._root
         for pid in path[:-1]:
             child = node.children.get(pid)
             if child is None:
                 child = node.children[pid] = _Node()
             node = child
+        if path[-1] in node.ends:
+            return node, False
         node.ends[path[-1]] = ()
+        return node, True
+
+    def _end(self, path: Path) -> _Node:
+        """The node ending a filter's path (which is in the trie)."""
+        node = self._root
+        for pid in path[:-1]:
+            node = node.children[pid]
         return node
 
     def _delete(self, path: Path) -> None:
