@@ -38,8 +38,10 @@ Two levels:
 
 2. **Filters.** A filter is the sorted tuple of its pattern ids; identical filters (from different
    subscriptions, or with different variable names) are stored once, with the keys of the
-   subscriptions that contain them (a tuple while they are few, as they are when subscriptions
-   are mostly distinct: a set of one key takes four times the memory; a set beyond ``_FEW_KEYS``). The filters form a trie over their sorted ids. Matching walks
+   subscriptions that contain them: the key itself while it is the only one (as it nearly always
+   is when subscriptions are mostly distinct), a tuple while they are few (a set of one key takes
+   four times the memory), a set beyond ``_FEW_KEYS``. The filters form a trie over their sorted
+   ids. Matching walks
    only the trie nodes whose path is satisfied, intersecting each node's child ids with the
    satisfied ids (a C-level intersection of the smaller side against the larger). A publication
    therefore costs the patterns it satisfies plus the trie prefixes it satisfies, which is the
@@ -60,11 +62,12 @@ from __future__ import annotations
 import sys
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain, count
 from math import isnan
+from types import MappingProxyType
 from typing import Final, Generic, TypeVar
 
 import ahocorasick
@@ -84,7 +87,7 @@ tag's fields; a range is ``(name, "range", kind, low, low inclusive, high, high 
 tuple is the pattern's key, its entry by id, and a range's entry in its stabbing structure (with
 mostly distinct subscriptions nearly every range is a pattern of its own)."""
 Path = tuple[int, ...]
-Keys = tuple[Hashable, ...] | set[Hashable]
+Keys = tuple[Hashable, ...] | set[Hashable] | list[Hashable]
 _FEW_KEYS: Final = 8
 
 # Pattern ids are ``rank << _RANK_SHIFT | serial``: sorting ids sorts by rank first, so a filter's
@@ -400,15 +403,22 @@ class _Table:
                 texts.scan(value, satisfied)  # type: ignore[arg-type]
 
 
-class _Node:
-    """A trie node: ``children`` continue longer filters, ``ends`` hold the keys of the filters whose
-    last pattern id is the dictionary key."""
+_EMPTY: Mapping[int, object] = MappingProxyType({})
+"""What a trie node holds as a mapping that is empty (``_Node``)."""
 
-    __slots__ = ("children", "ends")
+
+class _Node:
+    """A trie node: ``children`` continue longer filters; ``one`` holds the key of each filter
+    with one key, ``ends`` the keys of each filter with several, under the filter's last pattern
+    id. A mapping that is empty is the shared ``_EMPTY`` (most trie nodes end filters and
+    continue none: an empty dictionary each took 64 bytes)."""
+
+    __slots__ = ("children", "ends", "one")
 
     def __init__(self) -> None:
-        self.children: dict[int, _Node] = {}
-        self.ends: dict[int, Keys] = {}
+        self.children: dict[int, _Node] = _EMPTY  # type: ignore[assignment]
+        self.ends: dict[int, Keys] = _EMPTY  # type: ignore[assignment]
+        self.one: dict[int, Hashable] = _EMPTY  # type: ignore[assignment]
 
 
 def _identity(name: str | None, domain: Domain) -> tuple[int, Identity]:
@@ -517,12 +527,7 @@ class PredicateIndex:
                         shared[pid] = users
                     else:
                         del shared[pid]
-            last = path[-1]
-            keys = node.ends[last]
-            if type(keys) is tuple:
-                node.ends[last] = (*keys, key) if len(keys) < _FEW_KEYS else {*keys, key}
-            else:
-                keys.add(key)
+            _with_key(node, path[-1], key, new)
             paths[path] = None
         self._subscriptions[key] = next(iter(paths)) if len(paths) == 1 else tuple(paths)
 
@@ -533,13 +538,7 @@ class PredicateIndex:
         except KeyError:
             raise KeyError(f"{key!r} is not in the predicate index") from None
         for path in (held,) if type(held[0]) is int else held:
-            node = self._end(path)
-            keys = node.ends[path[-1]]
-            if type(keys) is tuple:
-                keys = node.ends[path[-1]] = tuple(held for held in keys if held != key)
-            else:
-                keys.discard(key)
-            if keys:
+            if _without_key(self._end(path), path[-1], key):
                 continue
             self._delete(path)
             for pid in path:
@@ -550,8 +549,9 @@ class PredicateIndex:
         return set().union(*self.match_groups(publication))
 
     def match_groups(self, publication: Publication) -> list[Keys]:
-        """The same answer as ``match``, as the keys of the matching filters (tuples or sets),
-        without building their union: finding them costs in proportion to what the publication
+        """The same answer as ``match``, as the keys of the matching filters (tuples, sets, and
+        a list per trie node of the keys of its matching filters with one key), without building
+        their union: finding them costs in proportion to what the publication
         satisfies, while a union costs in proportion to the number of matching keys. A key may be
         in several groups; the sets belong to the index and must not be changed."""
         if self._dirty:
@@ -569,6 +569,9 @@ class PredicateIndex:
         stack = [self._root]
         while stack:
             node = stack.pop()
+            one = node.one
+            if one:
+                groups.append(list(map(one.__getitem__, one.keys() & satisfied)))
             ends = node.ends
             if ends:
                 groups.extend(map(ends.__getitem__, ends.keys() & satisfied))
@@ -612,11 +615,11 @@ class PredicateIndex:
             *(held.needs for held in texts),
             *(entry for held in texts for entry in held.substrings.values()),
             *nodes,
-            *(part for node in nodes for part in (node.children, node.ends)),
+            *(part for node in nodes for part in (node.children, node.ends, node.one)),
         ]
         return PredicateIndexStatistics(
             subscriptions=len(self._subscriptions),
-            filters=sum(len(node.ends) for node in nodes),
+            filters=sum(len(node.ends) + len(node.one) for node in nodes),
             patterns=len(self._by_id),
             predicates=len(self._tables),
             hash_entries=sum(len(table.points) for table in tables),
@@ -682,12 +685,11 @@ class PredicateIndex:
         for pid in path[:-1]:
             child = node.children.get(pid)
             if child is None:
+                if not node.children:
+                    node.children = {}
                 child = node.children[pid] = _Node()
             node = child
-        if path[-1] in node.ends:
-            return node, False
-        node.ends[path[-1]] = ()
-        return node, True
+        return node, path[-1] not in node.one and path[-1] not in node.ends
 
     def _end(self, path: Path) -> _Node:
         """The node ending a filter's path (which is in the trie)."""
@@ -697,12 +699,63 @@ class PredicateIndex:
         return node
 
     def _delete(self, path: Path) -> None:
+        """Prunes the trie nodes a removed filter leaves empty."""
         trail = [self._root]
         for pid in path[:-1]:
             trail.append(trail[-1].children[pid])
-        del trail[-1].ends[path[-1]]
         for depth in range(len(path) - 1, 0, -1):
             node = trail[depth]
-            if node.children or node.ends:
+            if node.children or node.ends or node.one:
                 break
-            del trail[depth - 1].children[path[depth - 1]]
+            parent = trail[depth - 1]
+            del parent.children[path[depth - 1]]
+            if not parent.children:
+                parent.children = _EMPTY  # type: ignore[assignment]
+
+
+def _with_key(node: _Node, last: int, key: Hashable, new: bool) -> None:
+    """Adds ``key`` to the keys of the filter that ends at ``node`` with ``last`` (``new``: it
+    has none yet)."""
+    if new:
+        if not node.one:
+            node.one = {}
+        node.one[last] = key
+        return
+    if last in node.one:
+        first = node.one.pop(last)
+        if not node.one:
+            node.one = _EMPTY  # type: ignore[assignment]
+        if not node.ends:
+            node.ends = {}
+        node.ends[last] = (first, key)
+        return
+    keys = node.ends[last]
+    if type(keys) is tuple:
+        node.ends[last] = (*keys, key) if len(keys) < _FEW_KEYS else {*keys, key}
+    else:
+        keys.add(key)
+
+
+def _without_key(node: _Node, last: int, key: Hashable) -> bool:
+    """Removes ``key`` from the keys of the filter that ends at ``node`` with ``last``; whether
+    the filter has keys left (else it is gone from ``node``)."""
+    keys = node.ends.get(last)
+    if keys is None:
+        del node.one[last]
+        if not node.one:
+            node.one = _EMPTY  # type: ignore[assignment]
+        return False
+    if type(keys) is tuple:
+        keys = tuple(held for held in keys if held != key)
+    else:
+        keys.discard(key)
+    if len(keys) > 1:
+        node.ends[last] = keys
+        return True
+    del node.ends[last]
+    if not node.ends:
+        node.ends = _EMPTY  # type: ignore[assignment]
+    if not node.one:
+        node.one = {}
+    node.one[last] = next(iter(keys))
+    return True
