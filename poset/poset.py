@@ -50,7 +50,7 @@ from poset.dominance import FamilyPoints, point
 from poset.edges import Edges, EdgeView, added, removed
 from poset.families import Bounds, Family, Signed, bounds_within, projection, ranges_within
 from poset.generality import generality_key
-from poset.predicate_index import PredicateIndex
+from poset.predicate_index import Held, PredicateIndex
 from poset.sent_index import SentIndex
 from qel.covering import filter_covered
 from qel.filters import filter_within
@@ -88,6 +88,8 @@ class PosetNode:
     flags: int = field(default=0, repr=False)
     slot: int = field(default=-1, repr=False)
     """Its row in its family's points (``poset.dominance``), if the family is indexed."""
+    held: Held = field(default=(), repr=False)
+    """Its filters' paths in the poset's predicate index (``PredicateIndex.hold``)."""
 
     def __hash__(self) -> int:
         return self.id
@@ -266,7 +268,7 @@ class SubscriptionPoset:
             witnesses = probe.witnesses  # of an equivalent subscription if not created
             if created:
                 self._next_id += 1
-                self._index.add(node.id, subscription)
+                node.held = self._index.hold(node.id, subscription.filters)
         already_sent = self._sent_above(node, witnesses)
         self._add_source(node, source, subscription_id)
         return Inserted(node, created, already_sent)
@@ -314,7 +316,7 @@ class SubscriptionPoset:
             placed[new[rank].filters] = node
         created = self._number_new(new, placed, start)
         for node in created:
-            self._index.add(node.id, node.subscription)
+            node.held = self._index.hold(node.id, node.subscription.filters)
         results = []
         announced: set[int] = set()
         for subscription, source, subscription_id in batch:
@@ -560,7 +562,7 @@ class SubscriptionPoset:
         self._roots.pop(node.id, None)
         del self._nodes[node.id]
         del self._by_key[node.subscription.filters]
-        self._index.remove(node.id)
+        self._index.release(node.id, node.held)
         self._chains.remove(node)
         self._sent.discard(node)
         points = self._families.get(node.family) if node.family is not None else None
