@@ -2,6 +2,7 @@
 the dictionary form against the same properties as with the usual tuples."""
 
 from dataclasses import dataclass
+from unittest.mock import patch
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,11 +20,17 @@ class Node:
         return self.id
 
 
-NODES = [Node(number) for number in range(2 * edges.FEW + 4)]
+NODES = [Node(number) for number in range(16)]
 
 
-@given(st.lists(st.tuples(st.booleans(), st.sampled_from(NODES)), max_size=80))
-def test_edges_hold_what_a_list_holds_in_its_order(operations):
+@given(st.integers(1, 6), st.lists(st.tuples(st.booleans(), st.sampled_from(NODES)), max_size=80))
+def test_edges_hold_what_a_list_holds_in_its_order(few, operations):
+    """With a small ``FEW``, so that both forms and the changes between them occur."""
+    with patch.object(edges, "FEW", few):
+        check_against_a_list(operations)
+
+
+def check_against_a_list(operations: list[tuple[bool, Node]]) -> None:
     held: edges.Edges[Node] = ()
     model: list[Node] = []
     for adding, node in operations:
