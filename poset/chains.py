@@ -82,14 +82,16 @@ class Chain:
 
     def insert(self, index: int, node: Ranked) -> None:
         """Puts ``node`` at ``index``; ranks between the neighbours, renumbered when floats run
-        out of room between two of them (after some fifty insertions into one gap)."""
+        out of room between two of them (after some fifty insertions into one gap). A rank at
+        either end is an integer while the chain only grew there, as it does in a bulk build:
+        most are then CPython's shared small integers, where a float each took 24 bytes."""
         ranks = self.ranks
         if not ranks:
-            rank = 0.0
+            rank: float = 0
         elif index == 0:
-            rank = ranks[0] - 1.0
+            rank = ranks[0] - 1
         elif index == len(ranks):
-            rank = ranks[-1] + 1.0
+            rank = ranks[-1] + 1
         else:
             rank = (ranks[index - 1] + ranks[index]) / 2
             if not ranks[index - 1] < rank < ranks[index]:
@@ -109,8 +111,8 @@ class Chain:
 
     def _renumber(self) -> None:
         for index, node in enumerate(self.nodes):
-            node.rank = float(index)
-        self.ranks[:] = map(float, range(len(self.nodes)))
+            node.rank = index
+        self.ranks[:] = range(len(self.nodes))
 
 
 class ChainDecomposition:

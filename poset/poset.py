@@ -47,17 +47,17 @@ from types import MappingProxyType
 import qel
 from poset.chains import Chain, ChainDecomposition, Probe
 from poset.dominance import FamilyPoints, point
+from poset.edges import Edges, EdgeView, added, removed
 from poset.families import Bounds, Family, Signed, bounds_within, projection, ranges_within
 from poset.generality import generality_key
-from poset.predicate_index import PredicateIndex
+from poset.predicate_index import Held, PredicateIndex
 from poset.sent_index import SentIndex
 from qel.covering import filter_covered
 from qel.filters import filter_within
 
 _NONE: Mapping[object, object] = MappingProxyType({})
-"""What a node holds as ``sent``, ``parents`` or ``children`` while that is empty (most nodes
-were sent nowhere, the roots have no parents, the leaves no children): one shared read-only
-mapping instead of an empty dictionary each (64 bytes, a twentieth of a node's memory)."""
+"""What a node holds as ``sent`` while that is empty (most nodes were sent nowhere): one shared
+read-only mapping instead of an empty dictionary each."""
 
 
 def _shared_empty() -> dict:  # type: ignore[type-arg]
@@ -66,18 +66,20 @@ def _shared_empty() -> dict:  # type: ignore[type-arg]
 
 @dataclass(eq=False, slots=True)
 class PosetNode:
-    """One subscription (up to equivalence) and its routing bookkeeping. ``sent``, ``parents``
-    and ``children`` are read-only to everyone but the poset (an empty one is shared)."""
+    """One subscription (up to equivalence) and its routing bookkeeping. ``sent`` is read-only
+    to everyone but the poset (an empty one is shared)."""
 
     id: int
     subscription: qel.Subscription
-    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Source -> the ids it uses for the subscription (a tuple: nearly always one id, and a set
-    of one takes four times the memory)."""
+    origins: tuple[str, ...] = ()
+    """Pairs ``source, id`` one after the other, in the order they came (``sources`` reads
+    them): nearly always one pair, and then the very tuple the poset's index by source holds as
+    its key, where a dictionary of one source would take 184 bytes more."""
     sent: dict[str, set[str]] = field(default_factory=_shared_empty)
     """Destination -> the labels (origins) the subscription was sent there for."""
-    parents: dict[int, PosetNode] = field(default_factory=_shared_empty, repr=False)
-    children: dict[int, PosetNode] = field(default_factory=_shared_empty, repr=False)
+    parent_nodes: Edges[PosetNode] = field(default=(), repr=False)
+    child_nodes: Edges[PosetNode] = field(default=(), repr=False)
+    """The immediate predecessors and successors (``poset.edges``), for the poset alone."""
     chain: Chain | None = field(default=None, repr=False)
     """The poset's own placement bookkeeping (``poset.chains``, ``poset.families``)."""
     rank: float = field(default=0.0, repr=False)
@@ -86,9 +88,31 @@ class PosetNode:
     flags: int = field(default=0, repr=False)
     slot: int = field(default=-1, repr=False)
     """Its row in its family's points (``poset.dominance``), if the family is indexed."""
+    held: Held = field(default=(), repr=False)
+    """Its filters' paths in the poset's predicate index (``PredicateIndex.hold``)."""
 
     def __hash__(self) -> int:
         return self.id
+
+    @property
+    def sources(self) -> dict[str, tuple[str, ...]]:
+        """Source -> the ids it uses for the subscription (a new dictionary per call)."""
+        found: dict[str, tuple[str, ...]] = {}
+        origins = self.origins
+        for at in range(0, len(origins), 2):
+            source = origins[at]
+            found[source] = (*found.get(source, ()), origins[at + 1])
+        return found
+
+    @property
+    def parents(self) -> EdgeView[PosetNode]:
+        """Parent id -> parent (a view made per call)."""
+        return EdgeView(self.parent_nodes)
+
+    @property
+    def children(self) -> EdgeView[PosetNode]:
+        """Child id -> child (a view made per call)."""
+        return EdgeView(self.child_nodes)
 
     @property
     def wire_id(self) -> str:
@@ -244,10 +268,9 @@ class SubscriptionPoset:
             witnesses = probe.witnesses  # of an equivalent subscription if not created
             if created:
                 self._next_id += 1
-                self._index.add(node.id, subscription)
+                node.held = self._index.hold(node.id, subscription.filters)
         already_sent = self._sent_above(node, witnesses)
-        _add_source(node, source, subscription_id)
-        self._by_source[source, subscription_id] = node
+        self._add_source(node, source, subscription_id)
         return Inserted(node, created, already_sent)
 
     def insert_many(self, items: Iterable[tuple[qel.Subscription, str, str]]) -> list[Inserted]:
@@ -293,7 +316,7 @@ class SubscriptionPoset:
             placed[new[rank].filters] = node
         created = self._number_new(new, placed, start)
         for node in created:
-            self._index.add(node.id, node.subscription)
+            node.held = self._index.hold(node.id, node.subscription.filters)
         results = []
         announced: set[int] = set()
         for subscription, source, subscription_id in batch:
@@ -305,9 +328,15 @@ class SubscriptionPoset:
             fresh = node.id >= start and node.id not in announced
             announced.add(node.id)
             results.append(Inserted(node, fresh, self._sent_above(node)))
-            _add_source(node, source, subscription_id)
-            self._by_source[source, subscription_id] = node
+            self._add_source(node, source, subscription_id)
         return results
+
+    def _add_source(self, node: PosetNode, source: str, subscription_id: str) -> None:
+        """Records that ``source`` uses ``subscription_id`` for the node's subscription (the
+        caller checked that it did not already)."""
+        key = (source, subscription_id)
+        node.origins = (*node.origins, *key) if node.origins else key
+        self._by_source[key] = node
 
     def _check_ids(self, batch: list[tuple[qel.Subscription, str, str]]) -> None:
         """Raises ``ValueError`` if a (source, id) of the batch is already used, here or earlier
@@ -360,11 +389,11 @@ class SubscriptionPoset:
         for number, node in enumerate(created, start):
             node.id = number
             self._nodes[number] = node
-            if not node.parents:
+            if not node.parent_nodes:
                 self._roots[number] = node
         for holder in {n.id: n for node in created for n in _neighbourhood(node)}.values():
-            holder.parents = {n.id: n for n in holder.parents.values()} or _NONE  # type: ignore[assignment]
-            holder.children = {n.id: n for n in holder.children.values()} or _NONE  # type: ignore[assignment]
+            holder.parent_nodes = _rehashed(holder.parent_nodes)
+            holder.child_nodes = _rehashed(holder.child_nodes)
         return created
 
     def _place(self, probe: Probe, node_id: int) -> tuple[PosetNode, bool]:
@@ -391,7 +420,7 @@ class SubscriptionPoset:
         node.family, node.bounds, node.flags = probe.family, probe.bounds, probe.flags
         for parent in predecessors:
             for child in successors:
-                if child.id in parent.children:
+                if child in parent.child_nodes:
                     _cut(parent, child)
             _link(parent, node)
         for child in successors:
@@ -477,19 +506,21 @@ class SubscriptionPoset:
         node = self._by_source.pop((source, subscription_id), None)
         if node is None:
             raise KeyError(f"{source} has no subscription with id {subscription_id!r}")
-        ids = tuple(held for held in node.sources[source] if held != subscription_id)
-        if ids:
-            node.sources[source] = ids
-        else:
-            del node.sources[source]
-        if node.sources:
+        origins = node.origins
+        at = next(
+            at
+            for at in range(0, len(origins), 2)
+            if origins[at] == source and origins[at + 1] == subscription_id
+        )
+        node.origins = origins[:at] + origins[at + 2 :]
+        if node.origins:
             return Removed(node, False, {}, ())
         # With the default (the same labels for every node), what the children are sent for
         # covers everything below them: only the children can miss anything.
         if not node.sent:
             below = []
         elif wants is None:
-            below = list(node.children.values())
+            below = list(node.child_nodes)
         else:
             below = _descendants(node)
         self._unlink(node)
@@ -515,23 +546,23 @@ class SubscriptionPoset:
     def _unlink(self, node: PosetNode) -> None:
         """Takes ``node`` out; a parent becomes a child's parent unless it covers one of the
         child's remaining parents (then a path already leads from it to the child)."""
-        parents = list(node.parents.values())
-        children = list(node.children.values())
+        parents = list(node.parent_nodes)
+        children = list(node.child_nodes)
         for parent in parents:
             _cut(parent, node)
         for child in children:
             _cut(node, child)
         for child in children:
             for parent in parents:
-                if any(_above(parent, other) for other in child.parents.values()):
+                if any(_above(parent, other) for other in child.parent_nodes):
                     continue
                 _link(parent, child)
-            if not child.parents:
+            if not child.parent_nodes:
                 self._roots[child.id] = child
         self._roots.pop(node.id, None)
         del self._nodes[node.id]
         del self._by_key[node.subscription.filters]
-        self._index.remove(node.id)
+        self._index.release(node.id, node.held)
         self._chains.remove(node)
         self._sent.discard(node)
         points = self._families.get(node.family) if node.family is not None else None
@@ -550,7 +581,7 @@ class SubscriptionPoset:
         parents outside ``nodes``, not a walk over every ancestor of every node.
         """
         inside = {n.id: n for n in nodes}
-        waiting = {n.id: sum(1 for p in n.parents if p in inside) for n in nodes}
+        waiting = {n.id: sum(1 for p in n.parent_nodes if p.id in inside) for n in nodes}
         ready = [n for n in nodes if not waiting[n.id]]
         heard: dict[int, set[str]] = {}
         outside: dict[int, set[str]] = {}
@@ -558,7 +589,7 @@ class SubscriptionPoset:
         while ready:
             current = ready.pop()
             have = set(current.sent.get(destination, ()))
-            for parent in current.parents.values():
+            for parent in current.parent_nodes:
                 if parent.id in inside:
                     have |= heard[parent.id]
                 else:
@@ -570,7 +601,7 @@ class SubscriptionPoset:
                 chosen.append((current, frozenset(missing)))
                 have |= missing
             heard[current.id] = have
-            for child in current.children.values():
+            for child in current.child_nodes:
                 if child.id in inside:
                     waiting[child.id] -= 1
                     if not waiting[child.id]:
@@ -600,7 +631,7 @@ class SubscriptionPoset:
             seen.add(current.id)
             if qel.matches(current.subscription, publication):
                 found[current.id] = current
-                stack.extend(current.children.values())
+                stack.extend(current.child_nodes)
         return sorted(found.values(), key=_by_id)
 
     def match_index(self, publication: qel.Publication) -> list[PosetNode]:
@@ -615,12 +646,11 @@ class SubscriptionPoset:
 
     # -- figures ------------------------------------------------------------------------------
     def statistics(self) -> PosetStatistics:
-        edges = sum(len(n.children) for n in self._nodes.values())
+        edges = sum(len(n.child_nodes) for n in self._nodes.values())
         memory = sum(
             sys.getsizeof(n)
-            + sys.getsizeof(n.sources)
-            + sum(sys.getsizeof(ids) for ids in n.sources.values())
-            + sum(sys.getsizeof(m) for m in (n.sent, n.parents, n.children) if m is not _NONE)
+            + sum(sys.getsizeof(m) for m in (n.sent, n.parent_nodes, n.child_nodes) if m)
+            + (sys.getsizeof(n.origins) if len(n.origins) > 2 else 0)  # else the key's
             for n in self._nodes.values()
         )
         memory += sum(
@@ -639,35 +669,23 @@ class SubscriptionPoset:
 def fan_out(nodes: list[PosetNode]) -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
     for node in nodes:
-        for source, ids in node.sources.items():
-            result.setdefault(source, set()).update(ids)
+        origins = node.origins
+        for at in range(0, len(origins), 2):
+            found = result.get(origins[at])
+            if found is None:
+                found = result[origins[at]] = set()
+            found.add(origins[at + 1])
     return result
 
 
-def _add_source(node: PosetNode, source: str, subscription_id: str) -> None:
-    """Records that ``source`` uses ``subscription_id`` for the node's subscription (the caller
-    checked that it did not already)."""
-    node.sources[source] = (*node.sources.get(source, ()), subscription_id)
-
-
 def _link(parent: PosetNode, child: PosetNode) -> None:
-    """Adds the edge, giving either node a dictionary of its own if it had the shared empty one."""
-    if not parent.children:
-        parent.children = {}
-    parent.children[child.id] = child
-    if not child.parents:
-        child.parents = {}
-    child.parents[parent.id] = parent
+    parent.child_nodes = added(parent.child_nodes, child)
+    child.parent_nodes = added(child.parent_nodes, parent)
 
 
 def _cut(parent: PosetNode, child: PosetNode) -> None:
-    """Removes the edge; a dictionary it leaves empty gives way to the shared empty one."""
-    del parent.children[child.id]
-    if not parent.children:
-        parent.children = _NONE  # type: ignore[assignment]
-    del child.parents[parent.id]
-    if not child.parents:
-        child.parents = _NONE  # type: ignore[assignment]
+    parent.child_nodes = removed(parent.child_nodes, child)
+    child.parent_nodes = removed(child.parent_nodes, parent)
 
 
 def _labels_of(removed: PosetNode) -> Wants:
@@ -749,7 +767,7 @@ class _Walk:
 
     def __init__(self, start: PosetNode, probe: Probe) -> None:
         self.probe = probe
-        self.stack = list(start.children.values())
+        self.stack = list(start.child_nodes)
         self.seen: set[int] = set()
         self.found: dict[int, PosetNode] = {}
 
@@ -763,7 +781,7 @@ class _Walk:
             if self.probe.covers(current):
                 self.found[current.id] = current
             else:
-                self.stack.extend(current.children.values())
+                self.stack.extend(current.child_nodes)
             break
         return not self.stack
 
@@ -808,12 +826,12 @@ def _minimal(lowest: list[PosetNode], probe: Probe, family: Family | None) -> li
     kept = []
     for node in lowest:
         same = family is not None and node.family is family
-        if len(node.children) < len(lowest):
+        if len(node.child_nodes) < len(lowest):
             covered_below = any(
                 child.chain is not node.chain
                 and not (same and child.family is family)
                 and probe.covered_by(child)
-                for child in node.children.values()
+                for child in node.child_nodes
             )
         else:
             covered_below = any(
@@ -831,7 +849,7 @@ def _maximal(highest: list[PosetNode], probe: Probe, family: Family | None) -> l
     ``_minimal``."""
     kept = []
     for node in highest:
-        if len(node.parents) < len(highest):
+        if len(node.parent_nodes) < len(highest):
             covered_above = _covered_above(node, probe, highest_in_chain=True, family=family)
         else:
             same = family is not None and node.family is family
@@ -856,7 +874,7 @@ def _covered_above(
         not (highest_in_chain and parent.chain is node.chain)
         and not (same and parent.family is family)
         and probe.covers(parent)
-        for parent in node.parents.values()
+        for parent in node.parent_nodes
     )
 
 
@@ -865,26 +883,32 @@ def _equivalent(first: qel.Subscription, second: qel.Subscription) -> bool:
 
 
 def _neighbourhood(node: PosetNode) -> list[PosetNode]:
-    return [node, *node.parents.values(), *node.children.values()]
+    return [node, *node.parent_nodes, *node.child_nodes]
+
+
+def _rehashed(edges: Edges[PosetNode]) -> Edges[PosetNode]:
+    """``edges`` after their nodes were renumbered: a dictionary keyed by nodes (hashed by id)
+    is built again."""
+    return dict.fromkeys(edges) if type(edges) is dict else edges
 
 
 def _ancestors(node: PosetNode) -> dict[int, PosetNode]:
-    return _closure(node, "parents")
+    return _closure(node, "parent_nodes")
 
 
 def _descendants(node: PosetNode) -> list[PosetNode]:
-    return list(_closure(node, "children").values())
+    return list(_closure(node, "child_nodes").values())
 
 
 def _closure(node: PosetNode, direction: str) -> dict[int, PosetNode]:
-    """Every node reachable from ``node`` (not itself) following ``parents`` or ``children``."""
+    """Every node reachable from ``node`` (not itself) following its ``direction`` edges."""
     seen: dict[int, PosetNode] = {}
-    stack = list(getattr(node, direction).values())
+    stack = list(getattr(node, direction))
     while stack:
         current = stack.pop()
         if current.id not in seen:
             seen[current.id] = current
-            stack.extend(getattr(current, direction).values())
+            stack.extend(getattr(current, direction))
     return seen
 
 

@@ -38,8 +38,10 @@ Two levels:
 
 2. **Filters.** A filter is the sorted tuple of its pattern ids; identical filters (from different
    subscriptions, or with different variable names) are stored once, with the keys of the
-   subscriptions that contain them (a tuple while they are few, as they are when subscriptions
-   are mostly distinct: a set of one key takes four times the memory; a set beyond ``_FEW_KEYS``). The filters form a trie over their sorted ids. Matching walks
+   subscriptions that contain them: the key itself while it is the only one (as it nearly always
+   is when subscriptions are mostly distinct), a tuple while they are few (a set of one key takes
+   four times the memory), a set beyond ``_FEW_KEYS``. The filters form a trie over their sorted
+   ids. Matching walks
    only the trie nodes whose path is satisfied, intersecting each node's child ids with the
    satisfied ids (a C-level intersection of the smaller side against the larger). A publication
    therefore costs the patterns it satisfies plus the trie prefixes it satisfies, which is the
@@ -60,11 +62,12 @@ from __future__ import annotations
 import sys
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain, count
 from math import isnan
+from types import MappingProxyType
 from typing import Final, Generic, TypeVar
 
 import ahocorasick
@@ -75,13 +78,19 @@ from qel.model import Publication, Subscription
 from qel.terms import KIND_STRING, KIND_URI
 
 Bound = int | Fraction
-Bounds = tuple[Bound | None, bool, Bound | None, bool]  # low, low inclusive, high, high inclusive
 K = TypeVar("K")
 V = TypeVar("V")
 S = TypeVar("S")
-Canonical = tuple[object, ...]
+Identity = tuple[object, ...]
+"""A pattern as the index stores it: its predicate IRI (None for the subject), a tag and the
+tag's fields; a range is ``(name, "range", kind, low, low inclusive, high, high inclusive)``. One
+tuple is the pattern's key, its entry by id, and a range's entry in its stabbing structure (with
+mostly distinct subscriptions nearly every range is a pattern of its own)."""
 Path = tuple[int, ...]
-Keys = tuple[Hashable, ...] | set[Hashable]
+Keys = tuple[Hashable, ...] | set[Hashable] | list[Hashable]
+Held = Path | tuple[Path, ...]
+"""The paths of one key's filters (``PredicateIndex.hold``): the path of its only filter (most
+subscriptions have one, and a tuple of one path took 48 bytes), or a tuple of paths."""
 _FEW_KEYS: Final = 8
 
 # Pattern ids are ``rank << _RANK_SHIFT | serial``: sorting ids sorts by rank first, so a filter's
@@ -134,43 +143,59 @@ class _Levels(Generic[K, V, S]):
     queried) and an item is rebuilt O(log n) times in its life. A removed item stays in its level
     as a harmless dead entry (pattern ids are never reused; a dead substring's payload is empty)
     until removals outnumber the live items, when everything live is rebuilt into one level.
+
+    A live item is in one of two dictionaries, ``built`` (in a level) or ``pending`` (not yet):
+    with mostly distinct subscriptions nearly every range is an item, and a dictionary of all
+    of them beside the pending ones took some 30 to 40 bytes per subscription until the first
+    ``refresh``.
     """
 
-    __slots__ = ("build", "levels", "live", "pending", "stale", "structures")
+    __slots__ = ("build", "built", "levels", "pending", "stale", "structures")
 
     def __init__(self, build: Callable[[dict[K, V]], S]) -> None:
         self.build = build
-        self.live: dict[K, V] = {}
+        self.built: dict[K, V] = {}  # live items in a level
         self.pending: dict[K, V] = {}  # live items in no level yet
         self.levels: list[tuple[S, tuple[K, ...]]] = []  # largest first, with the keys built in
         self.structures: list[S] = []  # the levels' structures, what queries read
         self.stale = 0  # removals not yet purged: an upper bound on the dead entries in levels
 
+    def __len__(self) -> int:
+        return len(self.built) + len(self.pending)
+
+    def get(self, key: K) -> V | None:
+        found = self.pending.get(key)
+        return self.built.get(key) if found is None else found
+
+    def values(self) -> list[V]:
+        return [*self.built.values(), *self.pending.values()]
+
     def add(self, key: K, value: V) -> None:
-        self.live[key] = value
         self.pending[key] = value
 
     def discard(self, key: K) -> None:
-        del self.live[key]
         if self.pending.pop(key, None) is None:
+            del self.built[key]
             self.stale += 1
 
     @property
     def dirty(self) -> bool:
-        return bool(self.pending) or self.stale > len(self.live)
+        return bool(self.pending) or self.stale > len(self)
 
     def refresh(self) -> None:
-        if self.stale > len(self.live):
-            batch = dict(self.live)
+        if self.stale > len(self):
+            batch = {**self.built, **self.pending}
             self.levels.clear()
             self.stale = 0
         else:
             batch = dict(self.pending)
+            built = self.built
             while self.levels and len(self.levels[-1][1]) <= len(batch):
                 _, keys = self.levels.pop()
-                kept = {key: self.live[key] for key in keys if key in self.live}
+                kept = {key: built[key] for key in keys if key in built}
                 self.stale -= len(keys) - len(kept)
                 batch.update(kept)
+        self.built.update(self.pending)
         self.pending.clear()
         if batch:
             self.levels.append((self.build(batch), tuple(batch)))
@@ -188,15 +213,15 @@ class _StabTree:
 
     __slots__ = ("endpoints", "paths")
 
-    def __init__(self, ranges: dict[int, Bounds]) -> None:
+    def __init__(self, ranges: dict[int, Identity]) -> None:
         endpoints = sorted(
-            {bound for low, _, high, _ in ranges.values() for bound in (low, high)} - {None}
+            {bound for *_, low, _, high, _ in ranges.values() for bound in (low, high)} - {None}
         )
         position = {bound: index for index, bound in enumerate(endpoints)}
         slots = 2 * len(endpoints) + 1
         size = 1 << (slots - 1).bit_length()
         nodes: dict[int, list[int]] = {}
-        for pid, (low, low_inclusive, high, high_inclusive) in ranges.items():
+        for pid, (*_, low, low_inclusive, high, high_inclusive) in ranges.items():
             start = 0 if low is None else 2 * position[low] + (1 if low_inclusive else 2)
             stop = slots if high is None else 2 * position[high] + (2 if high_inclusive else 1)
             start += size
@@ -263,7 +288,7 @@ class _Texts:
 
     def add(self, pid: int, parts: frozenset[str]) -> None:
         for part in parts:
-            entry = self.substrings.live.get(part)
+            entry = self.substrings.get(part)
             if entry is None:
                 entry = _Substring()
                 self.substrings.add(part, entry)
@@ -273,7 +298,8 @@ class _Texts:
 
     def discard(self, pid: int, parts: frozenset[str]) -> None:
         for part in parts:
-            entry = self.substrings.live[part]
+            entry = self.substrings.get(part)
+            assert entry is not None, "a substring of an indexed pattern"
             entry.single.discard(pid)
             entry.multiple.discard(pid)
             if not entry.single and not entry.multiple:
@@ -305,7 +331,7 @@ class _Table:
         self.presence: int | None = None
         self.kinds: dict[str, int] = {}
         self.points: dict[tuple[str, object], int] = {}
-        self.ranges: dict[str, _Levels[int, Bounds, _StabTree]] = {}
+        self.ranges: dict[str, _Levels[int, Identity, _StabTree]] = {}
         self.texts: _Texts | None = None
 
     def __bool__(self) -> bool:
@@ -313,39 +339,39 @@ class _Table:
             self.presence is not None or self.kinds or self.points or self.ranges or self.texts
         )
 
-    def add(self, pid: int, canonical: Canonical) -> None:
-        match canonical:
-            case ("any",):
+    def add(self, pid: int, identity: Identity) -> None:
+        match identity:
+            case (_, "any"):
                 self.presence = pid
-            case ("kind", str() as kind):
+            case (_, "kind", str() as kind):
                 self.kinds[kind] = pid
-            case ("point", str() as kind, value):
+            case (_, "point", str() as kind, value):
                 self.points[kind, value] = pid
-            case ("range", str() as kind, *bounds):
+            case (_, "range", str() as kind, *_):
                 if kind not in self.ranges:
                     self.ranges[kind] = _Levels(_StabTree)
-                self.ranges[kind].add(pid, tuple(bounds))  # type: ignore[arg-type]
-            case ("contains", frozenset() as parts):
+                self.ranges[kind].add(pid, identity)
+            case (_, "contains", frozenset() as parts):
                 if self.texts is None:
                     self.texts = _Texts()
                 self.texts.add(pid, parts)
 
-    def discard(self, pid: int, canonical: Canonical) -> None:
-        match canonical:
-            case ("any",):
+    def discard(self, pid: int, identity: Identity) -> None:
+        match identity:
+            case (_, "any"):
                 self.presence = None
-            case ("kind", str() as kind):
+            case (_, "kind", str() as kind):
                 del self.kinds[kind]
-            case ("point", str() as kind, value):
+            case (_, "point", str() as kind, value):
                 del self.points[kind, value]
-            case ("range", str() as kind, *_):
+            case (_, "range", str() as kind, *_):
                 ranges = self.ranges[kind]
                 ranges.discard(pid)
-                if not ranges.live:
+                if not ranges:
                     del self.ranges[kind]
-            case ("contains", frozenset() as parts):
+            case (_, "contains", frozenset() as parts):
                 self.texts.discard(pid, parts)  # type: ignore[union-attr]
-                if not self.texts.substrings.live:  # type: ignore[union-attr]
+                if not self.texts.substrings:  # type: ignore[union-attr]
                     self.texts = None
 
     def refresh(self) -> None:
@@ -380,43 +406,42 @@ class _Table:
                 texts.scan(value, satisfied)  # type: ignore[arg-type]
 
 
-class _Pattern:
-    __slots__ = ("canonical", "pid", "table", "users")
-
-    def __init__(self, pid: int, table: _Table, canonical: Canonical) -> None:
-        self.pid = pid
-        self.table = table
-        self.canonical = canonical
-        self.users = 0  # distinct filters using this pattern
+_EMPTY: Mapping[int, object] = MappingProxyType({})
+"""What a trie node holds as a mapping that is empty (``_Node``)."""
 
 
 class _Node:
-    """A trie node: ``children`` continue longer filters, ``ends`` hold the keys of the filters whose
-    last pattern id is the dictionary key."""
+    """A trie node: ``children`` continue longer filters; ``one`` holds the key of each filter
+    with one key, ``ends`` the keys of each filter with several, under the filter's last pattern
+    id. A mapping that is empty is the shared ``_EMPTY`` (most trie nodes end filters and
+    continue none: an empty dictionary each took 64 bytes)."""
 
-    __slots__ = ("children", "ends")
+    __slots__ = ("children", "ends", "one")
 
     def __init__(self) -> None:
-        self.children: dict[int, _Node] = {}
-        self.ends: dict[int, Keys] = {}
+        self.children: dict[int, _Node] = _EMPTY  # type: ignore[assignment]
+        self.ends: dict[int, Keys] = _EMPTY  # type: ignore[assignment]
+        self.one: dict[int, Hashable] = _EMPTY  # type: ignore[assignment]
 
 
-def _canonical(domain: Domain) -> tuple[int, Canonical]:
-    """The rank and the identity of a domain as the index stores it; semantically equal domains
-    written differently (a number point as a range or as a point) get the same identity."""
+def _identity(name: str | None, domain: Domain) -> tuple[int, Identity]:
+    """The rank and the identity of a domain on predicate ``name`` as the index stores it;
+    semantically equal domains written differently (a number point as a range or as a point) get
+    the same identity."""
     if isinstance(domain, AnyDomain):
-        return _RANK_PRESENCE, ("any",)
+        return _RANK_PRESENCE, (name, "any")
     if isinstance(domain, PointDomain):
-        return _RANK_POINT, ("point", domain.kind, domain.value)
+        return _RANK_POINT, (name, "point", domain.kind, domain.value)
     if isinstance(domain, RangeDomain):
         if domain.is_point and domain.low_inclusive and domain.high_inclusive:
-            return _RANK_POINT, ("point", domain.kind, domain.low)
+            return _RANK_POINT, (name, "point", domain.kind, domain.low)
         if domain.low is None and domain.high is None:
-            return _RANK_KIND, ("kind", domain.kind)
+            return _RANK_KIND, (name, "kind", domain.kind)
         rank = (
             _RANK_RANGE if domain.low is not None and domain.high is not None else _RANK_HALF_RANGE
         )
         return rank, (
+            name,
             "range",
             domain.kind,
             domain.low,
@@ -426,17 +451,17 @@ def _canonical(domain: Domain) -> tuple[int, Canonical]:
         )
     if isinstance(domain, ContainsDomain):
         if not domain.substrings:
-            return _RANK_KIND, ("kind", KIND_STRING)
-        return _RANK_CONTAINS, ("contains", frozenset(domain.substrings))
+            return _RANK_KIND, (name, "kind", KIND_STRING)
+        return _RANK_CONTAINS, (name, "contains", frozenset(domain.substrings))
     raise TypeError(f"not a domain the predicate index knows: {domain!r}")
 
 
-def _requirements(compiled: Filter) -> list[tuple[str | None, int, Canonical]]:
-    """The filter's patterns as ``(predicate IRI, rank, identity)``; the subject is predicate None
-    and, when unconstrained, no pattern at all."""
-    found = [(predicate.value, *_canonical(domain)) for predicate, domain in compiled.patterns]
+def _requirements(compiled: Filter) -> list[tuple[int, Identity]]:
+    """The filter's patterns as ``(rank, identity)``; the subject is predicate None and, when
+    unconstrained, no pattern at all."""
+    found = [_identity(predicate.value, domain) for predicate, domain in compiled.patterns]
     if not isinstance(compiled.subject, AnyDomain):
-        found.append((None, _RANK_SUBJECT, _canonical(compiled.subject)[1]))
+        found.append((_RANK_SUBJECT, _identity(None, compiled.subject)[1]))
     return found
 
 
@@ -457,11 +482,14 @@ class PredicateIndex:
     """
 
     def __init__(self) -> None:
-        self._subscriptions: dict[Hashable, tuple[Path, ...]] = {}
-        self._filters: dict[Path, _Node] = {}
-        """Each distinct filter's trie node, whose ``ends`` hold its keys under its last id."""
-        self._patterns: dict[tuple[str | None, Canonical], _Pattern] = {}
-        self._by_id: dict[int, _Pattern] = {}
+        self._subscriptions: dict[Hashable, Held] = {}
+        """Each key's filters, but for the keys a caller holds itself (``hold``)."""
+        self._patterns: dict[Identity, int] = {}
+        self._by_id: dict[int, Identity] = {}
+        self._shared: dict[int, int] = {}
+        """Per pattern used by several distinct filters, how many beyond the first: a count per
+        pattern as an object, or in a dictionary, took some 40 to 70 bytes, and with mostly
+        distinct ranges nearly every pattern has one user."""
         self._subject = _Table(None)
         self._tables: dict[str, _Table] = {}
         self._dirty: set[_Table] = set()
@@ -486,41 +514,48 @@ class PredicateIndex:
         widest subscription of a family, which it never parses)."""
         if key in self._subscriptions:
             raise KeyError(f"{key!r} is already in the predicate index; remove it first")
+        self._subscriptions[key] = self.hold(key, filters)
+
+    def hold(self, key: Hashable, filters: Iterable[Filter]) -> Held:
+        """Indexes the filters under ``key`` as ``add_filters`` does, but leaves the key to the
+        caller, who keeps what this returns and gives it back to ``release``: for a caller with
+        an object per key anyway (the poset, a node per subscription), where the index's
+        dictionary from key to paths took 52 bytes per subscription at 10^5. ``len``, ``in``,
+        ``remove`` and ``statistics().subscriptions`` do not see such a key, and nothing checks
+        that it is not held twice."""
         # Canonicalise everything before touching the index, so a bad domain leaves it unchanged.
         described = [_requirements(compiled) for compiled in filters]
         paths: dict[Path, None] = {}
+        fresh: set[int] = set()  # patterns made here, until their first user is counted
         for requirements in described:
-            path = tuple(sorted({self._intern(*requirement) for requirement in requirements}))
-            node = self._filters.get(path)
-            if node is None:
-                node = self._filters[path] = self._insert(path)
+            path = tuple(
+                sorted({self._intern(*requirement, fresh) for requirement in requirements})
+            )
+            node, new = self._insert(path)
+            if new:
+                shared = self._shared
                 for pid in path:
-                    self._by_id[pid].users += 1
-            last = path[-1]
-            keys = node.ends[last]
-            if type(keys) is tuple:
-                node.ends[last] = (*keys, key) if len(keys) < _FEW_KEYS else {*keys, key}
-            else:
-                keys.add(key)
+                    if pid in fresh:
+                        fresh.discard(pid)
+                    else:
+                        shared[pid] = shared.get(pid, 0) + 1
+            _with_key(node, path[-1], key, new)
             paths[path] = None
-        self._subscriptions[key] = tuple(paths)
+        return next(iter(paths)) if len(paths) == 1 else tuple(paths)
 
     def remove(self, key: Hashable) -> None:
         """Forgets the subscription under ``key``; an unknown key raises ``KeyError``."""
         try:
-            paths = self._subscriptions.pop(key)
+            held = self._subscriptions.pop(key)
         except KeyError:
             raise KeyError(f"{key!r} is not in the predicate index") from None
-        for path in paths:
-            node = self._filters[path]
-            keys = node.ends[path[-1]]
-            if type(keys) is tuple:
-                keys = node.ends[path[-1]] = tuple(held for held in keys if held != key)
-            else:
-                keys.discard(key)
-            if keys:
+        self.release(key, held)
+
+    def release(self, key: Hashable, held: Held) -> None:
+        """Forgets the filters ``hold`` indexed under ``key`` (``held`` is what it returned)."""
+        for path in (held,) if type(held[0]) is int else held:  # type: ignore[union-attr]
+            if _without_key(self._end(path), path[-1], key):
                 continue
-            del self._filters[path]
             self._delete(path)
             for pid in path:
                 self._release(pid)
@@ -530,8 +565,9 @@ class PredicateIndex:
         return set().union(*self.match_groups(publication))
 
     def match_groups(self, publication: Publication) -> list[Keys]:
-        """The same answer as ``match``, as the keys of the matching filters (tuples or sets),
-        without building their union: finding them costs in proportion to what the publication
+        """The same answer as ``match``, as the keys of the matching filters (tuples, sets, and
+        a list per trie node of the keys of its matching filters with one key), without building
+        their union: finding them costs in proportion to what the publication
         satisfies, while a union costs in proportion to the number of matching keys. A key may be
         in several groups; the sets belong to the index and must not be changed."""
         if self._dirty:
@@ -549,6 +585,9 @@ class PredicateIndex:
         stack = [self._root]
         while stack:
             node = stack.pop()
+            one = node.one
+            if one:
+                groups.append(list(map(one.__getitem__, one.keys() & satisfied)))
             ends = node.ends
             if ends:
                 groups.extend(map(ends.__getitem__, ends.keys() & satisfied))
@@ -572,36 +611,36 @@ class PredicateIndex:
             stack.extend(node.children.values())
         containers: list[object] = [
             self._subscriptions,
-            self._filters,
             self._patterns,
             self._by_id,
+            self._shared,
             self._tables,
             *self._subscriptions.values(),
-            *(node.ends[path[-1]] for path, node in self._filters.items()),
+            *(keys for node in nodes for keys in node.ends.values()),
             *self._by_id.values(),
             *tables,
             *(part for table in tables for part in (table.kinds, table.points, table.ranges)),
             *(
                 part
                 for held in [*ranges, *(held.substrings for held in texts)]
-                for part in (held, held.live, held.pending, held.levels, held.structures)
+                for part in (held, held.built, held.pending, held.levels, held.structures)
             ),
             *(keys for held in ranges for _, keys in held.levels),
             *(part for tree in trees for part in (tree, tree.endpoints, tree.paths, *tree.paths)),
             *texts,
             *(held.needs for held in texts),
-            *(entry for held in texts for entry in held.substrings.live.values()),
+            *(entry for held in texts for entry in held.substrings.values()),
             *nodes,
-            *(part for node in nodes for part in (node.children, node.ends)),
+            *(part for node in nodes for part in (node.children, node.ends, node.one)),
         ]
         return PredicateIndexStatistics(
             subscriptions=len(self._subscriptions),
-            filters=len(self._filters),
+            filters=sum(len(node.ends) + len(node.one) for node in nodes),
             patterns=len(self._by_id),
             predicates=len(self._tables),
             hash_entries=sum(len(table.points) for table in tables),
-            ranges=sum(len(held.live) for held in ranges),
-            substrings=sum(len(held.substrings.live) for held in texts),
+            ranges=sum(map(len, ranges)),
+            substrings=sum(len(held.substrings) for held in texts),
             presence=sum(len(table.kinds) + (table.presence is not None) for table in tables),
             levels=len(trees) + len(automata),
             stale=sum(held.stale for held in [*ranges, *(held.substrings for held in texts)]),
@@ -611,11 +650,13 @@ class PredicateIndex:
         )
 
     # -- patterns -------------------------------------------------------------------------------
-    def _intern(self, name: str | None, rank: int, canonical: Canonical) -> int:
-        """The id of the pattern, created (unused) if new; ``add`` counts its users."""
-        found = self._patterns.get((name, canonical))
+    def _intern(self, rank: int, identity: Identity, fresh: set[int]) -> int:
+        """The id of the pattern, created (unused, and added to ``fresh``) if new; ``hold``
+        counts its users."""
+        found = self._patterns.get(identity)
         if found is not None:
-            return found.pid
+            return found
+        name: str | None = identity[0]  # type: ignore[assignment]
         if name is None:
             table = self._subject
         else:
@@ -623,22 +664,27 @@ class PredicateIndex:
             if table is None:
                 table = self._tables[name] = _Table(name)
         pid = rank << _RANK_SHIFT | next(self._serial)
-        pattern = _Pattern(pid, table, canonical)
-        self._patterns[name, canonical] = pattern
-        self._by_id[pid] = pattern
-        table.add(pid, canonical)
+        self._patterns[identity] = pid
+        self._by_id[pid] = identity
+        fresh.add(pid)
+        table.add(pid, identity)
         self._dirty.add(table)
         return pid
 
     def _release(self, pid: int) -> None:
-        pattern = self._by_id[pid]
-        pattern.users -= 1
-        if pattern.users:
+        shared = self._shared
+        others = shared.get(pid)
+        if others is not None:
+            if others > 1:
+                shared[pid] = others - 1
+            else:
+                del shared[pid]
             return
-        del self._by_id[pid]
-        table = pattern.table
-        del self._patterns[table.name, pattern.canonical]
-        table.discard(pid, pattern.canonical)
+        identity = self._by_id.pop(pid)
+        del self._patterns[identity]
+        name: str | None = identity[0]  # type: ignore[assignment]
+        table = self._subject if name is None else self._tables[name]
+        table.discard(pid, identity)
         if table:
             self._dirty.add(table)
             return
@@ -647,24 +693,86 @@ class PredicateIndex:
             del self._tables[table.name]
 
     # -- filter trie ----------------------------------------------------------------------------
-    def _insert(self, path: Path) -> _Node:
-        """Adds the filter's path to the trie, with no keys yet; returns the node ending it."""
+    def _insert(self, path: Path) -> tuple[_Node, bool]:
+        """The node ending the filter's path, and whether the filter is new (then added to the
+        trie with no keys yet). The trie is the only index of the distinct filters: a dictionary
+        from path to node took some 50 bytes per subscription, a walk down costs a look-up per
+        pattern."""
         node = self._root
         for pid in path[:-1]:
             child = node.children.get(pid)
             if child is None:
+                if not node.children:
+                    node.children = {}
                 child = node.children[pid] = _Node()
             node = child
-        node.ends[path[-1]] = ()
+        return node, path[-1] not in node.one and path[-1] not in node.ends
+
+    def _end(self, path: Path) -> _Node:
+        """The node ending a filter's path (which is in the trie)."""
+        node = self._root
+        for pid in path[:-1]:
+            node = node.children[pid]
         return node
 
     def _delete(self, path: Path) -> None:
+        """Prunes the trie nodes a removed filter leaves empty."""
         trail = [self._root]
         for pid in path[:-1]:
             trail.append(trail[-1].children[pid])
-        del trail[-1].ends[path[-1]]
         for depth in range(len(path) - 1, 0, -1):
             node = trail[depth]
-            if node.children or node.ends:
+            if node.children or node.ends or node.one:
                 break
-            del trail[depth - 1].children[path[depth - 1]]
+            parent = trail[depth - 1]
+            del parent.children[path[depth - 1]]
+            if not parent.children:
+                parent.children = _EMPTY  # type: ignore[assignment]
+
+
+def _with_key(node: _Node, last: int, key: Hashable, new: bool) -> None:
+    """Adds ``key`` to the keys of the filter that ends at ``node`` with ``last`` (``new``: it
+    has none yet)."""
+    if new:
+        if not node.one:
+            node.one = {}
+        node.one[last] = key
+        return
+    if last in node.one:
+        first = node.one.pop(last)
+        if not node.one:
+            node.one = _EMPTY  # type: ignore[assignment]
+        if not node.ends:
+            node.ends = {}
+        node.ends[last] = (first, key)
+        return
+    keys = node.ends[last]
+    if type(keys) is tuple:
+        node.ends[last] = (*keys, key) if len(keys) < _FEW_KEYS else {*keys, key}
+    else:
+        keys.add(key)
+
+
+def _without_key(node: _Node, last: int, key: Hashable) -> bool:
+    """Removes ``key`` from the keys of the filter that ends at ``node`` with ``last``; whether
+    the filter has keys left (else it is gone from ``node``)."""
+    keys = node.ends.get(last)
+    if keys is None:
+        del node.one[last]
+        if not node.one:
+            node.one = _EMPTY  # type: ignore[assignment]
+        return False
+    if type(keys) is tuple:
+        keys = tuple(held for held in keys if held != key)
+    else:
+        keys.discard(key)
+    if len(keys) > 1:
+        node.ends[last] = keys
+        return True
+    del node.ends[last]
+    if not node.ends:
+        node.ends = _EMPTY  # type: ignore[assignment]
+    if not node.one:
+        node.one = {}
+    node.one[last] = next(iter(keys))
+    return True

@@ -32,20 +32,33 @@ class _PredicateWitnesses:
     ``ordered`` holds ``(value, key)`` entries, keys being integers: entries of
     equal value (every chain bottom of a busy city, every unconstrained object's fresh URI)
     then still have a total order, so removing one is a bisection, not a scan of its equals
-    (which made removal linear in the busiest value: 15% of a bulk build at 10^5)."""
+    (which made removal linear in the busiest value: 15% of a bulk build at 10^5).
 
-    by_value: dict[tuple[str, object], set[Hashable]] = field(default_factory=dict)
+    ``by_value`` holds the keys of one value as a tuple while they are few (most values are
+    one chain bottom's: a set of one key takes 216 bytes), a set beyond ``_FEW_KEYS``."""
+
+    by_value: dict[tuple[str, object], tuple[Hashable, ...] | set[Hashable]] = field(
+        default_factory=dict
+    )
     ordered: dict[str, SortedList] = field(default_factory=dict)
     holders: set[Hashable] = field(default_factory=set)
 
     def add(self, key: int, kind: str, value: object) -> None:
         self.holders.add(key)
-        self.by_value.setdefault((kind, value), set()).add(key)
+        bucket = self.by_value.get((kind, value), ())
+        if type(bucket) is tuple:
+            grown = (*bucket, key) if len(bucket) < _FEW_KEYS else {*bucket, key}
+            self.by_value[kind, value] = grown
+        else:
+            bucket.add(key)
         self.ordered.setdefault(kind, SortedList()).add((value, key))
 
     def remove(self, key: int, kind: str, value: object) -> None:
         bucket = self.by_value[kind, value]
-        bucket.discard(key)
+        if type(bucket) is tuple:
+            bucket = self.by_value[kind, value] = tuple(held for held in bucket if held != key)
+        else:
+            bucket.discard(key)
         if not bucket:
             del self.by_value[kind, value]
         entries = self.ordered[kind]
@@ -290,6 +303,7 @@ class WitnessIndex:
 
 
 _FEW = 4
+_FEW_KEYS = 8
 _WORTH = 4
 
 

@@ -113,6 +113,45 @@ def test_matches_brute_force_through_additions_and_removals(subs_list, pubs, dat
     assert all(index.match(publication) == set() for publication in pubs)
 
 
+@settings(max_examples=60)
+@given(
+    st.lists(subscriptions(max_patterns=2), min_size=1, max_size=3),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 24)), max_size=120),
+    st.lists(publications(), min_size=1, max_size=3),
+    st.data(),
+)
+def test_keys_sharing_filters_go_from_one_to_a_tuple_to_a_set_and_back(forms, changes, pubs, data):
+    """Many keys over a few filters: a filter's keys pass through every form (the key alone, a
+    tuple, a set beyond ``_FEW_KEYS``) both ways, matches checked at every step. Odd keys are
+    held by the caller (``hold``, ``release``), even ones kept by the index."""
+    pubs = pubs + data.draw(st.lists(boundary_publications(forms), min_size=1, max_size=3))
+    index = PredicateIndex()
+    subs: dict[object, qel.Subscription] = {}
+    held = {}
+    for adding, key in changes:
+        if adding and key not in subs:
+            subs[key] = forms[key % len(forms)]
+            if key % 2:
+                held[key] = index.hold(key, subs[key].filters)
+            else:
+                index.add(key, subs[key])
+        elif not adding and key in subs:
+            if key % 2:
+                index.release(key, held.pop(key))
+            else:
+                index.remove(key)
+            del subs[key]
+        assert_agrees(index, subs, pubs[:1])
+        assert len(index) == sum(1 for key in subs if not key % 2)
+    assert_agrees(index, subs, pubs)
+    for key in list(subs):
+        if key % 2:
+            index.release(key, held.pop(key))
+        else:
+            index.remove(key)
+    assert_empty(index.statistics())
+
+
 def test_digital_library_workload_against_brute_force():
     library = DigitalLibrary(seed=3)
     texts = [library.subscription() for _ in range(3000)]
