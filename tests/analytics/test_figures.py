@@ -374,7 +374,7 @@ def test_figures_match_the_simulators_own_counts(
     assert {row.kind: (row.messages, row.bytes) for row in figures.kinds.collect()} == counted
     hops = {int(h): n for h, n in report["hops"].items()}  # type: ignore[union-attr]
     assert dict(expected["hops"]) == hops
-    assert report["totals"]["duplicates"] == 0  # type: ignore[index]
+    assert report["totals"]["redeliveries"] == 0  # type: ignore[index]
 
 
 # -- other inputs ---------------------------------------------------------------------------------
