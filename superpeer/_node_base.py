@@ -258,6 +258,9 @@ class NodeBase:
         only one silent longer counts as out of the cube (else a new cube splits the network)."""
         self._join_at: float | None = None
         self._join_contact: tuple[str, float] | None = None
+        self._joining_since: float | None = None
+        """When the current join request went out: a join still unanswered ``wedged_seconds``
+        later is wedged (its ``Welcome`` lost), however lively its contact."""
         """The member a join attempt asked, and when it was last heard from (or asked): one
         silent for ``failure_seconds`` is dead or stalled, and the join goes elsewhere."""
         self._old_neighbours: set[str] = set()

@@ -26,6 +26,8 @@ class Timers(NodeBase):
                 due = at
         if self._join_contact is not None:
             due = min(due, self._join_contact[1] + self.config.failure_seconds)
+            if self._joining_since is not None:
+                due = min(due, self._joining_since + self.config.wedged_seconds)
         core = self.core
         if core is not None:
             for at in (
@@ -131,6 +133,14 @@ class Timers(NodeBase):
             contact, heard = self._join_contact
             if now - heard >= self.config.failure_seconds:
                 self._abandon_join(contact, now, out)
+            elif (
+                self._joining_since is not None
+                and now - self._joining_since >= self.config.wedged_seconds
+            ):
+                # members talk to it as a neighbour already, its contact too: the Welcome that
+                # made it one was lost (a link that dropped it as meant for an older incarnation)
+                log.warning("event=join_wedged node=%s contact=%s", self.node_id, contact)
+                self._join_again(now, out)
         if self.core is not None:
             self._core(self.core.timer(now), now, out)
         for connection, entry in list(self._connections.items()):

@@ -30,7 +30,8 @@ Rules, beyond the routing core's:
 * **Failures in the middle of topology operations.** Messages of a later epoch held back for
   ``failure_seconds``: the node asks for the change of dimension it missed. The topology
   protocol ticks every ``failure_seconds`` (lost join admissions expire). A protocol busy for
-  ``wedged_seconds`` without a break is wedged: the node rejoins, as after a protocol error.
+  ``wedged_seconds`` without a break is wedged: the node rejoins, as after a protocol error; so
+  is a join unanswered that long (its ``Welcome`` lost), however lively its contact.
   A rejoining node that finds every super-peer it knows out of the cube (refusing as
   non-members, or silent for ``wedged_seconds``: a busy member can be silent that long, and a
   new cube beside a live one splits the network for good), and has the smallest id among those
@@ -186,6 +187,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self._contacts.append(self._contacts.pop(0))
         self.addresses[contact_id] = contact_address
         self._join_contact = (contact_id, now)
+        self._joining_since = now
         log.info("event=joining node=%s contact=%s", self.node_id, contact_id)
         try:
             self._topology(self.topology.join_via(contact_id, contact_address), now, out)
@@ -215,6 +217,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         log.warning("event=join_abandoned node=%s contact=%s", self.node_id, contact)
         self._outside.setdefault(contact, False)
         self._silent_since.setdefault(contact, now)
+        self._join_again(now, out)
+
+    def _join_again(self, now: float, out: list[Output]) -> None:
+        """Ask again, through the next contact, as a new incarnation (what the last one was
+        given, if anything, is repaired as a restarted node's place)."""
         self.incarnation = self.store.next_incarnation()
         out += [Forgotten(n, drain=False) for n in sorted(self.addresses) if n != self.node_id]
         self.topology = HypercupNode(self.node_id, self.address)

@@ -184,3 +184,24 @@ def test_a_late_notification_for_a_withdrawn_subscription_counts_from_when_it_wa
     out = reader.superpeer_message("sp1", origin.incarnation, Received(late, "sp1#99"), now)
     assert not [o for o in out if isinstance(getattr(o, "message", None), m.Notify)]
     assert simulation.kept("reader") == set()
+
+
+def test_a_join_whose_welcome_was_lost_is_asked_again_however_lively_the_contact():
+    """Found by the seed-11 chaos plan (stop 27): members already talked to a rejoining
+    super-peer as their neighbour, its contact among them, but its ``Welcome`` had been dropped
+    (a link that took it for a message to an older incarnation). The contact was never silent,
+    so the join was never abandoned, and the node waited for ever. A join unanswered for
+    ``wedged_seconds`` is asked again, as a new incarnation."""
+    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
+    out = node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
+    assert sent(out) == [("sp0", JoinRequest.__name__)]
+    first = node.incarnation
+    now = 0.0
+    while now < CONFIG.wedged_seconds - 1.0:
+        now += 1.0
+        node.superpeer_heard("sp0", now)  # the contact talks to it all along
+        assert sent(node.timer(now)) == []
+    assert node.next_deadline() <= CONFIG.wedged_seconds
+    out = node.timer(CONFIG.wedged_seconds)
+    assert sent(out) == [("sp1", JoinRequest.__name__)]
+    assert node.incarnation > first
