@@ -258,11 +258,11 @@ class NodeBase:
         only one silent longer counts as out of the cube (else a new cube splits the network)."""
         self._join_at: float | None = None
         self._join_contact: tuple[str, float] | None = None
+        """The member a join attempt asked, and when it was last heard from (or asked): one
+        silent for ``failure_seconds`` is dead or stalled, and the join goes elsewhere."""
         self._joining_since: float | None = None
         """When the current join request went out: a join still unanswered ``wedged_seconds``
         later is wedged (its ``Welcome`` lost), however lively its contact."""
-        """The member a join attempt asked, and when it was last heard from (or asked): one
-        silent for ``failure_seconds`` is dead or stalled, and the join goes elsewhere."""
         self._old_neighbours: set[str] = set()
         self._old_neighbours_until = -math.inf
         self._last_heard: dict[str, float] = {}
@@ -320,13 +320,11 @@ class NodeBase:
             return
         message_id = self._next_id()
         data = wire.encode(message, message_id)
-        address = address or self.addresses.get(target, "")
         self._last_sent[target] = now
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.statistics.sent[kind] += 1
         self.statistics.bytes_sent[kind] += len(data)
-        incarnation = self.incarnations.get(target, 0)
-        out.append(ToSuperPeer(target, message, data, message_id, address, incarnation))
+        out.append(self._to_superpeer(target, message, data, message_id, address))
         if self.config.routing.tracing:
             out.append(
                 trace_record(
@@ -339,6 +337,21 @@ class NodeBase:
                     msg=message_id,
                 )
             )
+
+    def _to_superpeer(
+        self, target: str, message: object, data: bytes, message_id: str, address: str
+    ) -> ToSuperPeer:
+        """The send as the runtime carries it out: to ``address`` if given, else where
+        ``target`` is known to be, and meant for the incarnation of it this node knows (the
+        channel drops it if a newer one is there by then)."""
+        return ToSuperPeer(
+            target,
+            message,
+            data,
+            message_id,
+            address or self.addresses.get(target, ""),
+            self.incarnations.get(target, 0),
+        )
 
     def _trace(self, out: list[Output], now: float, event: str, message: object, **fields) -> None:
         if self.config.routing.tracing:

@@ -68,9 +68,9 @@ break*, so that no route is missing while the new ones are built:
   was sent to it no longer counts as sent (routes to it are sent again), and when it comes back
   into the view after the cube repaired its old place, it is sent everything again, as a newcomer
   would be, and what it may hold from here and no longer needs is withdrawn (its new incarnation
-  may have been a neighbour already, and got routes sent to it then). (Kept as a ghost instead, a super-peer that failed and rejoined within
-  ``settle_seconds`` was taken for the same one returning, and was never sent the routes it had
-  lost.)
+  may have been a neighbour already, and got routes sent to it then). (Kept as a ghost instead,
+  a super-peer that failed and rejoined within ``settle_seconds`` was taken for the same one
+  returning, and was never sent the routes it had lost.)
 """
 
 from __future__ import annotations
@@ -408,8 +408,9 @@ class SuperPeerCore:
         try:
             self.schemas.publish(peer, axioms)
         except SchemaRefused as error:
-            label = request_label(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
-            self._refuse(peer, label, str(error), now, out)
+            self._refuse(
+                peer, request_label(m.PublishSchema(axioms=tuple(axioms))), str(error), now, out
+            )
             return False
         self._announce(now, out)
         return True

@@ -681,10 +681,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 if self._dropped(output.node, output.message, now, out):
                     continue
                 self._last_sent[output.node] = now
-                address = output.address or self.addresses.get(output.node, "")
                 out.append(
-                    dataclasses.replace(
-                        output, address=address, incarnation=self.incarnations.get(output.node, 0)
+                    self._to_superpeer(
+                        output.node, output.message, output.data, output.message_id, output.address
                     )
                 )
             elif isinstance(output, Deliver):
