@@ -39,6 +39,7 @@ of operations always gives the same results (the simulator relies on it).
 from __future__ import annotations
 
 import gc
+import heapq
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -183,6 +184,23 @@ class SubscriptionPoset:
     def __iter__(self) -> Iterator[PosetNode]:
         return iter(sorted(self._nodes.values(), key=_by_id))
 
+    def top_down(self) -> list[PosetNode]:
+        """Every node after all its parents (among equals, by id). A router that sends
+        subscriptions in this order sends each after those covering it, so that what they
+        already carry is not sent again; in id order a subscription made before a broader one
+        went too, and stayed."""
+        waiting = {node.id: len(node.parent_nodes) for node in self._nodes.values()}
+        ready = sorted(self._roots)
+        order: list[PosetNode] = []
+        while ready:
+            node = self._nodes[heapq.heappop(ready)]
+            order.append(node)
+            for child in node.child_nodes:
+                waiting[child.id] -= 1
+                if not waiting[child.id]:
+                    heapq.heappush(ready, child.id)
+        return order
+
     def node(self, node_id: int) -> PosetNode:
         return self._nodes[node_id]
 
@@ -309,6 +327,7 @@ class SubscriptionPoset:
             if key not in self._by_key and key not in seen:
                 seen.add(key)
                 new.append(subscription)
+        del seen  # a batch's transient structures add to the build's peak memory
         start = self._next_id
         placed: dict[tuple[qel.Filter, ...], PosetNode] = {}
         for rank in sorted(range(len(new)), key=lambda r: (generality_key(new[r]), r)):
@@ -610,11 +629,13 @@ class SubscriptionPoset:
 
     def _sent_above(
         self, node: PosetNode, witnesses: tuple[qel.Publication, ...] | None = None
-    ) -> dict[str, frozenset[str]]:
+    ) -> Mapping[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
         for holder in self._sent.covering(node, witnesses):
             for destination, labels in holder.sent.items():
                 found.setdefault(destination, set()).update(labels)
+        if not found:  # nearly always in a bulk build: one report per subscription
+            return _NONE  # type: ignore[return-value]
         return {d: frozenset(labels) for d, labels in sorted(found.items())}
 
     # -- matching -----------------------------------------------------------------------------

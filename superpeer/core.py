@@ -112,6 +112,10 @@ from wire.requests import request_label
 
 Output = CoreAction | TraceRecord
 
+PeerSubscription = tuple[str, str, qel.Subscription, bool]
+"""What ``SuperPeerCore.subscribe_many`` takes per subscription: the peer, its id for the
+subscription, the subscription and whether it asked for ``on_change``."""
+
 PEER: Final = "peer"
 SUPERPEER: Final = "superpeer"
 
@@ -447,6 +451,42 @@ class SuperPeerCore:
             self._on_change.discard((peer, subscription_id))
         self._route(inserted.node, now, out)
         return True
+
+    def subscribe_many(
+        self, subscriptions: list[PeerSubscription], now: float, out: list[Output]
+    ) -> None:
+        """``subscribe`` for a batch, as a restart restores its peers' whole state: one bulk
+        insertion (``SubscriptionPoset.insert_many``, several times faster than one insertion
+        at a time at 10^5), then each node routed once, those covering it first
+        (``SubscriptionPoset.top_down``), so that what they carry is not sent again. An id already taken by another subscription is refused as
+        ``subscribe`` refuses it."""
+        batch: list[tuple[qel.Subscription, str, str]] = []
+        taken: dict[tuple[str, str], qel.Subscription] = {}
+        for peer, subscription_id, subscription, on_change in subscriptions:
+            source = peer_source(peer)
+            existing = self.poset.node_of(source, subscription_id)
+            held = existing.subscription if existing is not None else None
+            held = taken.get((source, subscription_id), held)
+            if held is not None and not same_subscription(held, subscription):
+                self._refuse(
+                    peer,
+                    request_label(m.Subscribe(id=subscription_id, subscription=subscription)),
+                    f"the id {subscription_id!r} is already used for another subscription; "
+                    "unsubscribe it first",
+                    now,
+                    out,
+                )
+                continue
+            taken[source, subscription_id] = subscription
+            batch.append((subscription, source, subscription_id))
+            if on_change:
+                self._on_change.add((peer, subscription_id))
+            else:
+                self._on_change.discard((peer, subscription_id))
+        placed = {inserted.node.id for inserted in self.poset.insert_many(batch)}
+        for node in self.poset.top_down():
+            if node.id in placed:
+                self._route(node, now, out)
 
     def on_change(self, peer: str, subscription_id: str) -> bool:
         return (peer, subscription_id) in self._on_change
@@ -893,7 +933,7 @@ class SuperPeerCore:
         self._announce(now, out)
         self._spread_elements(old, now, out)
         self._spread_broadcasts(old, now, out)
-        for node in self.poset:
+        for node in self.poset.top_down():
             self._route(node, now, out)
         for neighbour in sorted(view.neighbours() - old.neighbours()):
             self._pay_owed_retracts(neighbour, now, out)
@@ -1205,7 +1245,7 @@ class SuperPeerCore:
         return {t for t in targets if t in self.origin_positions}
 
     def _targeting(self, origin: str) -> list[PosetNode]:
-        return [node for node in self.poset if origin in self._targets(node)]
+        return [node for node in self.poset.top_down() if origin in self._targets(node)]
 
     def _destinations(self, node: PosetNode) -> dict[str, set[str]]:
         """Per neighbour, the origins ``node`` must be sent toward through it (current view)."""

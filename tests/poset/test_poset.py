@@ -58,6 +58,15 @@ def check_invariants(poset: SubscriptionPoset) -> None:
                 assert (b.id in descendants) == qel.covers(a.subscription, b.subscription), (
                     f"{a.subscription} / {b.subscription}"
                 )
+    # top_down: every node once, each after everything that covers it (not only its parents),
+    # among incomparable ones by id
+    order = [node.id for node in poset.top_down()]
+    assert sorted(order) == sorted(ids)
+    at = {node_id: place for place, node_id in enumerate(order)}
+    for a in nodes:
+        for b in nodes:
+            if a is not b and qel.covers(a.subscription, b.subscription):
+                assert at[a.id] < at[b.id], f"{b.subscription} before {a.subscription}"
     # sources are consistent with the by-source map
     for node in nodes:
         for source, sids in node.sources.items():

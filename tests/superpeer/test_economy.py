@@ -101,3 +101,35 @@ def traced(superpeers: int, ops: list[dict], trace_dir: Path, *, seed: int):
         for line in path.read_text().splitlines()
     ]
     return simulation, records
+
+
+def test_a_restarted_access_point_sends_a_covered_subscription_no_more():
+    """One at a time, a subscription made before a broader one goes and stays. A restart sends
+    the broader one first (``SubscriptionPoset.top_down``) and the narrower not at all, and the
+    peer still hears of what the narrower one matches."""
+    simulation = Simulation(8)
+    simulation.apply({"op": "join", "peer": "pub", "superpeer": 7})
+    simulation.apply({"op": "advertise", "peer": "pub", "schemas": ["dc"]})
+    simulation.apply({"op": "join", "peer": "bob", "superpeer": 0})
+    nejdl = 'X : t(X, dc:creator, Y), Y contains "Nejdl"'
+    simulation.apply({"op": "subscribe", "peer": "bob", "id": "nejdl", "query": nejdl})
+    simulation.apply(
+        {"op": "subscribe", "peer": "bob", "id": "all", "query": "X : t(X, dc:creator, Y)"}
+    )
+    assert simulation.messages["sp.forward"] == 6, "the narrower one first: both go, 3 hops each"
+    forwarded = simulation.messages["sp.forward"]
+    simulation.apply({"op": "superpeer_bounce", "superpeer": 0})
+    assert simulation.messages["sp.forward"] - forwarded == 3, "only the broader one, 3 hops"
+    relays = [core for name, core in simulation.cores.items() if name not in ("sp0", "sp7")]
+    assert sum(len(core.poset) for core in relays) == 2, "the 2 relays hold the broader one"
+    simulation.apply(
+        {
+            "op": "publish",
+            "peer": "pub",
+            "id": "paper",
+            "format": "nt",
+            "data": '<http://example.org/p> <http://purl.org/dc/elements/1.1/creator> "W. Nejdl" .',
+        }
+    )
+    assert simulation.errors == []
+    assert simulation.deliveries()["bob"] == ["paper"]
