@@ -435,14 +435,7 @@ class SuperPeerCore:
         source = peer_source(peer)
         existing = self.poset.node_of(source, subscription_id)
         if existing is not None and not same_subscription(existing.subscription, subscription):
-            self._refuse(
-                peer,
-                request_label(m.Subscribe(id=subscription_id, subscription=subscription)),
-                f"the id {subscription_id!r} is already used for another subscription; "
-                "unsubscribe it first",
-                now,
-                out,
-            )
+            self._refuse_taken(peer, subscription_id, subscription, now, out)
             return False
         inserted = self.poset.insert(subscription, source, subscription_id)
         if on_change:
@@ -456,10 +449,10 @@ class SuperPeerCore:
         self, subscriptions: list[PeerSubscription], now: float, out: list[Output]
     ) -> None:
         """``subscribe`` for a batch, as a restart restores its peers' whole state: one bulk
-        insertion (``SubscriptionPoset.insert_many``, several times faster than one insertion
-        at a time at 10^5), then each node routed once, those covering it first
-        (``SubscriptionPoset.top_down``), so that what they carry is not sent again. An id already taken by another subscription is refused as
-        ``subscribe`` refuses it."""
+        insertion (``SubscriptionPoset.insert_many``), then each node routed once, those
+        covering it first (``SubscriptionPoset.top_down``), so that what they carry is not sent
+        again. An id already taken by another subscription is refused as ``subscribe`` refuses
+        it."""
         batch: list[tuple[qel.Subscription, str, str]] = []
         taken: dict[tuple[str, str], qel.Subscription] = {}
         for peer, subscription_id, subscription, on_change in subscriptions:
@@ -468,14 +461,7 @@ class SuperPeerCore:
             held = existing.subscription if existing is not None else None
             held = taken.get((source, subscription_id), held)
             if held is not None and not same_subscription(held, subscription):
-                self._refuse(
-                    peer,
-                    request_label(m.Subscribe(id=subscription_id, subscription=subscription)),
-                    f"the id {subscription_id!r} is already used for another subscription; "
-                    "unsubscribe it first",
-                    now,
-                    out,
-                )
+                self._refuse_taken(peer, subscription_id, subscription, now, out)
                 continue
             taken[source, subscription_id] = subscription
             batch.append((subscription, source, subscription_id))
@@ -487,6 +473,23 @@ class SuperPeerCore:
         for node in self.poset.top_down():
             if node.id in placed:
                 self._route(node, now, out)
+
+    def _refuse_taken(
+        self,
+        peer: str,
+        subscription_id: str,
+        subscription: qel.Subscription,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        self._refuse(
+            peer,
+            request_label(m.Subscribe(id=subscription_id, subscription=subscription)),
+            f"the id {subscription_id!r} is already used for another subscription; "
+            "unsubscribe it first",
+            now,
+            out,
+        )
 
     def on_change(self, peer: str, subscription_id: str) -> bool:
         return (peer, subscription_id) in self._on_change
