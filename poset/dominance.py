@@ -22,7 +22,7 @@ a ``Fraction`` is correctly rounded, hence monotone). A family with a bound that
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Protocol
+from typing import Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +33,10 @@ Point = tuple[tuple[float, ...], tuple[int, ...]]
 """Generality coordinates and, per coordinate, 1 for an included end."""
 
 _EXACT_INTEGER = 2**53
+
+PAIRS_AS_COMPLEX: Final = 192
+"""From how many points ``_pair_order`` sorts complex numbers: where its one sort overtakes
+lexsort's two on this machine (1.1x lexsort's time at 128 points, 0.7x at 256, 0.2x at 3,000)."""
 
 
 class Member(Protocol):
@@ -245,7 +249,7 @@ def _staircase(
         if second_flags.min() != second_flags.max():
             second = _ranks(second, second_flags)
     if first_flags.min() == first_flags.max():
-        order = np.lexsort((second, first))
+        order = _pair_order(first, second)
     else:
         order = np.lexsort((second, first_flags, first))
     ranked = second[order]
@@ -255,6 +259,21 @@ def _staircase(
     found = order[keep]
     nearest = np.argsort(coordinates[found].sum(axis=1), kind="stable")
     return rows[found[nearest]].tolist()  # type: ignore[no-any-return]
+
+
+def _pair_order(
+    first: npt.NDArray[np.float64], second: npt.NDArray[np.float64] | npt.NDArray[np.intp]
+) -> npt.NDArray[np.intp]:
+    """``np.lexsort((second, first))`` for distinct pairs: from ``PAIRS_AS_COMPLEX`` points up,
+    one sort of complex numbers, which numpy orders by real part, then imaginary part (the
+    sort of a narrow alert's thousands of dominating points was a seventh of an insertion at
+    10^5; lexsort sorts twice, stably). Distinct pairs do not tie, so stability is moot."""
+    if len(first) < PAIRS_AS_COMPLEX:
+        return np.lexsort((second, first))
+    pairs = np.empty(len(first), dtype=np.complex128)
+    pairs.real = first
+    pairs.imag = second
+    return np.argsort(pairs)
 
 
 def _ranks(values: npt.NDArray[np.float64], included: npt.NDArray[np.int8]) -> npt.NDArray[np.intp]:

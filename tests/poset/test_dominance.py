@@ -10,6 +10,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset import dominance
 from poset.dominance import FamilyPoints, Point, point
 from poset.poset import SubscriptionPoset
 from tests.poset.test_poset import check_invariants
@@ -54,8 +55,18 @@ def scenes(draw: st.DrawFn) -> tuple[list[Point], set[int], Point]:
 
 
 @settings(max_examples=400)
-@given(scenes())
-def test_the_extreme_members_are_brute_forces(scene):
+@given(scenes(), st.booleans())
+def test_the_extreme_members_are_brute_forces(scene, as_complex):
+    """With the pairs sorted either way (``dominance._pair_order``)."""
+    threshold = dominance.PAIRS_AS_COMPLEX
+    dominance.PAIRS_AS_COMPLEX = 0 if as_complex else threshold  # type: ignore[misc]
+    try:
+        check_extremes(scene)
+    finally:
+        dominance.PAIRS_AS_COMPLEX = threshold  # type: ignore[misc]
+
+
+def check_extremes(scene: tuple[list[Point], set[int], Point]) -> None:
     drawn, gone, query = scene
     index = FamilyPoints(len(query[0]))
     members = [Member(at) for at in drawn]

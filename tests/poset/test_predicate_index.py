@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import qel
 from poset.predicate_index import PredicateIndex, PredicateIndexStatistics
 from qel import domains
-from qel.filters import Filter
+from qel.filters import Filter, filter_within
 from qel.terms import XSD_DATE, XSD_DECIMAL, XSD_DOUBLE, Literal, number
 from tests.strategies import PREDICATES, SUBJECTS, publications, subscriptions, universe
 from workloads.digital_library import DigitalLibrary
@@ -111,6 +111,31 @@ def test_matches_brute_force_through_additions_and_removals(subs_list, pubs, dat
         index.remove(key)
     assert_empty(index.statistics())
     assert all(index.match(publication) == set() for publication in pubs)
+
+
+@given(
+    st.lists(subscriptions(max_patterns=2), min_size=1, max_size=10),
+    st.lists(subscriptions(max_patterns=2), max_size=4),
+    st.data(),
+)
+def test_keys_with_a_filter_are_those_holding_it_or_the_same_patterns_written_otherwise(
+    subs_list, others, data
+):
+    subs = dict(enumerate(subs_list))
+    index = index_of(subs)
+    for key in data.draw(st.lists(st.sampled_from(sorted(subs)), unique=True)):
+        index.remove(key)
+        del subs[key]
+    for probe in [f for s in [*subs_list, *others] for f in s.filters]:
+        found = index.keys_with(probe)
+        assert len(found) == len(set(found))
+        holding = {key for key, s in subs.items() if probe in s.filters}
+        assert holding <= set(found), "every key holding the very filter"
+        for key in found:
+            assert any(
+                filter_within(probe, held) and filter_within(held, probe)
+                for held in subs[key].filters
+            ), "only keys holding an equivalent filter"
 
 
 @settings(max_examples=60)
