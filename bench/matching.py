@@ -155,6 +155,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--whole-builds", type=int, default=100_000, help="one-at-a-time builds")
     parser.add_argument("--baseline", type=int, default=10_000, help="previous poset up to")
     parser.add_argument("--traced", type=int, default=100_000, help="tracemalloc up to")
+    parser.add_argument(
+        "--churn",
+        type=int,
+        default=poset_scale.EXTRA,
+        help="listings: insertions, then removals, one at a time after the bulk build",
+    )
     args = parser.parse_args(argv)
     if args.workload == "listings":
         _listings(args)
@@ -195,6 +201,7 @@ def _listings(args: argparse.Namespace) -> None:
             whole_builds=args.whole_builds,
             baseline=args.baseline,
             traced=args.traced,
+            further=args.churn,
         )
         rows.append(row)
         print(json.dumps(row), flush=True)

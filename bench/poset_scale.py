@@ -11,8 +11,8 @@ surfaces and rooms, descriptions, DNF, listing dates; 95% distinct at 2 x 10^4).
   the same with the previous poset (sizes up to ``--baseline``, which it finishes); the three
   must give the same Hasse diagram (checked);
 * at size N, with the roots marked as sent to two neighbours, as a super-peer's would be:
-  insertions/s of 2,000 further subscriptions one at a time, then removals/s of 2,000 random
-  ones (SIENA unsubscription included); the previous poset the same, 200 of each;
+  insertions/s of ``--churn`` (2,000) further subscriptions one at a time, then removals/s of
+  as many random ones (SIENA unsubscription included); the previous poset the same, 200 of each;
 * ``match_index`` publications/s and matches per publication, brute force (``qel.matches`` over
   the distinct subscriptions) publications/s, and the number of publications whose answer differs
   from brute force (sampled);
@@ -103,10 +103,12 @@ def _churn(poset: Poset, extra: list[Item], present: list[Item], seed: int) -> d
     }
 
 
-def measure(size: int, *, seed: int, whole_builds: int, baseline: int, traced: int) -> dict:
+def measure(
+    size: int, *, seed: int, whole_builds: int, baseline: int, traced: int, further: int = EXTRA
+) -> dict:
     listings = Listings(seed=seed)
     items = _items(listings, size, 0)
-    extra = _items(listings, EXTRA, size)
+    extra = _items(listings, further, size)
     publications = [
         qel.parse_publications(listings.turtle(listings.listing(n)), id=str(n))[0]
         for n in range(100)

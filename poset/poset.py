@@ -32,8 +32,9 @@ What was sent where (``sent_labels``, what ``insert`` reports as already sent, w
 must resend) is the union over the *sent* nodes covering a node, found through an index of the
 sent nodes (``poset.sent_index``), which are few, instead of a walk over all its ancestors.
 
-Node ids are integers assigned in insertion order, and every output is ordered by id, so a sequence
-of operations always gives the same results (the simulator relies on it).
+Node ids are integers assigned in insertion order, and every output is ordered by id (``top_down``:
+covering before covered, then by id), so a sequence of operations always gives the same results
+(the simulator relies on it).
 """
 
 from __future__ import annotations
