@@ -75,8 +75,7 @@ class PosetNode:
     subscription: qel.Subscription
     origins: tuple[str, ...] = ()
     """Pairs ``source, id`` one after the other, in the order they came (``sources`` reads
-    them): nearly always one pair, and then the very tuple the poset's index by source holds as
-    its key, where a dictionary of one source would take 184 bytes more."""
+    them): nearly always one pair, where a dictionary of one source would take 184 bytes more."""
     sent: dict[str, set[str]] = field(default_factory=_shared_empty)
     """Destination -> the labels (origins) the subscription was sent there for."""
     parent_nodes: Edges[PosetNode] = field(default=(), repr=False)
@@ -166,7 +165,10 @@ class SubscriptionPoset:
 
     def __init__(self) -> None:
         self._nodes: dict[int, PosetNode] = {}
-        self._by_source: dict[tuple[str, str], PosetNode] = {}
+        self._by_source: dict[str, dict[str, PosetNode]] = {}
+        """Per source, the node of each id it uses: a source's ids are asked for as a whole
+        (a peer leaving, a catch-up), which over a flat index by ``(source, id)`` scanned every
+        subscription, once per peer."""
         self._roots: dict[int, PosetNode] = {}
         self._index = PredicateIndex()
         self._chains = ChainDecomposition()
@@ -202,7 +204,7 @@ class SubscriptionPoset:
         return self._nodes[node_id]
 
     def node_of(self, source: str, subscription_id: str) -> PosetNode | None:
-        return self._by_source.get((source, subscription_id))
+        return self._by_source.get(source, _NONE).get(subscription_id)  # type: ignore[return-value]
 
     def roots(self) -> list[PosetNode]:
         return sorted(self._roots.values(), key=_by_id)
@@ -265,7 +267,7 @@ class SubscriptionPoset:
         Re-inserting the same (source, id) with the same subscription changes nothing; with a
         different subscription it is an error (the source must unsubscribe first).
         """
-        existing = self._by_source.get((source, subscription_id))
+        existing = self.node_of(source, subscription_id)
         if existing is not None:
             if existing.subscription.key != subscription.key and not _equivalent(
                 existing.subscription, subscription
@@ -336,7 +338,7 @@ class SubscriptionPoset:
         results = []
         announced: set[int] = set()
         for subscription, source, subscription_id in batch:
-            existing = self._by_source.get((source, subscription_id))
+            existing = self.node_of(source, subscription_id)
             if existing is not None:
                 results.append(Inserted(existing, False, self._sent_above(existing)))
                 continue
@@ -364,14 +366,17 @@ class SubscriptionPoset:
         caller checked that it did not already)."""
         key = (source, subscription_id)
         node.origins = (*node.origins, *key) if node.origins else key
-        self._by_source[key] = node
+        ids = self._by_source.get(source)
+        if ids is None:
+            ids = self._by_source[source] = {}
+        ids[subscription_id] = node
 
     def _check_ids(self, batch: list[tuple[qel.Subscription, str, str]]) -> None:
         """Raises ``ValueError`` if a (source, id) of the batch is already used, here or earlier
         in the batch, for a subscription that is not equivalent."""
         used: dict[tuple[str, str], qel.Subscription] = {}
         for subscription, source, subscription_id in batch:
-            held = self._by_source.get((source, subscription_id))
+            held = self.node_of(source, subscription_id)
             known = held.subscription if held is not None else used.get((source, subscription_id))
             if known is None:
                 used[source, subscription_id] = subscription
@@ -527,9 +532,12 @@ class SubscriptionPoset:
         lists, per destination the removed node had been sent to, the subscriptions below it that
         now miss some of those labels there, with the missing labels.
         """
-        node = self._by_source.pop((source, subscription_id), None)
+        ids = self._by_source.get(source)
+        node = ids.pop(subscription_id, None) if ids is not None else None
         if node is None:
             raise KeyError(f"{source} has no subscription with id {subscription_id!r}")
+        if not ids:
+            del self._by_source[source]
         origins = node.origins
         at = next(
             at
@@ -565,7 +573,7 @@ class SubscriptionPoset:
     def ids_of(self, source: str) -> list[str]:
         """The subscription ids ``source`` holds, sorted (remove them one at a time, acting on each
         result before the next: a removal can ask to resend a subscription the next one removes)."""
-        return sorted(sid for src, sid in self._by_source if src == source)
+        return sorted(self._by_source.get(source, ()))
 
     def _unlink(self, node: PosetNode) -> None:
         """Takes ``node`` out; a parent becomes a child's parent unless it covers one of the
@@ -679,11 +687,12 @@ class SubscriptionPoset:
             for n in self._nodes.values()
         )
         memory += sum(sys.getsizeof(d) for d in (self._nodes, self._by_source, self._roots))
+        memory += sum(map(sys.getsizeof, self._by_source.values()))
         return PosetStatistics(
             nodes=len(self._nodes),
             roots=len(self._roots),
             edges=edges,
-            sources=len(self._by_source),
+            sources=sum(map(len, self._by_source.values())),
             sent=sum(len(labels) for n in self._nodes.values() for labels in n.sent.values()),
             memory_bytes=memory,
         )

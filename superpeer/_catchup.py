@@ -104,10 +104,14 @@ class CatchUps(NodeBase):
                     continue
                 if self.departed.get(origin, -1) >= core.origin_versions.get(origin, (0, 0))[0]:
                     continue
-                self.statistics.catchups_asked += 1
-                request = m.CatchUp(request=self._next_id(), entries=tuple(entries))
                 address = core.origin_addresses.get(origin) or self.addresses.get(origin, "")
-                self._send(origin, request, now, out, address=address)
+                batch = self.config.catchup_batch
+                for start in range(0, len(entries), batch):
+                    self.statistics.catchups_asked += 1
+                    request = m.CatchUp(
+                        request=self._next_id(), entries=tuple(entries[start : start + batch])
+                    )
+                    self._send(origin, request, now, out, address=address)
 
     def _matches(
         self, entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list

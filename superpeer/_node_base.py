@@ -13,7 +13,7 @@ import secrets
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import qel
 import wire
@@ -33,6 +33,9 @@ from superpeer.store import Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
 from wire.framing import Received
+
+if TYPE_CHECKING:
+    from superpeer._restoring import PreparedRestore
 
 log = logging.getLogger("superpeer")
 # peer messages the node handles itself (the core traces the others when it handles them)
@@ -115,6 +118,9 @@ class NodeConfig:
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
     """Notifications per ``Mail`` message."""
+    catchup_batch: int = 200
+    """Subscriptions per ``CatchUp`` request: a restart with 10^5 asked for all of them in one
+    request of 27 MB, beyond any frame, and the daemon died sending it."""
     rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
     locating: LocatorConfig = field(default_factory=LocatorConfig)
 
@@ -298,12 +304,15 @@ class NodeBase:
         """Pending handovers (request -> when to ask again)."""
         self._handover_tries: dict[str, int] = {}
         self._awaiting: set[str] = set()
+        """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._handed_in: dict[str, set[str]] = {}
         """Per handover asked for, the notifications (mail keys) its answers brought so far:
         the previous access point keeps everything until told, so each answer holds all the
         earlier ones did; an answer is complete when as many distinct ones came as it counts."""
-        """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._restored_since: float | None = None
+        self._prepared: PreparedRestore | None = None
+        """The peers' subscriptions, decoded and placed before the join request left, for the core
+        the join makes (``superpeer._restoring``)."""
         self._replay: list[tuple[float, m.Notification]] = []
         self._before_member: list[tuple[str, int, Received]] = []
         self._housekeeping_at = 0.0

@@ -94,8 +94,8 @@ class Outbound:
                 f"{len(self._kept)} frames wait for acknowledgement (max_unacknowledged)"
             )
         number = self._next
+        data = sequenced(number, message, self.limits)  # a message no frame can carry: no number
         self._next += 1
-        data = sequenced(number, message, self.limits)
         self._kept.append((number, data, meant_for))
         return data
 

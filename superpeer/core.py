@@ -253,14 +253,17 @@ class SuperPeerCore:
         config: CoreConfig | None = None,
         *,
         incarnation: int = 0,
+        poset: SubscriptionPoset | None = None,
     ) -> None:
+        """``poset``: local peers' subscriptions placed already, nothing sent (a restart's,
+        ``superpeer._restoring``); ``subscribe_many`` then routes them."""
         self.node_id = node_id
         self.address = address
         self.view = view
         self.config = config or CoreConfig()
         self.incarnation = incarnation
         self.ads = AdvertisementIndex()
-        self.poset = SubscriptionPoset()
+        self.poset = poset if poset is not None else SubscriptionPoset()
         self.versions = ResourceVersions(self.config.versions)
         self.schemas = SchemaBook(self.config.schemas)
         self._on_change: set[tuple[str, str]] = set()
@@ -473,6 +476,18 @@ class SuperPeerCore:
         for node in self.poset.top_down():
             if node.id in placed:
                 self._route(node, now, out)
+
+    def subscribe_placed(
+        self, subscriptions: list[PeerSubscription], now: float, out: list[Output]
+    ) -> None:
+        """``subscribe_many`` of what the poset given to this core holds already, and only
+        that (a restart's, ``superpeer._restoring``): their flags, then every node routed,
+        top-down. Inserting them again only to find each there took 2.5 s at 10^5."""
+        for peer, subscription_id, _, on_change in subscriptions:
+            if on_change:
+                self._on_change.add((peer, subscription_id))
+        for node in self.poset.top_down():
+            self._route(node, now, out)
 
     def _refuse_taken(
         self,
@@ -1238,6 +1253,9 @@ class SuperPeerCore:
         """The origins ``node``'s subscription travels toward: for a local subscriber every
         origin covering it, for a relayed one what its senders asked."""
         targets: set[str] = set()
+        positions = self.origin_positions
+        if len(positions) <= 1 and (not positions or self.node_id in positions):
+            return targets  # no other origin known (a core just made): nowhere to go
         for source, ids in node.sources.items():
             if source.kind == PEER:
                 targets.update(self.ads.covering_origins(node.subscription))

@@ -390,11 +390,17 @@ class SuperPeerDaemon:
         for output in in_runtime_order(outputs):
             if isinstance(output, ToSuperPeer):
                 assert self._links is not None
-                self._links.send(output.node, output.address, output.data, output.incarnation)
+                try:
+                    self._links.send(output.node, output.address, output.data, output.incarnation)
+                except FrameError as error:
+                    self._too_large(output.message, output.node, error)
             elif isinstance(output, ToConnection):
                 if self.metrics is not None:
                     self.metrics.to_peer(output.message, now)
-                self._to_connection(output.connection, output.data)
+                try:
+                    self._to_connection(output.connection, output.data)
+                except FrameError as error:
+                    self._too_large(output.message, f"connection {output.connection}", error)
             elif isinstance(output, CloseConnection):
                 connection = self._peers.get(output.connection)
                 if connection is not None and not connection.closed:
@@ -411,6 +417,19 @@ class SuperPeerDaemon:
                     self._done.set()
             elif isinstance(output, TraceRecord):
                 self._record(output)
+
+    def _too_large(self, message: object, to: str, error: FrameError) -> None:
+        """A message the node made that no frame can carry is a bug in the node (it splits
+        what can grow: ``Mail``, ``CatchUp``); it is dropped, loudly, and the daemon goes on,
+        where it used to die with it."""
+        kind = getattr(message, "KIND", type(message).__name__)
+        log.error(
+            "event=message_too_large node=%s to=%r kind=%s error=%r",
+            self.node_id,
+            to,
+            kind,
+            str(error),
+        )
 
     def _record(self, record: TraceRecord) -> None:
         if self.trace is not None:

@@ -71,7 +71,6 @@ Rules, beyond the routing core's:
 from __future__ import annotations
 
 import dataclasses
-import gc
 import math
 from collections.abc import Callable
 
@@ -106,6 +105,7 @@ from superpeer._node_base import (
     log,
 )
 from superpeer._reports import Reports
+from superpeer._restoring import collector_paused, prepare_restore, stored_subscriptions
 from superpeer._timers import Timers
 from superpeer.access import AccessPointSession, Ended, Established, Reply, Request
 from superpeer.actions import (
@@ -171,6 +171,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
 
     def _join(self, now: float, out: list[Output]) -> None:
         self._join_at = None
+        if self._prepared is None:
+            self._prepared = prepare_restore(self.store)
+            if self._prepared.subscriptions:
+                # that took a while on a large store: ask in the next input, at the runtime's
+                # time then, or the contact would seem silent since before the request left
+                self._join_at = now
+                return
         if self._nobody_in_the_cube(now):
             # every super-peer this node knows is out of the cube (a failure in the middle of a
             # join or a grow broke them all): the smallest live one starts a new cube, the
@@ -328,8 +335,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             # members of this cube, whatever an earlier one of this node's declared them
             # (two sides of a partition each declare the other failed; one side joins the other)
             self.departed.pop(node, None)
+        prepared = self._prepared
         self.core = SuperPeerCore(
-            self.node_id, self.address, view, self.config.routing, incarnation=self.incarnation
+            self.node_id,
+            self.address,
+            view,
+            self.config.routing,
+            incarnation=self.incarnation,
+            poset=prepared.poset if prepared is not None else None,
         )
         log.info(
             "event=member node=%s incarnation=%d positions=%s",
@@ -813,19 +826,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         """A new member on a store that holds peers: route their state again; then, once the
         routes settled, catch up on what was published while this node was away.
 
-        The peers' subscriptions go into the poset in one bulk insertion. The cyclic garbage
-        collector is paused while they are decoded and inserted (and resumed as it was), as
-        ``SubscriptionPoset.insert_many`` pauses it: everything decoded stays, and its passes over
-        the growing state, which freed nothing, took a third of a restore at 10^5."""
+        The peers' subscriptions go into the poset in one bulk insertion, before the join request
+        left if this node joined (``superpeer._restoring``), else now."""
         core = self.core
         assert core is not None
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             self._restore_peers(core, now, out)
-        finally:
-            if collecting:
-                gc.enable()
         for peer in self._peer_connection:
             core.attach(peer, now)
         versions.restore(core.versions, self.store.pending(versions.RECORDS))
@@ -862,7 +868,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
 
     def _restore_peers(self, core: SuperPeerCore, now: float, out: list[Output]) -> None:
         """The restore of the peers' own state: advertisements, schemas, subscriptions."""
+        prepared, self._prepared = self._prepared, None
         subscriptions: list[PeerSubscription] = []  # all peers' at once: one bulk insertion
+        if prepared is not None:  # placed in the core's poset already
+            subscriptions = prepared.subscriptions
+            for (peer, sid, _, _), expires in zip(
+                prepared.subscriptions, prepared.expires, strict=True
+            ):
+                self.expiries.set(peer, sid, expires)
         for peer in self.store.local_peers():
             state = self.store.local_state(peer)
             core.attach(peer, now)
@@ -886,14 +899,16 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 )
             for sid, made in state.subscribed_at.items():
                 self._subscribed_at.setdefault((peer, sid), made)
-            for data in state.subscriptions.values():
-                subscribe = decoded_as(data, m.Subscribe)
-                if subscribe is not None:
+            if prepared is None:
+                for subscribe in stored_subscriptions(self.store, peer):
                     subscriptions.append(
                         (peer, subscribe.id, subscribe.subscription, subscribe.on_change)
                     )
                     self.expiries.set(peer, subscribe.id, subscribe.expires)
-        self._core_call(lambda o: core.subscribe_many(subscriptions, now, o), now, out)
+        if prepared is not None:
+            self._core_call(lambda o: core.subscribe_placed(subscriptions, now, o), now, out)
+        else:
+            self._core_call(lambda o: core.subscribe_many(subscriptions, now, o), now, out)
 
     def _core_call(self, call: Callable[[list], object], now: float, out: list[Output]) -> None:
         produced: list = []

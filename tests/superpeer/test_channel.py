@@ -3,11 +3,13 @@ broken connections, and a channel that replaces another toward the same side los
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from superpeer.channel import Inbound, Outbound, split
-from wire.framing import FrameDecoder
+from wire.codec import DEFAULT_WIRE_LIMITS
+from wire.framing import FrameDecoder, FrameError
 
 
 def payloads(data: bytes) -> list[bytes]:
@@ -160,3 +162,17 @@ def test_a_new_channel_sends_everything_to_whoever_welcomes_it() -> None:
     pair.connect(incarnation=2)
     pair.read()
     assert pair.received == [b"welcome, joiner"]
+
+
+def test_a_message_no_frame_can_carry_leaves_the_channel_as_it_was() -> None:
+    """The daemon drops such a message (and logs it) and goes on with the same channel."""
+    pair = Pair()
+    pair.connect()
+    pair.send(b"before")
+    number = pair.outbound.next_number
+    with pytest.raises(FrameError):
+        pair.send(b"x" * (DEFAULT_WIRE_LIMITS.max_frame_bytes + 1))
+    assert pair.outbound.next_number == number and pair.outbound.waiting == 1
+    pair.send(b"after")
+    pair.read()
+    assert pair.received == [b"before", b"after"]

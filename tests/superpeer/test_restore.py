@@ -4,9 +4,11 @@ same poset, flags and refusals as subscribing them one at a time, and nothing lo
 import gc
 
 import qel
-from superpeer.actions import ToPeer
+from hypercup import JoinRequest
+from superpeer.actions import ToPeer, ToSuperPeer
 from superpeer.core import SuperPeerCore, peer_source
 from superpeer.node import NodeConfig, SuperPeerNode
+from superpeer.sim import Simulation
 from superpeer.sim.topology import hypercube_views
 from superpeer.store import MemoryStore
 from wire import encode
@@ -89,3 +91,50 @@ def test_a_restart_restores_every_subscription_and_resumes_the_collector():
         assert qel.covers(node.subscription, q(text)) and qel.covers(q(text), node.subscription)
         assert core.on_change(f"p{n % 4}", f"s{n}") == (n % 5 == 0)
     assert len(core.poset) == 5, "six forms, two of them the same subscription"
+
+
+def test_a_joining_restart_places_its_subscriptions_before_its_join_request_leaves():
+    """The members that admit a node expect to hear from it within ``failure_seconds``: the
+    decoding and placing, which took 19 s at 10^5, happen before it asks, and the join request
+    leaves in the next input, at the runtime's time then."""
+    store = MemoryStore()
+    for n, text in enumerate(QUERIES * 2):
+        subscribe = m.Subscribe(id=f"s{n}", subscription=q(text), expires=100.0 + n)
+        store.set_subscription(f"p{n % 3}", subscribe.id, encode(subscribe), made=1.0)
+    node = SuperPeerNode("sp9", "sp9.test:7400", store, NodeConfig())
+    out = node.start(0.0, [("sp0", "sp0.test:7400")])
+    assert not [o for o in out if isinstance(o, ToSuperPeer) and isinstance(o.message, JoinRequest)]
+    prepared = node._prepared
+    assert prepared is not None and len(prepared.poset) == 5
+    assert node.next_deadline() == 0.0, "ask at once, in the next input"
+    out = node.timer(20.0)  # the runtime's clock moved on meanwhile
+    assert [
+        o.node for o in out if isinstance(o, ToSuperPeer) and isinstance(o.message, JoinRequest)
+    ] == ["sp0"]
+    assert node._prepared is prepared, "kept for the core the join makes"
+
+
+def test_a_catch_up_for_many_subscriptions_is_asked_in_requests_of_catchup_batch():
+    """A restart with 10^5 subscriptions asked for all of them in one request of 27 MB, which no
+    frame carries (the daemon died sending it). Here 5 subscriptions in requests of 2."""
+    config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0, catchup_batch=2)
+    simulation = Simulation(4, node_config=config)
+    simulation.apply({"op": "join", "peer": "pub", "superpeer": 3})
+    simulation.apply({"op": "advertise", "peer": "pub", "schemas": ["dc"]})
+    simulation.apply({"op": "join", "peer": "sub", "superpeer": 0})
+    for n in range(5):
+        query = f'X : t(X, dc:creator, Y), Y contains "author{n}"'
+        simulation.apply({"op": "subscribe", "peer": "sub", "id": f"s{n}", "query": query})
+    simulation.apply({"op": "superpeer_bounce", "superpeer": 0})
+    assert simulation.messages["sp.catchup"] == 3 * 3, "to each of 3 others, 2 + 2 + 1"
+    simulation.apply(
+        {
+            "op": "publish",
+            "peer": "pub",
+            "id": "paper",
+            "format": "nt",
+            "data": '<http://example.org/p> <http://purl.org/dc/elements/1.1/creator> "author4" .',
+        }
+    )
+    assert simulation.errors == []
+    assert simulation.deliveries()["sub"] == ["paper"]
