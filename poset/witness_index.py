@@ -184,10 +184,8 @@ class WitnessIndex:
             raise KeyError(f"{key!r} is already indexed")
         first = subscription.filters[0]
         sample = witness(first)
-        for predicate, term in sample.statements:
-            self._predicates.setdefault(predicate, _PredicateWitnesses()).add(
-                key, term.kind, term.value
-            )
+        for predicate, kind, value in _values(sample):
+            self._predicates.setdefault(predicate, _PredicateWitnesses()).add(key, kind, value)
         group = self._groups.get((first.predicates, tag))
         if group is None:
             fixed: dict[URI, Term] = {}
@@ -203,8 +201,8 @@ class WitnessIndex:
         """Forgets ``key``, added with ``tag``."""
         sample = self._witnesses.pop(key)
         predicates = frozenset(p for p, _ in sample.statements)
-        for predicate, term in sample.statements:
-            self._predicates[predicate].remove(key, term.kind, term.value)
+        for predicate, kind, value in _values(sample):
+            self._predicates[predicate].remove(key, kind, value)
         for predicate in predicates:
             entry = self._predicates[predicate]
             entry.holders.discard(key)
@@ -309,3 +307,11 @@ _WORTH = 4
 
 def _count(sized: tuple[int, _PredicateWitnesses, Domain]) -> int:
     return sized[0]
+
+
+def _values(sample: Publication) -> set[tuple[URI, str, object]]:
+    """A witness's statements as the index keys them. Two terms of one predicate can have the
+    same kind and value (a plain string and one with a language, say): indexed under one key
+    twice, the first removal took both and the second found nothing (a ``KeyError`` that took
+    the super-peer down, found by the churn property)."""
+    return {(predicate, term.kind, term.value) for predicate, term in sample.statements}

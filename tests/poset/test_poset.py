@@ -209,3 +209,21 @@ def test_invariants_hold_after_random_inserts_and_removes(entries, data):
         poset.remove(*key)
     assert len(poset) == 0 and poset.roots() == []
     assert poset.statistics().edges == 0
+
+
+def test_a_subscription_with_two_terms_of_one_kind_and_value_on_a_predicate_comes_and_goes():
+    """``""@en`` and ``""`` are one string value to the witness index: indexed twice under one
+    chain bottom, the first removal took both and the second raised ``KeyError`` (churn
+    property, hypothesis seed 63)."""
+    both = q('X : t(X, dc:creator, ""@en), t(X, dc:creator, ""), X = <http://example.org/d>')
+    plain = q('X : t(X, dc:creator, "")')
+    poset = SubscriptionPoset()
+    poset.insert(both, "a", "1")
+    poset.insert(plain, "b", "2")
+    check_invariants(poset)
+    poset.remove("a", "1")
+    poset.remove("b", "2")
+    assert len(poset) == 0
+    poset.insert(both, "a", "3")
+    poset.remove("a", "3")
+    assert len(poset) == 0
