@@ -14,7 +14,7 @@ peer.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -49,10 +49,10 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def stored_subscriptions(store: Store, peer: str) -> Iterator[m.Subscribe]:
-    """The subscriptions the store holds for a local peer (any it cannot decode left out, as
-    every other restore of stored messages does)."""
-    for data in store.local_state(peer).subscriptions.values():
+def stored_subscriptions(stored: Mapping[str, bytes]) -> Iterator[m.Subscribe]:
+    """A local peer's stored subscriptions (its ``LocalState.subscriptions``), decoded; any
+    that cannot be is left out, as every other restore of stored messages does."""
+    for data in stored.values():
         subscribe = decoded_as(data, m.Subscribe)
         if subscribe is not None:
             yield subscribe
@@ -64,7 +64,7 @@ def prepare_restore(store: Store) -> PreparedRestore:
         subscriptions: list[PeerSubscription] = []
         expires: list[float | None] = []
         for peer in store.local_peers():
-            for subscribe in stored_subscriptions(store, peer):
+            for subscribe in stored_subscriptions(store.local_state(peer).subscriptions):
                 subscriptions.append(
                     (peer, subscribe.id, subscribe.subscription, subscribe.on_change)
                 )

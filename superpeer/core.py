@@ -256,7 +256,7 @@ class SuperPeerCore:
         poset: SubscriptionPoset | None = None,
     ) -> None:
         """``poset``: local peers' subscriptions placed already, nothing sent (a restart's,
-        ``superpeer._restoring``); ``subscribe_many`` then routes them."""
+        ``superpeer._restoring``); ``subscribe_placed`` then routes them."""
         self.node_id = node_id
         self.address = address
         self.view = view

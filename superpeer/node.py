@@ -900,7 +900,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             for sid, made in state.subscribed_at.items():
                 self._subscribed_at.setdefault((peer, sid), made)
             if prepared is None:
-                for subscribe in stored_subscriptions(self.store, peer):
+                for subscribe in stored_subscriptions(state.subscriptions):
                     subscriptions.append(
                         (peer, subscribe.id, subscribe.subscription, subscribe.on_change)
                     )
