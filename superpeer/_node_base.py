@@ -118,6 +118,9 @@ class NodeConfig:
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
     """Notifications per ``Mail`` message."""
+    restore_collection_from: int = 10_000
+    """A restore of this many subscriptions or more ends with a full garbage collection, before
+    the join request leaves (``superpeer._restoring.prepare_restore``)."""
     catchup_batch: int = 200
     """Subscriptions per ``CatchUp`` request: a restart with 10^5 asked for all of them in one
     request of 27 MB, beyond any frame, and the daemon died sending it."""

@@ -172,7 +172,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
     def _join(self, now: float, out: list[Output]) -> None:
         self._join_at = None
         if self._prepared is None:
-            self._prepared = prepare_restore(self.store)
+            self._prepared = prepare_restore(
+                self.store, collect_from=self.config.restore_collection_from
+            )
             if self._prepared.subscriptions:
                 # that took a while on a large store: ask in the next input, at the runtime's
                 # time then, or the contact would seem silent since before the request left
