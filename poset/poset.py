@@ -43,6 +43,7 @@ import gc
 import heapq
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -158,6 +159,20 @@ class PosetStatistics:
 
 Wants = Callable[[PosetNode, str], set[str]]
 """``wants(node, destination)``: the labels for which ``destination`` needs ``node``."""
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused, and resumed as it was, while a large state is built
+    that all stays (a bulk insertion, a restart's restore): its passes over the growing state
+    free nothing, and took a tenth of a bulk build and a third of a restore at 10^5."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class SubscriptionPoset:
@@ -309,13 +324,8 @@ class SubscriptionPoset:
         """
         batch = list(items)
         self._check_ids(batch)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             return self._insert_batch(batch)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _insert_batch(self, batch: list[tuple[qel.Subscription, str, str]]) -> list[Inserted]:
         """``insert_many`` of a checked batch."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from poset import SubscriptionPoset
+from poset.poset import collector_paused
 from superpeer._node_base import decoded_as
 from superpeer.core import PeerSubscription, peer_source
 from superpeer.store import Store
@@ -33,20 +33,6 @@ class PreparedRestore:
     subscriptions: list[PeerSubscription]
     expires: list[float | None]
     """Per subscription, in the same order, when it expires (``Subscribe.expires``)."""
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused, and resumed as it was: everything a restore decodes
-    stays, and the collector's passes over the growing state freed nothing and took a third of a
-    restore at 10^5 (``SubscriptionPoset.insert_many`` pauses it for the same reason)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def stored_subscriptions(stored: Mapping[str, bytes]) -> Iterator[m.Subscribe]:

@@ -80,6 +80,7 @@ import wire
 from hypercup import HypercupNode, NodeState
 from hypercup.errors import HypercupError, LocalProtocolError
 from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
+from poset.poset import collector_paused
 from superpeer import versions
 from superpeer._adoption import Adoptions
 from superpeer._catchup import CatchUps
@@ -105,7 +106,7 @@ from superpeer._node_base import (
     log,
 )
 from superpeer._reports import Reports
-from superpeer._restoring import collector_paused, prepare_restore, stored_subscriptions
+from superpeer._restoring import prepare_restore, stored_subscriptions
 from superpeer._timers import Timers
 from superpeer.access import AccessPointSession, Ended, Established, Reply, Request
 from superpeer.actions import (
