@@ -4,6 +4,7 @@ their state and mail, and its publication log to this node."""
 from __future__ import annotations
 
 import wire
+from superpeer._batches import fitting
 from superpeer._node_base import (
     ADOPTED,
     NodeBase,
@@ -57,10 +58,16 @@ class Adoptions(NodeBase):
             for data in self.store.logged_since(now - self.config.log_seconds)
             if (n := decoded_as(data, m.Notification)) is not None
         ]
-        batch = self.config.mail_batch
-        for start in range(0, len(logged), batch):
-            chunk = tuple(logged[start : start + batch])
-            self._send(successor, m.AdoptLog(notifications=chunk), now, out)
+        if not logged:
+            return
+        chunks = fitting(
+            logged,
+            lambda n: m.AdoptLog(notifications=(n,)),
+            count=self.config.mail_batch,
+            frame_bytes=self.config.max_frame_bytes,
+        )
+        for chunk in chunks:
+            self._send(successor, m.AdoptLog(notifications=tuple(chunk)), now, out)
 
     def _adopt_log_in(self, message: m.AdoptLog) -> None:
         for notification in message.notifications:

@@ -8,6 +8,7 @@ import math
 
 import qel
 from superpeer import versions
+from superpeer._batches import fitting
 from superpeer._node_base import (
     NodeBase,
     Output,
@@ -105,12 +106,15 @@ class CatchUps(NodeBase):
                 if self.departed.get(origin, -1) >= core.origin_versions.get(origin, (0, 0))[0]:
                     continue
                 address = core.origin_addresses.get(origin) or self.addresses.get(origin, "")
-                batch = self.config.catchup_batch
-                for start in range(0, len(entries), batch):
+                chunks = fitting(
+                    entries,
+                    lambda e: m.CatchUp(request="", entries=(e,)),
+                    count=self.config.catchup_batch,
+                    frame_bytes=self.config.max_frame_bytes,
+                )
+                for chunk in chunks:
                     self.statistics.catchups_asked += 1
-                    request = m.CatchUp(
-                        request=self._next_id(), entries=tuple(entries[start : start + batch])
-                    )
+                    request = m.CatchUp(request=self._next_id(), entries=tuple(chunk))
                     self._send(origin, request, now, out, address=address)
 
     def _matches(
@@ -189,8 +193,14 @@ class CatchUps(NodeBase):
         purpose: str,
         address: str = "",
     ) -> None:
-        batch = self.config.mail_batch
-        chunks = [notifications[i : i + batch] for i in range(0, len(notifications), batch)] or [[]]
+        chunks = fitting(
+            notifications,
+            lambda n: m.Mail(
+                request=request, purpose=purpose, peer=peer, notifications=(n,), last=True
+            ),
+            count=self.config.mail_batch,
+            frame_bytes=self.config.max_frame_bytes,
+        )
         for number, chunk in enumerate(chunks):
             mail = m.Mail(
                 request=request,

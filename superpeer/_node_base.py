@@ -117,7 +117,10 @@ class NodeConfig:
     housekeeping_seconds: float = 5.0
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
-    """Notifications per ``Mail`` message."""
+    """Notifications per ``Mail`` message at most (fewer when they would not fit a frame)."""
+    max_frame_bytes: int = 1024 * 1024
+    """The largest frame a link carries (``[limits] max_frame_bytes``): a ``Mail``, ``CatchUp``
+    or ``AdoptLog`` is split to fit it (``superpeer._batches``)."""
     restore_collection_from: int = 10_000
     """A restore of this many subscriptions or more ends with a full garbage collection, before
     the join request leaves (``superpeer._restoring.prepare_restore``)."""

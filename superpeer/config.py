@@ -11,6 +11,9 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
 
     [limits]
     max_frame_bytes = 1048576          # largest frame accepted
+    max_notification_bytes = 524288    # largest notification a publication may make (encoded;
+                                       # an update carries the old version too); at most
+                                       # max_frame_bytes - 65536, half of it if not given
     max_peer_queue = 1000              # frames waiting to be written to one peer connection
     max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
     heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
@@ -105,6 +108,11 @@ DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 7400
 
 
+FRAME_HEADROOM: Final = 64 * 1024
+"""What a frame keeps beyond the largest notification: the ``Mail`` or ``Notify`` around it
+(a notify names the subscriptions it matches)."""
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the key."""
 
@@ -112,6 +120,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     max_frame_bytes: int = 1024 * 1024
+    max_notification_bytes: int = 512 * 1024
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
     heartbeat_seconds: float = 1.0
@@ -223,7 +232,9 @@ class SuperPeerConfig:
                 settle_seconds=recovery.settle_seconds,
                 retracted_seconds=recovery.retracted_seconds,
                 schemas=self.schemas,
+                max_notification_bytes=limits.max_notification_bytes,
             ),
+            max_frame_bytes=limits.max_frame_bytes,
             heartbeat_seconds=limits.heartbeat_seconds,
             failure_seconds=limits.failure_seconds,
             wedged_seconds=limits.wedged_seconds,
@@ -298,7 +309,7 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
             raise ConfigError(f"{source}: join is an address or a list of addresses")
         changes["join"] = tuple(parse_address(j, what="join") for j in joins)
     if "limits" in data:
-        changes["limits"] = _section(Limits, data["limits"], "limits", source)
+        changes["limits"] = _limits(data["limits"], source)
     if "delivery" in data:
         changes["delivery"] = _section(Delivery, data["delivery"], "delivery", source)
     if "recovery" in data:
@@ -394,6 +405,21 @@ def _str(data: dict[str, Any], key: str, source: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{source}: {key} must be a non-empty string")
     return value
+
+
+def _limits(value: object, source: str) -> Limits:
+    limits = _section(Limits, value, "limits", source)
+    given = value if isinstance(value, dict) else {}
+    if "max_notification_bytes" not in given:
+        half = min(Limits().max_notification_bytes, limits.max_frame_bytes // 2)
+        limits = replace(limits, max_notification_bytes=half)
+    most = limits.max_frame_bytes - FRAME_HEADROOM
+    if limits.max_notification_bytes > most:
+        raise ConfigError(
+            f"{source}: limits.max_notification_bytes must be at most max_frame_bytes - "
+            f"{FRAME_HEADROOM} ({most}): a notification travels inside other messages"
+        )
+    return limits
 
 
 def _section(cls: type, value: object, name: str, source: str) -> Any:

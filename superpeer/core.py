@@ -226,6 +226,11 @@ class CoreConfig:
     """Bounds of the versions kept of local peers' resources (``superpeer.versions``)."""
     schemas: SchemaLimits = field(default_factory=SchemaLimits)
     """Bounds of the RDFS axioms local peers publish (``superpeer.schemas``)."""
+    max_notification_bytes: int = 512 * 1024
+    """The largest notification a change may make, encoded: more is refused to the publisher.
+    Below the frame size with room to spare, so that every notification the access point
+    accepts can travel the backbone, in a ``Mail`` and to a peer (an update carries the version
+    it replaces too, so it is up to twice the publication)."""
 
 
 @dataclass
@@ -578,16 +583,32 @@ class SuperPeerCore:
                 out,
             )
             return
+        made: list[m.Notification] = []
+
+        def fits(change: Change) -> None:
+            notification = self._notification_of(peer, change, now)
+            size = len(wire.encode(notification))
+            most = self.config.max_notification_bytes
+            if size > most:
+                carried = (
+                    " (an update carries the version it replaces too)" if change.previous else ""
+                )
+                raise VersionError(
+                    f"its notification would be {size} bytes{carried}, more than "
+                    f"max_notification_bytes ({most}): publish less about one resource"
+                )
+            made.append(notification)
+
         try:
             accepted = self.versions.publish(
-                peer, publication, message.change, now, message.expires
+                peer, publication, message.change, now, message.expires, fits=fits
             )
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
         self._reply(peer, m.Ack(request=request), now, out)
         if accepted is not None:
-            self._originate(peer, accepted, now, out)
+            self._originate(peer, accepted, now, out, *made)
 
     def _withdraw(self, peer: str, message: m.Withdraw, now: float, out: list[Output]) -> None:
         request = request_label(message)
@@ -599,8 +620,22 @@ class SuperPeerCore:
         self._reply(peer, m.Ack(request=request), now, out)
         self._originate(peer, accepted, now, out)
 
-    def _originate(self, peer: str, change: Change, now: float, out: list[Output]) -> None:
-        notification = m.Notification(
+    def _originate(
+        self,
+        peer: str,
+        change: Change,
+        now: float,
+        out: list[Output],
+        notification: m.Notification | None = None,
+    ) -> None:
+        if notification is None:
+            notification = self._notification_of(peer, change, now)
+        self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
+        out.append(LogPublication(notification))
+        self.dispatch_own(notification, now, out)
+
+    def _notification_of(self, peer: str, change: Change, now: float) -> m.Notification:
+        return m.Notification(
             origin=self.node_id,
             origin_position=self.view.root_position,
             publication=change.publication,
@@ -614,9 +649,6 @@ class SuperPeerCore:
             expires=change.expires,
             extension=change.extension,
         )
-        self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
-        out.append(LogPublication(notification))
-        self.dispatch_own(notification, now, out)
 
     def dispatch_own(self, notification: m.Notification, now: float, out: list[Output]) -> None:
         """Send a publication accepted here down this origin's trees: the current one, and during

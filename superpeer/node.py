@@ -83,6 +83,7 @@ from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyCh
 from poset.poset import collector_paused
 from superpeer import versions
 from superpeer._adoption import Adoptions
+from superpeer._batches import fitting
 from superpeer._catchup import CatchUps
 from superpeer._migration import Migrations
 from superpeer._node_base import (
@@ -813,13 +814,20 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 )
             return
         self.statistics.forwarded += len(notifications)
-        batch = self.config.mail_batch
-        for start in range(0, len(notifications), batch):
+        chunks = fitting(
+            notifications,
+            lambda n: m.Mail(
+                request="", purpose="forward", peer=peer, notifications=(n,), last=True
+            ),
+            count=self.config.mail_batch,
+            frame_bytes=self.config.max_frame_bytes,
+        )
+        for chunk in chunks:
             mail = m.Mail(
                 request="",
                 purpose="forward",
                 peer=peer,
-                notifications=notifications[start : start + batch],
+                notifications=tuple(chunk),
                 last=True,
                 hops=hops,
             )

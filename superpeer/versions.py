@@ -138,11 +138,17 @@ class ResourceVersions:
         change: str,
         now: float,
         expires: float | None = None,
+        *,
+        fits: Callable[[Change], None] | None = None,
     ) -> Change | None:
         """The change ``publication`` makes to ``owner``'s resource under its id, recorded; None
         when nothing changes (a repeat). ``VersionError`` when the request is not allowed. An
         expired resource is gone as a retracted one is (``expire``); ``expires`` is the new
-        version's expiry, an update or extension without one keeps the resource's."""
+        version's expiry, an update or extension without one keeps the resource's.
+
+        ``fits`` sees a new change before it is recorded and raises ``VersionError`` to refuse
+        it (the access point's check that its notification can travel): a refused change leaves
+        the resource as it was."""
         resource = publication.id
         held = self.current(owner, resource)
         live = held is not None and held.live(now)
@@ -156,7 +162,7 @@ class ResourceVersions:
                     "version with --replaces, add to it (extend) or retract it first"
                 )
             number = 0 if held is None else held.number + 1
-            return self._record(owner, Change(number, publication, None, expires=expires))
+            return self._record(owner, Change(number, publication, None, expires=expires), fits)
         if not live or held is None:
             raise VersionError(
                 f"you have no resource under the id {resource!r} at this access point to "
@@ -186,7 +192,7 @@ class ResourceVersions:
         change_made = Change(
             held.number + 1, new, held.publication, expires=kept, extension=change == "extend"
         )
-        return self._record(owner, change_made)
+        return self._record(owner, change_made, fits)
 
     def withdraw(self, owner: str, resource: str, now: float) -> Change:
         held = self.current(owner, resource)
@@ -220,7 +226,9 @@ class ResourceVersions:
             heapq.heappop(self._expiries)  # replaced, retracted, expired or forgotten since
         return None
 
-    def _record(self, owner: str, change: Change) -> Change:
+    def _record(
+        self, owner: str, change: Change, fits: Callable[[Change], None] | None = None
+    ) -> Change:
         resources = self._resources.setdefault(owner, {})
         resource = change.publication.id
         if resource not in resources and len(resources) >= self.limits.max_resources_per_peer:
@@ -228,6 +236,8 @@ class ResourceVersions:
                 f"you have {len(resources)} resources at this access point, the most "
                 f"max_resources_per_peer allows: retract one, or publish elsewhere"
             )
+        if fits is not None:
+            fits(change)
         version = Version(change.number, change.publication, change.retracted, change.expires)
         resources[resource] = version
         self._expiring(owner, resource, version)

@@ -197,6 +197,7 @@ class Simulation:
                     settle_seconds=routing.settle_seconds,
                     versions=routing.versions,
                     schemas=routing.schemas,
+                    max_notification_bytes=routing.max_notification_bytes,
                 ),
             }
         )

@@ -1,0 +1,43 @@
+"""Long answers cut into messages that a frame carries.
+
+A ``Mail`` of 200 notifications of 100 KB each, or a ``CatchUp`` naming 200 subscriptions of
+64 KB of text each, is tens of megabytes: no frame carries it, the runtime drops it
+(``event=message_too_large``), and what it held never arrives, however often it is asked for
+again. So such messages are cut by size as well as by count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final, TypeVar
+
+import wire
+
+T = TypeVar("T")
+
+ENVELOPE_BYTES: Final = 1024
+"""What a backbone frame adds around a message's encoding (its length, the channel's sequence
+number, the message id), with room to spare."""
+
+
+def fitting(
+    items: Sequence[T], one: Callable[[T], object], *, count: int, frame_bytes: int
+) -> list[list[T]]:
+    """``items`` in order, in chunks of at most ``count`` whose message fits a frame of
+    ``frame_bytes``. ``one(item)`` is the message that would carry ``item`` alone: its encoding
+    counts for the item (an over-estimate, since each counts the message's other fields again).
+    An item too large for a frame even alone gets a chunk of its own. No items: one empty chunk
+    (a long answer always ends with a message)."""
+    budget = frame_bytes - ENVELOPE_BYTES
+    chunks: list[list[T]] = []
+    chunk: list[T] = []
+    used = 0
+    for item in items:
+        size = len(wire.encode(one(item)))
+        if chunk and (len(chunk) >= count or used + size > budget):
+            chunks.append(chunk)
+            chunk, used = [], 0
+        chunk.append(item)
+        used += size
+    chunks.append(chunk)
+    return chunks
