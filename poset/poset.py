@@ -580,6 +580,10 @@ class SubscriptionPoset:
         self.unmark_sent(node, destination)
         return self._uncovered(below, destination, wants)
 
+    def count_of(self, source: str) -> int:
+        """How many subscriptions ``source`` holds."""
+        return len(self._by_source.get(source, ()))
+
     def ids_of(self, source: str) -> list[str]:
         """The subscription ids ``source`` holds, sorted (remove them one at a time, acting on each
         result before the next: a removal can ask to resend a subscription the next one removes)."""

@@ -14,6 +14,12 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_notification_bytes = 524288    # largest notification a publication may make (encoded;
                                        # an update carries the old version too); at most
                                        # max_frame_bytes - 65536, half of it if not given
+    max_elements_bytes = 786432        # largest advertisement this super-peer sends the network
+                                       # (all its peers' together); three quarters of the frame
+                                       # if not given
+    max_subscriptions_per_peer = 1000  # a notification names every subscription of its peer it
+    max_subscription_id_bytes = 64     # matches, in one frame: max_notification_bytes + these
+                                       # two multiplied (+ 4 KB) must fit max_frame_bytes
     max_peer_queue = 1000              # frames waiting to be written to one peer connection
     max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
     heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
@@ -108,9 +114,9 @@ DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 7400
 
 
-FRAME_HEADROOM: Final = 64 * 1024
-"""What a frame keeps beyond the largest notification: the ``Mail`` or ``Notify`` around it
-(a notify names the subscriptions it matches)."""
+FRAME_FIELDS: Final = 4096
+"""What a frame keeps, beyond the largest notification (and the ids of the subscriptions it
+matches) or advertisement, for the other fields of the message that carries it."""
 
 
 class ConfigError(ValueError):
@@ -121,6 +127,9 @@ class ConfigError(ValueError):
 class Limits:
     max_frame_bytes: int = 1024 * 1024
     max_notification_bytes: int = 512 * 1024
+    max_elements_bytes: int = 768 * 1024
+    max_subscriptions_per_peer: int = 1000
+    max_subscription_id_bytes: int = 64
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
     heartbeat_seconds: float = 1.0
@@ -233,6 +242,9 @@ class SuperPeerConfig:
                 retracted_seconds=recovery.retracted_seconds,
                 schemas=self.schemas,
                 max_notification_bytes=limits.max_notification_bytes,
+                max_elements_bytes=limits.max_elements_bytes,
+                max_subscriptions_per_peer=limits.max_subscriptions_per_peer,
+                max_subscription_id_bytes=limits.max_subscription_id_bytes,
             ),
             max_frame_bytes=limits.max_frame_bytes,
             heartbeat_seconds=limits.heartbeat_seconds,
@@ -410,14 +422,25 @@ def _str(data: dict[str, Any], key: str, source: str) -> str:
 def _limits(value: object, source: str) -> Limits:
     limits = _section(Limits, value, "limits", source)
     given = value if isinstance(value, dict) else {}
+    frame, defaults = limits.max_frame_bytes, Limits()
     if "max_notification_bytes" not in given:
-        half = min(Limits().max_notification_bytes, limits.max_frame_bytes // 2)
+        half = min(defaults.max_notification_bytes, frame // 2)
         limits = replace(limits, max_notification_bytes=half)
-    most = limits.max_frame_bytes - FRAME_HEADROOM
-    if limits.max_notification_bytes > most:
+    if "max_elements_bytes" not in given:
+        most = min(defaults.max_elements_bytes, frame * 3 // 4)
+        limits = replace(limits, max_elements_bytes=most)
+    if limits.max_elements_bytes > frame - FRAME_FIELDS:
         raise ConfigError(
-            f"{source}: limits.max_notification_bytes must be at most max_frame_bytes - "
-            f"{FRAME_HEADROOM} ({most}): a notification travels inside other messages"
+            f"{source}: limits.max_elements_bytes must be at most max_frame_bytes - "
+            f"{FRAME_FIELDS} ({frame - FRAME_FIELDS}): the advertisement travels in one frame"
+        )
+    names = limits.max_subscriptions_per_peer * (limits.max_subscription_id_bytes + 3)
+    if limits.max_notification_bytes + names + FRAME_FIELDS > frame:
+        raise ConfigError(
+            f"{source}: limits.max_notification_bytes ({limits.max_notification_bytes}) + "
+            f"max_subscriptions_per_peer * (max_subscription_id_bytes + 3) ({names}) + "
+            f"{FRAME_FIELDS} must be at most max_frame_bytes ({frame}): a notification travels "
+            "in one frame with the ids of the subscriptions it matches"
         )
     return limits
 

@@ -226,6 +226,14 @@ class CoreConfig:
     """Bounds of the versions kept of local peers' resources (``superpeer.versions``)."""
     schemas: SchemaLimits = field(default_factory=SchemaLimits)
     """Bounds of the RDFS axioms local peers publish (``superpeer.schemas``)."""
+    max_elements_bytes: int = 768 * 1024
+    """The largest ``Elements`` this origin may send, encoded (all its peers' advertisements
+    and axioms, after summarising): an advertisement or schema beyond it is refused to the
+    peer. Below the frame size: the whole set travels in one message."""
+    max_subscriptions_per_peer: int = 1000
+    """Subscriptions one local peer may hold here; more are refused."""
+    max_subscription_id_bytes: int = 64
+    """Longest subscription id (UTF-8 bytes); longer are refused."""
     max_notification_bytes: int = 512 * 1024
     """The largest notification a change may make, encoded: more is refused to the publisher.
     Below the frame size with room to spare, so that every notification the access point
@@ -268,6 +276,9 @@ class SuperPeerCore:
         self.config = config or CoreConfig()
         self.incarnation = incarnation
         self.ads = AdvertisementIndex()
+        self._advertised: dict[str, frozenset[Element]] = {}
+        """Per local peer, its advertisement's elements (what ``ads`` holds for it, without a
+        scan of every element of this origin for each publication)."""
         self.poset = poset if poset is not None else SubscriptionPoset()
         self.versions = ResourceVersions(self.config.versions)
         self.schemas = SchemaBook(self.config.schemas)
@@ -357,7 +368,7 @@ class SuperPeerCore:
             self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
         if moved:
             self._moved_away[peer] = now
-        self.ads.remove_holder(self.node_id, peer)
+        self.ads.remove(self.node_id, peer, self._advertised.pop(peer, frozenset()))
         self.schemas.forget_peer(peer)
         self._on_change = {key for key in self._on_change if key[0] != peer}
         self._announce(now, out)
@@ -380,13 +391,15 @@ class SuperPeerCore:
             return out
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, m.Advertise):
-            self.advertise(peer, message.advertisement, now, out)
-            self._reply(peer, m.Ack(request=request_label(message)), now, out)
+            if self.advertise(peer, message.advertisement, now, out, checked=True):
+                self._reply(peer, m.Ack(request=request_label(message)), now, out)
         elif isinstance(message, m.PublishSchema):
-            if self.publish_schema(peer, frozenset(message.axioms), now, out):
+            if self.publish_schema(peer, frozenset(message.axioms), now, out, checked=True):
                 self._reply(peer, m.Ack(request=request_label(message)), now, out)
         elif isinstance(message, m.Subscribe):
-            if self.subscribe(
+            if (reason := self._beyond_subscription_limits(peer, message.id)) is not None:
+                self._refuse(peer, request_label(message), reason, now, out)
+            elif self.subscribe(
                 peer, message.id, message.subscription, now, out, on_change=message.on_change
             ):
                 self._reply(peer, m.Ack(request=request_label(message)), now, out)
@@ -403,28 +416,59 @@ class SuperPeerCore:
         return out
 
     def advertise(
-        self, peer: str, advertisement: qel.Advertisement, now: float, out: list[Output]
-    ) -> None:
-        """Replace ``peer``'s advertisement (also used to restore it after a restart)."""
-        old = self.ads.elements_of(self.node_id, peer)
+        self,
+        peer: str,
+        advertisement: qel.Advertisement,
+        now: float,
+        out: list[Output],
+        *,
+        checked: bool = False,
+    ) -> bool:
+        """Replace ``peer``'s advertisement (also used to restore it after a restart). When
+        ``checked`` (a peer's request), an advertisement after which this origin's ``Elements``
+        would not fit ``max_elements_bytes`` is refused (False, with the refusal sent) and
+        nothing changes; a restored or adopted one is taken as it is."""
+        old = self._advertised.get(peer, frozenset())
         new = advertisement.elements
         self.ads.remove(self.node_id, peer, old - new)
         self.ads.add(self.node_id, peer, new - old)
-        self._announce(now, out)
+        self._advertised[peer] = new
+        announcement = self._announcement()
+        if checked and (reason := self._too_large(announcement)):
+            self.ads.remove(self.node_id, peer, new - old)
+            self.ads.add(self.node_id, peer, old - new)
+            self._advertised[peer] = old
+            label = request_label(m.Advertise(advertisement=advertisement))
+            self._refuse(peer, label, f"after this advertisement {reason}", now, out)
+            return False
+        self._announce(now, out, announcement)
+        return True
 
     def publish_schema(
-        self, peer: str, axioms: frozenset[qel.Axiom], now: float, out: list[Output]
+        self,
+        peer: str,
+        axioms: frozenset[qel.Axiom],
+        now: float,
+        out: list[Output],
+        *,
+        checked: bool = False,
     ) -> bool:
         """Add ``axioms`` to ``peer``'s schemas (also used to restore them); False, with a
-        refusal sent, beyond a bound (``superpeer.schemas``)."""
+        refusal sent, beyond a bound (``superpeer.schemas``), and when ``checked`` (a peer's
+        request) beyond ``max_elements_bytes`` as ``advertise`` is."""
+        label = request_label(m.PublishSchema(axioms=tuple(axioms)))
+        held = self.schemas.of_peer(peer)
         try:
             self.schemas.publish(peer, axioms)
         except SchemaRefused as error:
-            self._refuse(
-                peer, request_label(m.PublishSchema(axioms=tuple(axioms))), str(error), now, out
-            )
+            self._refuse(peer, label, str(error), now, out)
             return False
-        self._announce(now, out)
+        announcement = self._announcement()
+        if checked and (reason := self._too_large(announcement)):
+            self.schemas.set_peer(peer, held)
+            self._refuse(peer, label, f"after these axioms {reason}", now, out)
+            return False
+        self._announce(now, out, announcement)
         return True
 
     def subscribe(
@@ -452,6 +496,24 @@ class SuperPeerCore:
             self._on_change.discard((peer, subscription_id))
         self._route(inserted.node, now, out)
         return True
+
+    def _beyond_subscription_limits(self, peer: str, subscription_id: str) -> str | None:
+        """Why a peer's new subscription is refused, if it is. A notification names every
+        subscription of its peer that it matches, and travels in one frame: these bounds, with
+        ``max_notification_bytes``, keep it within one (``superpeer.config`` checks the sum)."""
+        size = len(subscription_id.encode())
+        most = self.config.max_subscription_id_bytes
+        if size > most:
+            return f"the id is {size} bytes long, more than max_subscription_id_bytes ({most})"
+        source = peer_source(peer)
+        held = self.poset.count_of(source)
+        most = self.config.max_subscriptions_per_peer
+        if held >= most and self.poset.node_of(source, subscription_id) is None:
+            return (
+                f"you have {held} subscriptions here, the most max_subscriptions_per_peer "
+                "allows: unsubscribe one first"
+            )
+        return None
 
     def subscribe_many(
         self, subscriptions: list[PeerSubscription], now: float, out: list[Output]
@@ -549,13 +611,14 @@ class SuperPeerCore:
     def _publish(self, peer: str, message: m.Publish, now: float, out: list[Output]) -> None:
         publication = message.publication
         request = request_label(message)
-        elements = self.ads.elements_of(self.node_id, peer)
+        elements = self._advertised.get(peer, ())
         outside = [
             (p, o)
-            for p, o in sorted(publication.statements, key=repr)
+            for p, o in publication.statements
             if not any(element_allows_triple(e, p, o) for e in elements)
         ]
         if outside:
+            outside.sort(key=repr)
             shown = "; ".join(f"<{p}> {_term_text(o)}" for p, o in outside[:3])
             more = f" and {len(outside) - 3} more" if len(outside) > 3 else ""
             self._refuse(
@@ -1453,14 +1516,48 @@ class SuperPeerCore:
                 continue
             stack.extend(sorted(node.children.values(), key=lambda n: n.id, reverse=True))
 
-    def _announce(self, now: float, out: list[Output]) -> None:
-        """Broadcast to the whole backbone the change in what this origin stands for: its
-        peers' elements closed under every schema axiom it knows (it entails its peers'
-        publications under the same axioms: ``superpeer.schemas``), and its peers' axioms."""
+    def _announcement(self) -> tuple[frozenset[Element], frozenset[qel.Axiom]]:
+        """What this origin stands for: its peers' elements closed under every schema axiom it
+        knows (it entails its peers' publications under the same axioms:
+        ``superpeer.schemas``), summarised as configured, and its peers' axioms."""
         current = self.schemas.schema.close(self.ads.elements(self.node_id))
         if self.config.summarise_values_above is not None:
             current = summarise(current, self.config.summarise_values_above)
-        axioms = self.schemas.local()
+        return current, self.schemas.local()
+
+    def _too_large(self, announcement: tuple[frozenset[Element], frozenset[qel.Axiom]]) -> str:
+        """Why the ``Elements`` announcing ``announcement`` could not travel ("": it can). It
+        is the whole set, so one message that no frame carries would leave every other
+        super-peer with the previous one, and subscriptions unforwarded."""
+        current, axioms = announcement
+        message = m.Elements(
+            origin=self.node_id,
+            origin_position=self.view.root_position,
+            elements=tuple(current),
+            version=self._version + 1,
+            incarnation=self.incarnation,
+            address=self.address,
+            axioms=tuple(axioms),
+        )
+        size = len(wire.encode(message))
+        most = self.config.max_elements_bytes
+        if size <= most:
+            return ""
+        return (
+            f"this super-peer's advertisement to the network would be {size} bytes, more than "
+            f"max_elements_bytes ({most}): advertise a schema rather than its properties, or a "
+            "property rather than its values"
+        )
+
+    def _announce(
+        self,
+        now: float,
+        out: list[Output],
+        announcement: tuple[frozenset[Element], frozenset[qel.Axiom]] | None = None,
+    ) -> None:
+        """Broadcast to the whole backbone the change in what this origin stands for
+        (``_announcement``)."""
+        current, axioms = announcement or self._announcement()
         if current == self._announced and axioms == self._announced_axioms and not self._moved:
             return
         self._announced = current

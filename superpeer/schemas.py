@@ -86,6 +86,14 @@ class SchemaBook:
         self._peers[peer] = union
         return self._rebuild()
 
+    def set_peer(self, peer: str, axioms: frozenset[Axiom]) -> bool:
+        """``peer``'s axioms as they were (a change taken back); whether the schema changed."""
+        if axioms:
+            self._peers[peer] = axioms
+        elif self._peers.pop(peer, None) is None:
+            return False
+        return self._rebuild()
+
     def forget_peer(self, peer: str) -> bool:
         if self._peers.pop(peer, None) is None:
             return False

@@ -36,7 +36,7 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Final
 
@@ -187,20 +187,7 @@ class Simulation:
             raise ValueError("a network needs at least one super-peer")
         base = node_config or NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0)
         routing = config or base.routing
-        self.node_config = NodeConfig(
-            **{
-                **{f: getattr(base, f) for f in base.__dataclass_fields__},
-                "routing": CoreConfig(
-                    summarise_values_above=routing.summarise_values_above,
-                    tracing=trace_dir is not None,
-                    max_lookups_per_peer=routing.max_lookups_per_peer,
-                    settle_seconds=routing.settle_seconds,
-                    versions=routing.versions,
-                    schemas=routing.schemas,
-                    max_notification_bytes=routing.max_notification_bytes,
-                ),
-            }
-        )
+        self.node_config = replace(base, routing=replace(routing, tracing=trace_dir is not None))
         self.now = START
         self.latency = latency
         self.op_interval = op_interval

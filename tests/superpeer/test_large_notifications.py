@@ -1,5 +1,6 @@
-"""Large publications: every notification an access point accepts can travel, alone and in the
-long answers that carry many (``Mail``, ``CatchUp``, ``AdoptLog``).
+"""Large publications and advertisements: every notification an access point accepts can
+travel, alone and in the long answers that carry many (``Mail``, ``CatchUp``, ``AdoptLog``), and
+so can every origin's ``Elements``.
 
 Before: an update of a 600 KB resource made a notification of 1.2 MB (it carries the version it
 replaces), which no frame carries. The publisher had its ``Ack``; the runtime dropped the
@@ -10,7 +11,8 @@ message of 1.5 MB: dropped whenever it was sent, and so asked for again forever.
 import pytest
 
 from superpeer._batches import ENVELOPE_BYTES, fitting
-from superpeer.config import FRAME_HEADROOM, ConfigError, config_from_mapping
+from superpeer.config import FRAME_FIELDS, ConfigError, config_from_mapping
+from superpeer.core import CoreConfig
 from superpeer.sim import Simulation
 from tests.superpeer.oracle import expected_deliveries
 from wire import messages as m
@@ -116,12 +118,118 @@ def test_an_item_larger_than_a_frame_goes_alone_and_nothing_makes_one_empty_chun
     assert fitting([], lambda n: n, count=10, frame_bytes=4000) == [[]]
 
 
-def test_the_notification_limit_is_configurable_and_leaves_room_in_a_frame():
-    assert config_from_mapping({}).limits.max_notification_bytes == 512 * 1024
+def test_the_limits_are_configurable_and_what_they_bound_fits_a_frame():
+    defaults = config_from_mapping({}).limits
+    assert defaults.max_notification_bytes == 512 * 1024
+    assert defaults.max_elements_bytes == 768 * 1024
     small = config_from_mapping({"limits": {"max_frame_bytes": 256 * 1024}})
     assert small.limits.max_notification_bytes == 128 * 1024, "half the frame if not given"
-    given = config_from_mapping({"limits": {"max_notification_bytes": 900_000}})
-    assert given.node_config(tracing=False).routing.max_notification_bytes == 900_000
+    assert small.limits.max_elements_bytes == 192 * 1024, "three quarters of the frame"
+    given = config_from_mapping(
+        {"limits": {"max_notification_bytes": 900_000, "max_subscriptions_per_peer": 10}}
+    )
+    routing = given.node_config(tracing=False).routing
+    assert (routing.max_notification_bytes, routing.max_subscriptions_per_peer) == (900_000, 10)
+    assert routing.max_elements_bytes == 768 * 1024
     assert given.node_config(tracing=False).max_frame_bytes == 1024 * 1024
-    with pytest.raises(ConfigError, match=f"max_frame_bytes - {FRAME_HEADROOM}"):
-        config_from_mapping({"limits": {"max_notification_bytes": 1024 * 1024}})
+    frame = 1024 * 1024
+    with pytest.raises(ConfigError, match="max_elements_bytes must be at most"):
+        config_from_mapping({"limits": {"max_elements_bytes": frame - FRAME_FIELDS + 1}})
+    with pytest.raises(ConfigError, match=r"max_subscriptions_per_peer \* \(max_subscription_id"):
+        config_from_mapping({"limits": {"max_notification_bytes": 1_000_000}})
+    with pytest.raises(ConfigError, match="in one frame with the ids of the subscriptions"):
+        config_from_mapping({"limits": {"max_subscriptions_per_peer": 10_000}})
+
+
+def test_a_peer_s_subscriptions_are_bounded_in_number_and_id_length():
+    simulation = Simulation(1, config=CoreConfig(max_subscriptions_per_peer=3))
+    simulation.apply({"op": "join", "peer": "sub", "superpeer": 0})
+    for sid in ["a", "b", "c", "d", "c", "x" * 65, "é" * 32, "é" * 33]:
+        simulation.apply({"op": "subscribe", "peer": "sub", "id": sid, "query": QUERY})
+    simulation.run_until_quiet()
+    refused = {e["op"].split(":")[0]: e["error"] for e in simulation.errors}
+    assert set(refused) == {"5", "7", "8", "9"}, "d, the long ids, and a fourth after c again"
+    assert "the most max_subscriptions_per_peer allows" in refused["5"]
+    assert "65 bytes long, more than max_subscription_id_bytes (64)" in refused["7"]
+    assert "the most max_subscriptions_per_peer allows" in refused["8"], "64 bytes: not too long"
+    assert "66 bytes long" in refused["9"]
+    assert sorted(simulation.cores["sp0"].subscriptions_of("sub")) == ["a", "b", "c"]
+
+
+# -- advertisements: an origin's ``Elements`` is the whole set, in one message -----------------
+
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+
+
+def properties(prefix: str, count: int) -> dict:
+    return {"properties": [f"http://example.org/vocabulary/{prefix}{i:06d}" for i in range(count)]}
+
+
+def axioms(prefix: str, count: int) -> str:
+    return "".join(
+        f"<http://example.org/{prefix}{i}> <{RDFS}subClassOf> <http://example.org/thing> .\n"
+        for i in range(count)
+    )
+
+
+def test_an_advertisement_that_would_make_the_origins_elements_too_large_is_refused():
+    """Two peers of one super-peer advertise 570 KB each: each advertisement fits a frame, the
+    origin's ``Elements`` of both (1.4 MB) does not. It was acknowledged, and dropped on its way
+    to every other super-peer: the second peer's publications never reached a subscriber."""
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "join", "peer": "pub", "superpeer": 1},
+        {"op": "join", "peer": "big", "superpeer": 1},
+        {"op": "advertise", "peer": "pub", **properties("a", 14_000)},
+        {"op": "advertise", "peer": "big", **properties("b", 14_000)},
+    ]
+    simulation = Simulation(2)
+    for op in ops:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    [refused] = simulation.errors
+    assert refused["peer"] == "big"
+    assert "more than max_elements_bytes (786432)" in refused["error"]
+    # nothing changed: the first peer's advertisement stands everywhere; a smaller one passes
+    for op in [
+        {"op": "advertise", "peer": "big", "schemas": ["http://example.org/vocabulary/"]},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {
+            "op": "subscribe",
+            "peer": "sub",
+            "id": "s2",
+            "query": "X : t(X, <http://example.org/vocabulary/b000007>, T)",
+        },
+        *(
+            {"op": "publish", "peer": peer, "id": f"{peer}1", "format": "nt", "data": data}
+            for peer, data in [
+                ("big", '<http://example.org/x> <http://example.org/vocabulary/b000007> "v" .'),
+                ("pub", '<http://example.org/y> <http://example.org/vocabulary/a000003> "v" .'),
+            ]
+        ),
+    ]:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    assert simulation.errors == [refused]
+    assert sorted(n.publication.id for n in simulation.peers["sub"].notifications) == ["big1"]
+    elements = simulation.cores["sp0"].ads.elements("sp1")
+    assert len(elements) == 14_001, "the first peer's properties and the second's schema"
+
+
+def test_axioms_that_would_make_the_origins_elements_too_large_are_refused_and_taken_back():
+    config = CoreConfig(max_elements_bytes=20_000)
+    simulation = Simulation(2, config=config)
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": 1},
+        {"op": "publish_schema", "peer": "pub", "data": axioms("a", 100), "format": "nt"},
+        {"op": "publish_schema", "peer": "pub", "data": axioms("b", 300), "format": "nt"},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    [refused] = simulation.errors
+    assert refused["op"].endswith(":publish_schema")
+    assert "after these axioms" in refused["error"]
+    assert "max_elements_bytes (20000)" in refused["error"]
+    assert len(simulation.cores["sp1"].schemas.of_peer("pub")) == 100
+    assert len(simulation.cores["sp0"].schemas.of_origin("sp1")) == 100
