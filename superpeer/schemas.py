@@ -88,22 +88,19 @@ class SchemaBook:
 
     def set_peer(self, peer: str, axioms: frozenset[Axiom]) -> bool:
         """``peer``'s axioms as they were (a change taken back); whether the schema changed."""
-        if axioms:
-            self._peers[peer] = axioms
-        elif self._peers.pop(peer, None) is None:
-            return False
-        return self._rebuild()
+        return self._set(self._peers, peer, axioms)
 
     def forget_peer(self, peer: str) -> bool:
-        if self._peers.pop(peer, None) is None:
-            return False
-        return self._rebuild()
+        return self._set(self._peers, peer, frozenset())
 
     def set_origin(self, origin: str, axioms: frozenset[Axiom]) -> bool:
         """What ``origin`` announced now; whether the schema changed."""
+        return self._set(self._origins, origin, axioms)
+
+    def _set(self, table: dict[str, frozenset[Axiom]], key: str, axioms: frozenset[Axiom]) -> bool:
         if axioms:
-            self._origins[origin] = axioms
-        elif self._origins.pop(origin, None) is None:
+            table[key] = axioms
+        elif table.pop(key, None) is None:
             return False
         return self._rebuild()
 
