@@ -508,7 +508,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         if (
             kind.startswith("hypercup.")
             or isinstance(message, NODE_HANDLED)
-            or (isinstance(message, m.Adopt) and self.core is not None)
+            or (isinstance(message, m.Adopt | m.AdoptVersions) and self.core is not None)
         ):
             # the node handles these itself (the core traces what it handles)
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
@@ -546,6 +546,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._core(produced, now, out)
         elif isinstance(message, m.Adopt) and self.core is not None:
             self._adopt_in(sender, message, now, out)
+        elif isinstance(message, m.AdoptVersions) and self.core is not None:
+            self._adopt_versions_in(message)
         elif self.core is None:
             # from members that already count this newcomer as a neighbour: its Welcome may
             # still be on its way (another sender, another link)
@@ -1207,7 +1209,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._core(produced, now, out)
             self._unsubscribed(peer, sid, withdrawn, now)
         for owner, tombstone in core.versions.expire(now):
-            self.store.set_pending(versions.RECORDS, *versions.tombstone_record(owner, tombstone))
+            self.store.set_pending(versions.RECORDS, *versions.version_record(owner, tombstone))
 
     def _resource_request(self, peer: str, message: object, now: float, out: list[Output]) -> None:
         produced: list = []

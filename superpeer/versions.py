@@ -11,7 +11,8 @@ Where the old version lives: here, at the access point the resource was publishe
 keeps the *current* version of each of its peers' resources (``ResourceVersions``; durable in the
 store, see ``SuperPeerNode``) until the owner retracts it and then as a tombstone (the version
 number, so that a later publication under the same id is a new version and not a repeat), until
-the owner leaves. A resource is identified by its owner and its publication id; only the owner's
+the owner leaves, or until this access point leaves the network and hands them to the one that
+adopts the owner (``AdoptVersions``). A resource is identified by its owner and its publication id; only the owner's
 own access point, on the owner's authenticated connection, changes it, so nobody else can update
 or retract it. The table is bounded per owner (``VersionLimits.max_resources_per_peer``) and per
 resource (the language's ``max_triples_per_publication`` for what extensions accumulate): beyond
@@ -266,14 +267,15 @@ def record_of(notification: m.Notification) -> tuple[str, dict]:
     }
 
 
-def tombstone_record(owner: str, version: Version) -> tuple[str, dict]:
-    """The store record of an expired resource's tombstone (key, value)."""
+def version_record(owner: str, version: Version) -> tuple[str, dict]:
+    """The store record of ``owner``'s ``version`` (key, value): an expired resource's
+    tombstone, or one handed over by the access point that kept it (``AdoptVersions``)."""
     publication = version.publication
     key = json.dumps([owner, publication.id])
     return key, {
         "owner": owner,
         "number": version.number,
-        "retracted": True,
+        "retracted": version.retracted,
         "expires": version.expires,
         "text": publication.to_text(),
     }

@@ -632,6 +632,30 @@ class AdoptLog:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceVersion:
+    """The current version of one resource at its owner's access point
+    (``superpeer.versions``): carried inside ``AdoptVersions``, never alone."""
+
+    KIND: ClassVar[str] = "sp.resource_version"
+    id: str
+    number: int
+    publication: qel.Publication
+    retracted: bool = False
+    expires: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdoptVersions:
+    """A leaving super-peer hands the resources one of its peers published through it to the
+    super-peer that adopts the peer (after its ``Adopt``): their current versions, so that the
+    owner goes on changing them there (updates, extensions, retractions)."""
+
+    KIND: ClassVar[str] = "sp.adopt_versions"
+    peer: str
+    versions: tuple[ResourceVersion, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RendezvousRequest:
     """From a requester's access point to the owner's (``target``, at ``target_position``),
     routed hop by hop over the cube (bit-fixing: at most log2 N hops, no look-up): ``requester``
@@ -766,6 +790,7 @@ BACKBONE = (
     HandoverReceived,
     Adopt,
     AdoptLog,
+    AdoptVersions,
     RendezvousRequest,
     RendezvousChunk,
     LocateDirect,

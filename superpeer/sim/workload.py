@@ -578,9 +578,15 @@ class Planner:
 
     def after_leave(self, index: int, successor: int) -> list[Connect]:
         """The peers attached to super-peer ``index``, which left, go to ``successor``, which
-        adopted them (a detached peer finds out when it comes back)."""
+        adopted them, and so do the resources they published through ``index``
+        (``AdoptVersions``). A detached peer finds out when it comes back, at whichever
+        super-peer it reaches then: its resources stay with the adopter."""
         steps = []
         for name in self.attached_to(index):
-            self.peers[name].superpeer = successor
+            peer = self.peers[name]
+            peer.superpeer = successor
+            for resource, where in peer.resources.items():
+                if where == index:
+                    peer.resources[resource] = successor
             steps.append(Connect(name, successor))
         return steps

@@ -210,8 +210,9 @@ def test_deliveries_survive_backbone_churn(workload, interleave, seed):
     included: they move by themselves and catch up), its inbox never twice."""
     superpeers, ops = workload
     simulation = run(superpeers, ops, interleave=interleave, seed=seed)
-    # the open question of ``test_an_update_after_the_access_point_left_counterexample`` (a
-    # change refused because its access point left, which the oracle applies) is kept there
+    # a change refused because the access point that keeps its versions is gone (a detached
+    # peer's, or one whose access point failed): the oracle, which knows nothing of access
+    # points, applies it
     assume(not any(ELSEWHERE in str(error["error"]) for error in simulation.errors))
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
     check_routing(simulation)  # what a network built from scratch in the new shape holds
@@ -273,24 +274,19 @@ def test_churn_counterexamples_found_with_random_examples(name):
     check_routing(simulation)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="open: p0's access point left (p0 adopted by sp1), then p0 updates n1, which it "
-    "published through the one that left. The simulator's planner moves p0 to the successor "
-    "and refuses the update as ElsewhereError (its changes go to an access point that is "
-    "gone); the oracle's planner never hears of the move and applies it, so it expects p1, "
-    "whose subscription the new version matches, to hear of n1. Which is right for a user is "
-    "itself open: a peer cannot change a resource whose access point is gone.",
-)
 def test_an_update_after_the_access_point_left_counterexample():
     """Found by the churn property with random examples (hypothesis seeds 4 and 10 of 1..12,
-    150 examples each, stop 25); it fails the same way on stop 24's code."""
+    150 examples each, stop 25): p0's access point left (p0 adopted by sp1), then p0 updates
+    n1, which it published through the one that left. The adopter did not have n1's versions,
+    so it refused the update (the planner refused it before sending, as ``ElsewhereError``) and
+    p1, whose subscription the new version matches, never heard of it. The leaver now hands its
+    peers' versions to the adopter (``AdoptVersions``)."""
     found = json.loads(
         Path(__file__).with_name("churn_counterexample_update_after_leave.json").read_text()
     )
     superpeers, ops = found["workload"]
     simulation = run(superpeers, ops, interleave=found["interleave"], seed=found["seed"])
+    assert not any(ELSEWHERE in str(error["error"]) for error in simulation.errors)
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
 
 
