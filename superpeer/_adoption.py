@@ -4,7 +4,6 @@ their state and mail, and its publication log to this node."""
 from __future__ import annotations
 
 import wire
-from superpeer import versions
 from superpeer._batches import fitting
 from superpeer._node_base import (
     ADOPTED,
@@ -52,50 +51,7 @@ class Adoptions(NodeBase):
         expired = self.store.take_expired(peer)
         if expired:
             self.store.add_expired(peer, expired)
-        self._adopt_versions_out(peer, successor, now, out)
-
-    def _adopt_versions_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
-        """The resources ``peer`` published through this node go with it: once this node is
-        gone, nobody else could change them (the owner's changes go where its versions are)."""
-        if self.core is None:
-            return
-        held = [
-            m.ResourceVersion(
-                id=resource,
-                number=version.number,
-                publication=version.publication,
-                retracted=version.retracted,
-                expires=version.expires,
-            )
-            for resource, version in sorted(self.core.versions.resources_of(peer).items())
-        ]
-        if not held:
-            return
-        chunks = fitting(
-            held,
-            lambda v: m.AdoptVersions(peer=peer, versions=(v,)),
-            count=self.config.mail_batch,
-            frame_bytes=self.config.max_frame_bytes,
-        )
-        for chunk in chunks:
-            self._send(successor, m.AdoptVersions(peer=peer, versions=tuple(chunk)), now, out)
-
-    def _adopt_versions_in(self, message: m.AdoptVersions) -> None:
-        """Keeps the versions a leaver handed over, durably, unless a newer one is here
-        already (the owner changed the resource here since)."""
-        assert self.core is not None
-        table = self.core.versions
-        for handed in message.versions:
-            held = table.current(message.peer, handed.id)
-            if held is not None and held.number >= handed.number:
-                continue
-            version = versions.Version(
-                handed.number, handed.publication, handed.retracted, handed.expires
-            )
-            table.restore(message.peer, handed.id, version)
-            self.store.set_pending(
-                versions.RECORDS, *versions.version_record(message.peer, version)
-            )
+        self._hand_versions(peer, successor, now, out)
 
     def _adopt_log_out(self, successor: str, now: float, out: list[Output]) -> None:
         logged = [

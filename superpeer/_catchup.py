@@ -144,7 +144,7 @@ class CatchUps(NodeBase):
         the neighbour it came from, marked ``replayed`` (relayed again down its new path). A
         subscription later than ``failure_seconds`` went over a link that was declared failed,
         and the repair's catch-up covers it: the replay goes back no further than that."""
-        margin = self.config.catchup_margin_seconds
+        margin = 0.0 if replay.own_clock else self.config.catchup_margin_seconds
         horizon = self.config.failure_seconds + self.config.routing.settle_seconds + margin
         since = max(replay.since - margin, now - horizon)
         sent = 0

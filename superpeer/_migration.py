@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import crypto
 import wire
+from superpeer import versions
+from superpeer._batches import fitting
 from superpeer._node_base import (
     ADOPTED,
     ATTACHED,
@@ -68,6 +70,7 @@ class Migrations(NodeBase):
         holder, address = self._holder(entry["previous"], entry["address"])
         if holder == self.node_id:  # the peer's state came here with an adoption
             self._forget_handover(request)
+            self._release_held(now, out)
             return
         self._send(holder, handover, now, out, address=address)
 
@@ -144,6 +147,7 @@ class Migrations(NodeBase):
                 self._forget_handover(request)
                 continue
             self._ask_handover(request, entry, now, out)
+        self._release_held(now, out)
 
     def _moved_catchup(self, entry: dict, now: float) -> PlannedCatchUp:
         """What a moved peer may have missed: what its subscriptions (as it brought them)
@@ -188,10 +192,6 @@ class Migrations(NodeBase):
         peer = message.peer
         self.statistics.handovers_out += 1
         kept, through = self.mail.handed_over(peer)
-        if kept:
-            self.store.set_pending(
-                HANDED, message.request, {"peer": peer, "to": sender, "through": through}
-            )
         expired = self.store.take_expired(peer)
         self._send_mail(
             sender,
@@ -203,6 +203,12 @@ class Migrations(NodeBase):
             purpose="handover",
             address=message.address,
         )
+        handed = self._hand_versions(
+            peer, sender, now, out, request=message.request, address=message.address
+        )
+        if kept or handed:
+            entry = {"peer": peer, "to": sender, "through": through, "versions": handed}
+            self.store.set_pending(HANDED, message.request, entry)
         forward = ForwardingAddress(
             sender,
             message.address,
@@ -224,7 +230,7 @@ class Migrations(NodeBase):
             accepted=True,
             reason="",
             expired=expired,
-            count=len(kept),
+            count=len(kept) + len(handed),
             rendezvous=held,
         )
         self._send(sender, done, now, out, address=message.address)
@@ -306,6 +312,7 @@ class Migrations(NodeBase):
         if entry is None:
             return
         self._forget_handover(message.request)
+        self._release_held(now, out)
         if message.expired:
             self.store.add_expired(message.peer, message.expired)
         if not message.accepted and not entry["caught_up"]:
@@ -327,6 +334,21 @@ class Migrations(NodeBase):
             # attached: it came back, and acknowledges what it is sent (dropping rows in its
             # window would leave the window counting them)
             self.mail.drop(message.peer, entry["through"])
+            self._forget_handed_versions(message.peer, entry.get("versions", {}))
+
+    def _forget_handed_versions(self, peer: str, handed: dict[str, int]) -> None:
+        """The versions the new access point now keeps are not the owner's here any more: a
+        change accepted here later would give a version number the subscribers have had
+        already. A version changed here since (the peer came back) stays."""
+        if self.core is None:
+            return
+        for resource, number in handed.items():
+            held = self.core.versions.current(peer, resource)
+            # none held: forgotten with the peer's other state once it moved (``core.leave``),
+            # but its record is still in the store, for a restart to bring back
+            if held is None or held.number == number:
+                self.core.versions.forget_resource(peer, resource)
+                self.store.set_pending(versions.RECORDS, versions.record_key(peer, resource), None)
 
     def _forget_moved(self, now: float, out: list[Output]) -> None:
         """The peers that moved away: after ``settle_seconds`` their subscriptions go; their
@@ -350,3 +372,81 @@ class Migrations(NodeBase):
             self.store.set_pending(kind, peer, None)
         self.store.forget_local(peer, keep_mail=keep_mail)
         self.expiries.forget(peer)
+
+    # -- the versions of a peer's resources (``superpeer.versions``) --------------------------
+    def _hand_versions(
+        self,
+        peer: str,
+        target: str,
+        now: float,
+        out: list[Output],
+        *,
+        request: str = "",
+        address: str = "",
+    ) -> dict[str, int]:
+        """Send ``target`` the versions of the resources ``peer`` published through this node
+        (it adopts the peer, or the peer moved there): the owner's changes go where they are.
+        Returns what was sent, resource -> version number."""
+        held = self.core.versions.resources_of(peer) if self.core is not None else {}
+        handed = [
+            m.ResourceVersion(
+                id=resource,
+                number=version.number,
+                publication=version.publication,
+                retracted=version.retracted,
+                expires=version.expires,
+            )
+            for resource, version in sorted(held.items())
+        ]
+        if handed:
+            chunks = fitting(
+                handed,
+                lambda v: m.Versions(request=request, peer=peer, versions=(v,)),
+                count=self.config.mail_batch,
+                frame_bytes=self.config.max_frame_bytes,
+            )
+            for chunk in chunks:
+                message = m.Versions(request=request, peer=peer, versions=tuple(chunk))
+                self._send(target, message, now, out, address=address)
+        return {v.id: v.number for v in handed}
+
+    def _versions_coming(self, peer: str) -> bool:
+        """Whether the previous access point of ``peer`` has yet to answer its handover (and
+        so to hand over the versions of its resources)."""
+        if not self._awaiting:
+            return False
+        pending = self.store.pending(HANDOVERS)
+        return any(pending.get(request, {}).get("peer") == peer for request in self._awaiting)
+
+    def _release_held(self, now: float, out: list[Output]) -> None:
+        """The requests held for peers whose versions were coming (``_hold``), in order, once
+        the handover is answered or given up. Those of a connection that ended since go with
+        it (the peer sends them again)."""
+        for peer in sorted(self._held):
+            if self._versions_coming(peer):
+                continue
+            for connection, request in self._held.pop(peer):
+                entry = self._connections.get(connection)
+                if entry is not None and self._peer_connection.get(peer) == connection:
+                    self._request(connection, entry, request, now, out)
+
+    def _versions_in(self, message: m.Versions) -> None:
+        """Keep the versions handed here, durably, unless a newer one is here already (the
+        owner changed the resource here since); count them for the handover they belong to."""
+        assert self.core is not None
+        table = self.core.versions
+        for handed in message.versions:
+            if message.request:
+                self._handed_in.setdefault(message.request, set()).add(
+                    f"version {handed.id} {handed.number}"
+                )
+            held = table.current(message.peer, handed.id)
+            if held is not None and held.number >= handed.number:
+                continue
+            version = versions.Version(
+                handed.number, handed.publication, handed.retracted, handed.expires
+            )
+            table.restore(message.peer, handed.id, version)
+            self.store.set_pending(
+                versions.RECORDS, *versions.version_record(message.peer, version)
+            )

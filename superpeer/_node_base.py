@@ -19,7 +19,7 @@ import qel
 import wire
 from hypercup import HypercupNode
 from hypercup.positions import tree_parent_position
-from superpeer.access import AccessPointSession
+from superpeer.access import AccessPointSession, Request
 from superpeer.actions import (
     Action,
     ToSuperPeer,
@@ -118,6 +118,9 @@ class NodeConfig:
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
     """Notifications per ``Mail`` message at most (fewer when they would not fit a frame)."""
+    max_held_requests: int = 1000
+    """Requests of a peer held while its previous access point hands over the versions of its
+    resources (``Migrations._release_held``); more close its connection."""
     max_frame_bytes: int = 1024 * 1024
     """The largest frame a link carries (``[limits] max_frame_bytes``): a ``Mail``, ``CatchUp``
     or ``AdoptLog`` is split to fit it (``superpeer._batches``)."""
@@ -312,9 +315,13 @@ class NodeBase:
         self._awaiting: set[str] = set()
         """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._handed_in: dict[str, set[str]] = {}
-        """Per handover asked for, the notifications (mail keys) its answers brought so far:
-        the previous access point keeps everything until told, so each answer holds all the
-        earlier ones did; an answer is complete when as many distinct ones came as it counts."""
+        """Per handover asked for, the notifications (mail keys) and versions its answers
+        brought so far: the previous access point keeps everything until told, so each answer
+        holds all the earlier ones did; an answer is complete when as many distinct ones came
+        as it counts."""
+        self._held: dict[str, list[tuple[int, Request]]] = {}
+        """Per peer, its requests held while the versions of its resources are on their way
+        from its previous access point (``Migrations._release_held``), in arrival order."""
         self._restored_since: float | None = None
         self._prepared: PreparedRestore | None = None
         """The peers' subscriptions, decoded and placed before the join request left, for the core

@@ -85,6 +85,8 @@ class Replay:
     origin: str = ""
     address: str = ""
     """The origin's address, to ask it directly."""
+    own_clock: bool = False
+    """``since`` is this node's time (no margin for another clock)."""
 
 
 @dataclass(frozen=True, slots=True)

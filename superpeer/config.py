@@ -20,6 +20,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_subscriptions_per_peer = 1000  # a notification names every subscription of its peer it
     max_subscription_id_bytes = 64     # matches, in one frame: max_notification_bytes + these
                                        # two multiplied (+ 4 KB) must fit max_frame_bytes
+    max_held_requests = 1000           # a moved peer's requests held until its previous access
+                                       # point handed over its resources; more close it
     max_peer_queue = 1000              # frames waiting to be written to one peer connection
     max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
     heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
@@ -130,6 +132,7 @@ class Limits:
     max_elements_bytes: int = 768 * 1024
     max_subscriptions_per_peer: int = 1000
     max_subscription_id_bytes: int = 64
+    max_held_requests: int = 1000
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
     heartbeat_seconds: float = 1.0
@@ -247,6 +250,7 @@ class SuperPeerConfig:
                 max_subscription_id_bytes=limits.max_subscription_id_bytes,
             ),
             max_frame_bytes=limits.max_frame_bytes,
+            max_held_requests=limits.max_held_requests,
             heartbeat_seconds=limits.heartbeat_seconds,
             failure_seconds=limits.failure_seconds,
             wedged_seconds=limits.wedged_seconds,

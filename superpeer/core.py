@@ -812,6 +812,16 @@ class SuperPeerCore:
                 for origin in labels - sent_before.get(hop, set())
             }
             self._replay_late(sender, message, (toward - before) - passed_on, out)
+        elif (
+            self.node_id in toward - before
+            and now - self._routes_changed_at <= self.config.settle_seconds
+        ):
+            # a route to this origin that formed after it announced new elements: what its
+            # peers published under them before the route arrived went nowhere for it (a peer
+            # that advertises and publishes at once, or moves and publishes at once)
+            out.append(
+                Replay(sender, message.subscription, self._routes_changed_at, own_clock=True)
+            )
 
     def _replay_late(
         self, sender: str, message: m.Forward, origins: set[str], out: list[Output]

@@ -508,7 +508,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         if (
             kind.startswith("hypercup.")
             or isinstance(message, NODE_HANDLED)
-            or (isinstance(message, m.Adopt | m.AdoptVersions) and self.core is not None)
+            or (isinstance(message, m.Adopt | m.Versions) and self.core is not None)
         ):
             # the node handles these itself (the core traces what it handles)
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
@@ -546,8 +546,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._core(produced, now, out)
         elif isinstance(message, m.Adopt) and self.core is not None:
             self._adopt_in(sender, message, now, out)
-        elif isinstance(message, m.AdoptVersions) and self.core is not None:
-            self._adopt_versions_in(message)
+        elif isinstance(message, m.Versions) and self.core is not None:
+            self._versions_in(message)
         elif self.core is None:
             # from members that already count this newcomer as a neighbour: its Welcome may
             # still be on its way (another sender, another link)
@@ -1123,6 +1123,23 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             return
         if isinstance(message, m.Delivered):
             out += self.mail.acknowledged(peer, message.through, now)
+            return
+        if peer in self._held or (
+            isinstance(message, m.Publish | m.Withdraw) and self._versions_coming(peer)
+        ):
+            # a change of a resource published through the previous access point needs its
+            # versions, which that one's handover brings: held until then, and what follows it
+            # too (the peer takes the answers in the order it asked)
+            held = self._held.setdefault(peer, [])
+            if len(held) >= self.config.max_held_requests:
+                reason = (
+                    f"more than max_held_requests ({self.config.max_held_requests}) requests "
+                    "while the previous access point hands over your resources"
+                )
+                self._held.pop(peer)
+                self._close(connection, reason, now, out)
+                return
+            held.append((connection, event))
             return
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, RESOURCE_REQUESTS):

@@ -12,7 +12,7 @@ keeps the *current* version of each of its peers' resources (``ResourceVersions`
 store, see ``SuperPeerNode``) until the owner retracts it and then as a tombstone (the version
 number, so that a later publication under the same id is a new version and not a repeat), until
 the owner leaves, or until this access point leaves the network and hands them to the one that
-adopts the owner (``AdoptVersions``). A resource is identified by its owner and its publication id; only the owner's
+adopts the owner (``Versions``). A resource is identified by its owner and its publication id; only the owner's
 own access point, on the owner's authenticated connection, changes it, so nobody else can update
 or retract it. The table is bounded per owner (``VersionLimits.max_resources_per_peer``) and per
 resource (the language's ``max_triples_per_publication`` for what extensions accumulate): beyond
@@ -131,6 +131,13 @@ class ResourceVersions:
 
     def forget(self, owner: str) -> None:
         self._resources.pop(owner, None)
+
+    def forget_resource(self, owner: str, resource: str) -> None:
+        """``owner``'s resource is kept elsewhere now (handed to its new access point)."""
+        resources = self._resources.get(owner, {})
+        resources.pop(resource, None)
+        if not resources:
+            self._resources.pop(owner, None)
 
     def publish(
         self,
@@ -254,10 +261,15 @@ def _emptied(publication: qel.Publication) -> qel.Publication:
     )
 
 
+def record_key(owner: str, resource: str) -> str:
+    """The key of the store record of ``owner``'s ``resource``."""
+    return json.dumps([owner, resource])
+
+
 def record_of(notification: m.Notification) -> tuple[str, dict]:
     """The store record of the version ``notification`` originates (key, value)."""
     publication = notification.publication
-    key = json.dumps([notification.owner, publication.id])
+    key = record_key(notification.owner, publication.id)
     return key, {
         "owner": notification.owner,
         "number": notification.version,
@@ -269,9 +281,9 @@ def record_of(notification: m.Notification) -> tuple[str, dict]:
 
 def version_record(owner: str, version: Version) -> tuple[str, dict]:
     """The store record of ``owner``'s ``version`` (key, value): an expired resource's
-    tombstone, or one handed over by the access point that kept it (``AdoptVersions``)."""
+    tombstone, or one handed over by the access point that kept it (``Versions``)."""
     publication = version.publication
-    key = json.dumps([owner, publication.id])
+    key = record_key(owner, publication.id)
     return key, {
         "owner": owner,
         "number": version.number,

@@ -634,7 +634,7 @@ class AdoptLog:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResourceVersion:
     """The current version of one resource at its owner's access point
-    (``superpeer.versions``): carried inside ``AdoptVersions``, never alone."""
+    (``superpeer.versions``): carried inside ``Versions``, never alone."""
 
     KIND: ClassVar[str] = "sp.resource_version"
     id: str
@@ -645,12 +645,15 @@ class ResourceVersion:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AdoptVersions:
-    """A leaving super-peer hands the resources one of its peers published through it to the
-    super-peer that adopts the peer (after its ``Adopt``): their current versions, so that the
-    owner goes on changing them there (updates, extensions, retractions)."""
+class Versions:
+    """The resources a peer published through the sender, handed to the super-peer that keeps
+    the peer now: their current versions, so that the owner goes on changing them there
+    (updates, extensions, retractions). Sent by a leaving super-peer after its ``Adopt``
+    (``request`` empty), and by a previous access point before its ``HandoverDone``, whose
+    ``count`` includes them (``request``: the handover's)."""
 
-    KIND: ClassVar[str] = "sp.adopt_versions"
+    KIND: ClassVar[str] = "sp.versions"
+    request: str
     peer: str
     versions: tuple[ResourceVersion, ...]
 
@@ -790,7 +793,7 @@ BACKBONE = (
     HandoverReceived,
     Adopt,
     AdoptLog,
-    AdoptVersions,
+    Versions,
     RendezvousRequest,
     RendezvousChunk,
     LocateDirect,

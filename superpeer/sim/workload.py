@@ -435,6 +435,11 @@ class Planner:
             steps = [Disconnect(name)] if peer.attached else []
             previous = peer.superpeer
             peer.superpeer, peer.attached = target, True
+            if previous in self.live():
+                # its handover brings the versions of what it published there (``Versions``)
+                for resource, where in peer.resources.items():
+                    if where == previous:
+                        peer.resources[resource] = target
             return [*steps, *self._arrive(name, peer, previous)]
         if not peer.attached:
             raise OperationError(f"peer {name} is detached")
@@ -579,7 +584,7 @@ class Planner:
     def after_leave(self, index: int, successor: int) -> list[Connect]:
         """The peers attached to super-peer ``index``, which left, go to ``successor``, which
         adopted them, and so do the resources they published through ``index``
-        (``AdoptVersions``). A detached peer finds out when it comes back, at whichever
+        (``Versions``). A detached peer finds out when it comes back, at whichever
         super-peer it reaches then: its resources stay with the adopter."""
         steps = []
         for name in self.attached_to(index):

@@ -280,7 +280,7 @@ def test_an_update_after_the_access_point_left_counterexample():
     n1, which it published through the one that left. The adopter did not have n1's versions,
     so it refused the update (the planner refused it before sending, as ``ElsewhereError``) and
     p1, whose subscription the new version matches, never heard of it. The leaver now hands its
-    peers' versions to the adopter (``AdoptVersions``)."""
+    peers' versions to the adopter (``Versions``)."""
     found = json.loads(
         Path(__file__).with_name("churn_counterexample_update_after_leave.json").read_text()
     )

@@ -11,6 +11,8 @@ import pytest
 
 import qel
 import wire
+from superpeer import versions
+from superpeer._node_base import NodeConfig
 from superpeer.config import ConfigError, config_from_mapping
 from superpeer.core import tree_parent
 from superpeer.sim import Simulation
@@ -383,7 +385,7 @@ def test_the_retraction_horizon_is_configurable_and_checked():
 
 def test_a_peer_changes_its_resources_at_the_super_peer_that_adopted_it():
     """The access point a peer published through leaves: its adopter gets the versions of the
-    peer's resources (``AdoptVersions``), durably, so the owner goes on updating, extending and
+    peer's resources (``Versions``), durably, so the owner goes on updating, extending and
     retracting them there, also after the adopter restarted. Before, the adopter refused every
     such change ("you have no resource under the id ..."), for good."""
     article = '<http://example.org/{n}> <http://purl.org/dc/elements/1.1/title> "{t}" .'
@@ -428,3 +430,135 @@ def test_a_peer_changes_its_resources_at_the_super_peer_that_adopted_it():
         "a": (2, False),
         "b": (2, True),
     }
+
+
+ARTICLE = '<http://example.org/{n}> <http://purl.org/dc/elements/1.1/title> "{t}" .'
+
+
+def changed(op: str, n: str, title: str) -> dict:
+    return {"op": op, "peer": "pub", "id": n, "format": "nt", "data": ARTICLE.format(n=n, t=title)}
+
+
+PUBLISHED_AT_SP0 = [
+    {"op": "join", "peer": "sub", "superpeer": 2},
+    {"op": "join", "peer": "pub", "superpeer": 0},
+    {"op": "advertise", "peer": "pub", **BROAD},
+    {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY, "on": "change"},
+    changed("publish", "a", "first"),
+    changed("publish", "b", "second"),
+]
+
+
+def held_versions(simulation: Simulation, superpeer: str) -> dict[str, tuple[int, bool]]:
+    held = simulation.cores[superpeer].versions.resources_of("pub")
+    return {k: (v.number, v.retracted) for k, v in held.items()}
+
+
+def test_a_peer_that_moved_changes_its_resources_at_its_new_access_point():
+    """The handover brings the versions of the resources the peer published through its
+    previous access point (``Versions``, counted in ``HandoverDone``); that one forgets them
+    once the new one has them, records included, so a restart does not bring them back. Before,
+    the new access point refused every change of them, for good."""
+    ops = [
+        *PUBLISHED_AT_SP0,
+        {"op": "move", "peer": "pub", "superpeer": 1},
+        changed("update", "a", "first, again"),
+        changed("extend", "b", "second, more"),
+        {"op": "move", "peer": "pub", "superpeer": 3},
+        {"op": "retract", "peer": "pub", "id": "b"},
+        {"op": "superpeer_fail", "superpeer": 1},
+        {"op": "superpeer_restart", "superpeer": 1},
+        {"op": "move", "peer": "pub", "superpeer": 0},
+        changed("update", "a", "first, a third time"),
+    ]
+    simulation = Simulation(4)
+    for op in ops:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    assert simulation.errors == []
+    assert simulation.changes()["sub"] == [
+        ["a", "added"],
+        ["b", "added"],
+        ["a", "changed"],
+        ["b", "changed"],
+        ["b", "removed"],
+        ["a", "changed"],
+    ]
+    assert held_versions(simulation, "sp0") == {"a": (2, False), "b": (2, True)}
+    for gone in ("sp1", "sp3"):
+        assert held_versions(simulation, gone) == {}
+        assert not any(
+            r["owner"] == "pub" for r in simulation.stores[gone].pending(versions.RECORDS).values()
+        ), f"{gone} keeps no record of what it handed over"
+
+
+def test_a_change_sent_before_the_handover_answered_waits_for_the_versions():
+    """The peer updates a resource right after it moved, before its previous access point
+    answered the handover: the new access point holds the request, and what follows it, until
+    the versions are in, then applies them in order."""
+    simulation = Simulation(3)
+    for op in PUBLISHED_AT_SP0:
+        simulation.apply(op)
+    changes = [changed("update", "a", "first, again"), {"op": "retract", "peer": "pub", "id": "b"}]
+    slow = moved_with_a_slow_handover(simulation, changes)
+    assert len(simulation.nodes["sp1"]._held["pub"]) == 2, "held while the versions come"
+    [handover] = slow
+    heapq.heappush(simulation._queue, dataclasses.replace(handover, at=simulation.now))
+    simulation.run_until_quiet()
+    assert simulation.errors == []
+    assert simulation.changes()["sub"] == [
+        ["a", "added"],
+        ["b", "added"],
+        ["a", "changed"],
+        ["b", "removed"],
+    ]
+    assert held_versions(simulation, "sp1") == {"a": (1, False), "b": (1, True)}
+
+
+def moved_with_a_slow_handover(simulation: Simulation, ops: list[dict]) -> list:
+    """``pub`` moves to sp1 and sends ``ops`` at once; everything but the handover request
+    arrives (routes settle). Returns the handover request, held back."""
+    move = {"op": "move", "peer": "pub", "superpeer": 1}
+    for op in [move, *ops]:
+        for step in simulation.planner.plan(op, str, simulation.now):
+            simulation._step(step)
+    slow = []
+    while any(p.kind != "sp" or not isinstance(p.message, m.Heartbeat) for p in simulation._queue):
+        pending = heapq.heappop(simulation._queue)
+        if isinstance(pending.message, m.Handover):
+            slow.append(pending)
+        else:
+            simulation._deliver(pending)
+    return slow
+
+
+def test_requests_held_for_a_handover_are_bounded():
+    config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0, max_held_requests=1)
+    simulation = Simulation(3, node_config=config)
+    for op in PUBLISHED_AT_SP0:
+        simulation.apply(op)
+    updates = [changed("update", "a", "again"), changed("update", "b", "again")]
+    moved_with_a_slow_handover(simulation, updates)
+    assert "pub" not in simulation.nodes["sp1"]._held
+    assert simulation.peers["pub"].connection is None, "closed: more than max_held_requests"
+
+
+def test_a_publication_sent_right_after_its_advertisement_reaches_a_remote_subscriber():
+    """The peer advertises and publishes at once: the subscription's route toward the new
+    origin forms after the publication. Found while testing a moved peer's changes: the origin
+    now replays what it published since it announced new elements to a route that formed
+    within ``settle_seconds`` of the announcement (before, nobody heard of it)."""
+    simulation = Simulation(3)
+    for op in [
+        {"op": "join", "peer": "sub", "superpeer": 2},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "join", "peer": "pub", "superpeer": 1},
+    ]:
+        simulation.apply(op)
+    for op in [{"op": "advertise", "peer": "pub", **BROAD}, changed("publish", "a", "first")]:
+        for step in simulation.planner.plan(op, str, simulation.now):
+            simulation._step(step)
+    simulation.run_until_quiet()
+    assert simulation.errors == []
+    assert simulation.changes()["sub"] == [["a", "added"]]
+    assert simulation.nodes["sp1"].status(simulation.now)["catchups"]["replayed"] == 1
