@@ -383,55 +383,6 @@ def test_the_retraction_horizon_is_configurable_and_checked():
         config_from_mapping({"recovery": {"retracted_seconds": -1}})
 
 
-def test_a_peer_changes_its_resources_at_the_super_peer_that_adopted_it():
-    """The access point a peer published through leaves: its adopter gets the versions of the
-    peer's resources (``Versions``), durably, so the owner goes on updating, extending and
-    retracting them there, also after the adopter restarted. Before, the adopter refused every
-    such change ("you have no resource under the id ..."), for good."""
-    article = '<http://example.org/{n}> <http://purl.org/dc/elements/1.1/title> "{t}" .'
-
-    def change(op: str, n: str, title: str) -> dict:
-        data = article.format(n=n, t=title)
-        return {"op": op, "peer": "pub", "id": n, "format": "nt", "data": data}
-
-    ops = [
-        {"op": "join", "peer": "sub", "superpeer": 2},
-        {"op": "join", "peer": "pub", "superpeer": 0},
-        {"op": "advertise", "peer": "pub", **BROAD},
-        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY, "on": "change"},
-        change("publish", "a", "first"),
-        change("publish", "b", "second"),
-        {"op": "superpeer_leave", "superpeer": 0},
-        change("update", "a", "first, again"),
-        change("extend", "b", "second, more"),
-        {"op": "detach", "peer": "pub"},  # else it would move when its access point fails
-        {"op": "superpeer_fail", "superpeer": 1},
-        {"op": "superpeer_restart", "superpeer": 1},
-        {"op": "attach", "peer": "pub"},
-        change("update", "a", "first, a third time"),
-        {"op": "retract", "peer": "pub", "id": "b"},
-    ]
-    simulation = Simulation(4)
-    for op in ops:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    assert simulation.errors == []
-    assert simulation.planner.peers["pub"].superpeer == 1, "adopted by sp1"
-    assert simulation.changes()["sub"] == [
-        ["a", "added"],
-        ["b", "added"],
-        ["a", "changed"],
-        ["b", "changed"],
-        ["a", "changed"],
-        ["b", "removed"],
-    ]
-    held = simulation.cores["sp1"].versions.resources_of("pub")
-    assert {k: (v.number, v.retracted) for k, v in held.items()} == {
-        "a": (2, False),
-        "b": (2, True),
-    }
-
-
 ARTICLE = '<http://example.org/{n}> <http://purl.org/dc/elements/1.1/title> "{t}" .'
 
 
@@ -452,6 +403,40 @@ PUBLISHED_AT_SP0 = [
 def held_versions(simulation: Simulation, superpeer: str) -> dict[str, tuple[int, bool]]:
     held = simulation.cores[superpeer].versions.resources_of("pub")
     return {k: (v.number, v.retracted) for k, v in held.items()}
+
+
+def test_a_peer_changes_its_resources_at_the_super_peer_that_adopted_it():
+    """The access point a peer published through leaves: its adopter gets the versions of the
+    peer's resources (``Versions``), durably, so the owner goes on updating, extending and
+    retracting them there, also after the adopter restarted. Before, the adopter refused every
+    such change ("you have no resource under the id ..."), for good."""
+    ops = [
+        *PUBLISHED_AT_SP0,
+        {"op": "superpeer_leave", "superpeer": 0},
+        changed("update", "a", "first, again"),
+        changed("extend", "b", "second, more"),
+        {"op": "detach", "peer": "pub"},  # else it would move when its access point fails
+        {"op": "superpeer_fail", "superpeer": 1},
+        {"op": "superpeer_restart", "superpeer": 1},
+        {"op": "attach", "peer": "pub"},
+        changed("update", "a", "first, a third time"),
+        {"op": "retract", "peer": "pub", "id": "b"},
+    ]
+    simulation = Simulation(4)
+    for op in ops:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    assert simulation.errors == []
+    assert simulation.planner.peers["pub"].superpeer == 1, "adopted by sp1"
+    assert simulation.changes()["sub"] == [
+        ["a", "added"],
+        ["b", "added"],
+        ["a", "changed"],
+        ["b", "changed"],
+        ["a", "changed"],
+        ["b", "removed"],
+    ]
+    assert held_versions(simulation, "sp1") == {"a": (2, False), "b": (2, True)}
 
 
 def test_a_peer_that_moved_changes_its_resources_at_its_new_access_point():
