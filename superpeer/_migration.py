@@ -386,8 +386,13 @@ class Migrations(NodeBase):
     ) -> dict[str, int]:
         """Send ``target`` the versions of the resources ``peer`` published through this node
         (it adopts the peer, or the peer moved there): the owner's changes go where they are.
-        Returns what was sent, resource -> version number."""
-        held = self.core.versions.resources_of(peer) if self.core is not None else {}
+        Returns what was sent, resource -> version number. From the store when the core forgot
+        them: a handover asked again after the peer's state here went (``settle_seconds``)
+        still brings them."""
+        core = self.core
+        held = core.versions.resources_of(peer) if core is not None else {}
+        if not held and (core is None or peer not in core.peers):
+            held = versions.stored_versions(self.store.pending(versions.RECORDS), peer)
         handed = [
             m.ResourceVersion(
                 id=resource,

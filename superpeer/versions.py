@@ -296,15 +296,28 @@ def version_record(owner: str, version: Version) -> tuple[str, dict]:
 def restore(table: ResourceVersions, records: dict[str, dict]) -> None:
     """Loads what ``record_of`` kept (a restarted access point)."""
     for record in records.values():
-        publication = qel.parse_publication_text(record["text"])
-        expires = record.get("expires")
-        version = Version(
-            int(record["number"]),
-            publication,
-            bool(record["retracted"]),
-            None if expires is None else float(expires),
-        )
-        table.restore(str(record["owner"]), publication.id, version)
+        version = _version_of(record)
+        table.restore(str(record["owner"]), version.publication.id, version)
+
+
+def stored_versions(records: dict[str, dict], owner: str) -> dict[str, Version]:
+    """``owner``'s versions as the store keeps them (``record_of``), by resource."""
+    found = {}
+    for record in records.values():
+        if record.get("owner") == owner:
+            version = _version_of(record)
+            found[version.publication.id] = version
+    return found
+
+
+def _version_of(record: dict) -> Version:
+    expires = record.get("expires")
+    return Version(
+        int(record["number"]),
+        qel.parse_publication_text(record["text"]),
+        bool(record["retracted"]),
+        None if expires is None else float(expires),
+    )
 
 
 def forget_records(store_pending: dict[str, dict], owner: str) -> list[str]:

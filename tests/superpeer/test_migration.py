@@ -547,3 +547,34 @@ def test_a_publication_sent_right_after_its_advertisement_reaches_a_remote_subsc
     assert simulation.errors == []
     assert simulation.changes()["sub"] == [["a", "added"]]
     assert simulation.nodes["sp1"].status(simulation.now)["catchups"]["replayed"] == 1
+
+
+def test_versions_lost_on_the_way_come_again_from_the_store_after_the_peer_state_went():
+    """The handover's ``Versions`` are lost and the new access point asks again only after the
+    previous one forgot the peer's state (``settle_seconds``): they come from its store."""
+    simulation = Simulation(3)
+    for op in PUBLISHED_AT_SP0:
+        simulation.apply(op)
+    move = {"op": "move", "peer": "pub", "superpeer": 1}
+    for step in simulation.planner.plan(move, str, simulation.now):
+        simulation._step(step)
+    handovers = 0
+    while simulation._queue:
+        pending = heapq.heappop(simulation._queue)
+        if isinstance(pending.message, m.Versions) and handovers == 1:
+            continue  # lost on the way
+        if isinstance(pending.message, m.Handover):
+            handovers += 1
+            if handovers == 2:  # asked again: slow, the peer's state at sp0 goes meanwhile
+                settle = simulation.nodes["sp0"].config.routing.settle_seconds
+                simulation._advance(simulation.now + 3 * settle)
+                assert "pub" not in simulation.cores["sp0"].peers
+                simulation._deliver(dataclasses.replace(pending, at=simulation.now))
+                break
+        simulation._deliver(pending)
+    assert handovers == 2
+    simulation.run_until_quiet()
+    simulation.apply(changed("update", "a", "first, again"))
+    assert simulation.errors == []
+    assert held_versions(simulation, "sp1") == {"a": (1, False), "b": (0, False)}
+    assert ["a", "changed"] in simulation.changes()["sub"]
