@@ -7,14 +7,14 @@ publication, carrying the version it replaces (``Notification.previous``) or mar
 every hop matches both sides, so a subscription that matched either is reached (both sides were
 accepted under the owner's advertisement, so it covers every subscription either side matches).
 
-Where the old version lives: here, at the access point the resource was published through, which
-keeps the *current* version of each of its peers' resources (``ResourceVersions``; durable in the
-store, see ``SuperPeerNode``) until the owner retracts it and then as a tombstone (the version
-number, so that a later publication under the same id is a new version and not a repeat), until
-the owner leaves, or until this access point leaves the network and hands them to the one that
-adopts the owner (``Versions``). A resource is identified by its owner and its publication id; only the owner's
-own access point, on the owner's authenticated connection, changes it, so nobody else can update
-or retract it. The table is bounded per owner (``VersionLimits.max_resources_per_peer``) and per
+Where the old version lives: here, at the owner's access point, which keeps the *current*
+version of each of its peers' resources (``ResourceVersions``; durable in the store, see
+``SuperPeerNode``) until the owner retracts it and then as a tombstone (the version number, so
+that a later publication under the same id is a new version and not a repeat), until the owner
+leaves. The versions follow the owner (``Versions``): to its new access point with a move's
+handover, and to the adopter when this access point leaves. A resource is identified by its
+owner and its publication id; only the owner's own access point, on the owner's authenticated
+connection, changes it, so nobody else can update or retract it. The table is bounded per owner (``VersionLimits.max_resources_per_peer``) and per
 resource (the language's ``max_triples_per_publication`` for what extensions accumulate): beyond
 either, the request is refused with the reason and nothing changes.
 
