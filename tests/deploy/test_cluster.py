@@ -23,7 +23,12 @@ from deploy.replay import replay
 from superpeer.sim import Simulation
 from superpeer.sim.generate import generate
 from tests.deploy.replaying import replayed_and_simulated
-from tests.superpeer.oracle import expected_deliveries, expected_fetches, expected_locations
+from tests.superpeer.oracle import (
+    expected_changes,
+    expected_deliveries,
+    expected_fetches,
+    expected_locations,
+)
 from wire import messages as m
 
 pytestmark = pytest.mark.process
@@ -93,6 +98,39 @@ def test_replay_of_backbone_churn_gives_the_simulators_deliveries(tmp_path):
     assert sum(len(ids) for ids in expected.values()) > 50
     assert report["deliveries"] == simulation.deliveries() == expected
     assert report["errors"] == simulation.errors == []
+
+
+def test_replay_of_changes_after_moves_and_a_departure_gives_the_oracles_changes(tmp_path):
+    """Real daemons: a publisher moves twice and its access point leaves, and it goes on
+    updating, extending and retracting what it published before (the versions follow it,
+    ``superpeer._migration``); the subscriber hears of every change, as the oracle says."""
+    article = '<http://example.org/{n}> <http://purl.org/dc/elements/1.1/title> "{t}" .'
+
+    def changed(op: str, n: str, title: str) -> dict:
+        data = article.format(n=n, t=title)
+        return {"op": op, "peer": "pub", "id": n, "format": "nt", "data": data}
+
+    operations = [
+        {"op": "join", "peer": "sub", "superpeer": 2},
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "advertise", "peer": "pub", "schemas": ["dc", "rdf", "http://example.org/"]},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": "X : t(X, dc:title, T)",
+         "on": "change"},
+        changed("publish", "a", "first"),
+        changed("publish", "b", "second"),
+        {"op": "move", "peer": "pub", "superpeer": 1},
+        changed("update", "a", "first, again"),
+        changed("extend", "b", "second, more"),
+        {"op": "move", "peer": "pub", "superpeer": 3},
+        {"op": "superpeer_leave", "superpeer": 3},
+        changed("update", "a", "first, a third time"),
+        {"op": "retract", "peer": "pub", "id": "b"},
+    ]  # fmt: skip
+    report, simulation = replayed_and_simulated(tmp_path, operations, 4)
+    expected = expected_changes(4, operations)
+    assert report["errors"] == simulation.errors == []
+    assert report["changes"]["sub"] == simulation.changes()["sub"] == expected["sub"]
+    assert len(expected["sub"]) == 6
 
 
 def test_replay_fetches_what_the_simulator_and_the_oracle_fetch(tmp_path):
