@@ -435,11 +435,7 @@ class Planner:
             steps = [Disconnect(name)] if peer.attached else []
             previous = peer.superpeer
             peer.superpeer, peer.attached = target, True
-            if previous in self.live():
-                # its handover brings the versions of what it published there (``Versions``)
-                for resource, where in peer.resources.items():
-                    if where == previous:
-                        peer.resources[resource] = target
+            self._follow(peer, previous)
             return [*steps, *self._arrive(name, peer, previous)]
         if not peer.attached:
             raise OperationError(f"peer {name} is detached")
@@ -478,7 +474,18 @@ class Planner:
             return Connect(name, peer.superpeer)
         previous = peer.superpeer
         peer.superpeer = self.next_live(previous)
+        self._follow(peer, previous)
         return self._moved(name, previous)
+
+    def _follow(self, peer: PlannedPeer, previous: int) -> None:
+        """``peer`` moved from ``previous``: the handover brings the versions of what it
+        published there (``Versions``), from ``previous`` or from the super-peer that adopted
+        its peers when it left; not while ``previous`` is down."""
+        if previous in self.down:
+            return
+        for resource, where in peer.resources.items():
+            if where == previous:
+                peer.resources[resource] = peer.superpeer
 
     def _arrive(self, name: str, peer: PlannedPeer, previous: int) -> list[Step]:
         """``peer`` connects to its (new) access point, coming from ``previous``."""
@@ -590,8 +597,6 @@ class Planner:
         for name in self.attached_to(index):
             peer = self.peers[name]
             peer.superpeer = successor
-            for resource, where in peer.resources.items():
-                if where == index:
-                    peer.resources[resource] = successor
+            self._follow(peer, index)
             steps.append(Connect(name, successor))
         return steps

@@ -466,3 +466,75 @@ def test_two_super_peers_cut_apart_counterexample():
     members = [n for n, node in simulation.nodes.items() if node.core is not None]
     assert sorted(members) == ["sp0", "sp2"]
     check_routing(simulation)
+
+
+OWNER_STEPS = (
+    "publish",
+    "publish",
+    "update",
+    "extend",
+    "retract",
+    "move",
+    "move",
+    "superpeer_leave",
+)
+
+
+@st.composite
+def owners_moving(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """One owner publishing, changing and retracting its resources while it moves between
+    access points and access points leave (the versions follow it: ``superpeer._migration``),
+    and subscribers (some hearing of extensions) elsewhere."""
+    superpeers = draw(st.integers(2, 8))
+    subscribers = [f"s{i}" for i in range(draw(st.integers(1, 3)))]
+    ops: list[dict] = [{"op": "join", "peer": "owner", "superpeer": 0}]
+    ops += [
+        {"op": "join", "peer": peer, "superpeer": draw(st.integers(0, superpeers - 1))}
+        for peer in subscribers
+    ]
+    ops.append({"op": "advertise", "peer": "owner", **BROAD})
+    for peer in subscribers:
+        query = draw(subscriptions()).to_text()
+        op = {"op": "subscribe", "peer": peer, "id": "q", "query": query}
+        if draw(st.booleans()):
+            op["on"] = "change"
+        ops.append(op)
+    published: dict[str, str] = {}
+    left = 0
+    for number in range(draw(st.integers(2, 14))):
+        kind = draw(st.sampled_from(OWNER_STEPS))
+        if kind == "publish" or (kind in ("update", "extend", "retract") and not published):
+            text = draw(publications()).to_text()
+            ops.append(
+                {"op": "publish", "peer": "owner", "id": f"n{number}", "format": "nt",
+                 "data": text}
+            )  # fmt: skip
+            published[f"n{number}"] = text
+        elif kind in ("update", "extend", "retract"):
+            resource = draw(st.sampled_from(sorted(published)))
+            op = {"op": kind, "peer": "owner", "id": resource}
+            if kind != "retract":
+                text = draw(new_version(published[resource]))
+                op.update(format="nt", data=text)
+                published[resource] = text
+            ops.append(op)
+        elif kind == "move":
+            target = draw(st.integers(0, superpeers - 1))
+            ops.append({"op": "move", "peer": "owner", "superpeer": target})
+        elif left < superpeers - 1:
+            left += 1
+            ops.append({"op": "superpeer_leave", "superpeer": draw(st.integers(0, superpeers - 1))})
+    return superpeers, ops
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(owners_moving(), st.booleans())
+def test_an_owner_changes_its_resources_wherever_it_moves(workload, interleave):
+    """Every change the owner makes after moves and departures of its access points is
+    applied and reaches the subscribers as the oracle (which knows nothing of access points)
+    says: before the versions followed the owner, each change after a move was refused."""
+    superpeers, ops = workload
+    simulation = run(superpeers, ops, interleave=interleave)
+    refused = [e for e in simulation.errors if e["peer"] == "owner"]
+    event(f"owner's requests refused: {'none' if not refused else 'some'}")
+    assert simulation.changes() == expected_changes(superpeers, ops)
