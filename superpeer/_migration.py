@@ -423,6 +423,31 @@ class Migrations(NodeBase):
         pending = self.store.pending(HANDOVERS)
         return any(pending.get(request, {}).get("peer") == peer for request in self._awaiting)
 
+    def _kept_elsewhere(self, peer: str, message: m.Publish | m.Withdraw) -> str:
+        """Why a change of a resource unknown here is refused, when the previous access point
+        may keep it and has not answered the handover ("" otherwise: the core says why)."""
+        core = self.core
+        if isinstance(message, m.Withdraw):
+            resource = message.id
+        elif message.change == "publish":
+            return ""
+        else:
+            resource = message.publication.id
+        if core is None or core.versions.current(peer, resource) is not None:
+            return ""
+        previous = [
+            entry["previous"]
+            for entry in self.store.pending(HANDOVERS).values()
+            if entry["peer"] == peer
+        ]
+        if not previous:
+            return ""
+        return (
+            f"the resource {resource!r} may be kept by your previous access point "
+            f"{previous[-1]}, which has not handed your resources over yet (it does not "
+            "answer): try again once it does"
+        )
+
     def _release_held(self, now: float, out: list[Output]) -> None:
         """The requests held for peers whose versions were coming (``_hold``), in order, once
         the handover is answered or given up. Those of a connection that ended since go with

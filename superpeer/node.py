@@ -1141,6 +1141,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 return
             held.append((connection, event))
             return
+        if isinstance(message, m.Publish | m.Withdraw) and (
+            reason := self._kept_elsewhere(peer, message)
+        ):
+            refused = m.Refused(request=request_label(message), reason=reason)
+            self._core([ToPeer(peer, refused, wire.encode(refused))], now, out)
+            return
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, RESOURCE_REQUESTS):
             self._resource_request(peer, message, now, out)

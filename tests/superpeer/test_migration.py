@@ -17,6 +17,7 @@ from superpeer.config import ConfigError, config_from_mapping
 from superpeer.core import tree_parent
 from superpeer.sim import Simulation
 from superpeer.sim.network import BOUNCE_SECONDS
+from superpeer.sim.workload import Send, peer_requests
 from tests.superpeer.oracle import expected_deliveries
 from wire import messages as m
 
@@ -578,3 +579,30 @@ def test_versions_lost_on_the_way_come_again_from_the_store_after_the_peer_state
     assert simulation.errors == []
     assert held_versions(simulation, "sp1") == {"a": (1, False), "b": (0, False)}
     assert ["a", "changed"] in simulation.changes()["sub"]
+
+
+def test_a_change_while_the_previous_access_point_is_down_is_refused_until_it_is_back():
+    """The previous access point failed: the new one cannot know the peer's resources, and
+    says where they are; once the failed one is back, its handover brings them and the same
+    change is accepted."""
+    simulation = Simulation(3)
+    for op in [
+        *PUBLISHED_AT_SP0,
+        {"op": "detach", "peer": "pub"},
+        {"op": "superpeer_fail", "superpeer": 0},
+        {"op": "move", "peer": "pub", "superpeer": 1},
+    ]:
+        simulation.apply(op)
+    update = changed("update", "a", "first, again")
+    # the planner refuses it before sending (``ElsewhereError``): sent as a client would
+    [publish] = peer_requests(update, str, simulation.now)
+    simulation._step(Send("pub", publish))
+    simulation.run_until_quiet()
+    [refused] = [a for a in simulation.peers["pub"].answers if isinstance(a, m.Refused)]
+    assert "may be kept by your previous access point sp0" in refused.reason
+    simulation.apply({"op": "superpeer_restart", "superpeer": 0})
+    assert held_versions(simulation, "sp1") == {"a": (0, False), "b": (0, False)}
+    simulation._step(Send("pub", publish))
+    simulation.run_until_quiet()
+    assert ["a", "changed"] in simulation.changes()["sub"]
+    assert held_versions(simulation, "sp1")["a"] == (1, False)
