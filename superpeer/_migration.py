@@ -449,9 +449,9 @@ class Migrations(NodeBase):
         )
 
     def _release_held(self, now: float, out: list[Output]) -> None:
-        """The requests held for peers whose versions were coming (``_hold``), in order, once
-        the handover is answered or given up. Those of a connection that ended since go with
-        it (the peer sends them again)."""
+        """The requests held for peers whose versions were coming (``SuperPeerNode._request``),
+        in order, once the handover is answered or given up. Those of a connection that ended
+        since go with it (the peer sends them again)."""
         for peer in sorted(self._held):
             if self._versions_coming(peer):
                 continue
