@@ -80,6 +80,16 @@ def first(found: list[tuple[float, str]], event: str, after: float = 0.0) -> flo
     return next((at for at, name in found if name == event and at >= after), None)
 
 
+def wait_for(process: subprocess.Popen, event: str, after: float, timeout: float) -> None:
+    """Until ``process`` logs ``event`` at ``after`` or later (``RuntimeError`` past
+    ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while first(events(process.log), event, after) is None:  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {event} from {process.log} within {timeout} s")  # type: ignore[attr-defined]
+        time.sleep(0.2)
+
+
 def run_once(sp0: subprocess.Popen, directory: Path, ports: list[int], watch: float) -> dict:
     started = time.time()
     sp1 = daemon(directory, ports[1], "sp1", ports[0])
@@ -114,14 +124,16 @@ def main(argv: list[str] | None = None) -> None:
         sp0 = daemon(base / "sp0", ports[0], "sp0", None)
         rows = []
         try:
-            time.sleep(3)
+            wait_for(sp0, "started", 0.0, timeout=30)
             for label in ("first start", "after kill -9"):
                 row = run_once(sp0, base / "sp1", ports, args.watch)
                 process = row.pop("process")
+                killed = time.time()
                 process.send_signal(signal.SIGKILL)
                 process.wait()
                 rows.append({"start": label, **row})
-                time.sleep(15)  # sp0 notices and repairs before the restart
+                # sp0 notices the failure (and, alone then, repairs at once) before the restart
+                wait_for(sp0, "neighbour_failed", killed, timeout=60)
         finally:
             sp0.send_signal(signal.SIGTERM)
             sp0.wait(timeout=30)

@@ -420,8 +420,11 @@ class Migrations(NodeBase):
         so to hand over the versions of its resources)."""
         if not self._awaiting:
             return False
-        pending = self.store.pending(HANDOVERS)
-        return any(pending.get(request, {}).get("peer") == peer for request in self._awaiting)
+        return any(request in self._awaiting for request in self._handovers_of(peer))
+
+    def _handovers_of(self, peer: str) -> dict[str, dict]:
+        """The handovers asked for ``peer`` and not answered yet, by request."""
+        return {r: e for r, e in self.store.pending(HANDOVERS).items() if e["peer"] == peer}
 
     def _kept_elsewhere(self, peer: str, message: m.Publish | m.Withdraw) -> str:
         """Why a change of a resource unknown here is refused, when the previous access point
@@ -435,11 +438,7 @@ class Migrations(NodeBase):
             resource = message.publication.id
         if core is None or core.versions.current(peer, resource) is not None:
             return ""
-        previous = [
-            entry["previous"]
-            for entry in self.store.pending(HANDOVERS).values()
-            if entry["peer"] == peer
-        ]
+        previous = [entry["previous"] for entry in self._handovers_of(peer).values()]
         if not previous:
             return ""
         return (

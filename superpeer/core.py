@@ -78,7 +78,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -433,16 +433,16 @@ class SuperPeerCore:
         self.ads.remove(self.node_id, peer, old - new)
         self.ads.add(self.node_id, peer, new - old)
         self._advertised[peer] = new
-        announcement = self._announcement()
-        if checked and (reason := self._too_large(announcement)):
+
+        def undo() -> None:
             self.ads.remove(self.node_id, peer, new - old)
             self.ads.add(self.node_id, peer, old - new)
             self._advertised[peer] = old
-            label = request_label(m.Advertise(advertisement=advertisement))
-            self._refuse(peer, label, f"after this advertisement {reason}", now, out)
-            return False
-        self._announce(now, out, announcement)
-        return True
+
+        label = request_label(m.Advertise(advertisement=advertisement))
+        return self._announce_within_limit(
+            peer, label, now, out, what="this advertisement", undo=undo, checked=checked
+        )
 
     def publish_schema(
         self,
@@ -463,10 +463,33 @@ class SuperPeerCore:
         except SchemaRefused as error:
             self._refuse(peer, label, str(error), now, out)
             return False
+        return self._announce_within_limit(
+            peer,
+            label,
+            now,
+            out,
+            what="these axioms",
+            undo=lambda: self.schemas.set_peer(peer, held),
+            checked=checked,
+        )
+
+    def _announce_within_limit(
+        self,
+        peer: str,
+        label: str,
+        now: float,
+        out: list[Output],
+        *,
+        what: str,
+        undo: Callable[[], object],
+        checked: bool,
+    ) -> bool:
+        """Announce this origin's changed elements; when ``checked`` (a peer's request) and
+        they would not fit ``max_elements_bytes``, ``undo`` the change and refuse it instead."""
         announcement = self._announcement()
         if checked and (reason := self._too_large(announcement)):
-            self.schemas.set_peer(peer, held)
-            self._refuse(peer, label, f"after these axioms {reason}", now, out)
+            undo()
+            self._refuse(peer, label, f"after {what} {reason}", now, out)
             return False
         self._announce(now, out, announcement)
         return True

@@ -44,17 +44,22 @@ SETUP = [
 ]
 
 
+def the_refusal(simulation: Simulation, ops: list[dict]) -> dict:
+    """``ops`` applied until quiet: the one error they made."""
+    for op in ops:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    [refused] = simulation.errors
+    return refused
+
+
 def versions_received(simulation: Simulation) -> list[tuple[str, int]]:
     return [(n.publication.id, n.version) for n in simulation.peers["sub"].notifications]
 
 
 def test_an_update_whose_notification_no_frame_carries_is_refused_and_changes_nothing():
     simulation = Simulation(2)
-    ops = [*SETUP, publish(1, 300), publish(1, 300, "update", tag="b")]
-    for op in ops:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    [refused] = simulation.errors
+    refused = the_refusal(simulation, [*SETUP, publish(1, 300), publish(1, 300, "update", tag="b")])
     assert refused["op"].endswith(":update")
     assert "max_notification_bytes (524288)" in refused["error"]
     assert "carries the version it replaces" in refused["error"]
@@ -67,10 +72,8 @@ def test_an_update_whose_notification_no_frame_carries_is_refused_and_changes_no
 
 def test_a_publication_over_the_limit_is_refused_with_the_limit_named():
     simulation = Simulation(1)
-    for op in [*SETUP[:1], {**SETUP[1], "superpeer": 0}, *SETUP[2:], publish(1, 600)]:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    [refused] = simulation.errors
+    ops = [*SETUP[:1], {**SETUP[1], "superpeer": 0}, *SETUP[2:], publish(1, 600)]
+    refused = the_refusal(simulation, ops)
     assert "more than max_notification_bytes" in refused["error"]
     assert "carries the version" not in refused["error"]
     assert simulation.peers["sub"].notifications == []
@@ -184,10 +187,7 @@ def test_an_advertisement_that_would_make_the_origins_elements_too_large_is_refu
         {"op": "advertise", "peer": "big", **properties("b", 14_000)},
     ]
     simulation = Simulation(2)
-    for op in ops:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    [refused] = simulation.errors
+    refused = the_refusal(simulation, ops)
     assert refused["peer"] == "big"
     assert "more than max_elements_bytes (786432)" in refused["error"]
     # nothing changed: the first peer's advertisement stands everywhere; a smaller one passes
@@ -224,10 +224,7 @@ def test_axioms_that_would_make_the_origins_elements_too_large_are_refused_and_t
         {"op": "publish_schema", "peer": "pub", "data": axioms("a", 100), "format": "nt"},
         {"op": "publish_schema", "peer": "pub", "data": axioms("b", 300), "format": "nt"},
     ]
-    for op in ops:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    [refused] = simulation.errors
+    refused = the_refusal(simulation, ops)
     assert refused["op"].endswith(":publish_schema")
     assert "after these axioms" in refused["error"]
     assert "max_elements_bytes (20000)" in refused["error"]
