@@ -6,6 +6,12 @@ holds one or two positions. ``HypercupNode`` is the protocol one super-peer runs
 failure repair, growing and shrinking the cube); ``LocalView`` answers tree questions from one
 node's knowledge; ``Topology`` is a global snapshot for tests and simulations;
 ``hypercup.testing`` drives networks of nodes in memory.
+
+Nodes are names here. A runtime that restarts nodes gives each process an *incarnation*; the
+protocol carries it without using it, from where it is known to where it is needed: a
+``JoinRequest``'s to the ``Welcome`` (the member that welcomes may never have heard from the
+newcomer), a failed or leaving node's from ``neighbour_failed`` / ``leave`` to the ``Departed``
+of its successor (often a node it never spoke to).
 """
 
 from hypercup.errors import (

@@ -73,6 +73,7 @@ class PendingRepair:
     positions: frozenset[int]
     found: dict[str, Peer]
     missing: set[int]
+    incarnation: int = 0
 
 
 class NodeCore:
@@ -82,7 +83,7 @@ class NodeCore:
     """Processes a message this node may process now (defined by ``HypercupNode``)."""
     _restart_join: Callable[[JoinWalk], None]
     """Starts a join walk over from this node, in its epoch (defined by ``Joins``)."""
-    _start_repair: Callable[[str], None]
+    _start_repair: Callable[[str, int], None]
     """Repairs the failure of a neighbour (defined by ``Departures``)."""
 
     def __init__(self, node_id: str, address: str) -> None:
@@ -368,7 +369,7 @@ class NodeCore:
         assert not self._changing_tables(), "dimension change mid-take"
         # a repair's lookups of the old cube are dropped where they arrive: it starts over in
         # the new one
-        repairing = self._repair.failed if self._repair is not None else None
+        repairing = self._repair
         self._repair = None
         # kept for nodes that miss it (a tree through a failed member): ``ChangeRequest``
         self._changes[self._epoch + 1] = replace(message, resent=False)
@@ -382,6 +383,6 @@ class NodeCore:
         self._epoch += 1
         for walk in queued:
             self._restart_join(walk)
-        if repairing is not None and repairing in self._member_hood().peers:
-            self._start_repair(repairing)
+        if repairing is not None and repairing.failed in self._member_hood().peers:
+            self._start_repair(repairing.failed, repairing.incarnation)
         self._flush()

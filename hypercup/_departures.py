@@ -69,12 +69,13 @@ def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
 
 
 class Departures(NodeCore):
-    def _start_leave(self) -> None:
+    def _start_leave(self, incarnation: int) -> None:
         """This member leaves: from now on it only waits for ``Released``."""
         hood = self._member_hood()
         walk = self._new_leave_walk(
-            self.node_id, self.address, hood.positions, hood.peers, failed=False
-        )
+            self.node_id, self.address, hood.positions, hood.peers, failed=False,
+            incarnation=incarnation,
+        )  # fmt: skip
         self._state = NodeState.LEAVING
         self._advance_leave(walk)
 
@@ -86,6 +87,7 @@ class Departures(NodeCore):
         peers: Mapping[str, Peer],
         *,
         failed: bool,
+        incarnation: int,
     ) -> LeaveWalk:
         """The walk of a departure, starting at the leaver's lowest position."""
         return LeaveWalk(
@@ -99,6 +101,7 @@ class Departures(NodeCore):
             phase=ROUTE,
             position=min(positions),
             bit=-1,
+            leaver_incarnation=incarnation,
         )
 
     def _on_leave_walk(self, sender: str, walk: LeaveWalk) -> None:
@@ -217,7 +220,12 @@ class Departures(NodeCore):
                 )
             self._take_back(mirror, peers_from_wire(walk.leaver_peers), exclude={walk.leaver})
             self._out.append(
-                Departed(node=walk.leaver, positions=walk.leaver_positions, failed=walk.failed)
+                Departed(
+                    node=walk.leaver,
+                    positions=walk.leaver_positions,
+                    failed=walk.failed,
+                    incarnation=walk.leaver_incarnation,
+                )
             )
             if not walk.failed:
                 self._send(walk.leaver, walk.leaver_address, Released())
@@ -233,6 +241,7 @@ class Departures(NodeCore):
             leaver_positions=walk.leaver_positions,
             leaver_peers=walk.leaver_peers,
             failed=walk.failed,
+            leaver_incarnation=walk.leaver_incarnation,
         )
         if newcomer == self.node_id:
             self._on_reclaim(self.node_id, reclaim)
@@ -278,7 +287,12 @@ class Departures(NodeCore):
             hood.replace(message.leaver_positions, departed)
         self._announce(before, exclude={message.leaver})
         self._out.append(
-            Departed(node=message.leaver, positions=message.leaver_positions, failed=message.failed)
+            Departed(
+                node=message.leaver,
+                positions=message.leaver_positions,
+                failed=message.failed,
+                incarnation=message.leaver_incarnation,
+            )
         )
         if not message.failed:
             self._send(message.leaver, message.leaver_address, Released())
@@ -308,8 +322,9 @@ class Departures(NodeCore):
 
     # -- failures -----------------------------------------------------------------------------
 
-    def _start_repair(self, failed: str) -> None:
-        """We repair the failure of ``failed``: find the holders around it, then walk for it."""
+    def _start_repair(self, failed: str, incarnation: int) -> None:
+        """We repair the failure of ``failed`` (its ``incarnation``, 0 if not known): find the
+        holders around it, then walk for it."""
         hood = self._member_hood()
         lost = hood.peers[failed].positions
         found: dict[str, Peer] = {}
@@ -322,7 +337,9 @@ class Departures(NodeCore):
                 found[holder] = hood.peers[holder]
             else:
                 missing.add(position)
-        self._repair = PendingRepair(failed, hood.peers[failed].address, lost, found, missing)
+        self._repair = PendingRepair(
+            failed, hood.peers[failed].address, lost, found, missing, incarnation
+        )
         for position in sorted(missing):
             self._route_lookup(
                 Lookup(
@@ -384,6 +401,11 @@ class Departures(NodeCore):
         self._repair = None
         self._advance_leave(
             self._new_leave_walk(
-                repair.failed, repair.failed_address, repair.positions, repair.found, failed=True
+                repair.failed,
+                repair.failed_address,
+                repair.positions,
+                repair.found,
+                failed=True,
+                incarnation=repair.incarnation,
             )
         )

@@ -81,6 +81,7 @@ class Joins(NodeCore):
                 epoch=self._epoch,
                 newcomer=sender,
                 newcomer_address=message.address,
+                newcomer_incarnation=message.incarnation,
                 phase=ROUTE,
                 position=min(hood.positions),
                 bit=-1,
@@ -197,7 +198,13 @@ class Joins(NodeCore):
         self._send(
             walk.newcomer,
             walk.newcomer_address,
-            Welcome(epoch=self._epoch, dimension=hood.dimension, position=mirror, peers=welcome),
+            Welcome(
+                epoch=self._epoch,
+                dimension=hood.dimension,
+                position=mirror,
+                peers=welcome,
+                incarnation=walk.newcomer_incarnation,
+            ),
         )
         update: PeerTable = {
             self.node_id: (self.address, (column,)),

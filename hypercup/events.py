@@ -60,6 +60,9 @@ class Departed:
     node: str
     positions: tuple[int, ...]
     failed: bool
+    incarnation: int = 0
+    """``node``'s incarnation as the repair or the departure named it (0: not known): the one
+    the cube is to forget, whoever takes its place (often a node that never heard from it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -118,6 +118,9 @@ class JoinRequest(_Validated):
 
     KIND: ClassVar[str] = "hypercup.join_request"
     address: str
+    incarnation: int = 0
+    """The newcomer's incarnation (0: not told), carried to its ``Welcome``. The protocol does
+    not use it; the runtime around it fills it in from the link the request came on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +149,7 @@ class JoinWalk(_Validated):
     epoch: int
     newcomer: str
     newcomer_address: str
+    newcomer_incarnation: int = 0
     phase: str
     position: int
     bit: int
@@ -174,6 +178,9 @@ class Welcome(_Validated):
     dimension: int
     position: int
     peers: PeerTable
+    incarnation: int = 0
+    """The newcomer's incarnation this admits (its ``JoinRequest.incarnation``): the old holder
+    may never have heard from it, the join having come through other members."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,6 +289,9 @@ class LeaveWalk(_Validated):
     phase: str
     position: int
     bit: int
+    leaver_incarnation: int = 0
+    """The departing node's incarnation, as the node that started the walk knew it (0: not
+    known), carried to the ``Departed`` of its successor. The protocol does not use it."""
 
     def _validate(self) -> None:
         if self.phase not in _PHASES:
@@ -307,6 +317,7 @@ class Reclaim(_Validated):
     leaver_positions: tuple[int, ...]
     leaver_peers: PeerTable
     failed: bool
+    leaver_incarnation: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -120,17 +120,18 @@ class Network:
                 raise NetworkError(f"{node_id} did not become a member")
         return stats
 
-    def leave(self, node_id: str) -> OperationStats:
-        """``node_id`` announces its departure."""
+    def leave(self, node_id: str, *, incarnation: int = 0) -> OperationStats:
+        """``node_id`` (its runtime's ``incarnation``) announces its departure."""
         node = self._nodes[node_id]
-        stats = self._operation(lambda: self._process(node_id, node.leave()))
+        stats = self._operation(lambda: self._process(node_id, node.leave(incarnation=incarnation)))
         if node.state is not NodeState.LEFT:
             raise NetworkError(f"{node_id} was not released")
         del self._nodes[node_id]
         return stats
 
-    def fail(self, node_id: str) -> OperationStats:
-        """``node_id`` stops answering; its live neighbours notice."""
+    def fail(self, node_id: str, *, incarnation: int = 0) -> OperationStats:
+        """``node_id`` (its runtime's ``incarnation``) stops answering; its live neighbours
+        notice."""
         if self._nodes[node_id].state is not NodeState.MEMBER:
             raise NetworkError(f"{node_id} is not a member")
         del self._nodes[node_id]
@@ -140,7 +141,8 @@ class Network:
             watchers = [n for n in self.members if node_id in self._nodes[n].known_peers()]
             self._random.shuffle(watchers)
             for watcher in watchers:
-                self._process(watcher, self._nodes[watcher].neighbour_failed(node_id))
+                failed = self._nodes[watcher].neighbour_failed(node_id, incarnation=incarnation)
+                self._process(watcher, failed)
 
         return self._operation(notice)
 

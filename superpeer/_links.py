@@ -69,7 +69,8 @@ class Link:
 class Links:
     """Every link of one daemon. ``hello`` is what to say first (it carries the incarnation of the
     moment); ``open_stream`` opens the (TLS) connection to a super-peer and checks its node id;
-    ``heard`` and ``overflow`` call back into the daemon."""
+    ``heard`` (an acknowledgement), ``welcomed`` (a connection, and the other side's incarnation)
+    and ``overflow`` call back into the daemon."""
 
     def __init__(
         self,
@@ -80,6 +81,7 @@ class Links:
         hello: Callable[[], m.Hello],
         open_stream: Callable[[str, str], Awaitable[trio.abc.Stream]],
         heard: Callable[[str], None],
+        welcomed: Callable[[str, int], None],
         overflow: Callable[[str], None],
         handshake_seconds: float,
     ) -> None:
@@ -89,6 +91,7 @@ class Links:
         self._hello = hello
         self._open = open_stream
         self._heard = heard
+        self._welcomed = welcomed
         self._overflow = overflow
         self._handshake_seconds = handshake_seconds
         self._random = random.Random()
@@ -171,7 +174,7 @@ class Links:
                 resend = link.channel.welcomed(welcome.incarnation, welcome.resume)
                 link.fresh.clear()
                 link.connected = True
-                self._heard(link.node)
+                self._welcomed(link.node, welcome.incarnation)
                 if resend:
                     await stream.send_all(b"".join(resend))
                 with unwrapped(LinkFailed, *_BROKEN):

@@ -204,6 +204,9 @@ class SuperPeerDaemon:
                     hello=self._hello,
                     open_stream=self._open_backbone,
                     heard=lambda node: self.node.superpeer_heard(node, self.clock()),
+                    welcomed=lambda node, incarnation: self._run(
+                        lambda now: self.node.superpeer_welcomed(node, incarnation, now)
+                    ),
                     overflow=lambda node: self._run(
                         lambda now: self.node.superpeer_unreachable(node, now)
                     ),

@@ -77,7 +77,7 @@ from collections.abc import Callable
 import crypto
 import qel
 import wire
-from hypercup import HypercupNode, NodeState
+from hypercup import HypercupNode, JoinRequest, NodeState, Welcome
 from hypercup.errors import HypercupError, LocalProtocolError
 from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
 from poset.poset import collector_paused
@@ -288,7 +288,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             out.append(Stopped("left"))
             return
         try:
-            self._topology(self.topology.leave(), now, out)
+            self._topology(self.topology.leave(incarnation=self.incarnation), now, out)
         except LocalProtocolError:
             self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
 
@@ -304,6 +304,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         for output in outputs:
             if isinstance(output, Send):
                 self.addresses.setdefault(output.to, output.address)
+                if isinstance(output.message, Welcome) and output.message.incarnation:
+                    self._admitting(output.to, output.message.incarnation, now, out)
                 self._send(output.to, output.message, now, out, address=output.address)
             elif isinstance(output, Joined):
                 self._join_contact = None
@@ -385,9 +387,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
     def _took_place_of(self, departed: Departed, now: float, out: list[Output]) -> None:
         out.append(Forgotten(departed.node))
         self._renewed.add(departed.node)
-        # the incarnation it had as our neighbour; else the newest we heard of (a node that
-        # joined next to it and was never sent anything by it): with 0, nobody would evict it
-        incarnation = self._neighbour_incarnations.get(
+        # the incarnation the repair (or the leaver) named: the one who noticed the failure
+        # knew it, while the one taking its place may never have heard from it; else the one
+        # it had as our neighbour, else the newest we heard of (with 0, nobody would evict it,
+        # nor drop a link that still holds what was meant for it: chaos seed 43)
+        incarnation = departed.incarnation or self._neighbour_incarnations.get(
             departed.node, self.incarnations.get(departed.node, 0)
         )
         if departed.failed:
@@ -427,11 +431,33 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         out: list[Output] = []
         if address:
             self.addresses[node] = address
-        self._heard(node, now)
         self._incarnation(node, incarnation, now, out)
+        self._heard(node, now)
         return out
 
-    def _incarnation(self, node: str, incarnation: int, now: float, out: list[Output]) -> None:
+    def superpeer_welcomed(self, node: str, incarnation: int, now: float) -> list[Output]:
+        """A link to super-peer ``node`` connected, and the process there is ``incarnation``.
+        A restart behind a link that connected again by itself is known at once: the new
+        process acknowledges the link's frames, and those acknowledgements kept a neighbour
+        that had died alive here (chaos seed 43: for 37 s, so that the catch-up after its
+        repair started too late)."""
+        out: list[Output] = []
+        self._incarnation(node, incarnation, now, out)
+        self._heard(node, now)
+        return out
+
+    def _admitting(self, node: str, incarnation: int, now: float, out: list[Output]) -> None:
+        """This member welcomes incarnation ``incarnation`` of ``node`` into the cube, maybe
+        without ever having heard from it (the join came through other members). It is known
+        from now on: what was queued for an older one is dropped, and the ``Welcome`` goes on
+        a link meant for this one. (Sent on a link that still held an older incarnation's
+        frames, the ``Welcome`` was dropped with them when the new process answered, and the
+        cube counted a member that never knew it was one: chaos seed 43.)"""
+        self._incarnation(node, incarnation, now, out, admitted=True)
+
+    def _incarnation(
+        self, node: str, incarnation: int, now: float, out: list[Output], *, admitted: bool = False
+    ) -> None:
         previous = self.incarnations.get(node, 0)
         self.incarnations[node] = max(incarnation, previous)
         if incarnation > previous > 0:
@@ -445,6 +471,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 self._core(self.core.neighbour_restarted(node, now), now, out)
         if not self._is_neighbour(node):
             return
+        if admitted:
+            self._neighbour_incarnations[node] = self.incarnations[node]
+            return
         known = self._neighbour_incarnations.setdefault(node, self.incarnations[node])
         if incarnation > known:
             self._restarted(node, now, out)
@@ -456,11 +485,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
     def _heard(self, node: str, now: float) -> None:
         if self._join_contact is not None and self._join_contact[0] == node:
             self._join_contact = (node, now)
-        if node in self._last_heard:
-            self._last_heard[node] = now
         known = self._neighbour_incarnations.get(node)
         if known is not None and self.incarnations.get(node, 0) > known:
-            return  # a new incarnation: the one in our table is still dead, and unrepaired
+            # a new incarnation: the one in our table is still dead, and unrepaired (and was
+            # last heard before: a catch-up after its repair starts from then)
+            return
+        if node in self._last_heard:
+            self._last_heard[node] = now
         self._suspected.pop(node, None)
 
     def superpeer_unreachable(self, node: str, now: float) -> list[Output]:
@@ -476,10 +507,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         """A message from super-peer ``sender`` (whose connection said ``incarnation``)."""
         message, message_id, size = received.message, received.message_id, received.size
         out: list[Output] = []
-        self._heard(sender, now)
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.statistics.received[kind] += 1
         self._incarnation(sender, incarnation, now, out)
+        self._heard(sender, now)
         if incarnation < self.incarnations[sender] and not isinstance(message, FROM_ANY):
             # still in flight from an incarnation that a newer one replaced: its state is gone
             self._trace(
@@ -519,6 +550,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 self._rejoin(f"evicted: {message.reason}", now, out)
             return out
         if kind.startswith("hypercup."):
+            if isinstance(message, JoinRequest):
+                # the link says which incarnation asks; its Welcome is meant for that one
+                message = dataclasses.replace(message, incarnation=incarnation)
             self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
             pass  # a sign of life, noted above
@@ -641,7 +675,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         # still unrepaired after failure_seconds: the designated repairer may be dead too
         fallback = int((now - since) // self.config.failure_seconds)
         try:
-            self._topology(self.topology.neighbour_failed(node, fallback=fallback), now, out)
+            # the incarnation that failed: the one in our table, not a newer one that spoke
+            incarnation = self._neighbour_incarnations.get(node, self.incarnations.get(node, 0))
+            self._topology(
+                self.topology.neighbour_failed(node, fallback=fallback, incarnation=incarnation),
+                now,
+                out,
+            )
         except LocalProtocolError as error:
             log.info(
                 "event=repair_deferred node=%s neighbour=%s reason=%r",

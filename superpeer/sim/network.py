@@ -9,6 +9,11 @@ themselves) and restart on their stores (``MemoryStore`` objects that outlive a 
 Every message really goes through the wire codec (encoded by the sender, decoded on arrival), so
 byte counts are the msgpack sizes the daemons would send. Messages wait in a queue ordered by
 delivery time; each link is FIFO (a message never overtakes an earlier one on the same link).
+Links behave as the daemons' (``superpeer.channel``): a new connection says ``Hello`` and is
+answered with the receiver's incarnation, which the sender's node is told
+(``superpeer_welcomed``); it drops what was meant for an older incarnation than the one that
+answers, if another one answered that link before; and every message a node receives is
+acknowledged, a sign of life of whichever process received it (``superpeer_heard``).
 Timers fire in time order with the messages. Simulated time starts at ``START``; the cube is built first; each workload
 operation starts ``op_interval`` after the previous one (or later, if the previous one took
 longer), and runs until the network is *quiet*: no message in flight and no node waiting for
@@ -147,6 +152,7 @@ class _Pending:
     sequence: int
     kind: str
     """``sp`` (super-peer to super-peer), ``hello`` (a new connection between super-peers),
+    ``welcomed`` (the connection's answer: the receiver's incarnation, back to the sender),
     ``to_peer``, ``from_peer``, ``close`` (the access point closed a peer's connection)."""
     sender: str
     receiver: str
@@ -218,6 +224,13 @@ class Simulation:
         message to a super-peer without one needs its address, or the daemon drops it."""
         self._connected: set[tuple[str, str]] = set()
         """Links connected to the receiver's current process (a new connection says Hello)."""
+        self._welcomed: dict[tuple[str, str], int] = {}
+        """Per link, the receiver's incarnation that welcomed its channel last
+        (``superpeer.channel.Outbound.incarnation``): a new connection to a newer one drops
+        what was meant for an older one, whenever it was sent."""
+        self.dropped_by_links: Counter[str] = Counter()
+        """Per message kind, what links dropped as meant for an older incarnation than the one
+        that answered."""
         self._paused: dict[str, list[_Pending]] = {}
         """Stopped processes (``superpeer_pause``) and what was sent to them meanwhile."""
         self._cut: dict[str, list[_Pending]] = {}
@@ -371,6 +384,7 @@ class Simulation:
         connect again (with a Hello) when they next have something to send."""
         self._links = {link for link in self._links if link[0] != node_id}
         self._connected = {link for link in self._connected if node_id not in link}
+        self._welcomed = {link: i for link, i in self._welcomed.items() if link[0] != node_id}
 
     def _superpeer_bounce(self, index: int) -> None:
         """Killed and started again on its store within ``BOUNCE_SECONDS``, before its silence is
@@ -676,7 +690,7 @@ class Simulation:
     def _deliver(self, pending: _Pending) -> None:
         self.now = max(self.now, pending.at)
         held = self._paused.get(pending.receiver)
-        if held is None and pending.kind in ("sp", "hello"):
+        if held is None and pending.kind in ("sp", "hello", "welcomed"):
             held = self._cut.get(pending.receiver, self._cut.get(pending.sender))
         if held is not None:
             held.append(pending)
@@ -699,6 +713,14 @@ class Simulation:
                 pending.sender, pending.incarnation, address_of(pending.sender), self.now
             )
             self._execute(pending.receiver, outputs)
+            # the connection's Welcome names this process's incarnation to the sender
+            self._enqueue(
+                "welcomed", pending.receiver, pending.sender, incarnation=node.incarnation
+            )
+            return
+        if pending.kind == "welcomed":
+            outputs = node.superpeer_welcomed(pending.sender, pending.incarnation, self.now)
+            self._execute(pending.receiver, outputs)
             return
         if pending.kind == "close_in":
             self._execute(pending.receiver, node.connection_closed(pending.connection, self.now))
@@ -713,6 +735,10 @@ class Simulation:
             outputs = node.superpeer_message(
                 pending.sender, pending.incarnation, received, self.now
             )
+            sender = self.nodes.get(pending.sender)
+            if sender is not None and pending.sender not in self._paused:
+                # the link's acknowledgement: a sign of life of whichever process received it
+                sender.superpeer_heard(pending.receiver, self.now)
         self._execute(pending.receiver, outputs)
 
     def _reconnect_later(self, peer: SimPeer) -> None:
@@ -754,8 +780,12 @@ class Simulation:
                             "without knowing its address"
                         )
                     self._links.add(link)
-                if link not in self._connected and output.node in self.nodes:
-                    # a new connection starts with the link's Hello (the sender's address)
+                receiver = self.nodes.get(output.node)
+                stale = False
+                if link not in self._connected and receiver is not None:
+                    # a new connection starts with the link's Hello (the sender's address);
+                    # the receiver's Welcome names its incarnation, and the channel drops what
+                    # was meant for an older one if another one welcomed it before
                     self._connected.add(link)
                     self._enqueue(
                         "hello",
@@ -763,7 +793,16 @@ class Simulation:
                         output.node,
                         incarnation=node.incarnation if node is not None else 0,
                     )
-                if output.node in self.nodes:
+                    before = self._welcomed.get(link)
+                    self._welcomed[link] = receiver.incarnation
+                    stale = (
+                        before is not None
+                        and before != receiver.incarnation
+                        and output.incarnation < receiver.incarnation
+                    )
+                if stale:
+                    self.dropped_by_links[type(output.message).KIND] += 1  # type: ignore[attr-defined]
+                elif receiver is not None:
                     self._enqueue(
                         "sp",
                         node_id,
@@ -793,6 +832,7 @@ class Simulation:
             elif isinstance(output, Forgotten):
                 self._links.discard((node_id, output.node))
                 self._connected.discard((node_id, output.node))
+                self._welcomed.pop((node_id, output.node), None)
                 if not output.drain:
                     self._drop_queued(node_id, output.node)
             elif isinstance(output, Stopped):

@@ -29,6 +29,7 @@ from hypercup import (
     UpdateAck,
     Welcome,
 )
+from hypercup.events import Departed
 from hypercup.node import STALE_TICKS
 from hypercup.testing import Network, address_of
 
@@ -430,3 +431,42 @@ def test_an_admitted_join_whose_walk_was_lost_is_forgotten_after_some_ticks() ->
         assert b.busy()
     b.tick()
     assert not b.busy()
+
+
+def test_the_welcome_names_the_incarnation_that_asked_to_join() -> None:
+    """The member that hands a position over may never have heard from the newcomer (the walk
+    brought it): the runtime fills the request in from the link it came on, and the
+    ``Welcome`` names it, so the runtime sends it to that incarnation and not to one it knew
+    before (chaos seed 43)."""
+    a, b = pair()
+    (request,) = node("c").join_via("a", address_of("a"))
+    grow, walk = messages(a.receive("c", replace(request.message, incarnation=5)), "b")
+    b.receive("a", grow)
+    (walk,) = messages(b.receive("a", walk), "a")
+    assert walk.newcomer_incarnation == 5
+    (welcome,) = [w for w in messages(a.receive("b", walk), "c") if isinstance(w, Welcome)]
+    assert welcome.incarnation == 5
+
+
+def departures(network: Network) -> list[Departed]:
+    return [e for events in network.events.values() for e in events if isinstance(e, Departed)]
+
+
+@pytest.mark.parametrize("size", [2, 3, 5, 8, 11])
+def test_the_successor_names_the_incarnation_that_departed(size: int) -> None:
+    """Whoever takes a departed node's place (often a node that never heard from it) names the
+    incarnation the repair or the leaver gave: the cube forgets that one, and not a newer one
+    that restarted meanwhile."""
+    for position in range(size):
+        network = cube(size)
+        topology = network.check()
+        failed = topology.holder(position)
+        network.fail(failed, incarnation=7)
+        network.check()
+        assert [(d.node, d.incarnation, d.failed) for d in departures(network)] == [
+            (failed, 7, True)
+        ]
+    network = cube(size)
+    leaver = network.check().holder(size - 1)
+    network.leave(leaver, incarnation=3)
+    assert [(d.node, d.incarnation, d.failed) for d in departures(network)] == [(leaver, 3, False)]

@@ -21,6 +21,18 @@ def document(n: int) -> str:
     return f'{subject} <{DC}title> "t{n}" .\n{subject} <{DC}date> "{2000 + n}"^^<{INTEGER}> .'
 
 
+def first_publication(subscriber: int, publisher: int) -> list[dict]:
+    """``sub`` at ``subscriber`` subscribed to what ``pub`` at ``publisher`` advertised, and got
+    its first publication, ``before``."""
+    return [
+        {"op": "join", "peer": "sub", "superpeer": subscriber},
+        {"op": "join", "peer": "pub", "superpeer": publisher},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "publish", "peer": "pub", "id": "before", "format": "nt", "data": document(1)},
+    ]
+
+
 def cases() -> list[tuple[int, int, int, int]]:
     found = []
     for superpeers in (3, 4, 6, 8):
@@ -34,11 +46,7 @@ def cases() -> list[tuple[int, int, int, int]]:
 @pytest.mark.parametrize(("superpeers", "bounced", "subscriber", "publisher"), cases())
 def test_a_bounced_super_peer_loses_nothing(superpeers, bounced, subscriber, publisher):
     ops = [
-        {"op": "join", "peer": "sub", "superpeer": subscriber},
-        {"op": "join", "peer": "pub", "superpeer": publisher},
-        {"op": "advertise", "peer": "pub", **BROAD},
-        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
-        {"op": "publish", "peer": "pub", "id": "before", "format": "nt", "data": document(1)},
+        *first_publication(subscriber, publisher),
         {"op": "superpeer_bounce", "superpeer": bounced},
         {"op": "publish", "peer": "pub", "id": "after", "format": "nt", "data": document(2)},
         {"op": "subscribe", "peer": "sub", "id": "s2", "query": "X : t(X, dc:title, T)"},

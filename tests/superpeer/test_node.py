@@ -205,3 +205,28 @@ def test_a_join_whose_welcome_was_lost_is_asked_again_however_lively_the_contact
     out = node.timer(CONFIG.wedged_seconds)
     assert sent(out) == [("sp1", JoinRequest.__name__)]
     assert node.incarnation > first
+
+
+def test_a_link_welcomed_by_a_newer_incarnation_is_a_restart_and_its_acks_no_sign_of_life():
+    """A neighbour killed and started again behind a link that connected again by itself: the
+    new process acknowledges the link's frames. Those acknowledgements kept the dead
+    incarnation "alive" for 37 s (chaos seed 43), and the catch-up after its repair started
+    from then. The link's ``Welcome`` names the new incarnation: the old one is failed at once,
+    and what the new process acknowledges is not heard from the old one."""
+    simulation = Simulation(8)
+    node = simulation.nodes["sp0"]
+    assert node.core is not None
+    now = simulation.now
+    for neighbour in sorted(node.core.view.neighbours()):
+        other = simulation.nodes[neighbour]
+        assert node.superpeer_welcomed(neighbour, other.incarnation, now) == []
+    assert node.statistics.failures_detected == 0, "the same processes"
+    # a neighbour whose repair is another's: sp0 only suspects it, and waits
+    restarted = max(node.core.view.neighbours())
+    out = node.superpeer_welcomed(restarted, simulation.nodes[restarted].incarnation + 1, now)
+    assert Forgotten(restarted, drain=False) in out, "what was queued for the dead one is dropped"
+    assert node.statistics.failures_detected == 1
+    suspected = f"failed neighbours to repair: ['{restarted}']"
+    assert suspected in node.waiting_for()
+    node.superpeer_heard(restarted, now + 0.5)  # the new process acknowledges a frame
+    assert suspected in node.waiting_for(), "not a sign of life of the incarnation that died"
