@@ -78,7 +78,17 @@ class _Validated:
 
     def __post_init__(self) -> None:
         names = {f.name for f in fields(self)}  # type: ignore[arg-type]
-        for name in ("epoch", "dimension", "position", "column", "root", "target"):
+        for name in (
+            "epoch",
+            "dimension",
+            "position",
+            "column",
+            "root",
+            "target",
+            "incarnation",
+            "newcomer_incarnation",
+            "leaver_incarnation",
+        ):
             if name in names:
                 _check_int(self, name, getattr(self, name), 0)
         for name in (

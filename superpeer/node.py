@@ -441,10 +441,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         process acknowledges the link's frames, and those acknowledgements kept a neighbour
         that had died alive here (chaos seed 43: for 37 s, so that the catch-up after its
         repair started too late)."""
-        out: list[Output] = []
-        self._incarnation(node, incarnation, now, out)
-        self._heard(node, now)
-        return out
+        return self.superpeer_hello(node, incarnation, "", now)
 
     def _admitting(self, node: str, incarnation: int, now: float, out: list[Output]) -> None:
         """This member welcomes incarnation ``incarnation`` of ``node`` into the cube, maybe

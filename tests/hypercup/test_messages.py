@@ -129,6 +129,14 @@ def test_messages_are_frozen_and_normalised() -> None:
         (lambda: Grow(epoch=True, dimension=1, root=0), "Grow.epoch must be an int"),
         (lambda: UpdateAck(epoch=0, ack_id=-2), "ack_id must be an int >= 0"),
         (
+            lambda: JoinRequest(address="a.sim:4000", incarnation=-1),
+            "JoinRequest.incarnation must be an int >= 0",
+        ),
+        (
+            lambda: Welcome(epoch=0, dimension=1, position=1, peers=PEERS, incarnation="7"),
+            "Welcome.incarnation must be an int",
+        ),
+        (
             lambda: NeighbourUpdate(epoch=0, holders=PEERS, relay=True, ack_id=None),
             "a relayed update is acknowledged",
         ),
