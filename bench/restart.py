@@ -1,6 +1,6 @@
 """A super-peer restarting on a large store, on real daemons: does it become a member and stay one?
 
-    python -m bench.restart [--subscriptions 100000] [--watch 60] [--json]
+    python -m bench.restart [--subscriptions 100000] [--watch 60] [--json] [--keep-logs DIR]
 
 Two super-peers on 127.0.0.1 (plaintext: TLS changes nothing here). sp0 starts alone; sp1's data
 directory is filled beforehand with ``--subscriptions`` stored subscriptions of 1,000 peers (the
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--subscriptions", type=int, default=100_000)
     parser.add_argument("--watch", type=float, default=60.0, help="seconds each start is watched")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep-logs", type=Path, help="copy the daemons' logs to this directory")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="restart-") as tmp:
         base = Path(tmp)
@@ -132,11 +134,20 @@ def main(argv: list[str] | None = None) -> None:
                 process.send_signal(signal.SIGKILL)
                 process.wait()
                 rows.append({"start": label, **row})
+                if row["member_to_started_s"] is None:
+                    break  # not a member within --watch: nothing for sp0 to notice
                 # sp0 notices the failure (and, alone then, repairs at once) before the restart
-                wait_for(sp0, "neighbour_failed", killed, timeout=60)
+                try:
+                    wait_for(sp0, "neighbour_failed", killed, timeout=60)
+                except RuntimeError as error:
+                    rows[-1]["after_the_kill"] = str(error)
+                    break
         finally:
             sp0.send_signal(signal.SIGTERM)
             sp0.wait(timeout=30)
+            if args.keep_logs is not None:
+                for log in base.glob("*.log"):
+                    shutil.copy(log, args.keep_logs)
     report = {"subscriptions": args.subscriptions, "watch_s": args.watch, "rows": rows}
     if args.json:
         print(json.dumps(report, indent=2))
