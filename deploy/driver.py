@@ -159,10 +159,23 @@ class RemotePeer:
         with self._scope:
             try:
                 while data := await stream.receive_some(READ_SIZE):
+                    # the notifications of one read are acknowledged together, as the peer
+                    # daemon does (``Delivered`` is cumulative), before anything after them
+                    kept: m.Notify | None = None
                     for event in session.receive_data(data):
+                        if isinstance(event, Notified):
+                            self._take(event.notify)
+                            if kept is None or event.notify.delivery > kept.delivery:
+                                kept = event.notify
+                            continue
+                        if kept is not None:
+                            await self._write(session.delivered(kept))
+                            kept = None
                         await self._event(session, event)
                         if isinstance(event, Ended):
                             return
+                    if kept is not None:
+                        await self._write(session.delivered(kept))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             finally:
@@ -184,9 +197,6 @@ class RemotePeer:
         elif isinstance(event, Established):
             self.superpeer = event.superpeer_id
             self._established.set()
-        elif isinstance(event, Notified):
-            self._take(event.notify)
-            await self._write(session.delivered(event.notify))
         elif isinstance(event, ResourceTraffic):
             self._count(event.message)
             self.resource_events.append(event.message)

@@ -507,8 +507,25 @@ class PeerClient:
                 return
             if connection.superpeer_id is not None:
                 self._last_contact = self._wall_clock()
+            # the notifications of one read are acknowledged together (``Delivered`` is
+            # cumulative), once each is in the inbox, and before anything that follows them
+            kept: m.Notify | None = None
             for event in connection.session.receive_data(data):
+                if isinstance(event, Notified):
+                    await self._store(event.notify)
+                    if kept is None or event.notify.delivery > kept.delivery:
+                        kept = event.notify
+                    continue
+                self._acknowledge(connection, kept)
+                kept = None
                 await self._handle(connection, event)
+            self._acknowledge(connection, kept)
+
+    def _acknowledge(self, connection: _Connection, kept: m.Notify | None) -> None:
+        if kept is not None:
+            acknowledgement = connection.session.delivered(kept)
+            if acknowledgement:
+                connection.queue_in.send_nowait(acknowledgement)
 
     async def _handle(self, connection: _Connection, event: Event[Ticket]) -> None:
         if isinstance(event, Reply):
@@ -519,11 +536,6 @@ class PeerClient:
             await self._forget_registration(connection, event)
         elif isinstance(event, Established):
             self._established(connection, event)
-        elif isinstance(event, Notified):
-            await self._store(event.notify)
-            acknowledgement = connection.session.delivered(event.notify)
-            if acknowledgement:
-                connection.queue_in.send_nowait(acknowledgement)
         elif isinstance(event, ResourceTraffic):
             await self._resource(connection, event.message)
         elif isinstance(event, ExpiredNotice):

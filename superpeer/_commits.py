@@ -91,11 +91,15 @@ class GroupCommit(Generic[T]):
         dispatch: Callable[[float, list[T]], None],
         *,
         max_inputs: int,
+        committed: Callable[[], None] = lambda: None,
     ) -> None:
         if max_inputs < 1:
             raise ValueError("a group holds at least one input")
         self._store = store
         self._dispatch = dispatch
+        self._committed = committed
+        """Told after each commit: what the inputs applied so far changed can be looked at once
+        per group, not once per input (the daemon's next timer deadline)."""
         self.max_inputs = max_inputs
         self._held: list[tuple[float, list[T]]] = []
         """Outputs of the inputs applied since the last commit."""
@@ -131,6 +135,7 @@ class GroupCommit(Generic[T]):
             self._inputs = 0
         self._written.append(_Written(self._held, self._applied))
         self._held = []
+        self._committed()
 
     def _release(self, through: int) -> None:
         """Dispatch the groups committed before the sync that made input ``through`` durable.
@@ -178,6 +183,11 @@ class GroupCommit(Generic[T]):
             if written and self._store.syncs:
                 await trio.to_thread.run_sync(self._store.sync)
             self._release(through)
+
+    @property
+    def applied(self) -> int:
+        """Inputs applied so far (committed or not)."""
+        return self._applied
 
     def statistics(self) -> GroupStatistics:
         return GroupStatistics(

@@ -153,7 +153,9 @@ class SuperPeerDaemon:
             self._server_context = self.identity.server_context()
             self._client_context = self.identity.client_context()
         self.limits = config.wire_limits()
-        self.store = SqliteStore(self.directory / "state.sqlite", sync=config.store.sync)
+        self.store = SqliteStore(
+            self.directory / "state.sqlite", sync=config.store.sync, checkpoint_in_commits=False
+        )
         self.trace = (
             TraceLog(
                 self.directory / "traces",
@@ -181,8 +183,14 @@ class SuperPeerDaemon:
         self.started_at = clock()
         self._inbound = Inbound()
         self._commits = GroupCommit(
-            self.store, self._carry_out, max_inputs=config.store.max_inputs_per_commit
+            self.store,
+            self._carry_out,
+            max_inputs=config.store.max_inputs_per_commit,
+            committed=self._committed,
         )
+        self._checkpoint_due = trio.Event()
+        self._checkpointed_through = 0
+        """Inputs applied when the last checkpoint began."""
         self._peers: dict[int, _PeerConnection] = {}
         self._links: Links | None = None
         self._nursery: trio.Nursery | None = None
@@ -219,6 +227,7 @@ class SuperPeerDaemon:
                     await self._serve_http(nursery)
                 nursery.start_soon(self._flush_traces)
                 nursery.start_soon(self._commits.run)
+                nursery.start_soon(self._checkpoints)
                 nursery.start_soon(self._timers)
                 contacts = await self._find_contacts()
                 self._run(lambda now: self.node.start(now, contacts))
@@ -358,7 +367,10 @@ class SuperPeerDaemon:
         self.store.close()
 
     async def _timers(self) -> None:
-        """Calls the node's timer at its next deadline (woken early when an input changed it)."""
+        """Calls the node's timer at its next deadline, looked at again after each group commit
+        (an input may have brought it forward; the group's outputs, a timer's included, leave
+        after that commit anyway). Not after each input: under a stream of notifications that
+        was one deadline computation, cancel scope and wake-up per message."""
         while True:
             deadline = self.node.next_deadline()
             self._wake = trio.Event()
@@ -373,6 +385,24 @@ class SuperPeerDaemon:
             self._run(self.node.timer)
             await trio.sleep(0)
 
+    def _committed(self) -> None:
+        """A group was committed: the timer task looks at the node's next deadline again, and
+        the checkpoint task runs once enough inputs were committed since the last one."""
+        self._wake.set()
+        applied = self._commits.applied
+        if applied - self._checkpointed_through >= self.config.store.checkpoint_inputs:
+            self._checkpointed_through = applied
+            self._checkpoint_due.set()
+
+    async def _checkpoints(self) -> None:
+        """The store's checkpoints, on a worker thread while the trio thread goes on (the
+        commits make no checkpoint of their own): the log's pages copied into the database and
+        the database fsynced, which inside a commit held every input behind it."""
+        while True:
+            await self._checkpoint_due.wait()
+            self._checkpoint_due = trio.Event()
+            await trio.to_thread.run_sync(self.store.checkpoint)
+
     # -- the node's inputs and outputs --------------------------------------------------------
     def _run(self, call: Callable[[float], list]) -> None:
         """One input to the node. Its outputs are held until the group's commit
@@ -386,7 +416,6 @@ class SuperPeerDaemon:
                 if connection is not None:
                     connection.closing = True
         self._commits.add(now, outputs)
-        self._wake.set()
 
     def _carry_out(self, now: float, outputs: list) -> None:
         """The outputs of one input applied at ``now``, once committed."""
@@ -770,7 +799,9 @@ class SuperPeerDaemon:
         report["links"] = {n: link.statistics() for n, link in sorted(links.items())}
         report["backbone_in_flight"] = self._links.in_flight() if self._links is not None else 0
         report["connections"] = len(self._peers)
-        report["commits"] = asdict(self._commits.statistics())
+        report["commits"] = asdict(self._commits.statistics()) | {
+            "checkpoints": self.store.checkpoints
+        }
         report["peer_queue_frames"] = sum(
             c.send.statistics().current_buffer_used for c in self._peers.values()
         )

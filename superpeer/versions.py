@@ -44,7 +44,9 @@ from dataclasses import dataclass
 from typing import Final
 
 import qel
+import wire
 from wire import messages as m
+from wire import model
 
 ADDED: Final = "added"
 CHANGED: Final = "changed"
@@ -268,28 +270,36 @@ def record_key(owner: str, resource: str) -> str:
 
 def record_of(notification: m.Notification) -> tuple[str, dict]:
     """The store record of the version ``notification`` originates (key, value)."""
-    publication = notification.publication
-    key = record_key(notification.owner, publication.id)
-    return key, {
-        "owner": notification.owner,
-        "number": notification.version,
-        "retracted": notification.retracted,
-        "expires": notification.expires,
-        "text": publication.to_text(),
-    }
+    return _record(
+        notification.owner,
+        notification.version,
+        notification.publication,
+        notification.retracted,
+        notification.expires,
+    )
 
 
 def version_record(owner: str, version: Version) -> tuple[str, dict]:
     """The store record of ``owner``'s ``version`` (key, value): an expired resource's
     tombstone, or one handed over by the access point that kept it (``Versions``)."""
-    publication = version.publication
-    key = record_key(owner, publication.id)
-    return key, {
+    return _record(owner, version.number, version.publication, version.retracted, version.expires)
+
+
+def _record(
+    owner: str,
+    number: int,
+    publication: qel.Publication,
+    retracted: bool,
+    expires: float | None,
+) -> tuple[str, dict]:
+    # the publication in its wire plain form, which the encoding of its notification made
+    # already (``wire.plain_publication``); stores written before kept it as N-Triples ("text")
+    return record_key(owner, publication.id), {
         "owner": owner,
-        "number": version.number,
-        "retracted": version.retracted,
-        "expires": version.expires,
-        "text": publication.to_text(),
+        "number": number,
+        "retracted": retracted,
+        "expires": expires,
+        "publication": wire.plain_publication(publication),
     }
 
 
@@ -312,9 +322,14 @@ def stored_versions(records: dict[str, dict], owner: str) -> dict[str, Version]:
 
 def _version_of(record: dict) -> Version:
     expires = record.get("expires")
+    plain = record.get("publication")
     return Version(
         int(record["number"]),
-        qel.parse_publication_text(record["text"]),
+        (
+            qel.parse_publication_text(record["text"])
+            if plain is None
+            else model.publication_from_plain(plain)
+        ),
         bool(record["retracted"]),
         None if expires is None else float(expires),
     )

@@ -11,6 +11,7 @@ from wire.codec import (
     decode,
     encode,
     kinds,
+    plain_publication,
     register,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "encode",
     "kinds",
     "messages",
+    "plain_publication",
     "register",
 ]

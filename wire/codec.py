@@ -12,6 +12,7 @@ message can make the decoder allocate.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -53,6 +54,7 @@ _ENVELOPES: dict[type, bytes] = {}
 """Per class, the encoding of an envelope's array header, version and kind."""
 _IMMUTABLE: set[type] = set()
 """Classes whose fields hold no mutable container (``_immutable``)."""
+_PACKERS: dict[type, _FieldPacker] = {}
 
 
 def register(*classes: type) -> None:
@@ -63,6 +65,7 @@ def register(*classes: type) -> None:
             raise ValueError(f"two message classes claim the kind {kind!r}")
         hints = typing.get_type_hints(cls)
         _FIELDS[cls] = tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
+        _PACKERS[cls] = _FieldPacker(_FIELDS[cls], hints)
         # [version, kind, "", None] packed, less its last two bytes (the empty id and nil)
         _ENVELOPES[cls] = msgpack.packb([PROTOCOL_VERSION, kind, "", None])[:-2]
         if all(_immutable(hints[f.name]) for f in dataclasses.fields(cls)):
@@ -86,43 +89,113 @@ def encode(message: object, message_id: str = "") -> bytes:
     notification to each of its children, and in the simulator one ``Elements`` object travels
     through every super-peer."""
     cls = type(message)
-    fields = _FIELDS.get(cls)
-    if fields is None:
+    packer = _PACKERS.get(cls)
+    if packer is None:
         raise TypeError(f"{cls.__name__} is not a registered message")
-    if cls in _IMMUTABLE:
-        payload = _RECENT_PAYLOADS.packed(message, fields)
-    else:
-        payload = _packed_fields(message, fields)
+    payload = _RECENT_PAYLOADS(message, packer) if cls in _IMMUTABLE else packer(message)
     return b"".join((_ENVELOPES[cls], msgpack.packb(message_id), payload))
 
 
-def _packed_fields(message: object, fields: tuple[tuple[str, Converter], ...]) -> bytes:
-    return msgpack.packb(
-        {name: to_plain(getattr(message, name)) for name, (to_plain, _) in fields},
-        use_bin_type=True,
+class _FieldPacker:
+    """Packs one class's fields as the map of their plain forms, in three parts: the fields whose
+    plain form is their value (strings, numbers, flags) are read in one go, the others
+    converted, and a publication (the bulk of a notification) is spliced in as bytes packed once
+    per publication object (a super-peer encodes one publication in the notification it logs,
+    the mail it keeps and the ``Notify`` it sends). A map's entries may come in any order, so the
+    spliced ones go last under a header that counts them."""
+
+    def __init__(self, fields: tuple[tuple[str, Converter], ...], hints: dict[str, Any]) -> None:
+        plain, converted, spliced = [], [], []
+        for name, (to_plain, _) in fields:
+            hint = hints[name]
+            if hint in (qel.Publication, qel.Publication | None):
+                spliced.append(name)
+            elif to_plain is _identity or _plain_union(hint):
+                plain.append(name)
+            else:
+                converted.append((name, to_plain))
+        self._plain = tuple(plain)
+        self._read = operator.attrgetter(*plain) if plain else None
+        self._converted = tuple(converted)
+        self._spliced = tuple((name, msgpack.packb(name)) for (name,) in zip(spliced))
+
+    def __call__(self, message: object) -> bytes:
+        read = self._read
+        if read is None:
+            fields: dict[str, object] = {}
+        elif len(self._plain) == 1:
+            fields = {self._plain[0]: read(message)}
+        else:
+            fields = dict(zip(self._plain, read(message), strict=True))
+        for name, to_plain in self._converted:
+            fields[name] = to_plain(getattr(message, name))
+        tail = []
+        for name, key in self._spliced:
+            value = getattr(message, name)
+            if value is None:
+                fields[name] = None
+            else:
+                tail.append(key)
+                tail.append(_packed_publication(value))
+        body = msgpack.packb(fields, use_bin_type=True)
+        if not tail:
+            return body
+        count = len(fields) + len(tail) // 2
+        return b"".join((_map_header(count), body[_map_header_size(len(fields)) :], *tail))
+
+
+def _plain_union(hint: object) -> bool:
+    """A union of types whose plain form is the value itself (``float | None``)."""
+    args = typing.get_args(hint)
+    return (
+        typing.get_origin(hint) in (typing.Union, types.UnionType)
+        and bool(args)
+        and all(arg in _SIMPLE and _SIMPLE[arg][0] is _identity for arg in args)
     )
 
 
-class _RecentPayloads:
-    """The packed fields of the last few messages encoded, by identity (each entry holds its
-    message, so an id is not reused while it is here)."""
+def _map_header(count: int) -> bytes:
+    return bytes((0x80 | count,)) if count < 16 else b"\xde" + count.to_bytes(2, "big")
+
+
+def _map_header_size(count: int) -> int:
+    return 1 if count < 16 else 3
+
+
+class _Recent:
+    """What ``make`` gave for the last few objects, by identity (each entry holds its object, so
+    an id is not reused while it is here): the packed fields of a message relayed to several
+    neighbours, the plain form and the bytes of the publication in it."""
 
     def __init__(self, size: int) -> None:
-        self._entries: dict[int, tuple[object, bytes]] = {}
+        self._entries: dict[int, tuple[object, Any]] = {}
         self._size = size
 
-    def packed(self, message: object, fields: tuple[tuple[str, Converter], ...]) -> bytes:
-        entry = self._entries.get(id(message))
-        if entry is not None and entry[0] is message:
+    def __call__(self, value: object, make: Callable[[Any], Any]) -> Any:
+        entry = self._entries.get(id(value))
+        if entry is not None and entry[0] is value:
             return entry[1]
-        packed = _packed_fields(message, fields)
+        made = make(value)
         if len(self._entries) >= self._size:
             del self._entries[next(iter(self._entries))]
-        self._entries[id(message)] = (message, packed)
-        return packed
+        self._entries[id(value)] = (value, made)
+        return made
 
 
-_RECENT_PAYLOADS = _RecentPayloads(64)
+_RECENT_PAYLOADS = _Recent(64)
+_RECENT_PLAIN = _Recent(64)
+_RECENT_PACKED = _Recent(64)
+
+
+def plain_publication(publication: qel.Publication) -> object:
+    """``publication``'s plain form (``wire.model``), made once for the last few encoded."""
+    return _RECENT_PLAIN(publication, model.publication_to_plain)
+
+
+def _packed_publication(publication: qel.Publication) -> bytes:
+    return _RECENT_PACKED(
+        publication, lambda p: msgpack.packb(plain_publication(p), use_bin_type=True)
+    )
 
 
 def _immutable(hint: object) -> bool:
@@ -237,25 +310,6 @@ def _float(value: object) -> float:
     return float(value)
 
 
-class _PlainCache:
-    """The plain form of the last few publications encoded: a super-peer relays one notification
-    to several neighbours, and the publication inside is the same object each time."""
-
-    def __init__(self, size: int = 64) -> None:
-        self._entries: dict[int, tuple[object, object]] = {}
-        self._size = size
-
-    def __call__(self, publication: qel.Publication) -> object:
-        entry = self._entries.get(id(publication))
-        if entry is not None and entry[0] is publication:
-            return entry[1]
-        plain = model.publication_to_plain(publication)
-        if len(self._entries) >= self._size:
-            self._entries.pop(next(iter(self._entries)))
-        self._entries[id(publication)] = (publication, plain)
-        return plain
-
-
 _SIMPLE: dict[object, Converter] = {
     str: (_identity, _checked(str, "a string")),
     int: (_identity, _checked(int, "an integer")),
@@ -264,7 +318,7 @@ _SIMPLE: dict[object, Converter] = {
     float: (_identity, _float),
     type(None): (_identity, _checked(type(None), "nil")),
     qel.Subscription: (model.subscription_to_plain, model.subscription_from_plain),
-    qel.Publication: (_PlainCache(), model.publication_from_plain),
+    qel.Publication: (plain_publication, model.publication_from_plain),
     qel.Advertisement: (model.advertisement_to_plain, model.advertisement_from_plain),
     Element: (model.element_to_plain, model.element_from_plain),
     Axiom: (model.axiom_to_plain, model.axiom_from_plain),

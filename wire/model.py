@@ -152,11 +152,22 @@ def publication_to_plain(publication: qel.Publication) -> dict[str, object]:
     return {
         "subject": publication.subject.value,
         "statements": sorted(
-            ([p.value, term_to_plain(o)] for p, o in publication.statements), key=repr
+            ([p.value, term_to_plain(o)] for p, o in publication.statements), key=_statement_order
         ),
         "publisher": publication.publisher,
         "id": publication.id,
     }
+
+
+def _statement_order(statement: list) -> tuple:
+    """A total order of a publication's statements in plain form, so that equal publications
+    encode to equal bytes: the fields themselves (a ``repr`` of each statement, as this was,
+    copied a statement's text, a kilobyte for a long literal, to compare it)."""
+    predicate, term = statement
+    if term[0] == "u":
+        return predicate, "u", term[1], False, "", False, ""
+    _, lexical, datatype, lang = term
+    return predicate, "l", lexical, datatype is None, datatype or "", lang is None, lang or ""
 
 
 def publication_from_plain(plain: object) -> qel.Publication:

@@ -115,6 +115,27 @@ async def test_inputs_that_arrive_together_share_one_commit_and_sync_and_leave_i
     assert (statistics.inputs, statistics.groups, statistics.largest) == (11, 2, 10)
 
 
+async def test_the_runtime_is_told_once_per_group_before_the_group_leaves():
+    # the daemon looks at its next timer deadline then, not after every input
+    journal, sent = Journal(), []
+    told: list[int] = []
+    group = GroupCommit(
+        journal,
+        recorder(journal, sent),
+        max_inputs=100,
+        committed=lambda: told.append(journal.committed),
+    )
+    async with committing(group):
+        for k in range(10):
+            apply(journal, group, f"a{k}")
+        assert told == []
+        await wait_until(lambda: len(sent) == 10)
+        assert told == [10], "once, for the ten inputs of the group, once they are committed"
+        apply(journal, group, "lone")
+        await wait_until(lambda: len(sent) == 11)
+        assert told == [10, 11]
+
+
 async def test_what_arrives_from_many_tasks_during_a_sync_is_the_next_group_with_one_sync():
     journal, sent, group = gated()
     go = trio.Event()
@@ -234,3 +255,46 @@ def test_what_a_store_committed_unsynced_is_durable_after_sync_and_survives_reop
     reopened.close()
     with pytest.raises(ValueError, match="sync must be one of"):
         SqliteStore(path, sync="sometimes")
+
+
+def test_a_store_whose_commits_make_no_checkpoint_is_checkpointed_on_another_thread(tmp_path):
+    # the daemon's store: the log grows until ``checkpoint`` (on a worker thread) copies it into
+    # the database, and then it is reused from its start; what was written stays, across a
+    # checkpoint that runs while the trio thread writes
+    path = tmp_path / "state.sqlite"
+    log = tmp_path / "state.sqlite-wal"
+
+    def fill(store: SqliteStore, first: int) -> None:
+        for k in range(first, first + 300):
+            store.log_publication(f"k{k}", bytes(1024), float(k))
+            store.commit(synced=False)
+        store.sync()
+
+    store = SqliteStore(path, checkpoint_in_commits=False)
+    fill(store, 0)
+    fill(store, 300)
+    grown = log.stat().st_size
+    assert grown > 600 * 1024, "no checkpoint inside the commits"
+    writer = threading.Thread(target=store.checkpoint)
+    writer.start()
+    writer.join()
+    assert store.checkpoints == 1
+    for round_ in range(4):  # the log is reused from its start after each checkpoint
+        fill(store, 600 + 300 * round_)
+        store.checkpoint()
+    assert log.stat().st_size <= grown
+    store.close()
+    reopened = SqliteStore(path)
+    assert len(list(reopened.logged_since(0.0))) == 1800
+    reopened.close()
+
+
+def test_a_store_that_checkpoints_in_its_commits_keeps_its_log_short(tmp_path):
+    store = SqliteStore(tmp_path / "state.sqlite")
+    for k in range(8000):  # 8 MB and more of log without a checkpoint
+        store.log_publication(f"k{k}", bytes(1024), float(k))
+        store.commit(synced=False)
+    store.checkpoint()  # nothing to do: sqlite's own checkpoints ran in the commits
+    assert store.checkpoints == 0
+    assert (tmp_path / "state.sqlite-wal").stat().st_size < 5 * 1024 * 1024  # 1,000 pages
+    store.close()

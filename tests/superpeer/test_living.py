@@ -1,10 +1,14 @@
 """Living resources in the simulator (``superpeer.versions``): updates, extensions and retractions
 reach each subscriber once, with the kind MDV gives it, against the brute-force oracle."""
 
+import json
+
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from superpeer import versions
+from tests.strategies import publications
 from tests.superpeer.oracle import expected_changes, expected_deliveries
 from tests.superpeer.test_completeness import BROAD, run
 
@@ -169,3 +173,20 @@ def test_only_the_owner_changes_its_resource_and_bad_changes_are_refused():
     assert "already published a resource under the id 'r'" in reasons[2]
     assert "to retract" in reasons[3]
     assert simulation.report()["changes"] == expected_changes(2, ops)
+
+
+@settings(max_examples=100)
+@given(publication=publications(), number=st.integers(0, 5), retracted=st.booleans())
+def test_a_version_record_restores_the_version_it_keeps_also_as_older_stores_wrote_it(
+    publication, number, retracted
+):
+    # the record keeps the publication's wire plain form, through JSON as the store does; a
+    # store written before kept it as N-Triples text, and still restores
+    version = versions.Version(number, publication, retracted, 99.5)
+    key, record = versions.version_record("owner", version)
+    older = {k: v for k, v in record.items() if k != "publication"}
+    older["text"] = publication.to_text()
+    for kept in (record, older):
+        table = versions.ResourceVersions(versions.VersionLimits())
+        versions.restore(table, {key: json.loads(json.dumps(kept))})
+        assert table.current("owner", publication.id) == version

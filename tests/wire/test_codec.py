@@ -2,6 +2,7 @@
 else (fuzzed with random bytes and random msgpack objects: only ``WireError``, never a crash)."""
 
 import contextlib
+import dataclasses
 
 import msgpack
 import pytest
@@ -97,12 +98,51 @@ def _plain_encoding(message: object, message_id: str) -> bytes:
     return msgpack.packb([V, message.KIND, message_id, payload], use_bin_type=True)
 
 
+def _same_encoding(data: bytes, message: object, message_id: str) -> bool:
+    """``data`` is the plain encoding of ``message``, its map's entries perhaps in another order
+    (a publication is spliced in last, packed once): the same length and the same values."""
+    plain = _plain_encoding(message, message_id)
+    return len(data) == len(plain) and msgpack.unpackb(data) == msgpack.unpackb(plain)
+
+
 @settings(max_examples=300)
 @given(any_message(), st.lists(st.text(max_size=10), min_size=1, max_size=3))
 def test_the_encoding_kept_per_message_is_the_plain_one(message, message_ids):
     # the same object again (a relay to each child) takes its fields' bytes from the cache
     for message_id in message_ids:
-        assert wire.encode(message, message_id) == _plain_encoding(message, message_id)
+        assert _same_encoding(wire.encode(message, message_id), message, message_id)
+
+
+def test_a_publication_is_packed_once_for_every_message_that_carries_it(monkeypatch):
+    publication = qel.Publication(
+        qel.URI("http://example.org/r"),
+        frozenset({(qel.URI("http://example.org/p"), qel.Literal("x" * 100))}),
+        "alice",
+        "r1",
+    )
+    first = m.Notify(
+        publication=publication,
+        subscriptions=("s",),
+        owner="alice",
+        access_point="a:1",
+        origin="sp0",
+        hops=0,
+        published_at=1.0,
+    )
+    again = dataclasses.replace(first, delivery=7)  # another object, the same publication
+    before = msgpack.packb
+    packed = []
+
+    def counting(value, **options):
+        packed.append(value)
+        return before(value, **options)
+
+    monkeypatch.setattr(msgpack, "packb", counting)
+    data = [wire.encode(first, "1"), wire.encode(again, "2")]
+    monkeypatch.undo()
+    assert sum(1 for value in packed if isinstance(value, dict) and "statements" in value) == 1
+    assert _same_encoding(data[0], first, "1") and _same_encoding(data[1], again, "2")
+    assert wire.decode(data[1]) == (again, "2")
 
 
 def test_a_message_with_a_mutable_field_is_encoded_afresh():
@@ -111,7 +151,8 @@ def test_a_message_with_a_mutable_field_is_encoded_afresh():
     welcome = hm.Welcome(epoch=1, dimension=1, position=1, peers={"a": ("a:1", (0,))})
     first = wire.encode(welcome, "1")
     welcome.peers["b"] = ("b:1", (3,))  # nothing does this, but nothing forbids it either
-    assert wire.encode(welcome, "2") == _plain_encoding(welcome, "2") != first
+    assert _same_encoding(wire.encode(welcome, "2"), welcome, "2")
+    assert wire.encode(welcome, "2") != first
 
 
 def test_language_objects_keep_their_exact_values():
