@@ -472,7 +472,7 @@ class Migrations(NodeBase):
             held = table.current(message.peer, handed.id)
             if held is not None and held.number >= handed.number:
                 continue
-            version = versions.Version(
+            version = versions.Version.of(
                 handed.number, handed.publication, handed.retracted, handed.expires
             )
             table.restore(message.peer, handed.id, version)

@@ -70,12 +70,36 @@ class VersionLimits:
 
 @dataclass(frozen=True, slots=True)
 class Version:
+    """A resource's current version (``of``), its publication kept packed.
+
+    Why packed. An access point keeps the current version of every resource its peers
+    published. As objects, each was a dozen that the cyclic garbage collector scans in every
+    full pass: at 30,000 resources such a pass held the daemon for 190 ms, in the middle of a
+    stream of notifications, and the passes grow with the resources. Packed, it is one bytes
+    object, which the collector does not track, and the encoding of the notification that
+    brought the version made it already (``wire.packed_publication``). Only a change to the
+    resource (an update, an extension, a retraction, an expiry, a handover) decodes it."""
+
     number: int
-    publication: qel.Publication
-    """The current version, or the last one if ``retracted``."""
+    packed: bytes
+    """The current version's publication, or the last one's if ``retracted``."""
     retracted: bool = False
     expires: float | None = None
     """When the resource expires (``Publish.expires``); None: never."""
+
+    @classmethod
+    def of(
+        cls,
+        number: int,
+        publication: qel.Publication,
+        retracted: bool = False,
+        expires: float | None = None,
+    ) -> Version:
+        return cls(number, wire.packed_publication(publication), retracted, expires)
+
+    @property
+    def publication(self) -> qel.Publication:
+        return wire.unpacked_publication(self.packed)
 
     def live(self, now: float) -> bool:
         return not self.retracted and (self.expires is None or now < self.expires)
@@ -164,8 +188,9 @@ class ResourceVersions:
         live = held is not None and held.live(now)
         if change == "publish":
             if live and held is not None:
-                if held.publication.triples == publication.triples:
-                    repeat = Change(0, held.publication, None, expires=held.expires)
+                current = held.publication
+                if current.triples == publication.triples:
+                    repeat = Change(0, current, None, expires=held.expires)
                     return repeat if held.number == 0 else None
                 raise VersionError(
                     f"you already published a resource under the id {resource!r}: send a new "
@@ -179,28 +204,26 @@ class ResourceVersions:
                 f"{'update' if change == 'update' else 'extend'}"
             )
         new = publication
+        previous = held.publication
         if change == "extend":
-            if publication.subject != held.publication.subject:
+            if publication.subject != previous.subject:
                 raise VersionError(
-                    f"the resource {resource!r} is about <{held.publication.subject}>, "
+                    f"the resource {resource!r} is about <{previous.subject}>, "
                     f"not <{publication.subject}>: an extension adds triples about the same subject"
                 )
             new = qel.Publication(
-                held.publication.subject,
-                held.publication.statements | publication.statements,
-                owner,
-                resource,
+                previous.subject, previous.statements | publication.statements, owner, resource
             )
             if len(new.statements) > self.limits.max_triples_per_resource:
                 raise VersionError(
                     f"the resource {resource!r} would have {len(new.statements)} triples, more "
                     f"than max_triples_per_resource ({self.limits.max_triples_per_resource})"
                 )
-        if new.triples == held.publication.triples:
+        if new.triples == previous.triples:
             return None
         kept = held.expires if expires is None else expires
         change_made = Change(
-            held.number + 1, new, held.publication, expires=kept, extension=change == "extend"
+            held.number + 1, new, previous, expires=kept, extension=change == "extend"
         )
         return self._record(owner, change_made, fits)
 
@@ -221,7 +244,9 @@ class ResourceVersions:
         for owner, resources in self._resources.items():
             for resource, held in resources.items():
                 if not held.retracted and not held.live(now):
-                    tombstone = Version(held.number, _emptied(held.publication), True, held.expires)
+                    tombstone = Version.of(
+                        held.number, _emptied(held.publication), True, held.expires
+                    )
                     resources[resource] = tombstone
                     gone.append((owner, tombstone))
         return gone
@@ -248,7 +273,7 @@ class ResourceVersions:
             )
         if fits is not None:
             fits(change)
-        version = Version(change.number, change.publication, change.retracted, change.expires)
+        version = Version.of(change.number, change.publication, change.retracted, change.expires)
         resources[resource] = version
         self._expiring(owner, resource, version)
         return change
@@ -306,8 +331,8 @@ def _record(
 def restore(table: ResourceVersions, records: dict[str, dict]) -> None:
     """Loads what ``record_of`` kept (a restarted access point)."""
     for record in records.values():
-        version = _version_of(record)
-        table.restore(str(record["owner"]), version.publication.id, version)
+        resource, version = _version_of(record)
+        table.restore(str(record["owner"]), resource, version)
 
 
 def stored_versions(records: dict[str, dict], owner: str) -> dict[str, Version]:
@@ -315,24 +340,27 @@ def stored_versions(records: dict[str, dict], owner: str) -> dict[str, Version]:
     found = {}
     for record in records.values():
         if record.get("owner") == owner:
-            version = _version_of(record)
-            found[version.publication.id] = version
+            resource, version = _version_of(record)
+            found[resource] = version
     return found
 
 
-def _version_of(record: dict) -> Version:
+def _version_of(record: dict) -> tuple[str, Version]:
+    """The resource a record keeps (its id) and its version."""
     expires = record.get("expires")
     plain = record.get("publication")
-    return Version(
+    publication = (
+        qel.parse_publication_text(record["text"])
+        if plain is None
+        else model.publication_from_plain(plain)
+    )
+    version = Version.of(
         int(record["number"]),
-        (
-            qel.parse_publication_text(record["text"])
-            if plain is None
-            else model.publication_from_plain(plain)
-        ),
+        publication,
         bool(record["retracted"]),
         None if expires is None else float(expires),
     )
+    return publication.id, version
 
 
 def forget_records(store_pending: dict[str, dict], owner: str) -> list[str]:

@@ -11,8 +11,10 @@ from wire.codec import (
     decode,
     encode,
     kinds,
+    packed_publication,
     plain_publication,
     register,
+    unpacked_publication,
 )
 
 register(*messages.PEER_REQUESTS, *messages.PEER_REPLIES, *messages.BACKBONE, *messages.LINK)
@@ -28,6 +30,8 @@ __all__ = [
     "encode",
     "kinds",
     "messages",
+    "packed_publication",
     "plain_publication",
     "register",
+    "unpacked_publication",
 ]

@@ -136,7 +136,7 @@ class _FieldPacker:
                 fields[name] = None
             else:
                 tail.append(key)
-                tail.append(_packed_publication(value))
+                tail.append(packed_publication(value))
         body = msgpack.packb(fields, use_bin_type=True)
         if not tail:
             return body
@@ -192,10 +192,20 @@ def plain_publication(publication: qel.Publication) -> object:
     return _RECENT_PLAIN(publication, model.publication_to_plain)
 
 
-def _packed_publication(publication: qel.Publication) -> bytes:
+def packed_publication(publication: qel.Publication) -> bytes:
+    """``publication`` in msgpack (its plain form packed), made once for the last few encoded:
+    what a message that carries it holds, and what a store may keep of it."""
     return _RECENT_PACKED(
         publication, lambda p: msgpack.packb(plain_publication(p), use_bin_type=True)
     )
+
+
+def unpacked_publication(data: bytes) -> qel.Publication:
+    """The publication ``packed_publication`` made ``data`` of (``WireError`` if it is not)."""
+    try:
+        return model.publication_from_plain(msgpack.unpackb(data, raw=False))
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as error:
+        raise WireError(f"not a packed publication: {error}") from None
 
 
 def _immutable(hint: object) -> bool:

@@ -1,12 +1,14 @@
 """Living resources in the simulator (``superpeer.versions``): updates, extensions and retractions
 reach each subscriber once, with the kind MDV gives it, against the brute-force oracle."""
 
+import gc
 import json
 
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+import qel
 from superpeer import versions
 from tests.strategies import publications
 from tests.superpeer.oracle import expected_changes, expected_deliveries
@@ -15,6 +17,7 @@ from tests.superpeer.test_completeness import BROAD, run
 DOC = "<http://example.org/doc1>"
 CREATOR = "<http://purl.org/dc/elements/1.1/creator>"
 DATE = "<http://purl.org/dc/elements/1.1/date>"
+XSD = "http://www.w3.org/2001/XMLSchema#"
 LINES = [
     f'{DOC} {CREATOR} "Nejdl" .',
     f'{DOC} {CREATOR} "Koubarakis" .',
@@ -182,7 +185,7 @@ def test_a_version_record_restores_the_version_it_keeps_also_as_older_stores_wro
 ):
     # the record keeps the publication's wire plain form, through JSON as the store does; a
     # store written before kept it as N-Triples text, and still restores
-    version = versions.Version(number, publication, retracted, 99.5)
+    version = versions.Version.of(number, publication, retracted, 99.5)
     key, record = versions.version_record("owner", version)
     older = {k: v for k, v in record.items() if k != "publication"}
     older["text"] = publication.to_text()
@@ -190,3 +193,25 @@ def test_a_version_record_restores_the_version_it_keeps_also_as_older_stores_wro
         table = versions.ResourceVersions(versions.VersionLimits())
         versions.restore(table, {key: json.loads(json.dumps(kept))})
         assert table.current("owner", publication.id) == version
+
+
+def test_a_kept_version_is_not_a_dozen_objects_for_the_collector_to_scan():
+    # an access point keeps the current version of every resource: as objects, each one was a
+    # dozen that every full pass of the cyclic collector scanned (190 ms at 30,000 resources)
+    table = versions.ResourceVersions(versions.VersionLimits())
+    gc.collect()
+    before = len(gc.get_objects())
+    for k in range(2000):
+        statements = {
+            (qel.URI("http://example.org/title"), qel.Literal(f"title {k}")),
+            (qel.URI("http://example.org/size"), qel.Literal(str(k), XSD + "integer")),
+        }
+        publication = qel.Publication(
+            qel.URI(f"http://example.org/r{k}"), frozenset(statements), "owner", f"r{k}"
+        )
+        table.publish("owner", publication, "publish", 0.0)
+    del publication, statements
+    gc.collect()
+    assert len(gc.get_objects()) - before < 2 * 2000
+    held = table.current("owner", "r7")
+    assert held is not None and held.publication.id == "r7" and not held.retracted
