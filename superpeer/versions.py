@@ -78,7 +78,8 @@ class Version:
     stream of notifications, and the passes grow with the resources. Packed, it is one bytes
     object, which the collector does not track, and the encoding of the notification that
     brought the version made it already (``wire.packed_publication``). Only a change to the
-    resource (an update, an extension, a retraction, an expiry, a handover) decodes it."""
+    resource (an update, an extension, a retraction, an expiry, a handover) decodes it. The
+    table keeps the fields as a plain tuple (``ResourceVersions._resources``)."""
 
     number: int
     packed: bytes
@@ -122,7 +123,11 @@ class ResourceVersions:
 
     def __init__(self, limits: VersionLimits | None = None) -> None:
         self.limits = limits or VersionLimits()
-        self._resources: dict[str, dict[str, Version]] = {}
+        self._resources: dict[str, dict[str, _Kept]] = {}
+        """Per owner, per resource, its version as a plain tuple (``_kept``): the collector
+        stops tracking a tuple of strings, numbers and bytes, so a table of many resources adds
+        nothing to its full passes (a ``Version`` object each would be one tracked object per
+        resource)."""
         self._expiries: list[tuple[float, str, str]] = []
         """A heap of (expiry, owner, resource) for every version stored with an expiry; an
         entry whose version was replaced since is skipped when it comes up (``next_expiry`` is
@@ -132,13 +137,14 @@ class ResourceVersions:
         """The heap's size when it was last rebuilt of live entries only."""
 
     def current(self, owner: str, resource: str) -> Version | None:
-        return self._resources.get(owner, {}).get(resource)
+        kept = self._resources.get(owner, {}).get(resource)
+        return None if kept is None else Version(*kept)
 
     def resources_of(self, owner: str) -> dict[str, Version]:
-        return dict(self._resources.get(owner, {}))
+        return {name: Version(*kept) for name, kept in self._resources.get(owner, {}).items()}
 
     def restore(self, owner: str, resource: str, version: Version) -> None:
-        self._resources.setdefault(owner, {})[resource] = version
+        self._resources.setdefault(owner, {})[resource] = _kept(version)
         self._expiring(owner, resource, version)
 
     def _expiring(self, owner: str, resource: str, version: Version) -> None:
@@ -147,10 +153,10 @@ class ResourceVersions:
             if len(self._expiries) > 2 * self._compacted + 1024:
                 # versions replaced before their expiry came up leave entries behind
                 self._expiries = [
-                    (held.expires, holder, name)
+                    (expires, holder, name)
                     for holder, resources in self._resources.items()
-                    for name, held in resources.items()
-                    if held.expires is not None and not held.retracted
+                    for name, (_, _, retracted, expires) in resources.items()
+                    if expires is not None and not retracted
                 ]
                 heapq.heapify(self._expiries)
                 self._compacted = len(self._expiries)
@@ -242,12 +248,13 @@ class ResourceVersions:
         what extensions accumulated are dropped): the new tombstones and their owners."""
         gone = []
         for owner, resources in self._resources.items():
-            for resource, held in resources.items():
+            for resource, kept in resources.items():
+                held = Version(*kept)
                 if not held.retracted and not held.live(now):
                     tombstone = Version.of(
                         held.number, _emptied(held.publication), True, held.expires
                     )
-                    resources[resource] = tombstone
+                    resources[resource] = _kept(tombstone)
                     gone.append((owner, tombstone))
         return gone
 
@@ -255,8 +262,8 @@ class ResourceVersions:
         """The earliest expiry of a resource not retracted (for the node's timer)."""
         while self._expiries:
             expires, owner, resource = self._expiries[0]
-            held = self.current(owner, resource)
-            if held is not None and not held.retracted and held.expires == expires:
+            kept = self._resources.get(owner, {}).get(resource)
+            if kept is not None and not kept[2] and kept[3] == expires:
                 return expires
             heapq.heappop(self._expiries)  # replaced, retracted, expired or forgotten since
         return None
@@ -274,9 +281,17 @@ class ResourceVersions:
         if fits is not None:
             fits(change)
         version = Version.of(change.number, change.publication, change.retracted, change.expires)
-        resources[resource] = version
+        resources[resource] = _kept(version)
         self._expiring(owner, resource, version)
         return change
+
+
+_Kept = tuple[int, bytes, bool, float | None]
+
+
+def _kept(version: Version) -> _Kept:
+    """``version`` as the table keeps it (the fields of ``Version``, in order)."""
+    return version.number, version.packed, version.retracted, version.expires
 
 
 def _emptied(publication: qel.Publication) -> qel.Publication:
