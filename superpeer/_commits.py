@@ -184,11 +184,6 @@ class GroupCommit(Generic[T]):
                 await trio.to_thread.run_sync(self._store.sync)
             self._release(through)
 
-    @property
-    def applied(self) -> int:
-        """Inputs applied so far (committed or not)."""
-        return self._applied
-
     def statistics(self) -> GroupStatistics:
         return GroupStatistics(
             inputs=self._durable, groups=self._groups, largest=self._largest, bounded=self._bounded

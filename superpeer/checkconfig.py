@@ -74,7 +74,6 @@ def summary(config: SuperPeerConfig) -> list[str]:
             else "sync normal (survives a killed process, not a power loss)"
         )
         + f", at most {store.max_inputs_per_commit} inputs per commit"
-        + f", a checkpoint every {store.checkpoint_inputs} inputs"
     )
     trace = config.trace
     lines.append(

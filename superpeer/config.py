@@ -59,8 +59,6 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     sync = "full"                      # fsync every commit: what was acknowledged survives a
                                        # power loss; "normal": only a killed process
     max_inputs_per_commit = 256        # inputs (messages, timers) that share one commit at most
-    checkpoint_inputs = 1000           # inputs between two copies of the log into the database,
-                                       # made on a worker thread
 
     [trace]
     enabled = true
@@ -170,10 +168,6 @@ class StoreSettings:
     max_inputs_per_commit: int = 256
     """The inputs that arrive together share one commit (``superpeer._commits``), at most this
     many: more per fsync, against the first output of a group waiting for the rest."""
-    checkpoint_inputs: int = 1000
-    """Inputs committed between two checkpoints (sqlite copying its log into the database, and
-    fsyncing it), which the daemon runs on a worker thread: inside a commit, as sqlite does by
-    default, they held the trio thread in the middle of the stream."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

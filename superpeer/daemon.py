@@ -153,9 +153,7 @@ class SuperPeerDaemon:
             self._server_context = self.identity.server_context()
             self._client_context = self.identity.client_context()
         self.limits = config.wire_limits()
-        self.store = SqliteStore(
-            self.directory / "state.sqlite", sync=config.store.sync, checkpoint_in_commits=False
-        )
+        self.store = SqliteStore(self.directory / "state.sqlite", sync=config.store.sync)
         self.trace = (
             TraceLog(
                 self.directory / "traces",
@@ -186,11 +184,8 @@ class SuperPeerDaemon:
             self.store,
             self._carry_out,
             max_inputs=config.store.max_inputs_per_commit,
-            committed=self._committed,
+            committed=self._look_at_timers,
         )
-        self._checkpoint_due = trio.Event()
-        self._checkpointed_through = 0
-        """Inputs applied when the last checkpoint began."""
         self._peers: dict[int, _PeerConnection] = {}
         self._links: Links | None = None
         self._nursery: trio.Nursery | None = None
@@ -227,7 +222,6 @@ class SuperPeerDaemon:
                     await self._serve_http(nursery)
                 nursery.start_soon(self._flush_traces)
                 nursery.start_soon(self._commits.run)
-                nursery.start_soon(self._checkpoints)
                 nursery.start_soon(self._timers)
                 contacts = await self._find_contacts()
                 self._run(lambda now: self.node.start(now, contacts))
@@ -385,23 +379,10 @@ class SuperPeerDaemon:
             self._run(self.node.timer)
             await trio.sleep(0)
 
-    def _committed(self) -> None:
-        """A group was committed: the timer task looks at the node's next deadline again, and
-        the checkpoint task runs once enough inputs were committed since the last one."""
+    def _look_at_timers(self) -> None:
+        """A group was committed: the timer task looks at the node's next deadline again (its
+        event is renewed each time it waits: set the current one)."""
         self._wake.set()
-        applied = self._commits.applied
-        if applied - self._checkpointed_through >= self.config.store.checkpoint_inputs:
-            self._checkpointed_through = applied
-            self._checkpoint_due.set()
-
-    async def _checkpoints(self) -> None:
-        """The store's checkpoints, on a worker thread while the trio thread goes on (the
-        commits make no checkpoint of their own): the log's pages copied into the database and
-        the database fsynced, which inside a commit held every input behind it."""
-        while True:
-            await self._checkpoint_due.wait()
-            self._checkpoint_due = trio.Event()
-            await trio.to_thread.run_sync(self.store.checkpoint)
 
     # -- the node's inputs and outputs --------------------------------------------------------
     def _run(self, call: Callable[[float], list]) -> None:
@@ -799,9 +780,7 @@ class SuperPeerDaemon:
         report["links"] = {n: link.statistics() for n, link in sorted(links.items())}
         report["backbone_in_flight"] = self._links.in_flight() if self._links is not None else 0
         report["connections"] = len(self._peers)
-        report["commits"] = asdict(self._commits.statistics()) | {
-            "checkpoints": self.store.checkpoints
-        }
+        report["commits"] = asdict(self._commits.statistics())
         report["peer_queue_frames"] = sum(
             c.send.statistics().current_buffer_used for c in self._peers.values()
         )

@@ -35,7 +35,6 @@ import json
 import os
 import sqlite3
 import struct
-import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -445,9 +444,7 @@ class SqliteStore:
     ``commit(synced=False)`` writes the transaction to the log, ``sync`` (which touches only a
     file descriptor, never the sqlite connection) makes every transaction written so far durable."""
 
-    def __init__(
-        self, path: str | Path, *, sync: str = "full", checkpoint_in_commits: bool = True
-    ) -> None:
+    def __init__(self, path: str | Path, *, sync: str = "full") -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
         self.syncs = sync == "full"
@@ -455,17 +452,6 @@ class SqliteStore:
         self._db = sqlite3.connect(str(path), isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._checkpointer: sqlite3.Connection | None = None
-        """With ``checkpoint_in_commits`` False, the connection ``checkpoint`` uses: the commits
-        never copy the log into the database (sqlite's automatic checkpoint, every 1,000 pages
-        of log, copies them and fsyncs the database inside whichever commit comes then)."""
-        self._checkpointing = threading.Lock()
-        self.checkpoints = 0
-        if not checkpoint_in_commits:
-            self._db.execute("PRAGMA wal_autocheckpoint=0")
-            self._checkpointer = sqlite3.connect(
-                str(path), isolation_level=None, check_same_thread=False
-            )
         for statement in _SCHEMA:
             self._db.execute(statement)
         self._open = False
@@ -518,22 +504,8 @@ class SqliteStore:
             os.fsync(self._log)
         self._synced = max(self._synced, through)
 
-    def checkpoint(self) -> None:
-        """Copies the transactions the log holds into the database, on a connection of its own
-        (safe on any thread, one at a time): sqlite's passive checkpoint, which waits for no
-        writer, and fsyncs the database before the log is reused. Nothing unless the store was
-        opened with ``checkpoint_in_commits=False``."""
-        with self._checkpointing:
-            if self._checkpointer is not None:
-                self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                self.checkpoints += 1
-
     def close(self) -> None:
         self.commit()
-        with self._checkpointing:
-            if self._checkpointer is not None:
-                self._checkpointer.close()
-                self._checkpointer = None
         self._db.close()
         if self._log is not None:
             os.close(self._log)

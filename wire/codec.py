@@ -117,7 +117,7 @@ class _FieldPacker:
         self._plain = tuple(plain)
         self._read = operator.attrgetter(*plain) if plain else None
         self._converted = tuple(converted)
-        self._spliced = tuple((name, msgpack.packb(name)) for (name,) in zip(spliced))
+        self._spliced = tuple((name, msgpack.packb(name)) for name in spliced)
 
     def __call__(self, message: object) -> bytes:
         read = self._read

@@ -98,22 +98,14 @@ def test_systemd_analyze_verifies_the_units(unit, tmp_path):
 
 
 def test_the_store_section_says_how_durable_a_commit_is_and_how_many_inputs_share_one(tmp_path):
-    default = config_from_mapping({}).store
-    assert (default.sync, default.max_inputs_per_commit, default.checkpoint_inputs) == (
-        "full",
-        256,
-        1000,
-    )
-    store = config_from_mapping(
-        {"store": {"sync": "normal", "max_inputs_per_commit": 16, "checkpoint_inputs": 50}}
-    ).store
-    assert (store.sync, store.max_inputs_per_commit, store.checkpoint_inputs) == ("normal", 16, 50)
+    default = config_from_mapping({})
+    assert (default.store.sync, default.store.max_inputs_per_commit) == ("full", 256)
+    store = config_from_mapping({"store": {"sync": "normal", "max_inputs_per_commit": 16}}).store
+    assert (store.sync, store.max_inputs_per_commit) == ("normal", 16)
     with pytest.raises(ConfigError, match=r"store\.sync must be one of 'full', 'normal'"):
         config_from_mapping({"store": {"sync": "off"}})
     with pytest.raises(ConfigError, match=r"store\.max_inputs_per_commit must be positive"):
         config_from_mapping({"store": {"max_inputs_per_commit": 0}})
-    with pytest.raises(ConfigError, match=r"store\.checkpoint_inputs must be positive"):
-        config_from_mapping({"store": {"checkpoint_inputs": 0}})
     with pytest.raises(ConfigError, match="unknown key"):
         config_from_mapping({"store": {"fsync": True}})
     (tmp_path / "sp.toml").write_text(
