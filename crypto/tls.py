@@ -84,9 +84,12 @@ CA_DAYS: Final = 3650
 LEAF_DAYS: Final = 825
 """The longest validity public CAs were allowed for years (CA/Browser Forum); re-issuing is one
 command."""
-CLOCK_SKEW: Final = datetime.timedelta(minutes=5)
-"""Certificates are valid from a little before their issue time, so a peer whose clock is a bit
-behind does not refuse a certificate issued a moment ago."""
+CLOCK_SKEW: Final = datetime.timedelta(days=1)
+"""Certificates are valid from a day before their issue time, as public CAs backdate theirs
+(``clocks``, rule 10): a verifier whose clock is behind the issuer's, by minutes or hours, does
+not refuse a certificate issued a moment ago."""
+_VALIDITY_CODES: Final = {9: "not yet valid", 10: "expired"}
+"""OpenSSL's ``X509_V_ERR_CERT_NOT_YET_VALID`` and ``X509_V_ERR_CERT_HAS_EXPIRED``."""
 NODE_ID_URI_PREFIX: Final = "urn:semantic-pubsub:node:"
 DEFAULT_HOSTS: Final = ("127.0.0.1", "localhost")
 
@@ -288,6 +291,68 @@ def _utc(now: datetime.datetime | None) -> datetime.datetime:
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     return now
+
+
+def handshake_failure(
+    error: BaseException,
+    *,
+    now: float,
+    own: x509.Certificate | None = None,
+    remote: x509.Certificate | None = None,
+    offset: float | None = None,
+) -> str:
+    """Why a TLS handshake failed, in words: trio's ``BrokenResourceError`` says nothing, and a
+    certificate refused for its validity is a clock problem the operator must see as one
+    (``clocks``, rule 10). ``now``: this host's clock; ``own``: the certificate this side
+    presented (what the other side may have refused); ``remote``: the other side's, if it could
+    be read; ``offset``: the other side's clock minus this one's, if measured."""
+    cause: BaseException = error
+    while not isinstance(cause, ssl.SSLError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    clock = _instant(now)
+    measured = "not measured" if offset is None else f"{offset:+.1f} s"
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        if cause.verify_code in _VALIDITY_CODES:
+            text = f"the other side's certificate is {_VALIDITY_CODES[cause.verify_code]} here"
+            if remote is not None:
+                text += f" (valid {_validity(remote)})"
+            return (
+                f"{text}; this host's clock says {clock} (the other side's clock offset: "
+                f"{measured}): one of the two clocks is wrong"
+            )
+        return f"the other side's certificate was refused: {cause.verify_message}"
+    if isinstance(cause, ssl.SSLError):
+        reason = (cause.reason or str(cause)).lower().replace("_", " ")
+        refused = "alert" in reason and "certificate" in reason
+        broken_off = isinstance(cause, ssl.SSLEOFError) or "eof" in reason
+        if refused or broken_off:
+            # a peer that refuses a certificate (a TLS library that does not send its alert
+            # first) just closes the connection in the middle of the handshake
+            text = (
+                f"the other side refused this host's certificate ({reason})"
+                if refused
+                else "the other side broke the handshake off (it may have refused this host's "
+                "certificate)"
+            )
+            if own is not None:
+                text += (
+                    f"; it is valid {_validity(own)} and this host's clock says {clock} (the "
+                    f"other side's clock offset: {measured}): if the other side's clock is "
+                    "outside that, it is wrong, or the certificate is not from its network's CA"
+                )
+            return text
+        return reason
+    return str(cause) or type(cause).__name__
+
+
+def _instant(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _validity(certificate: x509.Certificate) -> str:
+    start = certificate.not_valid_before_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = certificate.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"from {start} to {end}"
 
 
 def save_certificate(

@@ -1,8 +1,9 @@
 """Fault injection with loss accounting, in the style of Jepsen, on real daemons.
 
     python -m deploy.chaos [--seed 1] [--duration 60] [--superpeers 4] [--peers 4]
-                           [--faults kill,pause,peer-kill,move,leave,join,cut,slow,stall]
-                           [--rate 4] [--report chaos.json] [--plan PLAN.json] [--keep DIR]
+                           [--faults kill,pause,peer-kill,move,leave,join,cut,slow,stall,skew]
+                           [--skews SECONDS] [--rate 4] [--report chaos.json] [--plan PLAN.json]
+                           [--keep DIR]
 
 starts a TLS cluster (super-peer daemons behind TCP proxies, ``deploy.proxy``, and peer daemons),
 runs a generated workload through the peers' control sockets (every peer advertises, subscribes,
@@ -20,7 +21,15 @@ join        a new super-peer joins the running backbone
 cut         every connection to a super-peer is closed, and new ones refused, for a while
 slow        every chunk to and from a super-peer waits 0.2 s, for a while
 stall       connections to a super-peer stay open and carry nothing, for a while
+skew        ``kill -9`` a super-peer or a peer daemon and restart it at once with its wall
+            clock off by up to ten minutes either way (Debian's ``faketime``, its monotonic
+            clock untouched: ``deploy.cluster.skewed_environment``)
 ==========  ==========================================================================
+
+``--skews S`` starts every daemon with its wall clock off by a random amount within S seconds
+either way (seeded, in the plan). The report's ``clocks`` holds the offsets injected and the
+offsets the daemons measured (every super-peer's of its neighbours, every peer's of its access
+point), side by side.
 
 After each fault is healed the harness waits until the network is *quiet* (every super-peer a
 member with nothing to wait for, every peer connected); that time, from injection, is the fault's
@@ -69,7 +78,11 @@ from deploy.driver import quiet_problems
 from deploy.proxy import Proxies
 from peer.control import ControlClient, ControlUnavailable
 
-FAULTS: Final = ("kill", "pause", "peer-kill", "move", "leave", "join", "cut", "slow", "stall")
+FAULTS: Final = (
+    "kill", "pause", "peer-kill", "move", "leave", "join", "cut", "slow", "stall", "skew",
+)  # fmt: skip
+MAX_SKEW: Final = 600.0
+"""The largest clock error the ``skew`` fault gives a daemon (seconds, either way)."""
 SUPERPEER_SETTINGS: Final = """[limits]
 heartbeat_seconds = 0.5
 failure_seconds = 3.0
@@ -88,11 +101,22 @@ up to this long before it; the oracle allows them (and only them)."""
 
 # -- the plan --------------------------------------------------------------------------------------
 def make_plan(
-    *, seed: int, duration: float, superpeers: int, peers: int, faults: list[str], rate: float
+    *,
+    seed: int,
+    duration: float,
+    superpeers: int,
+    peers: int,
+    faults: list[str],
+    rate: float,
+    skews: float = 0.0,
 ) -> dict[str, Any]:
     """Operations and faults, with their offsets from the start of the run: everything a run
     does that is not timing."""
     rng = random.Random(seed)
+    clocks = {
+        "superpeers": {str(k): round(rng.uniform(-skews, skews)) for k in range(superpeers)},
+        "peers": {str(j): round(rng.uniform(-skews, skews)) for j in range(peers)},
+    }
     ops: list[dict[str, Any]] = []
     for j in range(peers):
         ops.append({"at": 0.0, "peer": j, "op": "advertise"})
@@ -130,10 +154,13 @@ def make_plan(
     while t < duration - 8 and kinds:
         kind = kinds[len(schedule) % len(kinds)]
         hold = round(rng.uniform(4.0, 5.0) if kind == "pause" else rng.uniform(1.0, 3.0), 2)
-        schedule.append({"at": round(t, 2), "kind": kind, "hold": hold, "pick": rng.random()})
+        fault = {"at": round(t, 2), "kind": kind, "hold": hold, "pick": rng.random()}
+        if kind == "skew":
+            fault["seconds"] = round(rng.uniform(-MAX_SKEW, MAX_SKEW))
+        schedule.append(fault)
         t += hold + rng.uniform(1.0, 3.0)
     return {"seed": seed, "duration": duration, "superpeers": superpeers, "peers": peers,
-            "faults": schedule, "ops": ops}  # fmt: skip
+            "faults": schedule, "ops": ops, "clocks": clocks}  # fmt: skip
 
 
 def query(rng: random.Random) -> str:
@@ -268,6 +295,8 @@ class Run:
             self.proxies.set(listen, kind, 0.2 if kind == "slow" else 0.0)
             time.sleep(hold)
             self.proxies.set(listen, "pass")
+        elif kind == "skew":
+            self._skew(record, fault["seconds"], pick, live)
         elif kind in ("peer-kill", "move"):
             j = int(pick * len(cluster.peer_directories))
             record.target = f"peer{j}"
@@ -284,6 +313,58 @@ class Run:
                 cluster.start_peer(j, k, wait=False)
         record.healed = self.now()
         return record
+
+    def _skew(self, record: FaultRecord, seconds: float, pick: float, live: list[int]) -> None:
+        """Restart a super-peer (half the draws) or a peer daemon with its clock ``seconds``
+        off: killed (-9), started again at once under ``faketime``."""
+        cluster = self.cluster
+        record.note = f"{seconds:+.0f} s"
+        if pick < 0.5:
+            k = live[int(pick * 2 * len(live))]
+            record.target = f"sp{k}"
+            cluster.skews[k] = seconds
+            self._expect(cluster.processes[k])
+            cluster.kill(k)
+            cluster.restart(k)
+        else:
+            j = int((pick - 0.5) * 2 * len(cluster.peer_directories))
+            record.target = f"peer{j}"
+            cluster.peer_skews[j] = seconds
+            self._expect(cluster.peer_processes[j])
+            cluster.kill_peer(j)
+            cluster.start_peer(j, self.access_point(j), wait=False)
+
+    def clock_figures(self) -> dict[str, Any]:
+        """The offsets injected and those the daemons measured, side by side (each as the other
+        clock minus this one, as the daemons report them)."""
+        cluster = self.cluster
+        skew = {f"sp{k}": cluster.skews.get(k, 0.0) for k in range(len(cluster.directories))}
+        pairs = []
+        for k in cluster.live():
+            try:
+                measured = cluster.status(k).get("clock", {})
+            except (ControlUnavailable, OSError, ValueError):
+                continue
+            for node, figures in sorted(measured.get("neighbours", {}).items()):
+                injected = skew.get(node, 0.0) - skew[f"sp{k}"]
+                pairs.append({"clock": node, "seen_by": f"sp{k}", "injected": injected,
+                              "measured": figures["offset"], "error": figures["error"]})  # fmt: skip
+        for j, directory in enumerate(cluster.peer_directories):
+            try:
+                with ControlClient(directory / "control.sock", timeout=5) as control:
+                    ok, body = control.call("status")
+            except (ControlUnavailable, OSError):
+                continue
+            if not ok or body.get("clock_offset_seconds") is None:
+                continue
+            access = body.get("superpeer_id") or ""
+            injected = skew.get(access, 0.0) - cluster.peer_skews.get(j, 0.0)
+            pairs.append({"clock": access, "seen_by": f"peer{j}", "injected": injected,
+                          "measured": body["clock_offset_seconds"],
+                          "error": body.get("clock_error_seconds")})  # fmt: skip
+        worst = max((abs(p["measured"] - p["injected"]) for p in pairs), default=None)
+        return {"superpeers": cluster.skews, "peers": cluster.peer_skews,
+                "measured": pairs, "largest_difference": worst}  # fmt: skip
 
     def _expect(self, process: subprocess.Popen | None) -> None:
         if process is not None:
@@ -480,9 +561,12 @@ def run_plan(plan: dict[str, Any], *, settle: float, directory: Path) -> dict[st
         proxies.add(public, listen)
         return public
 
+    clocks = plan.get("clocks", {})
     cluster = Cluster(
         plan["superpeers"], directory=directory, peers=plan["peers"], front=front,
         settings=SUPERPEER_SETTINGS, trace=True,
+        skews={int(k): s for k, s in clocks.get("superpeers", {}).items()},
+        peer_skews={int(j): s for j, s in clocks.get("peers", {}).items()},
     )  # fmt: skip
     report: dict[str, Any] = {"plan": plan}
     with cluster:
@@ -539,6 +623,7 @@ def run_plan(plan: dict[str, Any], *, settle: float, directory: Path) -> dict[st
             except (ControlUnavailable, OSError) as error:
                 report.setdefault("problems_at_end", []).append(f"peer{j} inbox: {error}")
         report.update(judge(run, inboxes))
+        report["clocks"] = run.clock_figures()
         report["faults"] = [{**asdict(r), "repair_seconds": r.repair_seconds} for r in run.faults]
         report["operations_log"] = [asdict(o) for o in run.outcomes]
         report["crashes"] = crashes(run)
@@ -589,6 +674,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", type=int, default=4)
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated fault kinds")
     parser.add_argument("--rate", type=float, default=4.0, help="operations per second")
+    parser.add_argument("--skews", type=float, default=0.0,
+                        help="every daemon's clock off by up to this many seconds either way")  # fmt: skip
     parser.add_argument("--settle", type=float, default=2.0,
                         help="seconds a subscription or withdrawal takes to reach everywhere")  # fmt: skip
     parser.add_argument("--report", default="chaos-report.json")
@@ -606,7 +693,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         plan = make_plan(
             seed=args.seed, duration=args.duration, superpeers=args.superpeers,
-            peers=args.peers, faults=faults, rate=args.rate,
+            peers=args.peers, faults=faults, rate=args.rate, skews=args.skews,
         )  # fmt: skip
     directory = Path(args.keep or tempfile.mkdtemp(prefix="chaos-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))

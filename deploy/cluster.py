@@ -14,12 +14,19 @@ network CA in the cluster's directory, a key for every super-peer, and a certifi
 keys, so a local cluster starts in seconds; ``--key-bits 3072`` for production sizes). ``Cluster`` is the same thing as a context manager, for the replay tool, the demo and the
 tests: leaving the ``with`` block always stops every process it started (SIGTERM, then SIGKILL
 after a grace period), so nothing is left running.
+
+A daemon may run with its wall clock off (``skews``, ``peer_skews``, ``set_skew``): it starts under
+Debian's ``faketime`` library (``LD_PRELOAD`` libfaketime, ``FAKETIME=+S``, and
+``DONT_FAKE_MONOTONIC=1``: its monotonic clock stays true, as after a bad NTP step or a VM
+restored from a snapshot), for the clock tests and the fault harness's ``skew`` fault.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import os
 import random
 import shutil
 import signal
@@ -42,6 +49,29 @@ READY_TIMEOUT = 30.0
 
 class ClusterError(RuntimeError):
     """A daemon did not start (its stderr tail is in the message)."""
+
+
+def faketime_library() -> str | None:
+    """Debian's libfaketime (package ``faketime``), if installed."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    return found[0] if found else None
+
+
+def skewed_environment(seconds: float) -> dict[str, str] | None:
+    """The environment of a process whose wall clock is ``seconds`` off (whole seconds), its
+    monotonic clock untouched; None (the inherited one) for no skew."""
+    if round(seconds) == 0:
+        return None
+    library = faketime_library()
+    if library is None:
+        raise ClusterError("a skewed clock needs Debian's faketime (apt-get install faketime)")
+    environment = dict(os.environ)
+    preload = environment.get("LD_PRELOAD", "")
+    environment["LD_PRELOAD"] = f"{library} {preload}".strip()
+    environment["FAKETIME"] = f"{round(seconds):+d}"
+    environment["DONT_FAKE_MONOTONIC"] = "1"
+    environment["FAKETIME_DONT_RESET"] = "1"  # its children (none) would keep the offset
+    return environment
 
 
 def free_ports(count: int) -> list[int]:
@@ -88,6 +118,8 @@ class Cluster:
         front: Callable[[str], str] | None = None,
         settings: str = "",
         http: bool = False,
+        skews: dict[int, float] | None = None,
+        peer_skews: dict[int, float] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one super-peer")
@@ -113,6 +145,10 @@ class Cluster:
         self._extra = extra_args
         self.ca_directory = self.root / "ca"
         self._http = http
+        self.skews = dict(skews or {})
+        """Per super-peer index, how far its wall clock is off (from its next start)."""
+        self.peer_skews = dict(peer_skews or {})
+        """Per peer index, likewise."""
         self.http_addresses: list[str | None] = []
         """Each super-peer's operator endpoint (``http://127.0.0.1:PORT``), with ``http``."""
 
@@ -257,8 +293,11 @@ class Cluster:
         if self._http:
             command += ["--http", f"127.0.0.1:{free_ports(1)[0]}"]
         command += list(self._extra)
+        environment = skewed_environment(self.skews.get(k, 0.0))
         with (directory / "stderr.log").open("ab") as stderr:
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
+            process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=stderr, env=environment
+            )
         while len(self.processes) <= k:
             self.processes.append(None)
         self.processes[k] = process
@@ -303,8 +342,11 @@ class Cluster:
             "--data-dir", str(directory), *trust,
         ]  # fmt: skip
         log = directory / "daemon.log"
+        environment = skewed_environment(self.peer_skews.get(j, 0.0))
         with log.open("ab") as output:
-            process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                command, stdout=output, stderr=subprocess.STDOUT, env=environment
+            )
         while len(self.peer_processes) <= j:
             self.peer_processes.append(None)
         self.peer_processes[j] = process

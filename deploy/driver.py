@@ -14,6 +14,7 @@ the point the simulator reaches after each operation.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from deploy.cluster import Cluster
 from peer.resources import Resources
 from peer.session import (
     Answered,
+    Clocked,
     Ended,
     Established,
     Identification,
@@ -95,6 +97,14 @@ class RemotePeer:
     _scope: trio.CancelScope | None = None
     _seen: set[tuple[str, str, int]] = field(default_factory=set)
     _ended: str | None = None
+    arrival_clock: float = 0.0
+    """Its access point's hybrid time in the last ``Welcome`` (a move statement's ``since``:
+    ``clocks``, rule 6)."""
+    carried_clock: float = 0.0
+    """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
+    clock_lead: float = 0.0
+    """How far its access point's hybrid time runs ahead of this process's clock (what
+    ``owed`` takes off a ``published_at`` to compare it with this process's times)."""
 
     @property
     def connected(self) -> bool:
@@ -135,7 +145,8 @@ class RemotePeer:
             self._session, self._stream = session, stream
             self._established = trio.Event()
             self._ended = None
-            await self._write(session.hello(trio.current_time()))
+            hello = session.hello(trio.current_time(), wall=time.time(), clock=self.carried_clock)
+            await self._write(hello)
             nursery.start_soon(self._read, stream, session)
             with trio.fail_after(30):
                 await self._established.wait()
@@ -197,6 +208,15 @@ class RemotePeer:
         elif isinstance(event, Established):
             self.superpeer = event.superpeer_id
             self._established.set()
+        elif isinstance(event, Clocked):
+            message = event.message
+            if message.clock:
+                self.carried_clock = max(self.carried_clock, message.clock)
+                self.clock_lead = message.clock - time.time()
+                if isinstance(message, m.Welcome):
+                    self.arrival_clock = message.clock
+            if isinstance(message, m.Clock):
+                await self._write(session.clock_answer(message, time.time()))
         elif isinstance(event, ResourceTraffic):
             self._count(event.message)
             self.resource_events.append(event.message)
@@ -242,8 +262,9 @@ class RemotePeer:
             self.notifications.append(notify)
 
     def owed(self, notify: m.Notify) -> bool:
-        """Whether one of this peer's subscriptions matched ``notify`` when it was published."""
-        return versions.owed(self.history, notify)
+        """Whether one of this peer's subscriptions matched ``notify`` when it was published
+        (its hybrid time brought to this process's clock)."""
+        return versions.owed(self.history, notify, notify.published_at - self.clock_lead)
 
     def _count(self, message: object) -> None:
         kind = type(message).KIND  # type: ignore[attr-defined]
@@ -276,6 +297,8 @@ class RemotePeer:
         self.sent_bytes[kind] += len(wire.encode(message))
         now = trio.current_time()
         self._remember(message)
+        if isinstance(message, m.Subscribe | m.Publish) and message.expires is not None:
+            message = dataclasses.replace(message, sent_at=time.time())  # as ``peer.client``
         if isinstance(message, m.Leave):
             await self._write(session.leave())
             return None

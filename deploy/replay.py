@@ -201,11 +201,14 @@ class Replay:
             peer.resources = open_resources(directory, peer.network_id)
         elif peer.connected:
             await self._disconnect(peer)
+        # when it arrived at the access point it leaves, in that one's hybrid time (as the
+        # peer daemon says it: ``clocks``, rule 6)
+        arrived = peer.arrival_clock
         await peer.connect(nursery, address)
         if step.moved_from is not None:
             for message in step.resend:
                 await peer.request(message)
-            since = self._last_contact.get(step.peer, time.time())
+            since = arrived or self._last_contact.get(step.peer, time.time())
             previous = self.cluster.addresses[step.moved_from]
             moved = m.Moved(
                 previous=f"sp{step.moved_from}",

@@ -74,6 +74,7 @@ class PendingRepair:
     found: dict[str, Peer]
     missing: set[int]
     incarnation: int = 0
+    last_heard: float = 0.0
 
 
 class NodeCore:
@@ -83,7 +84,7 @@ class NodeCore:
     """Processes a message this node may process now (defined by ``HypercupNode``)."""
     _restart_join: Callable[[JoinWalk], None]
     """Starts a join walk over from this node, in its epoch (defined by ``Joins``)."""
-    _start_repair: Callable[[str, int], None]
+    _start_repair: Callable[[str, int, float], None]
     """Repairs the failure of a neighbour (defined by ``Departures``)."""
 
     def __init__(self, node_id: str, address: str) -> None:
@@ -384,5 +385,5 @@ class NodeCore:
         for walk in queued:
             self._restart_join(walk)
         if repairing is not None and repairing.failed in self._member_hood().peers:
-            self._start_repair(repairing.failed, repairing.incarnation)
+            self._start_repair(repairing.failed, repairing.incarnation, repairing.last_heard)
         self._flush()

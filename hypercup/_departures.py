@@ -69,12 +69,12 @@ def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
 
 
 class Departures(NodeCore):
-    def _start_leave(self, incarnation: int) -> None:
+    def _start_leave(self, incarnation: int, last_heard: float) -> None:
         """This member leaves: from now on it only waits for ``Released``."""
         hood = self._member_hood()
         walk = self._new_leave_walk(
             self.node_id, self.address, hood.positions, hood.peers, failed=False,
-            incarnation=incarnation,
+            incarnation=incarnation, last_heard=last_heard,
         )  # fmt: skip
         self._state = NodeState.LEAVING
         self._advance_leave(walk)
@@ -88,6 +88,7 @@ class Departures(NodeCore):
         *,
         failed: bool,
         incarnation: int,
+        last_heard: float = 0.0,
     ) -> LeaveWalk:
         """The walk of a departure, starting at the leaver's lowest position."""
         return LeaveWalk(
@@ -102,6 +103,7 @@ class Departures(NodeCore):
             position=min(positions),
             bit=-1,
             leaver_incarnation=incarnation,
+            leaver_heard=last_heard,
         )
 
     def _on_leave_walk(self, sender: str, walk: LeaveWalk) -> None:
@@ -225,6 +227,7 @@ class Departures(NodeCore):
                     positions=walk.leaver_positions,
                     failed=walk.failed,
                     incarnation=walk.leaver_incarnation,
+                    last_heard=walk.leaver_heard,
                 )
             )
             if not walk.failed:
@@ -242,6 +245,7 @@ class Departures(NodeCore):
             leaver_peers=walk.leaver_peers,
             failed=walk.failed,
             leaver_incarnation=walk.leaver_incarnation,
+            leaver_heard=walk.leaver_heard,
         )
         if newcomer == self.node_id:
             self._on_reclaim(self.node_id, reclaim)
@@ -292,6 +296,7 @@ class Departures(NodeCore):
                 positions=message.leaver_positions,
                 failed=message.failed,
                 incarnation=message.leaver_incarnation,
+                last_heard=message.leaver_heard,
             )
         )
         if not message.failed:
@@ -322,7 +327,7 @@ class Departures(NodeCore):
 
     # -- failures -----------------------------------------------------------------------------
 
-    def _start_repair(self, failed: str, incarnation: int) -> None:
+    def _start_repair(self, failed: str, incarnation: int, last_heard: float = 0.0) -> None:
         """We repair the failure of ``failed`` (its ``incarnation``, 0 if not known): find the
         holders around it, then walk for it."""
         hood = self._member_hood()
@@ -338,7 +343,7 @@ class Departures(NodeCore):
             else:
                 missing.add(position)
         self._repair = PendingRepair(
-            failed, hood.peers[failed].address, lost, found, missing, incarnation
+            failed, hood.peers[failed].address, lost, found, missing, incarnation, last_heard
         )
         for position in sorted(missing):
             self._route_lookup(
@@ -407,5 +412,6 @@ class Departures(NodeCore):
                 repair.found,
                 failed=True,
                 incarnation=repair.incarnation,
+                last_heard=repair.last_heard,
             )
         )

@@ -63,6 +63,10 @@ class Departed:
     incarnation: int = 0
     """``node``'s incarnation as the repair or the departure named it (0: not known): the one
     the cube is to forget, whoever takes its place (often a node that never heard from it)."""
+    last_heard: float = 0.0
+    """When ``node`` was last heard from, in the runtime's terms, as the node that repaired its
+    failure (a neighbour of it) or the leaver itself said (0.0: not said); the protocol does
+    not use it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -302,6 +302,9 @@ class LeaveWalk(_Validated):
     leaver_incarnation: int = 0
     """The departing node's incarnation, as the node that started the walk knew it (0: not
     known), carried to the ``Departed`` of its successor. The protocol does not use it."""
+    leaver_heard: float = 0.0
+    """When the departing node was last heard from, as the node that started the walk said
+    (``Departed.last_heard``). The protocol does not use it."""
 
     def _validate(self) -> None:
         if self.phase not in _PHASES:
@@ -328,6 +331,7 @@ class Reclaim(_Validated):
     leaver_peers: PeerTable
     failed: bool
     leaver_incarnation: int = 0
+    leaver_heard: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

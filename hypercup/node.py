@@ -194,10 +194,10 @@ class HypercupNode(Joins, Departures):
 
         return self._run(action)
 
-    def leave(self, *, incarnation: int = 0) -> list[Output]:
+    def leave(self, *, incarnation: int = 0, last_heard: float = 0.0) -> list[Output]:
         """Announce this node's departure; ``Left`` comes once its positions have a successor
-        (at once if it is the last member). ``incarnation``: the runtime's, for the successor's
-        ``Departed``."""
+        (at once if it is the last member). ``incarnation`` and ``last_heard`` (the runtime's
+        time now): for the successor's ``Departed``."""
 
         def action() -> None:
             hood = self._member_hood("leave")
@@ -211,12 +211,12 @@ class HypercupNode(Joins, Departures):
                 self._hood = None
                 self._out.append(Left())
                 return
-            self._start_leave(incarnation)
+            self._start_leave(incarnation, last_heard)
 
         return self._run(action)
 
     def neighbour_failed(
-        self, node_id: str, *, fallback: int = 0, incarnation: int = 0
+        self, node_id: str, *, fallback: int = 0, incarnation: int = 0, last_heard: float = 0.0
     ) -> list[Output]:
         """The runtime saw neighbour ``node_id`` (one of ``view().neighbours()``) stop answering.
         Only the neighbour designated in the module docstring repairs; for the others this changes
@@ -224,7 +224,8 @@ class HypercupNode(Joins, Departures):
         neighbour may have failed too: a runtime that still sees ``node_id`` in its view a while
         later asks again with ``fallback`` k, and the holders of the next k positions around the
         failed node's (in the same order) repair too. ``incarnation``: the failed node's, as the
-        runtime knows it (0: not known), for the ``Departed`` of whoever takes its place."""
+        runtime knows it (0: not known), and ``last_heard``, when the runtime last heard from
+        it (in its own terms, opaque here), for the ``Departed`` of whoever takes its place."""
 
         def action() -> None:
             hood = self._member_hood("neighbour_failed")
@@ -251,7 +252,7 @@ class HypercupNode(Joins, Departures):
             self._repairs_started[node_id] = fallback
             # the failed node's positions, as others announced them, may not fit (a restart
             # announced over the old incarnation's place): their fault, not the caller's
-            self._guarded(node_id, lambda: self._start_repair(node_id, incarnation))
+            self._guarded(node_id, lambda: self._start_repair(node_id, incarnation, last_heard))
 
         return self._run(action)
 

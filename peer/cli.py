@@ -546,6 +546,18 @@ def _record_line(record: dict[str, Any]) -> str:
     )
 
 
+def _clock_offset(offset: float | None, error: float | None) -> str:
+    """This computer's clock against its access point's, in words (``clocks``: nothing the
+    peer is owed depends on it; expiries given as times of day and what the inbox shows do)."""
+    if offset is None:
+        return "offset from the access point not measured yet"
+    margin = f" (+/- {error:.3f} s)" if error else ""
+    if abs(offset) < 0.0005:
+        return f"agrees with the access point's{margin}"
+    side = "behind" if offset > 0 else "ahead of"
+    return f"{abs(offset):.3f} s {side} the access point's{margin}"
+
+
 def _status(args: argparse.Namespace, config: PeerConfig) -> int:
     status = _call(config, "status")
     if args.json:
@@ -562,6 +574,9 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
             link += f"; next attempt at {_when(status['retry_at'])}"
     print(f"peer {_who(status['peer_id'], status['name'])}  (data {status['data_dir']})")
     print(f"  access point {status['access_point']}: {link}")
+    print(
+        f"  clock: {_clock_offset(status.get('clock_offset_seconds'), status.get('clock_error_seconds'))}"
+    )
     security = status["security"]
     if security["tls"]:
         registered = security["registered_with"]

@@ -41,6 +41,7 @@ whose ``repr`` hides it, and the logs name only the access point that issued it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -53,6 +54,7 @@ from dataclasses import dataclass
 import trio
 
 import crypto
+from clocks import OffsetEstimator, sample_of
 from peer.config import format_address
 from peer.identity import IdentityError, PeerIdentity
 from peer.inbox import Inbox
@@ -60,6 +62,7 @@ from peer.resources import Resources
 from peer.session import (
     Answered,
     Backoff,
+    Clocked,
     Ended,
     Established,
     Event,
@@ -182,6 +185,10 @@ class ClientStatistics:
     refused: int
     failed: int
     resend_problems: tuple[str, ...]
+    clock_offset: float | None = None
+    """The access point's clock minus this peer's, in seconds, as measured on the wire (None:
+    not measured yet); ``clock_error`` bounds its error."""
+    clock_error: float | None = None
 
 
 class _Connection:
@@ -197,6 +204,8 @@ class _Connection:
         self.writing = False
         self.leaving: _Leave | None = None
         self.superpeer_id: str | None = None
+        self.arrival_clock = 0.0
+        """The access point's hybrid time in its ``Welcome`` (``clocks``, rule 6)."""
 
     def end(self, reason: str, reply: bytes = b"") -> None:
         if self.reason is None:
@@ -264,6 +273,12 @@ class PeerClient:
         self._refused = 0
         self._failed = 0
         self._resend_problems: dict[str, str] = {}
+        self.clock_offset = OffsetEstimator()
+        """The access point's clock offset (``clocks``: its ``Welcome`` and ``Clock`` s)."""
+        since = (self.store.current.access_point or {}).get("since")
+        self._carried_clock = float(since) if isinstance(since, int | float) else 0.0
+        """The latest hybrid time an access point gave this peer: its next ``Hello`` carries it
+        (``clocks``, rule 6)."""
 
     @property
     def address(self) -> str:
@@ -363,6 +378,12 @@ class PeerClient:
 
     def _tls_failure(self, error: trio.BrokenResourceError) -> str:
         cause = error.__cause__
+        if isinstance(cause, ssl.SSLCertVerificationError) and cause.verify_code in (9, 10):
+            # refused for its validity dates: a clock problem, said as one (``clocks``, 10)
+            why = crypto.handshake_failure(
+                error, now=self._wall_clock(), offset=self.clock_offset.offset
+            )
+            return f"TLS with the access point {self.address} failed: {why}"
         if isinstance(cause, ssl.SSLCertVerificationError):
             return (
                 f"the access point {self.address} presented a certificate this peer does not "
@@ -536,6 +557,8 @@ class PeerClient:
             await self._forget_registration(connection, event)
         elif isinstance(event, Established):
             self._established(connection, event)
+        elif isinstance(event, Clocked):
+            self._clocked(connection, event.message)
         elif isinstance(event, ResourceTraffic):
             await self._resource(connection, event.message)
         elif isinstance(event, ExpiredNotice):
@@ -579,6 +602,26 @@ class PeerClient:
                     event.reason,
                 )
             connection.end(event.reason, event.reply)
+
+    def _clocked(self, connection: _Connection, message: m.Welcome | m.Clock) -> None:
+        """The access point's clock: a measurement when it echoes ours, its hybrid time to
+        carry, and an answer to a ``Clock`` (which it measures this peer's clock with)."""
+        back = self._wall_clock()
+        if isinstance(message, m.Welcome):
+            # a new connection, maybe to another access point, maybe to one restarted on
+            # another clock: what was measured before says nothing about it
+            self.clock_offset = OffsetEstimator()
+        if message.echo:
+            sample = sample_of(message.echo, message.wall - message.held, message.wall, back)
+            self.clock_offset.add(sample)
+        if message.clock:
+            self._carried_clock = max(self._carried_clock, message.clock)
+            if isinstance(message, m.Welcome):
+                connection.arrival_clock = message.clock
+        if isinstance(message, m.Clock):
+            answer = connection.session.clock_answer(message, self._wall_clock())
+            if answer:
+                connection.queue_in.send_nowait(answer)
 
     async def _resource(self, connection: _Connection, message: ResourceMessage) -> None:
         """A transfer step (``peer.resources`` decides, in a worker thread: it reads and writes
@@ -719,21 +762,24 @@ class PeerClient:
             # moved to another access point
             for _, record in self.resources.waiting():
                 self.submit(PeerRequest(message=self.resources.fetch_message(record)))
-        self._arrived(event.superpeer_id)
+        self._arrived(event.superpeer_id, connection.arrival_clock)
         for what, problem in problems.items():
             log.error("event=resend_problem what=%r problem=%r", what, problem)
         self._resend_problems = problems
 
-    def _arrived(self, superpeer_id: str) -> None:
+    def _arrived(self, superpeer_id: str, arrival: float) -> None:
         """Connected to ``superpeer_id``: if the peer was attached to another one, say so, after
         its state was sent again (the new access point then knows what the peer subscribed to
         when it left, and fetches what it missed); the new access point is remembered once it
-        acknowledged the move."""
+        acknowledged the move, with its hybrid time ``arrival`` (``Welcome.clock``; the next
+        move statement's ``since``: ``clocks``, rule 6; the peer's own wall time from an
+        access point that gave none)."""
         now = self._wall_clock()
         self._last_contact = now
+        arrival = arrival or now
         previous = self.store.current.access_point
         if previous is None or previous.get("node") == superpeer_id:
-            self.store.set_access_point(superpeer_id, self.address, now)
+            self.store.set_access_point(superpeer_id, self.address, arrival)
             return
         since = float(previous["since"])  # type: ignore[arg-type]
         signature = b""
@@ -755,7 +801,7 @@ class PeerClient:
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
-                self.store.set_access_point(superpeer_id, address, self._wall_clock())
+                self.store.set_access_point(superpeer_id, address, arrival)
 
         log.info("event=moved from=%s to=%s since=%.3f", previous["node"], superpeer_id, since)
         self.submit(PeerRequest(message=moved, on_answer=answered))
@@ -804,7 +850,10 @@ class PeerClient:
         self._inbox_changed = trio.Event()
 
     async def _write(self, connection: _Connection) -> None:
-        await self._send(connection, connection.session.hello(trio.current_time()))
+        hello = connection.session.hello(
+            trio.current_time(), wall=self._wall_clock(), clock=self._carried_clock
+        )
+        await self._send(connection, hello)
         async for item in connection.queue_out:
             if isinstance(item, bytes):
                 await self._send(connection, item)
@@ -864,11 +913,20 @@ class PeerClient:
         connection = self._connection
         if connection is None:
             raise RequestFailed(self._not_connected(), sent=False)
-        tickets = [Ticket(r, connection.session.prepare(r.message)) for r in requests]
+        tickets = [
+            Ticket(r, connection.session.prepare(self._sent_now(r.message))) for r in requests
+        ]
         for ticket in tickets:
             connection.queue_in.send_nowait(ticket)
         self._requests += len(tickets)
         return tickets
+
+    def _sent_now(self, message: Request) -> Request:
+        """An expiry goes with the wall time it is measured from (``clocks``, rules 7 and 8):
+        the access point keeps the time left, whatever the two clocks say."""
+        if isinstance(message, m.Subscribe | m.Publish) and message.expires is not None:
+            return dataclasses.replace(message, sent_at=self._wall_clock())
+        return message
 
     async def request(self, request: PeerRequest) -> Answer:
         return await self.submit(request).wait()
@@ -923,6 +981,8 @@ class PeerClient:
             resend_problems=tuple(
                 f"{request}: {reason}" for request, reason in self._resend_problems.items()
             ),
+            clock_offset=self.clock_offset.offset,
+            clock_error=self.clock_offset.error,
         )
 
 

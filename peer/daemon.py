@@ -710,6 +710,8 @@ class PeerService:
             },
             "superpeer_id": statistics.superpeer_id,
             "connected": statistics.connected,
+            "clock_offset_seconds": statistics.clock_offset,
+            "clock_error_seconds": statistics.clock_error,
             "since": statistics.since,
             "last_error": statistics.last_error,
             "retry_at": statistics.retry_at,

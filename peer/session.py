@@ -229,6 +229,15 @@ class ResourceTraffic:
 
 
 @dataclass(frozen=True, slots=True)
+class Clocked:
+    """The access point's clock spoke (its ``Welcome``, or a ``Clock``): the client measures the
+    offset with its wall time now (``clocks.sample_of``) and keeps the access point's hybrid
+    time (``clocks``, rule 6). A ``Clock`` is answered at once (``Session.clock_answer``)."""
+
+    message: m.Welcome | m.Clock
+
+
+@dataclass(frozen=True, slots=True)
 class Ended:
     """The session is over; send ``reply`` (may be empty) and close the connection. ``refusal``
     is the rejection code when the access point refused the identification; ``successor`` the
@@ -252,6 +261,7 @@ Event = (
     | StaleLookupAnswer
     | ExpiredNotice
     | ResourceTraffic
+    | Clocked
     | Ended
 )
 
@@ -328,11 +338,26 @@ class Session(Generic[T]):
         """Welcomed, and the identification is under way."""
         return self._welcome is not None and not self._identified and not self._ended
 
-    def hello(self, now: float) -> bytes:
+    def hello(self, now: float, *, wall: float = 0.0, clock: float = 0.0) -> bytes:
+        """The ``Hello`` frame: with the peer's ``wall`` time (echoed by the ``Welcome``) and the
+        latest hybrid time an access point gave it (``clocks``, rule 6)."""
         self._handshake_deadline = now + self.timeout
-        return self._frame(
-            m.Hello(role="peer", node_id=self.peer_id, address="", protocol=codec.PROTOCOL_VERSION)
+        hello = m.Hello(
+            role="peer",
+            node_id=self.peer_id,
+            address="",
+            protocol=codec.PROTOCOL_VERSION,
+            wall=wall,
+            clock=clock,
         )
+        return self._frame(hello)
+
+    def clock_answer(self, clock: m.Clock, wall: float, held: float = 0.0) -> bytes:
+        """The answer to the access point's ``Clock``: the peer's ``wall`` time, echoing it
+        (empty once the session has ended)."""
+        if self._ended:
+            return b""
+        return self._frame(m.Clock(wall=wall, echo=clock.wall, held=held))
 
     def prepare(self, message: Request) -> Outgoing:
         """Encodes ``message`` and checks that an access point with the same limits accepts it
@@ -409,11 +434,14 @@ class Session(Generic[T]):
         if isinstance(message, m.LinkError):
             return [self._end(f"the access point reported an error: {message.reason}")]
         if isinstance(message, m.Welcome):
+            clocked: list[Event[T]] = [Clocked(message)] if message.wall or message.clock else []
             if self._identification is not None:
                 self._welcome = message
-                return []
+                return clocked
             self._handshake_deadline = None
-            return [Established(message.node_id, message.address)]
+            return [*clocked, Established(message.node_id, message.address)]
+        if isinstance(message, m.Clock) and self.established:
+            return [Clocked(message)]
         if self.identifying:
             return self._identify(message)
         return [self._request_traffic(message)]

@@ -3,6 +3,8 @@ their state and mail, and its publication log to this node."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import wire
 from superpeer._batches import fitting
 from superpeer._node_base import (
@@ -23,8 +25,14 @@ class Adoptions(NodeBase):
     def _adopt_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
         state = self.store.local_state(peer)
         advertise = decoded_as(state.advertisement, m.Advertise) if state.advertisement else None
+        # expiries on this node's clock: the adopter keeps the time they have left on its own
+        # (``clocks``, rule 8)
         kept = sorted(
-            (s for data in state.subscriptions.values() if (s := decoded_as(data, m.Subscribe))),
+            (
+                dataclasses.replace(s, sent_at=now) if s.expires is not None else s
+                for data in state.subscriptions.values()
+                if (s := decoded_as(data, m.Subscribe))
+            ),
             key=lambda s: s.id,
         )
         record = self.store.get(peer)
@@ -103,7 +111,8 @@ class Adoptions(NodeBase):
         kept = message.kept or tuple(
             m.Subscribe(id=sid, subscription=q) for sid, q in message.subscriptions
         )
-        for subscribe in kept:
+        for held in kept:
+            subscribe = self._expiry_here(held, now)
             self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe))
             self._core_call(
                 lambda o, s=subscribe: core.subscribe(
@@ -117,7 +126,7 @@ class Adoptions(NodeBase):
         self._catchups.append(
             PlannedCatchUp(
                 now + self.config.routing.settle_seconds,
-                now - self.config.catchup_margin_seconds,
+                self.clock.now(now) - self.config.catchup_margin_seconds,
                 frozenset({peer}),
                 None,
             )

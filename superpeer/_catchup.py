@@ -146,7 +146,7 @@ class CatchUps(NodeBase):
         and the repair's catch-up covers it: the replay goes back no further than that."""
         margin = 0.0 if replay.own_clock else self.config.catchup_margin_seconds
         horizon = self.config.failure_seconds + self.config.routing.settle_seconds + margin
-        since = max(replay.since - margin, now - horizon)
+        since = max(replay.since - margin, now - horizon)  # a window on this node's clock
         sent = 0
         for data in self.store.logged_since(since):
             notification = decoded_as(data, m.Notification)

@@ -99,9 +99,12 @@ class Links:
         self._numbers: dict[str, int] = {}
         """Where the channel to a node whose link was dropped goes on numbering."""
 
-    def send(self, node: str, address: str, data: bytes, incarnation: int = 0) -> None:
+    def send(
+        self, node: str, address: str, data: bytes, incarnation: int = 0, clock: float = 0.0
+    ) -> None:
         """Queue the encoded message ``data`` for super-peer ``node`` (reached at ``address``),
-        meant for its ``incarnation`` (0: whichever is there)."""
+        meant for its ``incarnation`` (0: whichever is there), with the sender's hybrid time
+        ``clock`` in the frame's header."""
         link = self.links.get(node)
         if link is None:
             if not address:
@@ -113,7 +116,7 @@ class Links:
         elif address and address != link.address:
             link.address = address
         try:
-            link.fresh.append(link.channel.push(data, incarnation))
+            link.fresh.append(link.channel.push(data, incarnation, clock))
         except ChannelOverflow as error:
             log.error("event=link_overflow node=%s reason=%r", node, str(error))  # noqa: TRY400
             self._numbers[node] = link.channel.next_number

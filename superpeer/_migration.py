@@ -42,6 +42,7 @@ class Migrations(NodeBase):
             "signature": message.signature.hex(),
             "caught_up": False,
             "asked_at": now,
+            "asked_clock": self.clock.now(now),
             "subscriptions": {
                 sid: wire.encode(m.Subscribe(id=sid, subscription=q)).hex()
                 for sid, q in sorted(self.core.subscriptions_of(peer).items())
@@ -80,7 +81,7 @@ class Migrations(NodeBase):
         return m.Handover(
             request=request,
             peer=peer,
-            moved_at=statement["asked_at"],
+            moved_at=statement.get("asked_clock", statement["asked_at"]),
             previous=statement["previous"],
             superpeer=self.node_id,
             address=self.address,
@@ -157,14 +158,17 @@ class Migrations(NodeBase):
             subscribe = decoded_as(bytes.fromhex(data), m.Subscribe)
             if subscribe is not None:
                 subscriptions[sid] = subscribe.subscription
+        # hybrid times (``clocks``, rules 5 and 6): from when the peer arrived at its previous
+        # access point, until it was here and routes had settled for it
         settled = self.config.routing.settle_seconds + self.config.catchup_margin_seconds
+        arrived_here = entry.get("asked_clock", entry["asked_at"])
         return PlannedCatchUp(
             now,
             entry["since"] - self.config.catchup_margin_seconds,
             frozenset({entry["peer"]}),
             None,
             {entry["peer"]: subscriptions},
-            until=entry["asked_at"] + settled,
+            until=arrived_here + settled,
         )
 
     def _handover_out(

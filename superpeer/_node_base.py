@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 import qel
 import wire
+from clocks import HybridClock, OffsetEstimator, sample_of
 from hypercup import HypercupNode
 from hypercup.positions import tree_parent_position
 from superpeer.access import AccessPointSession, Request
 from superpeer.actions import (
     Action,
+    ToConnection,
     ToSuperPeer,
 )
 from superpeer.core import CoreConfig, SuperPeerCore, trace_record
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("superpeer")
 # peer messages the node handles itself (the core traces the others when it handles them)
-OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave)
+OUTSIDE_CORE = (m.Delivered, m.Moved, m.Leave, m.Clock)
 # backbone messages the node handles itself
 FROM_ANY = (
     m.Evicted,
@@ -69,6 +71,7 @@ NODE_HANDLED = (
 RESOURCE_REQUESTS = (m.Fetch, m.Upload, m.Collect, m.Collected)
 """Peer messages for ``superpeer.rendezvous``; only ``Fetch`` is answered."""
 T = TypeVar("T")
+E = TypeVar("E", m.Subscribe, m.Publish)
 Output = Action | TraceRecord
 HANDOVERS = "handover"
 HANDED = "handed"
@@ -80,6 +83,8 @@ ADOPTED = "adopted"
 MOVES = "move-statement"
 """Per local peer, its last move statement (what a holder shows to claim the peer back from an
 access point that returned with an older copy of its state)."""
+CLOCK_LOG_SECONDS = 600.0
+"""A clock found beyond ``max_clock_offset_seconds`` is logged at most this often."""
 ATTACHED = "attached"
 """Per local peer, the last time it was attached here."""
 
@@ -109,7 +114,19 @@ class NodeConfig:
     """How long an origin keeps its publications for catch-up."""
     max_logged: int = 100_000
     catchup_margin_seconds: float = 5.0
-    """Catch-up asks for a little more than strictly needed: clocks differ, repeats are free."""
+    """Catch-ups and replays ask for this much more hybrid time than strictly needed: a
+    publication concurrent with a subscription may carry an earlier hybrid time by as much as a
+    reading takes to reach every super-peer (``clocks``, rules 2 and 5), whatever the clocks'
+    offsets; repeats are dropped."""
+    max_clock_offset_seconds: float = 1.0
+    """A neighbour's or an attached peer's clock further off than this (measured, ``clocks``)
+    is reported: logged, in ``/readyz`` and the status (nothing is refused)."""
+    max_clock_lead_seconds: float = 86400.0
+    """A hybrid time further ahead of this node's wall time is not absorbed (``clocks``,
+    rule 9)."""
+    clock_sample_seconds: float = 10.0
+    """A neighbour's clock is measured at least this often (a heartbeat on a busy link), an
+    attached peer's likewise (``Clock``)."""
     rejoin_seconds: float = 1.0
     """Wait before asking again after a refused join."""
     handover_seconds: float = 5.0
@@ -221,10 +238,34 @@ class NodeBase:
         """This node's TLS key fingerprint: peers identify themselves (None: plaintext)."""
         self._random = random
         self.incarnation = 0
+        self.clock = HybridClock(max_lead=self.config.max_clock_lead_seconds)
+        """This node's hybrid time (``clocks``): every frame to another super-peer carries it."""
+        self.offsets: dict[str, OffsetEstimator] = {}
+        """Per super-peer it exchanged heartbeats with, that one's clock offset."""
+        self.peer_offsets: dict[str, OffsetEstimator] = {}
+        """Per attached peer, its clock offset (``Clock``)."""
+        self._heartbeat_echo: dict[str, tuple[float, float]] = {}
+        """Per neighbour, the ``wall`` of the last heartbeat it sent here and when it came."""
+        self._clock_sampled: dict[str, float] = {}
+        """Per neighbour, when this node last sent it a heartbeat (the next one, busy link or
+        not, is due ``clock_sample_seconds`` later)."""
+        self._heard_clock: dict[str, float] = {}
+        """Per super-peer, the hybrid time of the last frame received from it (``clocks``,
+        rule 5: what a departure's catch-up starts from)."""
+        self._peer_clock_echo: dict[str, tuple[float, float]] = {}
+        """Per attached peer, the ``wall`` of its last ``Clock`` and when it came."""
+        self._peer_clocks_at = 0.0
+        """When the attached peers' clocks are next measured (``Clock``, to all of them)."""
+        self._offset_logged: dict[str, float] = {}
+        """When an offset beyond ``max_clock_offset_seconds`` was last logged, per clock."""
         self.topology = HypercupNode(node_id, address)
         self.core: SuperPeerCore | None = None
         self.mail = Mailroom(
-            node_id, store, window=self.config.window, tracing=self.config.routing.tracing
+            node_id,
+            store,
+            window=self.config.window,
+            tracing=self.config.routing.tracing,
+            clock=self.clock,
         )
         self.statistics = NodeStatistics()
         self.rendezvous = Rendezvous(
@@ -331,6 +372,94 @@ class NodeBase:
         self._housekeeping_at = 0.0
         self._message_number = 0
 
+    def _expiry_here(self, message: E, now: float) -> E:
+        """A request's expiry in this node's terms (``clocks``, rules 7 and 8): the lifetime
+        left on the sender's clock (``expires - sent_at``) from now, on this node's own clock for
+        a subscription (only this node judges it), in hybrid time for a publication (every
+        access point on its way judges it)."""
+        if message.expires is None or not message.sent_at:
+            return message
+        left = message.expires - message.sent_at
+        base = now if isinstance(message, m.Subscribe) else self.clock.read(now)
+        return dataclasses.replace(message, expires=base + left, sent_at=0.0)
+
+    # -- clocks (``clocks``) ------------------------------------------------------------------
+    def clock_report(self, now: float) -> dict[str, object]:
+        """The clocks as this node sees them: hybrid time's lead over its own wall clock, the
+        measured offsets (the other clock minus this one) of its neighbours and peers, and what
+        exceeds ``max_clock_offset_seconds``."""
+
+        def offsets(estimators: dict[str, OffsetEstimator]) -> dict[str, dict[str, float]]:
+            return {
+                name: {"offset": round(e.offset, 6), "error": round(e.error or 0.0, 6)}
+                for name, e in sorted(estimators.items())
+                if e.offset is not None
+            }
+
+        peers = offsets(self.peer_offsets)
+        largest = max(peers.items(), key=lambda item: abs(item[1]["offset"]), default=None)
+        return {
+            "hybrid_lead_seconds": round(self.clock.lead(now), 6),
+            "refused_readings": self.clock.refused,
+            "neighbours": offsets(self.offsets),
+            "peers": peers,
+            "largest_peer_offset": None
+            if largest is None
+            else {"peer": largest[0], "offset": largest[1]["offset"]},
+            "max_clock_offset_seconds": self.config.max_clock_offset_seconds,
+            "beyond_bound": self.clocks_beyond_bound(),
+        }
+
+    def clocks_beyond_bound(self) -> list[str]:
+        """The clocks measured further off than ``max_clock_offset_seconds``, in sentences."""
+        bound = self.config.max_clock_offset_seconds
+        found = []
+        for kind, estimators in (("super-peer", self.offsets), ("peer", self.peer_offsets)):
+            for name, estimator in sorted(estimators.items()):
+                offset = estimator.offset
+                if offset is not None and abs(offset) > bound:
+                    found.append(f"{kind} {name}'s clock is off by {offset:+.3f} s")
+        return found
+
+    def _clock_sample(
+        self, kind: str, name: str, estimators: dict[str, OffsetEstimator], sample, now: float
+    ) -> None:
+        """One measurement of ``name``'s clock (a neighbour's or a peer's)."""
+        if sample is None:
+            return
+        estimator = estimators.setdefault(name, OffsetEstimator())
+        estimator.add(sample)
+        offset = estimator.offset
+        if offset is not None and abs(offset) > self.config.max_clock_offset_seconds:
+            self._clock_problem(
+                name,
+                f"{kind} {name}'s clock is off by {offset:+.3f} s (+/- {estimator.error:.3f}), "
+                f"more than max_clock_offset_seconds ({self.config.max_clock_offset_seconds:g})",
+                now,
+            )
+
+    def _clock_to_peer(self, peer: str, connection: int, now: float, out: list[Output]) -> None:
+        """A ``Clock`` for an attached peer, echoing its last one (``clocks.sample_of``)."""
+        echo, received = self._peer_clock_echo.get(peer, (0.0, now))
+        clock = m.Clock(
+            wall=now, echo=echo, held=max(0.0, now - received), clock=self.clock.now(now)
+        )
+        out.append(ToConnection(connection, clock, wire.encode(clock)))
+
+    def _peer_clock_in(self, peer: str, clock: m.Clock, now: float) -> None:
+        """A peer's answer to a ``Clock``: a measurement of its clock."""
+        if clock.echo:
+            sample = sample_of(clock.echo, clock.wall - clock.held, clock.wall, now)
+            self._clock_sample("peer", peer, self.peer_offsets, sample, now)
+        self._peer_clock_echo[peer] = (clock.wall, now)
+
+    def _clock_problem(self, name: str, what: str, now: float) -> None:
+        """Logged at most once every ``CLOCK_LOG_SECONDS`` per clock."""
+        if now - self._offset_logged.get(name, -math.inf) < CLOCK_LOG_SECONDS:
+            return
+        self._offset_logged[name] = now
+        log.warning("event=clock_offset node=%s clock=%s problem=%r", self.node_id, name, what)
+
     def _next_id(self) -> str:
         self._message_number += 1
         return f"{self.node_id}~{self.incarnation}#{self._message_number}"
@@ -373,6 +502,7 @@ class NodeBase:
             message_id,
             address or self.addresses.get(target, ""),
             self.incarnations.get(target, 0),
+            self.clock.last,
         )
 
     def _trace(self, out: list[Output], now: float, event: str, message: object, **fields) -> None:

@@ -118,6 +118,7 @@ class Reports(NodeBase):
                 ),
             },
         }
+        report["clock"] = self.clock_report(now)
         if self.topology.state is NodeState.MEMBER:
             view = self.topology.view()
             report["positions"] = sorted(view.positions)

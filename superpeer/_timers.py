@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from clocks import sample_of
 from hypercup import NodeState
 from superpeer._node_base import (
     NodeBase,
@@ -20,7 +21,7 @@ class Timers(NodeBase):
     def next_deadline(self) -> float | None:
         # asked after every input (the runtime arms its one timer with it): a running minimum,
         # no list of candidates
-        due = self._housekeeping_at
+        due = min(self._housekeeping_at, self._peer_clocks_at)
         for at in (self._join_at, self._timer_due):
             if at is not None and at < due:
                 due = at
@@ -30,10 +31,13 @@ class Timers(NodeBase):
                 due = min(due, self._joining_since + self.config.wedged_seconds)
         core = self.core
         if core is not None:
+            expiry = core.versions.next_expiry()  # hybrid time (``clocks``, rule 7)
+            if expiry is not None:
+                expiry -= self.clock.lead()
             for at in (
                 core.next_deadline(),
                 self.expiries.next_deadline(),
-                core.versions.next_expiry(),
+                expiry,
                 self.rendezvous.next_deadline(),
             ):
                 if at is not None and at < due:
@@ -107,6 +111,11 @@ class Timers(NodeBase):
         neighbours = self.core.view.neighbours()
         due = [self._last_sent.get(n, -1e18) + interval for n in neighbours]
         due += [
+            self._clock_sampled[n] + self.config.clock_sample_seconds
+            for n in neighbours
+            if n in self._clock_sampled
+        ]
+        due += [
             t + self.config.failure_seconds
             for n, t in self._last_heard.items()
             if n in neighbours and n not in self._suspected
@@ -158,6 +167,10 @@ class Timers(NodeBase):
             self.rendezvous.timer(now, produced)
             self.locator.timer(now, produced)
             self._core(produced, now, out)
+        if now >= self._peer_clocks_at:
+            self._peer_clocks_at = now + self.config.clock_sample_seconds
+            for peer, connection in sorted(self._peer_connection.items()):
+                self._clock_to_peer(peer, connection, now, out)
         if now >= self._housekeeping_at:
             self._housekeeping(now, out)
         return out
@@ -191,9 +204,15 @@ class Timers(NodeBase):
         self._suspected = {n: t for n, t in self._suspected.items() if n in neighbours}
         if retry and self._suspected:
             self._retry_at = now + interval
+        sampling = self.config.clock_sample_seconds
         for neighbour in sorted(neighbours):
-            if now - self._last_sent.get(neighbour, -1e18) >= interval:
-                self._send(neighbour, m.Heartbeat(), now, out)
+            # a busy link carries one at least every ``clock_sample_seconds`` (counted from
+            # when it became a neighbour: an idle one carries them anyway)
+            if (
+                now - self._last_sent.get(neighbour, -1e18) >= interval
+                or now - self._clock_sampled.setdefault(neighbour, now) >= sampling
+            ):
+                self._send(neighbour, self._heartbeat(neighbour, now), now, out)
             heard = self._last_heard.setdefault(neighbour, now)
             silent = now - heard >= self.config.failure_seconds
             suspected = neighbour in self._suspected
@@ -207,6 +226,20 @@ class Timers(NodeBase):
                 self._suspected.setdefault(neighbour, now)
                 self._retry_at = now + interval
         self._timer_due = self._supervision_due()
+
+    def _heartbeat(self, neighbour: str, now: float) -> m.Heartbeat:
+        """A heartbeat that also echoes the neighbour's last one (``clocks.sample_of``)."""
+        self._clock_sampled[neighbour] = now
+        echo, received = self._heartbeat_echo.get(neighbour, (0.0, now))
+        return m.Heartbeat(wall=now, echo=echo, held=max(0.0, now - received))
+
+    def _heartbeat_in(self, sender: str, heartbeat: m.Heartbeat, now: float) -> None:
+        """A neighbour's heartbeat: a measurement of its clock when it echoes one of ours."""
+        if heartbeat.echo:
+            sample = sample_of(heartbeat.echo, heartbeat.wall - heartbeat.held, heartbeat.wall, now)
+            self._clock_sample("super-peer", sender, self.offsets, sample, now)
+        if heartbeat.wall:
+            self._heartbeat_echo[sender] = (heartbeat.wall, now)
 
     def _catch_up_epochs(self, now: float, out: list[Output]) -> None:
         """Messages of a later epoch held back for ``failure_seconds``: the ``Grow`` or
@@ -251,6 +284,8 @@ class Timers(NodeBase):
 
     def _housekeeping(self, now: float, out: list[Output]) -> None:
         self._housekeeping_at = now + self.config.housekeeping_seconds
+        # a retention window counts back on this node's own clock: hybrid times are never below
+        # the wall time they were taken at, so it keeps at least what it must (``clocks``, 11)
         horizon = now - self.config.log_seconds  # older withdrawals are past any catch-up
         for peer, withdrawn in list(self._withdrawn.items()):
             for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
@@ -258,10 +293,10 @@ class Timers(NodeBase):
             if not withdrawn:
                 del self._withdrawn[peer]
         if self.core is not None:
-            self.store.set_meta("alive_at", repr(now))
+            self.store.set_meta("alive_at", repr(self.clock.now(now)))
         out += self.mail.expire(
             now - self.config.retention_seconds, self.config.max_kept_per_peer, now
         )
-        self.store.prune_log(now - self.config.log_seconds, self.config.max_logged)
+        self.store.prune_log(horizon, self.config.max_logged)
         # a notification can come back as long as an origin's log holds it (catch-up)
         self.store.forget_delivered(now - self.config.log_seconds - 60.0)

@@ -8,8 +8,11 @@ turns its events into actions. The rules:
 * **One deadline for the whole admission**: TLS, ``Hello`` and identification must complete within
   ``admission_seconds`` of the connection being accepted (``opened_at``); a connection that never
   identifies is closed then (``get_timer`` / ``handle_timer``), whatever it sends or does not send.
-* ``Hello`` must come first, say ``role="peer"`` and name the peer; the node decides whether it
-  serves peers now (``admit``), else the session ends with a ``LinkError`` that says why.
+* ``Hello`` must come first, say ``role="peer"``, speak this protocol version and name the peer;
+  the node decides whether it serves peers now (``admit``), else the session ends with a
+  ``LinkError`` that says why. The ``Welcome`` carries this node's wall time, echoes the
+  ``Hello``'s (the peer measures the offset at once) and gives the node's hybrid time, after
+  absorbing the one the peer carried (``clocks``, rule 6).
 * With identification (a TLS network), ``Welcome`` is followed by the ``crypto.Verifier``'s
   challenge; a ``Register`` / ``Identify`` must name the peer the ``Hello`` named (refused before
   the verifier sees it, so no record is made for another key); the session is *established* when
@@ -27,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import crypto
+from clocks import HybridClock
+from wire import codec
 from wire import messages as m
 
 
@@ -91,6 +96,7 @@ class AccessPointSession:
         admission_seconds: float,
         verifier: Callable[[], crypto.Verifier] | None,
         admit: Callable[[m.Hello], str | None],
+        clock: HybridClock | None = None,
     ) -> None:
         self.connection = connection
         self.remote = remote
@@ -99,6 +105,7 @@ class AccessPointSession:
         self.deadline = opened_at + admission_seconds
         self._make_verifier = verifier
         self._admit = admit
+        self._clock = clock if clock is not None else HybridClock()
         self._verifier: crypto.Verifier | None = None
         self._claimed = ""
         self.peer: str | None = None
@@ -157,11 +164,28 @@ class AccessPointSession:
             return [self._refuse(f"unknown role {hello.role!r} for a peer connection")]
         if not hello.node_id:
             return [self._refuse("a Hello must name its sender")]
+        if hello.protocol != codec.PROTOCOL_VERSION:
+            return [
+                self._refuse(
+                    f"this access point speaks protocol {codec.PROTOCOL_VERSION}, the peer "
+                    f"{hello.protocol}: run the same version of the software on both"
+                )
+            ]
         refusal = self._admit(hello)
         if refusal is not None:
             return [self._refuse(refusal)]
         self._claimed = hello.node_id
-        welcome = Reply(m.Welcome(node_id=self.node_id, address=self.address))
+        if hello.clock:
+            self._clock.observe(hello.clock, now)
+        welcome = Reply(
+            m.Welcome(
+                node_id=self.node_id,
+                address=self.address,
+                wall=now,
+                echo=hello.wall,
+                clock=self._clock.now(now),
+            )
+        )
         if self._make_verifier is None:
             return [welcome, self._establish(hello.node_id, None)]
         self._verifier = self._make_verifier()

@@ -32,6 +32,8 @@ class ToSuperPeer:
     """The incarnation of ``node`` the sender knew of when it sent (0: none yet). The channel
     drops the frame if an older one's successor turns out to be at the other end, and keeps it
     for the one it was meant for however stale the connection it waited on."""
+    clock: float = 0.0
+    """The sender's hybrid time, for the frame's header (``clocks``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,9 @@ class Deliver:
 
     peer: str
     notify: messages.Notify
+    from_log: bool = False
+    """It came from an origin's log (``Notification.replayed``), not along a route that was in
+    place: owed only to subscriptions active when it was published (``clocks``, rule 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,8 @@ class Replay:
     address: str = ""
     """The origin's address, to ask it directly."""
     own_clock: bool = False
-    """``since`` is this node's time (no margin for another clock)."""
+    """``since`` is this node's own hybrid time, which its log is in: no margin for a reading
+    that had yet to reach it (``clocks``, rule 4)."""
 
 
 @dataclass(frozen=True, slots=True)

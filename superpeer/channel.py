@@ -26,11 +26,13 @@ super-peers is a *channel*:
   the same process remembers the numbers it received, and ``resume`` always counts.
 
 A sequenced frame is the usual length-prefixed frame (``wire.framing``) whose payload starts with
-the 8-byte big-endian sequence number, followed by one encoded message.
+the 8-byte big-endian sequence number and the sender's hybrid time when it queued the frame (an
+8-byte IEEE double: ``clocks``, which every receiver absorbs), followed by one encoded message.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -39,7 +41,8 @@ from typing import Final
 from wire.codec import DEFAULT_WIRE_LIMITS, WireLimits
 from wire.framing import FrameError, frame
 
-SEQUENCE: Final = struct.Struct(">Q")
+HEADER: Final = struct.Struct(">Qd")
+"""A sequenced frame's header: its number and the sender's hybrid time."""
 
 
 class ChannelOverflow(RuntimeError):
@@ -47,16 +50,21 @@ class ChannelOverflow(RuntimeError):
     (``max_unacknowledged``): the other side is gone or far too slow."""
 
 
-def sequenced(sequence: int, message: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> bytes:
-    return frame(SEQUENCE.pack(sequence) + message, limits)
+def sequenced(
+    sequence: int, message: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS, clock: float = 0.0
+) -> bytes:
+    return frame(HEADER.pack(sequence, clock) + message, limits)
 
 
-def split(payload: bytes) -> tuple[int, bytes]:
-    """The sequence number and the encoded message of a sequenced frame's payload."""
-    if len(payload) <= SEQUENCE.size:
-        raise FrameError("a sequenced frame carries a sequence number and a message")
-    (number,) = SEQUENCE.unpack_from(payload)
-    return number, payload[SEQUENCE.size :]
+def split(payload: bytes) -> tuple[int, float, bytes]:
+    """The sequence number, the sender's hybrid time and the encoded message of a sequenced
+    frame's payload."""
+    if len(payload) <= HEADER.size:
+        raise FrameError("a sequenced frame carries a sequence number, a time and a message")
+    number, clock = HEADER.unpack_from(payload)
+    if not math.isfinite(clock):
+        raise FrameError(f"a sequenced frame carries a finite time, not {clock!r}")
+    return number, clock, payload[HEADER.size :]
 
 
 @dataclass
@@ -86,15 +94,17 @@ class Outbound:
         """Frames sent or queued and not acknowledged."""
         return len(self._kept)
 
-    def push(self, message: bytes, meant_for: int = 0) -> bytes:
-        """Number ``message``, meant for the other side's incarnation ``meant_for`` (0: any);
-        the frame to send (kept until acknowledged)."""
+    def push(self, message: bytes, meant_for: int = 0, clock: float = 0.0) -> bytes:
+        """Number ``message``, meant for the other side's incarnation ``meant_for`` (0: any),
+        with the sender's hybrid time ``clock``; the frame to send (kept until acknowledged)."""
         if len(self._kept) >= self.max_unacknowledged:
             raise ChannelOverflow(
                 f"{len(self._kept)} frames wait for acknowledgement (max_unacknowledged)"
             )
         number = self._next
-        data = sequenced(number, message, self.limits)  # a message no frame can carry: no number
+        data = sequenced(
+            number, message, self.limits, clock
+        )  # a message no frame can carry: no number
         self._next += 1
         self._kept.append((number, data, meant_for))
         return data

@@ -33,6 +33,11 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
     locate_direct_seconds = 3.0        # a look-up sent to the super-peer the peer named falls
                                        # back to asking the whole network after this long
+    max_clock_offset_seconds = 1.0     # a neighbour's or peer's clock further off is logged
+                                       # and makes /readyz not ready (nothing is refused)
+    max_clock_lead_seconds = 86400.0   # a hybrid time further ahead of this clock is not
+                                       # absorbed (one clock a year ahead drags nobody)
+    clock_sample_seconds = 10.0        # neighbours' and peers' clocks measured this often
 
     [delivery]
     window = 64                        # notifications sent to a peer and not acknowledged yet
@@ -43,7 +48,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     settle_seconds = 2.0               # old routes are kept this long after the cube changes
     log_seconds = 3600.0               # an origin keeps its publications this long (catch-up)
     max_logged = 100000                # and at most this many
-    catchup_margin_seconds = 5.0       # catch-up asks for this much more (clocks differ)
+    catchup_margin_seconds = 5.0       # catch-up asks for this much more hybrid time (what a
+                                       # clock reading takes to reach every super-peer)
     handover_seconds = 5.0             # wait for a previous access point before catching up
     retracted_seconds = 20.0           # a retracted subscription still routes what was
                                        # published before and arrives late, this long
@@ -142,6 +148,9 @@ class Limits:
     max_unidentified_per_address: int = 32
     max_lookups_per_peer: int = 16
     locate_direct_seconds: float = 3.0
+    max_clock_offset_seconds: float = 1.0
+    max_clock_lead_seconds: float = 86400.0
+    clock_sample_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,6 +271,9 @@ class SuperPeerConfig:
             log_seconds=recovery.log_seconds,
             max_logged=recovery.max_logged,
             catchup_margin_seconds=recovery.catchup_margin_seconds,
+            max_clock_offset_seconds=limits.max_clock_offset_seconds,
+            max_clock_lead_seconds=limits.max_clock_lead_seconds,
+            clock_sample_seconds=limits.clock_sample_seconds,
             handover_seconds=recovery.handover_seconds,
             rendezvous=self.rendezvous,
             locating=LocatorConfig(direct_seconds=limits.locate_direct_seconds),

@@ -84,6 +84,7 @@ from typing import Final, Protocol
 
 import qel
 import wire
+from clocks import HybridClock
 from indices.routing import AdvertisementIndex
 from poset.poset import PosetNode, Removed, SubscriptionPoset
 from qel.advertisements import Element, element_allows_triple, summarise
@@ -267,10 +268,15 @@ class SuperPeerCore:
         *,
         incarnation: int = 0,
         poset: SubscriptionPoset | None = None,
+        clock: HybridClock | None = None,
     ) -> None:
         """``poset``: local peers' subscriptions placed already, nothing sent (a restart's,
-        ``superpeer._restoring``); ``subscribe_placed`` then routes them."""
+        ``superpeer._restoring``); ``subscribe_placed`` then routes them. ``clock``: the
+        node's hybrid clock (``clocks``): what this origin publishes, when subscriptions
+        were made and withdrawn, are its readings; ``now`` stays this process's own time
+        (timers, traces)."""
         self.node_id = node_id
+        self.clock = clock if clock is not None else HybridClock()
         self.address = address
         self.view = view
         self.config = config or CoreConfig()
@@ -302,11 +308,13 @@ class SuperPeerCore:
         super-peer that joins later must not take old news for new.)"""
         self._toward: dict[tuple[Source, str], frozenset[str]] = {}
         self._routes_changed_at = -math.inf
+        """The hybrid time this origin last announced new elements or its view changed."""
         self._retracted: OrderedDict[
-            tuple[Source, str], tuple[qel.Subscription, float, frozenset[str] | None]
+            tuple[Source, str], tuple[qel.Subscription, float, float, frozenset[str] | None]
         ] = OrderedDict()
         """Subscriptions retracted in the last ``retracted_seconds``, oldest first: (the
-        subscription, when, the origins a neighbour's went toward; None for a local peer's)."""
+        subscription, when (this process's time), its hybrid time then (``clocks``, rule 3),
+        the origins a neighbour's went toward; None for a local peer's)."""
         self._moved_away: dict[str, float] = {}
         """Local peers that moved to another access point in the last ``retracted_seconds``
         (when): what their retracted subscriptions match goes to them (the node forwards it)."""
@@ -670,9 +678,10 @@ class SuperPeerCore:
             )
             return
         made: list[m.Notification] = []
+        stamp = self.clock.now(now)
 
         def fits(change: Change) -> None:
-            notification = self._notification_of(peer, change, now)
+            notification = self._notification_of(peer, change, stamp)
             size = len(wire.encode(notification))
             most = self.config.max_notification_bytes
             if size > most:
@@ -687,7 +696,7 @@ class SuperPeerCore:
 
         try:
             accepted = self.versions.publish(
-                peer, publication, message.change, now, message.expires, fits=fits
+                peer, publication, message.change, stamp, message.expires, fits=fits
             )
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
@@ -699,7 +708,7 @@ class SuperPeerCore:
     def _withdraw(self, peer: str, message: m.Withdraw, now: float, out: list[Output]) -> None:
         request = request_label(message)
         try:
-            accepted = self.versions.withdraw(peer, message.id, now)
+            accepted = self.versions.withdraw(peer, message.id, self.clock.now(now))
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
@@ -715,12 +724,13 @@ class SuperPeerCore:
         notification: m.Notification | None = None,
     ) -> None:
         if notification is None:
-            notification = self._notification_of(peer, change, now)
+            notification = self._notification_of(peer, change, self.clock.now(now))
         self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
         out.append(LogPublication(notification))
         self.dispatch_own(notification, now, out)
 
-    def _notification_of(self, peer: str, change: Change, now: float) -> m.Notification:
+    def _notification_of(self, peer: str, change: Change, stamp: float) -> m.Notification:
+        """``change`` as it leaves this origin, published at the hybrid time ``stamp``."""
         return m.Notification(
             origin=self.node_id,
             origin_position=self.view.root_position,
@@ -728,7 +738,7 @@ class SuperPeerCore:
             owner=peer,
             access_point=self.address,
             hops=0,
-            published_at=now,
+            published_at=stamp,
             version=change.number,
             previous=change.previous,
             retracted=change.retracted,
@@ -820,12 +830,14 @@ class SuperPeerCore:
         for origin, position in message.toward:
             self.origin_positions.setdefault(origin, position)
         # it took longer than routes take to get here (a link cut for a while, a backed-up
-        # queue): what the origins published meanwhile went nowhere for it
+        # queue): what the origins published meanwhile went nowhere for it. Hybrid times: the
+        # frame that brought it pushed this clock past its sender's (``clocks``, rule 4)
+        stamp = self.clock.now(now)
         late = bool(message.since) and (
-            now - max(message.since, self._routes_changed_at) > self.config.settle_seconds
+            stamp - max(message.since, self._routes_changed_at) > self.config.settle_seconds
         )
         sent_before = {hop: set(labels) for hop, labels in node.sent.items()} if late else {}
-        self._route(node, now, out, since=message.since or now)
+        self._route(node, now, out, since=message.since or stamp)
         if before - toward:
             self._reconcile(node, now, out)
         if late:
@@ -837,7 +849,7 @@ class SuperPeerCore:
             self._replay_late(sender, message, (toward - before) - passed_on, out)
         elif (
             self.node_id in toward - before
-            and now - self._routes_changed_at <= self.config.settle_seconds
+            and stamp - self._routes_changed_at <= self.config.settle_seconds
         ):
             # a route to this origin that formed after it announced new elements: what its
             # peers published under them before the route arrived went nowhere for it (a peer
@@ -1054,7 +1066,7 @@ class SuperPeerCore:
         old = self.view
         if old is view:
             return out
-        self._routes_changed_at = now
+        self._routes_changed_at = self.clock.now(now)
         settle = now + self.config.settle_seconds
         self._recent.append((old, settle))
         self.view = view
@@ -1469,13 +1481,14 @@ class SuperPeerCore:
         arrives keeps the time its access point took it; a route opened here now, by a new
         origin, a change of the cube or a covering subscription withdrawn, is not late)."""
         labels = sorted(node.sent.get(destination, ()))
+        stamp = self.clock.now(now)
         message = m.Forward(
             id=node.wire_id,
             subscription=node.subscription,
             toward=tuple(
                 (o, self.origin_positions[o]) for o in labels if o in self.origin_positions
             ),
-            since=now if since is None else min(since, now),
+            since=stamp if since is None else min(since, stamp),
         )
         self._send(destination, message, now, out, sub=node.wire_id)
 
@@ -1599,7 +1612,7 @@ class SuperPeerCore:
         if not current and not axioms and self._version == 0:
             return  # nothing ever announced: nothing to say
         self._version += 1
-        self._routes_changed_at = now
+        self._routes_changed_at = self.clock.now(now)
         message = m.Elements(
             origin=self.node_id,
             origin_position=self.view.root_position,
@@ -1616,7 +1629,7 @@ class SuperPeerCore:
         node = self.poset.node_of(source, sid)
         if node is not None:
             self._retracted.pop((source, sid), None)
-            self._retracted[(source, sid)] = (node.subscription, now, toward)
+            self._retracted[(source, sid)] = (node.subscription, now, self.clock.now(now), toward)
 
     def _late_for_retracted(
         self,
@@ -1635,8 +1648,8 @@ class SuperPeerCore:
             self._retracted.popitem(last=False)
         for peer in [p for p, at in self._moved_away.items() if at < horizon]:
             del self._moved_away[peer]
-        for (source, sid), (subscription, at, toward) in reversed(self._retracted.items()):
-            if at <= notification.published_at:
+        for (source, sid), (subscription, _, stamp, toward) in reversed(self._retracted.items()):
+            if stamp <= notification.published_at:
                 break  # newest first: the rest were retracted before it was published
             if toward is not None and notification.origin not in toward:
                 continue
@@ -1699,7 +1712,8 @@ class SuperPeerCore:
             if peer not in self.peers and peer not in self._moved_away:
                 continue
             self.statistics.delivered += 1
-            out.append(Deliver(peer, notify_of(notification, matched[peer])))
+            notify = notify_of(notification, matched[peer])
+            out.append(Deliver(peer, notify, from_log=notification.replayed))
 
     def _prune_relayed(self, now: float) -> None:
         relayed = self._relayed

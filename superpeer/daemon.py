@@ -36,15 +36,16 @@ import logging
 import os
 import secrets
 import ssl
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import trio
+from cryptography import x509
 
 import crypto
 import wire
+from clocks import SteadyWallClock
 from superpeer._commits import GroupCommit
 from superpeer._groups import unwrapped
 from superpeer._links import Links
@@ -79,6 +80,24 @@ _BROKEN = (
     ssl.SSLError,
 )
 """What a connection that broke raises: it ends, the daemon goes on."""
+
+
+async def unverified_certificate(host: str, port: int) -> x509.Certificate | None:
+    """The certificate a TLS server at ``host:port`` presents, unverified (to say why it was
+    refused: its validity against this host's clock); None if it cannot be had in 2 s."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with trio.move_on_after(2.0):
+        try:
+            stream = trio.SSLStream(await trio.open_tcp_stream(host, port), context)
+            async with stream:
+                await stream.do_handshake()
+                der = stream.getpeercert(binary_form=True)
+            return x509.load_der_x509_certificate(der) if der else None
+        except (OSError, trio.BrokenResourceError, ssl.SSLError, ValueError):
+            return None
+    return None
 
 
 class DaemonError(RuntimeError):
@@ -129,7 +148,7 @@ class SuperPeerDaemon:
         self,
         config: SuperPeerConfig,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         suppressed_logs: Callable[[], int] = lambda: 0,
     ) -> None:
         self.config = config
@@ -142,7 +161,8 @@ class SuperPeerDaemon:
             ) from None
         self.node_id = node_id_for(self.directory, config.node_id)
         self.address = config.address
-        self.clock = clock
+        self.clock = clock if clock is not None else SteadyWallClock()
+        """The node's time (``clocks``, rule 11): the wall time, but never stepped."""
         self.identity: Identity | None = None
         self._server_context: ssl.SSLContext | None = None
         self._client_context: ssl.SSLContext | None = None
@@ -178,7 +198,7 @@ class SuperPeerDaemon:
             config.node_config(tracing=self.trace is not None or self.metrics is not None),
             fingerprint=self.identity.fingerprint if self.identity is not None else None,
         )
-        self.started_at = clock()
+        self.started_at = self.clock()
         self._inbound = Inbound()
         self._commits = GroupCommit(
             self.store,
@@ -324,10 +344,34 @@ class SuperPeerDaemon:
         except (trio.BrokenResourceError, trio.TooSlowError, ssl.SSLError,
                 crypto.CryptoError) as error:  # fmt: skip
             await trio.aclose_forcefully(stream)
-            reason = f"TLS to {address} failed: {error}"
+            why = await self._handshake_failure(error, expected, host, int(port))
+            reason = f"TLS to {address} failed: {why}"
             self._trace_event("auth_failure", "tls_client", neighbour=expected, msg=reason)
+            log.warning("event=tls_failed to=%s reason=%r", address, why)
             raise OSError(reason) from None
         return secure
+
+    async def _handshake_failure(
+        self, error: BaseException, node: str | None, host: str | None, port: int = 0
+    ) -> str:
+        """Why a handshake with ``node`` (at ``host``, when this side dialled) failed, with
+        what the clocks say when a certificate's validity was the reason (``clocks``, 10)."""
+        if isinstance(error, crypto.CryptoError | trio.TooSlowError):
+            return str(error) or "no answer in time"
+        remote = None
+        if host is not None and isinstance(error.__cause__, ssl.SSLCertVerificationError):
+            remote = await unverified_certificate(host, port)
+        own = None
+        if self.identity is not None:
+            own = crypto.load_certificate(self.identity.certificate)
+        measured = self.node.offsets.get(node) if node is not None else None
+        return crypto.handshake_failure(
+            error,
+            now=self.clock(),
+            own=own,
+            remote=remote,
+            offset=measured.offset if measured is not None else None,
+        )
 
     async def shutdown(self) -> None:
         """Leave cleanly: the node hands its peers over, withdraws and leaves the cube; then
@@ -404,12 +448,15 @@ class SuperPeerDaemon:
             if isinstance(output, ToSuperPeer):
                 assert self._links is not None
                 try:
-                    self._links.send(output.node, output.address, output.data, output.incarnation)
+                    self._links.send(
+                        output.node, output.address, output.data, output.incarnation, output.clock
+                    )
                 except FrameError as error:
                     self._too_large(output.message, output.node, error)
             elif isinstance(output, ToConnection):
                 if self.metrics is not None:
-                    self.metrics.to_peer(output.message, now)
+                    # latency in hybrid time, as ``published_at`` is (``clocks``)
+                    self.metrics.to_peer(output.message, self.node.clock.read(now))
                 try:
                     self._to_connection(output.connection, output.data)
                 except FrameError as error:
@@ -504,9 +551,12 @@ class SuperPeerDaemon:
                 await secure.do_handshake()
             except (trio.BrokenResourceError, ssl.SSLError) as error:
                 self.node.statistics.auth_failures += 1
+                why = await self._handshake_failure(error, None, None)
                 self._trace_event(
-                    "auth_failure", "tls_handshake", msg=f"{remote}: TLS handshake failed: {error}"
+                    "auth_failure", "tls_handshake", msg=f"{remote}: TLS handshake failed: {why}"
                 )
+                if "this host's certificate" in why:
+                    log.warning("event=tls_failed from=%s reason=%r", remote, why)
                 return
             stream = secure
         decoder = FrameDecoder(self.limits)
@@ -637,14 +687,14 @@ class SuperPeerDaemon:
         while True:
             for payload in payloads:
                 try:
-                    number, body = split(payload)
+                    number, clock, body = split(payload)
                     message, message_id = wire.decode(body, self.limits)
                 except (FrameError, WireError) as error:
                     await self._refuse_frame(stream, sender, str(error))
                     return
                 if not self._inbound.accept(sender, incarnation, number):
                     continue
-                received = Received(message, message_id, len(body))
+                received = Received(message, message_id, len(body), clock)
                 self._run(
                     lambda now, r=received: self.node.superpeer_message(sender, incarnation, r, now)
                 )
@@ -673,6 +723,11 @@ class SuperPeerDaemon:
     def _check_superpeer(self, stream: trio.abc.Stream, hello: m.Hello, remote: str) -> str | None:
         if not hello.node_id:
             return "a Hello must name its sender"
+        if hello.protocol != wire.PROTOCOL_VERSION:
+            return (
+                f"this super-peer speaks protocol {wire.PROTOCOL_VERSION}, {hello.node_id} "
+                f"{hello.protocol}: run the same version of the software on both"
+            )
         if self.identity is None:
             return None
         certified = crypto.verified_peer_certificate_node_id(stream)  # type: ignore[arg-type]

@@ -45,7 +45,10 @@ class Endpoints:
 
 def readiness(status: Mapping[str, Any], *, stopping: bool) -> tuple[bool, str]:
     """Ready: a member of the cube, not leaving, every neighbour's link connected and none
-    suspected. A super-peer alone in its cube (dimension 0) has no neighbours to wait for."""
+    suspected, and no neighbour's or attached peer's clock measured beyond
+    ``max_clock_offset_seconds`` (CockroachDB's rule; delivery does not depend on it here, but
+    expiries and what operators read do: ``clocks``). A super-peer alone in its cube
+    (dimension 0) has no neighbours to wait for."""
     if stopping:
         return False, "leaving the cube"
     if status.get("state") != "member":
@@ -58,6 +61,10 @@ def readiness(status: Mapping[str, Any], *, stopping: bool) -> tuple[bool, str]:
     )
     if waiting:
         return False, "neighbours not connected: " + ", ".join(waiting)
+    clocks = status.get("clock", {}).get("beyond_bound", [])
+    if clocks:
+        bound = status["clock"].get("max_clock_offset_seconds")
+        return False, f"clocks beyond max_clock_offset_seconds ({bound}): " + "; ".join(clocks)
     return True, f"member, {len(status.get('neighbours', {}))} neighbours connected"
 
 

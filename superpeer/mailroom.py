@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 import wire
+from clocks import HybridClock
 from superpeer.actions import ToConnection
 from superpeer.core import trace_record
 from superpeer.expiry import expired
@@ -82,8 +83,19 @@ class MailStatistics:
 
 
 class Mailroom:
-    def __init__(self, node_id: str, store: Store, *, window: int, tracing: bool = True) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        store: Store,
+        *,
+        window: int,
+        tracing: bool = True,
+        clock: HybridClock | None = None,
+    ) -> None:
         self.node_id = node_id
+        self.clock = clock if clock is not None else HybridClock()
+        """The node's hybrid clock: a publication's expiry is in hybrid time (``clocks``,
+        rule 7)."""
         self.store = store
         self.window = window
         self.tracing = tracing
@@ -122,7 +134,7 @@ class Mailroom:
 
     def deliver(self, peer: str, notify: m.Notify, now: float) -> list[MailOutput]:
         out: list[MailOutput] = []
-        if expired(notify, now):
+        if expired(notify, self.clock.read(now)):
             self._count_expired(peer, 1, "its publication expired", now, out)
             return out
         key = mail_key(notify.owner, notify.publication.id, notify.version)
@@ -215,6 +227,7 @@ class Mailroom:
     def _refill(self, peer: str, now: float, out: list[MailOutput]) -> None:
         window = self._windows[peer]
         after = window.sent_through
+        hybrid = self.clock.read(now)
         while (room := self.window - window.unacknowledged) > 0:
             found = self.store.mail_after(peer, after, room)
             dropped = 0
@@ -222,7 +235,7 @@ class Mailroom:
                 after = number
                 held = self._waiting.pop(number, None)
                 notify = dataclasses.replace(held or _decoded(data), delivery=number)
-                if expired(notify, now):
+                if expired(notify, hybrid):
                     self.store.discard_mail(peer, number)
                     dropped += 1
                 else:

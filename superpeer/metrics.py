@@ -3,7 +3,8 @@
 Counters come from what the daemon already handles: every trace record the node emits (the same
 records the trace log writes, so ``/metrics`` and the trace log agree by construction, with or
 without trace files) and every notification it hands to a peer connection (the latency histogram:
-the origin's ``published_at`` to the moment the access point sends it to the peer). Counting is a
+the origin's ``published_at`` to the moment the access point sends it to the peer, both hybrid
+times: ``clocks``). Counting is a
 dictionary increment on the daemon's thread; the metric families are built only when scraped
 (a ``prometheus_client`` custom collector), together with the gauges, read from the daemon's
 status report at that moment. No socket is read in the protocol core for any of it.
@@ -385,6 +386,36 @@ def _gauges(status: Mapping[str, Any]) -> Iterator[Metric]:
     )
     for name, text, path in _STATUS_GAUGES:
         yield _gauge(name, text, _figure(status, path))
+    yield from _clock_gauges(status.get("clock", {}))
+
+
+def _clock_gauges(clock: Mapping[str, Any]) -> Iterator[Metric]:
+    """The clocks the node measured (``clocks``): each neighbour's offset, the largest of the
+    attached peers', hybrid time's lead over this node's wall clock."""
+    offsets = GaugeMetricFamily(
+        "superpeer_clock_offset_seconds",
+        "The neighbour's wall clock minus this super-peer's, measured over heartbeats",
+        labels=["neighbour"],
+    )
+    for node, measured in sorted(clock.get("neighbours", {}).items()):
+        offsets.add_metric([node], measured["offset"])
+    yield offsets
+    largest = clock.get("largest_peer_offset") or {}
+    yield _gauge(
+        "superpeer_peer_clock_offset_max_seconds",
+        "The attached peer clock furthest from this super-peer's (its offset, signed; 0: none)",
+        largest.get("offset", 0.0),
+    )
+    yield _gauge(
+        "superpeer_hybrid_clock_lead_seconds",
+        "How far hybrid time runs ahead of this super-peer's wall clock (the fastest clock's lead)",
+        clock.get("hybrid_lead_seconds", 0.0),
+    )
+    yield _gauge(
+        "superpeer_clocks_beyond_bound",
+        "Clocks measured further off than max_clock_offset_seconds",
+        len(clock.get("beyond_bound", ())),
+    )
 
 
 def neighbour_state(neighbour: Mapping[str, Any], link: Mapping[str, Any] | None) -> str:

@@ -144,6 +144,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         out: list[Output] = []
         self.incarnation = self.store.next_incarnation()
         alive = self.store.get_meta("alive_at")
+        # hybrid time never goes back, whatever the wall clock says after a restart: on from
+        # the last reading kept and the log's latest publication (``clocks``, rule 1)
+        self.clock.restore(float(alive or 0.0))
+        self.clock.restore(self.store.latest_logged() or 0.0)
+        self.clock.now(now)
         if alive is not None and (self.store.local_peers() or self.store.registered()):
             self._restored_since = float(alive) - self.config.catchup_margin_seconds
         previous = self.store.get_meta("neighbours")
@@ -262,7 +267,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                     self.incarnation,
                     tuple(sorted(core.view.positions)),
                     failed=False,
-                    since=now,
+                    since=self.clock.now(now),
                     now=now,
                     successor=successor,
                     successor_address=self.addresses.get(successor, ""),
@@ -288,7 +293,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             out.append(Stopped("left"))
             return
         try:
-            self._topology(self.topology.leave(incarnation=self.incarnation), now, out)
+            leave = self.topology.leave(incarnation=self.incarnation, last_heard=self.clock.last)
+            self._topology(leave, now, out)
         except LocalProtocolError:
             self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
 
@@ -349,6 +355,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self.config.routing,
             incarnation=self.incarnation,
             poset=prepared.poset if prepared is not None else None,
+            clock=self.clock,
         )
         log.info(
             "event=member node=%s incarnation=%d positions=%s",
@@ -359,7 +366,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self._trace_event(out, now, "member", kind="hypercup.joined")
         # alive from now on (housekeeping renews it): a crash before the first renewal must
         # still catch up from here when it restarts, not skip the catch-up for want of a time
-        self.store.set_meta("alive_at", repr(now))
+        self.store.set_meta("alive_at", repr(self.clock.now(now)))
         self._restore(now, out)
         early, self._before_member = self._before_member, []
         for sender, incarnation, received in early:
@@ -377,6 +384,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 out.append(Forgotten(gone))  # re-opened by what was routed to it while it left
         for gone in set(self._neighbour_incarnations) - neighbours:
             del self._neighbour_incarnations[gone]
+        for gone in set(self.offsets) - neighbours:
+            del self.offsets[gone]
+            self._heartbeat_echo.pop(gone, None)
+            self._clock_sampled.pop(gone, None)
         self._suspected = {n: t for n, t in self._suspected.items() if n in neighbours}
         self.store.set_meta(
             "neighbours", ",".join(f"{n}={change.addresses[n]}" for n in sorted(neighbours))
@@ -408,7 +419,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         )
         if self.core is None:
             return
-        since = self._last_heard.get(departed.node, now)
+        since = self._departure_since(departed, now)
         self._core(
             self.core.announce_departure(
                 departed.node,
@@ -457,6 +468,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
     ) -> None:
         previous = self.incarnations.get(node, 0)
         self.incarnations[node] = max(incarnation, previous)
+        if incarnation > previous:
+            # a new process there, maybe on another clock: measure it afresh
+            self.offsets.pop(node, None)
+            self._heartbeat_echo.pop(node, None)
         if incarnation > previous > 0:
             if node in self._renewed:
                 self._renewed.discard(node)
@@ -491,6 +506,32 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._last_heard[node] = now
         self._suspected.pop(node, None)
 
+    def _absorb(self, sender: str, incarnation: int, reading: float, now: float) -> None:
+        """The hybrid time a frame of ``sender`` carried (``clocks``): pushed into this node's
+        clock, and kept as when ``sender`` was last heard from (unless a newer incarnation
+        speaks for it: the one in our table is dead, and its time is its last frame's)."""
+        if not self.clock.observe(reading, now):
+            self._clock_problem(
+                sender,
+                f"its hybrid time is {reading - now:.1f} s ahead of this node's clock, more than "
+                f"max_clock_lead_seconds ({self.config.max_clock_lead_seconds:g}): not absorbed",
+                now,
+            )
+        known = self._neighbour_incarnations.get(sender)
+        if known is None or incarnation <= known:
+            self._heard_clock[sender] = reading
+
+    def _departure_since(self, departed: Departed, now: float) -> float:
+        """The hybrid time a departed member was last heard from (``clocks``, rule 5): what its
+        repairer (a neighbour of it) or itself, leaving, said, or this node's own, whichever is
+        earliest. This node takes its place, so it may never have heard from it; if nobody
+        said, three failure timeouts back (detection, a repairer that failed too, the repair)."""
+        known = [departed.last_heard, self._heard_clock.get(departed.node, 0.0)]
+        heard = [t for t in known if t > 0.0]
+        if heard:
+            return min(heard)
+        return self.clock.now(now) - 3 * self.config.failure_seconds
+
     def superpeer_unreachable(self, node: str, now: float) -> list[Output]:
         """The runtime gave up on its link to ``node`` (its queue overflowed)."""
         out: list[Output] = []
@@ -508,6 +549,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self.statistics.received[kind] += 1
         self._incarnation(sender, incarnation, now, out)
         self._heard(sender, now)
+        if received.clock:
+            self._absorb(sender, incarnation, received.clock, now)
         if incarnation < self.incarnations[sender] and not isinstance(message, FROM_ANY):
             # still in flight from an incarnation that a newer one replaced: its state is gone
             self._trace(
@@ -552,7 +595,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 message = dataclasses.replace(message, incarnation=incarnation)
             self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
-            pass  # a sign of life, noted above
+            self._heartbeat_in(sender, message, now)  # a sign of life, noted above
         elif isinstance(message, m.CatchUp):
             self._serve_catchup(sender, message, now, out)
         elif isinstance(message, m.ReplayRequest):
@@ -621,7 +664,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                     self.addresses.setdefault(message.successor, message.successor_address)
             # a clean departure too: what was in flight through the leaver when it went is
             # gone with it
-            self._plan_catchup(message.positions, message.since, now)
+            # from the earliest a neighbour of it heard of it: its repairer, or this node if it
+            # was one and heard it last earlier (only then: a frame from long ago, a catch-up's
+            # answer, says nothing about its last moments)
+            since = message.since
+            mine = self._heard_clock.get(message.node)
+            if mine is not None and since - 3 * self.config.failure_seconds <= mine < since:
+                since = mine
+            self._plan_catchup(message.positions, since, now)
         elif isinstance(message, m.Returned):
             self._returned(message, now, out)
 
@@ -674,11 +724,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         try:
             # the incarnation that failed: the one in our table, not a newer one that spoke
             incarnation = self._neighbour_incarnations.get(node, self.incarnations.get(node, 0))
-            self._topology(
-                self.topology.neighbour_failed(node, fallback=fallback, incarnation=incarnation),
-                now,
-                out,
+            failed = self.topology.neighbour_failed(
+                node,
+                fallback=fallback,
+                incarnation=incarnation,
+                last_heard=self._heard_clock.get(node, 0.0),
             )
+            self._topology(failed, now, out)
         except LocalProtocolError as error:
             log.info(
                 "event=repair_deferred node=%s neighbour=%s reason=%r",
@@ -697,7 +749,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         log.error("event=rejoin node=%s reason=%r", self.node_id, reason)
         self.statistics.rejoins += 1
         self._trace_event(out, now, "rejoin", kind="hypercup.join_request")
-        since = min(self._last_heard.values(), default=now) - self.config.catchup_margin_seconds
+        # what it missed since it last heard from a neighbour: the hybrid time that frame
+        # carried (``clocks``, rule 5)
+        heard = [self._heard_clock.get(n, self.clock.last) for n in self._last_heard]
+        since = min(heard, default=self.clock.now(now)) - self.config.catchup_margin_seconds
         contacts = [
             (n, a)
             for n, a in sorted(self.addresses.items())
@@ -744,7 +799,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                     )
                 )
             elif isinstance(output, Deliver):
-                self._deliver(output.peer, output.notify, now, out)
+                self._deliver(output.peer, output.notify, now, out, routed=not output.from_log)
             elif isinstance(output, ToPeer):
                 connection = self._peer_connection.get(output.peer)
                 if connection is not None:
@@ -770,16 +825,24 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 out.append(output)
 
     def _deliver(
-        self, peer: str, notify: m.Notify, now: float, out: list[Output], *, kept: bool = False
+        self,
+        peer: str,
+        notify: m.Notify,
+        now: float,
+        out: list[Output],
+        *,
+        kept: bool = False,
+        routed: bool = False,
     ) -> None:
-        # a publication replayed by an origin that restarted, or caught up, may be older than
-        # the subscription it matches now: a subscription gets what was published after it was
-        # made (less the margin that covers clocks), not the network's history. Not so for mail
-        # kept by the peer's previous access point (``kept``): it matched there, while the
-        # subscription stood, and is owed however old it is (the subscription's time here is
-        # when the peer brought it, after the move)
-        # and nothing is owed for a subscription the peer withdrew here before the publication
-        # (mail forwarded by a previous access point matched what the peer had there)
+        """``notify`` for local peer ``peer``, into its mail for the subscriptions it is owed
+        to (``clocks``, rules 2 and 3, in hybrid times). Whatever way it came, nothing is owed
+        for a subscription the peer withdrew here before the publication. What came along a
+        route that was in place (``routed``) is owed to the subscriptions it matched here: the
+        route proves them older (they, or one covering them, made it). What an origin's log
+        gave (a catch-up, a replay, a restarted origin's repeat) may be older than the
+        subscription: owed only from when it was made, less the margin. Mail kept by the
+        peer's previous access point (``kept``) matched there while the subscription stood,
+        and is owed however old it is (its time here is when the peer brought it)."""
         margin = self.config.catchup_margin_seconds
         published = notify.published_at
 
@@ -792,7 +855,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 # withdrawn since it matched (a replay or a catch-up on its way): what it was
                 # owed still counts from when it was made
                 made = self._withdrawn.get(peer, {}).get(sid, (None, -math.inf, None))[1]
-            return kept or published >= made - margin
+            return kept or routed or published >= made - margin
 
         standing = tuple(sid for sid in notify.subscriptions if stands(sid))
         if not standing:
@@ -914,7 +977,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             for data in self.store.logged_since(since):
                 notification = decoded_as(data, m.Notification)
                 if notification is not None:
-                    self._replay.append((due, notification))
+                    # from the log: owed only to subscriptions older than it
+                    again = dataclasses.replace(notification, replayed=True)
+                    self._replay.append((due, again))
 
     def _restore_peers(self, core: SuperPeerCore, now: float, out: list[Output]) -> None:
         """The restore of the peers' own state: advertisements, schemas, subscriptions."""
@@ -1003,6 +1068,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             admission_seconds=self.config.admission_seconds,
             verifier=verifier,
             admit=self._admit,
+            clock=self.clock,
         )
         self._connections[connection] = PeerConnection(session, host)
         self._unidentified[host] += 1
@@ -1051,7 +1117,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         peer = entry.session.peer
         if peer is not None and self._peer_connection.get(peer) == connection:
             del self._peer_connection[peer]
-            self.store.set_pending(ATTACHED, peer, {"at": now})
+            self.peer_offsets.pop(peer, None)  # measured while attached: a stale one misleads
+            self._peer_clock_echo.pop(peer, None)
+            self.store.set_pending(ATTACHED, peer, {"at": self.clock.now(now)})
             self.mail.detach(peer)
             self.rendezvous.detached(peer)
             if self.core is not None and peer in self.core.peers:
@@ -1132,7 +1200,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         if previous is not None:
             self._close(previous, "the peer connected again (the newest connection wins)", now, out)
         self._peer_connection[peer] = connection
-        self.store.set_pending(ATTACHED, peer, {"at": now})
+        self.store.set_pending(ATTACHED, peer, {"at": self.clock.now(now)})
         self._moved_away.pop(peer, None)
         self.store.set_pending(MOVED, peer, None)
         core = self.core
@@ -1145,6 +1213,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             entry.session.remote,
         )
         out += self.mail.attach(peer, connection, now)
+        self._clock_to_peer(peer, connection, now, out)
         produced: list = []
         self.rendezvous.attached(peer, produced)
         self._core(produced, now, out)
@@ -1160,6 +1229,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             return
         if isinstance(message, m.Delivered):
             out += self.mail.acknowledged(peer, message.through, now)
+            return
+        if isinstance(message, m.Clock):
+            self._peer_clock_in(peer, message, now)
             return
         if peer in self._held or (
             isinstance(message, m.Publish | m.Withdraw) and self._versions_coming(peer)
@@ -1205,6 +1277,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         if isinstance(message, m.Locate) and self._locate(peer, message, now, out):
             self._trace(out, now, "receive", message, peer=peer, size=event.size)
             return
+        if isinstance(message, m.Subscribe | m.Publish):
+            message = self._expiry_here(message, now)
         withdrawn = (
             core.subscriptions_of(peer).get(message.id)
             if isinstance(message, m.Unsubscribe)
@@ -1231,7 +1305,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                     expires=expires,
                     on_change=core.on_change(peer, message.id),
                 )
-                made = self._subscribed_at.setdefault((peer, message.id), now)
+                made = self._subscribed_at.setdefault((peer, message.id), self.clock.now(now))
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribed(peer, message.id, withdrawn, now)
@@ -1251,9 +1325,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self.expiries.set(peer, sid, None)
         self.store.set_subscription(peer, sid, None)
         made = self._subscribed_at.pop((peer, sid), -math.inf)
-        self._unsubscribed_at[(peer, sid)] = now
+        ended = self.clock.now(now)
+        self._unsubscribed_at[(peer, sid)] = ended
         if withdrawn is not None:
-            self._withdrawn.setdefault(peer, {})[sid] = (withdrawn, made, now)
+            self._withdrawn.setdefault(peer, {})[sid] = (withdrawn, made, ended)
 
     def _expire(self, now: float, out: list[Output]) -> None:
         """Subscriptions whose expiry passed are retracted; so is expired resources' content."""
@@ -1268,7 +1343,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             core.unsubscribe(peer, sid, now, produced)
             self._core(produced, now, out)
             self._unsubscribed(peer, sid, withdrawn, now)
-        for owner, tombstone in core.versions.expire(now):
+        for owner, tombstone in core.versions.expire(self.clock.read(now)):
             self.store.set_pending(versions.RECORDS, *versions.version_record(owner, tombstone))
 
     def _resource_request(self, peer: str, message: object, now: float, out: list[Output]) -> None:

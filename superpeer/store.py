@@ -103,6 +103,7 @@ class Store(Protocol):
     # -- the publication log -------------------------------------------------------------------
     def log_publication(self, key: str, data: bytes, at: float) -> None: ...
     def logged_since(self, since: float) -> Iterator[bytes]: ...
+    def latest_logged(self) -> float | None: ...
     def prune_log(self, before: float, keep: int) -> int: ...
 
     # -- pending work --------------------------------------------------------------------------
@@ -351,6 +352,9 @@ class MemoryStore:
 
     def logged_since(self, since: float) -> Iterator[bytes]:
         return iter([data for data, at in self._log.values() if at >= since])
+
+    def latest_logged(self) -> float | None:
+        return max((at for _, at in self._log.values()), default=None)
 
     def prune_log(self, before: float, keep: int) -> int:
         doomed = [k for k, (_, at) in self._log.items() if at < before]
@@ -707,6 +711,11 @@ class SqliteStore:
     def logged_since(self, since: float) -> Iterator[bytes]:
         rows = self._read("SELECT data FROM publications WHERE at >= ? ORDER BY at", (since,))
         return iter([bytes(row[0]) for row in rows])
+
+    def latest_logged(self) -> float | None:
+        """The latest time in the publication log (a restarted origin's hybrid clock goes on
+        from there: ``clocks``, rule 1)."""
+        return self._read("SELECT MAX(at) FROM publications")[0][0]
 
     def prune_log(self, before: float, keep: int) -> int:
         cursor = self._write("DELETE FROM publications WHERE at < ?", (before,))

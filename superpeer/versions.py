@@ -388,11 +388,17 @@ def change_key(notify: m.Notify) -> tuple[str, str, int]:
     return notify.owner, notify.publication.id, notify.version
 
 
-def owed(history: list[tuple[str, qel.Subscription, float, float]], notify: m.Notify) -> bool:
+def owed(
+    history: list[tuple[str, qel.Subscription, float, float]],
+    notify: m.Notify,
+    at: float | None = None,
+) -> bool:
     """Whether a peer whose subscriptions were ``history`` (id, subscription, from, until) is
-    owed ``notify``: one of them matched it when it was published (for a removal, which
-    carries no version it matches: one of those it names was active)."""
-    at = notify.published_at
+    owed ``notify``: one of them matched it when it was published, at ``at`` on the history's
+    clock (by default its ``published_at``; for a removal, which carries no version it
+    matches: one of those it names was active)."""
+    if at is None:
+        at = notify.published_at
     if notify.kind == REMOVED:
         return any(
             start <= at < end and sid in notify.subscriptions for sid, _, start, end in history

@@ -26,7 +26,11 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 3
+READABLE_VERSIONS: Final = frozenset({2, 3})
+"""Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
+hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
+frame's header: ``superpeer.channel``)."""
 
 
 class WireError(ValueError):
@@ -245,7 +249,11 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[objec
     if not isinstance(envelope, list) or len(envelope) != 4:
         raise WireError("a message is [version, kind, id, fields]")
     version, kind, message_id, payload = envelope
-    if version != PROTOCOL_VERSION:
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int)
+        or version not in READABLE_VERSIONS
+    ):
         raise WireError(
             f"protocol version {version!r} is not supported (this is {PROTOCOL_VERSION})"
         )

@@ -76,6 +76,8 @@ class Received:
     message_id: str
     size: int = 0
     """Bytes of the encoded message (the frame without its header)."""
+    clock: float = 0.0
+    """The sender's hybrid time, from a sequenced frame's header (``clocks``; 0: none)."""
 
 
 @dataclass(frozen=True, slots=True)

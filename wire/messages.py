@@ -69,7 +69,11 @@ class Subscribe:
     subscription: qel.Subscription
     expires: float | None = None
     """When the access point retracts it as an unsubscription (an absolute time, seconds since
-    the epoch on the network's clocks; ``superpeer.expiry``); None: when the peer says so."""
+    the epoch, on the sender's clock; ``superpeer.expiry``); None: when the peer says so."""
+    sent_at: float = 0.0
+    """The sender's wall time when it sent this: the access point keeps ``expires - sent_at``
+    of its own time (``clocks``, rule 8). 0: ``expires`` is on the receiver's clock already
+    (a record written by the access point itself, or by an earlier version)."""
     on_change: bool = False
     """Also hear of extensions of a resource it matched already (``changed``, ``peer subscribe
     --on change``); by default a resource described in steps is heard of once, when what is
@@ -100,6 +104,8 @@ class Publish:
     """When the resource expires (absolute, like ``Subscribe.expires``): its notifications are
     no longer delivered from outboxes and its versions are forgotten. An update or extension
     without one keeps the resource's."""
+    sent_at: float = 0.0
+    """The sender's wall time when it sent this (``Subscribe.sent_at``; ``clocks``, rule 7)."""
 
     def __post_init__(self) -> None:
         if self.change not in CHANGES:
@@ -124,8 +130,9 @@ class Leave:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Moved:
-    """The peer was attached to ``previous`` (at ``previous_address``) until ``since`` (its own
-    clock: the last time it heard from it). Sent first on a connection to another super-peer:
+    """The peer was attached to ``previous`` (at ``previous_address``) since ``since``: the
+    hybrid time ``previous`` gave the peer when it arrived there (``Welcome.clock``; the peer's
+    own wall time for a statement made before hybrid times existed). Sent first on a connection to another super-peer:
     the access point fetches what ``previous`` kept (``Handover``) and what was published while
     the peer had no working access point (``CatchUp``). ``signature`` (RSA-PSS over
     ``crypto.move_transcript``; empty on a plaintext network) lets ``previous`` check that the
@@ -455,10 +462,16 @@ class LocateAnswer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Heartbeat:
-    """Sent on a link to a neighbour that has carried nothing for a while: silence means
-    failure."""
+    """Sent on a link to a neighbour that has carried nothing for a while (silence means
+    failure), and at least every ``clock_sample_seconds`` on a busy one: each measures the
+    neighbour's clock offset (``clocks.sample_of``). ``wall`` is the sender's wall time when it
+    sent this; ``echo`` the ``wall`` of the last heartbeat it received from the receiver (0:
+    none yet), which it held for ``held`` seconds."""
 
     KIND: ClassVar[str] = "sp.heartbeat"
+    wall: float = 0.0
+    echo: float = 0.0
+    held: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -477,6 +490,8 @@ class Departed:
     positions: tuple[int, ...]
     failed: bool
     since: float
+    """The hybrid time of the last frame the departed member is known to have sent (``clocks``,
+    rule 5): what was published since may have been lost with it."""
     successor: str = ""
     """The super-peer that adopted the departed one's peers (a clean departure), where their
     kept notifications are to be asked for."""
@@ -512,8 +527,9 @@ class Evicted:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CatchUp:
     """From an access point to an origin: send the publications you accepted that match these
-    subscriptions of my peers, each between its own times (your clock): ``entries`` are (peer,
-    subscription id, subscription, since, until). Answered by ``Mail`` (purpose ``catchup``)."""
+    subscriptions of my peers, each between its own hybrid times (``clocks``, rule 5; compared
+    with ``Notification.published_at``): ``entries`` are (peer, subscription id, subscription,
+    since, until). Answered by ``Mail`` (purpose ``catchup``)."""
 
     KIND: ClassVar[str] = "sp.catchup"
     request: str
@@ -524,7 +540,7 @@ class CatchUp:
 class ReplayRequest:
     """From a super-peer a subscription reached late, where a route toward this origin was
     there already (so it was not passed on, and the origin never sees it late): send me what
-    you published since ``since`` (the sender's clock) that it matches, as replayed
+    you published since the hybrid time ``since`` that it matches, as replayed
     notifications (``Notification.replayed``)."""
 
     KIND: ClassVar[str] = "sp.replay"
@@ -820,6 +836,12 @@ class Hello:
     address: str
     protocol: int
     incarnation: int = 0
+    wall: float = 0.0
+    """The sender's wall time when it sent this (0: not said): the ``Welcome`` echoes it, so
+    the connecting side measures the other's clock offset at once."""
+    clock: float = 0.0
+    """A peer's: the latest hybrid time an access point gave it (``clocks``, rule 6), absorbed
+    by the new access point so that what happens there is ordered after what it knew."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -833,6 +855,14 @@ class Welcome:
     address: str
     incarnation: int = 0
     resume: int = 0
+    wall: float = 0.0
+    """The sender's wall time when it sent this; ``echo`` is the ``Hello``'s ``wall``, held
+    for ``held`` seconds (``clocks.sample_of``)."""
+    echo: float = 0.0
+    held: float = 0.0
+    clock: float = 0.0
+    """To a peer: the access point's hybrid time (``clocks``, rule 6): the ``since`` of the
+    peer's next move statement."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -864,6 +894,22 @@ class ChannelAck:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Clock:
+    """Between a peer and its access point, both ways, to measure their clocks' offset (NTP's
+    on-wire calculation, ``clocks.sample_of``): ``wall`` is the sender's wall time when it sent
+    this, ``echo`` the ``wall`` of the last ``Clock`` or ``Hello`` it received from the other
+    side (0: none), which it held for ``held`` seconds. The access point sends one when the
+    peer is established and then every ``clock_sample_seconds``; the peer answers each. From an
+    access point, ``clock`` is its hybrid time (``Welcome.clock``). Not answered otherwise."""
+
+    KIND: ClassVar[str] = "link.clock"
+    wall: float
+    echo: float = 0.0
+    held: float = 0.0
+    clock: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ControlRequest:
     """A command from a local command-line client: ``command`` and its arguments as strings."""
 
@@ -881,4 +927,4 @@ class ControlReply:
     body: str
 
 
-LINK = (Hello, Welcome, LinkError, Goodbye, ChannelAck, ControlRequest, ControlReply)
+LINK = (Hello, Welcome, LinkError, Goodbye, ChannelAck, Clock, ControlRequest, ControlReply)

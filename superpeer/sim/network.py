@@ -23,6 +23,14 @@ retention, heartbeats) and the operations after it are paced from its end. A mes
 jitter that reorders messages across links (never within one). The same seed and workload always
 give the same run.
 
+Every process has a clock of its own: a super-peer's or a peer's wall clock is the simulated time
+plus its skew (``skews`` at the start, per super-peer index; then ``skew`` operations:
+``{"op": "skew", "superpeer": k, "seconds": s}`` restarts super-peer k on its store under that
+clock, as the chaos harness does with ``faketime``; ``"peer"`` changes a peer's clock at once). A
+node's timers run on its clock, as a daemon's do; what is owed does not change (``clocks``). What a peer
+is owed is checked against when each publication was made in simulated time: the simulator keeps,
+per super-peer, which hybrid times its clock gave when (``_readings``).
+
 Peers offer and fetch resources (the workload's ``file`` and ``fetch``) with the peer daemon's own
 ``peer.resources``, in a temporary directory per peer, made when a peer first needs one and
 removed by ``close``; a fetch's bytes travel through the access points' ``superpeer.rendezvous``
@@ -35,6 +43,7 @@ decoded one (the codec's round trip is tested on its own) and makes large runs a
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import random
 import shutil
@@ -125,6 +134,10 @@ class SimPeer:
     point that returned with an old copy of the peer's state): the inbox does not keep them."""
     resources: Resources | None = None
     """Its offered and fetched files (made when first needed)."""
+    arrival_clock: float = 0.0
+    """Its access point's hybrid time in the last ``Welcome`` (a move statement's ``since``)."""
+    carried_clock: float = 0.0
+    """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
 
     def subscribed(
         self, sid: str, subscription: object, now: float, expires: float | None = None
@@ -140,8 +153,10 @@ class SimPeer:
             for i, q, start, end in self.history
         ]
 
-    def owed(self, notify: m.Notify) -> bool:
-        return versions.owed(self.history, notify)  # type: ignore[arg-type]
+    def owed(self, notify: m.Notify, at: float) -> bool:
+        """Whether one of its subscriptions matched ``notify`` when it was published, at ``at``
+        in simulated time."""
+        return versions.owed(self.history, notify, at)  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)
@@ -163,6 +178,8 @@ class _Pending:
     message_id: str = ""
     meant_for: int = 0
     """The receiver's incarnation the sender knew of (``ToSuperPeer.incarnation``)."""
+    clock: float = 0.0
+    """The sender's hybrid time (``ToSuperPeer.clock``), as a frame's header carries it."""
 
     def __lt__(self, other: _Pending) -> bool:
         # what ``order=True`` compares, without building two tuples per comparison (the heap
@@ -188,6 +205,7 @@ class Simulation:
         node_config: NodeConfig | None = None,
         verify_wire: bool = True,
         keep_notifications: bool = True,
+        skews: dict[int, float] | None = None,
     ) -> None:
         if superpeers < 1:
             raise ValueError("a network needs at least one super-peer")
@@ -251,6 +269,16 @@ class Simulation:
         self._reconnecting: set[str] = set()
         """Peers whose access point closed their connection, to come back (``_reconnect``)."""
         self._op_label = ""
+        self.skews: dict[str, float] = {f"sp{k}": s for k, s in (skews or {}).items()}
+        """Per super-peer, how far its wall clock is from simulated time (``skew``)."""
+        self._started_skews: dict[str, float] = {}
+        """Per super-peer process, the skew it started with: its clock (a running daemon's
+        clock does not step: ``clocks``, rule 11)."""
+        self.peer_skews: dict[str, float] = {}
+        """Per peer, likewise."""
+        self._readings: dict[str, tuple[list[float], list[float]]] = {}
+        """Per super-peer, its hybrid time after each call (increasing) and the simulated time
+        of the call: which simulated time a publication's ``published_at`` stands for."""
         self._files: Path | None = None
         """The peers' resource directories (``_resources``)."""
         self._file_owners = 0
@@ -279,9 +307,36 @@ class Simulation:
         except OperationError as error:
             self.errors.append({"op": self._op_label, "peer": op.get("peer"), "error": str(error)})
             return
+        if op["op"] == "skew":  # before its steps: a super-peer restarts under the new clock
+            if "superpeer" in op:
+                self.skews[self.ids[op["superpeer"]]] = op["seconds"]
+            else:
+                self.peer_skews[op["peer"]] = op["seconds"]
         for step in steps:
             self._step(step)
         self.run_until_quiet()
+
+    def _clock(self, node_id: str) -> float:
+        """Super-peer ``node_id``'s clock now."""
+        return self.now + self._started_skews.get(node_id, 0.0)
+
+    def _peer_clock(self, peer: str) -> float:
+        return self.now + self.peer_skews.get(peer, 0.0)
+
+    def published_when(self, notify: m.Notify) -> float:
+        """The simulated time at which ``notify``'s origin gave it its ``published_at``: the
+        time of the call after which its clock first reached that reading (for a time its clock
+        gave, exact; for one a test made up, as far after the reading before it as it is)."""
+        published = notify.published_at
+        readings = self._readings.get(notify.origin)
+        if not readings:
+            return published
+        clocks, times = readings
+        index = bisect.bisect_left(clocks, published)
+        if index == 0:
+            return times[0] - (clocks[0] - published)
+        after = times[index] if index < len(times) else self.now
+        return min(after, times[index - 1] + (published - clocks[index - 1]))
 
     def _step(self, step: object) -> None:
         if isinstance(step, Connect):
@@ -322,6 +377,7 @@ class Simulation:
         self.run_until_quiet()
 
     def _start(self, node_id: str) -> None:
+        self._started_skews[node_id] = self.skews.get(node_id, 0.0)
         node = SuperPeerNode(node_id, address_of(node_id), self.stores[node_id], self.node_config)
         live = sorted(n for n in self.nodes if n != node_id)
         self.nodes[node_id] = node
@@ -330,13 +386,13 @@ class Simulation:
             contact = self._topology_random.choice(live)
             contacts = [(contact, address_of(contact))]
             contacts += [(n, address_of(n)) for n in live if n != contact]
-        self._execute(node_id, node.start(self.now, contacts))
+        self._execute(node_id, node.start(self._clock(node_id), contacts))
 
     def _superpeer_leave(self, index: int) -> None:
         node_id = self.ids[index]
         node = self.nodes[node_id]
         successor = node.successor()
-        self._execute(node_id, node.leave(self.now))
+        self._execute(node_id, node.leave(self._clock(node_id)))
         self.run_until_quiet()
         if successor is not None:
             for step in self.planner.after_leave(index, self.ids.index(successor)):
@@ -411,7 +467,7 @@ class Simulation:
         if node_id not in self.nodes:
             return
         self._deadline_of[node_id] = None
-        self._execute(node_id, self.nodes[node_id].timer(self.now))
+        self._execute(node_id, self.nodes[node_id].timer(self._clock(node_id)))
         for pending in held:
             self._requeue(pending, self.now)
         self.run_until_quiet()
@@ -474,21 +530,30 @@ class Simulation:
             self._disconnect(peer)
         peer.access_point = node_id
         node = self.nodes[node_id]
-        connection = node.accept(f"{peer.name}.peer.sim:1", self.now)
+        connection = node.accept(f"{peer.name}.peer.sim:1", self._clock(node_id))
         self._unchecked.add(node_id)
         assert connection is not None
         peer.connection = connection
         self._connections[(node_id, connection)] = peer.name
-        hello = m.Hello(role="peer", node_id=peer.name, address="", protocol=wire.PROTOCOL_VERSION)
+        hello = m.Hello(
+            role="peer",
+            node_id=peer.name,
+            address="",
+            protocol=wire.PROTOCOL_VERSION,
+            wall=self._peer_clock(peer.name),
+            clock=peer.carried_clock,
+        )
         self._from_peer(peer, hello)
         if step.moved_from is not None:
             # as the peer daemon does: its state first, then where it comes from
             for message in step.resend:
                 self._from_peer(peer, message)
+            # as the peer daemon says it: when it arrived at the previous access point, in that
+            # one's hybrid time (``clocks``, rule 6)
             moved = m.Moved(
                 previous=self.ids[step.moved_from],
                 previous_address=address_of(self.ids[step.moved_from]),
-                since=peer.last_contact,
+                since=peer.arrival_clock or peer.last_contact,
                 signature=b"",
             )
             self._from_peer(peer, moved)
@@ -539,6 +604,11 @@ class Simulation:
 
     def _from_peer(self, peer: SimPeer, message: object) -> None:
         assert peer.connection is not None
+        if isinstance(message, m.Subscribe | m.Publish) and message.expires is not None:
+            # an expiry is in simulated time here: on the wire, on the peer's clock, with the
+            # time it was sent (as ``peer.client`` sends it)
+            skew = self.peer_skews.get(peer.name, 0.0)
+            message = replace(message, expires=message.expires + skew, sent_at=self.now + skew)
         data = wire.encode(message, f"{peer.name}#{self._sequence}")
         self._count(message, data)
         self._enqueue(
@@ -555,12 +625,19 @@ class Simulation:
         if peer is None or peer.connection != pending.connection:
             return  # a connection closed since: what was on it is lost with it
         peer.last_contact = self.now
+        if isinstance(message, m.Welcome | m.Clock) and message.clock:
+            peer.carried_clock = max(peer.carried_clock, message.clock)
+            if isinstance(message, m.Welcome):
+                peer.arrival_clock = message.clock
+        if isinstance(message, m.Clock):  # answered, as the peer daemon does
+            clock = m.Clock(wall=self._peer_clock(peer.name), echo=message.wall)
+            self._from_peer(peer, clock)
         if isinstance(message, m.Notify):
             # the peer's inbox keeps one copy per publication and acknowledges every copy
             key = versions.change_key(message)
             # one key object per change, shared by every peer's count (millions of entries)
             publication = self._change_keys.setdefault(key, key)
-            if not peer.owed(message):
+            if not peer.owed(message, self.published_when(message)):
                 peer.filtered += 1
             elif peer.received[publication]:
                 self.redeliveries += 1
@@ -596,6 +673,7 @@ class Simulation:
         message: object = None,
         message_id: str = "",
         meant_for: int = 0,
+        clock: float = 0.0,
     ) -> None:
         delay = self.latency
         if self._random is not None:
@@ -616,6 +694,7 @@ class Simulation:
             message,
             message_id,
             meant_for,
+            clock,
         )
         heapq.heappush(self._queue, pending)
 
@@ -685,7 +764,7 @@ class Simulation:
         self._deadline_of[node_id] = None
         self.now = max(self.now, at)
         node = self.nodes[node_id]
-        self._execute(node_id, node.timer(self.now))
+        self._execute(node_id, node.timer(self._clock(node_id)))
 
     def _deliver(self, pending: _Pending) -> None:
         self.now = max(self.now, pending.at)
@@ -710,7 +789,10 @@ class Simulation:
             return
         if pending.kind == "hello":
             outputs = node.superpeer_hello(
-                pending.sender, pending.incarnation, address_of(pending.sender), self.now
+                pending.sender,
+                pending.incarnation,
+                address_of(pending.sender),
+                self._clock(pending.receiver),
             )
             self._execute(pending.receiver, outputs)
             # the connection's Welcome names this process's incarnation to the sender
@@ -719,26 +801,35 @@ class Simulation:
             )
             return
         if pending.kind == "welcomed":
-            outputs = node.superpeer_welcomed(pending.sender, pending.incarnation, self.now)
+            outputs = node.superpeer_welcomed(
+                pending.sender, pending.incarnation, self._clock(pending.receiver)
+            )
             self._execute(pending.receiver, outputs)
             return
         if pending.kind == "close_in":
-            self._execute(pending.receiver, node.connection_closed(pending.connection, self.now))
+            self._execute(
+                pending.receiver,
+                node.connection_closed(pending.connection, self._clock(pending.receiver)),
+            )
             return
         message = self._decode(pending)
         if pending.kind == "from_peer":
             outputs = node.peer_message(
-                pending.connection, message, len(pending.data), pending.message_id, self.now
+                pending.connection,
+                message,
+                len(pending.data),
+                pending.message_id,
+                self._clock(pending.receiver),
             )
         else:
-            received = Received(message, pending.message_id, len(pending.data))
+            received = Received(message, pending.message_id, len(pending.data), pending.clock)
             outputs = node.superpeer_message(
-                pending.sender, pending.incarnation, received, self.now
+                pending.sender, pending.incarnation, received, self._clock(pending.receiver)
             )
             sender = self.nodes.get(pending.sender)
             if sender is not None and pending.sender not in self._paused:
                 # the link's acknowledgement: a sign of life of whichever process received it
-                sender.superpeer_heard(pending.receiver, self.now)
+                sender.superpeer_heard(pending.receiver, self._clock(pending.sender))
         self._execute(pending.receiver, outputs)
 
     def _reconnect_later(self, peer: SimPeer) -> None:
@@ -812,6 +903,7 @@ class Simulation:
                         message=output.message,
                         message_id=output.message_id,
                         meant_for=output.incarnation,
+                        clock=output.clock,
                     )
             elif isinstance(output, ToConnection):
                 self._count(output.message, output.data)
@@ -842,7 +934,14 @@ class Simulation:
             elif isinstance(output, TraceRecord):
                 self._write_trace(output)
         if node is not None and node_id in self.nodes:
+            reading = node.clock.read(self._clock(node_id))  # its hybrid time now
+            clocks, times = self._readings.setdefault(node_id, ([], []))
+            if not clocks or reading > clocks[-1]:
+                clocks.append(reading)
+                times.append(self.now)
             deadline = node.next_deadline()
+            if deadline is not None:
+                deadline -= self._started_skews.get(node_id, 0.0)  # its clock, in simulated time
             if deadline is not None and deadline != self._deadline_of.get(node_id):
                 self._deadline_of[node_id] = deadline
                 self._sequence += 1
@@ -886,7 +985,7 @@ class Simulation:
             for _, data in self.stores[node_id].mail_after(name, 0, 1 << 40):
                 notify, _ = wire.decode(data)
                 assert isinstance(notify, m.Notify)
-                if peer is None or peer.owed(notify):
+                if peer is None or peer.owed(notify, self.published_when(notify)):
                     found.append(notify)
         return found
 

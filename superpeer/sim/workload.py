@@ -47,6 +47,14 @@ superpeer_pause    ``superpeer``, ``seconds`` (the process stops, as with ``SIGS
 superpeer_cut      ``superpeer``, ``seconds`` (every connection to it breaks and none can be
                    made for that long; it runs on: each side may declare the other failed;
                    the links' unacknowledged frames are sent again afterwards)
+skew           ``superpeer`` (an index) or ``peer``, and ``seconds`` (any sign, at most
+               ``MAX_SKEW_SECONDS``): from now on that process's wall clock is that far from
+               true time (a bad NTP step, a restored snapshot; its monotonic clock untouched).
+               A running super-peer does not step its clock (``clocks``, rule 11): it is
+               restarted on its data under the new one (a bounce, as the chaos harness's
+               ``skew`` fault restarts a daemon under ``faketime``); one that is down takes it
+               when it restarts. A peer's clock changes at once. Nothing anyone is owed
+               changes.
 =============  ==================================================================================
 
 A document with several subjects makes several publications, ``id#1``, ``id#2``, ... in subject
@@ -94,7 +102,10 @@ OPERATIONS: Final = {
     "superpeer_bounce": {"superpeer"},
     "superpeer_pause": {"superpeer", "seconds"},
     "superpeer_cut": {"superpeer", "seconds"},
+    "skew": {"seconds"},
 }
+MAX_SKEW_SECONDS: Final = 3600.0
+"""The largest clock skew a workload may give a process (``skew``)."""
 OPTIONAL: Final = {
     "advertise": {"prefixes", "schemas", "properties", "values"},
     "publish_schema": {"format"},
@@ -102,6 +113,7 @@ OPTIONAL: Final = {
     "publish": {"format", "expires", "file"},
     "update": {"format"},
     "extend": {"format"},
+    "skew": {"superpeer", "peer"},
 }
 
 
@@ -217,9 +229,19 @@ def check_operation(op: object, line: int) -> dict:
             raise WorkloadError(f"line {line}: {key} must be a string")
     if "on" in op and op["on"] != ON_CHANGE:
         raise WorkloadError(f"line {line}: on must be {ON_CHANGE!r}")
+    if name == "skew":
+        seconds = op["seconds"]
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise WorkloadError(f"line {line}: seconds must be a number")
+        if abs(seconds) > MAX_SKEW_SECONDS:
+            raise WorkloadError(f"line {line}: a skew is at most {MAX_SKEW_SECONDS:g} s either way")
+        if ("peer" in op) == ("superpeer" in op):
+            raise WorkloadError(f"line {line}: skew names a superpeer or a peer (one of them)")
     for key in ("expires", "seconds"):
-        if key in op and (
-            isinstance(op[key], bool) or not isinstance(op[key], int | float) or op[key] < 0
+        if (
+            key in op
+            and name != "skew"
+            and (isinstance(op[key], bool) or not isinstance(op[key], int | float) or op[key] < 0)
         ):
             raise WorkloadError(f"line {line}: {key} must be a number of seconds (>= 0)")
     if "superpeer" in op and (
@@ -406,6 +428,8 @@ class Planner:
             return []
         if kind.startswith("superpeer_"):
             return self._backbone(kind, op)
+        if kind == "skew":
+            return self._skew(op)
         name = op["peer"]
         if kind == "join":
             return self._join(name, op["superpeer"])
@@ -547,6 +571,19 @@ class Planner:
             peer.keys.pop(op["id"], None)
             peer.expires.pop(op["id"], None)
             peer.on_change.discard(op["id"])
+
+    def _skew(self, op: dict) -> list[Step]:
+        """A clock set wrong changes nothing a peer is owed: the runner applies it (the
+        simulator to its clocks, the chaos harness with ``faketime``); a live super-peer is
+        restarted under it (its daemon's clock does not step while it runs)."""
+        if "superpeer" in op:
+            index = op["superpeer"]
+            if not 0 <= index < self.superpeers or index in self.gone:
+                raise OperationError(f"there is no super-peer {index}")
+            return [] if index in self.down else [SuperPeerBounce(index)]
+        if op["peer"] not in self.peers:
+            raise OperationError(f"peer {op['peer']} has not joined")
+        return []
 
     def _backbone(self, kind: str, op: dict) -> list[Step]:
         if kind == "superpeer_join":

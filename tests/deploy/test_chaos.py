@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from deploy.chaos import FAULTS, Outcome, Run, judge, make_plan
+from deploy.cluster import faketime_library
 from deploy.proxy import Proxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,16 +140,19 @@ async def test_the_proxy_passes_slows_stalls_and_cuts(autojump_clock) -> None:
 
 
 def test_sixty_seconds_of_every_fault_kind_lose_nothing(tmp_path) -> None:
+    """Every kind: ``skew`` too where Debian's faketime is installed (``.ci/run`` installs it;
+    without it that one kind is left out, and ``tests/deploy/test_clocks.py`` says why)."""
+    kinds = [kind for kind in FAULTS if kind != "skew" or faketime_library() is not None]
     report = tmp_path / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "deploy.chaos", "--seed", "1", "--duration", "60",
-         "--superpeers", "4", "--peers", "4", "--faults", ",".join(FAULTS),
+         "--superpeers", "4", "--peers", "4", "--faults", ",".join(kinds),
          "--report", str(report), "--keep", str(tmp_path / "data")],
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     figures = json.loads(report.read_text())
-    assert {fault["kind"] for fault in figures["faults"]} == set(FAULTS)
+    assert {fault["kind"] for fault in figures["faults"]} == set(kinds)
     assert figures["totals"]["owed"] > 100
     assert figures["totals"]["lost"] == 0 and figures["crashes"] == []
     assert "lost 0, duplicated 0, unexpected 0" in done.stdout

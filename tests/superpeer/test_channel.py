@@ -41,7 +41,7 @@ class Pair:
     def read(self) -> None:
         for data in self.wire:
             for payload in payloads(data):
-                number, body = split(payload)
+                number, _, body = split(payload)
                 if self.inbound.accept("a", 1, number):
                     self.received.append(body)
         self.wire = []

@@ -1,7 +1,8 @@
 """The completeness property (the most important test of the project): on random workloads and
-random hypercube sizes, every peer receives exactly the publications that match one of its
-subscriptions active at publish time and that the publisher's advertisement allows; no duplicates;
-nothing else. The oracle is a central brute-force matcher over the whole workload."""
+random hypercube sizes, with every super-peer's and peer's clock skewed as drawn (``clocks``),
+every peer receives exactly the publications that match one of its subscriptions active at
+publish time and that the publisher's advertisement allows; no duplicates; nothing else. The
+oracle is a central brute-force matcher over the whole workload, on one true time."""
 
 import json
 from pathlib import Path
@@ -108,18 +109,47 @@ def workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     return superpeers, ops
 
 
-def run(superpeers: int, ops: list[dict], **options) -> Simulation:
-    simulation = Simulation(superpeers, **options)
+SKEWS = st.one_of(
+    st.just(0.0),
+    st.sampled_from([-3600.0, -600.0, -45.0, -0.75, 0.75, 45.0, 600.0, 3600.0]),
+    st.floats(-3600.0, 3600.0),
+)
+"""A process's clock error: none, the issue's cases (a bad NTP step, a desktop an hour off), any."""
+
+
+@st.composite
+def clocks(draw: st.DrawFn) -> tuple[dict[int, float], dict[str, float]]:
+    """Skews for super-peers (by index, from their start) and for peers, often every one."""
+    every = draw(st.booleans())
+    superpeers = range(12) if every else draw(st.lists(st.integers(0, 11), max_size=4))
+    peers = [f"p{i}" for i in range(6)] if every else []
+    return (
+        {k: draw(SKEWS) for k in superpeers},
+        {p: draw(SKEWS) for p in peers},
+    )
+
+
+NO_SKEW: tuple[dict[int, float], dict[str, float]] = ({}, {})
+
+
+def run(
+    superpeers: int,
+    ops: list[dict],
+    skews: tuple[dict[int, float], dict[str, float]] = NO_SKEW,
+    **options,
+) -> Simulation:
+    simulation = Simulation(superpeers, skews=skews[0], **options)
+    simulation.peer_skews.update(skews[1])
     for op in ops:
         simulation.apply(dict(op))
     return simulation
 
 
 @settings(max_examples=150)
-@given(workloads(), st.booleans(), st.integers(0, 3))
-def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, seed):
+@given(workloads(), st.booleans(), st.integers(0, 3), clocks())
+def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, seed, skews):
     superpeers, ops = workload
-    simulation = run(superpeers, ops, interleave=interleave, seed=seed)
+    simulation = run(superpeers, ops, skews, interleave=interleave, seed=seed)
     expected = expected_deliveries(superpeers, ops)
     delivered = sum(len(v) for v in expected.values())
     event(f"deliveries: {'none' if not delivered else '1-3' if delivered < 4 else 'more'}")
@@ -172,12 +202,22 @@ def churning_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
                         "superpeer_restart",
                         "superpeer_pause",
                         "superpeer_cut",
+                        "skew",
                         "move",
                         "move",
                     ]
                 )
             )
-            if kind == "superpeer_join":
+            if kind == "skew":
+                # a super-peer restarted under a clock set wrong, or a peer's clock stepped
+                if draw(st.booleans()):
+                    target = {"superpeer": draw(st.integers(0, count - 1))}
+                else:
+                    target = {
+                        "peer": draw(st.sampled_from([o["peer"] for o in ops if "peer" in o]))
+                    }
+                mixed.append({"op": "skew", **target, "seconds": draw(SKEWS)})
+            elif kind == "superpeer_join":
                 mixed.append({"op": kind})
                 count += 1
             elif kind == "move":
@@ -203,13 +243,14 @@ def churning_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(churning_workloads(), st.booleans(), st.integers(0, 3))
-def test_deliveries_survive_backbone_churn(workload, interleave, seed):
-    """Super-peers join, leave, fail and restart, peers move: once every failed super-peer is
-    back, every peer has exactly what the oracle says (those behind a failed access point
-    included: they move by themselves and catch up), its inbox never twice."""
+@given(churning_workloads(), st.booleans(), st.integers(0, 3), clocks())
+def test_deliveries_survive_backbone_churn(workload, interleave, seed, skews):
+    """Super-peers join, leave, fail and restart, peers move, clocks are wrong from the start
+    and set wrong on the way (a super-peer restarted under another clock): once every failed
+    super-peer is back, every peer has exactly what the oracle says (those behind a failed
+    access point included: they move by themselves and catch up), its inbox never twice."""
     superpeers, ops = workload
-    simulation = run(superpeers, ops, interleave=interleave, seed=seed)
+    simulation = run(superpeers, ops, skews, interleave=interleave, seed=seed)
     # a change refused because the access point that keeps its versions is gone (a detached
     # peer's, or one whose access point failed): the oracle, which knows nothing of access
     # points, applies it
