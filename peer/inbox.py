@@ -21,7 +21,7 @@ and durably (``peer.files``), so a record exists completely or not at all. A rec
      "access_point": "127.0.0.1:7400",    # the owner's super-peer (to fetch the resource)
      "origin": "sp-1a2b3c4d",             # the super-peer where it entered the network
      "hops": 2,                           # super-peer to super-peer hops on the way
-     "published_at": 1764108000.25,       # when the origin accepted it (its clock)
+     "published_at": 1764108000.25,       # when the origin accepted it (hybrid time: clocks)
      "received_at": 1764108000.31}        # when this peer stored it (this machine's clock)
 
 ``ntriples`` is the publication's canonical text (sorted N-Triples after a comment header line),

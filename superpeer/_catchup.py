@@ -1,10 +1,18 @@
 """Catch-up (``superpeer.node``, "Departures", "Restart"): asking origins for what was
-published while routes were broken, and answering such requests from this origin's log."""
+published while routes were broken, and answering such requests from this origin's log.
+
+An origin keeps its log ``log_seconds`` (and ``max_logged`` entries): a catch-up that must start
+before the latest publication pruned from it (a partition, an access point down, longer than
+that) cannot be answered whole. The origin then says so: each peer concerned gets a *gap notice*
+in its inbox (a ``Notify`` of kind ``gap`` naming the origin and up to when its publications may
+be missing), counted in ``superpeer_gap_notices``. Never silence."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
+from typing import Final
 
 import qel
 from superpeer import versions
@@ -14,6 +22,7 @@ from superpeer._node_base import (
     Output,
     PlannedCatchUp,
     decoded_as,
+    log,
     tree_positions_between,
 )
 from superpeer.actions import (
@@ -21,6 +30,8 @@ from superpeer.actions import (
 )
 from superpeer.mailroom import mail_key
 from wire import messages as m
+
+GAP_COMMENT: Final = qel.URI("http://www.w3.org/2000/01/rdf-schema#comment")
 
 
 class CatchUps(NodeBase):
@@ -160,15 +171,56 @@ class CatchUps(NodeBase):
         self.statistics.replayed += sent
 
     def _catch_up_locally(self, entries: list, now: float, out: list[Output]) -> None:
-        for peer, notifications in self._matches(entries).items():
+        found = self._matches(entries)
+        for peer, notice in self._gaps(entries).items():
+            found.setdefault(peer, []).append(notice)
+        for peer, notifications in found.items():
             for notify in notifications:
                 self._recover(peer, notify, now, out)
+
+    def _gaps(self, entries: tuple | list) -> dict[str, m.Notify]:
+        """Per peer whose entries start before this log's floor (the latest publication pruned
+        from it), the gap notice that says so."""
+        floor = self.store.log_floor()
+        missed: dict[str, list[str]] = {}
+        for peer, sid, _, since, until in entries:
+            if since < floor and since < until:
+                missed.setdefault(peer, []).append(sid)
+        return {peer: self._gap_notice(floor, sids) for peer, sids in missed.items()}
+
+    def _gap_notice(self, floor: float, subscriptions: list[str]) -> m.Notify:
+        when = datetime.datetime.fromtimestamp(floor, datetime.UTC).isoformat(timespec="seconds")
+        text = (
+            f"Publications made through super-peer {self.node_id} until {when} may be missing: "
+            f"its log keeps {self.config.log_seconds:g} s (or {self.config.max_logged} of them), "
+            "and this peer's access point was apart from it longer (a partition, a super-peer "
+            "down)."
+        )
+        subject = qel.URI(f"urn:semantic-pubsub:gap:{self.node_id}:{floor:.6f}")
+        publication = qel.Publication(
+            subject,
+            frozenset({(GAP_COMMENT, qel.Literal(lexical=text, datatype=None, lang=None))}),
+            self.node_id,
+            f"gap:{self.node_id}:{floor:.6f}",
+        )
+        return m.Notify(
+            publication=publication,
+            subscriptions=tuple(sorted(set(subscriptions))),
+            owner=self.node_id,
+            access_point=self.address,
+            origin=self.node_id,
+            hops=0,
+            published_at=floor,
+            kind=m.GAP,
+        )
 
     def _serve_catchup(
         self, sender: str, message: m.CatchUp, now: float, out: list[Output]
     ) -> None:
         self.statistics.catchups_served += 1
         found = self._matches(message.entries)
+        for peer, notice in self._gaps(message.entries).items():
+            found.setdefault(peer, []).append(notice)
         peers = sorted({peer for peer, *_ in message.entries})
         for peer in peers:
             self._send_mail(
@@ -233,6 +285,15 @@ class CatchUps(NodeBase):
     ) -> None:
         known = self.core is not None and peer in self.core.peers
         if not known and peer not in self.store.local_peers() and peer not in self._moved_away:
+            return
+        if notify.kind == m.GAP:  # said to the peer as it is: it matches no subscription
+            before = self.mail.statistics.repeats
+            out += self.mail.deliver(peer, dataclasses.replace(notify, delivery=0), now)
+            if self.mail.statistics.repeats == before:
+                self.statistics.gaps += 1
+                log.warning(
+                    "event=gap_notice node=%s peer=%s origin=%s", self.node_id, peer, notify.origin
+                )
             return
         before = self.mail.statistics.repeats
         self._deliver(peer, dataclasses.replace(notify, delivery=0), now, out, kept=kept)

@@ -127,6 +127,12 @@ class NodeConfig:
     clock_sample_seconds: float = 10.0
     """A neighbour's clock is measured at least this often (a heartbeat on a busy link), an
     attached peer's likewise (``Clock``)."""
+    merge_probe_seconds: float = 5.0
+    """A member probes one super-peer its cube declared failed this often (each one backing off
+    to five minutes): a partition that healed is noticed (``superpeer._merging``)."""
+    merge_delay_seconds: float = 0.5
+    """A member of the weaker of two cubes that met rejoins this long after it told its cube
+    (the ``Merge`` broadcast leaves first)."""
     rejoin_seconds: float = 1.0
     """Wait before asking again after a refused join."""
     handover_seconds: float = 5.0
@@ -185,6 +191,8 @@ class NodeStatistics:
     recovered: int = 0
     replayed: int = 0
     """Notifications this origin sent again for subscriptions that reached it late."""
+    gaps: int = 0
+    """Gap notices put in local peers' inboxes (``superpeer._catchup``)."""
     handovers_in: int = 0
     handovers_out: int = 0
     forwarded: int = 0
@@ -258,6 +266,35 @@ class NodeBase:
         """When the attached peers' clocks are next measured (``Clock``, to all of them)."""
         self._offset_logged: dict[str, float] = {}
         """When an offset beyond ``max_clock_offset_seconds`` was last logged, per clock."""
+        self._reported_roots: dict[str, str] = {}
+        """Per neighbour, the holder of position 0 it last reported (``superpeer._merging``)."""
+        self._merging: tuple[float, list[tuple[str, str]], str] | None = None
+        """This node's cube is the weaker of two that met: when to rejoin, through whom, and
+        the root of the cube it leaves."""
+        self._meetings: dict[tuple[int, str], dict[str, tuple[str, float]]] = {}
+        """Per other cube met (dimension, root), its members heard from: address, when."""
+        self._merged_from: tuple[str, float | None] | None = None
+        """The last merge: the root of the cube this node left, and from when it catches up
+        (from every origin: a side that churned while apart may have missed its own side's
+        publications too)."""
+        self._lost: dict[str, tuple[float, float]] = {}
+        """Super-peers out of reach (declared failed, or silent to a join): the hybrid time
+        each was last heard from, and when (this node's time) it was lost."""
+        self._probes: dict[str, float] = {}
+        """Per lost super-peer, when to probe it next (a healed partition)."""
+        self._probe_tries: dict[str, int] = {}
+        self._probe_at = 0.0
+        self._joined_at: float | None = None
+        """When this incarnation became a member."""
+        self._joined_clock: float | None = None
+        """Its hybrid time then (a merge catches up from there at the latest)."""
+        self._apart_hint: float | None = None
+        """The earliest ``Merge.since`` heard (``superpeer._merging``)."""
+        self._heard_as_member: set[str] = set()
+        """The neighbours heard from since then."""
+        self._unusable: dict[str, float] = {}
+        """Members of a cube this node could not stay in, and until when they are no contacts
+        (``SuperPeerNode._could_not_stay``)."""
         self.topology = HypercupNode(node_id, address)
         self.core: SuperPeerCore | None = None
         self.mail = Mailroom(

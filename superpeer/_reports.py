@@ -89,6 +89,7 @@ class Reports(NodeBase):
                 "served": self.statistics.catchups_served,
                 "recovered": self.statistics.recovered,
                 "replayed": self.statistics.replayed,
+                "gap_notices": self.statistics.gaps,
                 "late": self.core.statistics.late if self.core is not None else 0,
             },
             "handovers": {

@@ -22,6 +22,10 @@ class Timers(NodeBase):
         # asked after every input (the runtime arms its one timer with it): a running minimum,
         # no list of candidates
         due = min(self._housekeeping_at, self._peer_clocks_at)
+        if self._probes and self.core is not None:
+            due = min(due, self._probe_at)
+        if self._merging is not None:
+            due = min(due, self._merging[0])
         for at in (self._join_at, self._timer_due):
             if at is not None and at < due:
                 due = at
@@ -48,8 +52,9 @@ class Timers(NodeBase):
                 due = at
         for catchup in self._catchups:
             due = min(due, catchup.due)
-        for at, _ in self._replay:
-            due = min(due, at)
+        if core is not None:  # (replayed once a member: none is due meanwhile)
+            for at, _ in self._replay:
+                due = min(due, at)
         for at in self._handover_due.values():
             due = min(due, at)
         at = self.locator.next_deadline()
@@ -158,6 +163,8 @@ class Timers(NodeBase):
         if self.config.heartbeat_seconds is not None and self.core is not None:
             self._supervise(now, out)
         self._ask_catchups(now, out)
+        self._merge_due(now, out)
+        self._probe_lost(now, out)
         self._replay_due(now, out)
         self._handover_timer(now, out)
         self._forget_moved(now, out)
@@ -228,10 +235,16 @@ class Timers(NodeBase):
         self._timer_due = self._supervision_due()
 
     def _heartbeat(self, neighbour: str, now: float) -> m.Heartbeat:
-        """A heartbeat that also echoes the neighbour's last one (``clocks.sample_of``)."""
+        """A heartbeat that also echoes the neighbour's last one (``clocks.sample_of``) and
+        says which cube this is (``superpeer._merging``)."""
         self._clock_sampled[neighbour] = now
         echo, received = self._heartbeat_echo.get(neighbour, (0.0, now))
-        return m.Heartbeat(wall=now, echo=echo, held=max(0.0, now - received))
+        return m.Heartbeat(
+            wall=now,
+            echo=echo,
+            held=max(0.0, now - received),
+            **self._identity_fields(),  # type: ignore[arg-type]
+        )
 
     def _heartbeat_in(self, sender: str, heartbeat: m.Heartbeat, now: float) -> None:
         """A neighbour's heartbeat: a measurement of its clock when it echoes one of ours."""

@@ -119,6 +119,8 @@ subscription, the subscription and whether it asked for ``on_change``."""
 
 PEER: Final = "peer"
 SUPERPEER: Final = "superpeer"
+Broadcast = m.Departed | m.Returned | m.Merge
+"""What travels down its origin's whole tree, once per node (``SuperPeerCore.broadcast``)."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -301,7 +303,7 @@ class SuperPeerCore:
         self._moved = False
         self._version = 0
         self._seen_broadcasts: dict[tuple[object, ...], float] = {}
-        self._broadcasts: dict[tuple[object, ...], tuple[m.Departed | m.Returned, float]] = {}
+        self._broadcasts: dict[tuple[object, ...], tuple[Broadcast, float]] = {}
         """The broadcasts seen in the last ``settle_seconds`` (the make-before-break window),
         relayed again on the edges a change of the cube adds to their trees: a relay that ran
         on a view about to change misses the subtree the new view gives it. (Not longer: a
@@ -783,7 +785,7 @@ class SuperPeerCore:
             self._notification(sender, message, now, out)
         elif isinstance(message, m.Departed):
             self._departed(sender, message, now, out)
-        elif isinstance(message, m.Returned):
+        elif isinstance(message, m.Returned | m.Merge):
             self._relay(sender, message, now, out)
         elif isinstance(message, m.Elements):
             self._elements(sender, message, now, out)
@@ -939,9 +941,7 @@ class SuperPeerCore:
         self._seen_broadcasts[key] = now + 10 * self.config.settle_seconds
         return True
 
-    def _relay(
-        self, sender: str, message: m.Departed | m.Returned, now: float, out: list[Output]
-    ) -> bool:
+    def _relay(self, sender: str, message: Broadcast, now: float, out: list[Output]) -> bool:
         """Pass a broadcast down its tree, once; kept to be relayed again on new edges."""
         key = broadcast_key(message)
         if not self.first_time(key, now):
@@ -1012,9 +1012,9 @@ class SuperPeerCore:
         self.forget_origin(node, message.incarnation, now, out)
         return out
 
-    def broadcast(self, message: m.Departed | m.Returned, now: float, out: list[Output]) -> None:
+    def broadcast(self, message: Broadcast, now: float, out: list[Output]) -> None:
         """Send ``message`` (its ``origin_position`` is this node's root) down this node's tree;
-        the receivers relay it (``sp.departed``, ``sp.returned``)."""
+        the receivers relay it (``sp.departed``, ``sp.returned``, ``sp.merge``)."""
         self._relay(self.node_id, message, now, out)
 
     # -- the cube changes ---------------------------------------------------------------------
@@ -1810,10 +1810,12 @@ def same_subscription(held: qel.Subscription, subscription: qel.Subscription) ->
     return qel.covers(held, subscription) and qel.covers(subscription, held)
 
 
-def broadcast_key(message: m.Departed | m.Returned) -> tuple[object, ...]:
+def broadcast_key(message: Broadcast) -> tuple[object, ...]:
     """What tells one broadcast from another (a repeat down another tree has the same key)."""
     if isinstance(message, m.Departed):
         return (m.Departed.KIND, message.origin, message.node, message.incarnation, message.failed)
+    if isinstance(message, m.Merge):
+        return (m.Merge.KIND, message.origin, message.incarnation, message.into_root)
     return (m.Returned.KIND, message.origin, message.incarnation)
 
 

@@ -224,6 +224,8 @@ _STATUS_COUNTERS: Final = (
      "Notifications this origin sent again for subscriptions that reached it late"),
     ("superpeer_notifications_late", ("catchups", "late"),
      "Notifications routed or delivered for subscriptions retracted after their publication"),
+    ("superpeer_gap_notices", ("catchups", "gap_notices"),
+     "Gap notices told to local peers: an origin's log no longer reached back far enough"),
     ("superpeer_notifications_forwarded", ("handovers", "forwarded"),
      "Notifications forwarded to peers that moved to another access point"),
     ("superpeer_rendezvous_completed", ("rendezvous", "statistics", "completed"),

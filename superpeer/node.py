@@ -85,6 +85,7 @@ from superpeer import versions
 from superpeer._adoption import Adoptions
 from superpeer._batches import fitting
 from superpeer._catchup import CatchUps
+from superpeer._merging import Merges
 from superpeer._migration import Migrations
 from superpeer._node_base import (
     ATTACHED,
@@ -122,7 +123,13 @@ from superpeer.actions import (
     ToPeer,
     ToSuperPeer,
 )
-from superpeer.core import PeerSubscription, SuperPeerCore, TopologyView, broadcast_key
+from superpeer.core import (
+    Broadcast,
+    PeerSubscription,
+    SuperPeerCore,
+    TopologyView,
+    broadcast_key,
+)
 from superpeer.mailroom import mail_key
 from superpeer.routes import Whereabouts
 from wire import messages as m
@@ -132,10 +139,10 @@ from wire.requests import request_label
 __all__ = ["NodeConfig", "NodeStatistics", "SuperPeerNode"]
 
 
-class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
+class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
     """One super-peer; see the module docstring. Its parts: ``CatchUps``, ``Migrations``,
-    ``Adoptions``, ``Timers`` and ``Reports`` (each in its own module), over ``NodeBase``
-    (its state and plumbing)."""
+    ``Adoptions``, ``Merges``, ``Timers`` and ``Reports`` (each in its own module), over
+    ``NodeBase`` (its state and plumbing)."""
 
     # == lifecycle =================================================================================
     def start(self, now: float, contacts: list[tuple[str, str]]) -> list[Output]:
@@ -200,6 +207,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             # a restart: only the old neighbours, while they may still be repairing its place
             while self._contacts[0][0] not in self._old_neighbours:
                 self._contacts.append(self._contacts.pop(0))
+        usable = [c for c in self._contacts if not self._unusable_until(c[0], now)]
+        while usable and self._unusable_until(self._contacts[0][0], now):
+            self._contacts.append(self._contacts.pop(0))
         contact_id, contact_address = self._contacts[0]
         self._contacts.append(self._contacts.pop(0))
         self.addresses[contact_id] = contact_address
@@ -213,9 +223,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._join_at = now + self.config.rejoin_seconds
 
     def _nobody_in_the_cube(self, now: float) -> bool:
-        contacts = {node for node, _ in self._contacts}
+        # the members of a cube this node could not stay in (a bridge across a cut) count
+        # for nothing: they neither admit it usefully nor start a cube of its side
+        contacts = {node for node, _ in self._contacts if not self._unusable_until(node, now)}
         if not contacts or not contacts <= set(self._outside):
-            return False
+            return not contacts and bool(self._contacts)
         alive = [node for node in contacts if self._outside[node]]
         if any(
             now - self._silent_since.get(node, now) < self.config.wedged_seconds
@@ -232,6 +244,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         ask another one, as a new incarnation, so that if the silent one admitted this node
         after all, the place it was given is repaired as a restarted node's."""
         log.warning("event=join_abandoned node=%s contact=%s", self.node_id, contact)
+        self._lose_silent(contact, now)
         self._outside.setdefault(contact, False)
         self._silent_since.setdefault(contact, now)
         self._join_again(now, out)
@@ -336,6 +349,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 out.append(Stopped("left the cube"))
 
     def _joined(self, now: float, out: list[Output]) -> None:
+        self._merging = None
+        self._joined_at = now
+        self._joined_clock = self.clock.now(now)
+        self._heard_as_member = set()
         self._outside.clear()
         self._silent_since.clear()
         view = self.topology.view()
@@ -420,6 +437,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         if self.core is None:
             return
         since = self._departure_since(departed, now)
+        if departed.failed:
+            self._lose(departed.node, since, now)
         self._core(
             self.core.announce_departure(
                 departed.node,
@@ -504,7 +523,34 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             return
         if node in self._last_heard:
             self._last_heard[node] = now
+            self._heard_as_member.add(node)
         self._suspected.pop(node, None)
+
+    def _unusable_until(self, node: str, now: float) -> bool:
+        until = self._unusable.get(node)
+        if until is not None and until <= now:
+            del self._unusable[node]
+            return False
+        return until is not None
+
+    def _could_not_stay(self, now: float) -> None:
+        """This node rejoins soon after it joined, and some neighbours never spoke to it: it
+        reaches that cube only partly (through a bridge across a cut that has not healed).
+        Its members known here are not contacts for ``wedged_seconds``: this side forms a cube
+        of its own meanwhile, and the two merge when the cut heals (``superpeer._merging``)."""
+        if self._joined_at is None or now - self._joined_at > self.config.wedged_seconds:
+            return
+        neighbours = set(self._last_heard)
+        if not neighbours - self._heard_as_member:
+            return
+        until = now + self.config.wedged_seconds
+        for node in neighbours | self._heard_as_member:
+            self._unusable[node] = until
+        log.warning(
+            "event=cube_out_of_reach node=%s silent=%s",
+            self.node_id,
+            sorted(neighbours - self._heard_as_member),
+        )
 
     def _absorb(self, sender: str, incarnation: int, reading: float, now: float) -> None:
         """The hybrid time a frame of ``sender`` carried (``clocks``): pushed into this node's
@@ -570,11 +616,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 out, now, "drop", message, neighbour=sender, size=size, msg=message_id,
                 reason=f"incarnation {incarnation} departed the cube (evicted)",
             )  # fmt: skip
-            evicted = m.Evicted(
-                reason=f"{sender} incarnation {incarnation} departed the cube",
-                incarnation=incarnation,
-            )
-            self._send(sender, evicted, now, out)
+            self._evict(sender, incarnation, now, out)
             return out
         if (
             kind.startswith("hypercup.")
@@ -584,10 +626,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             # the node handles these itself (the core traces what it handles)
             self._trace(out, now, "receive", message, neighbour=sender, size=size, msg=message_id)
         if isinstance(message, m.Evicted):
-            # the cube replaced this incarnation while it was unreachable (paused, cut off):
-            # whatever its own view says, it is not a member any more
-            if self.topology.state is NodeState.MEMBER and message.incarnation == self.incarnation:
-                self._rejoin(f"evicted: {message.reason}", now, out)
+            self._evicted(sender, incarnation, message, now, out)
             return out
         if kind.startswith("hypercup."):
             if isinstance(message, JoinRequest):
@@ -596,6 +635,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
             self._heartbeat_in(sender, message, now)  # a sign of life, noted above
+            self._heard_identity(sender, incarnation, message, now, out)
         elif isinstance(message, m.CatchUp):
             self._serve_catchup(sender, message, now, out)
         elif isinstance(message, m.ReplayRequest):
@@ -628,7 +668,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._before_member.append((sender, incarnation, received))
         else:
             # a broadcast may arrive again down another tree: only its first arrival counts
-            fresh = not isinstance(message, m.Departed | m.Returned) or not self.core.has_seen(
+            fresh = not isinstance(message, Broadcast) or not self.core.has_seen(
                 broadcast_key(message), now
             )
             self._core(
@@ -656,6 +696,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                 self.departed[message.node] = max(
                     self.departed.get(message.node, 0), message.incarnation
                 )
+                self._lose(message.node, message.since, now)
             else:
                 self._left[message.node] = max(self._left.get(message.node, 0), message.incarnation)
             if message.successor:
@@ -674,6 +715,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._plan_catchup(message.positions, since, now)
         elif isinstance(message, m.Returned):
             self._returned(message, now, out)
+            self._returned_from_apart(message, now)
+        elif isinstance(message, m.Merge):
+            self._merge_heard(message, now, out)
 
     def _hypercup(self, sender: str, message: object, now: float, out: list[Output]) -> None:
         try:
@@ -743,23 +787,42 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             if self.topology.state is NodeState.BROKEN:
                 self._rejoin(f"the topology protocol broke: {error}", now, out)
 
-    def _rejoin(self, reason: str, now: float, out: list[Output]) -> None:
+    def _rejoin(
+        self,
+        reason: str,
+        now: float,
+        out: list[Output],
+        *,
+        contacts: list[tuple[str, str]] | None = None,
+        since: float | None = None,
+    ) -> None:
         """Out of the cube while alive (evicted, or the protocol broke): start again as a new
-        incarnation, on the durable state, through the members this node knows."""
+        incarnation, on the durable state, through the members this node knows (``contacts``
+        first: the stronger cube of a merge), catching up from ``since`` (by default from when
+        it last heard from a neighbour: the hybrid time that frame carried, ``clocks``, 5)."""
         log.error("event=rejoin node=%s reason=%r", self.node_id, reason)
         self.statistics.rejoins += 1
+        self._could_not_stay(now)
+        self._joined_at = None
         self._trace_event(out, now, "rejoin", kind="hypercup.join_request")
-        # what it missed since it last heard from a neighbour: the hybrid time that frame
-        # carried (``clocks``, rule 5)
         heard = [self._heard_clock.get(n, self.clock.last) for n in self._last_heard]
-        since = min(heard, default=self.clock.now(now)) - self.config.catchup_margin_seconds
-        contacts = [
+        last_heard = min(heard, default=self.clock.now(now)) - self.config.catchup_margin_seconds
+        since = last_heard if since is None else min(since, last_heard)
+        # and from when it lost super-peers it has not found again: whatever makes it rejoin
+        # (an eviction by the other side of a cut that healed), that side's publications since
+        # then may be missing here
+        apart = self._apart_since(now)
+        if apart is not None:
+            since = min(since, apart)
+        first = [c for c in contacts or [] if c[0] != self.node_id and c[1]]
+        known = [
             (n, a)
             for n, a in sorted(self.addresses.items())
-            if n != self.node_id and not self._has_left(n)
+            if n != self.node_id and not self._has_left(n) and n not in dict(first)
         ]
         # the members we heard from last are the likeliest to answer
-        contacts.sort(key=lambda c: -self._last_heard.get(c[0], -math.inf))
+        known.sort(key=lambda c: -self._last_heard.get(c[0], -math.inf))
+        contacts = first + known
         for connection in list(self._peer_connection.values()):
             goodbye = m.Goodbye(reason="the super-peer is rejoining the network")
             out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
@@ -776,6 +839,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
         self._busy_since = None
         self._lagging_since = None
         self._catchups.clear()
+        self._replay.clear()  # the next member replays its log from ``since`` (``_restore``)
         self._timer_due = None
         self._before_member.clear()
         self._restored_since = since
@@ -954,7 +1018,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
             self._moved_away[peer] = ForwardingAddress.restored(entry)
         since = self._restored_since
         restored = tuple(self.store.local_peers())
-        if restored:
+        merged: dict[str, object] = {}
+        if self._merged_from is not None and self._merged_from[1] is not None:
+            # back from the weaker of two cubes: the other side catches up on what it published
+            merged = {"cube": self._merged_from[0], "since": self._merged_from[1]}
+        if restored or since is not None:
+            # (with no peer too: what its peers published before they left is in its log, and
+            # a cube that had declared it failed catches up on it: ``superpeer._merging``)
             self._core_call(
                 lambda o: core.broadcast(
                     m.Returned(
@@ -963,6 +1033,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Timers, Reports):
                         incarnation=self.incarnation,
                         peers=restored,
                         address=self.address,
+                        **merged,  # type: ignore[arg-type]
                     ),
                     now,
                     o,

@@ -32,6 +32,7 @@ What is kept:
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import struct
@@ -105,6 +106,7 @@ class Store(Protocol):
     def logged_since(self, since: float) -> Iterator[bytes]: ...
     def latest_logged(self) -> float | None: ...
     def prune_log(self, before: float, keep: int) -> int: ...
+    def log_floor(self) -> float: ...
 
     # -- pending work --------------------------------------------------------------------------
     def pending(self, kind: str) -> dict[str, dict]: ...
@@ -145,6 +147,7 @@ class MemoryStore:
         pair per key: at 1,000 super-peers and 8K publications there are some 3 million)."""
         self._expired: dict[str, int] = {}
         self._log: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._floor = -math.inf
         self._pending: dict[str, dict[str, dict]] = {}
         self._chunks: dict[str, dict[int, bytes]] = {}
         self._next_delivery = 1
@@ -362,8 +365,11 @@ class MemoryStore:
         if excess > 0:
             doomed += [k for k in self._log if k not in set(doomed)][:excess]
         for key in doomed:
-            del self._log[key]
+            self._floor = max(self._floor, self._log.pop(key)[1])
         return len(doomed)
+
+    def log_floor(self) -> float:
+        return self._floor
 
     def pending(self, kind: str) -> dict[str, dict]:
         return dict(self._pending.get(kind, {}))
@@ -718,17 +724,29 @@ class SqliteStore:
         return self._read("SELECT MAX(at) FROM publications")[0][0]
 
     def prune_log(self, before: float, keep: int) -> int:
-        cursor = self._write("DELETE FROM publications WHERE at < ?", (before,))
-        removed = cursor.rowcount
+        floor = self._read("SELECT MAX(at) FROM publications WHERE at < ?", (before,))[0][0]
+        removed = self._write("DELETE FROM publications WHERE at < ?", (before,)).rowcount
         (count,) = self._read("SELECT COUNT(*) FROM publications")[0]
         if count > keep:
+            (cut,) = self._read(
+                "SELECT MAX(at) FROM (SELECT at FROM publications ORDER BY at LIMIT ?)",
+                (count - keep,),
+            )[0]
+            floor = cut if floor is None else max(floor, cut)
             cursor = self._write(
                 "DELETE FROM publications WHERE key IN (SELECT key FROM publications "
                 "ORDER BY at LIMIT ?)",
                 (count - keep,),
             )
             removed += cursor.rowcount
+        if floor is not None and floor > self.log_floor():
+            self.set_meta("log_floor", repr(float(floor)))
         return removed
+
+    def log_floor(self) -> float:
+        """The latest publication time pruned from the log: a catch-up from before it may
+        have missed something (``superpeer._catchup``, gap notices)."""
+        return float(self.get_meta("log_floor") or "-inf")
 
     # -- pending work --------------------------------------------------------------------------
     def pending(self, kind: str) -> dict[str, dict]:

@@ -33,7 +33,7 @@ peer).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import qel
 from qel.advertisements import Element
@@ -90,6 +90,10 @@ CHANGE_KINDS = ("added", "changed", "removed")
 """What a change of a resource is for one subscriber (MDV, seed 003): it matches the new version
 and did not match the old one, it matches both, it matched the old one and not the new one (or
 the resource was retracted)."""
+GAP: Final = "gap"
+"""A ``Notify`` that is no publication: an origin's log no longer reaches back to where a
+catch-up for these subscriptions had to start (a partition or an absence longer than the log
+keeps: ``superpeer._catchup``), so what it published before ``published_at`` may be missing."""
 CHANGES = ("publish", "update", "extend")
 """What a ``Publish`` does to the owner's resource under the publication's id: a first
 publication, a new version that replaces it (``update``), or triples added to it (``extend``)."""
@@ -256,8 +260,9 @@ class Notify:
     access point delivers it for them only if they asked (``Subscribe.on_change``)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in CHANGE_KINDS:
-            raise ValueError(f"kind must be one of {', '.join(CHANGE_KINDS)}, not {self.kind!r}")
+        if self.kind not in CHANGE_KINDS and self.kind != GAP:
+            kinds = ", ".join((*CHANGE_KINDS, GAP))
+            raise ValueError(f"kind must be one of {kinds}, not {self.kind!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -472,6 +477,11 @@ class Heartbeat:
     wall: float = 0.0
     echo: float = 0.0
     held: float = 0.0
+    root: str = ""
+    """The holder of position 0 of the sender's cube, as the sender knows it, and the cube's
+    ``dimension``: what two cubes that meet after a partition compare (``superpeer._merging``);
+    a member learns it from its parent in the tree of position 0. Empty: not known."""
+    dimension: int = -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -511,6 +521,11 @@ class Returned:
     peers: tuple[str, ...]
     address: str = ""
     """Where ``origin`` listens: a member that never met it may have to ask it for a peer."""
+    cube: str = ""
+    """When ``origin`` rejoined from another cube (a partition healed: ``superpeer._merging``),
+    that cube's holder of position 0; every member that was not in it asks ``origin`` for what
+    it published since the hybrid time ``since``."""
+    since: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -522,6 +537,33 @@ class Evicted:
     reason: str
     incarnation: int
     """The receiver's incarnation that departed (an older one's eviction is stale)."""
+    root: str = ""
+    """The sender's cube (its holder of position 0 and its ``dimension``: ``Heartbeat.root``)
+    and where the sender listens: if that cube is not the receiver's own and is the stronger
+    of the two, the receiver's whole cube joins it (``superpeer._merging``); if it is the
+    receiver's own, the receiver was replaced while unreachable and rejoins."""
+    dimension: int = -1
+    address: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Merge:
+    """Two cubes met after a partition healed and the sender's cube is the weaker
+    (``superpeer._merging``): every member of it (``root``, its holder of position 0) joins the
+    stronger one through ``contacts`` (node, address). Broadcast down the tree rooted at
+    ``origin_position``."""
+
+    KIND: ClassVar[str] = "sp.merge"
+    origin: str
+    origin_position: int
+    incarnation: int
+    root: str
+    into_root: str
+    into_dimension: int
+    contacts: tuple[tuple[str, str], ...]
+    since: float = 0.0
+    """From when the sender's side may have missed what the other side published (hybrid
+    time): every member catches up from the earliest it knows (0: not known)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -801,6 +843,7 @@ BACKBONE = (
     Departed,
     Returned,
     Evicted,
+    Merge,
     CatchUp,
     ReplayRequest,
     Mail,

@@ -95,6 +95,13 @@ START: Final = 1_767_225_600.0
 """2026-01-01T00:00:00Z: simulated time starts here, so traces fall on real calendar dates."""
 BOUNCE_SECONDS: Final = 0.5
 """How long a bounced super-peer is down: less than any failure timeout."""
+ANSWERED: Final = (
+    m.Advertise, m.PublishSchema, m.Subscribe, m.Unsubscribe, m.Publish, m.Withdraw, m.Fetch,
+)  # fmt: skip
+"""Peer requests answered in order (``Ack`` or ``Refused``), sent again if the connection
+closed before their answer."""
+PARTITIONED_STEP_SECONDS: Final = 1.0
+"""Simulated time an operation runs for at most while a partition lasts."""
 STUCK_SECONDS: Final = 3600.0
 """Simulated time one operation may take before the simulation is declared stuck."""
 
@@ -138,6 +145,15 @@ class SimPeer:
     """Its access point's hybrid time in the last ``Welcome`` (a move statement's ``since``)."""
     carried_clock: float = 0.0
     """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
+    waiting: list[object] = field(default_factory=list)
+    """Requests made while it had no connection (its access point rejoining during a
+    partition): sent once it connects again, in order, as a client that waits would."""
+    gaps: list[m.Notify] = field(default_factory=list)
+    """Gap notices received (an origin's log no longer reached back far enough)."""
+    unanswered: list[object] = field(default_factory=list)
+    """Requests sent on its connection and not answered yet (in order): if the connection
+    closes first, their outcome is unknown, and they are sent again on the next one (each is
+    idempotent: the same content again changes nothing)."""
 
     def subscribed(
         self, sid: str, subscription: object, now: float, expires: float | None = None
@@ -253,6 +269,11 @@ class Simulation:
         """Stopped processes (``superpeer_pause``) and what was sent to them meanwhile."""
         self._cut: dict[str, list[_Pending]] = {}
         """Super-peers cut off (``superpeer_cut``) and what their links hold meanwhile."""
+        self._groups: list[frozenset[str]] | None = None
+        """The sides of a partition (``partition``): who reaches whom; None: everyone."""
+        self._partitioned: list[_Pending] = []
+        """What links between the sides held during the partition (delivered at ``heal``)."""
+        self._partition_incarnations: dict[str, int] = {}
         self.messages: Counter[str] = Counter()
         self.message_bytes: Counter[str] = Counter()
         self.hops: Counter[int] = Counter()
@@ -307,6 +328,10 @@ class Simulation:
         except OperationError as error:
             self.errors.append({"op": self._op_label, "peer": op.get("peer"), "error": str(error)})
             return
+        if op["op"] == "partition":
+            self._partition(op["groups"])
+        elif op["op"] == "heal":
+            self._heal()
         if op["op"] == "skew":  # before its steps: a super-peer restarts under the new clock
             if "superpeer" in op:
                 self.skews[self.ids[op["superpeer"]]] = op["seconds"]
@@ -490,6 +515,34 @@ class Simulation:
         self._advance(self.now + seconds)
         held = self._cut.pop(node_id)
         self._connected = {link for link in self._connected if node_id not in link}
+        self._release(held, incarnations)
+        self.run_until_quiet()
+
+    def _partition(self, groups: list[list[int]]) -> None:
+        """From now on super-peers reach each other only within a group (``partition``)."""
+        named = [frozenset(f"sp{k}" for k in group) for group in groups]
+        listed = frozenset().union(*named)
+        rest = frozenset(self.ids) - listed
+        self._groups = [*named, rest] if rest else named
+        self._partition_incarnations = {n: node.incarnation for n, node in self.nodes.items()}
+
+    def _reaches(self, sender: str, receiver: str) -> bool:
+        groups = self._groups
+        return groups is None or any(sender in g and receiver in g for g in groups)
+
+    def _heal(self) -> None:
+        """The partition ends: links between the sides connect again (a Hello each), and what
+        they held goes through, but for what their channels drop (``_release``)."""
+        if self._groups is None:
+            return
+        groups, self._groups = self._groups, None
+        self._connected = {link for link in self._connected if any(set(link) <= g for g in groups)}
+        held, self._partitioned = self._partitioned, []
+        self._release(held, self._partition_incarnations)
+
+    def _release(self, held: list[_Pending], incarnations: dict[str, int]) -> None:
+        """Messages a cut held, sent again on new connections as the channels do: dropped if
+        the sender is a new incarnation by then; if the receiver is, unless meant for it."""
         for pending in held:
             sender, receiver = self.nodes.get(pending.sender), self.nodes.get(pending.receiver)
             if sender is None or receiver is None:
@@ -509,7 +562,14 @@ class Simulation:
                 self._connected.add(link)
                 self._enqueue("hello", *link, incarnation=sender.incarnation)
             self._requeue(pending, self._link_clock[link])
-        self.run_until_quiet()
+
+    def cubes(self) -> dict[tuple[int, str] | None, list[str]]:
+        """The live super-peers by the cube they say they are in (dimension, holder of position
+        0; None: not a member, or it has not heard yet). One key: one cube."""
+        found: dict[tuple[int, str] | None, list[str]] = {}
+        for node_id, node in sorted(self.nodes.items()):
+            found.setdefault(node.cube_identity(), []).append(node_id)
+        return found
 
     def _repaired(self, node_id: str) -> bool:
         return not any(
@@ -560,6 +620,10 @@ class Simulation:
         if peer.resources is not None:
             for fetch in unfinished(peer.resources):
                 self._from_peer(peer, fetch)
+        waiting, peer.waiting = [*peer.unanswered, *peer.waiting], []
+        peer.unanswered = []
+        for message in waiting:
+            self._from_peer(peer, message)
 
     def _disconnect(self, peer: SimPeer) -> None:
         if peer.connection is None:
@@ -603,7 +667,11 @@ class Simulation:
             self._from_peer(peer, fetch)
 
     def _from_peer(self, peer: SimPeer, message: object) -> None:
-        assert peer.connection is not None
+        if peer.connection is None:
+            peer.waiting.append(message)
+            return
+        if isinstance(message, ANSWERED):
+            peer.unanswered.append(message)
         if isinstance(message, m.Subscribe | m.Publish) and message.expires is not None:
             # an expiry is in simulated time here: on the wire, on the peer's clock, with the
             # time it was sent (as ``peer.client`` sends it)
@@ -637,7 +705,9 @@ class Simulation:
             key = versions.change_key(message)
             # one key object per change, shared by every peer's count (millions of entries)
             publication = self._change_keys.setdefault(key, key)
-            if not peer.owed(message, self.published_when(message)):
+            if message.kind == m.GAP:
+                peer.gaps.append(message)
+            elif not peer.owed(message, self.published_when(message)):
                 peer.filtered += 1
             elif peer.received[publication]:
                 self.redeliveries += 1
@@ -649,6 +719,11 @@ class Simulation:
             self._from_peer(peer, m.Delivered(through=message.delivery))
         if isinstance(message, m.Ack | m.Refused | m.Located):
             peer.answers.append(message)
+            in_order = not isinstance(message, m.Located) and not message.request.startswith(
+                "locate "
+            )
+            if in_order and peer.unanswered:
+                peer.unanswered.pop(0)
         if isinstance(message, m.Refused):
             self.errors.append({"op": self._op_label, "peer": peer.name, "error": message.reason})
         if isinstance(message, m.Located):
@@ -700,9 +775,13 @@ class Simulation:
 
     def run_until_quiet(self, until: Callable[[], bool] | None = None) -> None:
         """Deliver messages and fire timers until nothing is in flight, no node waits for
-        anything, and ``until`` (if given) holds."""
+        anything, and ``until`` (if given) holds. While a partition lasts, at most
+        ``PARTITIONED_STEP_SECONDS`` of it: the workload goes on whether or not each side
+        settled (some cuts, a bridge across one, never let the sides settle)."""
         started = self.now
         while self._queue or self._any_busy() or (until is not None and not until()):
+            if self._groups is not None and self.now - started >= PARTITIONED_STEP_SECONDS:
+                return
             timer = self._next_timer()
             if self._queue and (timer is None or self._queue[0].at < timer[0]):
                 self._deliver(heapq.heappop(self._queue))
@@ -771,6 +850,8 @@ class Simulation:
         held = self._paused.get(pending.receiver)
         if held is None and pending.kind in ("sp", "hello", "welcomed"):
             held = self._cut.get(pending.receiver, self._cut.get(pending.sender))
+            if held is None and not self._reaches(pending.sender, pending.receiver):
+                held = self._partitioned
         if held is not None:
             held.append(pending)
             return

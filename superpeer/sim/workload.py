@@ -55,6 +55,13 @@ skew           ``superpeer`` (an index) or ``peer``, and ``seconds`` (any sign, 
                ``skew`` fault restarts a daemon under ``faketime``); one that is down takes it
                when it restarts. A peer's clock changes at once. Nothing anyone is owed
                changes.
+partition      ``groups``: lists of super-peer indices; from now on two super-peers can reach
+               each other only if some group holds both (a super-peer in two groups is a
+               bridge; one in none is cut off from everyone: ``[[3]]`` isolates 3 and nothing
+               else, as every other one shares the implicit group of those unlisted). Packets
+               between the sides vanish (no reset); each side runs on, and so does the
+               workload; peers reach their access points whatever the cut
+heal           the partition ends: every super-peer reaches every other one again
 =============  ==================================================================================
 
 A document with several subjects makes several publications, ``id#1``, ``id#2``, ... in subject
@@ -103,6 +110,8 @@ OPERATIONS: Final = {
     "superpeer_pause": {"superpeer", "seconds"},
     "superpeer_cut": {"superpeer", "seconds"},
     "skew": {"seconds"},
+    "partition": {"groups"},
+    "heal": set(),
 }
 MAX_SKEW_SECONDS: Final = 3600.0
 """The largest clock skew a workload may give a process (``skew``)."""
@@ -229,6 +238,19 @@ def check_operation(op: object, line: int) -> dict:
             raise WorkloadError(f"line {line}: {key} must be a string")
     if "on" in op and op["on"] != ON_CHANGE:
         raise WorkloadError(f"line {line}: on must be {ON_CHANGE!r}")
+    if name == "partition":
+        groups = op["groups"]
+        if (
+            not isinstance(groups, list)
+            or not groups
+            or not all(
+                isinstance(g, list)
+                and g
+                and all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in g)
+                for g in groups
+            )
+        ):
+            raise WorkloadError(f"line {line}: groups is a list of lists of super-peer indices")
     if name == "skew":
         seconds = op["seconds"]
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
@@ -430,6 +452,8 @@ class Planner:
             return self._backbone(kind, op)
         if kind == "skew":
             return self._skew(op)
+        if kind in ("partition", "heal"):
+            return []  # the runner cuts its links (or its hosts' bridges): nothing to plan
         name = op["peer"]
         if kind == "join":
             return self._join(name, op["superpeer"])

@@ -179,7 +179,7 @@ def test_after_everyone_unsubscribes_no_routing_state_is_left(workload):
 
 
 @st.composite
-def churning_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
+def churning_workloads(draw: st.DrawFn, *, partitions: bool = False) -> tuple[int, list[dict]]:
     """The same workloads with the backbone's life mixed in: super-peers joining, leaving
     cleanly, failing (detected by silence), restarting on their data, pausing (a stopped
     process: its place repaired if the pause outlasts the failure timeout, it rejoins when it
@@ -190,25 +190,28 @@ def churning_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     mixed: list[dict] = []
     count = superpeers
     failed: list[int] = []
+    kinds = [
+        "superpeer_join",
+        "superpeer_leave",
+        "superpeer_fail",
+        "superpeer_restart",
+        "superpeer_pause",
+        "superpeer_cut",
+        "skew",
+        "move",
+        "move",
+    ]
+    if partitions:
+        kinds += ["partition", "partition", "heal"]
     for op in ops:
         mixed.append(op)
         if draw(st.integers(0, 4)) == 0:
-            kind = draw(
-                st.sampled_from(
-                    [
-                        "superpeer_join",
-                        "superpeer_leave",
-                        "superpeer_fail",
-                        "superpeer_restart",
-                        "superpeer_pause",
-                        "superpeer_cut",
-                        "skew",
-                        "move",
-                        "move",
-                    ]
-                )
-            )
-            if kind == "skew":
+            kind = draw(st.sampled_from(kinds))
+            if kind == "partition":
+                mixed.append({"op": "partition", "groups": draw(cuts(count))})
+            elif kind == "heal":
+                mixed.append({"op": "heal"})
+            elif kind == "skew":
                 # a super-peer restarted under a clock set wrong, or a peer's clock stepped
                 if draw(st.booleans()):
                     target = {"superpeer": draw(st.integers(0, count - 1))}
@@ -237,9 +240,29 @@ def churning_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
                 elif kind == "superpeer_fail":
                     failed.append(index)
                 mixed.append({"op": kind, "superpeer": index})
-    # heal: every super-peer that failed comes back on its data, as the fault harness does
+    # heal: the cut ends, every super-peer that failed comes back on its data, as the fault
+    # harness does
+    if partitions:
+        mixed.append({"op": "heal"})
     mixed += [{"op": "superpeer_restart", "superpeer": k} for k in range(count)]
     return superpeers, mixed
+
+
+@st.composite
+def cuts(draw: st.DrawFn, count: int) -> list[list[int]]:
+    """How a partition splits ``count`` super-peers: two sides of any sizes, one isolated,
+    or two sides and a bridge that reaches both."""
+    members = list(range(count))
+    shape = draw(st.sampled_from(["split", "isolate", "bridge"]))
+    if shape == "isolate" or count < 3:
+        return [[draw(st.sampled_from(members))]]
+    order = draw(st.permutations(members))
+    cut = draw(st.integers(1, count - 1))
+    side, other = sorted(order[:cut]), sorted(order[cut:])
+    if shape == "bridge":
+        bridge = draw(st.sampled_from(other))
+        return [sorted([*side, bridge]), other]
+    return [side, other]
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -257,6 +280,25 @@ def test_deliveries_survive_backbone_churn(workload, interleave, seed, skews):
     assume(not any(ELSEWHERE in str(error["error"]) for error in simulation.errors))
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
     check_routing(simulation)  # what a network built from scratch in the new shape holds
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(churning_workloads(partitions=True), st.booleans(), st.integers(0, 3), clocks())
+def test_deliveries_survive_partitions_and_overlapping_faults(workload, interleave, seed, skews):
+    """The churn property with partitions among the faults (two sides of any sizes, one
+    super-peer isolated, a bridge that reaches both sides), drawn while the workload goes on and
+    overlapping the other faults (a failure, a pause, a move during a cut): once the cut heals
+    and every failed super-peer is back, every peer has exactly what the oracle says, and the
+    super-peers are one cube."""
+    superpeers, ops = workload
+    simulation = run(superpeers, ops, skews, interleave=interleave, seed=seed)
+    assume(not any(ELSEWHERE in str(error["error"]) for error in simulation.errors))
+    simulation.apply({"op": "wait", "seconds": 60})  # the cube settles after the last heal
+    assert simulation.deliveries() == expected_deliveries(superpeers, ops)
+    cubes = simulation.cubes()
+    assert len(cubes) == 1 and None not in cubes, cubes
+    check_routing(simulation)
 
 
 ELSEWHERE = "its changes go there"
@@ -303,6 +345,14 @@ def test_known_churn_counterexample():
         # had sent it (as if lost with the old incarnation) without withdrawing what sp10 no
         # longer needed: sp10 held a subscription from sp8 for good
         "churn_counterexample_restarted_neighbour.json",
+        # (issue 33, found once cubes that meet compare themselves) a cut of 3 s left sp0 and
+        # sp1 each alone holding both positions: two cubes of dimension 1 whose weaker one
+        # waited to meet two members of the other, which had one
+        "churn_counterexample_cut_two_lone_cubes.json",
+        # likewise: sp0, cut off alone with a stale view of a cube of four, held position 0 and
+        # took itself for the stronger cube when its own neighbours (repaired without it)
+        # evicted it; an eviction by a neighbour in its own view now means it was replaced
+        "churn_counterexample_stale_view_evicted.json",
     ],
 )
 def test_churn_counterexamples_found_with_random_examples(name):

@@ -1,0 +1,344 @@
+"""Healing a partition (``superpeer.node``, "Partitions"): two cubes that meet become one, and
+what each side published while they were apart reaches the other side from the origins' logs.
+
+A cube cut in two becomes two cubes: each side declares the other side's members failed and
+repairs without them, or re-forms (its members rejoin, and find the other side silent), and goes
+on delivering inside itself. When the cut heals nothing in the topology protocol notices. The
+rules:
+
+* **Who is which cube.** Every member knows its cube's *identity*: the holder of position 0
+  (the *root*) and the dimension. The root's holder knows itself; every other member learns it
+  from its parent in the tree rooted at position 0 (``Heartbeat.root``, ``.dimension``), so it
+  follows every change of the cube within a heartbeat per hop.
+* **Who was lost.** A member remembers the super-peers it lost: those its cube declared failed
+  (``sp.departed``, its own repairs) and those it could not reach when it (re)joined, each with
+  the hybrid time it was last heard from (``clocks``, rule 5). It probes them, one every
+  ``merge_probe_seconds``, each again after at most ``MAX_PROBE_SECONDS``: a probe is a
+  heartbeat with the cube's identity (the link is dropped once it drained, so a dead one holds
+  no connection open). A lost super-peer heard of again in this cube (a neighbour, or a probe
+  that names this cube) is no longer lost.
+* **Meeting.** A super-peer that hears a probe naming another cube, or an ``Evicted`` from one
+  (a member answers anything its cube declared departed with ``Evicted`` and its identity),
+  compares the two: the *stronger* stays (the larger dimension, then the smaller root id: every
+  member of either cube decides alike; an ``Evicted`` from a super-peer that is a neighbour in
+  the receiver's own view means the receiver was replaced while its view went stale, and it
+  rejoins). If it is in the stronger one it answers the prober with
+  ``Evicted``. If it is in the weaker one, and it heard from two members of the stronger one
+  (one, if that one may be alone: dimension 1 or less) in the last ``MEETING_SECONDS``, it
+  broadcasts ``Merge`` to its
+  cube and, ``merge_delay_seconds`` later (the broadcast drains first), rejoins through them.
+  Every member of the weaker cube that hears the ``Merge`` probes those contacts, and follows
+  when they answer it: a member leaves its cube only for a cube it reaches itself, twice over.
+  (A *bridge*, a super-peer that reaches both sides of a cut that has not healed, is the only one
+  that meets the other side: it never takes its cube along, and the other side never dissolves
+  into a cube it reaches through one super-peer only.) An ``Evicted``
+  from its own cube (the same root) means it was replaced while unreachable (paused, cut off
+  alone): it rejoins, as before. A rejoin is a new incarnation on its durable state
+  (``SuperPeerNode._rejoin``): its peers reconnect, its subscriptions and advertisements are
+  routed in the one cube.
+* **Filling in.** A member of the weaker cube catches up, from every origin's log, on what was
+  published since it first lost a super-peer of the other side (the earliest lost one's time,
+  less the margin). It announces itself with ``sp.returned`` naming the cube it comes from and
+  that time; every member that was not in that cube asks it for what it published since. Repeats
+  are dropped; a log that no longer reaches back that far answers with a gap notice
+  (``superpeer._catchup``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from hypercup import NodeState
+from superpeer._node_base import NodeBase, Output, PlannedCatchUp, log
+from superpeer.actions import Forgotten
+from superpeer.core import tree_parent
+from wire import messages as m
+
+MAX_PROBE_SECONDS: Final = 30.0
+"""The longest wait between two probes of one lost super-peer (so a healed partition is noticed
+within about that long even by a member that lost just one)."""
+MEETING_SECONDS: Final = 60.0
+"""How long a meeting with a member of another cube counts toward leaving for it."""
+
+
+class Merges(NodeBase):
+    """Cube identities, lost super-peers, meetings of two cubes, and the catch-ups after."""
+
+    # == identity ===================================================================================
+    def cube_identity(self) -> tuple[int, str] | None:
+        """(dimension, holder of position 0) of this node's cube; None while it is not a member
+        or has not heard it yet."""
+        core = self.core
+        if core is None or self.topology.state is not NodeState.MEMBER:
+            return None
+        view = core.view
+        if 0 in view.positions:
+            return view.dimension, self.node_id
+        parent = tree_parent(view, 0)
+        root = self._reported_roots.get(parent) if parent is not None else None
+        return None if not root else (view.dimension, root)
+
+    def _identity_fields(self) -> dict[str, object]:
+        identity = self.cube_identity()
+        if identity is None:
+            return {}
+        return {"dimension": identity[0], "root": identity[1]}
+
+    def _heard_identity(
+        self,
+        sender: str,
+        incarnation: int,
+        heartbeat: m.Heartbeat,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """A heartbeat names its sender's cube: a neighbour's is this node's own (how it learns
+        its root); anyone else's is a probe, and another cube met here if it names another."""
+        if not heartbeat.root or self.core is None:
+            return
+        if self._is_neighbour(sender):
+            if heartbeat.dimension == self.core.view.dimension:
+                self._reported_roots[sender] = heartbeat.root
+            self._found(sender)
+            return
+        mine = self.cube_identity()
+        if mine is None:
+            return
+        if heartbeat.root == mine[1]:
+            self._found(sender)  # a member of this cube after all
+            return
+        theirs = (heartbeat.dimension, heartbeat.root)
+        self._met(theirs, mine, sender, incarnation=incarnation, now=now, out=out)
+
+    # == meetings ===================================================================================
+    def _evict(self, sender: str, incarnation: int, now: float, out: list[Output]) -> None:
+        """``sender``'s ``incarnation`` departed this cube (or is in another one): tell it, and
+        which cube this is."""
+        evicted = m.Evicted(
+            reason=f"{sender} incarnation {incarnation} is not a member of this cube",
+            incarnation=incarnation,
+            address=self.address,
+            **self._identity_fields(),  # type: ignore[arg-type]
+        )
+        self._send(sender, evicted, now, out)
+
+    def _evicted(
+        self, sender: str, incarnation: int, message: m.Evicted, now: float, out: list[Output]
+    ) -> None:
+        if self.topology.state is not NodeState.MEMBER or message.incarnation != self.incarnation:
+            return  # an older incarnation's, or one that is not a member any more
+        mine = self.cube_identity()
+        if (
+            not message.root
+            or mine is None
+            or message.root == mine[1]
+            or self._is_neighbour(sender)
+        ):
+            # the cube replaced this incarnation while it was unreachable (paused, cut off
+            # alone): whatever its own view says (one of its neighbours there evicts it), it
+            # is not a member any more
+            self._rejoin(f"evicted: {message.reason}", now, out)
+            return
+        theirs = (message.dimension, message.root)
+        self._met(
+            theirs, mine, sender, incarnation=incarnation, address=message.address, now=now, out=out
+        )
+
+    def _met(
+        self,
+        theirs: tuple[int, str],
+        mine: tuple[int, str],
+        sender: str,
+        *,
+        incarnation: int,
+        address: str = "",
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """Another cube (``theirs``) met this one through ``sender`` (its ``incarnation``, as
+        its link said): the weaker one joins the stronger (``stronger``)."""
+        if not stronger(theirs, mine):
+            # this one stays; the other hears so (and dissolves) when it is told which this is
+            self._evict(sender, incarnation, now, out)
+            return
+        met = self._meetings.setdefault(theirs, {})
+        met[sender] = (address or self.addresses.get(sender, ""), now)
+        for member in [n for n, (_, at) in met.items() if now - at > MEETING_SECONDS]:
+            del met[member]
+        if len(met) < min(2, fewest_members(theirs[0])):
+            # reached one member of it only (maybe a bridge across a cut that has not healed):
+            # ask another one it may know of (the super-peers this node lost)
+            return
+        contacts = [(n, a) for n, (a, _) in sorted(met.items(), key=lambda i: -i[1][1]) if a]
+        self._merge_into(theirs, contacts, mine[1], now, out)
+
+    def _merge_into(
+        self,
+        into: tuple[int, str],
+        contacts: list[tuple[str, str]],
+        root: str,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """This node's cube (its holder of position 0 is ``root``) is the weaker of two that
+        met: tell the whole cube, then rejoin through ``contacts``."""
+        if self._merging is not None:
+            return
+        core = self.core
+        assert core is not None
+        log.warning(
+            "event=cubes_met node=%s cube=%s into=%s dimension=%d contact=%s",
+            self.node_id,
+            root,
+            into[1],
+            into[0],
+            contacts[0][0],
+        )
+        merge = m.Merge(
+            origin=self.node_id,
+            origin_position=core.view.root_position,
+            incarnation=self.incarnation,
+            root=root,
+            into_root=into[1],
+            into_dimension=into[0],
+            contacts=tuple(contacts),
+            since=self._apart_since(now) or 0.0,
+        )
+        self._core_call(lambda o: core.broadcast(merge, now, o), now, out)
+        self._merging = (now + self.config.merge_delay_seconds, contacts, root)
+
+    def _merge_heard(self, message: m.Merge, now: float, out: list[Output]) -> None:
+        """A member of this cube found it the weaker of two: probe the members of the stronger
+        one it met; this node follows when they answer it (``_met``)."""
+        mine = self.cube_identity()
+        if mine is None or mine[1] != message.root or message.origin == self.node_id:
+            return
+        if message.since and (self._apart_hint is None or message.since < self._apart_hint):
+            self._apart_hint = message.since
+        for node, address in message.contacts:
+            if node == self.node_id or not address:
+                continue
+            self.addresses.setdefault(node, address)
+            probe = m.Heartbeat(wall=now, **self._identity_fields())  # type: ignore[arg-type]
+            self._send(node, probe, now, out, address=address)
+
+    def _merge_due(self, now: float, out: list[Output]) -> None:
+        if self._merging is None or now < self._merging[0]:
+            return
+        _, contacts, root = self._merging
+        self._merging = None
+        if self.topology.state is not NodeState.MEMBER:
+            return
+        since = self._apart_since(now)
+        # what the weaker cube judged (who departed, who holds position 0) means nothing in the
+        # stronger one, whose members it had declared failed; who was lost stays lost until
+        # found again (a cube may merge into another while both are still apart from a third)
+        self.departed.clear()
+        self._reported_roots.clear()
+        self._meetings.clear()
+        self._apart_hint = None
+        self._merged_from = (root, since)
+        self._rejoin(
+            "its cube met a stronger one after a partition",
+            now,
+            out,
+            contacts=contacts,
+            since=since,
+        )
+
+    def _apart_since(self, now: float) -> float | None:
+        """When this node's side may have begun to miss what the other side published: the
+        earliest time a super-peer it lost (in the last ``log_seconds``) was last heard from,
+        less the margin (``clocks``, rule 5), or an earlier merge's if that was earlier."""
+        recent = [
+            since - self.config.catchup_margin_seconds
+            for since, at in self._lost.values()
+            if now - at <= self.config.log_seconds
+        ]
+        if self._merged_from is not None and self._merged_from[1] is not None:
+            recent.append(self._merged_from[1])  # an earlier merge's, while apart from a third
+        if self._apart_hint is not None:
+            recent.append(self._apart_hint)  # what the member that found the other cube said
+        if self._joined_clock is not None:
+            # at the latest when it joined this cube, which the other side was never part of
+            recent.append(self._joined_clock - self.config.catchup_margin_seconds)
+        return min(recent, default=None)
+
+    # == the lost, and probes =======================================================================
+    def _lose(self, node: str, since: float, now: float) -> None:
+        """``node`` is out of reach (declared failed, or silent to a join): it was last heard
+        from at the hybrid time ``since``. Probe it from now on."""
+        if node == self.node_id or not since:
+            return
+        known = self._lost.get(node)
+        self._lost[node] = (min(since, known[0]) if known else since, now)
+        self._probe_tries.pop(node, None)
+        self._probes[node] = now + self.config.merge_probe_seconds
+
+    def _lose_silent(self, node: str, now: float) -> None:
+        """A contact silent to a join: lost since it was last heard from (or three failure
+        timeouts ago, if never)."""
+        since = self._heard_clock.get(node)
+        if since is None:
+            since = self.clock.now(now) - 3 * self.config.failure_seconds
+        self._lose(node, since, now)
+
+    def _found(self, node: str) -> None:
+        """``node`` is in this cube (a neighbour, or it named this cube): not lost."""
+        if node in self._lost:
+            del self._lost[node]
+            self._probes.pop(node, None)
+            self._probe_tries.pop(node, None)
+
+    def _probe_lost(self, now: float, out: list[Output]) -> None:
+        """One lost super-peer at most, the one waiting longest: a cut that healed is noticed
+        even if nothing was in flight across it."""
+        core = self.core
+        if core is None or now < self._probe_at or not self._probes:
+            return
+        self._probe_at = now + self.config.merge_probe_seconds
+        neighbours = core.view.neighbours()
+        due = [
+            (at, node)
+            for node, at in self._probes.items()
+            if at <= now and node not in neighbours and self.addresses.get(node)
+        ]
+        if not due:
+            return
+        _, node = min(due)
+        tries = self._probe_tries.get(node, 0) + 1
+        self._probe_tries[node] = tries
+        wait = min(self.config.merge_probe_seconds * 2**tries, MAX_PROBE_SECONDS)
+        self._probes[node] = now + wait
+        if now - self._lost[node][1] > self.config.retention_seconds:
+            self._found(node)  # gone that long: nothing it kept is kept anywhere any more
+            return
+        probe = m.Heartbeat(wall=now, **self._identity_fields())  # type: ignore[arg-type]
+        self._send(node, probe, now, out)
+        out.append(Forgotten(node))  # once drained (or the handshake timed out): no link kept
+
+    # == filling in =================================================================================
+    def _returned_from_apart(self, message: m.Returned, now: float) -> None:
+        """``message.origin`` rejoined from another cube (a merge after a partition): what it
+        published while apart is in its log, unless this node was in that cube too."""
+        if not message.cube or not message.since:
+            return
+        if self._merged_from is not None and self._merged_from[0] == message.cube:
+            return  # it comes from the cube this node came from: it had those already
+        self._found(message.origin)
+        if not (self.store.local_peers() or self._withdrawn):
+            return
+        due = now + self.config.routing.settle_seconds
+        origins = frozenset({message.origin})
+        self._catchups.append(PlannedCatchUp(due, message.since, None, origins))
+
+
+def fewest_members(dimension: int) -> int:
+    """The fewest members a cube of ``dimension`` has: each holds one position, or two."""
+    return max(1, 2 ** dimension // 2)
+
+
+def stronger(theirs: tuple[int, str], mine: tuple[int, str]) -> bool:
+    """Whether the cube ``theirs`` (dimension, root) is the one that stays when it meets
+    ``mine``: the larger dimension (fewer rejoins), then the smaller root id."""
+    return (-theirs[0], theirs[1]) < (-mine[0], mine[1])
