@@ -71,8 +71,8 @@ def read_traces(spark: SparkSession, path: str) -> DataFrame:
     original text in ``_corrupt_record`` when the line is invalid (see ``analytics.schema``).
 
     Reads JSON lines (plain or gzipped) or the Parquet copy, whichever ``path`` holds. Raises
-    ``TraceInputError`` when ``path`` is missing, holds no trace files, or only empty ones (the one
-    Spark job here stops at the first line it finds)."""
+    ``TraceInputError`` when ``path`` is missing or holds no trace files; runs no Spark job (files
+    that hold no line are found by the analysis, ``analytics.figures.NoTraceLines``)."""
     if _hadoop_layout(spark, path) == "parquet":
         stored = spark.read.schema(PARQUET_SCHEMA).parquet(path)
         # Rows written invalid keep their text; a row that breaks the rules without one (a Parquet
@@ -81,8 +81,6 @@ def read_traces(spark: SparkSession, path: str) -> DataFrame:
         raw = _mark_invalid(stored, F.coalesce(F.col(INVALID_COLUMN), fallback))
     else:
         raw = _read_lines(spark, path)
-    if raw.isEmpty():
-        raise TraceInputError(f"{path}: the trace files hold no lines")
     return raw
 
 

@@ -15,7 +15,6 @@ import math
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from analytics import reference
 from analytics.definitions import bucket_seconds
-from analytics.figures import Figures, analyze
+from analytics.figures import Figures, Keep, analyze
 from analytics.load import append_parquet, read_traces
 from superpeer.trace import EVENTS
 
@@ -291,14 +290,11 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def collect_all(raw: DataFrame, *, keep_rows: bool = True) -> dict[str, list[Row]]:
-    """Every table's rows for ``raw``, collected concurrently (each is a small job; together they
-    would otherwise queue one after the other)."""
-    figures = analyze(raw, keep_rows=keep_rows)
+def collect_all(raw: DataFrame, *, keep: Keep = "rows") -> dict[str, list[Row]]:
+    """Every table's rows for ``raw`` (the growing ones collected whole)."""
+    figures = analyze(raw, keep=keep)
     try:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = {name: pool.submit(t.collect) for name, t in figures.tables().items()}
-        return {name: future.result() for name, future in futures.items()}
+        return {name: figures.collect(name) for name in SCHEMAS}
     finally:
         figures.unpersist()
 
@@ -347,15 +343,37 @@ def test_bucket_size(figures: Figures, expected: dict[str, list[tuple]]) -> None
 @pytest.mark.spark
 @pytest.mark.parametrize("name", list(SCHEMAS))
 def test_figure_agrees_with_plain_python(
-    spark: SparkSession, figures: Figures, expected: dict[str, list[tuple]], name: str
+    figures: Figures, expected: dict[str, list[tuple]], name: str
 ) -> None:
     assertDataFrameEqual(
-        getattr(figures, name),
-        spark.createDataFrame(expected[name], SCHEMAS[name]),
-        checkRowOrder=True,
-        rtol=0.0,
-        atol=0.0,
+        figures.collect(name), as_rows(name, expected[name]), checkRowOrder=True, rtol=0.0, atol=0.0
     )
+
+
+@pytest.mark.spark
+def test_the_growing_tables_first_rows_reach_the_driver(
+    figures: Figures, expected: dict[str, list[tuple]]
+) -> None:
+    """The report shows the first rows of the tables that grow with the input, and the busiest
+    second of the traffic, without collecting them whole."""
+    assert [tuple(r) for r in figures.shown["subscriptions"]] == expected["subscriptions"][:30]
+    assert [tuple(r) for r in figures.shown["duplicates"]] == expected["duplicates"][:30]
+    busiest = min(expected["traffic_per_second"], key=lambda r: (-r[1], r[0]))
+    assert [tuple(r) for r in figures.shown["traffic_per_second"]] == [busiest]
+
+
+@pytest.mark.spark
+def test_one_analysis_is_a_handful_of_spark_jobs(spark: SparkSession, traces: Path) -> None:
+    """Two passes: the tallies, then one query for the rest, whose two broadcasts (the
+    publications the deliveries meet, the bins that hold the percentiles) are jobs of their own.
+    Before, each table was a job or more: 33 of them."""
+    context = spark.sparkContext
+    context.setJobGroup("one-analysis", "test_one_analysis_is_a_handful_of_spark_jobs")
+    try:
+        analyze(read_traces(spark, str(traces))).unpersist()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert len(context.statusTracker().getJobIdsForGroup("one-analysis")) == 4
 
 
 @pytest.mark.spark
@@ -371,7 +389,7 @@ def test_figures_match_the_simulators_own_counts(
         for kind, counts in report["messages"].items()  # type: ignore[union-attr]
         if kind != "peer.ack"
     }
-    assert {row.kind: (row.messages, row.bytes) for row in figures.kinds.collect()} == counted
+    assert {row.kind: (row.messages, row.bytes) for row in figures.tables["kinds"]} == counted
     hops = {int(h): n for h, n in report["hops"].items()}  # type: ignore[union-attr]
     assert dict(expected["hops"]) == hops
     assert report["totals"]["redeliveries"] == 0  # type: ignore[index]
@@ -400,7 +418,7 @@ def test_gzip_input_in_subfolders(
 ) -> None:
     """Also the events kept as compressed columns, as for inputs too large to keep as rows."""
     raw = read_traces(spark, str(gzip_traces))
-    assert_same_figures(collect_all(raw, keep_rows=False), expected)
+    assert_same_figures(collect_all(raw, keep="columns"), expected)
 
 
 @pytest.mark.spark
