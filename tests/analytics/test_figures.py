@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from pyspark.testing import assertDataFrameEqual
 from analytics import reference
 from analytics.definitions import bucket_seconds
 from analytics.figures import Figures, Keep, analyze
-from analytics.load import append_parquet, read_traces
+from analytics.load import read_traces
 from superpeer.trace import EVENTS
 
 from .conftest import GARBAGE, simulate
@@ -419,42 +418,6 @@ def test_gzip_input_in_subfolders(
     """Also the events kept as compressed columns, as for inputs too large to keep as rows."""
     raw = read_traces(spark, str(gzip_traces))
     assert_same_figures(collect_all(raw, keep="columns"), expected)
-
-
-@pytest.mark.spark
-def test_parquet_copy_gives_identical_figures(
-    spark: SparkSession, corrupt_traces: Path, tmp_path: Path
-) -> None:
-    copy = tmp_path / "events"
-    append_parquet(spark, str(corrupt_traces), str(copy))
-    partitions = sorted(p.relative_to(copy).as_posix() for p in copy.glob("date=*/*"))
-    assert "date=2026-01-01/node=sp0" in partitions
-    assert "date=2026-01-01/node=sp15" in partitions
-    # Invalid lines without a time or a node go along, under Hive's null partition.
-    assert any(p.startswith("date=__HIVE_DEFAULT_PARTITION__") for p in partitions)
-    actual = collect_all(read_traces(spark, str(copy)))
-    assert_same_figures(actual, expected_tables(corrupt_traces))
-
-
-@pytest.mark.spark
-def test_parquet_copy_appends_only_the_files_that_arrived(
-    spark: SparkSession, traces: Path, expected: dict[str, list[tuple]], tmp_path: Path
-) -> None:
-    """The copy as a pipeline: logs shipped in two rounds, a run after each, and one more with
-    nothing new, hold every line once; analysed, the copy gives the figures of all the logs."""
-    logs, copy = tmp_path / "logs", tmp_path / "events"
-    files = sorted(traces.iterdir())
-    lines = expected["quality"][0][0]
-    for shipped in (files[:5], files[5:], []):
-        for file in shipped:
-            target = logs / "host" / file.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(file, target)
-        append_parquet(spark, str(logs), str(copy))
-        copied = sum(len(f.read_text().splitlines()) for f in logs.rglob("*.jsonl"))
-        assert read_traces(spark, str(copy)).count() == copied
-    assert copied == lines
-    assert_same_figures(collect_all(read_traces(spark, str(copy))), expected)
 
 
 @pytest.mark.parametrize("variant", ["traces", "corrupt_traces", "gzip_traces"])
