@@ -1,22 +1,27 @@
-"""The figures of the traffic report: DataFrame transforms, events in, aggregates out.
+"""The figures of the traffic report: the Spark side, events in, small aggregates out.
 
-Every transform takes DataFrames and returns a DataFrame, lazily: nothing here collects data to
-the driver except ``analyze``, which reads one row (the time span and the number of publications)
-to size the time buckets and to choose the join strategy. Outputs are sorted in report order, so
-their rows can be collected and shown as they are.
+Every transform takes DataFrames and returns a DataFrame, lazily; ``analyze`` runs them. A Spark
+job costs the driver a plan, generated code and scheduling whatever its size (33 jobs, one or more
+per table, cost about 21 CPU s before), and reading the events is what costs the tasks (JSON
+parsing first, then every scan). So ``analyze`` makes two passes, each one Spark action whose
+small result reaches the driver once, and ``analytics.tables`` finishes the tables there:
 
-The work is organised in passes, because reading the events is what costs (JSON parsing first,
-then every scan): ``analyze`` caches the events once, and each group of figures is one pass over
-that cache, whose small result the figures of the group are read off:
+1. ``tallies``: one aggregation over every line, keyed by the few columns the counting figures
+   need (a few thousand rows whatever the input size): input quality, the overview, messages per
+   kind, per super-peer and per link, load, hop counts, the forwarding trees, the delivery counts,
+   and the time span, which sets the time buckets of pass 2;
+2. one query (``collect_parts``), the union of: the ``timeline`` (super-peer messages per second
+   and per time bucket, incidents per bucket); the deliveries joined to their publications' times
+   (the publications, small beside the deliveries, broadcast when few enough) and their
+   nearest-rank percentiles (``latency_ranks``); the duplicate deliveries and the notifications
+   still stored; the ``subscription_routes`` (forwarded subscriptions and the notifications that
+   answered them: forwarding efficiency and the hot subscriptions); the first invalid lines.
 
-- ``tallies``: one aggregation over every line, keyed by the few columns the counting figures need
-  (a few thousand rows whatever the input size): input quality, the overview, messages per kind,
-  per super-peer and per link, load, hop counts, the forwarding trees, the delivery counts;
-- ``timeline``: super-peer messages per second and per time bucket, and incidents per bucket;
-- ``delivery_latencies``: deliveries joined to their publications' times (the publications, small
-  beside the deliveries, are broadcast when few enough), for the latency percentiles;
-- ``subscription_routes``: forwarded subscriptions and the notifications that answered them, for
-  forwarding efficiency and the hot subscriptions.
+Its broadcasts are Spark jobs of their own, so an analysis is four jobs. The tables that grow
+with the input (``tables.GROWING``) stay in Spark, persisted, and only their first rows (for the
+traffic, its busiest second) reach the driver; no global sort runs (each would sample its input in
+a job of its own): the driver sorts what it gets, and a growing table is sorted in one partition
+where it is written or collected whole (``Figures.whole``).
 
 ``events`` below is ``valid_events(raw)``, the valid rows of ``analytics.load.read_traces``.
 

@@ -1,38 +1,42 @@
-"""Traffic analytics on Spark, in local mode and on a standalone cluster, against the same figures
-in one plain Python process, all in the same run.
+"""Traffic analytics on Spark, in local mode and on a standalone cluster, from the JSON lines and
+from the Parquet copy, against the same figures in one plain Python process, all in the same run.
 
-    python -m bench.analytics [--events 1000000,10000000] [--engines local,python,cluster]
+    python -m bench.analytics [--events 1000000,10000000] [--engines python,local,parquet,cluster]
                               [--superpeers 64] [--seed 1] [--driver-memory 6g] [--workers 2]
-                              [--worker-memory 4g] [--executor-memory 3g] [--traces DIR] [--json]
+                              [--worker-memory 4g] [--executor-memory 3g] [--fresh 0.125]
+                              [--traces DIR] [--json]
 
 For each size, a synthetic trace (``generate_traces``: the schema of ``superpeer.trace``, one
 JSON-lines file per super-peer, seeded) is written under /tmp and deleted afterwards, or kept in
-``--traces DIR`` and reused by later runs (10^8 events take most of an hour to generate). The
-simulator itself writes about 9,000 trace events a second, too slow for 10^7; the generator
-mimics what it writes instead: subscriptions forwarded hop by hop along hypercube paths toward
-popular origins, notifications down the origins' spanning trees to the super-peers whose
-subscriptions they answer (``sub`` naming the ids those sent), deliveries to local peers (naming
-the peer's subscriptions they answer, as the daemons will once they trace ``Notify``'s ids), some
-stored offline and flushed later, advertisement broadcasts, retractions, refusals, drops, and one
-line in 100,000 cut short (invalid). Origins are Zipf-popular, so load is uneven; hop delays are
-lognormal; the event rate swings over the run, so traffic over time has a shape.
+``--traces DIR`` and reused by later runs. The simulator itself writes about 9,000 trace events a
+second, too slow for 10^7; the generator mimics what it writes instead: subscriptions forwarded
+hop by hop along hypercube paths toward popular origins, notifications down the origins' spanning
+trees to the super-peers whose subscriptions they answer (``sub`` naming the ids those sent),
+deliveries to local peers (naming the peer's subscriptions they answer), some stored offline and
+flushed later, advertisement broadcasts, retractions, refusals, drops, and one line in 100,000
+cut short (invalid). Origins are Zipf-popular, so load is uneven; hop delays are lognormal; the
+event rate swings over the run, so traffic over time has a shape.
 
-Engines, each timed per size; Spark after its session has started and made one untimed pass over
-a small trace (the JVMs compile Spark's hot paths on first use; Python has nothing to warm up):
+Engines, each timed per size; each Spark session first makes one untimed pass of each kind over a
+small trace (the JVMs compile Spark's hot paths on first use; Python has nothing to warm up):
 
-- ``local``: Spark ``local[2]`` in this process: read the JSON lines, keep the events once,
-  compute every table of ``analytics.figures`` and collect it (the per-second traffic and the hot
-  subscriptions in full too, to compare): the work the report is built on.
-- ``python``: ``analytics.reference.compute``, one process, one pass; each size right after the
-  local Spark run of that size, so that both meet the same load.
+- ``python``: ``analytics.reference.compute`` on the JSON lines, one process, one pass;
+- ``local``: Spark ``local[2]`` in this process on the JSON lines: what the report computes
+  (``analytics.figures.analyze``: both passes, the growing tables kept in Spark, the rest on the
+  driver); the growing tables are then collected whole, untimed, to compare;
+- ``parquet``: the Parquet copy made as a pipeline makes it (``analytics.ingest``): a first run
+  appends all files but the newest ``--fresh`` share, a second the rest, a third finds nothing
+  new, each timed; then the same analysis as ``local``, of the copy;
 - ``cluster``: the same Spark work on a standalone cluster of ``--workers`` workers of one core
-  each on 127.0.0.1 (``deploy.spark_cluster``), this process being the driver.
+  each on 127.0.0.1 (``deploy.spark_cluster``), this process being the driver, of the JSON lines
+  and of the copy.
 
-Every engine must give the tables Python gives (checked, reported as ``agrees``). Reported:
-events, input bytes, and for each engine seconds, events/s, speed over Python, the CPU seconds it
-used (Python: this process; Spark: this process and every process it started, the JVMs of the
-driver, and of the cluster's daemons and executors), and the machine's 1-minute load average
-before and after (other work on the machine slows every engine; CPU seconds much less).
+Every engine must give the tables Python gives (checked, reported as ``agrees``). Reported per
+engine: seconds, events/s, speed over Python, the CPU seconds of this process and every process
+it started (the driver's JVM, the cluster's daemons and executors), and for Spark (``SparkMeter``)
+the jobs it ran and the CPU of their tasks (Spark's REST API), the driver's own CPU, and the
+driver JVM's CPU by kind of thread (``/proc``); and the machine's 1-minute load average before
+and after (other work on the machine slows every engine; CPU seconds much less).
 """
 
 from __future__ import annotations
