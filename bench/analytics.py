@@ -257,9 +257,10 @@ class SparkMeter:
     the driver's own planning, scheduling and bookkeeping), and of every other process this one
     started (a standalone cluster's daemons and executors).
 
-    In local mode the driver's JVM runs the tasks too, so the driver's own cost is the JVM's CPU
-    less its task threads', its JIT's and its collector's; on a cluster, all of the driver JVM's
-    CPU is the driver's."""
+    The driver's CPU is this process's and the driver JVM's. In local mode that JVM runs the tasks
+    too, so their CPU (the REST API's), the JIT compiler's and the collector's are taken out (the
+    JIT compiles mostly the tasks' generated code; on a cluster the executors' JVMs do that); on a
+    cluster, all of the driver JVM's CPU is the driver's."""
 
     def __init__(self, spark: Any) -> None:
         context = spark.sparkContext
@@ -286,7 +287,9 @@ class SparkMeter:
             for stage in stages
             for attempt in self._get(f"stages/{stage}")
         )
-        driver_jvm = jvm - (by_kind["tasks"] + by_kind["jit"] + by_kind["gc"] if self.local else 0)
+        # In local mode the JVM's task threads ran the tasks, whose CPU the REST API has whole
+        # (a task thread that ends, idle for a minute, takes its CPU out of the /proc reading).
+        driver_jvm = jvm - (task_cpu + by_kind["jit"] + by_kind["gc"] if self.local else 0)
         details = {
             "jobs": len(jobs),
             "stages": len(stages),
