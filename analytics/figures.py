@@ -658,11 +658,6 @@ def _release(frame: DataFrame) -> None:
         frame.unpersist()
 
 
-def _total(values: Column) -> Column:
-    """The sum of ``values``, 0 (not null) when there are none."""
-    return F.coalesce(F.sum(values), F.lit(0))
-
-
 _BINS_PER_DOUBLING: Final = 256
 """Bins per doubling of a value: fine enough that a bin holds a small share of its group's values
 (the second pass sorts the values of up to 100 bins per group), coarse enough that the bins are

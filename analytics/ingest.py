@@ -226,6 +226,8 @@ def _listing(spark: SparkSession, path: str) -> list[tuple[str, Any]]:
     fs, root = hadoop_path(spark, path)
     if not fs.exists(root):
         raise TraceInputError(f"{path}: no such log directory")
+    if fs.getFileStatus(root).isFile():
+        return [(root.getName(), fs.getFileStatus(root))]
     prefix = str(fs.makeQualified(root).toUri().getPath()).rstrip("/")
     found: list[tuple[str, Any]] = []
     files = fs.listFiles(root, True)
