@@ -11,9 +11,9 @@ import argparse
 import sys
 import time
 
+from analytics.ingest import append_parquet
 from analytics.load import (
     TraceInputError,
-    append_parquet,
     input_bytes,
     is_local_path,
     local_layout,
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="first append the log files not copied yet to a Parquet copy partitioned by date and "
         "node (REPORTDIR/events, or --parquet-dir), then analyse the copy; later runs with the "
-        "same copy parse only the files that arrived since",
+        "same copy parse only the files that arrived since (recorded in COPY/_ingested)",
     )
     parser.add_argument(
         "--parquet-dir", metavar="URI", help="where --parquet writes the copy (implies --parquet)"
@@ -86,17 +86,26 @@ def main(argv: list[str] | None = None) -> int:
             raw = read_traces(spark, args.logdir)
             size = input_bytes(spark, args.logdir)
             tune_for_input(spark, size)
+            keep = "rows" if rows_fit(spark, size) else "columns"
             if parquet_dir is not None:
                 _step(f"appending the new files of {args.logdir} to the Parquet copy {parquet_dir}")
-                append_parquet(spark, args.logdir, parquet_dir)
+                done = append_parquet(spark, args.logdir, parquet_dir)
+                _step(
+                    f"{len(done.added)} new files appended, {done.known} were in the copy already"
+                    + (
+                        f", {len(done.removed)} unrecorded Parquet files removed"
+                        * bool(done.removed)
+                    )
+                )
                 raw = read_traces(spark, parquet_dir)
+                keep = "none"  # each pass reads the columns it needs from Parquet
             _step(f"analysing {parquet_dir or args.logdir}")
             summary = build_report(
                 raw,
                 args.out,
                 warehouse=args.warehouse,
                 source=parquet_dir or args.logdir,
-                keep_rows=rows_fit(spark, size),
+                keep=keep,
             )
     except (TraceInputError, JavaRuntimeError) as error:
         return _fail(str(error))

@@ -1,22 +1,27 @@
-"""The figures of the traffic report: DataFrame transforms, events in, aggregates out.
+"""The figures of the traffic report: the Spark side, events in, small aggregates out.
 
-Every transform takes DataFrames and returns a DataFrame, lazily: nothing here collects data to
-the driver except ``analyze``, which reads one row (the time span and the number of publications)
-to size the time buckets and to choose the join strategy. Outputs are sorted in report order, so
-their rows can be collected and shown as they are.
+Every transform takes DataFrames and returns a DataFrame, lazily; ``analyze`` runs them. A Spark
+job costs the driver a plan, generated code and scheduling whatever its size (33 jobs, one or more
+per table, cost about 21 CPU s before), and reading the events is what costs the tasks (JSON
+parsing first, then every scan). So ``analyze`` makes two passes, each one Spark action whose
+small result reaches the driver once, and ``analytics.tables`` finishes the tables there:
 
-The work is organised in passes, because reading the events is what costs (JSON parsing first,
-then every scan): ``analyze`` caches the events once, and each group of figures is one pass over
-that cache, whose small result the figures of the group are read off:
+1. ``tallies``: one aggregation over every line, keyed by the few columns the counting figures
+   need (a few thousand rows whatever the input size): input quality, the overview, messages per
+   kind, per super-peer and per link, load, hop counts, the forwarding trees, the delivery counts,
+   and the time span, which sets the time buckets of pass 2;
+2. one query (``collect_parts``), the union of: the ``timeline`` (super-peer messages per second
+   and per time bucket, incidents per bucket); the deliveries joined to their publications' times
+   (the publications, small beside the deliveries, broadcast when few enough) and their
+   nearest-rank percentiles (``latency_ranks``); the duplicate deliveries and the notifications
+   still stored; the ``subscription_routes`` (forwarded subscriptions and the notifications that
+   answered them: forwarding efficiency and the hot subscriptions); the first invalid lines.
 
-- ``tallies``: one aggregation over every line, keyed by the few columns the counting figures need
-  (a few thousand rows whatever the input size): input quality, the overview, messages per kind,
-  per super-peer and per link, load, hop counts, the forwarding trees, the delivery counts;
-- ``timeline``: super-peer messages per second and per time bucket, and incidents per bucket;
-- ``delivery_latencies``: deliveries joined to their publications' times (the publications, small
-  beside the deliveries, are broadcast when few enough), for the latency percentiles;
-- ``subscription_routes``: forwarded subscriptions and the notifications that answered them, for
-  forwarding efficiency and the hot subscriptions.
+Its broadcasts are Spark jobs of their own, so an analysis is four jobs. The tables that grow
+with the input (``tables.GROWING``) stay in Spark, persisted, and only their first rows (for the
+traffic, its busiest second) reach the driver; no global sort runs (each would sample its input in
+a job of its own): the driver sorts what it gets, and a growing table is sorted in one partition
+where it is written or collected whole (``Figures.whole``).
 
 ``events`` below is ``valid_events(raw)``, the valid rows of ``analytics.load.read_traces``.
 
@@ -79,14 +84,15 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import reduce
-from typing import Final
+from typing import Final, Literal
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 from pyspark.storagelevel import StorageLevel
 
+from analytics import tables
 from analytics.definitions import (
     BROADCAST_PUBLICATIONS,
     CDF_PERCENTS,
@@ -158,185 +164,6 @@ def tallies(raw: DataFrame) -> DataFrame:
     )
 
 
-def input_quality(counted: DataFrame) -> DataFrame:
-    """``lines, valid, invalid``: the non-blank lines read, and how many were (in)valid
-    (``counted`` is ``tallies``)."""
-    valid = F.col("valid")
-    return counted.agg(
-        _total(F.col("events")).alias("lines"),
-        _total(F.when(valid, F.col("events"))).alias("valid"),
-        _total(F.when(~valid, F.col("events"))).alias("invalid"),
-    )
-
-
-def overview(counted: DataFrame) -> DataFrame:
-    """``events, superpeers, first_ts, last_ts, messages, bytes``: one row about the whole run
-    (messages and bytes are wire messages)."""
-    wire = _wire_message()
-    return (
-        counted.where("valid")
-        .agg(
-            _total(F.col("events")).alias("events"),
-            F.countDistinct("node").alias("superpeers"),
-            F.min("first_ts").alias("first_ts"),
-            F.max("last_ts").alias("last_ts"),
-            _total(F.when(wire, F.col("events"))).alias("messages"),
-            _total(F.when(wire, F.col("bytes"))).alias("bytes"),
-        )
-        .select("events", "superpeers", "first_ts", "last_ts", "messages", "bytes")
-    )
-
-
-def messages_by_kind(counted: DataFrame) -> DataFrame:
-    """``kind, messages, bytes``: wire messages per message kind."""
-    return (
-        counted.where(F.col("valid") & _wire_message())
-        .groupBy("kind")
-        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
-        .orderBy("kind")
-    )
-
-
-def traffic_by_superpeer(counted: DataFrame) -> DataFrame:
-    """``node, sent, sent_bytes, received, received_bytes`` per super-peer in the logs: sent are
-    its ``send``, ``deliver`` and ``flush`` events (to neighbours and to its peers), received its
-    ``receive`` events (so ``received`` is its load)."""
-    sending = F.col("event").isin("send", "deliver", "flush")
-    receiving = F.col("event") == "receive"
-    return (
-        counted.where("valid")
-        .groupBy("node")
-        .agg(
-            _total(F.when(sending, F.col("events"))).alias("sent"),
-            _total(F.when(sending, F.col("bytes"))).alias("sent_bytes"),
-            _total(F.when(receiving, F.col("events"))).alias("received"),
-            _total(F.when(receiving, F.col("bytes"))).alias("received_bytes"),
-        )
-        .orderBy("node")
-    )
-
-
-def traffic_by_link(counted: DataFrame) -> DataFrame:
-    """``node, neighbour, messages, bytes``: super-peer to super-peer ``send`` events per
-    directed link."""
-    return (
-        counted.where(F.col("valid") & (F.col("event") == "send") & F.col("neighbour").isNotNull())
-        .groupBy("node", "neighbour")
-        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
-        .orderBy("node", "neighbour")
-    )
-
-
-def load_by_superpeer(superpeers: DataFrame) -> DataFrame:
-    """``node, load``: ``receive`` events per super-peer, 0 for one that received nothing, read
-    off ``superpeers`` (``traffic_by_superpeer``, whose ``received`` they are)."""
-    return superpeers.select("node", F.col("received").alias("load"))
-
-
-def load_curve(load: DataFrame) -> DataFrame:
-    """``rank, node, load, superpeer_share, cumulative_load_share``: the sorted cumulative load
-    (``load`` is ``load_by_superpeer``). The share is null when nothing was received at all."""
-    order = Window.orderBy(F.desc("load"), F.asc("node"))
-    totals = load.agg(F.count(F.lit(1)).alias("_n"), F.sum("load").alias("_total"))
-    return (
-        load.withColumn("rank", F.row_number().over(order).cast("long"))
-        .withColumn(
-            "_upto",
-            F.sum("load").over(order.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
-        )
-        .crossJoin(F.broadcast(totals))
-        .select(
-            "rank",
-            "node",
-            "load",
-            (F.col("rank") / F.col("_n")).alias("superpeer_share"),
-            F.when(F.col("_total") > 0, F.col("_upto") / F.col("_total")).alias(
-                "cumulative_load_share"
-            ),
-        )
-        .orderBy("rank")
-    )
-
-
-def load_gini(load: DataFrame) -> DataFrame:
-    """``superpeers, total_load, gini``: the Gini coefficient of the loads (module docstring)."""
-    ascending = Window.orderBy(F.asc("load"), F.asc("node"))
-    n, total, weighted = F.col("superpeers"), F.col("total_load"), F.col("_weighted")
-    return (
-        load.withColumn("_i", F.row_number().over(ascending))
-        .agg(
-            F.count(F.lit(1)).alias("superpeers"),
-            F.coalesce(F.sum("load"), F.lit(0)).alias("total_load"),
-            F.sum(F.col("_i") * F.col("load")).alias("_weighted"),
-        )
-        .select(
-            "superpeers",
-            "total_load",
-            F.when(total > 0, (F.lit(2) * weighted) / (n * total) - (n + 1) / n).alias("gini"),
-        )
-    )
-
-
-def hop_histogram(counted: DataFrame) -> DataFrame:
-    """``hops, deliveries``: deliveries (online and flushed) per super-peer hop count."""
-    return (
-        counted.where(F.col("valid") & F.col("event").isin("deliver", "flush"))
-        .groupBy("hops")
-        .agg(F.sum("events").alias("deliveries"))
-        .orderBy("hops")
-    )
-
-
-# -- forwarding trees -----------------------------------------------------------------------------
-def tree_edges(counted: DataFrame) -> DataFrame:
-    """``origin, hops, node, neighbour, messages, bytes``: the ``sp.notification`` messages of
-    each origin's forwarding tree per edge (``node`` sent to ``neighbour``) and depth (``hops``,
-    the neighbour's depth in the tree)."""
-    return (
-        counted.where(F.col("valid") & (F.col("event") == "send") & (F.col("kind") == NOTIFICATION))
-        .groupBy("origin", "hops", "node", "neighbour")
-        .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
-        .orderBy("origin", "hops", "node", "neighbour")
-    )
-
-
-def tree_shape(counted: DataFrame) -> DataFrame:
-    """``origin, publications, edges, superpeers, depth, messages, messages_per_publication`` per
-    origin with publications or a forwarding tree in the logs: its ``publish`` events, the
-    distinct edges its notifications took and the distinct super-peers they reached (more edges
-    than super-peers: its tree changed shape during the logs), the deepest hop count, and the
-    notification messages in all and per publication. One aggregation: the edges of a tree are
-    few (at most one per super-peer and parent), so sets of them are cheap."""
-    event = F.col("event")
-    publish = event == "publish"
-    edge = (event == "send") & (F.col("kind") == NOTIFICATION)
-    link = F.when(edge & F.col("neighbour").isNotNull(), F.struct("node", "neighbour"))
-    publications, messages = F.col("publications"), F.col("messages")
-    return (
-        counted.where(F.col("valid") & (publish | edge))
-        .groupBy(F.when(publish, F.col("node")).otherwise(F.col("origin")).alias("origin"))
-        .agg(
-            _total(F.when(publish, F.col("events"))).alias("publications"),
-            F.size(F.collect_set(link)).cast("long").alias("edges"),
-            F.size(F.collect_set(F.when(edge, F.col("neighbour"))))
-            .cast("long")
-            .alias("superpeers"),
-            F.max(F.when(edge, F.col("hops"))).alias("depth"),
-            _total(F.when(edge, F.col("events"))).alias("messages"),
-        )
-        .select(
-            "origin",
-            "publications",
-            "edges",
-            "superpeers",
-            "depth",
-            "messages",
-            F.when(publications > 0, messages / publications).alias("messages_per_publication"),
-        )
-        .orderBy("origin")
-    )
-
-
 # -- pass 2: timeline -----------------------------------------------------------------------------
 def timeline(events: DataFrame, bucket: float) -> DataFrame:
     """``event, second, bucket_start, events, bytes``: ``send`` events to a neighbour per second
@@ -363,38 +190,26 @@ def traffic_per_second(times: DataFrame) -> DataFrame:
         times.where(F.col("event") == "send")
         .groupBy("second")
         .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
-        .orderBy("second")
     )
 
 
-def traffic_over_time(times: DataFrame, bucket: float) -> DataFrame:
-    """``bucket_start, bucket_seconds, messages, bytes, messages_per_second, bytes_per_second``:
-    ``send`` events per time bucket, and their mean rates over the bucket."""
+def traffic_per_bucket(times: DataFrame) -> DataFrame:
+    """``bucket_start, messages, bytes``: ``send`` events per time bucket (``times`` is
+    ``timeline``)."""
     return (
         times.where(F.col("event") == "send")
         .groupBy("bucket_start")
         .agg(F.sum("events").alias("messages"), F.sum("bytes").alias("bytes"))
-        .select(
-            "bucket_start",
-            F.lit(bucket).alias("bucket_seconds"),
-            "messages",
-            "bytes",
-            (F.col("messages") / F.lit(bucket)).alias("messages_per_second"),
-            (F.col("bytes") / F.lit(bucket)).alias("bytes_per_second"),
-        )
-        .orderBy("bucket_start")
     )
 
 
-def incidents_over_time(times: DataFrame, bucket: float) -> DataFrame:
-    """``bucket_start, bucket_seconds, event, events``: incidents per time bucket and event; no
-    rows when the logs hold none."""
+def incidents_per_bucket(times: DataFrame) -> DataFrame:
+    """``bucket_start, event, events``: incidents per time bucket and event (``times`` is
+    ``timeline``); no rows when the logs hold none."""
     return (
         times.where(F.col("event") != "send")
         .groupBy("bucket_start", "event")
         .agg(F.sum("events").alias("events"))
-        .select("bucket_start", F.lit(bucket).alias("bucket_seconds"), "event", "events")
-        .orderBy("bucket_start", "event")
     )
 
 
@@ -459,43 +274,6 @@ def latency_ranks(deliveries: DataFrame, bucket: float) -> DataFrame:
         "latency",
         CDF_PERCENTS,
         only=F.col("delivery").isNotNull() | F.col("percent").isin(*SUMMARY_PERCENTS),
-    )
-
-
-def latency_cdf(ranks: DataFrame) -> DataFrame:
-    """``delivery, percent, latency, _total, _min``: the points of the latency CDF, read off
-    ``ranks`` (``latency_ranks``), with their group's count and minimum."""
-    return (
-        ranks.where(F.col("delivery").isNotNull())
-        .select("delivery", "percent", "latency", "_total", "_min")
-        .orderBy("delivery", "percent")
-    )
-
-
-def latency_summary(cdf: DataFrame) -> DataFrame:
-    """``delivery, deliveries, min, p50, p90, p99, max`` for online and for flushed deliveries
-    with a latency, read off ``cdf`` (``latency_cdf``, whose rows carry their group's count and
-    minimum): nothing is ranked or counted again."""
-    return (
-        cdf.groupBy("delivery")
-        .agg(
-            F.max("_total").alias("deliveries"),
-            F.max("_min").alias("min"),
-            *_pivot(),
-            F.max("latency").alias("max"),
-        )
-        .orderBy("delivery")
-    )
-
-
-def latency_over_time(ranks: DataFrame, bucket: float) -> DataFrame:
-    """``bucket_start, bucket_seconds, deliveries, p50, p90, p99`` of online deliveries, by the
-    time bucket of their publication, read off ``ranks`` (``latency_ranks``)."""
-    return (
-        ranks.where(F.col("delivery").isNull())
-        .groupBy("bucket_start")
-        .agg(F.lit(bucket).alias("bucket_seconds"), F.max("_total").alias("deliveries"), *_pivot())
-        .orderBy("bucket_start")
     )
 
 
@@ -570,7 +348,9 @@ def nearest_rank(
         )
     )
     return (
-        wanted.alias("_wanted")
+        # Joined by shuffling both small sides: a broadcast would be one more Spark job.
+        wanted.hint("shuffle_hash")
+        .alias("_wanted")
         .join(positioned.alias("_value"), _same("_wanted", "_value", [*keys, "_bin", "_offset"]))
         .select(
             *[F.col(f"_wanted.{key}").alias(key) for key in keys],
@@ -589,7 +369,6 @@ def duplicate_deliveries(events: DataFrame) -> DataFrame:
         .groupBy("peer", "pub")
         .agg(F.count(F.lit(1)).alias("deliveries"))
         .where(F.col("deliveries") > 1)
-        .orderBy("peer", "pub")
     )
 
 
@@ -608,41 +387,6 @@ def still_stored(events: DataFrame) -> DataFrame:
     unmatched = (F.col("_flushed") == 0) | key[0].isNull() | key[1].isNull() | key[2].isNull()
     return stored.agg(
         F.count(F.when((F.col("_offline") > 0) & unmatched, True)).alias("still_stored")
-    )
-
-
-def delivery_summary(
-    counted: DataFrame, cdf: DataFrame, stored: DataFrame, duplicates: DataFrame
-) -> DataFrame:
-    """``online, flushed, stored_offline, still_stored, without_publish, duplicate_pairs``: one
-    row. ``stored_offline`` counts ``offline`` events, ``still_stored`` is ``still_stored``,
-    ``without_publish`` the deliveries whose publication has no ``publish`` event in the logs
-    (so no latency: the deliveries less those ``cdf``, the ``latency_cdf``, counted),
-    ``duplicate_pairs`` the rows of ``duplicates`` (``duplicate_deliveries``)."""
-    event = F.col("event")
-    counts = counted.where("valid").agg(
-        _total(F.when(event == "deliver", F.col("events"))).alias("online"),
-        _total(F.when(event == "flush", F.col("events"))).alias("flushed"),
-        _total(F.when(event == "offline", F.col("events"))).alias("stored_offline"),
-    )
-    timed = (
-        cdf.groupBy("delivery")
-        .agg(F.max("_total").alias("_timed"))
-        .agg(_total(F.col("_timed")).alias("_timed"))
-    )
-    pairs = duplicates.agg(F.count(F.lit(1)).alias("duplicate_pairs"))
-    return (
-        counts.crossJoin(stored)
-        .crossJoin(timed)
-        .crossJoin(pairs)
-        .select(
-            "online",
-            "flushed",
-            "stored_offline",
-            "still_stored",
-            (F.col("online") + F.col("flushed") - F.col("_timed")).alias("without_publish"),
-            "duplicate_pairs",
-        )
     )
 
 
@@ -699,18 +443,7 @@ def forwarding_efficiency(routes: DataFrame) -> DataFrame:
             F.count(F.when(F.col("notifications") > 0, True)).alias("routed"),
         )
         .select("superpeer", "forwarded", "routed", _share("routed", "forwarded"))
-        .orderBy("superpeer")
     )
-
-
-def forwarding_total(per_superpeer: DataFrame) -> DataFrame:
-    """``forwarded, routed, share`` over all super-peers (``per_superpeer`` is
-    ``forwarding_efficiency``; each forwarded subscription has one receiving super-peer, so the
-    sums count each once)."""
-    return per_superpeer.agg(
-        _total(F.col("forwarded")).alias("forwarded"),
-        _total(F.col("routed")).alias("routed"),
-    ).select("forwarded", "routed", _share("routed", "forwarded"))
 
 
 def hot_subscriptions(routes: DataFrame) -> DataFrame:
@@ -720,131 +453,201 @@ def hot_subscriptions(routes: DataFrame) -> DataFrame:
         routes.where(F.col("notifications") > 0)
         .groupBy("level", "holder", "sub")
         .agg(F.sum("notifications").alias("notifications"))
-        .orderBy(F.desc("notifications"), "level", "holder", "sub")
     )
 
 
 # -- all of them ----------------------------------------------------------------------------------
+ORDER: Final[dict[str, tuple[str, ...]]] = {
+    "duplicates": ("peer", "pub"),
+    "subscriptions": ("-notifications", "level", "holder", "sub"),
+    "traffic_per_second": ("second",),
+}
+"""The report order of the tables that stay in Spark (``tables.GROWING``), ascending (nulls
+first) but for a leading ``-``: the unsorted DataFrames are sorted only where they are written or
+collected whole."""
+PEAK: Final = ("-messages", "second")
+"""The busiest second first (the earliest of equals): what the report shows of the traffic per
+second."""
+
+Keep = Literal["rows", "columns", "none"]
+
+
 @dataclass(frozen=True, slots=True)
 class Figures:
-    """Every table of the report, as lazy DataFrames, the time-bucket size they use, and the
-    intermediates ``analyze`` persisted for them, in the order it persisted them
-    (``unpersist`` releases those)."""
+    """Every table of the report: those on the driver as rows (``tables``), the growing ones
+    (``analytics.tables.GROWING``) whole in Spark (``growing``, persisted, unsorted; ``whole``
+    sorts one) with their first rows on the driver (``shown``: their first ``first_rows`` rows,
+    and for ``traffic_per_second`` its busiest second); the time-bucket size; the intermediates
+    ``analyze`` persisted, in the order it persisted them (``unpersist`` releases them)."""
 
     bucket_seconds: float
-    quality: DataFrame
-    invalid_examples: DataFrame
-    overview: DataFrame
-    kinds: DataFrame
-    superpeers: DataFrame
-    links: DataFrame
-    load_curve: DataFrame
-    load_gini: DataFrame
-    hops: DataFrame
-    latency_summary: DataFrame
-    latency_cdf: DataFrame
-    latency_over_time: DataFrame
-    deliveries: DataFrame
-    duplicates: DataFrame
-    forwarding: DataFrame
-    forwarding_total: DataFrame
-    subscriptions: DataFrame
-    tree_edges: DataFrame
-    tree_shape: DataFrame
-    traffic_per_second: DataFrame
-    traffic_over_time: DataFrame
-    incidents_over_time: DataFrame
+    tables: dict[str, list[Row]]
+    shown: dict[str, list[Row]]
+    growing: dict[str, DataFrame]
     persisted: tuple[DataFrame, ...] = ()
 
-    def tables(self) -> dict[str, DataFrame]:
-        """The tables by name, in report order (the names of their Parquet and CSV files)."""
-        return {
-            field.name: getattr(self, field.name)
-            for field in fields(self)
-            if field.name not in ("bucket_seconds", "persisted")
-        }
+    def whole(self, name: str) -> DataFrame:
+        """The growing table ``name``, whole, in report order, in one partition (to be written
+        as one file or collected)."""
+        return self.growing[name].coalesce(1).sortWithinPartitions(*_order(ORDER[name]))
+
+    def collect(self, name: str) -> list[Row]:
+        """Every row of table ``name``, in report order (a Spark job for a growing one)."""
+        return self.tables[name] if name in self.tables else self.whole(name).collect()
 
     def unpersist(self) -> None:
         """Release the persisted intermediates, each before those it was computed from."""
-        for frame in reversed(self.persisted):
-            _release(frame)
+        _release_all(self.persisted)
 
 
-def analyze(raw: DataFrame, *, keep_rows: bool = True) -> Figures:
-    """All figures of ``raw`` (``read_traces``).
+class NoTraceLines(ValueError):
+    """The traces hold no line at all (blank ones aside): nothing to analyse."""
 
-    Keeps ``raw`` (without ``msg``, which no figure reads) for the passes: with ``keep_rows`` as
-    a local checkpoint, rows as they are; otherwise in Spark's cache, which first turns them into
-    compressed columns. Columns take about a fifth of the memory (``session.rows_fit`` chooses),
-    but building them costs as much again as parsing the JSON, and makes no later pass faster
-    here (the passes read most columns). Then computes ``tallies``, collecting
-    one row of it: the time span, to choose the bucket size, and the number of publications, to
-    choose how deliveries meet them. Everything else stays lazy; the intermediates several
-    tables read are persisted, so each is computed once: the tallies, the timeline, the
-    deliveries with their latencies (read twice by the percentile computation), the latency
-    ranks (the CDF and the percentiles per time bucket, ranked together), the duplicates, the
-    subscription routes. The small ones (tallies, timeline, ranks) are
-    kept in one partition: the tables read off them then need no shuffle, and each is one
-    short job instead of a job per shuffle.
-    ``Figures.unpersist`` releases them all."""
+
+def analyze(raw: DataFrame, *, keep: Keep = "rows", first_rows: int = 30) -> Figures:
+    """All figures of ``raw`` (``read_traces``), in two passes over the events, each one Spark
+    action whose small result reaches the driver once; ``analytics.tables`` finishes the tables
+    there.
+
+    Pass 1 collects the ``tallies``: the tables they give (``tables.from_tallies``), the time
+    span, which sets the time buckets, and the number of publications, which chooses how
+    deliveries meet them. Pass 2 is one query, the union of every other aggregate the tables
+    need (``collect_parts``): the traffic per time bucket and its busiest second, incidents per
+    bucket, the latency percentiles (``latency_ranks``), the duplicates, the notifications still
+    stored, forwarding per super-peer, the hot subscriptions, the first invalid lines. Its
+    intermediates read more than once are persisted, and so computed once within it: the
+    timeline, the deliveries with their latencies (read twice by the percentiles), the
+    subscription routes, and the growing tables (the report writes them afterwards).
+
+    ``keep`` keeps ``raw`` (without ``msg``, which no figure reads) for the two passes: ``rows``
+    as a local checkpoint, rows as they are; ``columns`` in Spark's cache, compressed columns
+    (about a fifth of the memory; ``session.rows_fit`` chooses, building them costs as much
+    again as parsing the JSON); ``none`` reads ``raw`` again in each pass, as suits the Parquet
+    copy (each scan reads only the columns it needs). ``first_rows`` is how many rows of the
+    growing tables reach the driver. Raises ``NoTraceLines`` when ``raw`` has no row."""
     kept = raw.drop("msg")
-    cached = (
-        kept.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
-        if keep_rows
-        else kept.persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    events = valid_events(cached)
-    counted = tallies(cached).coalesce(1).persist()
-    sizes = (
-        counted.where("valid")
-        .agg(
-            (F.max("last_ts") - F.min("first_ts")).alias("span"),
-            _total(F.when(F.col("event") == "publish", F.col("events"))).alias("publications"),
-        )
-        .first()
-    )
-    assert sizes is not None  # an aggregate without grouping has one row
-    bucket = bucket_seconds(sizes["span"] if sizes["span"] is not None else 0.0)
-    times = timeline(events, bucket).coalesce(1).persist()
-    deliveries = delivery_latencies(
-        events, broadcast=sizes["publications"] <= BROADCAST_PUBLICATIONS
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    ranks = latency_ranks(deliveries, bucket).coalesce(1).persist()
-    cdf = latency_cdf(ranks)
-    duplicates = duplicate_deliveries(events).persist()
-    routes = subscription_routes(events).persist(StorageLevel.MEMORY_AND_DISK)
-    superpeers = traffic_by_superpeer(counted)
-    load = load_by_superpeer(superpeers)
-    forwarding = forwarding_efficiency(routes)
+    if keep == "rows":
+        kept = kept.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    elif keep == "columns":
+        kept = kept.persist(StorageLevel.MEMORY_AND_DISK)
+    persisted = [kept] if keep != "none" else []
+    try:
+        small, counts = tables.from_tallies(tallies(kept).collect())
+        if small["quality"][0][0] > 0:
+            bucket = bucket_seconds(counts.span)
+            growing, parts = _second_pass(kept, bucket, counts, first_rows, persisted)
+    except BaseException:
+        _release_all(persisted)
+        raise
+    if small["quality"][0][0] == 0:
+        _release_all(persisted)
+        raise NoTraceLines("the trace files hold no lines")
+    latency, timed = tables.latency_tables(parts["ranks"], bucket)
+    forwarding = sorted((tuple(r) for r in parts["forwarding"]), key=tables.nulls_first)
+    small |= latency
+    small |= {
+        "invalid_examples": [tuple(r) for r in parts["invalid_examples"]],
+        "deliveries": [
+            tables.deliveries(
+                counts,
+                timed=timed,
+                still_stored=parts["still_stored"][0]["still_stored"],
+                duplicate_pairs=parts["duplicate_pairs"][0]["pairs"],
+            )
+        ],
+        "forwarding": forwarding,
+        "forwarding_total": tables.forwarding_total(forwarding),
+        "traffic_over_time": tables.traffic_over_time(
+            {r["bucket_start"]: (r["messages"], r["bytes"]) for r in parts["traffic"]}, bucket
+        ),
+        "incidents_over_time": tables.incidents_over_time(
+            {(r["bucket_start"], r["event"]): r["events"] for r in parts["incidents"]}, bucket
+        ),
+    }
     return Figures(
         bucket_seconds=bucket,
-        quality=input_quality(counted),
-        invalid_examples=invalid_examples(cached),
-        overview=overview(counted),
-        kinds=messages_by_kind(counted),
-        superpeers=superpeers,
-        links=traffic_by_link(counted),
-        load_curve=load_curve(load),
-        load_gini=load_gini(load),
-        hops=hop_histogram(counted),
-        latency_summary=latency_summary(cdf),
-        latency_cdf=cdf.drop("_total", "_min"),
-        latency_over_time=latency_over_time(ranks, bucket),
-        deliveries=delivery_summary(counted, cdf, still_stored(events), duplicates),
-        duplicates=duplicates,
-        forwarding=forwarding,
-        forwarding_total=forwarding_total(forwarding),
-        subscriptions=hot_subscriptions(routes),
-        tree_edges=tree_edges(counted),
-        tree_shape=tree_shape(counted),
-        traffic_per_second=traffic_per_second(times),
-        traffic_over_time=traffic_over_time(times, bucket),
-        incidents_over_time=incidents_over_time(times, bucket),
-        persisted=(cached, counted, times, deliveries, ranks, duplicates, routes),
+        tables={
+            name: [_row(name, values) for values in small[name]]
+            for name in tables.TABLES
+            if name not in tables.GROWING
+        },
+        shown={
+            "duplicates": parts["duplicates"],
+            "subscriptions": parts["subscriptions"],
+            "traffic_per_second": parts["peak"],
+        },
+        growing=growing,
+        persisted=tuple(persisted),
     )
+
+
+def _second_pass(
+    kept: DataFrame,
+    bucket: float,
+    counts: tables.Counts,
+    first_rows: int,
+    persisted: list[DataFrame],
+) -> tuple[dict[str, DataFrame], dict[str, list[Row]]]:
+    """Pass 2 of ``analyze``: the growing tables (persisted) and the collected parts; what it
+    persists is appended to ``persisted`` as it goes."""
+    events = valid_events(kept)
+    times = timeline(events, bucket).persist()
+    per_second = traffic_per_second(times).persist()
+    deliveries = delivery_latencies(
+        events, broadcast=counts.publications <= BROADCAST_PUBLICATIONS
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    duplicates = duplicate_deliveries(events).persist()
+    routes = subscription_routes(events).persist(StorageLevel.MEMORY_AND_DISK)
+    hot = hot_subscriptions(routes).persist()
+    persisted += [times, per_second, deliveries, duplicates, routes, hot]
+    parts = collect_parts(
+        {
+            "traffic": traffic_per_bucket(times),
+            "incidents": incidents_per_bucket(times),
+            "peak": per_second.orderBy(*_order(PEAK)).limit(1),
+            "ranks": latency_ranks(deliveries, bucket),
+            "duplicate_pairs": duplicates.agg(F.count(F.lit(1)).alias("pairs")),
+            "duplicates": duplicates.orderBy(*_order(ORDER["duplicates"])).limit(first_rows),
+            "still_stored": still_stored(events),
+            "forwarding": forwarding_efficiency(routes),
+            "subscriptions": hot.orderBy(*_order(ORDER["subscriptions"])).limit(first_rows),
+            "invalid_examples": invalid_examples(kept),
+        }
+    )
+    growing = {"duplicates": duplicates, "subscriptions": hot, "traffic_per_second": per_second}
+    return growing, parts
+
+
+def collect_parts(parts: dict[str, DataFrame]) -> dict[str, list[Row]]:
+    """The rows of every frame in ``parts``, by name, from one Spark action: the frames become
+    one union, each row carrying its frame's name and its columns in a struct named for it (the
+    other structs null), so frames of any schema travel together. Each frame should be small:
+    all of it reaches the driver."""
+    frames = [
+        frame.select(F.lit(name).alias("_part"), F.struct(*frame.columns).alias(name))
+        for name, frame in parts.items()
+    ]
+    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    rows: dict[str, list[Row]] = {name: [] for name in parts}
+    for row in union.collect():
+        rows[row["_part"]].append(row[row["_part"]])
+    return rows
+
+
+def _order(columns: Sequence[str]) -> list[Column]:
+    return [F.desc(c[1:]) if c.startswith("-") else F.asc(c) for c in columns]
+
+
+def _row(name: str, values: Sequence[object]) -> Row:
+    return Row(**dict(zip(tables.columns(name), values, strict=True)))
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def _release_all(frames: Sequence[DataFrame]) -> None:
+    for frame in reversed(frames):
+        _release(frame)
+
+
 def _release(frame: DataFrame) -> None:
     """Unpersist ``frame``, a cached DataFrame or a local checkpoint: the blocks of a checkpoint
     belong to the RDD under its plan, which ``DataFrame.unpersist`` does not reach."""
@@ -853,17 +656,6 @@ def _release(frame: DataFrame) -> None:
         plan.rdd().unpersist(False)
     else:
         frame.unpersist()
-
-
-def _wire_message() -> Column:
-    """On ``tallies`` rows: the events that are wire messages (module docstring)."""
-    event = F.col("event")
-    return (event == "send") | F.col("peer_request") | event.isin("deliver", "flush")
-
-
-def _total(values: Column) -> Column:
-    """The sum of ``values``, 0 (not null) when there are none."""
-    return F.coalesce(F.sum(values), F.lit(0))
 
 
 _BINS_PER_DOUBLING: Final = 256
@@ -896,14 +688,6 @@ def _same(left: str, right: str, columns: Sequence[str]) -> Column:
 
 def _bucket(ts: Column, size: float) -> Column:
     return F.floor(ts / F.lit(size)) * F.lit(size)
-
-
-def _pivot() -> list[Column]:
-    """``p50, p90, p99`` as aggregates over rows of ``nearest_rank``."""
-    return [
-        F.max(F.when(F.col("percent") == p, F.col("latency"))).alias(f"p{p}")
-        for p in SUMMARY_PERCENTS
-    ]
 
 
 def _share(part: str, whole: str) -> Column:

@@ -1,9 +1,10 @@
-"""Reading trace logs into Spark, and the Parquet copy for repeated analysis.
+"""Reading trace logs into Spark: JSON lines, or the Parquet copy for repeated analysis
+(``analytics.ingest`` writes it).
 
 A trace location is a directory (local path or any Hadoop-compatible URI: ``hdfs://``, ``s3a://``,
 ``file://`` ...) holding either JSON-lines files (``*.jsonl``, ``*.json``, optionally gzipped as
 ``*.jsonl.gz``; in subdirectories too, so logs gathered per host can stay in one folder per host) or
-the Parquet copy this module writes. Files and folders whose names start with ``_`` or ``.`` are
+the Parquet copy ``analytics.ingest`` writes. Files and folders whose names start with ``_`` or ``.`` are
 ignored, as Spark ignores them.
 
 Lines are read as text and parsed with ``from_json`` against the explicit schema rather than with
@@ -23,7 +24,6 @@ from pyspark.sql import functions as F
 
 from analytics.definitions import MAX_TS, TRACE_SUFFIXES, hidden, local_files
 from analytics.schema import (
-    DATE_COLUMN,
     INVALID_COLUMN,
     PARQUET_SCHEMA,
     RAW_SCHEMA,
@@ -32,9 +32,6 @@ from analytics.schema import (
 from superpeer.trace import EVENTS
 
 _TRACE_GLOB: Final = "*.{jsonl,jsonl.gz,json,json.gz}"
-CHECKPOINT: Final = "_checkpoint"
-"""Where ``append_parquet`` remembers the files it copied, inside the copy (hidden from readers by
-its leading ``_``)."""
 _JSON_OPTIONS: Final = {
     "mode": "PERMISSIVE",
     "columnNameOfCorruptRecord": INVALID_COLUMN,
@@ -71,8 +68,12 @@ def read_traces(spark: SparkSession, path: str) -> DataFrame:
     original text in ``_corrupt_record`` when the line is invalid (see ``analytics.schema``).
 
     Reads JSON lines (plain or gzipped) or the Parquet copy, whichever ``path`` holds. Raises
-    ``TraceInputError`` when ``path`` is missing, holds no trace files, or only empty ones (the one
-    Spark job here stops at the first line it finds)."""
+    ``TraceInputError`` when ``path`` is missing or holds no trace files; runs no Spark job (files
+    that hold no line are found by the analysis, ``analytics.figures.NoTraceLines``)."""
+    from analytics import ingest  # the copy's module builds on this one's parsing
+
+    if ingest.recorded(spark, path):
+        return ingest.read_copy(spark, path)
     if _hadoop_layout(spark, path) == "parquet":
         stored = spark.read.schema(PARQUET_SCHEMA).parquet(path)
         # Rows written invalid keep their text; a row that breaks the rules without one (a Parquet
@@ -81,15 +82,13 @@ def read_traces(spark: SparkSession, path: str) -> DataFrame:
         raw = _mark_invalid(stored, F.coalesce(F.col(INVALID_COLUMN), fallback))
     else:
         raw = _read_lines(spark, path)
-    if raw.isEmpty():
-        raise TraceInputError(f"{path}: the trace files hold no lines")
     return raw
 
 
 def input_bytes(spark: SparkSession, path: str) -> int:
     """The bytes under ``path`` (any Hadoop URI), to size the job by."""
-    fs, hadoop_path = _hadoop_path(spark, path)
-    return int(fs.getContentSummary(hadoop_path).getLength())
+    fs, where = hadoop_path(spark, path)
+    return int(fs.getContentSummary(where).getLength())
 
 
 def _read_lines(spark: SparkSession, path: str) -> DataFrame:
@@ -98,11 +97,11 @@ def _read_lines(spark: SparkSession, path: str) -> DataFrame:
         .option("pathGlobFilter", _TRACE_GLOB)
         .text(path)
     )
-    return _parse(lines)
+    return parse_lines(lines)
 
 
-def _parse(lines: DataFrame) -> DataFrame:
-    """``RAW_SCHEMA`` rows of the non-blank lines of a ``value`` column (batch or streaming)."""
+def parse_lines(lines: DataFrame) -> DataFrame:
+    """``RAW_SCHEMA`` rows of the non-blank lines of a ``value`` column."""
     value = F.col("value")
     # A trace line starts with "{"; only others can be blank, and need the regular expression.
     blank = F.when(value.startswith("{"), F.lit(False)).otherwise(value.rlike(r"^\s*$"))
@@ -114,44 +113,10 @@ def _parse(lines: DataFrame) -> DataFrame:
     return _mark_invalid(parsed, F.col("value"))
 
 
-def append_parquet(spark: SparkSession, logdir: str, copy: str) -> None:
-    """Append to the Parquet copy at ``copy`` the trace files under ``logdir`` it does not hold
-    yet, partitioned by the UTC date of ``ts`` and by ``node``; the first call copies them all.
-
-    Later runs analyse the copy, which reads only the columns (and, filtered, the days or
-    super-peers) they need, and each run parses only the files that arrived since the last one.
-    Invalid lines go along with their text: an analysis of the copy reports them as the analysis
-    of the logs does. It is Spark's file stream with a run-once trigger: the files already copied
-    are remembered by path in ``copy/_checkpoint``, and the copy's own log of committed files
-    (``copy/_spark_metadata``) makes a run that fails half-way invisible to readers. So a file
-    must be complete when it first appears under ``logdir``, and never change afterwards: ship
-    rotated log files, and a daemon's current file only once it has stopped
-    (``deploy.collect_traces`` does)."""
-    lines = (
-        spark.readStream.format("text")
-        .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", _TRACE_GLOB)
-        # Files are told apart by path alone: however old a new file is, it is new.
-        .option("maxFileAge", f"{100 * 365}d")
-        .load(logdir)
-    )
-    dated = _parse(lines).withColumn(
-        DATE_COLUMN, F.when(_ts_in_range(), F.to_date(F.timestamp_seconds(F.col("ts"))))
-    )
-    query = (
-        dated.writeStream.format("parquet")
-        .partitionBy(DATE_COLUMN, "node")
-        .option("checkpointLocation", f"{copy.rstrip('/')}/{CHECKPOINT}")
-        .trigger(availableNow=True)
-        .start(copy)
-    )
-    query.awaitTermination()
-
-
 def _mark_invalid(parsed: DataFrame, line: Column) -> DataFrame:
     valid = (
         F.col(INVALID_COLUMN).isNull()
-        & _ts_in_range()
+        & ts_in_range()
         & F.col("node").isNotNull()
         & F.col("event").isin(*EVENTS)
         & F.col("kind").isNotNull()
@@ -166,7 +131,7 @@ def _mark_invalid(parsed: DataFrame, line: Column) -> DataFrame:
     )
 
 
-def _ts_in_range() -> Column:
+def ts_in_range() -> Column:
     """``ts`` is a number of seconds in ``[0, MAX_TS)`` (not null, not NaN)."""
     ts = F.col("ts")
     return ts.isNotNull() & ~F.isnan(ts) & (ts >= 0) & (ts < MAX_TS)
@@ -174,24 +139,24 @@ def _ts_in_range() -> Column:
 
 def _hadoop_layout(spark: SparkSession, path: str) -> Layout:
     """``local_layout`` through Hadoop's FileSystem API, for any URI Spark can read."""
-    fs, hadoop_path = _hadoop_path(spark, path)
-    if not fs.exists(hadoop_path):
+    fs, where = hadoop_path(spark, path)
+    if not fs.exists(where):
         raise TraceInputError(f"{path}: no such log directory")
-    if fs.getFileStatus(hadoop_path).isFile():
-        return _classify([hadoop_path.getName()], path)
+    if fs.getFileStatus(where).isFile():
+        return _classify([where.getName()], path)
     names: list[str] = []
-    files = fs.listFiles(hadoop_path, True)
+    files = fs.listFiles(where, True)
     while files.hasNext():
         status = files.next()
         relative = str(status.getPath().toUri().getPath())[
-            len(str(fs.makeQualified(hadoop_path).toUri().getPath())) :
+            len(str(fs.makeQualified(where).toUri().getPath())) :
         ]
         if not any(hidden(part) for part in relative.split("/") if part):
             names.append(relative)
     return _classify(names, path)
 
 
-def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+def hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
     """The Hadoop FileSystem of ``path`` and the Hadoop Path (JVM objects)."""
     jvm = spark._jvm  # type: ignore[attr-defined]
     hadoop_path = jvm.org.apache.hadoop.fs.Path(path)

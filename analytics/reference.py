@@ -36,9 +36,17 @@ from analytics.definitions import (
     bucket_seconds,
     local_files,
 )
+from analytics.tables import (
+    Table,
+    forwarding_total,
+    incidents_over_time,
+    load_tables,
+    nulls_first,
+    percentiles,
+    traffic_over_time,
+    tree_shape,
+)
 from superpeer.trace import EVENTS
-
-Table = list[tuple[Any, ...]]
 
 _STRINGS = ("node", "event", "kind", "msg", "pub", "sub", "origin", "peer", "neighbour")
 _LONG = 2**63
@@ -198,8 +206,8 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
         (n, sent[n], sent_bytes[n], received[n], received_bytes[n]) for n in sorted(nodes)
     ]
     tables["links"] = [(n, m, c, b) for (n, m), (c, b) in sorted(links.items())]
-    tables["load_curve"], tables["load_gini"] = _load({n: received[n] for n in nodes})
-    tables["hops"] = sorted(hops.items(), key=_nulls_first)
+    tables["load_curve"], tables["load_gini"] = load_tables({n: received[n] for n in nodes})
+    tables["hops"] = sorted(hops.items(), key=nulls_first)
 
     latencies: dict[str, list[float]] = {}
     buckets: dict[float, list[float]] = {}
@@ -218,18 +226,18 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
     for delivery, values in sorted(latencies.items()):
         values.sort()
         tables["latency_summary"].append(
-            (delivery, len(values), values[0], *_percentiles(values, SUMMARY_PERCENTS), values[-1])
+            (delivery, len(values), values[0], *percentiles(values, SUMMARY_PERCENTS), values[-1])
         )
         tables["latency_cdf"] += [
             (delivery, p, v)
-            for p, v in zip(CDF_PERCENTS, _percentiles(values, CDF_PERCENTS), strict=True)
+            for p, v in zip(CDF_PERCENTS, percentiles(values, CDF_PERCENTS), strict=True)
         ]
     tables["latency_over_time"] = [
-        (start, bucket, len(values), *_percentiles(sorted(values), SUMMARY_PERCENTS))
+        (start, bucket, len(values), *percentiles(sorted(values), SUMMARY_PERCENTS))
         for start, values in sorted(buckets.items())
     ]
     duplicates = sorted(
-        ((peer, pub, n) for (peer, pub), n in delivered.items() if n > 1), key=_nulls_first
+        ((peer, pub, n) for (peer, pub), n in delivered.items() if n > 1), key=nulls_first
     )
     online = sum(1 for d in deliveries if d[0] == ONLINE)
     still = sum(1 for key in offline if None in key or key not in flushed)
@@ -240,10 +248,10 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
     tables["forwarding"], tables["forwarding_total"] = _forwarding(forwarded, answered)
     tables["subscriptions"] = sorted(
         ((*key, n) for key, n in answers.items()),
-        key=lambda row: (-row[3], *_nulls_first(row[:3])),
+        key=lambda row: (-row[3], *nulls_first(row[:3])),
     )
-    tables["tree_edges"] = sorted(((*key, c, b) for key, (c, b) in edges.items()), key=_nulls_first)
-    tables["tree_shape"] = _trees(tables["tree_edges"], publications)
+    tables["tree_edges"] = sorted(((*key, c, b) for key, (c, b) in edges.items()), key=nulls_first)
+    tables["tree_shape"] = tree_shape(tables["tree_edges"], publications)
     per_second: dict[int, list[int]] = {}
     per_bucket: dict[float, list[int]] = {}
     for ts, (count, size) in sends.items():
@@ -255,14 +263,9 @@ def compute(path: str | Path, *, examples: int = 5) -> dict[str, Table]:
             totals[0] += count
             totals[1] += size
     tables["traffic_per_second"] = [(s, c, b) for s, (c, b) in sorted(per_second.items())]
-    tables["traffic_over_time"] = [
-        (start, bucket, c, b, c / bucket, b / bucket)
-        for start, (c, b) in sorted(per_bucket.items())
-    ]
+    tables["traffic_over_time"] = traffic_over_time(per_bucket, bucket)
     per_incident = Counter((math.floor(ts / bucket) * bucket, event) for ts, event in incidents)
-    tables["incidents_over_time"] = [
-        (start, bucket, event, n) for (start, event), n in sorted(per_incident.items())
-    ]
+    tables["incidents_over_time"] = incidents_over_time(per_incident, bucket)
     return tables
 
 
@@ -295,51 +298,6 @@ def _add(table: dict[Any, list[int]], key: Any, size: int) -> None:
         totals[1] += size
 
 
-def _nulls_first(row: tuple[Any, ...]) -> tuple[tuple[bool, Any], ...]:
-    return tuple((value is not None, value) for value in row)
-
-
-def _percentiles(ordered: list[float], percents: tuple[int, ...]) -> list[float]:
-    """Nearest rank: the value at 1-based rank ceil(p * n / 100), in integers."""
-    n = len(ordered)
-    return [ordered[(p * n + 99) // 100 - 1] for p in percents]
-
-
-def _load(load: dict[str, int]) -> tuple[Table, Table]:
-    n, total = len(load), sum(load.values())
-    curve: Table = []
-    upto = 0
-    for rank, (node, value) in enumerate(sorted(load.items(), key=lambda i: (-i[1], i[0])), 1):
-        upto += value
-        curve.append((rank, node, value, rank / n, upto / total if total > 0 else None))
-    ascending = sorted(load.items(), key=lambda i: (i[1], i[0]))
-    weighted = sum(i * value for i, (_node, value) in enumerate(ascending, 1))
-    gini = 2 * weighted / (n * total) - (n + 1) / n if total > 0 else None
-    return curve, [(n, total, gini)]
-
-
-def _trees(edges: Table, publications: Counter[str]) -> Table:
-    """``tree_shape`` from the ``tree_edges`` rows and the publications per origin."""
-    trees: dict[str | None, tuple[set[tuple[str, str]], set[str], list[int]]] = {}
-    for origin, hops, node, neighbour, messages, _size in edges:
-        links, reached, totals = trees.setdefault(origin, (set(), set(), [0, -1]))
-        if neighbour is not None:
-            links.add((node, neighbour))
-            reached.add(neighbour)
-        totals[0] += messages
-        if hops is not None:
-            totals[1] = max(totals[1], hops)
-    rows: Table = []
-    for origin in sorted(set(trees) | set(publications), key=lambda o: (o is not None, o)):
-        links, reached, (messages, depth) = trees.get(origin, (set(), set(), [0, -1]))
-        count = publications.get(origin, 0) if origin is not None else 0
-        rows.append(
-            (origin, count, len(links), len(reached), depth if depth >= 0 else None, messages,
-             messages / count if count > 0 else None)
-        )  # fmt: skip
-    return rows
-
-
 def _forwarding(
     forwarded: set[tuple[str, str | None, str]], answered: set[tuple[str, str, str]]
 ) -> tuple[Table, Table]:
@@ -348,8 +306,5 @@ def _forwarding(
         totals = per.setdefault(key[1], [0, 0])
         totals[0] += 1
         totals[1] += key[1] is not None and key in answered  # type: ignore[operator]
-    rows = [(superpeer, f, r, r / f) for superpeer, (f, r) in sorted(per.items(), key=_nulls_first)]
-    forwarded_all = sum(row[1] for row in rows)
-    routed_all = sum(row[2] for row in rows)
-    share = routed_all / forwarded_all if forwarded_all > 0 else None
-    return rows, [(forwarded_all, routed_all, share)]
+    rows = [(superpeer, f, r, r / f) for superpeer, (f, r) in sorted(per.items(), key=nulls_first)]
+    return rows, forwarding_total(rows)

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from matplotlib.figure import Figure
-from pyspark.sql import DataFrame, Row
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from analytics.definitions import FLUSHED, ONLINE
-from analytics.figures import Figures, analyze
+from analytics.figures import Figures, Keep, NoTraceLines, analyze
+from analytics.load import TraceInputError
+from analytics.tables import TABLES
 
 SECTIONS: Final = (
     "Summary",
@@ -56,9 +57,6 @@ PLOTS: Final = (
 SHOWN_ROWS: Final = 30
 """Longer tables show their first rows in the documents; the table files hold all of them."""
 SHOWN_DUPLICATES: Final = 20
-PARTLY_COLLECTED: Final = ("duplicates", "traffic_per_second", "subscriptions", "tree_edges")
-"""Tables whose size grows with the input or the network: the report collects their first rows,
-their peak, or the edges of the trees it draws."""
 DRAWN_TREES: Final = 4
 """The forwarding trees drawn: those of the origins whose notifications took the most messages."""
 CONCURRENT_JOBS: Final = 4
@@ -118,11 +116,11 @@ def build_report(
     *,
     warehouse: str | None = None,
     source: str = "",
-    keep_rows: bool = True,
+    keep: Keep = "rows",
 ) -> ReportSummary:
-    """Analyse ``raw`` (``read_traces``; ``keep_rows`` as for ``analyze``) and write the report
-    into ``out_dir``; the tables go to ``<warehouse>/tables`` (default ``out_dir``). ``source``
-    names the traces in the report."""
+    """Analyse ``raw`` (``read_traces``; ``keep`` as for ``analyze``) and write the report into
+    ``out_dir``; the tables go to ``<warehouse>/tables`` (default ``out_dir``). ``source`` names
+    the traces in the report. Raises ``TraceInputError`` when the traces hold no line."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     spark = raw.sparkSession
@@ -130,15 +128,15 @@ def build_report(
         f"Generated {_time(time.time())} by hypercup-analyze on Spark {spark.version} "
         f"(master `{spark.sparkContext.master}`)."
     )
-    figures = analyze(raw, keep_rows=keep_rows)
-    # Read three times: for its peak, then written as Parquet and as CSV.
-    per_second = figures.traffic_per_second.persist()
     try:
-        collected = _collect(figures)
-        _write_tables(figures, collected, f"{warehouse or str(out.resolve())}/tables")
+        figures = analyze(raw, keep=keep, first_rows=max(SHOWN_ROWS, SHOWN_DUPLICATES))
+    except NoTraceLines as error:
+        raise TraceInputError(f"{source}: {error}") from None
+    try:
+        _write_tables(figures, spark, f"{warehouse or str(out.resolve())}/tables")
     finally:
-        per_second.unpersist()
         figures.unpersist()
+    collected = _collect(figures)
     plot_load_curve(collected["load_curve"], collected["load_gini"][0], out / PLOTS[0])
     plot_hops(collected["hops"], out / PLOTS[1])
     plot_latency_cdf(collected["latency_cdf"], out / PLOTS[2])
@@ -154,45 +152,38 @@ def build_report(
 
 
 def _collect(figures: Figures) -> dict[str, list[Row]]:
-    """The rows the documents and plots need; never the raw events. Tables are collected
-    concurrently: each is a small job whose time goes mostly to scheduling, so running several
-    at once keeps the cores busy."""
-
-    def rows(name: str, table: DataFrame) -> tuple[str, list[Row]]:
-        if name == "traffic_per_second":
-            busiest = table.orderBy(F.desc("messages"), F.asc("second")).limit(1)
-            return "peak_second", busiest.collect()
-        if name == "duplicates":
-            return name, table.limit(SHOWN_DUPLICATES).collect()
-        if name == "subscriptions":
-            return name, table.limit(SHOWN_ROWS).collect()
-        if name == "tree_edges":
-            busiest = (
-                figures.tree_shape.orderBy(F.desc("messages"), F.asc("origin"))
-                .limit(DRAWN_TREES)
-                .select("origin")
-            )
-            return name, table.join(F.broadcast(busiest), "origin", "left_semi").collect()
-        return name, table.collect()
-
-    with ThreadPoolExecutor(max_workers=CONCURRENT_JOBS) as pool:
-        return dict(pool.map(lambda item: rows(*item), figures.tables().items()))
+    """The rows the documents and plots need, all on the driver already: the tables, the first
+    rows of the growing ones, the busiest second, and the edges of the trees drawn."""
+    busiest = {
+        row["origin"]
+        for row in sorted(
+            figures.tables["tree_shape"], key=lambda r: (-r["messages"], r["origin"] or "")
+        )[:DRAWN_TREES]
+    }
+    return {
+        **figures.tables,
+        "duplicates": figures.shown["duplicates"][:SHOWN_DUPLICATES],
+        "subscriptions": figures.shown["subscriptions"][:SHOWN_ROWS],
+        "peak_second": figures.shown["traffic_per_second"],
+        "tree_edges": [r for r in figures.tables["tree_edges"] if r["origin"] in busiest],
+    }
 
 
-def _write_tables(figures: Figures, collected: dict[str, list[Row]], directory: str) -> None:
-    """Each table as one Parquet file and one CSV file (in Spark's output folders). Tables
-    collected whole are written from their rows, so they are not computed again; the two that
-    can grow with the input (``PARTLY_COLLECTED``) are written by Spark from their DataFrames."""
+def _write_tables(figures: Figures, spark: SparkSession, directory: str) -> None:
+    """Each table as one Parquet file and one CSV file (in Spark's output folders): those on the
+    driver from their rows, the growing ones (``tables.GROWING``) from Spark, where they are
+    kept whole."""
 
-    def write(name: str, table: DataFrame) -> None:
-        if name not in PARTLY_COLLECTED:
-            table = table.sparkSession.createDataFrame(collected[name], table.schema)
-        single = table.coalesce(1)
-        single.write.mode("overwrite").parquet(f"{directory}/{name}.parquet")
-        single.write.mode("overwrite").option("header", "true").csv(f"{directory}/{name}.csv")
+    def write(name: str) -> None:
+        if name in figures.tables:
+            table = spark.createDataFrame(figures.tables[name], TABLES[name]).coalesce(1)
+        else:
+            table = figures.whole(name)
+        table.write.mode("overwrite").parquet(f"{directory}/{name}.parquet")
+        table.write.mode("overwrite").option("header", "true").csv(f"{directory}/{name}.csv")
 
     with ThreadPoolExecutor(max_workers=CONCURRENT_JOBS) as pool:
-        list(pool.map(lambda item: write(*item), figures.tables().items()))
+        list(pool.map(write, TABLES))
 
 
 # -- documents ------------------------------------------------------------------------------------
@@ -657,7 +648,7 @@ def _table_blocks(figures: Figures, warehouse: str | None) -> list[Block]:
         ),
         Table(
             ("table", "Parquet", "CSV"),
-            [(n, f"{where}/{n}.parquet", f"{where}/{n}.csv") for n in figures.tables()],
+            [(n, f"{where}/{n}.parquet", f"{where}/{n}.csv") for n in TABLES],
         ),
     ]
 

@@ -1,38 +1,42 @@
-"""Traffic analytics on Spark, in local mode and on a standalone cluster, against the same figures
-in one plain Python process, all in the same run.
+"""Traffic analytics on Spark, in local mode and on a standalone cluster, from the JSON lines and
+from the Parquet copy, against the same figures in one plain Python process, all in the same run.
 
-    python -m bench.analytics [--events 1000000,10000000] [--engines local,python,cluster]
+    python -m bench.analytics [--events 1000000,10000000] [--engines python,local,parquet,cluster]
                               [--superpeers 64] [--seed 1] [--driver-memory 6g] [--workers 2]
-                              [--worker-memory 4g] [--executor-memory 3g] [--traces DIR] [--json]
+                              [--worker-memory 4g] [--executor-memory 3g] [--fresh 0.125]
+                              [--traces DIR] [--json]
 
 For each size, a synthetic trace (``generate_traces``: the schema of ``superpeer.trace``, one
 JSON-lines file per super-peer, seeded) is written under /tmp and deleted afterwards, or kept in
-``--traces DIR`` and reused by later runs (10^8 events take most of an hour to generate). The
-simulator itself writes about 9,000 trace events a second, too slow for 10^7; the generator
-mimics what it writes instead: subscriptions forwarded hop by hop along hypercube paths toward
-popular origins, notifications down the origins' spanning trees to the super-peers whose
-subscriptions they answer (``sub`` naming the ids those sent), deliveries to local peers (naming
-the peer's subscriptions they answer, as the daemons will once they trace ``Notify``'s ids), some
-stored offline and flushed later, advertisement broadcasts, retractions, refusals, drops, and one
-line in 100,000 cut short (invalid). Origins are Zipf-popular, so load is uneven; hop delays are
-lognormal; the event rate swings over the run, so traffic over time has a shape.
+``--traces DIR`` and reused by later runs. The simulator itself writes about 9,000 trace events a
+second, too slow for 10^7; the generator mimics what it writes instead: subscriptions forwarded
+hop by hop along hypercube paths toward popular origins, notifications down the origins' spanning
+trees to the super-peers whose subscriptions they answer (``sub`` naming the ids those sent),
+deliveries to local peers (naming the peer's subscriptions they answer), some stored offline and
+flushed later, advertisement broadcasts, retractions, refusals, drops, and one line in 100,000
+cut short (invalid). Origins are Zipf-popular, so load is uneven; hop delays are lognormal; the
+event rate swings over the run, so traffic over time has a shape.
 
-Engines, each timed per size; Spark after its session has started and made one untimed pass over
-a small trace (the JVMs compile Spark's hot paths on first use; Python has nothing to warm up):
+Engines, each timed per size; each Spark session first makes one untimed pass of each kind over a
+small trace (the JVMs compile Spark's hot paths on first use; Python has nothing to warm up):
 
-- ``local``: Spark ``local[2]`` in this process: read the JSON lines, keep the events once,
-  compute every table of ``analytics.figures`` and collect it (the per-second traffic and the hot
-  subscriptions in full too, to compare): the work the report is built on.
-- ``python``: ``analytics.reference.compute``, one process, one pass; each size right after the
-  local Spark run of that size, so that both meet the same load.
+- ``python``: ``analytics.reference.compute`` on the JSON lines, one process, one pass;
+- ``local``: Spark ``local[2]`` in this process on the JSON lines: what the report computes
+  (``analytics.figures.analyze``: both passes, the growing tables kept in Spark, the rest on the
+  driver); the growing tables are then collected whole, untimed, to compare;
+- ``parquet``: the Parquet copy made as a pipeline makes it (``analytics.ingest``): a first run
+  appends all files but the newest ``--fresh`` share, a second the rest, a third finds nothing
+  new, each timed; then the same analysis as ``local``, of the copy;
 - ``cluster``: the same Spark work on a standalone cluster of ``--workers`` workers of one core
-  each on 127.0.0.1 (``deploy.spark_cluster``), this process being the driver.
+  each on 127.0.0.1 (``deploy.spark_cluster``), this process being the driver, of the JSON lines
+  and of the copy.
 
-Every engine must give the tables Python gives (checked, reported as ``agrees``). Reported:
-events, input bytes, and for each engine seconds, events/s, speed over Python, the CPU seconds it
-used (Python: this process; Spark: this process and every process it started, the JVMs of the
-driver, and of the cluster's daemons and executors), and the machine's 1-minute load average
-before and after (other work on the machine slows every engine; CPU seconds much less).
+Every engine must give the tables Python gives (checked, reported as ``agrees``). Reported per
+engine: seconds, events/s, speed over Python, the CPU seconds of this process and every process
+it started (the driver's JVM, the cluster's daemons and executors), and for Spark (``SparkMeter``)
+the jobs it ran and the CPU of their tasks (Spark's REST API), the driver's own CPU, and the
+driver JVM's CPU by kind of thread (``/proc``); and the machine's 1-minute load average before
+and after (other work on the machine slows every engine; CPU seconds much less).
 """
 
 from __future__ import annotations
@@ -45,12 +49,13 @@ import random
 import shutil
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.rates import cpu_seconds, process_tree
+from bench.rates import CLOCK_TICKS, cpu_seconds, process_tree
 from superpeer.trace import FIELDS
 
 START = 1_767_225_600.0
@@ -231,20 +236,132 @@ def generate_traces(directory: Path, events: int, *, superpeers: int = 64, seed:
     return out.lines
 
 
-def spark_tables(spark: Any, traces: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Read, size the shuffles, analyse (which keeps the events once), and collect every table
-    (as ``analytics.reference`` returns them)."""
+@dataclass
+class Measured:
+    """One engine's analysis (or ingest) of one input: wall and CPU seconds, and for Spark the
+    jobs it ran and where its CPU went (``SparkMeter``)."""
+
+    engine: str
+    seconds: float
+    cpu_seconds: float
+    load: list[float]
+    spark: dict[str, Any] = field(default_factory=dict)
+    agrees: Any = None
+
+
+class SparkMeter:
+    """Where a Spark session's time goes, from its REST API (the jobs an analysis ran, and the
+    CPU time of their tasks: ``executorCpuTime`` and ``executorDeserializeCpuTime`` of every
+    stage) and from ``/proc``: the CPU of this Python process, of the driver's JVM and of each of
+    its threads by name (task threads, the JIT compiler's, the garbage collector's, the rest:
+    the driver's own planning, scheduling and bookkeeping), and of every other process this one
+    started (a standalone cluster's daemons and executors).
+
+    The driver's CPU is this process's and the driver JVM's. In local mode that JVM runs the tasks
+    too, so their CPU (the REST API's), the JIT compiler's and the collector's are taken out (the
+    JIT compiles mostly the tasks' generated code; on a cluster the executors' JVMs do that); on a
+    cluster, all of the driver JVM's CPU is the driver's."""
+
+    def __init__(self, spark: Any) -> None:
+        context = spark.sparkContext
+        self.local = context.master.startswith("local")
+        self.api = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}"
+        self.jvm = context._gateway.proc.pid
+
+    def measure(self, engine: str, run: Callable[[], Any]) -> tuple[Any, Measured]:
+        known = {job["jobId"] for job in self._get("jobs")}
+        tree = process_tree()
+        load = [load_average()]
+        python, jvm, threads = time.process_time(), cpu_seconds([self.jvm]), _threads(self.jvm)
+        everything, started = cpu_seconds(tree), time.perf_counter()
+        result = run()
+        wall = time.perf_counter() - started
+        everything = cpu_seconds(process_tree()) - everything  # executors started meanwhile
+        python, jvm = time.process_time() - python, cpu_seconds([self.jvm]) - jvm
+        by_kind = _thread_kinds(threads, _threads(self.jvm))
+        load.append(load_average())
+        jobs = sorted(job["jobId"] for job in self._get("jobs") if job["jobId"] not in known)
+        stages = {stage for job in jobs for stage in self._get(f"jobs/{job}")["stageIds"]}
+        task_cpu = sum(
+            (attempt["executorCpuTime"] + attempt["executorDeserializeCpuTime"]) / 1e9
+            for stage in stages
+            for attempt in self._get(f"stages/{stage}")
+        )
+        # In local mode the JVM's task threads ran the tasks, whose CPU the REST API has whole
+        # (a task thread that ends, idle for a minute, takes its CPU out of the /proc reading).
+        driver_jvm = jvm - (task_cpu + by_kind["jit"] + by_kind["gc"] if self.local else 0)
+        details = {
+            "jobs": len(jobs),
+            "stages": len(stages),
+            "task_cpu": round(task_cpu, 1),
+            "driver_cpu": round(python + driver_jvm, 1),
+            "python_cpu": round(python, 1),
+            "jvm_cpu": round(jvm, 1),
+            "jvm_threads": {kind: round(cpu, 1) for kind, cpu in by_kind.items()},
+        }
+        measured = Measured(engine, round(wall, 1), round(everything, 1), load, details)
+        print(f"  {engine}: {wall:.1f} s, {everything:.1f} CPU s, load {load}, {details}",
+              flush=True)  # fmt: skip
+        return result, measured
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"{self.api}/{path}", timeout=60) as answer:
+            return json.load(answer)
+
+
+def _threads(pid: int) -> dict[int, tuple[str, float]]:
+    """Name and CPU seconds of each thread of ``pid`` (``/proc/PID/task``)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:
+            continue  # ended while we looked
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rpartition(")")[2].split()
+        found[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+    return found
+
+
+def _thread_kinds(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+) -> dict[str, float]:
+    """CPU seconds spent between two ``_threads`` readings, by kind of JVM thread (threads that
+    ended in between are not counted)."""
+    kinds = dict.fromkeys(("tasks", "jit", "gc", "other"), 0.0)
+    for tid, (name, cpu) in after.items():
+        spent = cpu - before.get(tid, (name, 0.0))[1]
+        if name.startswith("Executor task"):
+            kinds["tasks"] += spent
+        elif "CompilerThre" in name:
+            kinds["jit"] += spent
+        elif name.startswith(("GC Thread", "G1 ", "VM Thread")):
+            kinds["gc"] += spent
+        else:
+            kinds["other"] += spent
+    return kinds
+
+
+def analyse(spark: Any, traces: Path, keep: str) -> Any:
+    """What the report computes, timed: read, size the shuffles, both passes of ``analyze``
+    (the growing tables computed and kept in Spark, their first rows on the driver)."""
     from analytics.figures import analyze
     from analytics.load import input_bytes, read_traces
     from analytics.session import rows_fit, tune_for_input
 
     size = input_bytes(spark, str(traces))
     tune_for_input(spark, size)
-    figures = analyze(read_traces(spark, str(traces)), keep_rows=rows_fit(spark, size))
+    if keep == "json":
+        keep = "rows" if rows_fit(spark, size) else "columns"
+    return analyze(read_traces(spark, str(traces)), keep=keep)  # type: ignore[arg-type]
+
+
+def tables_of(figures: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table whole (untimed: the growing ones collected from Spark), to compare."""
+    from analytics.tables import TABLES
+
     try:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = {name: pool.submit(t.collect) for name, t in figures.tables().items()}
-        tables = {name: [tuple(row) for row in f.result()] for name, f in futures.items()}
+        tables = {name: [tuple(row) for row in figures.collect(name)] for name in TABLES}
     finally:
         figures.unpersist()
     tables["bucket_seconds"] = [(figures.bucket_seconds,)]
@@ -253,18 +370,6 @@ def spark_tables(spark: Any, traces: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 def load_average() -> float:
     return round(os.getloadavg()[0], 2)
-
-
-def timed(
-    run: Callable[[], Any], processes: Callable[[], list[int]]
-) -> tuple[Any, float, float, list[float]]:
-    """``run()``'s result, its wall seconds, the CPU seconds the ``processes()`` spent meanwhile,
-    and the 1-minute load average before and after."""
-    before, pids = load_average(), processes()
-    cpu, started = cpu_seconds(pids), time.perf_counter()
-    result = run()
-    wall = time.perf_counter() - started
-    return result, wall, cpu_seconds(pids) - cpu, [before, load_average()]
 
 
 def traces_for(root: Path, events: int, superpeers: int, seed: int) -> tuple[Path, int, float]:
@@ -283,28 +388,43 @@ def traces_for(root: Path, events: int, superpeers: int, seed: int) -> tuple[Pat
     return directory, lines, time.perf_counter() - started
 
 
-def warm_up(spark: Any, superpeers: int, seed: int) -> None:
-    """One untimed pass over a small trace (see the module docstring)."""
-    directory = Path(tempfile.mkdtemp(prefix="hypercup-bench-warm-up-", dir="/tmp"))
+def warm_up(spark: Any, root: Path, superpeers: int, seed: int) -> None:
+    """One untimed pass of each kind over a small trace (see the module docstring)."""
+    from analytics.ingest import append_parquet
+
+    directory = Path(tempfile.mkdtemp(prefix="hypercup-bench-warm-up-", dir=root))
     try:
-        generate_traces(directory, 100_000, superpeers=superpeers, seed=seed + 1)
-        spark_tables(spark, directory)
+        (directory / "logs").mkdir()
+        generate_traces(directory / "logs", 100_000, superpeers=superpeers, seed=seed + 1)
+        tables_of(analyse(spark, directory / "logs", "json"))
+        append_parquet(spark, str(directory / "logs"), str(directory / "copy"))
+        tables_of(analyse(spark, directory / "copy", "none"))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def measured(
-    engine: str, lines: int, run: Callable[[], Any], processes: Callable[[], list[int]]
-) -> dict[str, Any]:
-    tables, seconds, cpu, load = timed(run, processes)
-    print(f"  {engine}: {lines:,} events in {seconds:.1f} s ({cpu:.1f} CPU s), load {load}",
-          flush=True)  # fmt: skip
-    return {"engine": engine, "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
-            "events_per_second": round(lines / seconds), "load": load, "tables": tables}  # fmt: skip
+def ingest(
+    meter: SparkMeter, spark: Any, traces: Path, copy: Path, logs: Path, fresh: float
+) -> dict[str, Measured]:
+    """The Parquet copy of ``traces`` at ``copy``, made as a pipeline makes it: the first run
+    appends all but the newest files (``1 - fresh`` of them, hard links in ``logs``), the
+    second the files that arrived since, a third finds nothing new."""
+    from analytics.ingest import append_parquet
 
-
-def this_process() -> list[int]:
-    return [os.getpid()]
+    files = sorted(traces.glob("*.jsonl"))
+    first = files[: max(1, round(len(files) * (1 - fresh)))]
+    logs.mkdir(parents=True)
+    rounds = {}
+    for name, shipped in (("ingest", first), ("ingest new", files[len(first) :]), ("none new", [])):
+        for file in shipped:
+            os.link(file, logs / file.name)
+        size = sum(f.stat().st_size for f in shipped)
+        done, rounds[name] = meter.measure(
+            f"{name} ({len(shipped)} files, {size / 1e6:,.0f} MB)",
+            lambda: append_parquet(spark, str(logs), str(copy)),
+        )
+        assert len(done.added) == len(shipped), (name, done)
+    return rounds
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -315,8 +435,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver listens where the cluster does
     engines = args.engines.split(",")
     root = Path(args.traces or tempfile.mkdtemp(prefix="hypercup-bench-", dir="/tmp"))
+    work = Path(tempfile.mkdtemp(prefix="hypercup-bench-work-", dir=root))
     sizes: list[tuple[Path, int]] = []
     rows: dict[int, dict[str, Any]] = {}
+    tables: dict[int, dict[str, Any]] = {}
     version = "-"
     try:
         for events in (int(size) for size in args.events.split(",")):
@@ -324,92 +446,118 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             size = sum(f.stat().st_size for f in directory.glob("*.jsonl"))
             sizes.append((directory, lines))
             rows[lines] = {"events": lines, "input_bytes": size, "generate_seconds": round(seconds)}
+            tables[lines] = {}
             print(f"traces: {lines:,} events, {size / 1e6:,.0f} MB, generated in {seconds:.0f} s "
                   "(0: reused)", flush=True)  # fmt: skip
-        if "local" in engines or "python" in engines:
-            with open_spark_session(
-                "local[2]", driver_memory=args.driver_memory, log_level="ERROR"
-            ) as spark:
-                version = spark.version
+        copies = {lines: work / f"copy-{lines}" for _, lines in sizes}
+        with open_spark_session(
+            "local[2]", driver_memory=args.driver_memory, log_level="ERROR", ui=True
+        ) as spark:
+            version = spark.version
+            meter = SparkMeter(spark)
+            warm_up(spark, work, args.superpeers, args.seed)
+            for traces, lines in sizes:
+                row = rows[lines]
+                if "python" in engines:
+                    before, started = load_average(), time.perf_counter()
+                    cpu = time.process_time()
+                    tables[lines]["python"] = reference.compute(traces)
+                    row["python"] = Measured(
+                        "python, JSON", round(time.perf_counter() - started, 1),
+                        round(time.process_time() - cpu, 1), [before, load_average()],
+                    )  # fmt: skip
+                    print(f"  python: {row['python']}", flush=True)
                 if "local" in engines:
-                    warm_up(spark, args.superpeers, args.seed)
-                for traces, lines in sizes:
-                    if "local" in engines:
-                        rows[lines]["local"] = measured(
-                            "local[2]",
-                            lines,
-                            lambda t=traces: spark_tables(spark, t),
-                            process_tree,
-                        )
-                    if "python" in engines:
-                        rows[lines]["python"] = measured(
-                            "python", lines, lambda t=traces: reference.compute(t), this_process
-                        )
+                    figures, row["local"] = meter.measure(
+                        "local[2], JSON", lambda t=traces: analyse(spark, t, "json")
+                    )
+                    tables[lines]["local"] = tables_of(figures)
+                if "parquet" in engines:
+                    row["ingest"] = ingest(
+                        meter, spark, traces, copies[lines], work / f"logs-{lines}", args.fresh
+                    )
+                    figures, row["parquet"] = meter.measure(
+                        "local[2], Parquet", lambda c=copies[lines]: analyse(spark, c, "none")
+                    )
+                    tables[lines]["parquet"] = tables_of(figures)
         if "cluster" in engines:
             with (
                 SparkStandalone(
-                    root / "spark-cluster", workers=args.workers, memory=args.worker_memory
+                    work / "spark-cluster", workers=args.workers, memory=args.worker_memory
                 ) as cluster,
                 open_spark_session(
                     cluster.master_url, executor_memory=args.executor_memory, log_level="ERROR"
                 ) as spark,
             ):
-                version = spark.version
-                warm_up(spark, args.superpeers, args.seed)
+                meter = SparkMeter(spark)
+                warm_up(spark, work, args.superpeers, args.seed)
                 for traces, lines in sizes:
-                    rows[lines]["cluster"] = measured(
-                        f"standalone {args.workers}x1 core",
-                        lines,
-                        lambda t=traces: spark_tables(spark, t),
-                        process_tree,
+                    label = f"standalone {args.workers}x1 core"
+                    figures, rows[lines]["cluster"] = meter.measure(
+                        f"{label}, JSON", lambda t=traces: analyse(spark, t, "json")
                     )
+                    tables[lines]["cluster"] = tables_of(figures)
+                    if copies[lines].exists():
+                        figures, rows[lines]["cluster parquet"] = meter.measure(
+                            f"{label}, Parquet",
+                            lambda c=copies[lines]: analyse(spark, c, "none"),
+                        )
+                        tables[lines]["cluster parquet"] = tables_of(figures)
     finally:
+        shutil.rmtree(work, ignore_errors=True)
         if not args.traces:
             shutil.rmtree(root, ignore_errors=True)
-    for row in rows.values():
-        expected = (row.get("python") or row.get("local") or row["cluster"])["tables"]
-        for engine in ("local", "python", "cluster"):
-            if engine in row:
-                tables = row[engine].pop("tables")
-                differing = sorted(n for n in expected if tables.get(n) != expected[n])
-                row[engine]["agrees"] = differing or True
+    for lines, row in rows.items():
+        computed = tables[lines]
+        if not computed:
+            continue
+        expected = computed.get("python") or next(iter(computed.values()))
+        for engine, got in computed.items():
+            differing = sorted(n for n in expected if got.get(n) != expected[n])
+            row[engine].agrees = differing or True
     return {"spark": version, "cores": os.cpu_count(), "sizes": list(rows.values())}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", default="1000000,10000000", help="comma-separated sizes")
-    parser.add_argument("--engines", default="local,python,cluster", help="comma-separated")
+    parser.add_argument("--engines", default="python,local,parquet,cluster", help="comma-separated")
     parser.add_argument("--superpeers", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--worker-memory", default="4g")
     parser.add_argument("--executor-memory", default="3g")
+    parser.add_argument(
+        "--fresh", type=float, default=0.125, help="share of the files the second ingest appends"
+    )
     parser.add_argument("--traces", metavar="DIR", help="keep the traces in DIR, reuse them")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     report = run(args)
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps(report, default=asdict))
         return
     print(f"Spark {report['spark']}, {report['cores']} cores")
     print(
-        "events | input MB | engine | seconds | events/s | speed over Python | CPU s"
-        " | CPU s over Python's | agrees | load"
+        "events | input MB | engine | seconds | events/s | speed over Python | CPU s | jobs"
+        " | task CPU s | driver CPU s | JVM threads: tasks, JIT, GC, other | agrees | load"
     )
     for row in report["sizes"]:
         python = row.get("python")
-        for engine in ("local", "cluster", "python"):
-            if engine in row:
-                r = row[engine]
-                ratio = f"{python['seconds'] / r['seconds']:.2f}x" if python else "-"
-                cpu = f"{r['cpu_seconds'] / python['cpu_seconds']:.2f}x" if python else "-"
-                print(" | ".join(str(v) for v in (
-                    f"{row['events']:,}", round(row["input_bytes"] / 1e6), r["engine"],
-                    r["seconds"], f"{r['events_per_second']:,}", ratio, r["cpu_seconds"], cpu,
-                    r["agrees"], r["load"],
-                )))  # fmt: skip
+        measured = [row[e] for e in ("python", "local", "parquet", "cluster", "cluster parquet")
+                    if e in row] + list(row.get("ingest", {}).values())  # fmt: skip
+        for r in measured:
+            ratio = f"{python.seconds / r.seconds:.2f}x" if python and r.agrees else "-"
+            s = r.spark
+            threads = s.get("jvm_threads", {})
+            print(" | ".join(str(v) for v in (
+                f"{row['events']:,}", round(row["input_bytes"] / 1e6), r.engine, r.seconds,
+                f"{round(row['events'] / r.seconds):,}", ratio, r.cpu_seconds,
+                s.get("jobs", "-"), s.get("task_cpu", "-"), s.get("driver_cpu", "-"),
+                ", ".join(str(threads.get(k, "-")) for k in ("tasks", "jit", "gc", "other")),
+                r.agrees if r.agrees is not None else "-", r.load,
+            )))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -69,10 +69,13 @@ TABLES = (
 
 
 def error_of(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The error ``main`` ends with: one line, the last on stderr (after the steps it began, if
+    the error was found in the analysis)."""
     assert main(list(argv)) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1, err
-    return err
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line for line in lines if ": error: " in line] == lines[-1:], lines
+    assert all(line.startswith("hypercup-analyze: ") for line in lines), lines
+    return lines[-1] + "\n"
 
 
 # -- errors ---------------------------------------------------------------------------------------

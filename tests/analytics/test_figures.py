@@ -12,10 +12,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +23,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from analytics import reference
 from analytics.definitions import bucket_seconds
-from analytics.figures import Figures, analyze
-from analytics.load import append_parquet, read_traces
+from analytics.figures import Figures, Keep, analyze
+from analytics.load import read_traces
 from superpeer.trace import EVENTS
 
 from .conftest import GARBAGE, simulate
@@ -291,14 +289,11 @@ def expected_tables(directory: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def collect_all(raw: DataFrame, *, keep_rows: bool = True) -> dict[str, list[Row]]:
-    """Every table's rows for ``raw``, collected concurrently (each is a small job; together they
-    would otherwise queue one after the other)."""
-    figures = analyze(raw, keep_rows=keep_rows)
+def collect_all(raw: DataFrame, *, keep: Keep = "rows") -> dict[str, list[Row]]:
+    """Every table's rows for ``raw`` (the growing ones collected whole)."""
+    figures = analyze(raw, keep=keep)
     try:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = {name: pool.submit(t.collect) for name, t in figures.tables().items()}
-        return {name: future.result() for name, future in futures.items()}
+        return {name: figures.collect(name) for name in SCHEMAS}
     finally:
         figures.unpersist()
 
@@ -347,15 +342,37 @@ def test_bucket_size(figures: Figures, expected: dict[str, list[tuple]]) -> None
 @pytest.mark.spark
 @pytest.mark.parametrize("name", list(SCHEMAS))
 def test_figure_agrees_with_plain_python(
-    spark: SparkSession, figures: Figures, expected: dict[str, list[tuple]], name: str
+    figures: Figures, expected: dict[str, list[tuple]], name: str
 ) -> None:
     assertDataFrameEqual(
-        getattr(figures, name),
-        spark.createDataFrame(expected[name], SCHEMAS[name]),
-        checkRowOrder=True,
-        rtol=0.0,
-        atol=0.0,
+        figures.collect(name), as_rows(name, expected[name]), checkRowOrder=True, rtol=0.0, atol=0.0
     )
+
+
+@pytest.mark.spark
+def test_the_growing_tables_first_rows_reach_the_driver(
+    figures: Figures, expected: dict[str, list[tuple]]
+) -> None:
+    """The report shows the first rows of the tables that grow with the input, and the busiest
+    second of the traffic, without collecting them whole."""
+    assert [tuple(r) for r in figures.shown["subscriptions"]] == expected["subscriptions"][:30]
+    assert [tuple(r) for r in figures.shown["duplicates"]] == expected["duplicates"][:30]
+    busiest = min(expected["traffic_per_second"], key=lambda r: (-r[1], r[0]))
+    assert [tuple(r) for r in figures.shown["traffic_per_second"]] == [busiest]
+
+
+@pytest.mark.spark
+def test_one_analysis_is_a_handful_of_spark_jobs(spark: SparkSession, traces: Path) -> None:
+    """Two passes: the tallies, then one query for the rest, whose two broadcasts (the
+    publications the deliveries meet, the bins that hold the percentiles) are jobs of their own.
+    Before, each table was a job or more: 33 of them."""
+    context = spark.sparkContext
+    context.setJobGroup("one-analysis", "test_one_analysis_is_a_handful_of_spark_jobs")
+    try:
+        analyze(read_traces(spark, str(traces))).unpersist()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert len(context.statusTracker().getJobIdsForGroup("one-analysis")) == 4
 
 
 @pytest.mark.spark
@@ -371,7 +388,7 @@ def test_figures_match_the_simulators_own_counts(
         for kind, counts in report["messages"].items()  # type: ignore[union-attr]
         if kind != "peer.ack"
     }
-    assert {row.kind: (row.messages, row.bytes) for row in figures.kinds.collect()} == counted
+    assert {row.kind: (row.messages, row.bytes) for row in figures.tables["kinds"]} == counted
     hops = {int(h): n for h, n in report["hops"].items()}  # type: ignore[union-attr]
     assert dict(expected["hops"]) == hops
     assert report["totals"]["redeliveries"] == 0  # type: ignore[index]
@@ -400,43 +417,7 @@ def test_gzip_input_in_subfolders(
 ) -> None:
     """Also the events kept as compressed columns, as for inputs too large to keep as rows."""
     raw = read_traces(spark, str(gzip_traces))
-    assert_same_figures(collect_all(raw, keep_rows=False), expected)
-
-
-@pytest.mark.spark
-def test_parquet_copy_gives_identical_figures(
-    spark: SparkSession, corrupt_traces: Path, tmp_path: Path
-) -> None:
-    copy = tmp_path / "events"
-    append_parquet(spark, str(corrupt_traces), str(copy))
-    partitions = sorted(p.relative_to(copy).as_posix() for p in copy.glob("date=*/*"))
-    assert "date=2026-01-01/node=sp0" in partitions
-    assert "date=2026-01-01/node=sp15" in partitions
-    # Invalid lines without a time or a node go along, under Hive's null partition.
-    assert any(p.startswith("date=__HIVE_DEFAULT_PARTITION__") for p in partitions)
-    actual = collect_all(read_traces(spark, str(copy)))
-    assert_same_figures(actual, expected_tables(corrupt_traces))
-
-
-@pytest.mark.spark
-def test_parquet_copy_appends_only_the_files_that_arrived(
-    spark: SparkSession, traces: Path, expected: dict[str, list[tuple]], tmp_path: Path
-) -> None:
-    """The copy as a pipeline: logs shipped in two rounds, a run after each, and one more with
-    nothing new, hold every line once; analysed, the copy gives the figures of all the logs."""
-    logs, copy = tmp_path / "logs", tmp_path / "events"
-    files = sorted(traces.iterdir())
-    lines = expected["quality"][0][0]
-    for shipped in (files[:5], files[5:], []):
-        for file in shipped:
-            target = logs / "host" / file.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(file, target)
-        append_parquet(spark, str(logs), str(copy))
-        copied = sum(len(f.read_text().splitlines()) for f in logs.rglob("*.jsonl"))
-        assert read_traces(spark, str(copy)).count() == copied
-    assert copied == lines
-    assert_same_figures(collect_all(read_traces(spark, str(copy))), expected)
+    assert_same_figures(collect_all(raw, keep="columns"), expected)
 
 
 @pytest.mark.parametrize("variant", ["traces", "corrupt_traces", "gzip_traces"])

@@ -1,6 +1,7 @@
-"""The transforms on small inline DataFrames: the cases a healthy simulation never produces
-(duplicates, deliveries without a publication, notifications never flushed) and the edges of the
-definitions (ties in percentiles, Gini extremes, several subscription ids on one notification)."""
+"""The transforms on small inline DataFrames, with the tables ``analytics.tables`` finishes from
+their rows: the cases a healthy simulation never produces (duplicates, deliveries without a
+publication, notifications never flushed) and the edges of the definitions (ties in
+percentiles, several subscription ids on one notification, trees that change shape)."""
 
 from __future__ import annotations
 
@@ -11,25 +12,20 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from analytics import tables
 from analytics.figures import (
+    collect_parts,
     delivery_latencies,
-    delivery_summary,
     duplicate_deliveries,
     forwarding_efficiency,
-    forwarding_total,
     hot_subscriptions,
-    incidents_over_time,
-    latency_cdf,
+    incidents_per_bucket,
     latency_ranks,
-    load_curve,
-    load_gini,
     nearest_rank,
     still_stored,
     subscription_routes,
     tallies,
     timeline,
-    tree_edges,
-    tree_shape,
 )
 from analytics.schema import INVALID_COLUMN, TRACE_SCHEMA
 
@@ -45,9 +41,10 @@ def events(spark: SparkSession, *records: dict[str, Any]) -> DataFrame:
     )
 
 
-def counted(trace: DataFrame) -> DataFrame:
-    """The ``tallies`` of valid ``trace`` events."""
-    return tallies(trace.withColumn(INVALID_COLUMN, F.lit(None).cast("string")))
+def counted(trace: DataFrame) -> tuple[dict[str, tables.Table], tables.Counts]:
+    """The tables read off the ``tallies`` of valid ``trace`` events."""
+    rows = tallies(trace.withColumn(INVALID_COLUMN, F.lit(None).cast("string"))).collect()
+    return tables.from_tallies(rows)
 
 
 def assert_equal(actual: DataFrame, expected: DataFrame) -> None:
@@ -79,25 +76,6 @@ def test_nearest_rank_percentiles_with_ties(spark: SparkSession) -> None:
     assert_equal(actual.orderBy("key", "percent"), expected)
 
 
-def test_gini_of_equal_loads_one_carrier_and_no_load(spark: SparkSession) -> None:
-    schema = "node string, load bigint"
-    equal = spark.createDataFrame([("a", 5), ("b", 5), ("c", 5), ("d", 5)], schema)
-    one = spark.createDataFrame([("a", 0), ("b", 0), ("c", 10), ("d", 0)], schema)
-    none = spark.createDataFrame([("a", 0), ("b", 0)], schema)
-    gini = "superpeers bigint, total_load bigint, gini double"
-    assert_equal(load_gini(equal), spark.createDataFrame([(4, 20, 0.0)], gini))
-    assert_equal(load_gini(one), spark.createDataFrame([(4, 10, 0.75)], gini))  # (n - 1) / n
-    assert_equal(load_gini(none), spark.createDataFrame([(2, 0, None)], gini))
-    assert_equal(
-        load_curve(none),
-        spark.createDataFrame(
-            [(1, "a", 0, 0.5, None), (2, "b", 0, 1.0, None)],
-            "rank bigint, node string, load bigint, superpeer_share double, "
-            "cumulative_load_share double",
-        ),
-    )
-
-
 def test_duplicates_unmatched_and_never_flushed_deliveries(spark: SparkSession) -> None:
     trace = events(
         spark,
@@ -121,17 +99,18 @@ def test_duplicates_unmatched_and_never_flushed_deliveries(spark: SparkSession) 
         duplicates,
         spark.createDataFrame([("alice", "p1", 2)], "peer string, pub string, deliveries bigint"),
     )
+    _, counts = counted(trace)
     for broadcast in (True, False):
-        cdf = latency_cdf(latency_ranks(delivery_latencies(trace, broadcast=broadcast), 1.0))
-        summary = delivery_summary(counted(trace), cdf, still_stored(trace), duplicates)
-        assert_equal(
-            summary,
-            spark.createDataFrame(
-                [(3, 1, 2, 1, 1, 1)],
-                "online bigint, flushed bigint, stored_offline bigint, still_stored bigint, "
-                "without_publish bigint, duplicate_pairs bigint",
-            ),
+        ranks = latency_ranks(delivery_latencies(trace, broadcast=broadcast), 1.0).collect()
+        _, timed = tables.latency_tables(ranks, 1.0)
+        summary = tables.deliveries(
+            counts,
+            timed=timed,
+            still_stored=still_stored(trace).first()["still_stored"],  # type: ignore[index]
+            duplicate_pairs=duplicates.count(),
         )
+        # online, flushed, stored offline, still stored, without publish, duplicate pairs
+        assert summary == (3, 1, 2, 1, 1, 1)
 
 
 def test_stored_notifications_with_a_missing_part_are_never_flushed(spark: SparkSession) -> None:
@@ -168,7 +147,7 @@ def test_forwarding_counts_distinct_subscriptions_and_every_listed_id(spark: Spa
         {"ts": 2.0, "node": "sp1", "event": "receive", "kind": "sp.notification", "sub": "s1",
          "neighbour": "sp0"},  # a receive does not answer anything
     )  # fmt: skip
-    per_superpeer = forwarding_efficiency(subscription_routes(trace))
+    per_superpeer = forwarding_efficiency(subscription_routes(trace)).orderBy("superpeer")
     assert_equal(
         per_superpeer,
         spark.createDataFrame(
@@ -176,10 +155,7 @@ def test_forwarding_counts_distinct_subscriptions_and_every_listed_id(spark: Spa
             "superpeer string, forwarded bigint, routed bigint, share double",
         ),
     )
-    assert_equal(
-        forwarding_total(per_superpeer),
-        spark.createDataFrame([(3, 1, 1 / 3)], "forwarded bigint, routed bigint, share double"),
-    )
+    assert tables.forwarding_total([tuple(r) for r in per_superpeer.collect()]) == [(3, 1, 1 / 3)]
 
 
 def test_hot_subscriptions_of_super_peers_and_of_peers(spark: SparkSession) -> None:
@@ -204,7 +180,9 @@ def test_hot_subscriptions_of_super_peers_and_of_peers(spark: SparkSession) -> N
         deliver("bob", None),  # a delivery without ids answers nothing
     )
     assert_equal(
-        hot_subscriptions(subscription_routes(trace)),
+        hot_subscriptions(subscription_routes(trace)).orderBy(
+            F.desc("notifications"), "level", "holder", "sub"
+        ),
         spark.createDataFrame(
             [
                 ("superpeer", "sp0", "s1", 3),
@@ -242,27 +220,15 @@ def test_forwarding_trees_per_origin(spark: SparkSession) -> None:
         {"ts": 2.0, "node": "sp1", "event": "receive", "kind": "sp.notification",
          "neighbour": "sp0", "origin": "sp0", "hops": 1},  # receives are not edges
     )  # fmt: skip
-    edges = tree_edges(counted(trace))
-    assert_equal(
-        edges,
-        spark.createDataFrame(
-            [
-                ("sp0", 1, "sp0", "sp1", 2, 200),
-                ("sp0", 2, "sp1", "sp3", 1, 100),
-                ("sp0", 2, "sp2", "sp3", 1, 100),
-            ],
-            "origin string, hops bigint, node string, neighbour string, messages bigint, "
-            "bytes bigint",
-        ),
-    )
-    assert_equal(
-        tree_shape(counted(trace)),
-        spark.createDataFrame(
-            [("sp0", 2, 3, 2, 2, 4, 2.0), ("sp5", 1, 0, 0, None, 0, 0.0)],
-            "origin string, publications bigint, edges bigint, superpeers bigint, depth bigint, "
-            "messages bigint, messages_per_publication double",
-        ),
-    )
+    small, _ = counted(trace)
+    # origin, hops, node, neighbour, messages, bytes
+    assert small["tree_edges"] == [
+        ("sp0", 1, "sp0", "sp1", 2, 200),
+        ("sp0", 2, "sp1", "sp3", 1, 100),
+        ("sp0", 2, "sp2", "sp3", 1, 100),
+    ]
+    # origin, publications, edges, super-peers, depth, messages, messages per publication
+    assert small["tree_shape"] == [("sp0", 2, 3, 2, 2, 4, 2.0), ("sp5", 1, 0, 0, None, 0, 0.0)]
 
 
 def test_incidents_over_time_count_faults_and_repairs_when_present(spark: SparkSession) -> None:
@@ -282,18 +248,35 @@ def test_incidents_over_time_count_faults_and_repairs_when_present(spark: SparkS
         event(2.6, "refused"),
         {"ts": 2.7, "node": "sp0", "event": "send", "kind": "sp.forward", "neighbour": "sp1"},
     )
-    schema = "bucket_start double, bucket_seconds double, event string, events bigint"
-    assert_equal(
-        incidents_over_time(timeline(trace, 1.0), 1.0),
-        spark.createDataFrame(
-            [
-                (0.0, 1.0, "neighbour_failed", 1),
-                (1.0, 1.0, "drop", 1),
-                (1.0, 1.0, "repair", 2),
-                (2.0, 1.0, "auth_failure", 1),
-            ],
-            schema,
-        ),
-    )
-    quiet = trace.where(F.col("event") == "send")
-    assert incidents_over_time(timeline(quiet, 1.0), 1.0).count() == 0
+
+    def over_time(trace: DataFrame) -> tables.Table:
+        rows = incidents_per_bucket(timeline(trace, 1.0)).collect()
+        return tables.incidents_over_time({(r[0], r[1]): r[2] for r in rows}, 1.0)
+
+    # bucket start, bucket seconds, event, events
+    assert over_time(trace) == [
+        (0.0, 1.0, "neighbour_failed", 1),
+        (1.0, 1.0, "drop", 1),
+        (1.0, 1.0, "repair", 2),
+        (2.0, 1.0, "auth_failure", 1),
+    ]
+    assert over_time(trace.where(F.col("event") == "send")) == []
+
+
+def test_frames_of_any_schema_collected_in_one_job(spark: SparkSession) -> None:
+    """``collect_parts``: each frame's rows come back whole under its name, with its own columns
+    and types, an empty frame as no rows; one Spark job in all."""
+    numbers = spark.createDataFrame([(1, 2.5), (2, None)], "n bigint, x double")
+    words = spark.createDataFrame([("a", ["b", "c"])], "w string, more array<string>")
+    none = spark.createDataFrame([], "flag boolean")
+    context = spark.sparkContext
+    context.setJobGroup("parts", "test_frames_of_any_schema_collected_in_one_job")
+    try:
+        parts = collect_parts({"numbers": numbers, "words": words, "none": none})
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert sorted(parts["numbers"]) == [(1, 2.5), (2, None)]
+    assert parts["numbers"][0]["x"] in (2.5, None)
+    assert parts["words"] == [("a", ["b", "c"])]
+    assert parts["none"] == []
+    assert len(context.statusTracker().getJobIdsForGroup("parts")) == 1
