@@ -1,0 +1,104 @@
+"""``serve_ui``: the web app inside the peer daemon.
+
+Hypercorn with its trio worker, as the super-peer's operator endpoint (``superpeer.http``): the
+server is one more task of the daemon's nursery, so the pages call the daemon's commands on the
+thread that owns its state (no lock, no second loop). It listens on loopback unless the
+configuration names another address (``[ui] listen``, ``peer run --ui``), at a free port by
+default. At start it makes the access token (``peer.ui.guard``) and writes the app's address
+with it to ``<data>/ui.url`` (mode 0600, in the user's private data directory), where
+``peer ui`` finds it; the file goes when the daemon stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import shutil
+from typing import TYPE_CHECKING, Final
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from peer.config import PeerConfig, format_address
+from peer.files import write_atomically
+from peer.ui.app import UiApp
+from peer.ui.guard import WILDCARDS, Guard
+from peer.ui.notify import watch_inbox
+from peer.ui.settings import UiSettings
+
+if TYPE_CHECKING:
+    from peer.daemon import PeerService
+
+log = logging.getLogger("peer.ui")
+SERVER_LOG: Final = logging.getLogger("peer.ui.server")
+SERVER_LOG.setLevel(logging.WARNING)
+MAX_HEADER_BYTES: Final = 16384
+KEEP_ALIVE_SECONDS: Final = 5.0
+NOTIFIER: Final = "notify-send"
+
+
+async def serve_ui(
+    config: PeerConfig,
+    service: PeerService,
+    *,
+    notifier: str | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serves the app until cancelled; reports its address with the token once it listens.
+    ``notifier``: the desktop notification command (default: ``notify-send`` if installed)."""
+    ui = config.ui
+    assert ui.listen is not None
+    host, port = ui.listen
+    uploads = config.data_dir / "ui-uploads"
+    shutil.rmtree(uploads, ignore_errors=True)  # what an interrupted upload left
+    uploads.mkdir(mode=0o700, parents=True, exist_ok=True)
+    settings = UiSettings.open(
+        config.data_dir / "ui-settings.json", default_notifications=ui.desktop_notifications
+    )
+    command = notifier or shutil.which(NOTIFIER)
+    app = UiApp(
+        service,
+        settings,
+        uploads=uploads,
+        notifier=command,
+        max_request_bytes=ui.max_request_bytes,
+        max_upload_bytes=ui.max_upload_bytes,
+    )
+    hypercorn = Config()
+    hypercorn.bind = [format_address((host, port))]
+    hypercorn.accesslog = None
+    hypercorn.errorlog = SERVER_LOG  # its warnings and errors; not "Running on ..."
+    hypercorn.h11_max_incomplete_size = MAX_HEADER_BYTES
+    hypercorn.keep_alive_timeout = KEEP_ALIVE_SECONDS
+    hypercorn.include_server_header = False
+    token = secrets.token_urlsafe(32)
+    url_file = config.ui_url_path
+    try:
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(serve, app, hypercorn)  # type: ignore[arg-type]
+            bound_port = int(binds[0].rpartition(":")[2])
+            app.guard = Guard(
+                token, port=bound_port, bound_host=host, allowed_hosts=ui.allowed_hosts
+            )
+            shown = "127.0.0.1" if host in WILDCARDS else host
+            url = f"http://{format_address((shown, bound_port))}/?token={token}"
+            write_atomically(url_file, (url + "\n").encode())
+            log.info(
+                "event=ui_listening address=http://%s/ notifications=%s",
+                format_address((shown, bound_port)),
+                "notify-send" if command else "unavailable",
+            )
+            inbox = service.inbox
+            nursery.start_soon(
+                lambda: watch_inbox(
+                    wait_after=service.client.wait_for_record_after,
+                    page=lambda after: app.command("inbox", after=str(after)),
+                    start=inbox.last_sequence,
+                    enabled=lambda: settings.desktop_notifications,
+                    command=command,
+                )
+            )
+            task_status.started(url)
+    finally:
+        url_file.unlink(missing_ok=True)
