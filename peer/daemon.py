@@ -66,7 +66,7 @@ import crypto
 import qel
 import wire
 from peer.client import Answer, PeerClient, PeerRequest, RequestFailed, Ticket, TlsSettings
-from peer.config import ConfigError, PeerConfig, SecurityConfig, check_name
+from peer.config import ConfigError, PeerConfig, SecurityConfig, check_name, format_address
 from peer.control import CONTROL_LIMITS, INBOX_PAGE_BYTES, READ_SIZE
 from peer.files import DataDirBusy, hold_data_dir
 from peer.identity import IdentityError, PeerIdentity, load_key
@@ -179,7 +179,10 @@ async def serve_peer(
                 if config.ui.listen is not None:
                     from peer.ui import serve_ui  # the web server loads only when it is used
 
-                    ui_url = await nursery.start(serve_ui, config, service)
+                    try:
+                        ui_url = await nursery.start(serve_ui, config, service)
+                    except* OSError as group:
+                        raise DaemonError(_ui_unavailable(config, group.exceptions[0])) from None
                     service.ui_address = ui_url.partition("?")[0]
                 log.info(
                     "event=ready peer=%s name=%s access_point=%s security=%r control=%s "
@@ -203,6 +206,17 @@ async def serve_peer(
                 )
         finally:
             log.info("event=stopped peer=%s", client.peer_id)
+
+
+def _ui_unavailable(config: PeerConfig, error: BaseException) -> str:
+    assert config.ui.listen is not None
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return (
+        f"cannot serve the web app at {format_address(config.ui.listen)}: {reason}; choose "
+        "another address with --ui HOST:PORT (or [ui] listen), or none with --no-ui"
+    )
 
 
 def tls_settings(security: SecurityConfig) -> TlsSettings | None:

@@ -35,7 +35,6 @@ from peer.expires import parse_expires
 from peer.ui.documents import metadata_document, new_identifier, readable, turtle_of
 from peer.ui.guard import Allowed, Guard
 from peer.ui.http import (
-    JSON,
     BodyTooLarge,
     Receive,
     Request,
@@ -111,12 +110,13 @@ Handler = Callable[[Request], Awaitable[Any]]
 
 
 class UiApp:
-    """The ASGI application; ``guard`` is set once the server listens (its port is known)."""
+    """The ASGI application; ``guard`` decides who may use it."""
 
     def __init__(
         self,
         service: PeerService,
         settings: UiSettings,
+        guard: Guard,
         *,
         uploads: Path,
         notifier: str | None,
@@ -129,7 +129,7 @@ class UiApp:
         self.notifier = notifier
         self.max_request_bytes = max_request_bytes
         self.max_upload_bytes = max_upload_bytes
-        self.guard: Guard | None = None
+        self.guard = guard
         package = resources.files("peer.ui.static")
         self._static = {
             path: (package.joinpath(name).read_bytes(), kind)
@@ -146,9 +146,6 @@ class UiApp:
         if scope["type"] != "http":
             return
         request = Request.of(scope, receive)
-        if self.guard is None:
-            await respond(send, 503, b"starting\n")
-            return
         verdict = self.guard.check(request.method, request.query.get("token"), request.headers)
         if not isinstance(verdict, Allowed):
             log.warning(
@@ -160,20 +157,19 @@ class UiApp:
             await respond(send, verdict.status, verdict.reason.encode() + b"\n")
             return
         if verdict.login:
-            await self._login(request, send, self.guard)
+            await self._login(request, send)
             return
         try:
             await self._dispatch(request, send)
         except Failure as failure:
             await respond_json(send, failure.status, failure.body)
 
-    async def _login(self, request: Request, send: Send, guard: Guard) -> None:
+    async def _login(self, request: Request, send: Send) -> None:
         """The token came in the URL: the cookie, and the same address without the token."""
         query = {k: v for k, v in request.query.items() if k != "token"}
-        target = urllib.parse.quote(request.path) + (
-            "?" + urllib.parse.urlencode(query) if query else ""
-        )
-        headers = [(b"location", target.encode()), (b"set-cookie", guard.cookie().encode())]
+        path = "/" + request.path.lstrip("/")  # "//host" would send the browser elsewhere
+        target = urllib.parse.quote(path) + ("?" + urllib.parse.urlencode(query) if query else "")
+        headers = [(b"location", target.encode()), (b"set-cookie", self.guard.cookie().encode())]
         await respond(send, 303, b"", headers=headers)
 
     async def _dispatch(self, request: Request, send: Send) -> None:
@@ -314,6 +310,7 @@ class UiApp:
         resources_ = self.service.client.resources
         assert resources_ is not None
         found = await trio.to_thread.run_sync(resources_.fetches)
+        found.sort(key=lambda f: (f["state"] != "waiting", f["publication"], f["owner"]))
         return {"fetches": [_progress(f) for f in found]}
 
     async def file(self, request: Request, send: Send) -> None:
@@ -563,6 +560,3 @@ def _sha256(path: Path) -> str:
         while block := reader.read(1024 * 1024):
             digest.update(block)
     return digest.hexdigest()
-
-
-__all__ = ["JSON", "UiApp"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import shutil
+import socket
 from typing import TYPE_CHECKING, Final
 
 import trio
@@ -57,30 +58,29 @@ async def serve_ui(
         config.data_dir / "ui-settings.json", default_notifications=ui.desktop_notifications
     )
     command = notifier or shutil.which(NOTIFIER)
+    listener = _bind(host, port)
+    bound_port = listener.getsockname()[1]
+    token = secrets.token_urlsafe(32)
     app = UiApp(
         service,
         settings,
+        Guard(token, port=bound_port, bound_host=host, allowed_hosts=ui.allowed_hosts),
         uploads=uploads,
         notifier=command,
         max_request_bytes=ui.max_request_bytes,
         max_upload_bytes=ui.max_upload_bytes,
     )
     hypercorn = Config()
-    hypercorn.bind = [format_address((host, port))]
+    hypercorn.bind = [f"fd://{listener.detach()}"]  # Hypercorn listens on it and closes it
     hypercorn.accesslog = None
     hypercorn.errorlog = SERVER_LOG  # its warnings and errors; not "Running on ..."
     hypercorn.h11_max_incomplete_size = MAX_HEADER_BYTES
     hypercorn.keep_alive_timeout = KEEP_ALIVE_SECONDS
     hypercorn.include_server_header = False
-    token = secrets.token_urlsafe(32)
     url_file = config.ui_url_path
     try:
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(serve, app, hypercorn)  # type: ignore[arg-type]
-            bound_port = int(binds[0].rpartition(":")[2])
-            app.guard = Guard(
-                token, port=bound_port, bound_host=host, allowed_hosts=ui.allowed_hosts
-            )
+            await nursery.start(serve, app, hypercorn)  # type: ignore[arg-type]
             shown = "127.0.0.1" if host in WILDCARDS else host
             url = f"http://{format_address((shown, bound_port))}/?token={token}"
             write_atomically(url_file, (url + "\n").encode())
@@ -102,3 +102,17 @@ async def serve_ui(
             task_status.started(url)
     finally:
         url_file.unlink(missing_ok=True)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The app's socket, bound (Hypercorn binding it itself would leak it when the address is
+    in use); ``OSError`` says why it cannot be."""
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        listener.bind((host, port))
+    except BaseException:
+        listener.close()
+        raise
+    return listener

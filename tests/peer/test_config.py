@@ -186,12 +186,12 @@ def test_the_web_app_is_on_by_default_on_loopback_and_configurable(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[ui]\nport = 1\n', r"unknown ui key\(s\) \['port'\]"),
+        ("[ui]\nport = 1\n", r"unknown ui key\(s\) \['port'\]"),
         ('[ui]\nlisten = "host:http"\n', "ui.listen must be HOST:PORT or PORT"),
-        ('[ui]\nlisten = 8080\n', "ui.listen must be HOST:PORT, a PORT, or false"),
+        ("[ui]\nlisten = 8080\n", "ui.listen must be HOST:PORT, a PORT, or false"),
         ('[ui]\nallowed_hosts = "peer.example"\n', "allowed_hosts must be a list"),
         ('[ui]\ndesktop_notifications = "no"\n', "desktop_notifications must be true or false"),
-        ('[ui]\nmax_upload_bytes = 0\n', "max_upload_bytes must be a positive integer"),
+        ("[ui]\nmax_upload_bytes = 0\n", "max_upload_bytes must be a positive integer"),
         ("ui = 1\n", "ui must be a table"),
     ],
 )

@@ -6,8 +6,8 @@ from __future__ import annotations
 import qel
 from peer.published import Published
 
-A = "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n<http://e/a> dc:title \"{title}\" .\n"
-MORE = '<http://e/a> <http://purl.org/dc/elements/1.1/date> 2004 .'
+A = '@prefix dc: <http://purl.org/dc/elements/1.1/> .\n<http://e/a> dc:title "{title}" .\n'
+MORE = "<http://e/a> <http://purl.org/dc/elements/1.1/date> 2004 ."
 
 
 def publication(text: str, id: str = "r", format: str = "turtle") -> qel.Publication:
@@ -16,7 +16,7 @@ def publication(text: str, id: str = "r", format: str = "turtle") -> qel.Publica
 
 
 def statements(record: dict) -> set[str]:
-    return {line for line in record["ntriples"].splitlines()[1:]}
+    return set(record["ntriples"].splitlines()[1:])
 
 
 def test_a_resource_is_published_changed_extended_and_withdrawn(tmp_path):

@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import re
+import socket
 import stat
 from pathlib import Path
 
@@ -20,10 +21,10 @@ import crypto
 import qel
 from peer import cli
 from peer.config import load_config
-from peer.daemon import Running, serve_peer
+from peer.daemon import DaemonError, Running, serve_peer
 from peer.ui.app import ROUTES, STATIC, STREAMS
 from qel.resources import resource_of
-from tests.peer.helpers import attached, notify, publication
+from tests.peer.helpers import attached, notify
 from tests.peer.ui_client import UiClient
 from wire import messages as m
 
@@ -460,3 +461,32 @@ async def test_peer_stop_stops_the_daemon_which_stays_registered(
     assert code == 3
     assert json.loads(captured.out)["error"] == "unavailable"
     assert captured.err.startswith("peer: no peer daemon is running")
+
+
+async def test_an_address_in_use_stops_the_daemon_with_a_clear_message(
+    tmp_path, tls_world, tls_access_point
+):
+    data = tmp_path / "alice"
+    tls_world.install_key(data)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        config = load_config(
+            None,
+            data_dir=str(data),
+            superpeer=tls_access_point.address,
+            ca=str(tls_world.network.ca),
+            ui=f"127.0.0.1:{port}",
+        )
+        with pytest.raises(BaseException) as caught:
+            await serve_peer(config)
+    error = caught.value
+    while isinstance(error, BaseExceptionGroup):
+        [error] = error.exceptions
+    assert isinstance(error, DaemonError)
+    assert str(error) == (
+        f"cannot serve the web app at 127.0.0.1:{port}: Address already in use; choose another "
+        "address with --ui HOST:PORT (or [ui] listen), or none with --no-ui"
+    )
+    assert not (data / "control.sock").exists()

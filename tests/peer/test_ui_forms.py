@@ -152,7 +152,11 @@ def test_values_are_read_as_what_they_look_like_unless_the_form_says():
     )
     assert query.endswith("V1 >= 2004-05-31T10:00:00"), "a browser's date-time field has no seconds"
     text = build_query(
-        {"conditions": [{"property": "dc:title", "operator": "=", "type": "text", "values": ["2004"]}]}
+        {
+            "conditions": [
+                {"property": "dc:title", "operator": "=", "type": "text", "values": ["2004"]}
+            ]
+        }
     )
     assert text.endswith('V1 = "2004"')
 
@@ -217,7 +221,8 @@ def test_a_publication_reads_in_a_useful_order_and_edits_as_turtle():
          "class": "dc:book", "subjects": "s"}
     )  # fmt: skip
     [publication] = qel.parse_publications(
-        document + '<urn:x:1> <http://example.org/pages> 12 ; <http://purl.org/dc/elements/1.1/language> "en"@en .',
+        document
+        + '<urn:x:1> <http://example.org/pages> 12 ; <http://purl.org/dc/elements/1.1/language> "en"@en .',
         "turtle",
         publisher="me",
         id="x",
@@ -235,5 +240,7 @@ def test_a_publication_reads_in_a_useful_order_and_edits_as_turtle():
         ("pages", "12", "number"),
     ]
     assert shown["file"] is None
-    [again] = qel.parse_publications(turtle_of(publication.to_text()), "turtle", publisher="me", id="x")
+    [again] = qel.parse_publications(
+        turtle_of(publication.to_text()), "turtle", publisher="me", id="x"
+    )
     assert again.statements == publication.statements

@@ -40,7 +40,7 @@ def test_one_record_is_named_several_are_counted_and_removals_are_no_news():
 @pytest.fixture
 def notifier(tmp_path):
     script = tmp_path / "notify-send"
-    script.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" >> \"$0.log\"\n")
+    script.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" >> "$0.log"\n')
     script.chmod(0o755)
     return script
 

@@ -388,7 +388,7 @@ function renderRecord(record) {
       el("code", { class: "owner", title: record.owner }, short(record.owner)),
       " ",
       el("span", { class: "presence", dataset: { owner: record.owner } }, "…"),
-      ` · matched ${record.subscriptions.join(", ") || "—"} · ${record.hops} hops`,
+      ` · matched ${record.subscriptions.join(", ") || "—"} · ${record.hops} ${record.hops === 1 ? "hop" : "hops"}`,
     ),
     shown && shown.file && kind !== "removed"
       ? el(
