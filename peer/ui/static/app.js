@@ -619,6 +619,7 @@ async function publish() {
     );
     cancelChange();
     $("#share-file").reset();
+    $("#s-id").value = "";
     await loadPublished();
   } catch (error) {
     result.className = "result error";
