@@ -37,6 +37,7 @@ SERVER_LOG.setLevel(logging.WARNING)
 MAX_HEADER_BYTES: Final = 16384
 KEEP_ALIVE_SECONDS: Final = 5.0
 NOTIFIER: Final = "notify-send"
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 async def serve_ui(
@@ -89,6 +90,12 @@ async def serve_ui(
                 format_address((shown, bound_port)),
                 "notify-send" if command else "unavailable",
             )
+            if host not in LOOPBACK_HOSTS:
+                log.warning(
+                    "event=ui_beyond_loopback address=%s note=%r",
+                    format_address((host, bound_port)),
+                    "other machines can reach the web app; every request still needs the token",
+                )
             inbox = service.inbox
             nursery.start_soon(
                 lambda: watch_inbox(

@@ -652,7 +652,8 @@ async def test_run_with_log_format_json_writes_one_object_per_line(tmp_path, pro
         tmp_path / "alice", f"127.0.0.1:{port}", "--no-tls", "--log-format", "json"
     )
     await daemon.wait_for('"event":"disconnected"')
-    logged = [line for line in daemon.lines if " running (access point " not in line]
+    said = (" running (access point ", "web app: http://")  # the two lines on stdout
+    logged = [line for line in daemon.lines if not any(text in line for text in said)]
     entries = [json.loads(line) for line in logged]  # every stderr line is JSON
     ready = next(entry for entry in entries if entry.get("event") == "ready")
     assert (ready["level"], ready["access_point"]) == ("INFO", f"127.0.0.1:{port}")

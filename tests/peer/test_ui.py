@@ -490,3 +490,14 @@ async def test_an_address_in_use_stops_the_daemon_with_a_clear_message(
         "address with --ui HOST:PORT (or [ui] listen), or none with --no-ui"
     )
     assert not (data / "control.sock").exists()
+
+
+async def test_without_the_web_app_peer_ui_says_so(
+    nursery, tmp_path, tls_world, tls_access_point, run_cli
+):
+    running = await start_peer(nursery, tmp_path, tls_world, tls_access_point, listen=None)
+    assert running.ui_url is None
+    assert not (tmp_path / "alice" / "ui.url").exists()
+    code, out, err = await run_cli("ui", "--data-dir", str(tmp_path / "alice"))
+    assert (code, out) == (2, "")
+    assert err.startswith("peer: the daemon runs without its web app (it was started with --no-ui")

@@ -1,7 +1,8 @@
 """Desktop notifications (``peer.ui.notify``): what a batch of records says, and that the
-setting decides, record batch by record batch. ``watch_inbox`` is driven step by step here: it
-asks for the next batch only once it has finished the previous one, so the test knows exactly
-which batches arrived while the setting was off."""
+setting decides, batch by batch. ``watch_inbox`` is driven step by step here: it waits for the
+next batch only once it has finished the previous one (its ``wait_after`` meets the test on an
+unbuffered channel), so the test knows exactly which batches arrived while the setting was
+off."""
 
 from __future__ import annotations
 
@@ -49,15 +50,12 @@ async def test_the_setting_decides_for_each_batch_as_it_arrives(notifier, nurser
     batches = [[record(1)], [record(2)], [record(3), record(4)]]
     enabled = [False]
     send, receive = trio.open_memory_channel[list[dict]](0)
-    waiting = trio.Event()
+    ready_send, ready_receive = trio.open_memory_channel[None](0)
     pages: dict[int, list[dict]] = {}
 
     async def wait_after(sequence: int) -> None:
-        nonlocal waiting
-        waiting.set()  # the watcher is done with everything up to ``sequence``
-        batch = await receive.receive()
-        pages[sequence] = batch
-        waiting = trio.Event()
+        await ready_send.send(None)  # the watcher is done with everything up to ``sequence``
+        pages[sequence] = await receive.receive()
 
     async def page(after: int) -> dict:
         return {"records": pages.pop(after, [])}
@@ -73,10 +71,10 @@ async def test_the_setting_decides_for_each_batch_as_it_arrives(notifier, nurser
     )
     log = notifier.with_name("notify-send.log")
     for batch, on in zip(batches, (False, True, True), strict=True):
-        await waiting.wait()
+        await ready_receive.receive()
         enabled[0] = on
         await send.send(batch)
-    await waiting.wait()
+    await ready_receive.receive()
     assert log.read_text().splitlines() == [
         "--app-name", "semantic-pubsub peer", "New publication: Paper 2", "matches papers",
         "--app-name", "semantic-pubsub peer", "2 new publications", "Paper 3", "Paper 4",
