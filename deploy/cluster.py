@@ -476,14 +476,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sp{k} {address} data={cluster.directories[k]}{status}", flush=True)
         for j, directory in enumerate(cluster.peer_directories):
             access = cluster.addresses[j % cluster.size]
-            print(f"peer{j} -> {access}: peer status --data-dir {directory}", flush=True)
+            url_file = directory / "ui.url"
+            web = f" web app {url_file.read_text().strip()}" if url_file.exists() else ""
+            print(f"peer{j} -> {access}: peer status --data-dir {directory}{web}", flush=True)
         if cluster.tls:
             print(f"network CA certificate (peers trust it): {cluster.ca_certificate}", flush=True)
         print("running; Ctrl-C stops every daemon", flush=True)
-        stop_signals = {signal.SIGINT, signal.SIGTERM}
-        signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-        signal.sigwait(stop_signals)
+        wait_for_stop_signal()
     return 0
+
+
+def wait_for_stop_signal() -> None:
+    """Blocks until SIGINT or SIGTERM (Ctrl-C), which then stops nothing by itself: the caller
+    stops what it started."""
+    stop_signals = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    signal.sigwait(stop_signals)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
     peer keygen [--bits 3072] [--force]         (the peer's key; prints its public identifier)
     peer run --superpeer HOST:PORT (--ca FILE | --pin FINGERPRINT | --no-tls)
              [--config FILE] [--name NAME] [--data-dir DIR] [--log-level L]
-             [--log-format text|json]
+             [--log-format text|json] [--ui [HOST:PORT] | --no-ui]
+    peer ui [--no-browser]                       (opens the running daemon's web app)
+    peer stop                                   (stops the daemon; the peer stays registered)
     peer advertise FILE                         (JSON, or TOML if FILE ends in .toml)
     peer publish-schema FILE [--format turtle|nt|xml|json-ld]   (RDFS axioms, for entailment)
     peer subscribe QUERY|FILE [--id ID] [--expires 2h|ISO-TIME] [--on change]   (QEL or SPARQL)
@@ -12,14 +14,16 @@
                  [--file PATH | --file SUBJECT=PATH ...]   (FILE "-" reads stdin; the resources' bytes, offered)
     peer publish FILE --replaces ID | --extends ID   (a new version of a resource, or triples added)
     peer retract ID                             (withdraw a resource this peer published)
-    peer fetch PUBLICATION_ID [--owner PUBLIC_ID] [--out PATH] [--wait SECONDS] [--status] [--json]
-    peer inbox [--json] [--follow]
-    peer status [--json]
-    peer locate PUBLIC_ID [--json]              (is that peer online, and where?)
-    peer leave
+    peer fetch PUBLICATION_ID [--owner PUBLIC_ID] [--out PATH] [--wait SECONDS] [--status]
+    peer inbox [--follow]
+    peer status
+    peer locate PUBLIC_ID                       (is that peer online, and where?)
+    peer leave                                  (leaves the network for good)
 
 Every command takes ``--data-dir DIR``, ``--config FILE`` and ``--name NAME``, which locate the
-daemon (several peers run side by side with different data directories). The commands talk to the
+daemon (several peers run side by side with different data directories), and ``--json``: it
+answers in sentences by default, in JSON with ``--json`` (one object; ``inbox``, one record per
+line; a failure, ``{"error", "message"}`` on stdout besides the line on stderr). The commands talk to the
 running daemon over its control socket; ``run`` is the daemon itself (SIGTERM or SIGINT stop it
 cleanly), and ``keygen`` creates the peer's identity, which ``run`` needs with TLS.
 
@@ -29,6 +33,10 @@ a single super-peer, which logs it); ``--no-tls`` is for a plaintext super-peer 
 --no-tls``). The network knows the peer by its key's public identifier (``pk1-...``); ``--name`` is
 a local label. A passphrase-protected key is unlocked with ``$PEER_KEY_PASSPHRASE`` (``keygen``
 encrypts the new key with it when it is set).
+
+The daemon serves a web app (``peer.ui``) on a free loopback port unless ``--no-ui`` (or
+``[ui] listen = false``); ``--ui HOST:PORT`` chooses the address. It prints the app's address
+with its access token, and ``peer ui`` opens it in the default browser.
 
 Exit codes: 0 done; 1 refused by the network; 2 a local error (usage, unreadable file, a query
 outside the language, ...); 3 no daemon running, or the access point is not connected or did not
@@ -44,6 +52,7 @@ import os
 import sys
 import time
 import tomllib
+import webbrowser
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -53,6 +62,9 @@ from peer.control import EXIT_CODES, ControlClient, ControlUnavailable
 from peer.expires import parse_expires
 
 DEFAULT_KEY_BITS = 3072
+STOP_SECONDS = 30.0
+"""How long ``peer stop`` waits for the daemon to let go of its data directory."""
+KINDS_OF_EXIT = {code: kind for kind, code in EXIT_CODES.items()}
 EXPIRES_HELP = "when it expires: a duration (90s, 30m, 2h, 7d) or an ISO 8601 time (UTC if no zone)"
 
 FORMATS_BY_SUFFIX = {
@@ -86,6 +98,7 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
         config = load_config(
@@ -96,23 +109,34 @@ def main(argv: list[str] | None = None) -> int:
             ca=args.ca,
             pin=args.pin,
             no_tls=args.no_tls,
+            ui=args.ui,
+            no_ui=args.no_ui,
         )
         if args.command == "run":
-            return _run(config, args.log_level, args.log_format)
+            return _run(config, args.log_level, args.log_format, as_json=args.json)
         return _COMMANDS[args.command](args, config)
     except (UsageError, ConfigError) as error:
-        return _fail(str(error), 2)
+        return _fail(str(error), 2, as_json)
     except ControlUnavailable as error:
-        return _fail(str(error), 3)
+        return _fail(str(error), 3, as_json)
     except CommandFailed as error:
-        return _fail(str(error), error.code)
+        return _fail(str(error), error.code, as_json)
     except KeyboardInterrupt:
         return 130
 
 
-def _fail(message: str, code: int) -> int:
+def _fail(message: str, code: int, as_json: bool = False) -> int:
+    """One line on stderr; with ``--json`` also the error as JSON on stdout."""
+    if as_json:
+        print(json.dumps({"error": KINDS_OF_EXIT.get(code, "failed"), "message": message}))
     print(f"peer: {message}", file=sys.stderr)
     return code
+
+
+def _say(args: argparse.Namespace, result: object, sentence: str) -> int:
+    """A command's answer: ``sentence``, or ``result`` as JSON with ``--json``."""
+    print(json.dumps(result) if args.json else sentence)
+    return 0
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -123,12 +147,15 @@ def _build_parser() -> argparse.ArgumentParser:
         "--name",
         help="the peer's name (a local label; its id with --no-tls; picks the default data dir)",
     )
+    common.add_argument(
+        "--json", action="store_true", help="answer in JSON (default: in sentences)"
+    )
     parser = _Parser(prog="peer", description="Run a desktop peer's daemon, and talk to it.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, parents=[common], description=help)
-        sub.set_defaults(superpeer=None, ca=None, pin=None, no_tls=False)
+        sub.set_defaults(superpeer=None, ca=None, pin=None, no_tls=False, ui=None, no_ui=False)
         return sub
 
     keygen = command("keygen", "create the peer's key (its identity) and print its identifier")
@@ -163,6 +190,17 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="plaintext, for a super-peer run with --no-tls (no identification)",
     )
+    web = run.add_mutually_exclusive_group()
+    web.add_argument(
+        "--ui",
+        nargs="?",
+        const="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="serve the web app here (default: on, at a free port of 127.0.0.1; a bare PORT "
+        "means 127.0.0.1:PORT; another host is reachable from other machines: every request "
+        "still needs the token)",
+    )
+    web.add_argument("--no-ui", action="store_true", help="no web app")
     run.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
     run.add_argument(
         "--log-format",
@@ -232,26 +270,27 @@ def _build_parser() -> argparse.ArgumentParser:
     fetch.add_argument(
         "--status", action="store_true", help="only show how an earlier fetch is going"
     )
-    fetch.add_argument("--json", action="store_true", help="print one JSON object")
     inbox = command("inbox", "list the notifications received")
-    inbox.add_argument("--json", action="store_true", help="one JSON record per line")
     inbox.add_argument("--follow", action="store_true", help="keep printing new notifications")
-    command("status", "show the daemon's state").add_argument(
-        "--json", action="store_true", help="print one JSON object"
-    )
+    command("status", "show the daemon's state")
     locate = command("locate", "ask the network whether a peer is online, and where")
     locate.add_argument(
         "public_id",
         metavar="PUBLIC_ID",
         help="the peer's public identifier (pk1-...; its name on a plaintext network)",
     )
-    locate.add_argument("--json", action="store_true", help="print one JSON object")
     command("leave", "leave the network for good (keeps the inbox) and stop the daemon")
+    command(
+        "stop", "stop the daemon; the peer stays registered and its access point keeps its mail"
+    )
+    command("ui", "open the running daemon's web app in the default browser").add_argument(
+        "--no-browser", action="store_true", help="only print its address"
+    )
     return parser
 
 
 # -- run ----------------------------------------------------------------------------------------
-def _run(config: PeerConfig, log_level: str, log_format: str) -> int:
+def _run(config: PeerConfig, log_level: str, log_format: str, *, as_json: bool = False) -> int:
     import trio
 
     from peer.daemon import DaemonError
@@ -269,7 +308,7 @@ def _run(config: PeerConfig, log_level: str, log_format: str) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     try:
-        trio.run(_serve_until_signal, config, passphrase)
+        trio.run(_serve_until_signal, config, passphrase, as_json)
     except (DaemonError, OSError, BaseExceptionGroup) as caught:
         leaves = list(_leaves(caught))
         for error in leaves:
@@ -281,7 +320,7 @@ def _run(config: PeerConfig, log_level: str, log_format: str) -> int:
     return 0
 
 
-async def _serve_until_signal(config: PeerConfig, passphrase: bytes | None) -> None:
+async def _serve_until_signal(config: PeerConfig, passphrase: bytes | None, as_json: bool) -> None:
     import signal
 
     import trio
@@ -296,11 +335,27 @@ async def _serve_until_signal(config: PeerConfig, passphrase: bytes | None) -> N
                 nursery.cancel_scope.cancel()  # the peer left the network
 
             running: Running = await nursery.start(serve)
-            print(
-                f"peer {_who(running.peer_id, running.name)} running (access point "
-                f"{running.access_point}, control socket {running.control_path})",
-                flush=True,
-            )
+            if as_json:
+                print(
+                    json.dumps(
+                        {
+                            "peer_id": running.peer_id,
+                            "name": running.name,
+                            "access_point": running.access_point,
+                            "control": str(running.control_path),
+                            "ui": running.ui_url,
+                        }
+                    ),
+                    flush=True,
+                )
+            else:
+                print(
+                    f"peer {_who(running.peer_id, running.name)} running (access point "
+                    f"{running.access_point}, control socket {running.control_path})",
+                    flush=True,
+                )
+                if running.ui_url is not None:
+                    print(f"web app: {running.ui_url} (`peer ui` opens it)", flush=True)
             async for number in signals:
                 logging.getLogger("peer").info(
                     "event=stopping signal=%s", signal.Signals(number).name
@@ -349,10 +404,17 @@ def _keygen(args: argparse.Namespace, config: PeerConfig) -> int:
     except OSError as error:
         raise UsageError(f"cannot use the data directory {config.data_dir}: {error}") from None
     encrypted = ", encrypted with $PEER_KEY_PASSPHRASE" if passphrase is not None else ""
-    print(f"public identifier {crypto.public_identifier(key)} (key {path}{encrypted})")
+    public_id = crypto.public_identifier(key)
+    sentence = f"public identifier {public_id} (key {path}{encrypted})"
     if dropped:
-        print("the registration of the replaced key was removed: the peer registers again")
-    return 0
+        sentence += "\nthe registration of the replaced key was removed: the peer registers again"
+    result = {
+        "public_id": public_id,
+        "key": str(path),
+        "encrypted": passphrase is not None,
+        "registration_removed": dropped,
+    }
+    return _say(args, result, sentence)
 
 
 # -- the commands -------------------------------------------------------------------------------
@@ -384,17 +446,17 @@ def _advertise(args: argparse.Namespace, config: PeerConfig) -> int:
             text = toml_to_json(tomllib.loads(text))
         except tomllib.TOMLDecodeError as error:
             raise UsageError(f"{path} is not valid TOML: {error}") from None
-    summary = _call(config, "advertise", advertisement=text)["advertisement"]
-    print(f"advertised: {_summary(summary)}")
-    return 0
+    result = _call(config, "advertise", advertisement=text)
+    return _say(args, result, f"advertised: {_summary(result['advertisement'])}")
 
 
 def _publish_schema(args: argparse.Namespace, config: PeerConfig) -> int:
     path = Path(args.file)
     fmt = args.format or FORMATS_BY_SUFFIX.get(path.suffix.lower(), "turtle")
     result = _call(config, "publish-schema", data=_read(path), format=fmt)
-    print(f"published a schema of {_plural(result['axioms'], 'axiom', 'axioms')}")
-    return 0
+    return _say(
+        args, result, f"published a schema of {_plural(result['axioms'], 'axiom', 'axioms')}"
+    )
 
 
 def _summary(advertisement: dict[str, int]) -> str:
@@ -423,8 +485,7 @@ def _subscribe(args: argparse.Namespace, config: PeerConfig) -> int:
         arguments["on"] = args.on
     result = _call(config, "subscribe", **arguments)
     verb = "already subscribed" if result["repeated"] else "subscribed"
-    print(f"{verb} {result['id']}: {result['query']}")
-    return 0
+    return _say(args, result, f"{verb} {result['id']}: {result['query']}")
 
 
 def _expires(args: argparse.Namespace) -> dict[str, str]:
@@ -438,9 +499,8 @@ def _expires(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _unsubscribe(args: argparse.Namespace, config: PeerConfig) -> int:
-    _call(config, "unsubscribe", id=args.id)
-    print(f"unsubscribed {args.id}")
-    return 0
+    result = _call(config, "unsubscribe", id=args.id)
+    return _say(args, result, f"unsubscribed {args.id}")
 
 
 def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
@@ -466,14 +526,17 @@ def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
             subject, _, path = ("", "", item) if Path(item).exists() else item.rpartition("=")
             files[subject] = str(Path(path).expanduser().resolve())
         arguments["files"] = json.dumps(files)
-    _report_results(_call(config, "publish", **arguments)["results"])
+    result = _call(config, "publish", **arguments)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _report_results(result["results"])
     return 0
 
 
 def _retract(args: argparse.Namespace, config: PeerConfig) -> int:
-    _call(config, "retract", id=args.id)
-    print(f"retracted {args.id}")
-    return 0
+    result = _call(config, "retract", id=args.id)
+    return _say(args, result, f"retracted {args.id}")
 
 
 def _fetch(args: argparse.Namespace, config: PeerConfig) -> int:
@@ -612,6 +675,15 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
         f"{counters['refused']} refused, {counters['failed']} failed; "
         f"connections: {counters['connections']}"
     )
+    offset = status.get("clock_offset_seconds")
+    print(
+        "  clock offset from the access point: "
+        + ("not measured" if offset is None else f"{offset:+.3f} s")
+    )
+    for move in status.get("moves", []):
+        print(f"  moved from {move['from']} to {move['to']} at {_when(move['at'])}")
+    if status.get("ui"):
+        print(f"  web app: {status['ui']} (`peer ui` opens it)")
     for problem in status["problems"]:
         print(f"  problem: {problem}")
     return 0
@@ -640,11 +712,80 @@ def _locate(args: argparse.Namespace, config: PeerConfig) -> int:
 
 def _leave(args: argparse.Namespace, config: PeerConfig) -> int:
     result = _call(config, "leave")
-    print(
+    return _say(
+        args,
+        result,
         f"peer {result['peer_id']} left the network: its subscriptions and advertisement are "
-        "gone, its inbox is kept; the daemon stopped"
+        "gone, its inbox is kept; the daemon stopped",
     )
-    return 0
+
+
+def _stop(args: argparse.Namespace, config: PeerConfig) -> int:
+    """Asks the daemon to stop, then waits until it has let go of its data directory."""
+    result = _call(config, "stop")
+    stopped = _wait_released(config.data_dir, STOP_SECONDS)
+    if not stopped:
+        raise CommandFailed(
+            f"the daemon was asked to stop but still holds {config.data_dir} after "
+            f"{STOP_SECONDS:g} s",
+            3,
+        )
+    return _say(
+        args,
+        {**result, "stopped": True},
+        f"peer {result['peer_id']} stopped; it stays registered, and its access point keeps "
+        "its subscriptions and what arrives for it until it runs again",
+    )
+
+
+def _wait_released(directory: Path, seconds: float) -> bool:
+    """Whether the daemon's lock on ``directory`` is free within ``seconds`` (tried without
+    writing to the lock file: it is the daemon's)."""
+    import fcntl
+
+    from peer.files import LOCK_FILE
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            descriptor = os.open(directory / LOCK_FILE, os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            return True
+        finally:
+            os.close(descriptor)
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _ui(args: argparse.Namespace, config: PeerConfig) -> int:
+    """The running daemon's web app: its address (with the token), opened in the default
+    browser (``webbrowser``: ``$BROWSER`` if set, else the desktop's)."""
+    status = _call(config, "status")
+    if not status.get("ui"):
+        raise CommandFailed(
+            "the daemon runs without its web app (it was started with --no-ui or [ui] listen = "
+            "false); start it again without that",
+            2,
+        )
+    try:
+        url = config.ui_url_path.read_text().strip()
+    except OSError as error:
+        raise CommandFailed(f"cannot read {config.ui_url_path}: {error.strerror}", 2) from None
+    opened = False if args.no_browser else webbrowser.open(url)
+    if opened:
+        sentence = f"opening {url} in the default browser"
+    elif args.no_browser:
+        sentence = url
+    else:
+        sentence = f"{url} (no browser could be opened here: open the address yourself)"
+    return _say(args, {"url": url, "opened": opened}, sentence)
 
 
 def _is_file(argument: str) -> bool:
@@ -676,6 +817,8 @@ _COMMANDS = {
     "locate": _locate,
     "fetch": _fetch,
     "leave": _leave,
+    "stop": _stop,
+    "ui": _ui,
 }
 
 

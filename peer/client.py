@@ -48,6 +48,7 @@ import os
 import socket
 import ssl
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -90,6 +91,7 @@ from wire.requests import Request, request_label
 
 log = logging.getLogger("peer.client")
 READ_SIZE = 65536
+MOVES_KEPT = 20
 Answer = m.Ack | m.Refused | m.Located
 
 
@@ -279,6 +281,13 @@ class PeerClient:
         self._carried_clock = float(since) if isinstance(since, int | float) else 0.0
         """The latest hybrid time an access point gave this peer: its next ``Hello`` carries it
         (``clocks``, rule 6)."""
+        self._moves: deque[dict[str, object]] = deque(maxlen=MOVES_KEPT)
+
+    @property
+    def moves(self) -> tuple[dict[str, object], ...]:
+        """The moves to another access point since the daemon started, the latest last (at most
+        ``MOVES_KEPT``): ``{"from", "to", "at"}``, once the new access point acknowledged."""
+        return tuple(self._moves)
 
     @property
     def address(self) -> str:
@@ -802,6 +811,9 @@ class PeerClient:
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
                 self.store.set_access_point(superpeer_id, address, arrival)
+                self._moves.append(
+                    {"from": str(previous["node"]), "to": superpeer_id, "at": self._wall_clock()}
+                )
 
         log.info("event=moved from=%s to=%s since=%.3f", previous["node"], superpeer_id, since)
         self.submit(PeerRequest(message=moved, on_answer=answered))

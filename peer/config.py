@@ -21,6 +21,17 @@ A TOML file may set::
     [advertisement]                    # what this peer publishes, applied at every start
     schemas = ["dc"]                   # (same keys as the JSON advertisement, see README)
 
+    [ui]                               # the local web app (``peer.ui``), on by default
+    listen = "127.0.0.1:0"             # HOST:PORT or a bare PORT (on 127.0.0.1); port 0 takes a
+                                       # free port; false turns the web app off. A host other
+                                       # than loopback is served only when named here (or --ui)
+    allowed_hosts = ["peer.example"]   # more Host names the app answers to (a reverse proxy);
+                                       # loopback names and the listen host always are
+    desktop_notifications = true       # notify-send for each new publication, where it exists
+                                       # (the page's setting, once changed, wins)
+    max_upload_bytes = 1073741824      # largest file the Share page accepts
+    max_request_bytes = 16777216       # largest other request body (an RDF document)
+
     [security]                         # how the peer and its access point authenticate
     ca = "network-ca.pem"              # trust the network CA's certificate (relative to this
                                        # file), or
@@ -62,9 +73,15 @@ _KEYS: Final = frozenset(
         "reconnect_max",
         "advertisement",
         "security",
+        "ui",
     }
 )
 _SECURITY_KEYS: Final = frozenset({"tls", "key", "ca", "pin"})
+_UI_KEYS: Final = frozenset(
+    {"listen", "allowed_hosts", "desktop_notifications", "max_upload_bytes", "max_request_bytes"}
+)
+UI_DEFAULT_LISTEN: Final = ("127.0.0.1", 0)
+"""The web app's default address: loopback, on a port free when the daemon starts."""
 _NUMBERS: Final = {
     "request_timeout": float,
     "locate_timeout": float,
@@ -103,6 +120,19 @@ class SecurityConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UiConfig:
+    """The local web app (``peer.ui``). ``listen`` None: off."""
+
+    listen: tuple[str, int] | None = UI_DEFAULT_LISTEN
+    allowed_hosts: tuple[str, ...] = ()
+    """Host header values accepted besides the loopback names and the listen host (lower case;
+    ``name`` accepts any port, ``name:port`` that port only)."""
+    desktop_notifications: bool = True
+    max_upload_bytes: int = 1024 * 1024 * 1024
+    max_request_bytes: int = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PeerConfig:
     data_dir: Path
     superpeers: tuple[tuple[str, int], ...] = ()
@@ -115,10 +145,16 @@ class PeerConfig:
     advertisement: str | None = None
     """The config file's advertisement as JSON text (validated when the daemon starts)."""
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    ui: UiConfig = field(default_factory=UiConfig)
 
     @property
     def control_path(self) -> Path:
         return self.data_dir / "control.sock"
+
+    @property
+    def ui_url_path(self) -> Path:
+        """Where the running daemon writes its web app's address, with the token (``peer ui``)."""
+        return self.data_dir / "ui.url"
 
     @property
     def identity_dir(self) -> Path:
@@ -167,9 +203,12 @@ def load_config(
     ca: str | None = None,
     pin: str | None = None,
     no_tls: bool = False,
+    ui: str | None = None,
+    no_ui: bool = False,
 ) -> PeerConfig:
     """The configuration from ``config_file`` (if any) with the command-line options on top.
-    ``ca``, ``pin`` and ``no_tls`` (at most one) replace the file's choice of whom to trust."""
+    ``ca``, ``pin`` and ``no_tls`` (at most one) replace the file's choice of whom to trust;
+    ``ui`` (an address) or ``no_ui`` the web app's ``listen``."""
     path = Path(config_file).expanduser().absolute() if config_file else None
     table: dict[str, Any] = _read_file(path) if path is not None else {}
     unknown = set(table) - _KEYS
@@ -207,6 +246,7 @@ def load_config(
         name=chosen_name,
         advertisement=toml_to_json(advertisement) if advertisement is not None else None,
         security=_security(table, path, ca=ca, pin=pin, no_tls=no_tls),
+        ui=_ui(table, ui=ui, no_ui=no_ui),
         **numbers,
     )
     if config.reconnect_max < config.reconnect_initial:
@@ -250,6 +290,62 @@ def _security(
             key=settings.key,
         )
     return settings
+
+
+def _ui(table: dict[str, Any], *, ui: str | None, no_ui: bool) -> UiConfig:
+    section = table.get("ui", {})
+    if not isinstance(section, dict):
+        raise ConfigError("ui must be a table (" + ", ".join(sorted(_UI_KEYS)) + ")")
+    unknown = set(section) - _UI_KEYS
+    if unknown:
+        raise ConfigError(f"unknown ui key(s) {sorted(unknown)}; known: {sorted(_UI_KEYS)}")
+    listen: tuple[str, int] | None = UI_DEFAULT_LISTEN
+    configured = section.get("listen", True)
+    if configured is False:
+        listen = None
+    elif isinstance(configured, str):
+        listen = parse_ui_address(configured, what="ui.listen")
+    elif configured is not True:
+        raise ConfigError("ui.listen must be HOST:PORT, a PORT, or false")
+    if ui is not None and no_ui:
+        raise ConfigError("--ui and --no-ui exclude each other")
+    if ui is not None:
+        listen = parse_ui_address(ui, what="--ui")
+    elif no_ui:
+        listen = None
+    hosts = section.get("allowed_hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
+        raise ConfigError("ui.allowed_hosts must be a list of host names")
+    notifications = section.get("desktop_notifications", True)
+    if not isinstance(notifications, bool):
+        raise ConfigError("ui.desktop_notifications must be true or false")
+    limits = {
+        key: int(_positive(section, key, int))
+        for key in ("max_upload_bytes", "max_request_bytes")
+        if key in section
+    }
+    return UiConfig(
+        listen=listen,
+        allowed_hosts=tuple(h.strip().lower() for h in hosts),
+        desktop_notifications=notifications,
+        **limits,
+    )
+
+
+def parse_ui_address(text: str, *, what: str) -> tuple[str, int]:
+    """The web app's address: ``HOST:PORT``, or a bare ``PORT`` on 127.0.0.1; port 0 means a
+    port free when the daemon starts."""
+    text = text.strip()
+    if text.isdigit():
+        text = f"127.0.0.1:{text}"
+    host, colon, port_text = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not colon or not host or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ConfigError(
+            f"{what} must be HOST:PORT or PORT with a port in 0..65535 (0: a free one), "
+            f"not {text!r}"
+        )
+    return host, int(port_text)
 
 
 def _file_path(base: Path, text: str | None) -> Path | None:

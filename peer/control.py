@@ -28,7 +28,8 @@ Commands and their arguments (all strings; ``?`` marks optional ones)::
     inbox        after?=<sequence>  wait?=<true|false>   (wait: block until there is a record)
     status
     locate       public_id=<the peer's public identifier; its name on a plaintext network>
-    leave
+    leave        (leaves the network for good, then the daemon stops)
+    stop         (the daemon stops after the reply; the peer stays registered)
 
 ``locate`` answers ``{"id", "public_id", "online", "address", "superpeer", "access_point"}``
 (the ``Located`` message; the addresses are empty when the peer is not online).

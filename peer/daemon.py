@@ -22,8 +22,10 @@ Decisions a user sees:
 * **A lost answer is reported as such** (exit 3): a subscription left in doubt is withdrawn on
   the next connection, an advertisement or unsubscription in doubt is undone by re-sending the
   saved state, a publication in doubt may or may not have gone out (subscribers ignore repeats).
-* ``leave`` sends ``Leave``, forgets the subscriptions and the advertisement (the identity and
-  the inbox stay) and stops the daemon: a running daemon would otherwise attach again.
+* ``leave`` sends ``Leave``, forgets the subscriptions, the advertisement and the journal of
+  what the peer published (the identity and the inbox stay) and stops the daemon: a running
+  daemon would otherwise attach again. ``stop`` only stops the daemon (as SIGTERM does): the peer
+  stays registered, and its access point keeps its subscriptions and its mail meanwhile.
 * **A look-up is only worth something now.** ``locate`` asks the access point where a peer is
   (naming the super-peer the peer's latest notification in the inbox came from, which the
   access point asks first: ``superpeer.locating``);
@@ -34,8 +36,12 @@ Decisions a user sees:
 One daemon per data directory (an exclusive lock on ``<data>/daemon.lock``); a control socket left
 by a daemon that was killed is replaced. Each control connection is served on its own: one that
 sends garbage, or the wrong first frame, gets a ``LinkError`` and is closed, and nobody else
-notices. Stopping (cancellation: SIGTERM/SIGINT in ``peer run``) closes the network connection and
-removes the socket; every file was already written durably.
+notices. Stopping (cancellation: SIGTERM/SIGINT in ``peer run``, or the ``stop`` command) closes
+the network connection and removes the socket; every file was already written durably.
+
+With ``[ui] listen`` (on by default, on a free loopback port) the daemon also serves the web app
+(``peer.ui``) on the same event loop; its pages act through ``PeerService.execute``, the commands
+the control socket serves.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import logging
 import os
 import random
 import ssl
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -59,11 +66,12 @@ import crypto
 import qel
 import wire
 from peer.client import Answer, PeerClient, PeerRequest, RequestFailed, Ticket, TlsSettings
-from peer.config import ConfigError, PeerConfig, SecurityConfig, check_name
+from peer.config import ConfigError, PeerConfig, SecurityConfig, check_name, format_address
 from peer.control import CONTROL_LIMITS, INBOX_PAGE_BYTES, READ_SIZE
 from peer.files import DataDirBusy, hold_data_dir
 from peer.identity import IdentityError, PeerIdentity, load_key
 from peer.inbox import Inbox
+from peer.published import Published
 from peer.resources import ResourceError, Resources
 from peer.session import Backoff, RequestTooLarge
 from peer.state import ON_CHANGE, StateError, StateStore, subscription_id
@@ -101,6 +109,8 @@ class Running:
     name: str
     access_point: str
     control_path: Path
+    ui_url: str | None = None
+    """The web app's address with its access token (``peer.ui``), None when it is off."""
 
 
 NO_TRUST: Final = (
@@ -157,27 +167,56 @@ async def serve_peer(
         client.resources = Resources(
             config.data_dir / "resources", config.data_dir / "notifications", client.peer_id
         )
+        published = Published.open(config.data_dir / "published")
         try:
             async with trio.open_nursery() as nursery:
                 service = PeerService(
-                    config, store, inbox, client, stop=nursery.cancel_scope.cancel
+                    config, store, inbox, client, published, stop=nursery.cancel_scope.cancel
                 )
                 await nursery.start(client.serve)
                 await nursery.start(serve_control, config.control_path, service.serve_connection)
+                ui_url = None
+                if config.ui.listen is not None:
+                    from peer.ui import serve_ui  # the web server loads only when it is used
+
+                    try:
+                        ui_url = await nursery.start(serve_ui, config, service)
+                    except* OSError as group:
+                        raise DaemonError(_ui_unavailable(config, group.exceptions[0])) from None
+                    service.ui_address = ui_url.partition("?")[0]
                 log.info(
-                    "event=ready peer=%s name=%s access_point=%s security=%r control=%s records=%d",
+                    "event=ready peer=%s name=%s access_point=%s security=%r control=%s "
+                    "records=%d ui=%s",
                     client.peer_id,
                     store.current.name,
                     client.address,
                     _security_summary(config.security),
                     config.control_path,
                     inbox.count,
+                    service.ui_address,
                 )
                 task_status.started(
-                    Running(client.peer_id, store.current.name, client.address, config.control_path)
+                    Running(
+                        client.peer_id,
+                        store.current.name,
+                        client.address,
+                        config.control_path,
+                        ui_url,
+                    )
                 )
         finally:
             log.info("event=stopped peer=%s", client.peer_id)
+
+
+def _ui_unavailable(config: PeerConfig, error: BaseException) -> str:
+    assert config.ui.listen is not None
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return (
+        f"cannot serve the web app at {format_address(config.ui.listen)}: {reason}; choose "
+        "another address with --ui HOST:PORT (or [ui] listen), or none with --no-ui"
+    )
 
 
 def tls_settings(security: SecurityConfig) -> TlsSettings | None:
@@ -315,6 +354,7 @@ class PeerService:
         store: StateStore,
         inbox: Inbox,
         client: PeerClient,
+        published: Published,
         *,
         stop: Callable[[], None],
     ) -> None:
@@ -322,6 +362,9 @@ class PeerService:
         self.store = store
         self.inbox = inbox
         self.client = client
+        self.published = published
+        self.ui_address: str | None = None
+        """The web app's address (without its token), once it listens."""
         self._stop = stop
 
     # -- control connections ------------------------------------------------------------------
@@ -364,7 +407,7 @@ class PeerService:
             try:
                 await channel.send(reply)
             finally:
-                if request.command == "leave" and reply.ok:
+                if request.command in ("leave", "stop") and reply.ok:
                     self._stop()
 
     async def _wait_for_records(self, channel: _ControlChannel, arguments: dict[str, str]) -> bool:
@@ -406,6 +449,7 @@ class PeerService:
             "locate": self.locate,
             "fetch": self.fetch,
             "leave": self.leave,
+            "stop": self.stop,
         }
         command = commands.get(request.command)
         if command is None:
@@ -521,8 +565,13 @@ class PeerService:
 
     async def retract(self, arguments: dict[str, str]) -> dict[str, Any]:
         name = _argument(arguments, "id")
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Ack):
+                self.published.retracted(name, time.time())
+
         await self._answer(
-            self._submit(PeerRequest(message=m.Withdraw(id=name))),
+            self._submit(PeerRequest(message=m.Withdraw(id=name), on_answer=answered)),
             "retracting it again is safe: a resource is retracted once",
         )
         return {"id": name}
@@ -569,6 +618,8 @@ class PeerService:
 
         def offered(publication: qel.Publication) -> Callable[[Answer], None]:
             def answered(answer: Answer) -> None:
+                if isinstance(answer, m.Ack):
+                    self.published.record(publication, change, expires, time.time())
                 entry = copies.pop(publication.subject.value, None)
                 if entry is None:
                     return
@@ -720,6 +771,9 @@ class PeerService:
             "in_doubt": sorted(state.in_doubt),
             "advertisement": advertisement,
             "schemas": len(state.schemas),
+            "moves": list(self.client.moves),
+            "expired_while_away": state.expired,
+            "ui": self.ui_address,
             "inbox": {
                 "records": self.inbox.count,
                 "duplicates_ignored": self.inbox.duplicates,
@@ -785,7 +839,14 @@ class PeerService:
             )
             raise CommandError("unavailable", f"{error.reason}; {detail}") from None
         self.store.clear_network_state()
+        self.published.clear()
         return {"peer_id": self.client.peer_id, "left": True}
+
+    async def stop(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """Stops the daemon once the reply is sent (``serve_connection``); the peer stays
+        registered and its access point keeps what arrives for it meanwhile."""
+        log.info("event=stopping reason=%r", "the stop command")
+        return {"peer_id": self.client.peer_id, "stopping": True}
 
     # -- helpers ------------------------------------------------------------------------------
     def _submit(self, request: PeerRequest) -> Ticket:

@@ -7,9 +7,9 @@ Layout under ``<data>/resources/``::
                          notification's hash promises cannot change under it (a reference to the
                          user's file could), at the price of the disk space
     offered/<key>.json   {"publication", "sha256", "size", "source"}
-    wanted/<key>.json    a fetch: {"publication", "owner", "superpeer", "access_point", "sha256",
-                         "size", "out", "state", "reason"}; state is ``waiting``, ``done`` or
-                         ``failed``
+    wanted/<key>.json    a fetch: {"publication", "subject", "owner", "superpeer", "access_point",
+                         "sha256", "size", "out", "state", "reason"}; state is ``waiting``,
+                         ``done`` or ``failed``
     wanted/<key>.part    the bytes collected so far (a fetch resumes from its size)
 
 A fetched file ends beside its inbox record (``<data>/notifications/<record key>.resource``) or
@@ -150,6 +150,7 @@ class Resources:
         )
         wanted = {
             "publication": record["publication"],
+            "subject": record.get("subject", ""),
             "owner": record["owner"],
             "superpeer": record["origin"],
             "access_point": record["access_point"],
@@ -276,6 +277,11 @@ class Resources:
             return None
         held = record["size"] if record["state"] == DONE else self._held(key)
         return {**record, "rendezvous": key, "received": held}
+
+    def fetches(self) -> list[dict[str, Any]]:
+        """Every fetch recorded here, with its progress (as ``progress``)."""
+        found = (self.progress(path.stem) for path in sorted(self.wanted_dir.glob("*.json")))
+        return [progress for progress in found if progress is not None]
 
     def _collect(self, key: str, offset: int) -> m.Collect:
         return m.Collect(rendezvous=key, offset=offset, length=COLLECT_WINDOW)

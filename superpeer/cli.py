@@ -4,7 +4,7 @@
                   [--node-id ID] [--http HOST:PORT] [--log-format text|json] [--log-level LEVEL]
     superpeer check-config FILE
     superpeer status [--config FILE | --data-dir DIR | --listen HOST:PORT] [--json]
-    superpeer stop   [--config FILE | --data-dir DIR | --listen HOST:PORT]
+    superpeer stop   [--config FILE | --data-dir DIR | --listen HOST:PORT] [--json]
     superpeer keygen [--config FILE | --data-dir DIR] [--bits 3072] [--force]
     superpeer ca init  --ca-dir DIR [--name NAME] [--bits 3072]
     superpeer ca issue --ca-dir DIR [--config FILE | --data-dir DIR] --node-id ID [--host H]...
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="plaintext connections (only to measure what TLS costs)",
     )
-    for sub in (status, peers, subscriptions):
+    for sub in (status, peers, subscriptions, stop, forget):
         sub.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.command == "check-config":
@@ -144,7 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     if not reply.ok:
         print(f"superpeer: {reply.body}", file=sys.stderr)
         return 2
-    printers = {"status": _print_status, "peers": _print_peers, "subscriptions": _print_subs}
+    printers = {
+        "status": _print_status,
+        "peers": _print_peers,
+        "subscriptions": _print_subs,
+        "stop": _print_stopping,
+        "forget-peer": _print_forgotten,
+    }
     if args.command in printers and not args.json:
         printers[args.command](json.loads(reply.body))
     else:
@@ -329,6 +335,17 @@ def control_blocking(
         while (reply := _reply_in(link, client.recv(65536))) is None:
             pass
         return reply
+
+
+def _print_stopping(reply: dict) -> None:
+    print(
+        "the super-peer is stopping: it hands its peers over, withdraws its advertisements and "
+        "leaves the cube (as on SIGTERM)"
+    )
+
+
+def _print_forgotten(reply: dict) -> None:
+    print(f"forgot the registration of {reply['forgotten']}: its key may register again")
 
 
 def _print_status(status: dict) -> None:

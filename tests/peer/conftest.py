@@ -1,11 +1,14 @@
 """Fixtures for the peer's tests: the fake access point on 127.0.0.1 (plaintext, or TLS with
-secure identification), TLS identities made once per session, and a way to find free ports."""
+secure identification), TLS identities made once per session, a way to find free ports, and the
+``peer`` commands run in-process."""
 
 import socket
 
 import pytest
+import trio
 
 import crypto
+from peer import cli
 from tests.peer.fake_access_point import NODE_ID, FakeAccessPoint, FakeTls
 from tests.peer.tls import TlsWorld, make_server
 
@@ -44,3 +47,15 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.fixture
+def run_cli(capsys):
+    """``peer`` commands run in a worker thread (they block), with their exit code and output."""
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        code = await trio.to_thread.run_sync(cli.main, list(argv))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

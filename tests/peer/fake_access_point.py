@@ -14,6 +14,8 @@ It follows the contract the peer relies on, exactly:
 * ``Notify`` frames go out at any time, including between a request and its answer
   (``interleave``), and after the ``Ack`` of the publication that caused them;
 * ``Leave`` has no answer: the peer is forgotten and the connection closed;
+* ``Withdraw`` of a resource the peer published here is acknowledged and its subscribers are
+  told it is ``removed`` (versions are not modelled: a publication is version 0, its removal 1);
 * ``Locate`` is answered with ``Located`` under its id, as the real super-peer answers: online
   with the address its connection comes from for a peer attached here, from ``known_peers`` (the
   rest of the network, configured by the test) otherwise, else not online (empty addresses).
@@ -115,6 +117,7 @@ class FakePeer:
     outbox: list[m.Notify] = field(default_factory=list)
     interleave: list[m.Notify] = field(default_factory=list)
     connection: _Connection | None = None
+    published: dict[str, qel.Publication] = field(default_factory=dict)
 
 
 class FakeAccessPoint:
@@ -320,7 +323,12 @@ class FakeAccessPoint:
         if isinstance(message, m.Locate):
             await self._locate(connection, message)
             return True
-        if not isinstance(message, m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish):
+        if isinstance(message, m.PublishSchema):
+            await connection.send(m.Ack(request="publish-schema"))  # entailment is not modelled
+            return True
+        if not isinstance(
+            message, m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Withdraw
+        ):
             kind = type(message).KIND  # type: ignore[attr-defined]
             await connection.send(m.LinkError(reason=f"{kind} is not a peer request"))
             return False
@@ -364,7 +372,7 @@ class FakeAccessPoint:
         self,
         peer_id: str,
         peer: FakePeer,
-        message: m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish,
+        message: m.Advertise | m.Subscribe | m.Unsubscribe | m.Publish | m.Withdraw,
     ) -> tuple[m.Ack | m.Refused, list[tuple[str, m.Notify]]]:
         if isinstance(message, m.Advertise):
             peer.advertisement = message.advertisement
@@ -383,6 +391,12 @@ class FakeAccessPoint:
                 reason = f"no subscription with id {message.id!r}"
                 return m.Refused(request=label, reason=reason), []
             return m.Ack(request=label), []
+        if isinstance(message, m.Withdraw):
+            label = f"retract {message.id}"
+            withdrawn = peer.published.pop(message.id, None)
+            if withdrawn is None:
+                return m.Refused(request=label, reason=f"no resource {message.id!r}"), []
+            return m.Ack(request=label), self._notifications(peer_id, withdrawn, "removed")
         publication = message.publication
         label = f"publish {publication.id}"
         if not qel.advertisement_allows(peer.advertisement, publication):
@@ -391,6 +405,14 @@ class FakeAccessPoint:
         publication = qel.Publication(
             publication.subject, publication.statements, peer_id, publication.id
         )
+        peer.published[publication.id] = publication
+        return m.Ack(request=label), self._notifications(peer_id, publication, "added")
+
+    def _notifications(
+        self, peer_id: str, publication: qel.Publication, kind: str
+    ) -> list[tuple[str, m.Notify]]:
+        """Every local subscriber's notification of a change of ``publication`` (one
+        super-peer: versions are not modelled; a removal is version 1)."""
         notifications = []
         for target_id, target in self.peers.items():
             matched = sorted(
@@ -405,9 +427,11 @@ class FakeAccessPoint:
                     origin=NODE_ID,
                     hops=0,
                     published_at=time.time(),
+                    kind=kind,
+                    version=1 if kind == "removed" else 0,
                 )
                 notifications.append((target_id, notify))
-        return m.Ack(request=label), notifications
+        return notifications
 
 
 def _remote_address(stream: trio.abc.Stream) -> str:

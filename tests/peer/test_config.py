@@ -159,3 +159,51 @@ def test_security_errors_name_the_setting(tmp_path, content, options, message):
     config_file.write_text(content)
     with pytest.raises(ConfigError, match=message):
         load_config(str(config_file), **options)
+
+
+def test_the_web_app_is_on_by_default_on_loopback_and_configurable(tmp_path):
+    default = load_config(None)
+    assert (default.ui.listen, default.ui.desktop_notifications) == (("127.0.0.1", 0), True)
+    assert default.ui_url_path == default.data_dir / "ui.url"
+    config_file = tmp_path / "peer.toml"
+    config_file.write_text(
+        '[ui]\nlisten = "9000"\nallowed_hosts = ["Peer.Example"]\ndesktop_notifications = false\n'
+        "max_upload_bytes = 1000\nmax_request_bytes = 2000\n"
+    )
+    config = load_config(str(config_file))
+    assert config.ui.listen == ("127.0.0.1", 9000)
+    assert config.ui.allowed_hosts == ("peer.example",)
+    assert (config.ui.desktop_notifications, config.ui.max_upload_bytes) == (False, 1000)
+    assert config.ui.max_request_bytes == 2000
+    assert load_config(str(config_file), ui="0.0.0.0:8080").ui.listen == ("0.0.0.0", 8080)
+    assert load_config(str(config_file), ui="[::1]:0").ui.listen == ("::1", 0)
+    assert load_config(str(config_file), no_ui=True).ui.listen is None
+    config_file.write_text("[ui]\nlisten = false\n")
+    assert load_config(str(config_file)).ui.listen is None
+    assert load_config(str(config_file), ui="8080").ui.listen == ("127.0.0.1", 8080)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[ui]\nport = 1\n", r"unknown ui key\(s\) \['port'\]"),
+        ('[ui]\nlisten = "host:http"\n', "ui.listen must be HOST:PORT or PORT"),
+        ("[ui]\nlisten = 8080\n", "ui.listen must be HOST:PORT, a PORT, or false"),
+        ('[ui]\nallowed_hosts = "peer.example"\n', "allowed_hosts must be a list"),
+        ('[ui]\ndesktop_notifications = "no"\n', "desktop_notifications must be true or false"),
+        ("[ui]\nmax_upload_bytes = 0\n", "max_upload_bytes must be a positive integer"),
+        ("ui = 1\n", "ui must be a table"),
+    ],
+)
+def test_web_app_settings_that_cannot_be_used_are_named(tmp_path, text, message):
+    config_file = tmp_path / "peer.toml"
+    config_file.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(str(config_file))
+
+
+def test_ui_and_no_ui_exclude_each_other():
+    with pytest.raises(ConfigError, match="--ui and --no-ui exclude each other"):
+        load_config(None, ui="8080", no_ui=True)
+    with pytest.raises(ConfigError, match="--ui must be HOST:PORT or PORT"):
+        load_config(None, ui="127.0.0.1:70000")

@@ -11,7 +11,6 @@ import pytest
 import trio
 
 import wire
-from peer import cli
 from peer.config import load_config
 from peer.control import CONTROL_LIMITS, ControlClient
 from peer.daemon import DaemonError, Running, serve_peer
@@ -24,16 +23,6 @@ ARTICLE = """
 @prefix dc: <http://purl.org/dc/elements/1.1/> .
 <http://example.org/a> dc:title "RDF in P2P networks" ; dc:creator "W. Nejdl" .
 """
-
-
-@pytest.fixture
-def run_cli(capsys):
-    async def run(*argv: str) -> tuple[int, str, str]:
-        code = await trio.to_thread.run_sync(cli.main, list(argv))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 async def start(nursery, tmp_path, name: str, port: int, **settings: float) -> Running:

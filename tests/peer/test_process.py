@@ -11,6 +11,7 @@ print (read from their pipes), never on sleeps.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -651,7 +652,8 @@ async def test_run_with_log_format_json_writes_one_object_per_line(tmp_path, pro
         tmp_path / "alice", f"127.0.0.1:{port}", "--no-tls", "--log-format", "json"
     )
     await daemon.wait_for('"event":"disconnected"')
-    logged = [line for line in daemon.lines if " running (access point " not in line]
+    said = (" running (access point ", "web app: http://")  # the two lines on stdout
+    logged = [line for line in daemon.lines if not any(text in line for text in said)]
     entries = [json.loads(line) for line in logged]  # every stderr line is JSON
     ready = next(entry for entry in entries if entry.get("event") == "ready")
     assert (ready["level"], ready["access_point"]) == ("INFO", f"127.0.0.1:{port}")
@@ -708,3 +710,57 @@ async def test_expired_subscriptions_and_publications_are_not_delivered(tmp_path
     alice = await processes.peer(tmp_path / "alice", address, *options)
     await alice.wait_for("event=notification publication='r5'")
     assert alice.count("publication='r4'") == 0
+
+
+async def test_peer_ui_opens_the_app_and_the_stop_commands_answer_in_sentences(tmp_path, processes):
+    """``peer ui`` opens the running daemon's web app with ``webbrowser`` (here ``$BROWSER``, a
+    script that notes what it was asked to open); ``peer stop`` and ``superpeer stop`` answer in
+    a sentence, and in JSON with ``--json``."""
+    port = free_port()
+    superpeer = await processes.superpeer(tmp_path / "sp", port)
+    alice = tmp_path / "alice"
+    assert (await peer(alice, "keygen", "--bits", "2048")).returncode == 0
+    daemon = await processes.peer(alice, f"127.0.0.1:{port}", "--pin", pin_of(tmp_path / "sp"))
+    await daemon.wait_for("web app: http://127.0.0.1:")
+    [line] = [line for line in daemon.lines if line.startswith("web app: ")]
+    url = line.split()[2]
+    assert (alice / "ui.url").read_text() == url + "\n"
+    browser = tmp_path / "browser"
+    browser.write_text('#!/bin/sh\nprintf %s "$1" > "$0.opened"\n')
+    browser.chmod(0o755)
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-m", "peer.cli", "ui", "--data-dir", str(alice)],
+            cwd=ROOT,
+            env={**os.environ, "BROWSER": f"{browser} %s"},
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert (done.returncode, done.stdout.decode()) == (0, f"opening {url} in the default browser\n")
+    assert (tmp_path / "browser.opened").read_text() == url
+    done = await peer(alice, "stop")
+    assert done.returncode == 0
+    assert done.stdout.decode().endswith("stays registered, and its access point keeps its "
+                                         "subscriptions and what arrives for it until it runs again\n")  # fmt: skip
+    with trio.fail_after(10):
+        assert await daemon.process.wait() == 0
+    assert not (alice / "ui.url").exists()
+
+    async def superpeer_stop(*options: str) -> str:
+        with trio.fail_after(30):
+            done = await trio.run_process(
+                [sys.executable, "-m", "superpeer.cli", "stop", *options,
+                 "--data-dir", str(tmp_path / "sp")],
+                cwd=ROOT, capture_stdout=True, check=True,
+            )  # fmt: skip
+        return done.stdout.decode()
+
+    assert json.loads(await superpeer_stop("--json")) == {"stopping": True}
+    with trio.fail_after(30):
+        await superpeer.process.wait()
+    await processes.superpeer(tmp_path / "sp", port)
+    assert await superpeer_stop() == (
+        "the super-peer is stopping: it hands its peers over, withdraws its advertisements and "
+        "leaves the cube (as on SIGTERM)\n"
+    )
