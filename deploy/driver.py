@@ -53,8 +53,9 @@ from wire import messages as m
 
 READ_SIZE = 65536
 DRAIN_SECONDS = 5.0
-"""How long a connection whose reader ended (a goodbye, a refusal) may take to send what is
-still queued (the reply to the goodbye) before it is closed."""
+"""How long a connection that ends (its reader ended: a goodbye, a refusal; or ``disconnect``)
+may take to send what is still queued (the reply to a goodbye, a ``Leave``) before it is
+closed."""
 
 
 class DriverError(RuntimeError):
@@ -85,6 +86,12 @@ class _Connection:
         self.session = session
         self.outgoing, self.queued = trio.open_memory_channel[bytes](math.inf)
         self.scope = trio.CancelScope()
+        self.reading = trio.CancelScope()
+        """Stops the reader alone (``disconnect``: nothing more is taken, what is queued still
+        goes out)."""
+        self.drained = trio.Event()
+        """The writer ended: what was queued before ``outgoing`` closed is written (or the
+        stream broke)."""
 
     def write(self, data: bytes) -> None:
         """Queue ``data`` for the writer (dropped once the connection is closing)."""
@@ -189,7 +196,8 @@ class RemotePeer:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._write_queued, connection)
-                    await self._read(connection)
+                    with connection.reading:
+                        await self._read(connection)
                     # the writer sends what is still queued (a goodbye's reply), then stops
                     connection.outgoing.close()
                     nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
@@ -210,6 +218,8 @@ class RemotePeer:
                 await connection.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             connection.scope.cancel()  # the stream is gone: the reader stops too
+        finally:
+            connection.drained.set()
 
     async def _read(self, connection: _Connection) -> None:
         stream, session = connection.stream, connection.session
@@ -347,12 +357,19 @@ class RemotePeer:
             ]
 
     async def disconnect(self) -> None:
+        """Close the connection once what was queued is written (a ``Leave`` goes out before
+        the connection closes, as when every write was awaited)."""
         connection = self._connection
-        self._drop(connection)
         if connection is None:
             await trio.lowlevel.checkpoint()
-        else:
-            await trio.aclose_forcefully(connection.stream)
+            return
+        self._connection = None
+        connection.reading.cancel()
+        connection.outgoing.close()
+        with trio.move_on_after(DRAIN_SECONDS):
+            await connection.drained.wait()
+        self._drop(connection)
+        await trio.aclose_forcefully(connection.stream)
 
 
 async def wait_quiet(cluster: Cluster, peers: list[RemotePeer], *, timeout: float = 60) -> None:
