@@ -44,10 +44,14 @@ class Endpoints:
 
 
 def readiness(status: Mapping[str, Any], *, stopping: bool) -> tuple[bool, str]:
-    """Ready: a member of the cube, not leaving, every neighbour's link connected and none
-    suspected. A super-peer alone in its cube (dimension 0) has no neighbours to wait for."""
+    """Ready: a member of the cube, not leaving, not paused for want of disk space
+    (``superpeer.diskspace``), every neighbour's link connected and none suspected. A
+    super-peer alone in its cube (dimension 0) has no neighbours to wait for."""
     if stopping:
         return False, "leaving the cube"
+    paused = status.get("disk", {}).get("paused")
+    if paused:
+        return False, f"paused: {paused}"
     if status.get("state") != "member":
         return False, f"not a member of the cube ({status.get('state')})"
     links = status.get("links", {})
