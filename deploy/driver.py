@@ -10,10 +10,17 @@ anything (a join, routes settling, a repair, a catch-up, a handover), no backbon
 unacknowledged (a super-peer processes a frame as it acknowledges it), every notification a
 super-peer sent to a peer was acknowledged, and no resource transfer waits for an attached peer:
 the point the simulator reaches after each operation.
+
+Each connection has one writer, as the peer daemon's (``peer.client``): whatever sends (the
+reader acknowledging notifications and answering the handshake and resource messages, the
+caller's requests, fetches re-sent after a reconnection) queues its bytes, and one task writes
+them in order. Two tasks writing on one stream at once is an error in trio
+(``BusyResourceError``), and the order of the session's frames is the order they were queued in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -47,6 +54,10 @@ from superpeer import versions
 from wire import messages as m
 
 READ_SIZE = 65536
+DRAIN_SECONDS = 5.0
+"""How long a connection that ends (its reader ended: a goodbye, a refusal; or ``disconnect``)
+may take to send what is still queued (the reply to a goodbye, a ``Leave``) before it is
+closed."""
 
 
 class DriverError(RuntimeError):
@@ -67,6 +78,28 @@ def peer_key(name: str) -> object:
 class _Waiting:
     done: trio.Event = field(default_factory=trio.Event)
     answer: object = None
+
+
+class _Connection:
+    """One connection's stream, session and writer queue; ``scope`` stops its tasks."""
+
+    def __init__(self, stream: trio.abc.Stream, session: Session[_Waiting]) -> None:
+        self.stream = stream
+        self.session = session
+        self.outgoing, self.queued = trio.open_memory_channel[bytes](math.inf)
+        self.scope = trio.CancelScope()
+        self.reading = trio.CancelScope()
+        """Stops the reader alone (``disconnect``: nothing more is taken, what is queued still
+        goes out)."""
+        self.drained = trio.Event()
+        """The writer ended: what was queued before ``outgoing`` closed is written (or the
+        stream broke)."""
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` for the writer (dropped once the connection is closing)."""
+        if data:
+            with contextlib.suppress(trio.ClosedResourceError):
+                self.outgoing.send_nowait(data)
 
 
 @dataclass
@@ -91,10 +124,8 @@ class RemotePeer:
     resource_events: list[object] = field(default_factory=list)
     """Every resource message received, in order."""
     _resources_changed: trio.Event = field(default_factory=trio.Event)
-    _stream: trio.abc.Stream | None = None
-    _session: Session[_Waiting] | None = None
+    _connection: _Connection | None = None
     _established: trio.Event = field(default_factory=trio.Event)
-    _scope: trio.CancelScope | None = None
     _seen: set[tuple[str, str, int]] = field(default_factory=set)
     _ended: str | None = None
     arrival_clock: float = 0.0
@@ -108,7 +139,7 @@ class RemotePeer:
 
     @property
     def connected(self) -> bool:
-        return self._stream is not None
+        return self._connection is not None
 
     @property
     def private_identifier(self) -> crypto.PrivateIdentifier | None:
@@ -128,6 +159,7 @@ class RemotePeer:
         host, _, port = self.address.rpartition(":")
         stream: trio.abc.Stream = await trio.open_tcp_stream(host, int(port))
         identification = None
+        connection: _Connection | None = None
         try:
             if self.ca is not None:
                 secure = trio.SSLStream(
@@ -142,69 +174,95 @@ class RemotePeer:
                     registration=self.registration,
                 )
             session: Session[_Waiting] = Session(self.network_id, identification=identification)
-            self._session, self._stream = session, stream
+            connection = self._connection = _Connection(stream, session)
             self._established = trio.Event()
             self._ended = None
             hello = session.hello(trio.current_time(), wall=time.time(), clock=self.carried_clock)
-            await self._write(hello)
-            nursery.start_soon(self._read, stream, session)
+            connection.write(hello)
+            nursery.start_soon(self._run, connection)
             with trio.fail_after(30):
                 await self._established.wait()
         except BaseException:
-            self._stream = None
+            self._drop(connection)
             await trio.aclose_forcefully(stream)
             raise
         if self._ended is not None:
-            self._stream = None
+            self._drop(connection)
             await trio.aclose_forcefully(stream)
             raise DriverError(f"{self.name}: {self._ended}")
         assert self.superpeer is not None
         return self.superpeer
 
-    async def _write(self, data: bytes) -> None:
-        if self._stream is not None and data:
-            await self._stream.send_all(data)
+    def _drop(self, connection: _Connection | None) -> None:
+        """Forget ``connection`` (if it is the current one) and stop its tasks."""
+        if connection is not None:
+            if self._connection is connection:
+                self._connection = None
+            connection.scope.cancel()
 
-    async def _read(self, stream: trio.abc.Stream, session: Session[_Waiting]) -> None:
-        self._scope = trio.CancelScope()
-        with self._scope:
+    async def _run(self, connection: _Connection) -> None:
+        """The connection's reader and writer, until it breaks, ends or is dropped."""
+        session = connection.session
+        with connection.scope:
             try:
-                while data := await stream.receive_some(READ_SIZE):
-                    # the notifications of one read are acknowledged together, as the peer
-                    # daemon does (``Delivered`` is cumulative), before anything after them
-                    kept: m.Notify | None = None
-                    for event in session.receive_data(data):
-                        if isinstance(event, Notified):
-                            self._take(event.notify)
-                            if kept is None or event.notify.delivery > kept.delivery:
-                                kept = event.notify
-                            continue
-                        if kept is not None:
-                            await self._write(session.delivered(kept))
-                            kept = None
-                        await self._event(session, event)
-                        if isinstance(event, Ended):
-                            return
-                    if kept is not None:
-                        await self._write(session.delivered(kept))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._write_queued, connection)
+                    with connection.reading:
+                        await self._read(connection)
+                    # the writer sends what is still queued (a goodbye's reply), then stops
+                    connection.outgoing.close()
+                    nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
             finally:
-                if self._stream is stream:
-                    self._stream = None
-                await trio.aclose_forcefully(stream)  # broken or ended: its socket too
+                if self._connection is connection:
+                    self._connection = None
+                await trio.aclose_forcefully(connection.stream)  # broken or ended: its socket too
                 if not self._established.is_set():  # refused, or closed before it identified
                     self._ended = self._ended or "the connection closed before identification"
                     self._established.set()
                 for waiting in session.close():
                     waiting.done.set()
 
-    async def _event(self, session: Session[_Waiting], event: object) -> None:
+    async def _write_queued(self, connection: _Connection) -> None:
+        """The connection's only writer: what was queued, in order."""
+        try:
+            async for data in connection.queued:
+                await connection.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            connection.scope.cancel()  # the stream is gone: the reader stops too
+        finally:
+            connection.drained.set()
+
+    async def _read(self, connection: _Connection) -> None:
+        stream, session = connection.stream, connection.session
+        try:
+            while data := await stream.receive_some(READ_SIZE):
+                # the notifications of one read are acknowledged together, as the peer
+                # daemon does (``Delivered`` is cumulative), before anything after them
+                kept: m.Notify | None = None
+                for event in session.receive_data(data):
+                    if isinstance(event, Notified):
+                        self._take(event.notify)
+                        if kept is None or event.notify.delivery > kept.delivery:
+                            kept = event.notify
+                        continue
+                    if kept is not None:
+                        connection.write(session.delivered(kept))
+                        kept = None
+                    await self._event(connection, event)
+                    if isinstance(event, Ended):
+                        return
+                if kept is not None:
+                    connection.write(session.delivered(kept))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    async def _event(self, connection: _Connection, event: object) -> None:
+        session = connection.session
         if isinstance(event, Reply):
-            await self._write(event.data)
+            connection.write(event.data)
         elif isinstance(event, Store):
             self.registration = event.registration
-            await self._write(session.stored())
+            connection.write(session.stored())
         elif isinstance(event, Established):
             self.superpeer = event.superpeer_id
             self._established.set()
@@ -216,11 +274,11 @@ class RemotePeer:
                 if isinstance(message, m.Welcome):
                     self.arrival_clock = message.clock
             if isinstance(message, m.Clock):
-                await self._write(session.clock_answer(message, time.time()))
+                connection.write(session.clock_answer(message, time.time()))
         elif isinstance(event, ResourceTraffic):
             self._count(event.message)
             self.resource_events.append(event.message)
-            await self._resource(session, event.message)
+            await self._resource(event.message)
             self._resources_changed.set()
             self._resources_changed = trio.Event()
         elif isinstance(event, Answered | LookupAnswered):
@@ -229,10 +287,9 @@ class RemotePeer:
             event.token.done.set()
         elif isinstance(event, Ended):
             self._ended = f"{event.refusal}: {event.reason}" if event.refusal else event.reason
-            if event.reply:
-                await self._write(event.reply)
+            connection.write(event.reply)
 
-    async def _resource(self, session: Session[_Waiting], message: ResourceMessage) -> None:
+    async def _resource(self, message: ResourceMessage) -> None:
         """What a peer daemon answers (``peer.client``), with the same ``peer.resources``."""
         resources = self.resources
         if resources is None:
@@ -242,9 +299,11 @@ class RemotePeer:
 
     async def transfer(self, message: m.Upload | m.Collect | m.Collected) -> None:
         """Send a transfer frame (not answered)."""
-        if self._session is not None:
+        connection = self._connection
+        if connection is not None:
             self.sent[message.KIND] += 1
-            await self._write(self._session.transfer(message))
+            connection.write(connection.session.transfer(message))
+        await trio.lowlevel.checkpoint()
 
     async def wait_for_resource(self) -> None:
         """Until the next resource message has been handled."""
@@ -288,10 +347,12 @@ class RemotePeer:
         await self._send(message)
 
     async def _send(self, message: object) -> _Waiting | None:
-        """Write the request; what its answer will be handed to (None for ``Leave``)."""
-        session = self._session
-        if self._stream is None or session is None:
+        """Queue the request; what its answer will be handed to (None for ``Leave``)."""
+        await trio.lowlevel.checkpoint()
+        connection = self._connection
+        if connection is None:
             raise DriverError(f"{self.name} is not connected")
+        session = connection.session
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.sent[kind] += 1
         self.sent_bytes[kind] += len(wire.encode(message))
@@ -300,10 +361,10 @@ class RemotePeer:
         if isinstance(message, m.Subscribe | m.Publish) and message.expires is not None:
             message = dataclasses.replace(message, sent_at=time.time())  # as ``peer.client``
         if isinstance(message, m.Leave):
-            await self._write(session.leave())
+            connection.write(session.leave())
             return None
         waiting = _Waiting()
-        await self._write(session.send(session.prepare(message), waiting, now))  # type: ignore[arg-type]
+        connection.write(session.send(session.prepare(message), waiting, now))  # type: ignore[arg-type]
         return waiting
 
     def _remember(self, message: object) -> None:
@@ -319,11 +380,19 @@ class RemotePeer:
             ]
 
     async def disconnect(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            await trio.aclose_forcefully(stream)
-        if self._scope is not None:
-            self._scope.cancel()
+        """Close the connection once what was queued is written (a ``Leave`` goes out before
+        the connection closes, as when every write was awaited)."""
+        connection = self._connection
+        if connection is None:
+            await trio.lowlevel.checkpoint()
+            return
+        self._connection = None
+        connection.reading.cancel()
+        connection.outgoing.close()
+        with trio.move_on_after(DRAIN_SECONDS):
+            await connection.drained.wait()
+        self._drop(connection)
+        await trio.aclose_forcefully(connection.stream)
 
 
 async def wait_quiet(cluster: Cluster, peers: list[RemotePeer], *, timeout: float = 60) -> None:

@@ -46,9 +46,11 @@ answer. Errors are one line on stderr.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 import tomllib
@@ -315,9 +317,28 @@ def _run(config: PeerConfig, log_level: str, log_format: str, *, as_json: bool =
             if isinstance(error, DaemonError):
                 return _fail(str(error), 2)
         if all(isinstance(e, OSError) for e in leaves):
-            return _fail(f"the daemon stopped: {leaves[0]}", 1)
+            return _fail(f"the daemon stopped: {_stopped_because(leaves[0], config)}", 1)
         raise
     return 0
+
+
+def _stopped_because(error: OSError, config: PeerConfig) -> str:
+    """Why the daemon stopped; for a full disk also how much space is left and that nothing
+    was lost: a notification is acknowledged only once its record is written, so its access
+    point keeps every one the inbox could not take, and sends it when the daemon is back."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return str(error)
+    where = Path(error.filename or config.data_dir)
+    directory = where if where.is_dir() else where.parent
+    try:
+        usage = shutil.disk_usage(directory)
+        space = f"{usage.free} bytes free of {usage.total} on the file system of {directory}"
+    except OSError as unknown:
+        space = f"the free space of {directory} is not known: {unknown.strerror}"
+    return (
+        f"could not write {error.filename or 'a file in ' + str(directory)}: {error.strerror} "
+        f"({space}); the access point keeps what was not written: make room and start it again"
+    )
 
 
 async def _serve_until_signal(config: PeerConfig, passphrase: bytes | None, as_json: bool) -> None:

@@ -49,8 +49,14 @@ def hold_data_dir(directory: Path) -> Iterator[None]:
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` durably and atomically, readable by the user only (the
-    same write ``crypto`` uses for keys: a reader sees the old file or the whole new one)."""
-    crypto.write_atomically(path, data, mode=0o600, overwrite=True)
+    same write ``crypto`` uses for keys: a reader sees the old file or the whole new one).
+    An ``OSError`` names ``path`` (a full disk says which file it could not write)."""
+    try:
+        crypto.write_atomically(path, data, mode=0o600, overwrite=True)
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from error
 
 
 def remove_temporary_files(directory: Path) -> int:

@@ -73,7 +73,8 @@ def summary(config: SuperPeerConfig) -> list[str]:
             if store.sync == "full"
             else "sync normal (survives a killed process, not a power loss)"
         )
-        + f", at most {store.max_inputs_per_commit} inputs per commit"
+        + f", at most {store.max_inputs_per_commit} inputs per commit, paused below"
+        + f" {store.min_free_bytes} bytes free (goes on at {store.resume_free_bytes})"
     )
     trace = config.trace
     lines.append(

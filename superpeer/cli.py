@@ -16,18 +16,22 @@ its data directory. A backbone of several super-peers shares a network CA: ``ca 
 (keep its directory offline), ``keygen`` creates a super-peer's key in its data directory, ``ca
 issue`` signs that key's certificate for a node id and installs it, with the CA's certificate, in
 the data directory. ``check-config`` reads a configuration and says what a daemon would run with,
-or what is wrong with it. Exit codes: 0 ok, 2 bad usage or configuration, 3 no daemon answering.
+or what is wrong with it. Exit codes: 0 ok, 2 bad usage or configuration, 3 no daemon answering,
+4 the data directory's disk is full: ``run`` did not start, or stopped when a write failed
+(``superpeer.diskspace``; it says which file and how much space is left).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import logging
 import shutil
 import signal
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -38,7 +42,7 @@ import trio
 import crypto
 import daemonlog
 import wire
-from superpeer import checkconfig
+from superpeer import checkconfig, diskspace
 from superpeer.config import ConfigError, SuperPeerConfig, load_config, parse_address
 from superpeer.daemon import DaemonError, SuperPeerDaemon
 from superpeer.security import IdentityError, identity_paths
@@ -46,6 +50,9 @@ from wire import messages as m
 from wire.framing import Link, Violation
 
 log = logging.getLogger("superpeer")
+EXIT_DISK_FULL = 4
+LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+"""What binding the listening socket answers when the address cannot be had."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,13 +182,34 @@ def _check_config(path: str) -> int:
 def _serve(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> int:
     try:
         trio.run(_run, config, suppressed_logs)
-    except (BaseExceptionGroup, DaemonError, OSError, IdentityError, crypto.CryptoError) as caught:
+    except (
+        BaseExceptionGroup, DaemonError, diskspace.NoRoom, OSError, sqlite3.Error, IdentityError,
+        crypto.CryptoError,
+    ) as caught:  # fmt: skip
+        full = diskspace.disk_full(caught)
+        if full is not None:  # wherever it was written: the store, the trace log, the identity
+            print(
+                f"superpeer: {diskspace.stopped_because(full, config.directory)}", file=sys.stderr
+            )
+            return EXIT_DISK_FULL
         error = _first(caught)
+        if isinstance(error, diskspace.NoRoom):
+            print(f"superpeer: {error}", file=sys.stderr)
+            return EXIT_DISK_FULL
         if isinstance(error, DaemonError | IdentityError | crypto.CryptoError):
             print(f"superpeer: {error}", file=sys.stderr)
             return 2
+        if isinstance(error, sqlite3.Error):
+            print(
+                f"superpeer: the store {config.directory / 'state.sqlite'}: {error}",
+                file=sys.stderr,
+            )
+            return 2
         if isinstance(error, OSError):
-            print(f"superpeer: cannot listen on {config.address}: {error}", file=sys.stderr)
+            if error.filename is None and error.errno in LISTEN_ERRNOS:
+                print(f"superpeer: cannot listen on {config.address}: {error}", file=sys.stderr)
+            else:
+                print(f"superpeer: {error}", file=sys.stderr)
             return 2
         raise
     return 0
@@ -387,6 +415,13 @@ def _print_status(status: dict) -> None:
     print(
         f"  protocol violations: {status['violations']}, authentication failures: {status['auth_failures']}"
     )
+    disk = status.get("disk", {})
+    if disk.get("free_bytes") is not None:
+        print(
+            f"  disk: {disk['free_bytes']} bytes free of {disk['total_bytes']},"
+            f" paused below {disk['min_free_bytes']}"
+            + (f"; PAUSED: {disk['paused']}" if disk.get("paused") else "")
+        )
 
 
 def _print_peers(peers: list[dict]) -> None:

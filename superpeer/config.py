@@ -65,6 +65,10 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     sync = "full"                      # fsync every commit: what was acknowledged survives a
                                        # power loss; "normal": only a killed process
     max_inputs_per_commit = 256        # inputs (messages, timers) that share one commit at most
+    min_free_bytes = 67108864          # below this free on the data directory's file system:
+                                       # paused, takes nothing (superpeer.diskspace); no start
+    resume_free_bytes = 134217728      # a paused super-peer goes on once this much is free
+    disk_check_seconds = 1.0           # free space looked at this often (and after each commit)
 
     [trace]
     enabled = true
@@ -177,6 +181,13 @@ class StoreSettings:
     max_inputs_per_commit: int = 256
     """The inputs that arrive together share one commit (``superpeer._commits``), at most this
     many: more per fsync, against the first output of a group waiting for the rest."""
+    min_free_bytes: int = 64 * 1024 * 1024
+    """Below this many bytes free on the data directory's file system the daemon pauses, and
+    it does not start (``superpeer.diskspace``): room for what it has let in to be written."""
+    resume_free_bytes: int = 128 * 1024 * 1024
+    """A paused daemon goes on once this many bytes are free (at least ``min_free_bytes``)."""
+    disk_check_seconds: float = 1.0
+    """How often the free space is looked at, besides after each group commit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -355,6 +366,11 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         if store.sync not in SYNC_MODES:
             raise ConfigError(
                 f"{source}: store.sync must be one of {', '.join(map(repr, SYNC_MODES))}"
+            )
+        if store.resume_free_bytes < store.min_free_bytes:
+            raise ConfigError(
+                f"{source}: store.resume_free_bytes ({store.resume_free_bytes}) must be at least "
+                f"store.min_free_bytes ({store.min_free_bytes})"
             )
         changes["store"] = store
     if "trace" in data:

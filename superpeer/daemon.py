@@ -16,6 +16,8 @@ The runtime moves bytes and reads the clock; every decision is the node's. It
   arrive together (``superpeer._commits``: group commit, one fsync per group);
 * writes the trace log (rotating JSON-lines files in the data directory) and ``key=value`` lines
   on stderr (``daemonlog``);
+* pauses while its data directory's disk is nearly full (``superpeer.diskspace``: no input
+  applied, a peer's frame answered with the reason, ``/readyz`` at 503) and goes on by itself;
 * counts what it sees for ``/metrics`` (``superpeer.metrics``: the trace records the node emits,
   the notifications it hands to peers) and, when configured, serves the operator's HTTP endpoint
   (``superpeer.http``: metrics, health, readiness, the status page);
@@ -35,6 +37,7 @@ import json
 import logging
 import os
 import secrets
+import sqlite3
 import ssl
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -59,6 +62,7 @@ from superpeer.actions import (
 )
 from superpeer.channel import Inbound, split
 from superpeer.config import SuperPeerConfig
+from superpeer.diskspace import DiskGuard, NoRoom
 from superpeer.http import Endpoints, readiness, serve_operator_endpoint
 from superpeer.metrics import Metrics
 from superpeer.node import SuperPeerNode
@@ -159,6 +163,13 @@ class SuperPeerDaemon:
             raise DaemonError(
                 f"cannot use the data directory {self.directory}: {error.strerror}"
             ) from None
+        self.disk = DiskGuard(
+            self.directory,
+            min_free_bytes=config.store.min_free_bytes,
+            resume_free_bytes=config.store.resume_free_bytes,
+        )
+        if self.disk.check():
+            raise NoRoom(f"not starting: {self.disk.paused}")
         self.node_id = node_id_for(self.directory, config.node_id)
         self.address = config.address
         self.clock = clock if clock is not None else SteadyWallClock()
@@ -204,7 +215,7 @@ class SuperPeerDaemon:
             self.store,
             self._carry_out,
             max_inputs=config.store.max_inputs_per_commit,
-            committed=self._look_at_timers,
+            committed=self._committed,
         )
         self._peers: dict[int, _PeerConnection] = {}
         self._links: Links | None = None
@@ -243,6 +254,7 @@ class SuperPeerDaemon:
                 nursery.start_soon(self._flush_traces)
                 nursery.start_soon(self._commits.run)
                 nursery.start_soon(self._timers)
+                nursery.start_soon(self._watch_disk)
                 contacts = await self._find_contacts()
                 self._run(lambda now: self.node.start(now, contacts))
                 await self._wait_member()
@@ -402,7 +414,11 @@ class SuperPeerDaemon:
     def _close_files(self) -> None:
         if self.trace is not None:
             self.trace.close()
-        self.store.close()
+        try:
+            self.store.close()
+        except sqlite3.Error as error:  # a commit failed (a full disk): no transaction to end
+            # what was committed before stays; the error that stopped the daemon is reported
+            log.warning("event=store_not_closed node=%s error=%r", self.node_id, str(error))
 
     async def _timers(self) -> None:
         """Calls the node's timer at its next deadline, looked at again after each group commit
@@ -420,13 +436,46 @@ class SuperPeerDaemon:
                 with trio.move_on_after(wait):
                     await self._wake.wait()
                 continue
+            await self.disk.wait_room()
             self._run(self.node.timer)
             await trio.sleep(0)
 
-    def _look_at_timers(self) -> None:
+    def _committed(self) -> None:
         """A group was committed: the timer task looks at the node's next deadline again (its
-        event is renewed each time it waits: set the current one)."""
+        event is renewed each time it waits: set the current one), and the free space is looked
+        at (what the group wrote may have taken the reserve)."""
         self._wake.set()
+        if self.disk.check():
+            self._disk_changed()
+
+    async def _watch_disk(self) -> None:
+        """The free space, between commits too (another process may fill the disk; a paused
+        daemon waits for room)."""
+        while True:
+            await trio.sleep(self.config.store.disk_check_seconds)
+            if self.disk.check():
+                self._disk_changed()
+
+    def _disk_changed(self) -> None:
+        reason = self.disk.paused
+        if reason is not None:
+            log.error("event=disk_full node=%s action=paused reason=%r", self.node_id, reason)
+            return
+        free = self.disk.space.free if self.disk.space is not None else None
+        log.warning("event=disk_space_back node=%s action=resumed free=%s", self.node_id, free)
+        self._wake.set()
+
+    def _refuse_paused(self, connection_id: int) -> None:
+        """A peer's frame while paused (``superpeer.diskspace``) is not applied: the peer hears
+        why, and its connection closes (it may ask again, here later or elsewhere)."""
+        connection = self._peers.get(connection_id)
+        if connection is None or connection.closed:
+            return
+        refusal = frame(wire.encode(m.LinkError(reason=str(self.disk.paused))), self.limits)
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+            connection.send.send_nowait(refusal)
+        connection.closing = connection.closed = True
+        connection.send.close()  # the writer sends the refusal, then closes the connection
 
     # -- the node's inputs and outputs --------------------------------------------------------
     def _run(self, call: Callable[[float], list]) -> None:
@@ -628,6 +677,9 @@ class SuperPeerDaemon:
                     return
 
     def _peer_payload(self, connection_id: int, payload: bytes) -> bool:
+        if self.disk.paused is not None:
+            self._refuse_paused(connection_id)
+            return False
         try:
             message, message_id = wire.decode(payload, self.limits)
         except WireError as error:
@@ -682,9 +734,12 @@ class SuperPeerDaemon:
         await stream.send_all(frame(wire.encode(welcome), self.limits))
         if not hello.address:
             return  # a probe asking who we are (``_find_contacts``)
+        await self.disk.wait_room()
         self._run(lambda now: self.node.superpeer_hello(sender, incarnation, hello.address, now))
         payloads = first
         while True:
+            if self.disk.paused is not None:  # unread and unacknowledged: the sender keeps it
+                await self.disk.wait_room()
             for payload in payloads:
                 try:
                     number, clock, body = split(payload)
@@ -836,6 +891,7 @@ class SuperPeerDaemon:
         report["backbone_in_flight"] = self._links.in_flight() if self._links is not None else 0
         report["connections"] = len(self._peers)
         report["commits"] = asdict(self._commits.statistics())
+        report["disk"] = self.disk.status()
         report["peer_queue_frames"] = sum(
             c.send.statistics().current_buffer_used for c in self._peers.values()
         )

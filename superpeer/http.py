@@ -44,13 +44,17 @@ class Endpoints:
 
 
 def readiness(status: Mapping[str, Any], *, stopping: bool) -> tuple[bool, str]:
-    """Ready: a member of the cube, not leaving, every neighbour's link connected and none
-    suspected, and no neighbour's or attached peer's clock measured beyond
-    ``max_clock_offset_seconds`` (CockroachDB's rule; delivery does not depend on it here, but
-    expiries and what operators read do: ``clocks``). A super-peer alone in its cube
-    (dimension 0) has no neighbours to wait for."""
+    """Ready: a member of the cube, not leaving, not paused for want of disk space
+    (``superpeer.diskspace``), every neighbour's link connected and none suspected, and no
+    neighbour's or attached peer's clock measured beyond ``max_clock_offset_seconds``
+    (CockroachDB's rule; delivery does not depend on it here, but expiries and what operators
+    read do: ``clocks``). A super-peer alone in its cube (dimension 0) has no neighbours to
+    wait for."""
     if stopping:
         return False, "leaving the cube"
+    paused = status.get("disk", {}).get("paused")
+    if paused:
+        return False, f"paused: {paused}"
     if status.get("state") != "member":
         return False, f"not a member of the cube ({status.get('state')})"
     links = status.get("links", {})

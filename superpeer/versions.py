@@ -31,7 +31,9 @@ on (a price, a date), so every subscriber concerned hears of it, as MDV has it. 
 applied where the subscription's flag is known, at the subscriber's access point, for every way
 a notification arrives (routed, caught up, handed over): ``Notify.steady`` names the
 subscriptions the previous version matched already, and ``narrowed`` drops those that did not
-ask.
+ask. The kind stays MDV's over all the peer's subscriptions, those dropped included: one
+``added`` per peer and resource while it matches, so a second subscription that an extension
+makes match beside one that matched already hears ``changed``.
 """
 
 from __future__ import annotations
@@ -435,7 +437,8 @@ def steady(notification: m.Notification, matched: dict[str, list[bool]]) -> tupl
 
 def notify_of(notification: m.Notification, matched: dict[str, list[bool]]) -> m.Notify:
     """What ``notification`` is for one peer whose subscriptions ``matched`` it (per id, which
-    sides: old, new): the routing core's deliveries and the catch-ups' answers alike."""
+    sides: old, new): the routing core's deliveries and the catch-ups' answers alike. The kind
+    is MDV's over all of them; ``narrowed`` keeps it when it drops the steady ones."""
     return m.Notify(
         publication=notification.publication,
         subscriptions=tuple(sorted(matched)),
@@ -455,19 +458,26 @@ def notify_of(notification: m.Notification, matched: dict[str, list[bool]]) -> m
 
 def narrowed(notify: m.Notify, on_change: Callable[[str], bool]) -> m.Notify | None:
     """``notify`` for the subscriptions it is news for (None: none): a ``steady`` one only if
-    it asked (``on_change``), the kind then as MDV gives it over those left (an extension
-    matches every subscription it concerns on its new side)."""
+    it asked (``on_change``). ``notify.subscriptions`` are those that stand (the access point
+    left out those ended before the publication or made after it).
+
+    The kind is MDV's over every standing subscription, the dropped ones included: the peer
+    has the resource if one of them matched the previous version, so a subscription that an
+    extension makes match beside one that matched already is told as ``changed``, naming the
+    new one, not as a second ``added`` (one ``added`` per peer and resource while it matches:
+    README, "Living resources"). An extension matches every subscription it concerns on its
+    new side, so the kind is ``changed`` if a standing one is steady, else ``added``."""
     if not notify.steady:
         return notify
-    dropped = {sid for sid in notify.steady if not on_change(sid)}
-    if not dropped:
-        return notify
-    kept = tuple(sid for sid in notify.subscriptions if sid not in dropped)
+    steady = tuple(sid for sid in notify.steady if sid in notify.subscriptions)
+    asked = tuple(sid for sid in steady if on_change(sid))
+    kept = tuple(sid for sid in notify.subscriptions if sid not in steady or sid in asked)
     if not kept:
         return None
-    steady = tuple(sid for sid in notify.steady if sid not in dropped)
     kind = CHANGED if steady else ADDED
-    return dataclasses.replace(notify, subscriptions=kept, steady=steady, kind=kind)
+    if (kept, asked, kind) == (notify.subscriptions, notify.steady, notify.kind):
+        return notify
+    return dataclasses.replace(notify, subscriptions=kept, steady=asked, kind=kind)
 
 
 def concerns(subscription: qel.Subscription, notification: m.Notification) -> tuple[bool, bool]:

@@ -75,7 +75,10 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
     hears a change if one of its subscriptions active then matches the old or the new version:
     ``added`` (new only), ``changed`` (both), ``removed`` (old only, or retracted). An extension
     that a subscription matched before too (both versions) concerns it only if it was made with
-    ``"on": "change"``; the kind is MDV's over the subscriptions the change concerns.
+    ``"on": "change"``. A peer hears a change that concerns one of its subscriptions; the kind is
+    MDV's over all its active subscriptions that match either version, concerned or not: one
+    ``added`` per peer and resource while it matches (a second subscription that an extension
+    makes match, beside one that matched already, is ``changed``).
 
     Expiry (seed 000): time is the sum of the ``wait`` s so far (operations take none). A
     subscription made at t with ``expires`` E is active in [t, t + E): it is owed what is
@@ -109,7 +112,8 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
         owner: str, resource: str, number: int, old, new, expires: float, extension: bool = False
     ) -> None:
         for peer, held in subscriptions.items():
-            concerned = []
+            matching = []
+            concerned = False
             for query, until, on_change in held.values():
                 if now >= until:
                     continue
@@ -117,10 +121,11 @@ def expected_changes(superpeers: int, operations: Iterable[dict]) -> dict[str, l
                     old is not None and qel.matches(query, old),
                     new is not None and qel.matches(query, new),
                 )
-                if any(sides) and not (extension and all(sides) and not on_change):
-                    concerned.append(sides)
-            matched_old = any(before for before, _ in concerned)
-            matched_new = any(after for _, after in concerned)
+                if any(sides):
+                    matching.append(sides)
+                    concerned |= not (extension and all(sides) and not on_change)
+            matched_old = any(before for before, _ in matching)
+            matched_new = any(after for _, after in matching)
             key = (owner, resource, number)
             if concerned and key not in heard[peer]:
                 heard[peer].add(key)

@@ -15,9 +15,10 @@ from peer.resources import Resources
 from superpeer.node import NodeConfig
 from superpeer.rendezvous import RendezvousConfig
 from superpeer.sim import Simulation
+from superpeer.sim.workload import OperationError, Planner
 from tests.strategies import EX, PREDICATES
 from tests.superpeer.oracle import expected_deliveries, expected_fetches, op_file
-from tests.superpeer.test_completeness import workloads
+from tests.superpeer.test_completeness import BROAD, workloads
 from wire import messages as m
 
 EVERYTHING = [f": t(?s, <{p.value}>, ?v)" for p in PREDICATES]
@@ -82,6 +83,73 @@ def moving_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     return superpeers, moving
 
 
+@st.composite
+def coming_and_going(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """Owners publish files that every reader subscribed to; readers fetch them while owners and
+    readers detach, attach and move, so that many fetches wait for an owner that is offline and
+    many readers come back to kept notifications with fetches under way (issue 38's workload: 28
+    fetches, 12 while the owner was offline). Short enough to be replayed on real daemons
+    (``tests/deploy/test_replay_fetches.py``)."""
+    superpeers = draw(st.integers(2, 8))
+    owners = [f"owner{k}" for k in range(draw(st.integers(1, 3)))]
+    readers = [f"reader{k}" for k in range(draw(st.integers(1, 3)))]
+    everyone = owners + readers
+    ops: list[dict] = [
+        {"op": "join", "peer": p, "superpeer": draw(st.integers(0, superpeers - 1))}
+        for p in everyone
+    ]
+    ops += [{"op": "advertise", "peer": owner, **BROAD} for owner in owners]
+    ops += [
+        {"op": "subscribe", "peer": reader, "id": "all", "query": EVERYTHING[0]}
+        for reader in readers
+    ]
+    published: list[str] = []
+    for number in range(draw(st.integers(1, 30))):
+        kind = draw(st.sampled_from(["publish", "fetch", "fetch", "detach", "attach", "move"]))
+        if kind == "publish" or not published:
+            owner = draw(st.sampled_from(owners))
+            text = f'<{EX}r{number}> <{PREDICATES[0].value}> "Nejdl" .\n'
+            file = draw(st.text(max_size=40))
+            ops.append(
+                {"op": "publish", "peer": owner, "id": f"r{number}", "format": "nt",
+                 "data": text, "file": file}
+            )  # fmt: skip
+            published.append(f"r{number}")
+        elif kind == "fetch":
+            reader, wanted = draw(st.sampled_from(readers)), draw(st.sampled_from(published))
+            ops.append({"op": "fetch", "peer": reader, "id": wanted})
+        elif kind == "move":
+            peer, target = draw(st.sampled_from(everyone)), draw(st.integers(0, superpeers - 1))
+            ops.append({"op": "move", "peer": peer, "superpeer": target})
+        else:
+            ops.append({"op": kind, "peer": draw(st.sampled_from(everyone))})
+    return superpeers, [*ops, *({"op": "attach", "peer": p} for p in everyone)]
+
+
+def fetches_while_the_owner_is_away(superpeers: int, ops: list[dict]) -> int:
+    """How many fetches the oracle expects to complete were asked while the resource's owner
+    was offline (each a rendezvous: the file waits for the owner to come back)."""
+    planner = Planner(superpeers)
+    owners: dict[str, str] = {}
+    count = 0
+    for index, op in enumerate(ops):
+        owner = planner.peers.get(owners.get(str(op.get("id")), ""))
+        if (
+            op["op"] == "fetch"
+            and owner is not None
+            and not owner.attached
+            and op["id"] in expected_deliveries(superpeers, ops[:index]).get(op["peer"], ())
+        ):
+            count += 1
+        try:
+            planner.plan(dict(op))
+        except OperationError:
+            continue
+        if op["op"] == "publish":
+            owners[op["id"]] = op["peer"]
+    return count
+
+
 @settings(max_examples=80)
 @given(fetching_workloads(), st.booleans(), st.integers(0, 3))
 def test_every_fetch_the_oracle_expects_completes_verified(workload, interleave, seed):
@@ -94,6 +162,15 @@ def test_fetches_complete_when_requesters_and_owners_move(workload, interleave, 
     """Issue 14: a rendezvous follows a requester that moves (what its old access point held,
     its new one pulls) and an owner that moves (its forwarding address, or the network-wide
     look-up, leads to it)."""
+    check_fetches(workload, interleave, seed)
+
+
+@settings(max_examples=40)
+@given(coming_and_going(), st.booleans(), st.integers(0, 3))
+def test_fetches_complete_when_owners_and_readers_come_and_go(workload, interleave, seed):
+    """Issue 38: many fetches, many of them while the owner is offline, readers and owners
+    detaching, attaching and moving between them."""
+    event(f"fetches while the owner is away: {min(3, fetches_while_the_owner_is_away(*workload))}+")
     check_fetches(workload, interleave, seed)
 
 

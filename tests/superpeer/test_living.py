@@ -88,6 +88,85 @@ def test_every_subscriber_hears_each_change_once_with_its_kind(workload, interle
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
 
 
+@st.composite
+def described_in_steps(draw: st.DrawFn) -> tuple[int, list[dict]]:
+    """A reader with several subscriptions (some hearing of every extension) and a resource
+    described in steps: extensions make one subscription after another match, with updates and
+    retractions between, the reader sometimes away or moving (issue 38)."""
+    superpeers = draw(st.integers(1, 4))
+    ops: list[dict] = [
+        {"op": "join", "peer": p, "superpeer": draw(st.integers(0, superpeers - 1))}
+        for p in ("owner", "reader")
+    ]
+    ops.append({"op": "advertise", "peer": "owner", **BROAD})
+    queries = draw(st.lists(st.sampled_from(QUERIES), min_size=2, max_size=3, unique=True))
+    for number, query in enumerate(queries):
+        subscribe = {"op": "subscribe", "peer": "reader", "id": f"s{number}", "query": query}
+        if draw(st.booleans()):
+            subscribe["on"] = "change"
+        ops.append(subscribe)
+    lines = [line + "\n" for line in draw(st.permutations(LINES))]
+    ops.append({"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": lines[0]})
+    for line in lines[1:]:
+        ops.append({"op": "extend", "peer": "owner", "id": "r", "format": "nt", "data": line})
+        kind = draw(st.sampled_from(["extend", "extend", "update", "retract", "churn", "none"]))
+        if kind == "churn":
+            churn = draw(st.sampled_from(["detach", "attach", "move"]))
+            op = {"op": churn, "peer": "reader"}
+            if churn == "move":
+                op["superpeer"] = draw(st.integers(0, superpeers - 1))
+            ops.append(op)
+        elif kind == "retract":
+            ops.append({"op": "retract", "peer": "owner", "id": "r"})
+            ops.append({"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": line})
+        elif kind != "none":
+            data = _document(draw)
+            ops.append({"op": kind, "peer": "owner", "id": "r", "format": "nt", "data": data})
+    ops.append({"op": "attach", "peer": "reader"})
+    return superpeers, ops
+
+
+@settings(max_examples=60, deadline=None)
+@given(described_in_steps(), st.booleans())
+def test_a_peer_hears_added_once_while_its_subscriptions_match(workload, interleave):
+    """Issue 38: per resource, what a peer hears goes ``added``, ``changed``..., ``removed``,
+    ``added`` again...: never a second ``added`` while it has the resource, whichever of its
+    subscriptions matched first; the simulator as the oracle says."""
+    superpeers, ops = workload
+    event(f"an extension makes a second subscription match: {second_match(ops)}")
+    simulation = run(superpeers, ops, interleave=interleave, seed=1)
+    heard = [notify.kind for notify in simulation.peers["reader"].notifications]
+    has = False
+    for kind in heard:
+        assert kind == (versions.CHANGED if has else versions.ADDED) or (
+            has and kind == versions.REMOVED
+        ), heard
+        has = kind != versions.REMOVED
+    assert simulation.report()["changes"] == expected_changes(superpeers, ops)
+
+
+def second_match(ops: list[dict]) -> bool:
+    """Whether an extension in ``ops`` makes one of the reader's subscriptions match beside one
+    that matched the version before (the case issue 38 found)."""
+    queries = [qel.parse_subscription(op["query"]) for op in ops if op["op"] == "subscribe"]
+    lines: set[str] = set()
+    for op in ops:
+        old = "".join(sorted(lines))
+        if op["op"] == "retract":
+            lines = set()
+        elif op["op"] in ("publish", "update"):
+            lines = set(op["data"].splitlines(keepends=True))
+        elif op["op"] == "extend" and old:
+            lines |= set(op["data"].splitlines(keepends=True))
+            new = "".join(sorted(lines))
+            [before] = qel.parse_publications(old, "nt", publisher="owner", id="r")
+            [after] = qel.parse_publications(new, "nt", publisher="owner", id="r")
+            sides = [(qel.matches(q, before), qel.matches(q, after)) for q in queries]
+            if any(was for was, _ in sides) and any(now and not was for was, now in sides):
+                return True
+    return False
+
+
 def _ops(*changes: dict) -> list[dict]:
     return [
         {"op": "join", "peer": "owner", "superpeer": 0},
@@ -138,6 +217,36 @@ def test_a_matched_resource_is_heard_of_once_unless_the_subscription_asks_for_ch
     assert changes["once"] == [["r", "added"], ["r", "changed"]]
     assert changes["every"] == [["r", "added"], ["r", "changed"], ["r", "changed"]]
     assert changes == expected_changes(3, ops)
+
+
+@pytest.mark.parametrize("detached", [False, True])
+@pytest.mark.parametrize("on_change", [False, True])
+def test_a_second_subscription_that_starts_to_match_is_no_second_added(detached, on_change):
+    """Issue 38: the reader's first subscription matches the resource (``added``); an extension
+    makes its second one match too. The peer has the resource: it hears ``changed`` (MDV over
+    all its subscriptions: one matched the old version), naming the subscriptions the change is
+    news for: the second one, and the first only if it asked to hear of every change. Online,
+    or kept while it is away and handed over when it moves."""
+    ops = [
+        {"op": "join", "peer": "owner", "superpeer": 0},
+        {"op": "join", "peer": "reader", "superpeer": 1},
+        {"op": "advertise", "peer": "owner", **BROAD},
+        {"op": "subscribe", "peer": "reader", "id": "creator", "query": QUERIES[0],
+         **({"on": "change"} if on_change else {})},
+        {"op": "subscribe", "peer": "reader", "id": "date", "query": QUERIES[1]},
+        {"op": "publish", "peer": "owner", "id": "r", "format": "nt", "data": LINES[0] + "\n"},
+        *([{"op": "detach", "peer": "reader"}] if detached else []),
+        {"op": "extend", "peer": "owner", "id": "r", "format": "nt", "data": LINES[2] + "\n"},
+        {"op": "extend", "peer": "owner", "id": "r", "format": "nt", "data": LINES[3] + "\n"},
+        *([{"op": "move", "peer": "reader", "superpeer": 2}] if detached else []),
+    ]  # fmt: skip
+    simulation = run(3, ops)
+    expected = [["r", "added"], ["r", "changed"], *([["r", "changed"]] if on_change else [])]
+    assert simulation.report()["changes"]["reader"] == expected
+    assert simulation.report()["changes"] == expected_changes(3, ops)
+    named = [n.subscriptions for n in simulation.peers["reader"].notifications]
+    assert named == [("creator",), ("creator", "date") if on_change else ("date",),
+                     *([("creator",)] if on_change else [])]  # fmt: skip
 
 
 def test_an_offline_subscriber_hears_every_change_in_order_when_it_returns():
