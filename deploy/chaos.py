@@ -96,11 +96,14 @@ from deploy.driver import quiet_problems
 from deploy.hosts import NetnsHosts
 from deploy.proxy import Proxies
 from peer.control import ControlClient, ControlUnavailable
+from superpeer.cli import ControlUnavailable as SuperPeerUnavailable
 
 FAULTS: Final = (
     "kill", "pause", "peer-kill", "move", "leave", "join", "cut", "slow", "stall", "skew",
     "partition", "isolate", "crash", "peer-isolate",
 )  # fmt: skip
+UNREACHABLE: Final = (ControlUnavailable, SuperPeerUnavailable, OSError)
+"""A daemon's control socket does not answer (it is down, or was never started)."""
 HOSTS_ONLY: Final = frozenset({"partition", "peer-isolate"})
 """Faults that need hosts of their own (``--hosts netns``): the proxies cut a super-peer from
 all or nothing."""
@@ -297,11 +300,11 @@ class Run:
         client = ControlClient(path, timeout=REQUEST_TIMEOUT)
         try:
             control = client.__enter__()
-        except (ControlUnavailable, OSError) as error:
+        except UNREACHABLE as error:
             return "failed", f"daemon not running: {error}"[:200]
         try:
             ok, body = control.call(op["op"], **arguments)
-        except (ControlUnavailable, OSError) as error:
+        except UNREACHABLE as error:
             # the daemon stopped with the request in hand: it may have gone out
             return "unknown", f"control socket: {error}"[:200]
         finally:
@@ -333,7 +336,7 @@ class Run:
             self.faults.append(record)
         try:
             self._inject(fault, record)
-        except (ClusterError, ControlUnavailable, OSError) as error:
+        except (ClusterError, *UNREACHABLE) as error:
             # a daemon that would not come back (it is also a crash, if it exited): the fault
             # is recorded with why, and the run goes on
             record.note += f" failed: {error}"
@@ -496,7 +499,7 @@ class Run:
         for k in cluster.live():
             try:
                 measured = cluster.status(k).get("clock", {})
-            except (ControlUnavailable, OSError, ValueError):
+            except (*UNREACHABLE, ValueError):
                 continue
             for node, figures in sorted(measured.get("neighbours", {}).items()):
                 injected = skew.get(node, 0.0) - skew[f"sp{k}"]
@@ -506,7 +509,7 @@ class Run:
             try:
                 with ControlClient(directory / "control.sock", timeout=5) as control:
                     ok, body = control.call("status")
-            except (ControlUnavailable, OSError):
+            except UNREACHABLE:
                 continue
             if not ok or body.get("clock_offset_seconds") is None:
                 continue
@@ -527,7 +530,7 @@ class Run:
         try:
             with ControlClient(self.cluster.peer_directories[j] / "control.sock", timeout=5) as c:
                 ok, body = c.call("status")
-        except (ControlUnavailable, OSError):
+        except UNREACHABLE:
             return None
         return body.get("superpeer_id") if ok else None
 
@@ -563,7 +566,7 @@ class Run:
                     self.cluster.peer_directories[j] / "control.sock", timeout=5
                 ) as control:
                     ok, body = control.call("status")
-            except (ControlUnavailable, OSError) as error:
+            except UNREACHABLE as error:
                 problems.append(f"peer{j}: {error}")
                 continue
             if not ok or not body.get("connected"):
@@ -581,7 +584,7 @@ class Run:
             for k in self.cluster.live():
                 try:
                     status = self.cluster.status(k)
-                except (ControlUnavailable, OSError, ValueError):
+                except (*UNREACHABLE, ValueError):
                     cubes.add(None)
                     continue
                 cube = status.get("cube")
@@ -822,7 +825,7 @@ def play(run: Run, plan: dict[str, Any]) -> dict[str, Any]:
     for j, peer_directory in enumerate(cluster.peer_directories):
         try:
             inboxes[j] = inbox_of(peer_directory)
-        except (ControlUnavailable, OSError) as error:
+        except UNREACHABLE as error:
             report.setdefault("problems_at_end", []).append(f"peer{j} inbox: {error}")
     report.update(judge(run, inboxes))
     report["clocks"] = run.clock_figures()
