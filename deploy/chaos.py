@@ -1,14 +1,16 @@
 """Fault injection with loss accounting, in the style of Jepsen, on real daemons.
 
     python -m deploy.chaos [--seed 1] [--duration 60] [--superpeers 4] [--peers 4]
-                           [--faults kill,pause,peer-kill,move,leave,join,cut,slow,stall,skew]
-                           [--skews SECONDS] [--rate 4] [--report chaos.json] [--plan PLAN.json]
-                           [--keep DIR]
+                           [--faults kill,pause,peer-kill,move,leave,join,cut,slow,stall,skew,
+                                     partition,isolate,crash,peer-isolate]
+                           [--hosts loopback|netns] [--overlap N] [--skews SECONDS] [--rate 4]
+                           [--report chaos.json] [--plan PLAN.json] [--keep DIR]
 
-starts a TLS cluster (super-peer daemons behind TCP proxies, ``deploy.proxy``, and peer daemons),
-runs a generated workload through the peers' control sockets (every peer advertises, subscribes,
-unsubscribes and publishes; publications at ``--rate`` per second in all) and, on a seeded schedule,
-injects one fault at a time:
+starts a TLS cluster of super-peer and peer daemons (on 127.0.0.1 behind TCP proxies,
+``deploy.proxy``; or, with ``--hosts netns``, each on a host of its own, ``deploy.hosts``, root
+only), runs a generated workload through the peers' control sockets (every peer advertises,
+subscribes, unsubscribes and publishes; publications at ``--rate`` per second in all) and, on a
+seeded schedule, injects faults, up to ``--overlap`` at once (each on daemons no other fault holds):
 
 ==========  ==========================================================================
 kill        ``kill -9`` a super-peer, restart it on its data directory after a while
@@ -24,17 +26,32 @@ stall       connections to a super-peer stay open and carry nothing, for a while
 skew        ``kill -9`` a super-peer or a peer daemon and restart it at once with its wall
             clock off by up to ten minutes either way (Debian's ``faketime``, its monotonic
             clock untouched: ``deploy.cluster.skewed_environment``)
+partition   the super-peers split for a while: two sides of any sizes, halves of the cube, or
+            two sides and a bridge that reaches both; packets between the sides vanish (peers
+            reach every super-peer); ``--hosts netns`` only
+isolate     one super-peer cut from every other one and its peers, for a while (with the
+            proxies: its connections closed and refused)
+crash       ``kill -9`` a super-peer and never restart it: its place is repaired and its peers
+            go to the next super-peer of their lists
+peer-isolate  a peer cut from its access point (only), longer than it waits for a silent one:
+            it goes to the next super-peer of its list, as in a move; ``--hosts netns`` only
 ==========  ==========================================================================
+
+With ``--hosts netns``, ``cut`` and ``stall`` isolate the super-peer (packets vanish) and ``slow``
+delays every packet out of its host (``tc netem``); every cut is a set of nftables rules on the
+hosts, several may hold at once.
 
 ``--skews S`` starts every daemon with its wall clock off by a random amount within S seconds
 either way (seeded, in the plan). The report's ``clocks`` holds the offsets injected and the
 offsets the daemons measured (every super-peer's of its neighbours, every peer's of its access
 point), side by side.
 
-After each fault is healed the harness waits until the network is *quiet* (every super-peer a
-member with nothing to wait for, every peer connected); that time, from injection, is the fault's
-time to repair. At the end everything is healed, the network goes quiet, and every peer's inbox
-is checked against an oracle that knows when each subscription was active:
+After each fault is healed the harness measures the time until the live super-peers are one cube
+again (every one a member naming the same cube: ``superpeer._merging``); that time, from
+injection, is the fault's time to repair, and from the heal its time to one cube. At the end
+everything is healed, the network goes quiet (every super-peer a member with nothing to wait
+for, every peer connected), and every peer's inbox is checked against an oracle that knows when
+each subscription was active:
 
 * a publication counts once its publisher's daemon acknowledged it (outcome ``published``); one
   whose outcome is unknown (the connection broke before the answer) may or may not be delivered;
@@ -59,6 +76,7 @@ the same offsets).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import queue
 import random
@@ -75,21 +93,42 @@ from typing import Any, Final
 import qel
 from deploy.cluster import Cluster, ClusterError, free_ports
 from deploy.driver import quiet_problems
+from deploy.hosts import NetnsHosts
 from deploy.proxy import Proxies
 from peer.control import ControlClient, ControlUnavailable
+from superpeer.cli import ControlUnavailable as SuperPeerUnavailable
 
 FAULTS: Final = (
     "kill", "pause", "peer-kill", "move", "leave", "join", "cut", "slow", "stall", "skew",
+    "partition", "isolate", "crash", "peer-isolate",
 )  # fmt: skip
+UNREACHABLE: Final = (ControlUnavailable, SuperPeerUnavailable, OSError)
+"""A daemon's control socket does not answer (it is down, or was never started)."""
+HOSTS_ONLY: Final = frozenset({"partition", "peer-isolate"})
+"""Faults that need hosts of their own (``--hosts netns``): the proxies cut a super-peer from
+all or nothing."""
+HOLDS: Final = {
+    "pause": (4.0, 5.0),
+    "partition": (8.0, 20.0),
+    "isolate": (4.0, 8.0),
+    "peer-isolate": (12.0, 16.0),
+    "crash": (0.0, 0.0),
+}
+"""How long a fault of each kind holds (seconds, drawn between); (1, 3) for the others."""
 MAX_SKEW: Final = 600.0
 """The largest clock error the ``skew`` fault gives a daemon (seconds, either way)."""
 SUPERPEER_SETTINGS: Final = """[limits]
 heartbeat_seconds = 0.5
 failure_seconds = 3.0
+clock_sample_seconds = 2.0
 [recovery]
 handover_seconds = 3.0
 """
-"""Failures are detected in 3 s (the default 10 s would let few faults fit in a short run)."""
+"""Failures are detected in 3 s (the default 10 s would let few faults fit in a short run), and
+peers hear from their access point every 2 s."""
+PEER_SETTINGS: Final = "silence_seconds = 8.0\n"
+"""A peer takes its access point for gone after 8 s without a word (the default 45 s would let
+few faults fit)."""
 PREFIX: Final = "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n"
 CREATORS: Final = ("Nejdl", "Koubarakis", "Chirita", "Siberski", "Tryfonopoulos", "Idreos")
 REQUEST_TIMEOUT: Final = 60.0
@@ -109,6 +148,8 @@ def make_plan(
     faults: list[str],
     rate: float,
     skews: float = 0.0,
+    overlap: int = 1,
+    hosts: str = "loopback",
 ) -> dict[str, Any]:
     """Operations and faults, with their offsets from the start of the run: everything a run
     does that is not timing."""
@@ -153,14 +194,18 @@ def make_plan(
     rng.shuffle(kinds)
     while t < duration - 8 and kinds:
         kind = kinds[len(schedule) % len(kinds)]
-        hold = round(rng.uniform(4.0, 5.0) if kind == "pause" else rng.uniform(1.0, 3.0), 2)
+        hold = round(rng.uniform(*HOLDS.get(kind, (1.0, 3.0))), 2)
         fault = {"at": round(t, 2), "kind": kind, "hold": hold, "pick": rng.random()}
         if kind == "skew":
             fault["seconds"] = round(rng.uniform(-MAX_SKEW, MAX_SKEW))
+        if kind == "partition":
+            fault["shape"] = rng.choice(["halves", "split", "bridge"])
+            fault["cut"] = rng.random()
         schedule.append(fault)
-        t += hold + rng.uniform(1.0, 3.0)
+        t += (hold + rng.uniform(1.0, 3.0)) / overlap
     return {"seed": seed, "duration": duration, "superpeers": superpeers, "peers": peers,
-            "faults": schedule, "ops": ops, "clocks": clocks}  # fmt: skip
+            "faults": schedule, "ops": ops, "clocks": clocks, "overlap": overlap,
+            "hosts": hosts}  # fmt: skip
 
 
 def query(rng: random.Random) -> str:
@@ -201,11 +246,17 @@ class FaultRecord:
     hold: float
     healed: float = 0.0
     repaired: float | None = None
+    """When the live super-peers were one cube again after the heal."""
     note: str = ""
 
     @property
     def repair_seconds(self) -> float | None:
         return None if self.repaired is None else round(self.repaired - self.at, 3)
+
+    @property
+    def one_cube_seconds(self) -> float | None:
+        """From the heal to one cube again."""
+        return None if self.repaired is None else round(max(0.0, self.repaired - self.healed), 3)
 
 
 @dataclass
@@ -214,11 +265,16 @@ class Run:
     settle: float
     early: float
     cluster: Cluster
-    proxies: Proxies
+    proxies: Proxies | None
+    hosts: NetnsHosts | None = None
     started: float = 0.0
     outcomes: list[Outcome] = field(default_factory=list)
     faults: list[FaultRecord] = field(default_factory=list)
     expected_exits: set[int] = field(default_factory=set)  # pids we killed or stopped
+    crashed: set[int] = field(default_factory=set)
+    """Super-peers killed for good (``crash``)."""
+    held: set[str] = field(default_factory=set)
+    """Daemons a fault holds now (``sp3``, ``peer1``): another fault picks others."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def now(self) -> float:
@@ -244,11 +300,11 @@ class Run:
         client = ControlClient(path, timeout=REQUEST_TIMEOUT)
         try:
             control = client.__enter__()
-        except (ControlUnavailable, OSError) as error:
+        except UNREACHABLE as error:
             return "failed", f"daemon not running: {error}"[:200]
         try:
             ok, body = control.call(op["op"], **arguments)
-        except (ControlUnavailable, OSError) as error:
+        except UNREACHABLE as error:
             # the daemon stopped with the request in hand: it may have gone out
             return "unknown", f"control socket: {error}"[:200]
         finally:
@@ -263,17 +319,50 @@ class Run:
         return "failed", f"{body.get('error')}: {body.get('message')}"[:200]
 
     # -- faults --------------------------------------------------------------------------------
+    def _take(self, candidates: list[int], pick: float, prefix: str) -> int | None:
+        """One of ``candidates`` no other fault holds (by ``pick``), now held; None: none."""
+        with self._lock:
+            free = [c for c in candidates if f"{prefix}{c}" not in self.held]
+            if not free:
+                return None
+            chosen = free[int(pick * len(free)) % len(free)]
+            self.held.add(f"{prefix}{chosen}")
+            return chosen
+
     def inject(self, fault: dict[str, Any]) -> FaultRecord:
+        """Inject ``fault``, hold it, heal it, and wait for one cube again (the record)."""
+        record = FaultRecord(fault["kind"], "", self.now(), fault["hold"])
+        with self._lock:
+            self.faults.append(record)
+        try:
+            self._inject(fault, record)
+        except (ClusterError, *UNREACHABLE) as error:
+            # a daemon that would not come back (it is also a crash, if it exited): the fault
+            # is recorded with why, and the run goes on
+            record.note += f" failed: {error}"
+        finally:
+            with self._lock:
+                self.held -= {t for t in record.target.split(",") if t}
+        record.healed = self.now()
+        record.repaired = self.wait_one_cube(90)
+        if record.repaired is None:
+            record.note += " not one cube within 90 s"
+        return record
+
+    def _inject(self, fault: dict[str, Any], record: FaultRecord) -> None:
         kind, hold, pick = fault["kind"], fault["hold"], fault["pick"]
         cluster = self.cluster
-        live = cluster.live()
-        record = FaultRecord(kind, "", self.now(), hold)
-        self.faults.append(record)
-        if kind in ("kill", "pause", "leave", "cut", "slow", "stall"):
-            if kind == "leave" and len(live) <= 2:
+        live = [k for k in cluster.live() if k not in self.crashed]
+        k = -1
+        if kind in ("kill", "pause", "leave", "cut", "slow", "stall", "isolate", "crash"):
+            if kind in ("leave", "crash") and len(live) <= 2:
                 kind = record.kind = "join"  # keep a backbone to speak of
             else:
-                k = live[int(pick * len(live))]
+                taken = self._take(live, pick, "sp")
+                if taken is None:
+                    record.note = "every super-peer is held by another fault: none injected"
+                    return
+                k = taken
                 record.target = f"sp{k}"
         if kind == "kill":
             self._expect(cluster.processes[k])
@@ -290,15 +379,50 @@ class Run:
         elif kind == "join":
             k = cluster.add()
             record.target = f"sp{k}"
-        elif kind in ("cut", "slow", "stall"):
+        elif kind in ("cut", "slow", "stall", "isolate") and self.hosts is not None:
+            host = f"sp{k}"
+            if kind == "slow":
+                self.hosts.slow(host, 0.2)
+                time.sleep(hold)
+                self.hosts.slow(host, 0.0)
+            else:  # packets vanish, both ways, while the process runs on
+                cut = self.hosts.isolate(host)
+                time.sleep(hold)
+                self.hosts.heal(cut)
+        elif kind in ("cut", "slow", "stall", "isolate"):
+            assert self.proxies is not None
             listen = cluster.addresses[k]
-            self.proxies.set(listen, kind, 0.2 if kind == "slow" else 0.0)
+            state = "cut" if kind == "isolate" else kind
+            self.proxies.set(listen, state, 0.2 if kind == "slow" else 0.0)
             time.sleep(hold)
             self.proxies.set(listen, "pass")
+        elif kind == "crash":
+            self._expect(cluster.processes[k])
+            cluster.kill(k)
+            with self._lock:
+                self.crashed.add(k)
+        elif kind == "partition":
+            self._partition(fault, record, live, hold)
+        elif kind == "peer-isolate":
+            assert self.hosts is not None, "peer-isolate needs --hosts netns"
+            j = self._take(list(range(len(cluster.peer_directories))), pick, "peer")
+            if j is None:
+                return
+            record.target = f"peer{j}"
+            access = self.superpeer_of(j)
+            if access is None:
+                record.note = "its access point is not known: nothing cut"
+                return
+            record.note = f"from {access}"
+            cut = self.hosts.cut_pair(f"peer{j}", access)
+            time.sleep(hold)
+            self.hosts.heal(cut)
         elif kind == "skew":
             self._skew(record, fault["seconds"], pick, live)
         elif kind in ("peer-kill", "move"):
-            j = int(pick * len(cluster.peer_directories))
+            j = self._take(list(range(len(cluster.peer_directories))), pick, "peer")
+            if j is None:
+                return
             record.target = f"peer{j}"
             self._expect(cluster.peer_processes[j])
             if kind == "peer-kill":
@@ -311,8 +435,36 @@ class Run:
                 k = others[int(pick * 7919) % len(others)]
                 record.note = f"to sp{k}"
                 cluster.start_peer(j, k, wait=False)
-        record.healed = self.now()
-        return record
+
+    def _partition(
+        self, fault: dict[str, Any], record: FaultRecord, live: list[int], hold: float
+    ) -> None:
+        """Split the live super-peers (``fault["shape"]``): halves, two sides of any sizes, or
+        two sides and a bridge; every peer reaches both sides."""
+        assert self.hosts is not None, "partition needs --hosts netns"
+        with self._lock:
+            free = [k for k in live if f"sp{k}" not in self.held]
+            if len(free) < 2:
+                record.note = "too few super-peers free of other faults: none injected"
+                return
+            self.held |= {f"sp{k}" for k in free}
+        order = random.Random(fault["pick"]).sample(free, len(free))
+        shape = fault["shape"]
+        size = len(order) // 2 if shape == "halves" else 1 + int(fault["cut"] * (len(order) - 1))
+        side, other = order[:size], order[size:]
+        if shape == "bridge" and len(other) > 1:
+            side = [*side, other[0]]
+        peers = [f"peer{j}" for j in range(len(self.cluster.peer_directories))]
+        rest = [k for k in self.cluster.live() if k not in free]  # held by other faults
+        groups = [
+            [*(f"sp{k}" for k in side), *(f"sp{k}" for k in rest), *peers],
+            [*(f"sp{k}" for k in other), *(f"sp{k}" for k in rest), *peers],
+        ]
+        record.target = ",".join(f"sp{k}" for k in free)
+        record.note = f"{shape}: {sorted(side)} | {sorted(other)}"
+        cut = self.hosts.partition(groups)
+        time.sleep(hold)
+        self.hosts.heal(cut)
 
     def _skew(self, record: FaultRecord, seconds: float, pick: float, live: list[int]) -> None:
         """Restart a super-peer (half the draws) or a peer daemon with its clock ``seconds``
@@ -320,14 +472,18 @@ class Run:
         cluster = self.cluster
         record.note = f"{seconds:+.0f} s"
         if pick < 0.5:
-            k = live[int(pick * 2 * len(live))]
+            k = self._take(live, pick * 2, "sp")
+            if k is None:
+                return
             record.target = f"sp{k}"
             cluster.skews[k] = seconds
             self._expect(cluster.processes[k])
             cluster.kill(k)
             cluster.restart(k)
         else:
-            j = int((pick - 0.5) * 2 * len(cluster.peer_directories))
+            j = self._take(list(range(len(cluster.peer_directories))), (pick - 0.5) * 2, "peer")
+            if j is None:
+                return
             record.target = f"peer{j}"
             cluster.peer_skews[j] = seconds
             self._expect(cluster.peer_processes[j])
@@ -343,7 +499,7 @@ class Run:
         for k in cluster.live():
             try:
                 measured = cluster.status(k).get("clock", {})
-            except (ControlUnavailable, OSError, ValueError):
+            except (*UNREACHABLE, ValueError):
                 continue
             for node, figures in sorted(measured.get("neighbours", {}).items()):
                 injected = skew.get(node, 0.0) - skew[f"sp{k}"]
@@ -353,7 +509,7 @@ class Run:
             try:
                 with ControlClient(directory / "control.sock", timeout=5) as control:
                     ok, body = control.call("status")
-            except (ControlUnavailable, OSError):
+            except UNREACHABLE:
                 continue
             if not ok or body.get("clock_offset_seconds") is None:
                 continue
@@ -374,7 +530,7 @@ class Run:
         try:
             with ControlClient(self.cluster.peer_directories[j] / "control.sock", timeout=5) as c:
                 ok, body = c.call("status")
-        except (ControlUnavailable, OSError):
+        except UNREACHABLE:
             return None
         return body.get("superpeer_id") if ok else None
 
@@ -410,7 +566,7 @@ class Run:
                     self.cluster.peer_directories[j] / "control.sock", timeout=5
                 ) as control:
                     ok, body = control.call("status")
-            except (ControlUnavailable, OSError) as error:
+            except UNREACHABLE as error:
                 problems.append(f"peer{j}: {error}")
                 continue
             if not ok or not body.get("connected"):
@@ -418,6 +574,25 @@ class Run:
             elif body.get("in_doubt"):
                 problems.append(f"peer{j} has requests in doubt")
         return problems
+
+    def wait_one_cube(self, timeout: float) -> float | None:
+        """When (run time) the live super-peers are all members of one cube; None if not
+        within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            cubes = set()
+            for k in self.cluster.live():
+                try:
+                    status = self.cluster.status(k)
+                except (*UNREACHABLE, ValueError):
+                    cubes.add(None)
+                    continue
+                cube = status.get("cube")
+                cubes.add(None if status.get("state") != "member" or not cube else tuple(cube))
+            if len(cubes) == 1 and None not in cubes:
+                return self.now()
+            time.sleep(0.2)
+        return None
 
     def wait_quiet(self, timeout: float) -> tuple[bool, list[str]]:
         deadline = time.monotonic() + timeout
@@ -514,19 +689,23 @@ def judge(run: Run, inboxes: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
     per_fault: dict[str, dict[str, Any]] = {}
     for record in run.faults:
         entry = per_fault.setdefault(
-            record.kind, {"injected": 0, "lost": 0, "repair_seconds": [], "unrepaired": 0}
+            record.kind,
+            {"injected": 0, "lost": 0, "repair_seconds": [], "one_cube": [], "unrepaired": 0},
         )
         entry["injected"] += 1
         if record.repair_seconds is None:
             entry["unrepaired"] += 1
         else:
             entry["repair_seconds"].append(record.repair_seconds)
+            entry["one_cube"].append(record.one_cube_seconds)
         end = (record.repaired or run.now()) + settle
         entry["lost"] += sum(1 for _, _, t in lost_at if record.at - settle <= t <= end)
     for entry in per_fault.values():
         times = entry.pop("repair_seconds")
         entry["mean_repair_seconds"] = round(sum(times) / len(times), 3) if times else None
         entry["max_repair_seconds"] = max(times) if times else None
+        after = entry.pop("one_cube")
+        entry["max_one_cube_seconds"] = max(after) if after else None
     operations: dict[str, dict[str, int]] = {}
     for outcome in run.outcomes:
         counts = operations.setdefault(outcome.op["op"], {})
@@ -554,92 +733,125 @@ def crashes(run: Run) -> list[str]:
 
 # -- main ------------------------------------------------------------------------------------------
 def run_plan(plan: dict[str, Any], *, settle: float, directory: Path) -> dict[str, Any]:
-    proxies = Proxies()
+    with contextlib.ExitStack() as stack:
+        hosts = None
+        proxies: Proxies | None = None
+        front = None
+        if plan.get("hosts", "loopback") == "netns":
+            hosts = stack.enter_context(NetnsHosts())
+        else:
+            proxies = Proxies()
+            stack.callback(proxies.close)
 
-    def front(listen: str) -> str:
-        public = f"127.0.0.1:{free_ports(1)[0]}"
-        proxies.add(public, listen)
-        return public
+            def front(listen: str) -> str:
+                public = f"127.0.0.1:{free_ports(1)[0]}"
+                proxies.add(public, listen)
+                return public
 
-    clocks = plan.get("clocks", {})
-    cluster = Cluster(
-        plan["superpeers"], directory=directory, peers=plan["peers"], front=front,
-        settings=SUPERPEER_SETTINGS, trace=True,
-        skews={int(k): s for k, s in clocks.get("superpeers", {}).items()},
-        peer_skews={int(j): s for j, s in clocks.get("peers", {}).items()},
-    )  # fmt: skip
+        clocks = plan.get("clocks", {})
+        cluster = Cluster(
+            plan["superpeers"], directory=directory, peers=plan["peers"], front=front,
+            settings=SUPERPEER_SETTINGS, trace=True, hosts=hosts, peer_settings=PEER_SETTINGS,
+            skews={int(k): s for k, s in clocks.get("superpeers", {}).items()},
+            peer_skews={int(j): s for j, s in clocks.get("peers", {}).items()},
+            peer_fallbacks=True,
+        )  # fmt: skip
+        with cluster:
+            run = Run(plan, settle, CATCHUP_MARGIN, cluster, proxies, hosts)
+            return play(run, plan)
+    raise AssertionError("unreachable")
+
+
+def play(run: Run, plan: dict[str, Any]) -> dict[str, Any]:
+    """The workload and the faults (up to ``plan["overlap"]`` at once), then the verdict."""
+    cluster = run.cluster
     report: dict[str, Any] = {"plan": plan}
-    with cluster:
-        run = Run(plan, settle, CATCHUP_MARGIN, cluster, proxies)
-        ok, problems = run.wait_quiet(60)
-        if not ok:
-            raise ClusterError(f"the cluster did not go quiet before the run: {problems}")
-        jobs = [queue.Queue() for _ in range(plan["peers"])]
-        workers = [
-            threading.Thread(target=run.worker, args=(j, jobs[j]), daemon=True)
-            for j in range(plan["peers"])
-        ]
-        for worker in workers:
-            worker.start()
-        run.started = time.monotonic()
+    ok, problems = run.wait_quiet(60)
+    if not ok:
+        raise ClusterError(f"the cluster did not go quiet before the run: {problems}")
+    jobs = [queue.Queue() for _ in range(plan["peers"])]
+    workers = [
+        threading.Thread(target=run.worker, args=(j, jobs[j]), daemon=True)
+        for j in range(plan["peers"])
+    ]
+    for worker in workers:
+        worker.start()
+    run.started = time.monotonic()
 
-        def feed() -> None:
-            for op in plan["ops"]:
-                delay = op["at"] - run.now()
-                if delay > 0:
-                    time.sleep(delay)
-                jobs[op["peer"]].put(op)
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
-        for fault in plan["faults"]:
-            delay = fault["at"] - run.now()
+    def feed() -> None:
+        for op in plan["ops"]:
+            delay = op["at"] - run.now()
             if delay > 0:
                 time.sleep(delay)
-            record = run.inject(fault)
-            print(f"{record.at:7.1f}s  {record.kind:<9} {record.target} {record.note}", flush=True)
-            repaired, problems = run.wait_quiet(90)
-            if repaired:
-                record.repaired = run.now()
-            else:
-                record.note += f" not repaired: {problems[:3]}"
-                print(f"{run.now():7.1f}s  not repaired: {problems[:3]}", flush=True)
-        feeder.join()
-        for job in jobs:
-            job.put(None)
-        for worker in workers:
-            worker.join(timeout=2 * REQUEST_TIMEOUT)
-        proxies.heal()
-        for j in range(plan["peers"]):
-            if not cluster.peer_running(j):
-                cluster.start_peer(j, run.access_point(j), wait=False)
-        quiet, problems = run.wait_quiet(120)
-        report["quiet"] = quiet
-        report["problems_at_end"] = problems
-        inboxes = {}
-        for j, peer_directory in enumerate(cluster.peer_directories):
-            try:
-                inboxes[j] = inbox_of(peer_directory)
-            except (ControlUnavailable, OSError) as error:
-                report.setdefault("problems_at_end", []).append(f"peer{j} inbox: {error}")
-        report.update(judge(run, inboxes))
-        report["clocks"] = run.clock_figures()
-        report["faults"] = [{**asdict(r), "repair_seconds": r.repair_seconds} for r in run.faults]
-        report["operations_log"] = [asdict(o) for o in run.outcomes]
-        report["crashes"] = crashes(run)
-    proxies.close()
+            jobs[op["peer"]].put(op)
+
+    def fault(planned: dict[str, Any]) -> None:
+        record = run.inject(planned)
+        one = record.one_cube_seconds
+        after = "not one cube" if one is None else f"one cube {one:.1f} s after the heal"
+        print(f"{record.at:7.1f}s  {record.kind:<12} {record.target} {record.note}; {after}",
+              flush=True)  # fmt: skip
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    active: list[threading.Thread] = []
+    for planned in plan["faults"]:
+        delay = planned["at"] - run.now()
+        if delay > 0:
+            time.sleep(delay)
+        while len(active := [t for t in active if t.is_alive()]) >= plan.get("overlap", 1):
+            time.sleep(0.1)
+        thread = threading.Thread(target=fault, args=(planned,), daemon=True)
+        thread.start()
+        active.append(thread)
+    for thread in active:
+        thread.join()
+    feeder.join()
+    for job in jobs:
+        job.put(None)
+    for worker in workers:
+        worker.join(timeout=2 * REQUEST_TIMEOUT)
+    if run.proxies is not None:
+        run.proxies.heal()
+    if run.hosts is not None:
+        run.hosts.heal()
+    for j in range(plan["peers"]):
+        if not cluster.peer_running(j):
+            cluster.start_peer(j, run.access_point(j), wait=False)
+    quiet, problems = run.wait_quiet(120)
+    report["quiet"] = quiet
+    report["problems_at_end"] = problems
+    inboxes = {}
+    for j, peer_directory in enumerate(cluster.peer_directories):
+        try:
+            inboxes[j] = inbox_of(peer_directory)
+        except UNREACHABLE as error:
+            report.setdefault("problems_at_end", []).append(f"peer{j} inbox: {error}")
+    report.update(judge(run, inboxes))
+    report["clocks"] = run.clock_figures()
+    report["faults"] = [
+        {**asdict(r), "repair_seconds": r.repair_seconds, "one_cube_seconds": r.one_cube_seconds}
+        for r in run.faults
+    ]
+    report["operations_log"] = [asdict(o) for o in run.outcomes]
+    report["crashes"] = crashes(run)
     return report
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = ["fault      injected  lost  mean repair s  max repair s  unrepaired"]
+    lines = [
+        "fault         injected  lost  mean repair s  max repair s  max heal->one cube s  "
+        "unrepaired"
+    ]
     for kind, entry in sorted(report["per_fault"].items()):
         mean = entry["mean_repair_seconds"]
         peak = entry["max_repair_seconds"]
+        after = entry.get("max_one_cube_seconds")
         lines.append(
-            f"{kind:<10} {entry['injected']:>8}  {entry['lost']:>4}  "
+            f"{kind:<13} {entry['injected']:>8}  {entry['lost']:>4}  "
             f"{'-' if mean is None else f'{mean:.2f}':>13}  "
-            f"{'-' if peak is None else f'{peak:.2f}':>12}  {entry['unrepaired']:>10}"
+            f"{'-' if peak is None else f'{peak:.2f}':>12}  "
+            f"{'-' if after is None else f'{after:.2f}':>20}  {entry['unrepaired']:>10}"
         )
     totals = report["totals"]
     lines.append(
@@ -672,28 +884,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of workload")
     parser.add_argument("--superpeers", type=int, default=4)
     parser.add_argument("--peers", type=int, default=4)
-    parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated fault kinds")
+    parser.add_argument(
+        "--faults", help="comma-separated fault kinds (default: every kind the hosts allow)"
+    )
     parser.add_argument("--rate", type=float, default=4.0, help="operations per second")
     parser.add_argument("--skews", type=float, default=0.0,
                         help="every daemon's clock off by up to this many seconds either way")  # fmt: skip
+    parser.add_argument("--overlap", type=int, default=1, help="faults active at once, at most")
+    parser.add_argument("--hosts", choices=("loopback", "netns"), default="loopback",
+                        help="netns: every daemon on a host of its own (root only)")  # fmt: skip
     parser.add_argument("--settle", type=float, default=2.0,
                         help="seconds a subscription or withdrawal takes to reach everywhere")  # fmt: skip
     parser.add_argument("--report", default="chaos-report.json")
     parser.add_argument("--plan", help="run the plan of an earlier report again")
     parser.add_argument("--keep", help="keep the daemons' data here (default: a temp dir)")
     args = parser.parse_args(argv)
-    faults = [f for f in args.faults.split(",") if f]
+    every = [f for f in FAULTS if args.hosts == "netns" or f not in HOSTS_ONLY]
+    faults = [f for f in args.faults.split(",") if f] if args.faults else every
     unknown = sorted(set(faults) - set(FAULTS))
     if unknown:
         parser.error(f"unknown fault kinds {unknown} (known: {', '.join(FAULTS)})")
     if args.superpeers < 2 or args.peers < 2:
         parser.error("--superpeers and --peers must be at least 2")
+    if args.overlap < 1:
+        parser.error("--overlap must be at least 1")
+    needing = sorted(set(faults) & HOSTS_ONLY)
+    if needing and args.hosts != "netns":
+        parser.error(f"{', '.join(needing)} need --hosts netns (the proxies cut all or nothing)")
     if args.plan:
         plan = json.loads(Path(args.plan).read_text())["plan"]
     else:
         plan = make_plan(
             seed=args.seed, duration=args.duration, superpeers=args.superpeers,
             peers=args.peers, faults=faults, rate=args.rate, skews=args.skews,
+            overlap=args.overlap, hosts=args.hosts,
         )  # fmt: skip
     directory = Path(args.keep or tempfile.mkdtemp(prefix="chaos-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))

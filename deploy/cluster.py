@@ -15,6 +15,12 @@ keys, so a local cluster starts in seconds; ``--key-bits 3072`` for production s
 tests: leaving the ``with`` block always stops every process it started (SIGTERM, then SIGKILL
 after a grace period), so nothing is left running.
 
+With ``hosts`` (``--hosts netns``, root only: ``deploy.hosts``) every daemon runs on a host of its
+own: a network namespace with its own address on a virtual bridge. Super-peers listen on their
+host's address (port 7400 on every host), are certified for it and for their host name, and join
+by host name (``sp3.hosts``); peers run on hosts of their own and reach their access points
+across the bridge. No proxy: cuts are the hosts' own (``NetnsHosts.partition``, ``isolate``).
+
 A daemon may run with its wall clock off (``skews``, ``peer_skews``, ``set_skew``): it starts under
 Debian's ``faketime`` library (``LD_PRELOAD`` libfaketime, ``FAKETIME=+S``, and
 ``DONT_FAKE_MONOTONIC=1``: its monotonic clock stays true, as after a bad NTP step or a VM
@@ -24,6 +30,7 @@ restored from a snapshot), for the clock tests and the fault harness's ``skew`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -42,9 +49,12 @@ from types import TracebackType
 import trio
 
 import crypto
+from deploy.hosts import NetnsHosts
 from superpeer.cli import ControlUnavailable, control, control_blocking
 
 READY_TIMEOUT = 30.0
+HOST_PORT = 7400
+"""The port every super-peer listens on, on its own host (``hosts``)."""
 
 
 class ClusterError(RuntimeError):
@@ -120,19 +130,30 @@ class Cluster:
         http: bool = False,
         skews: dict[int, float] | None = None,
         peer_skews: dict[int, float] | None = None,
+        hosts: NetnsHosts | None = None,
+        peer_settings: str = "",
+        peer_fallbacks: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster needs at least one super-peer")
+        if hosts is not None and front is not None:
+            raise ValueError("hosts of their own need no proxies in front")
         self.size = size
         self._owned = directory is None
         self.root = Path(directory or tempfile.mkdtemp(prefix="cluster-"))
+        self.hosts = hosts
         ports = list(range(base_port, base_port + size)) if base_port else free_ports(size)
         self._front = front
         self._settings = settings
+        self._peer_settings = peer_settings
+        self._peer_fallbacks = peer_fallbacks
+        """Every peer knows every super-peer (its access point first, then the others in
+        order): it goes to the next one when its access point cannot be reached."""
+        """Every peer daemon's TOML configuration (top-level keys such as ``silence_seconds``)."""
         """More of every super-peer's TOML configuration (sections such as ``[limits]``)."""
         """Given a daemon's listen address, the address it advertises (a proxy in front of it,
         ``deploy.proxy``); None: the listen address itself."""
-        self.listen_addresses = [f"127.0.0.1:{port}" for port in ports]
+        self.listen_addresses = [self._listen(k, port) for k, port in enumerate(ports)]
         self.addresses = [self._public(a) for a in self.listen_addresses]
         self.directories = [self.root / f"sp{k}" for k in range(size)]
         self.processes: list[subprocess.Popen[bytes] | None] = []
@@ -152,6 +173,19 @@ class Cluster:
         self.http_addresses: list[str | None] = []
         """Each super-peer's operator endpoint (``http://127.0.0.1:PORT``), with ``http``."""
 
+    def _listen(self, k: int, port: int) -> str:
+        """Super-peer ``k``'s listen address: on its own host, or on 127.0.0.1."""
+        if self.hosts is None:
+            return f"127.0.0.1:{port}"
+        return f"{self.hosts.add(f'sp{k}')}:{HOST_PORT}"
+
+    def join_address(self, k: int) -> str:
+        """How the others reach super-peer ``k`` to join: its host's name, on hosts of their
+        own; its (public) address otherwise."""
+        if self.hosts is None:
+            return self.addresses[k]
+        return f"{self.hosts.hostname(f'sp{k}')}:{HOST_PORT}"
+
     @property
     def ca_certificate(self) -> Path:
         """The network CA's certificate: what a peer of this cluster trusts."""
@@ -163,8 +197,12 @@ class Cluster:
         identity.mkdir(mode=0o700, parents=True, exist_ok=True)
         key = crypto.generate_private_key(self._key_bits)
         crypto.save_private_key(key, identity / "key.pem")
+        names: tuple[str, ...] = ("127.0.0.1", "localhost")
+        if self.hosts is not None:
+            host = self.listen_addresses[k].rpartition(":")[0]
+            names = (host, self.hosts.hostname(f"sp{k}"), *names)
         certificate = crypto.issue_certificate(
-            self.ca_directory, node_key=key, node_id=f"sp{k}", hosts=("127.0.0.1", "localhost")
+            self.ca_directory, node_key=key, node_id=f"sp{k}", hosts=names
         )
         crypto.save_certificate(certificate, identity / "cert.pem")
         shutil.copyfile(self.ca_certificate, identity / "ca.pem")
@@ -222,7 +260,7 @@ class Cluster:
         """A new super-peer joins the running backbone; its index."""
         k = len(self.directories)
         port = free_ports(1)[0]
-        self.listen_addresses.append(f"127.0.0.1:{port}")
+        self.listen_addresses.append(self._listen(k, port))
         self.addresses.append(self._public(self.listen_addresses[-1]))
         self.directories.append(self.root / f"sp{k}")
         self.processes.append(None)
@@ -281,15 +319,15 @@ class Cluster:
         if settings:
             (directory / "superpeer.toml").write_text("".join(settings))
         command = [
-            sys.executable, "-m", "superpeer.cli", "run",
+            *self._on_host(f"sp{k}"), sys.executable, "-m", "superpeer.cli", "run",
             "--listen", self.listen_addresses[k], "--data-dir", str(directory), "--node-id", f"sp{k}",
         ]  # fmt: skip
         if settings:
             command += ["--config", str(directory / "superpeer.toml")]
         live = [j for j in self.live() if j != k]
         if live:
-            command += ["--join", self.addresses[self._random.choice(live)]]
-            command += [a for j in live for a in ("--join", self.addresses[j])]
+            command += ["--join", self.join_address(self._random.choice(live))]
+            command += [a for j in live for a in ("--join", self.join_address(j))]
         if self._http:
             command += ["--http", f"127.0.0.1:{free_ports(1)[0]}"]
         command += list(self._extra)
@@ -336,11 +374,19 @@ class Cluster:
                 capture_output=True,
             )
         trust = ["--ca", str(self.ca_certificate)] if self.tls else ["--no-tls"]
-        access = [j % self.size if k is None else k, *fallbacks]
+        first = j % self.size if k is None else k
+        if not fallbacks and self._peer_fallbacks:
+            count = len(self.addresses)
+            fallbacks = tuple((first + n) % count for n in range(1, count))
+        access = [first, *fallbacks]
         command = [
-            *peer, "run", *(a for n in access for a in ("--superpeer", self.addresses[n])),
+            *self._on_host(f"peer{j}"), *peer, "run",
+            *(a for n in access for a in ("--superpeer", self.addresses[n])),
             "--data-dir", str(directory), *trust,
         ]  # fmt: skip
+        if self._peer_settings:
+            (directory / "peer.toml").write_text(self._peer_settings)
+            command += ["--config", str(directory / "peer.toml")]
         log = directory / "daemon.log"
         environment = skewed_environment(self.peer_skews.get(j, 0.0))
         with log.open("ab") as output:
@@ -366,6 +412,13 @@ class Cluster:
         process.wait()
         tail = log.read_text(errors="replace")[-2000:]
         raise ClusterError(f"peer {j} did not connect:\n{tail}")
+
+    def _on_host(self, name: str) -> list[str]:
+        """What runs a command on host ``name`` (nothing on 127.0.0.1)."""
+        if self.hosts is None:
+            return []
+        self.hosts.add(name)
+        return self.hosts.prefix(name)
 
     def _settle(self, running: int, timeout: float = 30.0) -> None:
         if not self._wait_settled(running, timeout):
@@ -460,16 +513,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-http", action="store_true", help="no HTTP endpoints (metrics, status pages)"
     )
+    parser.add_argument(
+        "--hosts",
+        choices=("loopback", "netns"),
+        default="loopback",
+        help="netns: every daemon on a host of its own (a network namespace; root only)",
+    )
     args = parser.parse_args(argv)
-    with Cluster(
-        args.superpeers,
-        directory=args.data_dir,
-        base_port=args.base_port,
-        tls=not args.no_tls,
-        key_bits=args.key_bits,
-        peers=args.peers,
-        http=not args.no_http,
-    ) as cluster:
+    with contextlib.ExitStack() as stack:
+        hosts = stack.enter_context(NetnsHosts()) if args.hosts == "netns" else None
+        cluster = stack.enter_context(
+            Cluster(
+                args.superpeers,
+                directory=args.data_dir,
+                base_port=args.base_port,
+                tls=not args.no_tls,
+                key_bits=args.key_bits,
+                peers=args.peers,
+                http=not args.no_http and hosts is None,
+                hosts=hosts,
+            )
+        )
         for k, address in enumerate(cluster.addresses):
             page = cluster.http_addresses[k]
             status = f" status page {page}/" if page else ""

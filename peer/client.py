@@ -237,6 +237,7 @@ class PeerClient:
         identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        silence: float | None = None,
     ) -> None:
         if (tls is None) != (identity is None):
             raise ValueError("TLS and an identity go together: identification needs the channel")
@@ -262,6 +263,7 @@ class PeerClient:
         self._locate_timeout = locate_timeout
         self._open_stream = open_stream or self._open_tcp_stream
         self._wall_clock = wall_clock
+        self._silence = silence
         self._connection: _Connection | None = None
         self._left = False
         self._inbox_changed = trio.Event()
@@ -439,6 +441,7 @@ class PeerClient:
             timeout=self._timeout,
             locate_timeout=self._locate_timeout,
             identification=identification,
+            silence=self._silence,
         )
         return stream, session
 
@@ -540,7 +543,7 @@ class PeerClient:
             # the notifications of one read are acknowledged together (``Delivered`` is
             # cumulative), once each is in the inbox, and before anything that follows them
             kept: m.Notify | None = None
-            for event in connection.session.receive_data(data):
+            for event in connection.session.receive_data(data, trio.current_time()):
                 if isinstance(event, Notified):
                     await self._store(event.notify)
                     if kept is None or event.notify.delivery > kept.delivery:
@@ -760,6 +763,7 @@ class PeerClient:
             expires=state.expires,
             axioms=parsed.axioms,
             on_change=state.on_change,
+            active_since=state.active_since,
         )
         for message in resend:
             try:
@@ -832,6 +836,8 @@ class PeerClient:
                 self._resend_problems[answer.request] = answer.reason
             elif isinstance(answer, m.Ack):
                 self._resend_problems.pop(answer.request, None)
+                if isinstance(message, m.Subscribe):
+                    self.store.set_active_since(message.id, answer.active_since)
 
         return answered
 

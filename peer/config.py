@@ -14,6 +14,9 @@ A TOML file may set::
     request_timeout = 30.0             # seconds the access point has to answer a request
     locate_timeout = 10.0              # seconds the network has to answer a look-up (peer
                                        # locate); only the look-up fails when it does not
+    silence_seconds = 45.0             # an access point that said nothing this long (it sends a
+                                       # clock reading every 10 s) is gone: the next super-peer
+                                       # of the list is tried (a path that vanished sends no reset)
     max_frame_bytes = 1048576          # largest frame sent or accepted on the network link
     reconnect_initial = 0.5            # first reconnection delay, doubled up to reconnect_max
     reconnect_max = 30.0
@@ -68,6 +71,7 @@ _KEYS: Final = frozenset(
         "name",
         "request_timeout",
         "locate_timeout",
+        "silence_seconds",
         "max_frame_bytes",
         "reconnect_initial",
         "reconnect_max",
@@ -85,6 +89,7 @@ UI_DEFAULT_LISTEN: Final = ("127.0.0.1", 0)
 _NUMBERS: Final = {
     "request_timeout": float,
     "locate_timeout": float,
+    "silence_seconds": float,
     "max_frame_bytes": int,
     "reconnect_initial": float,
     "reconnect_max": float,
@@ -139,6 +144,7 @@ class PeerConfig:
     name: str | None = None
     request_timeout: float = 30.0
     locate_timeout: float = 10.0
+    silence_seconds: float = 45.0
     max_frame_bytes: int = 1024 * 1024
     reconnect_initial: float = 0.5
     reconnect_max: float = 30.0

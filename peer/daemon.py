@@ -160,6 +160,7 @@ async def serve_peer(
             backoff=Backoff(config.reconnect_initial, config.reconnect_max, random.random),
             limits=WireLimits(max_frame_bytes=config.max_frame_bytes),
             request_timeout=config.request_timeout,
+            silence=config.silence_seconds,
             locate_timeout=config.locate_timeout,
             tls=tls,
             identity=identity,
@@ -528,7 +529,9 @@ class PeerService:
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
-                self.store.add_subscription(name, text, expires, on_change=on_change)
+                self.store.add_subscription(
+                    name, text, expires, on_change=on_change, active_since=answer.active_since
+                )
 
         def in_doubt() -> None:
             if name not in self.store.current.subscriptions:

@@ -308,6 +308,7 @@ class Session(Generic[T]):
         timeout: float = 30.0,
         locate_timeout: float = 10.0,
         identification: Identification | None = None,
+        silence: float | None = None,
     ) -> None:
         if identification is not None and crypto.public_identifier(identification.key) != peer_id:
             raise ValueError("with identification, the peer id is the key's public identifier")
@@ -315,6 +316,11 @@ class Session(Generic[T]):
         self.limits = limits
         self.timeout = timeout
         self.locate_timeout = locate_timeout
+        self.silence = silence
+        """An access point that sends ``Clock`` s and has sent nothing for this long is gone
+        (a path that vanished: no reset comes); None: wait for the kernel's keepalive."""
+        self._silent_at: float | None = None
+        self._clocked = False
         self._link = Link(accepting=False, limits=limits)
         self._pending: deque[_Pending[T]] = deque()
         self._lookups: dict[str, _Lookup[T]] = {}
@@ -392,9 +398,13 @@ class Session(Generic[T]):
         self._leaving = True
         return self._frame(m.Leave())
 
-    def receive_data(self, data: bytes) -> list[Event[T]]:
+    def receive_data(self, data: bytes, now: float | None = None) -> list[Event[T]]:
+        """The events ``data`` makes; ``now`` (when the caller gives it) keeps the silence
+        deadline (``silence``) moving."""
         if self._ended:
             raise SessionError("the session has ended")
+        if now is not None and self._clocked and self.silence is not None:
+            self._silent_at = now + self.silence
         events: list[Event[T]] = []
         for item in self._link.receive_data(data):
             if not isinstance(item, Received):
@@ -441,6 +451,7 @@ class Session(Generic[T]):
             self._handshake_deadline = None
             return [*clocked, Established(message.node_id, message.address)]
         if isinstance(message, m.Clock) and self.established:
+            self._clocked = True  # it speaks at least every few seconds: silence means gone
             return [Clocked(message)]
         if self.identifying:
             return self._identify(message)
@@ -557,6 +568,8 @@ class Session(Generic[T]):
         if self._pending:
             deadlines.append(self._pending[0].deadline)
         deadlines += (lookup.deadline for lookup in self._lookups.values())
+        if self._silent_at is not None:
+            deadlines.append(self._silent_at)
         return min(deadlines, default=None)
 
     def handle_timer(self, now: float) -> list[Event[T]]:
@@ -578,6 +591,8 @@ class Session(Generic[T]):
             return [
                 self._end(f"no answer to {label!r} from the access point within {self.timeout:g} s")
             ]
+        if self._silent_at is not None and now >= self._silent_at:
+            return [self._end(f"the access point has said nothing for {self.silence:g} s")]
         expired = [name for name, lookup in self._lookups.items() if now >= lookup.deadline]
         return [self._expire(name) for name in expired]
 
@@ -623,21 +638,28 @@ def plan_resend(
     expires: Mapping[str, float] | None = None,
     axioms: frozenset[qel.Axiom] = frozenset(),
     on_change: frozenset[str] = frozenset(),
+    active_since: Mapping[str, float] | None = None,
 ) -> list[Request]:
     """What to send after every (re)connection, in order: the advertisement first (an empty one if
     the peer never advertised, which also withdraws one whose ``Advertise`` was left in doubt),
     the union of the schemas it published (``axioms``; nothing if none), then withdrawals of the
     subscriptions left in doubt (``withdraw``; an id that is subscribed again is not withdrawn),
-    then every subscription, by id, with its expiry (``expires``) and whether it hears of every
-    extension (``on_change``, the ids made with ``--on change``)."""
+    then every subscription, by id, with its expiry (``expires``), whether it hears of every
+    extension (``on_change``, the ids made with ``--on change``) and from when an access point
+    had it active (``active_since``: ``Subscribe.active_since``)."""
     deadlines = expires or {}
+    activations = active_since or {}
     plan: list[Request] = [m.Advertise(advertisement=advertisement)]
     if axioms:
         plan.append(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
     plan += [m.Unsubscribe(id=name) for name in sorted(set(withdraw) - set(subscriptions))]
     plan += [
         m.Subscribe(
-            id=name, subscription=s, expires=deadlines.get(name), on_change=name in on_change
+            id=name,
+            subscription=s,
+            expires=deadlines.get(name),
+            on_change=name in on_change,
+            active_since=activations.get(name, 0.0),
         )
         for name, s in sorted(subscriptions.items())
     ]

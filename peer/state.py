@@ -81,6 +81,10 @@ class PeerState:
     is re-sent after every connection."""
     on_change: frozenset[str] = frozenset()
     """The subscription ids made with ``--on change`` (re-sent with it)."""
+    active_since: Mapping[str, float] = field(default_factory=dict)
+    """Per subscription id, the hybrid time from which its access point had it active
+    (``Ack.active_since``): re-sent with it, so the access point of a peer that moved owes it
+    what its catch-up finds from then on, and nothing older."""
 
     def to_json(self) -> bytes:
         document = {
@@ -94,6 +98,7 @@ class PeerState:
             "expires": dict(sorted(self.expires.items())),
             "schemas": [{"data": data, "format": format} for data, format in self.schemas],
             "on_change": sorted(self.on_change),
+            "active_since": dict(sorted(self.active_since.items())),
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -144,6 +149,11 @@ class PeerState:
         on_change = document.get("on_change", [])
         if not isinstance(on_change, list) or not all(isinstance(i, str) for i in on_change):
             raise ValueError("on_change must be a list of ids")
+        active_since = document.get("active_since", {})
+        if not isinstance(active_since, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in active_since.values()
+        ):
+            raise ValueError("active_since must map subscription ids to times")
         return cls(
             name,
             advertisement,
@@ -154,6 +164,7 @@ class PeerState:
             expires,
             tuple((s["data"], s["format"]) for s in schemas),
             frozenset(on_change),
+            active_since,
         )
 
 
@@ -215,6 +226,7 @@ class StateStore:
         expires: float | None = None,
         *,
         on_change: bool = False,
+        active_since: float = 0.0,
     ) -> None:
         subscriptions = {**self._state.subscriptions, subscription_id: text}
         deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
@@ -223,6 +235,9 @@ class StateStore:
         changes = self._state.on_change - {subscription_id}
         if on_change:
             changes |= {subscription_id}
+        activations = {k: v for k, v in self._state.active_since.items() if k != subscription_id}
+        if active_since > 0:
+            activations[subscription_id] = active_since
         self._save(
             replace(
                 self._state,
@@ -230,8 +245,17 @@ class StateStore:
                 in_doubt=self._state.in_doubt - {subscription_id},
                 expires=deadlines,
                 on_change=changes,
+                active_since=activations,
             )
         )
+
+    def set_active_since(self, subscription_id: str, active_since: float) -> None:
+        """What an access point said of a subscription sent again (``Ack.active_since``)."""
+        current = self._state.active_since.get(subscription_id)
+        known = subscription_id in self._state.subscriptions
+        if known and active_since > 0 and current != active_since:
+            activations = {**self._state.active_since, subscription_id: active_since}
+            self._save(replace(self._state, active_since=activations))
 
     def remove_subscription(self, subscription_id: str) -> None:
         subscriptions = dict(self._state.subscriptions)
@@ -243,6 +267,9 @@ class StateStore:
                 subscriptions=subscriptions,
                 expires=deadlines,
                 on_change=self._state.on_change - {subscription_id},
+                active_since={
+                    k: v for k, v in self._state.active_since.items() if k != subscription_id
+                },
             )
         )
 

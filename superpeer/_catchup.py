@@ -90,9 +90,10 @@ class CatchUps(NodeBase):
                     subscriptions = core.subscriptions_of(peer)
                 for sid, subscription in sorted(subscriptions.items()):
                     since, until = catchup.since, catchup.until
-                    if catchup.subscriptions is None:
-                        since = max(since, self._subscribed_at.get((peer, sid), -math.inf) - margin)
-                    else:
+                    # never before it was active (a moved peer's: where it came from, as it
+                    # said: ``Subscribe.active_since``)
+                    since = max(since, self._subscribed_at.get((peer, sid), -math.inf) - margin)
+                    if catchup.subscriptions is not None:
                         until = min(until, self._unsubscribed_at.get((peer, sid), math.inf))
                     entry = (peer, sid, subscription, since, until)
                     for origin in origins:

@@ -335,7 +335,7 @@ class Merges(NodeBase):
 
 def fewest_members(dimension: int) -> int:
     """The fewest members a cube of ``dimension`` has: each holds one position, or two."""
-    return max(1, 2 ** dimension // 2)
+    return max(1, 2**dimension // 2)
 
 
 def stronger(theirs: tuple[int, str], mine: tuple[int, str]) -> bool:

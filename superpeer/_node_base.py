@@ -497,6 +497,12 @@ class NodeBase:
         self._offset_logged[name] = now
         log.warning("event=clock_offset node=%s clock=%s problem=%r", self.node_id, name, what)
 
+    @property
+    def started(self) -> bool:
+        """Whether ``start`` ran: before, the node has no incarnation and takes no message
+        from another super-peer (its answers would say incarnation 0)."""
+        return self.incarnation > 0
+
     def _next_id(self) -> str:
         self._message_number += 1
         return f"{self.node_id}~{self.incarnation}#{self._message_number}"

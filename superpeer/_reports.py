@@ -120,6 +120,8 @@ class Reports(NodeBase):
             },
         }
         report["clock"] = self.clock_report(now)
+        identity = self.cube_identity()
+        report["cube"] = list(identity) if identity is not None else None
         if self.topology.state is NodeState.MEMBER:
             view = self.topology.view()
             report["positions"] = sorted(view.positions)

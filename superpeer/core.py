@@ -387,10 +387,18 @@ class SuperPeerCore:
         return out
 
     def peer_message(
-        self, peer: str, message: object, size: int, now: float, message_id: str | None = None
+        self,
+        peer: str,
+        message: object,
+        size: int,
+        now: float,
+        message_id: str | None = None,
+        *,
+        active_since: float = 0.0,
     ) -> list[Output]:
         """A request from a local peer (``Advertise``, ``Subscribe``, ``Unsubscribe``,
-        ``Publish``, ``Locate``)."""
+        ``Publish``, ``Locate``). ``active_since``: for a ``Subscribe``, the activation its
+        ``Ack`` tells the peer (the node keeps activations: ``clocks``, rule 5)."""
         out: list[Output] = []
         self._trace(out, now, "receive", message, peer=peer, size=size, msg=message_id)
         if peer not in self.peers:
@@ -412,7 +420,8 @@ class SuperPeerCore:
             elif self.subscribe(
                 peer, message.id, message.subscription, now, out, on_change=message.on_change
             ):
-                self._reply(peer, m.Ack(request=request_label(message)), now, out)
+                ack = m.Ack(request=request_label(message), active_since=active_since)
+                self._reply(peer, ack, now, out)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribe(peer, message, now, out)
         elif isinstance(message, m.Publish):
@@ -1891,6 +1900,7 @@ def _with(notification: m.Notification, **changes: object) -> m.Notification:
         "retracted": notification.retracted,
         "expires": notification.expires,
         "extension": notification.extension,
+        "replayed": notification.replayed,
     }
     fields.update(changes)
     return m.Notification(**fields)  # type: ignore[arg-type]

@@ -724,6 +724,13 @@ class SuperPeerDaemon:
             await stream.send_all(frame(wire.encode(m.LinkError(reason=refusal)), self.limits))
             return
         sender, incarnation = hello.node_id, hello.incarnation
+        if hello.address and not self.node.started:
+            # before ``start`` this process has no incarnation: what it answered would come
+            # from incarnation 0, which the members drop as replaced (a handover asked of a
+            # restarting node went back and forth 7,000 times); the sender tries again
+            refusal = "the super-peer is starting: no backbone links yet"
+            await stream.send_all(frame(wire.encode(m.LinkError(reason=refusal)), self.limits))
+            return
         resume = self._inbound.resume(sender, incarnation)
         welcome = m.Welcome(
             node_id=self.node_id,

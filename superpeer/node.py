@@ -591,6 +591,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         """A message from super-peer ``sender`` (whose connection said ``incarnation``)."""
         message, message_id, size = received.message, received.message_id, received.size
         out: list[Output] = []
+        if not self.started:
+            self._trace(
+                out, now, "drop", message, neighbour=sender, size=size, msg=message_id,
+                reason="not started: no incarnation to answer as",
+            )  # fmt: skip
+            return out
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.statistics.received[kind] += 1
         self._incarnation(sender, incarnation, now, out)
@@ -1355,7 +1361,16 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if isinstance(message, m.Unsubscribe)
             else None
         )
-        self._core(core.peer_message(peer, message, event.size, now, event.message_id), now, out)
+        active_since = 0.0
+        if isinstance(message, m.Subscribe):
+            active_since = self._activation(peer, message, now)
+        self._core(
+            core.peer_message(
+                peer, message, event.size, now, event.message_id, active_since=active_since
+            ),
+            now,
+            out,
+        )
         if isinstance(message, m.Advertise):
             self.store.set_advertisement(peer, wire.encode(message))
         elif isinstance(message, m.PublishSchema):
@@ -1376,10 +1391,23 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                     expires=expires,
                     on_change=core.on_change(peer, message.id),
                 )
-                made = self._subscribed_at.setdefault((peer, message.id), self.clock.now(now))
+                made = self._subscribed_at.setdefault((peer, message.id), active_since)
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
         elif isinstance(message, m.Unsubscribe):
             self._unsubscribed(peer, message.id, withdrawn, now)
+
+    def _activation(self, peer: str, message: m.Subscribe, now: float) -> float:
+        """From when ``message`` is active here (``clocks``, rule 5): for a subscription held
+        already, from when it was first held; for one the peer brings from another access
+        point (``Subscribe.active_since``), from when it was active there, never later than
+        now (what a catch-up finds for it is owed from then); for a new one, from now."""
+        held = self._subscribed_at.get((peer, message.id))
+        if held is not None:
+            return held
+        now_clock = self.clock.now(now)
+        if message.active_since > 0:
+            return min(message.active_since, now_clock)
+        return now_clock
 
     def _store_schema(self, peer: str) -> None:
         """Keep the union of ``peer``'s schemas as the core holds it (a refused one is not in

@@ -78,6 +78,12 @@ class Subscribe:
     """Also hear of extensions of a resource it matched already (``changed``, ``peer subscribe
     --on change``); by default a resource described in steps is heard of once, when what is
     known about it starts matching (``superpeer.versions``)."""
+    active_since: float = 0.0
+    """A subscription the peer sends again (``peer.session.plan_resend``): the hybrid time from
+    which an access point had it active (``Ack.active_since``). Where the peer arrives after a
+    move, its new access point takes it as the subscription's activation, never later than
+    now: what a catch-up finds for it is owed from then, not from when it was sent again
+    (``clocks``, rule 5). 0: a new subscription, active from when it arrives."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,6 +277,10 @@ class Ack:
 
     KIND: ClassVar[str] = "peer.ack"
     request: str
+    active_since: float = 0.0
+    """For a ``Subscribe``: the hybrid time from which the access point has the subscription
+    active (for one it held already, from when it first had it); the peer keeps it and sends
+    it back with the subscription (``Subscribe.active_since``). 0 for other requests."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -154,6 +154,9 @@ class SimPeer:
     """Requests sent on its connection and not answered yet (in order): if the connection
     closes first, their outcome is unknown, and they are sent again on the next one (each is
     idempotent: the same content again changes nothing)."""
+    active_since: dict[str, float] = field(default_factory=dict)
+    """Per subscription id, what its access point's ``Ack`` said (``Ack.active_since``): sent
+    again with it, as the peer daemon does."""
 
     def subscribed(
         self, sid: str, subscription: object, now: float, expires: float | None = None
@@ -607,7 +610,11 @@ class Simulation:
         if step.moved_from is not None:
             # as the peer daemon does: its state first, then where it comes from
             for message in step.resend:
-                self._from_peer(peer, message)
+                if isinstance(message, m.Subscribe):
+                    since = peer.active_since.get(message.id, 0.0)
+                    self._from_peer(peer, replace(message, active_since=since))
+                else:
+                    self._from_peer(peer, message)
             # as the peer daemon says it: when it arrived at the previous access point, in that
             # one's hybrid time (``clocks``, rule 6)
             moved = m.Moved(
@@ -644,6 +651,7 @@ class Simulation:
                 peer.subscribed(message.id, message.subscription, self.now, message.expires)
         elif isinstance(message, m.Unsubscribe):
             peer.unsubscribed(message.id, self.now)
+            peer.active_since.pop(message.id, None)
         self._from_peer(peer, message)
 
     def _resources(self, peer: SimPeer) -> Resources:
@@ -723,7 +731,10 @@ class Simulation:
                 "locate "
             )
             if in_order and peer.unanswered:
-                peer.unanswered.pop(0)
+                answered = peer.unanswered.pop(0)
+                acked = isinstance(answered, m.Subscribe) and isinstance(message, m.Ack)
+                if acked and message.active_since > 0:
+                    peer.active_since[answered.id] = message.active_since
         if isinstance(message, m.Refused):
             self.errors.append({"op": self._op_label, "peer": peer.name, "error": message.reason})
         if isinstance(message, m.Located):

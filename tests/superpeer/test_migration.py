@@ -606,3 +606,36 @@ def test_a_change_while_the_previous_access_point_is_down_is_refused_until_it_is
     simulation.run_until_quiet()
     assert ["a", "changed"] in simulation.changes()["sub"]
     assert held_versions(simulation, "sp1")["a"] == (1, False)
+
+
+def test_a_peer_whose_access_point_died_gets_what_it_kept_from_the_origins_logs():
+    """The subscriber was offline at sp0 when publications came, and sp0 died with its mail:
+    at its next access point, the peer's move brings its subscriptions with the time each was
+    activated, and the catch-up from the origins' logs delivers what they matched, none
+    older than its subscription (its activation was once taken as when it was re-sent to the
+    new access point, older than which nothing a catch-up found was delivered)."""
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "join", "peer": "pub", "superpeer": 1},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "publish", "peer": "pub", "id": "before", "format": "nt", "data": document(99)},
+        {"op": "wait", "seconds": 20},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "wait", "seconds": 5},
+        {"op": "detach", "peer": "sub"},
+        *[
+            {"op": "publish", "peer": "pub", "id": f"n{n}", "format": "nt", "data": document(n)}
+            for n in range(5)
+        ],
+        {"op": "wait", "seconds": 20},
+        {"op": "superpeer_fail", "superpeer": 0},
+        {"op": "wait", "seconds": 30},
+        {"op": "move", "peer": "sub", "superpeer": 2},
+        {"op": "wait", "seconds": 60},
+    ]
+    simulation = Simulation(3)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(3, ops)
+    assert sorted(simulation.deliveries()["sub"]) == [f"n{n}" for n in range(5)]
+    assert simulation.peers["sub"].filtered == 0

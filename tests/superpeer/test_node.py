@@ -233,3 +233,20 @@ def test_a_link_welcomed_by_a_newer_incarnation_is_a_restart_and_its_acks_no_sig
     assert suspected in node.waiting_for()
     node.superpeer_heard(restarted, now + 0.5)  # the new process acknowledges a frame
     assert suspected in node.waiting_for(), "not a sign of life of the incarnation that died"
+
+
+def test_a_node_not_started_answers_no_super_peer():
+    """Before ``start`` a restarting process has no incarnation: whatever it answered would
+    say incarnation 0, which members drop as replaced (a handover asked of it went back and
+    forth 7,000 times). It takes nothing from other super-peers until it started; the daemon
+    refuses their links meanwhile (``SuperPeerDaemon``)."""
+    node = SuperPeerNode("sp0", "sp0.test:7400", MemoryStore(), CONFIG)
+    handover = m.Handover(
+        request="sp1:r1", peer="p1", moved_at=1.0, previous="sp0", superpeer="sp1",
+        address="sp1.test:7400", since=1.0, signature=b"",
+    )  # fmt: skip
+    assert not node.started
+    out = node.superpeer_message("sp1", 1, Received(handover, "sp1~1#1"), 1.0)
+    assert not [o for o in out if isinstance(o, ToSuperPeer)]
+    node.start(2.0, [])
+    assert node.started and node.incarnation == 1

@@ -137,3 +137,29 @@ def test_a_partition_longer_than_the_log_is_told_as_a_gap():
         assert got & theirs, "what the log still held arrived"
         assert theirs - got, "some were pruned: that is what the gap notice says"
         assert "may be missing" in str(peer.gaps[0].publication.statements)
+
+
+def test_a_replay_stays_a_replay_down_the_tree():
+    """An origin back on its data replays its recent log down its trees, marked ``replayed``:
+    each relay keeps the mark, so an access point further down delivers what the replay
+    brings only to subscriptions older than the publication (the relay once dropped the
+    mark, and a subscription made after a publication received it: 68 in a netns chaos run)."""
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "join", "peer": "sub", "superpeer": 3},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "wait", "seconds": 5},
+        *[publish(n, "pub") for n in range(5)],
+        {"op": "wait", "seconds": 8},
+        {"op": "subscribe", "peer": "sub", "id": "late", "query": QUERY},
+        {"op": "wait", "seconds": 1},
+        {"op": "superpeer_bounce", "superpeer": 0},
+        {"op": "wait", "seconds": 30},
+    ]
+    simulation = Simulation(4, keep_notifications=True)
+    for op in ops:
+        simulation.apply(dict(op))
+    sub = simulation.peers["sub"]
+    assert sub.filtered == 0
+    assert simulation.deliveries() == expected_deliveries(4, ops)
+    assert sub.notifications == []

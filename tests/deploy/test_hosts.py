@@ -1,0 +1,90 @@
+"""``deploy.hosts``: every host reaches every other one by name, and cuts (partitions with or
+without a bridge, a host isolated, a pair cut) hold together and heal one by one. Needs root,
+``ip`` and ``nft`` (skipped otherwise, with the reason)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from deploy.hosts import NetnsHosts, unavailable
+
+REASON = unavailable()
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=str(REASON))]
+PORT = 8765
+NAMES = ("a", "b", "c", "d")
+
+
+@pytest.fixture
+def hosts() -> Iterator[NetnsHosts]:
+    """Four hosts, each listening on ``PORT``."""
+    with NetnsHosts(f"t{abs(hash(id(object()))) % 10000}") as made:
+        servers = []
+        try:
+            for name in NAMES:
+                made.add(name)
+            for name in NAMES:
+                server = [sys.executable, "-m", "http.server", str(PORT), "--bind", "0.0.0.0"]
+                servers.append(
+                    subprocess.Popen(
+                        [*made.prefix(name), *server],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
+            for name in NAMES:  # listening, before any cut
+                for other in NAMES:
+                    assert wait_reaches(made, name, other), f"{name} cannot reach {other}"
+            yield made
+        finally:
+            for server in servers:
+                server.kill()
+                server.wait()
+
+
+def reaches(hosts: NetnsHosts, source: str, target: str) -> bool:
+    """Whether a TCP connection from ``source`` to ``target`` (by host name) opens within 1 s."""
+    connect = (
+        "import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1)"
+    )
+    done = subprocess.run(
+        [*hosts.prefix(source), sys.executable, "-c", connect, hosts.hostname(target), str(PORT)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def wait_reaches(hosts: NetnsHosts, source: str, target: str, tries: int = 50) -> bool:
+    return any(reaches(hosts, source, target) for _ in range(tries))
+
+
+def reachable(hosts: NetnsHosts) -> set[tuple[str, str]]:
+    return {(s, t) for s in NAMES for t in NAMES if s != t and reaches(hosts, s, t)}
+
+
+EVERY = {(s, t) for s in NAMES for t in NAMES if s != t}
+
+
+def test_a_partition_with_a_bridge_and_an_isolated_host_hold_together_and_heal_apart(hosts):
+    bridged = hosts.partition([["a", "b"], ["b", "c", "d"]])
+    assert reachable(hosts) == EVERY - {("a", "c"), ("c", "a"), ("a", "d"), ("d", "a")}
+    alone = hosts.isolate("d")
+    assert reachable(hosts) == {("a", "b"), ("b", "a"), ("b", "c"), ("c", "b")}
+    hosts.heal(bridged)
+    assert reachable(hosts) == {p for p in EVERY if "d" not in p}
+    hosts.heal(alone)
+    assert reachable(hosts) == EVERY
+
+
+def test_a_pair_cut_and_a_host_in_no_group(hosts):
+    pair = hosts.cut_pair("a", "b")
+    assert reachable(hosts) == EVERY - {("a", "b"), ("b", "a")}
+    hosts.heal(pair)
+    hosts.partition([["a", "b", "c"]])  # d is in no group: cut off from everyone
+    assert reachable(hosts) == {p for p in EVERY if "d" not in p}
+    hosts.heal()
+    assert reachable(hosts) == EVERY
