@@ -215,12 +215,15 @@ class RemotePeer:
             finally:
                 if self._connection is connection:
                     self._connection = None
-                await trio.aclose_forcefully(connection.stream)  # broken or ended: its socket too
                 if not self._established.is_set():  # refused, or closed before it identified
                     self._ended = self._ended or "the connection closed before identification"
                     self._established.set()
                 for waiting in session.close():
                     waiting.done.set()
+                # broken or ended: its socket too. Shielded: when the writer found the stream
+                # broken it cancelled ``scope``, and an await here would raise at once
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(connection.stream)
 
     async def _write_queued(self, connection: _Connection) -> None:
         """The connection's only writer: what was queued, in order."""

@@ -481,7 +481,9 @@ class NodeBase:
         clock = m.Clock(
             wall=now, echo=echo, held=max(0.0, now - received), clock=self.clock.now(now)
         )
-        out.append(ToConnection(connection, clock, wire.encode(clock)))
+        data = wire.encode(clock)
+        out.append(ToConnection(connection, clock, data))
+        self._trace(out, now, "send", clock, peer=peer, size=len(data))
 
     def _peer_clock_in(self, peer: str, clock: m.Clock, now: float) -> None:
         """A peer's answer to a ``Clock``: a measurement of its clock."""

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from analytics import reference
-from analytics.definitions import bucket_seconds
+from analytics.definitions import BUCKET_SIZES, MAX_BUCKETS, bucket_seconds
 from analytics.figures import Figures, Keep, analyze
 from analytics.load import read_traces
 from superpeer.trace import EVENTS
@@ -335,8 +335,14 @@ def test_the_workload_exercises_every_figure(expected: dict[str, list[tuple]]) -
 @pytest.mark.spark
 def test_bucket_size(figures: Figures, expected: dict[str, list[tuple]]) -> None:
     first, last = expected["overview"][0][2], expected["overview"][0][3]
-    assert 3 < last - first < 6  # the simulated run lasts a few seconds ...
-    assert figures.bucket_seconds == 0.1  # ... so 0.1 s buckets: at most 60 of them
+    span = last - first
+    assert 3 < span < 12  # the simulated run lasts a few seconds ...
+    # ... so 0.1 s or 0.2 s buckets: the smallest size that needs at most 60 of them
+    size = figures.bucket_seconds
+    assert size in (0.1, 0.2)
+    assert span <= size * MAX_BUCKETS
+    smaller = BUCKET_SIZES[BUCKET_SIZES.index(size) - 1]
+    assert span > smaller * MAX_BUCKETS
 
 
 @pytest.mark.spark
