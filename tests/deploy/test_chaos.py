@@ -26,7 +26,8 @@ DOCUMENT = (
 
 
 def plan(seed: int = 1) -> dict:
-    return make_plan(seed=seed, duration=60, superpeers=4, peers=4, faults=list(FAULTS), rate=4)
+    """Two minutes: long enough for one fault of every kind, the partitions' longer holds too."""
+    return make_plan(seed=seed, duration=120, superpeers=4, peers=4, faults=list(FAULTS), rate=4)
 
 
 def test_a_plan_is_a_function_of_its_seed_and_holds_every_fault_kind() -> None:
