@@ -80,6 +80,7 @@ class Timers(NodeBase):
             or self.locator.next_deadline() is not None
             or any(forward.forget_at is not None for forward in self._moved_away.values())
             or bool(self._suspected)
+            or self._merging is not None
             or state in (NodeState.JOINING, NodeState.LEAVING)
             or (state is NodeState.MEMBER and self.topology.busy())
         )
@@ -103,6 +104,8 @@ class Timers(NodeBase):
             reasons.append("peers that moved away (their subscriptions to forget)")
         if self._suspected:
             reasons.append(f"failed neighbours to repair: {sorted(self._suspected)}")
+        if self._merging is not None:
+            reasons.append("a merge into the stronger cube that met this one")
         state = self.topology.state
         if state in (NodeState.JOINING, NodeState.LEAVING):
             reasons.append(f"the topology protocol ({state.value})")

@@ -9,6 +9,7 @@ import pytest
 
 from superpeer.node import NodeConfig
 from superpeer.sim import Simulation
+from tests.superpeer.invariants import check_routing
 from tests.superpeer.oracle import expected_deliveries
 from tests.superpeer.test_clocks import BROAD, publish
 
@@ -163,3 +164,16 @@ def test_a_replay_stays_a_replay_down_the_tree():
     assert sub.filtered == 0
     assert simulation.deliveries() == expected_deliveries(4, ops)
     assert sub.notifications == []
+
+
+def test_the_simulator_waits_for_a_merge_under_way():
+    """A cut off super-peer of a two-node cube heals into two one-node cubes; the weaker one's
+    merge waits ``merge_delay_seconds`` after it met the stronger: the operation is not over
+    (``busy``) until it rejoined and holds the other's advertisements again."""
+    ops = [*two_sides(2)[:-2], {"op": "superpeer_cut", "superpeer": 0, "seconds": 8.0}]
+    simulation = Simulation(1)
+    simulation.apply({"op": "superpeer_join"})
+    for op in ops:
+        simulation.apply(op)
+    assert all(node._merging is None for node in simulation.nodes.values())
+    check_routing(simulation)
