@@ -943,15 +943,23 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             # the peer moved away; its subscriptions here go after ``settle_seconds``
             self._forward(peer, (notify,), 1, now, out)
             return
-        core = self.core
-        assert core is not None
-        news = versions.narrowed(notify, lambda sid: core.on_change(peer, sid))
+        news = versions.narrowed(notify, self._asked_for_changes(peer))
         if news is None:
             self._drop_notify(
                 out, now, notify, peer, "a change none of its subscriptions asked to hear of"
             )
             return
         out += self.mail.deliver(peer, news, now)
+
+    def _asked_for_changes(self, peer: str) -> Callable[[str], bool]:
+        """Which of ``peer``'s subscriptions asked to hear of changes (``on_change``): the
+        core's, or between two incarnations (mail handed in while this node rejoins) the
+        stored ones, which the next incarnation restores."""
+        core = self.core
+        if core is not None:
+            return lambda sid: core.on_change(peer, sid)
+        stored = stored_subscriptions(self.store.local_state(peer).subscriptions)
+        return {subscribe.id for subscribe in stored if subscribe.on_change}.__contains__
 
     def _drop_notify(
         self, out: list[Output], now: float, notify: m.Notify, peer: str, reason: str
