@@ -60,6 +60,13 @@ class OffsetEstimator:
         best = self.best
         return None if best is None else best.delay / 2
 
+    def beyond(self, bound: float) -> bool:
+        """Whether the other clock is surely more than ``bound`` seconds off: even at the near
+        end of the error. A node too busy to answer at once measures long round trips, and a
+        large error is no evidence of a wrong clock."""
+        best = self.best
+        return best is not None and abs(best.offset) - best.delay / 2 > bound
+
     @property
     def samples(self) -> int:
         return len(self._samples)

@@ -453,9 +453,8 @@ class NodeBase:
         found = []
         for kind, estimators in (("super-peer", self.offsets), ("peer", self.peer_offsets)):
             for name, estimator in sorted(estimators.items()):
-                offset = estimator.offset
-                if offset is not None and abs(offset) > bound:
-                    found.append(f"{kind} {name}'s clock is off by {offset:+.3f} s")
+                if estimator.beyond(bound):
+                    found.append(f"{kind} {name}'s clock is off by {estimator.offset:+.3f} s")
         return found
 
     def _clock_sample(
@@ -466,8 +465,8 @@ class NodeBase:
             return
         estimator = estimators.setdefault(name, OffsetEstimator())
         estimator.add(sample)
-        offset = estimator.offset
-        if offset is not None and abs(offset) > self.config.max_clock_offset_seconds:
+        if estimator.beyond(self.config.max_clock_offset_seconds):
+            offset = estimator.offset
             self._clock_problem(
                 name,
                 f"{kind} {name}'s clock is off by {offset:+.3f} s (+/- {estimator.error:.3f}), "

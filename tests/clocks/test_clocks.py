@@ -115,6 +115,17 @@ def test_the_estimate_is_the_exchange_with_the_shortest_round_trip():
     assert abs(estimator.offset - 10.4) < 1e-9
 
 
+def test_a_clock_is_beyond_the_bound_only_when_its_error_cannot_explain_it():
+    """A node busy with a burst answers late: a 3.2 s round trip with the clocks 1.6 s apart
+    is no evidence of a wrong clock (it was reported as one, and ``/readyz`` said not ready)."""
+    estimator = OffsetEstimator()
+    assert not estimator.beyond(1.0), "never measured"
+    estimator.add(sample_of(0.0, 3.2, 3.2, 3.2))  # offset +1.6 s, error 1.6 s
+    assert abs(estimator.offset - 1.6) < 1e-9 and not estimator.beyond(1.0)
+    estimator.add(sample_of(10.0, 12.0, 12.0, 10.2))  # offset +1.9 s, error 0.1 s
+    assert estimator.beyond(1.0) and not estimator.beyond(1.85)
+
+
 def test_a_steady_clock_does_not_step_with_the_wall_clock_and_slews_toward_it():
     wall, monotonic = [1000.0], [5.0]
     steady = SteadyWallClock(lambda: wall[0], lambda: monotonic[0])
