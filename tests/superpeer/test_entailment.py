@@ -41,7 +41,7 @@ def with_schemas(draw: st.DrawFn, base: st.SearchStrategy) -> tuple[int, list[di
     return superpeers, mixed
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(with_schemas(workloads()), st.booleans(), st.integers(0, 3))
 def test_every_peer_receives_what_the_closure_under_the_schemas_matches(workload, interleave, seed):
     superpeers, ops = workload

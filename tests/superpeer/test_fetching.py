@@ -150,13 +150,13 @@ def fetches_while_the_owner_is_away(superpeers: int, ops: list[dict]) -> int:
     return count
 
 
-@settings(max_examples=80)
+@settings(max_examples=40)
 @given(fetching_workloads(), st.booleans(), st.integers(0, 3))
 def test_every_fetch_the_oracle_expects_completes_verified(workload, interleave, seed):
     check_fetches(workload, interleave, seed)
 
 
-@settings(max_examples=60)
+@settings(max_examples=30)
 @given(moving_workloads(), st.booleans(), st.integers(0, 3))
 def test_fetches_complete_when_requesters_and_owners_move(workload, interleave, seed):
     """Issue 14: a rendezvous follows a requester that moves (what its old access point held,
