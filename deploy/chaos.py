@@ -785,8 +785,13 @@ def play(run: Run, plan: dict[str, Any]) -> dict[str, Any]:
                 time.sleep(delay)
             jobs[op["peer"]].put(op)
 
+    slots = threading.BoundedSemaphore(plan.get("overlap", 1))  # a fault active at most each
+
     def fault(planned: dict[str, Any]) -> None:
-        record = run.inject(planned)
+        try:
+            record = run.inject(planned)
+        finally:
+            slots.release()
         one = record.one_cube_seconds
         after = "not one cube" if one is None else f"one cube {one:.1f} s after the heal"
         print(f"{record.at:7.1f}s  {record.kind:<12} {record.target} {record.note}; {after}",
@@ -799,8 +804,7 @@ def play(run: Run, plan: dict[str, Any]) -> dict[str, Any]:
         delay = planned["at"] - run.now()
         if delay > 0:
             time.sleep(delay)
-        while len(active := [t for t in active if t.is_alive()]) >= plan.get("overlap", 1):
-            time.sleep(0.1)
+        slots.acquire()  # wait for a fault to end when as many as --overlap are active
         thread = threading.Thread(target=fault, args=(planned,), daemon=True)
         thread.start()
         active.append(thread)

@@ -144,15 +144,15 @@ class Cluster:
         self.hosts = hosts
         ports = list(range(base_port, base_port + size)) if base_port else free_ports(size)
         self._front = front
+        """Given a daemon's listen address, the address it advertises (a proxy in front of it,
+        ``deploy.proxy``); None: the listen address itself."""
         self._settings = settings
+        """More of every super-peer's TOML configuration (sections such as ``[limits]``)."""
         self._peer_settings = peer_settings
+        """Every peer daemon's TOML configuration (top-level keys such as ``silence_seconds``)."""
         self._peer_fallbacks = peer_fallbacks
         """Every peer knows every super-peer (its access point first, then the others in
         order): it goes to the next one when its access point cannot be reached."""
-        """Every peer daemon's TOML configuration (top-level keys such as ``silence_seconds``)."""
-        """More of every super-peer's TOML configuration (sections such as ``[limits]``)."""
-        """Given a daemon's listen address, the address it advertises (a proxy in front of it,
-        ``deploy.proxy``); None: the listen address itself."""
         self.listen_addresses = [self._listen(k, port) for k, port in enumerate(ports)]
         self.addresses = [self._public(a) for a in self.listen_addresses]
         self.directories = [self.root / f"sp{k}" for k in range(size)]
