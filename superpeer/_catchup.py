@@ -156,9 +156,13 @@ class CatchUps(NodeBase):
         the neighbour it came from, marked ``replayed`` (relayed again down its new path). A
         subscription later than ``failure_seconds`` went over a link that was declared failed,
         and the repair's catch-up covers it: the replay goes back no further than that."""
-        margin = 0.0 if replay.own_clock else self.config.catchup_margin_seconds
+        margin = self.config.catchup_margin_seconds
         horizon = self.config.failure_seconds + self.config.routing.settle_seconds + margin
-        since = max(replay.since - margin, now - horizon)  # a window on this node's clock
+        since = max(
+            replay.since - (0.0 if replay.own_clock else margin),
+            replay.not_before - margin,
+            now - horizon,
+        )  # a window on this node's clock
         sent = 0
         for data in self.store.logged_since(since):
             notification = decoded_as(data, m.Notification)

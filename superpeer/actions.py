@@ -93,6 +93,10 @@ class Replay:
     own_clock: bool = False
     """``since`` is this node's own hybrid time, which its log is in: no margin for a reading
     that had yet to reach it (``clocks``, rule 4)."""
+    not_before: float = 0.0
+    """The subscription's own start (``Forward.since``, another node's hybrid time), when
+    ``since`` is this node's: what was published before it is owed to nobody, less the margin
+    for that reading."""
 
 
 @dataclass(frozen=True, slots=True)

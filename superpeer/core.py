@@ -864,10 +864,16 @@ class SuperPeerCore:
         ):
             # a route to this origin that formed after it announced new elements: what its
             # peers published under them before the route arrived went nowhere for it (a peer
-            # that advertises and publishes at once, or moves and publishes at once)
-            out.append(
-                Replay(sender, message.subscription, self._routes_changed_at, own_clock=True)
+            # that advertises and publishes at once, or moves and publishes at once); no
+            # further back than the subscription itself
+            replay = Replay(
+                sender,
+                message.subscription,
+                self._routes_changed_at,
+                own_clock=True,
+                not_before=message.since,
             )
+            out.append(replay)
 
     def _replay_late(
         self, sender: str, message: m.Forward, origins: set[str], out: list[Output]

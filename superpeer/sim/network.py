@@ -139,6 +139,10 @@ class SimPeer:
     filtered: int = 0
     """Notifications for none of the peer's subscriptions at their publication time (an access
     point that returned with an old copy of the peer's state): the inbox does not keep them."""
+    early: int = 0
+    """Notifications published less than ``catchup_margin_seconds`` before a subscription they
+    match was made: what the delivery contract allows (concurrent with its acknowledgement),
+    and the inbox does not keep either."""
     resources: Resources | None = None
     """Its offered and fetched files (made when first needed)."""
     arrival_clock: float = 0.0
@@ -290,6 +294,12 @@ class Simulation:
         """Notifications a peer received again (at least once on the wire: a repeat after a
         reconnection, or from two access points after a move); its inbox ignored them."""
         self.operations = 0
+        self.deferred = 0
+        """Peers whose requests waited for a connection past the operation that made them (an
+        access point refused peers that long: it was joining the cube again). What such a
+        request changes starts when it is acknowledged, not when the workload made it."""
+        self._waiting_since: dict[str, int] = {}
+        """Per peer with requests waiting for a connection, the operation that made the first."""
         self._reconnecting: set[str] = set()
         """Peers whose access point closed their connection, to come back (``_reconnect``)."""
         self._op_label = ""
@@ -627,6 +637,8 @@ class Simulation:
         if peer.resources is not None:
             for fetch in unfinished(peer.resources):
                 self._from_peer(peer, fetch)
+        if self._waiting_since.pop(peer.name, self.operations) != self.operations:
+            self.deferred += 1
         waiting, peer.waiting = [*peer.unanswered, *peer.waiting], []
         peer.unanswered = []
         for message in waiting:
@@ -677,6 +689,8 @@ class Simulation:
     def _from_peer(self, peer: SimPeer, message: object) -> None:
         if peer.connection is None:
             peer.waiting.append(message)
+            if isinstance(message, ANSWERED):
+                self._waiting_since.setdefault(peer.name, self.operations)
             return
         if isinstance(message, ANSWERED):
             peer.unanswered.append(message)
@@ -715,8 +729,12 @@ class Simulation:
             publication = self._change_keys.setdefault(key, key)
             if message.kind == m.GAP:
                 peer.gaps.append(message)
-            elif not peer.owed(message, self.published_when(message)):
-                peer.filtered += 1
+            elif not peer.owed(message, at := self.published_when(message)):
+                margin = self.node_config.catchup_margin_seconds
+                if peer.owed(message, at + margin):
+                    peer.early += 1
+                else:
+                    peer.filtered += 1
             elif peer.received[publication]:
                 self.redeliveries += 1
             else:
