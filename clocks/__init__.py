@@ -33,8 +33,11 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
 3. **A withdrawal** (``Unsubscribe``, an expiry, a move away): the access point's hybrid time
    when it accepted it. A notification with an earlier ``published_at`` that arrives late (a
    link held it up) is still delivered, for ``retracted_seconds`` of local time
-   (``SuperPeerCore._retracted``); one with a later time is not. HAZARD: a publication
-   concurrent with the withdrawal (within ``L``) may fall either way.
+   (``SuperPeerCore._retracted``); one with a later time is not. The ``Ack`` says that time
+   (``Ack.withdrawn_at``); the peer tells the withdrawal again, with the subscription's window,
+   after a move (``Unsubscribe.subscription``), so that the next access point's catch-up covers
+   the window in that access point's terms. HAZARD: a publication concurrent with the
+   withdrawal (within ``L``) may fall either way.
 4. **A late subscription** (``Forward.since``): the hybrid time its access point accepted it;
    an origin that receives it more than ``settle_seconds`` of hybrid time later replays what it
    published since (``Replay``, ``ReplayRequest.since``). The receiver's clock has absorbed the
@@ -46,15 +49,15 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
    hybrid times known causally: the reading a departed member's last frame carried
    (``Departed.since``, from the member that took its place, else the asker's own), the node's
    own reading when it last heard from its neighbours before a restart or a rejoin (``alive_at``),
-   the access point's reading when a moved peer arrived at its previous access point
-   (``Moved.since``). An earlier starting point only costs a longer read of the log; the access
+   the latest reading a moved peer had from its previous access point (``Moved.since``). An earlier starting point only costs a longer read of the log; the access
    points and the inboxes drop repeats.
-6. **Moves** (``Moved.since``, ``Handover.since``): the previous access point's hybrid time when
-   the peer arrived there, which the peer received in that access point's ``Welcome``
-   (``Welcome.clock``) and carries to the next access point in its ``Hello`` (``Hello.clock``,
-   absorbed there): two move statements of one peer are ordered causally, so a stale handover
-   (a move older than the peer's latest arrival) is recognised whatever the access points'
-   clocks say.
+6. **Moves** (``Moved.since``, ``Handover.since``): the latest hybrid time the previous access
+   point gave the peer, in its ``Welcome`` (``Welcome.clock``) or a later ``Clock``
+   (``Clock.clock``; never the peer's own wall time of that contact, which would move the
+   catch-up by the peer's clock error), and which the peer carries to the next access point in
+   its ``Hello`` (``Hello.clock``, absorbed there): two move statements of one peer are ordered
+   causally, so a stale handover (a move older than the peer's latest arrival) is recognised
+   whatever the access points' clocks say.
 7. **A resource's expiry** (``Publish.expires``): the peer sends it with its own wall time
    (``Publish.sent_at``); the owner's access point turns the remaining lifetime into its hybrid
    time, and every access point judges it by its own hybrid time (``Notification.expires``).

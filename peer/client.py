@@ -256,7 +256,6 @@ class PeerClient:
         """The super-peer tried now: the last one the peer was attached to if it is in the list,
         else the first; the next one in the list when it cannot be reached."""
         self._failed_in_row = 0
-        self._last_contact: float | None = None
         self._backoff = backoff
         self._limits = limits
         self._timeout = request_timeout
@@ -468,17 +467,21 @@ class PeerClient:
 
     def _teardown(self, connection: _Connection) -> None:
         """Fails what the connection leaves unanswered: queued requests were not sent; sent ones
-        are in doubt. Notes when the peer last heard from its access point."""
+        are in doubt. Notes the access point's latest hybrid time the peer heard (its last
+        ``Clock`` or ``Welcome``): the next move statement's ``since``. Never the peer's own
+        wall time of that contact, which would move the catch-up by this machine's clock error
+        (issue 39)."""
         if self._connection is connection:
             self._connection = None
         last = self.store.current.access_point
         if (
             connection.superpeer_id is not None
-            and self._last_contact is not None
             and last is not None
             and last.get("node") == connection.superpeer_id
+            and connection.arrival_clock > 0
+            and self._carried_clock > float(last["since"])  # type: ignore[arg-type]
         ):
-            self.store.set_access_point(connection.superpeer_id, self.address, self._last_contact)
+            self.store.set_access_point(connection.superpeer_id, self.address, self._carried_clock)
         reason = connection.reason or "the peer daemon is stopping"
         connection.queue_in.close()
         unanswered = connection.session.close()
@@ -538,8 +541,6 @@ class PeerClient:
                     )
                 connection.end(reason)
                 return
-            if connection.superpeer_id is not None:
-                self._last_contact = self._wall_clock()
             # the notifications of one read are acknowledged together (``Delivered`` is
             # cumulative), once each is in the inbox, and before anything that follows them
             kept: m.Notify | None = None
@@ -764,6 +765,7 @@ class PeerClient:
             axioms=parsed.axioms,
             on_change=state.on_change,
             active_since=state.active_since,
+            withdrawn=parsed.withdrawn,
         )
         for message in resend:
             try:
@@ -787,9 +789,7 @@ class PeerClient:
         acknowledged the move, with its hybrid time ``arrival`` (``Welcome.clock``; the next
         move statement's ``since``: ``clocks``, rule 6; the peer's own wall time from an
         access point that gave none)."""
-        now = self._wall_clock()
-        self._last_contact = now
-        arrival = arrival or now
+        arrival = arrival or self._wall_clock()
         previous = self.store.current.access_point
         if previous is None or previous.get("node") == superpeer_id:
             self.store.set_access_point(superpeer_id, self.address, arrival)

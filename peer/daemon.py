@@ -558,7 +558,9 @@ class PeerService:
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack) and name in self.store.current.subscriptions:
-                self.store.remove_subscription(name)
+                self.store.remove_subscription(
+                    name, withdrawn_at=answer.withdrawn_at, now=time.time()
+                )
 
         await self._answer(
             self._submit(PeerRequest(message=m.Unsubscribe(id=name), on_answer=answered)),

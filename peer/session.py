@@ -639,6 +639,7 @@ def plan_resend(
     axioms: frozenset[qel.Axiom] = frozenset(),
     on_change: frozenset[str] = frozenset(),
     active_since: Mapping[str, float] | None = None,
+    withdrawn: Mapping[str, tuple[qel.Subscription, float, float]] | None = None,
 ) -> list[Request]:
     """What to send after every (re)connection, in order: the advertisement first (an empty one if
     the peer never advertised, which also withdraws one whose ``Advertise`` was left in doubt),
@@ -646,13 +647,21 @@ def plan_resend(
     subscriptions left in doubt (``withdraw``; an id that is subscribed again is not withdrawn),
     then every subscription, by id, with its expiry (``expires``), whether it hears of every
     extension (``on_change``, the ids made with ``--on change``) and from when an access point
-    had it active (``active_since``: ``Subscribe.active_since``)."""
+    had it active (``active_since``: ``Subscribe.active_since``). The recent withdrawals
+    (``withdrawn``: subscription, active since, withdrawn at) are told again with their windows
+    before the subscriptions (an id subscribed again is not: ``Unsubscribe.subscription``)."""
     deadlines = expires or {}
     activations = active_since or {}
+    withdraw = set(withdraw)
     plan: list[Request] = [m.Advertise(advertisement=advertisement)]
     if axioms:
         plan.append(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
     plan += [m.Unsubscribe(id=name) for name in sorted(set(withdraw) - set(subscriptions))]
+    plan += [
+        m.Unsubscribe(id=name, subscription=query, active_since=made, withdrawn_at=ended)
+        for name, (query, made, ended) in sorted((withdrawn or {}).items())
+        if name not in subscriptions and name not in withdraw
+    ]
     plan += [
         m.Subscribe(
             id=name,

@@ -13,9 +13,10 @@ super-peer that lost its state is repaired by the next connection::
      "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5},
      "expired": 0}
 
-``access_point`` is the super-peer the peer was last attached to and the last time it heard from
-it: connected to another one, the peer says so (``Moved``), and its new access point fetches what
-the old one kept and what was published meanwhile (``superpeer.node``). ``expired`` counts the
+``access_point`` is the super-peer the peer was last attached to and the latest hybrid time it
+gave the peer (``Welcome.clock``, ``Clock.clock``; the peer's own wall time only from an access
+point that gave none): connected to another one, the peer says so (``Moved``, from that time), and its new access
+point fetches what the old one kept and what was published meanwhile (``superpeer.node``). ``expired`` counts the
 notifications the network dropped while the peer was away (it says so, ``Expired``).
 
 Texts are kept as the user gave them (not re-serialised), so what is re-sent is exactly what was
@@ -60,6 +61,48 @@ already (``superpeer.versions``)."""
 STATE_FILE: Final = "state.json"
 
 
+WITHDRAWALS_KEPT_SECONDS: Final = 3600.0
+"""How long a withdrawal is told again after a move: an origin's log keeps an hour by default
+(``[recovery] log_seconds``), so a catch-up reaches back no further."""
+MAX_WITHDRAWALS: Final = 256
+"""At most this many withdrawals are kept (the most recent): each costs a request per
+connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawal:
+    """A subscription withdrawn, with its window in its access point's hybrid times."""
+
+    query: str
+    active_since: float
+    withdrawn_at: float
+    recorded: float
+    """This peer's wall time when the withdrawal was acknowledged (its age, for pruning)."""
+
+    def to_plain(self) -> dict[str, object]:
+        return {
+            "query": self.query,
+            "active_since": self.active_since,
+            "withdrawn_at": self.withdrawn_at,
+            "recorded": self.recorded,
+        }
+
+    @classmethod
+    def from_plain(cls, value: object) -> Withdrawal:
+        """Raises ``ValueError`` if ``value`` is not a withdrawal's plain form."""
+        numbers = ("active_since", "withdrawn_at", "recorded")
+        if not (
+            isinstance(value, dict)
+            and isinstance(value.get("query"), str)
+            and all(
+                isinstance(value.get(k), int | float) and not isinstance(value.get(k), bool)
+                for k in numbers
+            )
+        ):
+            raise ValueError("a withdrawal must be {query, active_since, withdrawn_at, recorded}")
+        return cls(value["query"], *(float(value[k]) for k in numbers))
+
+
 class StateError(Exception):
     """The state file cannot be used (damaged, or for another peer); the message says what to do."""
 
@@ -85,6 +128,11 @@ class PeerState:
     """Per subscription id, the hybrid time from which its access point had it active
     (``Ack.active_since``): re-sent with it, so the access point of a peer that moved owes it
     what its catch-up finds from then on, and nothing older."""
+    withdrawn: Mapping[str, Withdrawal] = field(default_factory=dict)
+    """Per subscription id withdrawn in the last ``WITHDRAWALS_KEPT_SECONDS`` (at most
+    ``MAX_WITHDRAWALS``): told again after every connection (``Unsubscribe.subscription``), so
+    that an access point the peer moves to catches up what it was owed before the withdrawal,
+    should the one it withdrew at fail before doing so."""
 
     def to_json(self) -> bytes:
         document = {
@@ -99,6 +147,7 @@ class PeerState:
             "schemas": [{"data": data, "format": format} for data, format in self.schemas],
             "on_change": sorted(self.on_change),
             "active_since": dict(sorted(self.active_since.items())),
+            "withdrawn": {k: w.to_plain() for k, w in sorted(self.withdrawn.items())},
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -154,6 +203,9 @@ class PeerState:
             isinstance(v, int | float) and not isinstance(v, bool) for v in active_since.values()
         ):
             raise ValueError("active_since must map subscription ids to times")
+        withdrawn = document.get("withdrawn", {})
+        if not isinstance(withdrawn, dict) or not all(isinstance(k, str) for k in withdrawn):
+            raise ValueError("withdrawn must map subscription ids to withdrawals")
         return cls(
             name,
             advertisement,
@@ -165,6 +217,7 @@ class PeerState:
             tuple((s["data"], s["format"]) for s in schemas),
             frozenset(on_change),
             active_since,
+            {k: Withdrawal.from_plain(v) for k, v in withdrawn.items()},
         )
 
 
@@ -257,10 +310,24 @@ class StateStore:
             activations = {**self._state.active_since, subscription_id: active_since}
             self._save(replace(self._state, active_since=activations))
 
-    def remove_subscription(self, subscription_id: str) -> None:
+    def remove_subscription(
+        self, subscription_id: str, *, withdrawn_at: float = 0.0, now: float = 0.0
+    ) -> None:
+        """The access point acknowledged the withdrawal (at hybrid time ``withdrawn_at``, if it
+        said; ``now`` is this peer's wall time): the subscription is kept a while as a
+        ``Withdrawal``, and those older than ``WITHDRAWALS_KEPT_SECONDS`` are dropped."""
         subscriptions = dict(self._state.subscriptions)
-        del subscriptions[subscription_id]
+        text = subscriptions.pop(subscription_id)
         deadlines = {k: v for k, v in self._state.expires.items() if k != subscription_id}
+        made = self._state.active_since.get(subscription_id, 0.0)
+        withdrawn = {
+            k: w
+            for k, w in self._state.withdrawn.items()
+            if k != subscription_id and now - w.recorded < WITHDRAWALS_KEPT_SECONDS
+        }
+        if made > 0 and withdrawn_at > 0:
+            withdrawn[subscription_id] = Withdrawal(text, made, withdrawn_at, now)
+        newest = sorted(withdrawn.items(), key=lambda item: item[1].recorded)[-MAX_WITHDRAWALS:]
         self._save(
             replace(
                 self._state,
@@ -270,6 +337,7 @@ class StateStore:
                 active_since={
                     k: v for k, v in self._state.active_since.items() if k != subscription_id
                 },
+                withdrawn=dict(newest),
             )
         )
 
@@ -314,6 +382,8 @@ class ParsedState:
     problems: tuple[str, ...]
     axioms: frozenset[qel.Axiom] = frozenset()
     """The union of the stored schemas."""
+    withdrawn: Mapping[str, tuple[qel.Subscription, float, float]] = field(default_factory=dict)
+    """The kept withdrawals: (subscription, active since, withdrawn at)."""
 
 
 def parse_state(state: PeerState) -> ParsedState:
@@ -336,4 +406,11 @@ def parse_state(state: PeerState) -> ParsedState:
             axioms |= qel.parse_schema(text, format)
         except qel.SchemaError as error:
             problems.append(f"the stored schema {number} no longer parses: {error}")
-    return ParsedState(advertisement, subscriptions, tuple(problems), frozenset(axioms))
+    withdrawn = {}
+    for name, withdrawal in sorted(state.withdrawn.items()):
+        try:
+            query = qel.parse_subscription(withdrawal.query)
+        except qel.QueryError:
+            continue  # a withdrawn query that no longer parses is owed nothing more
+        withdrawn[name] = (query, withdrawal.active_since, withdrawal.withdrawn_at)
+    return ParsedState(advertisement, subscriptions, tuple(problems), frozenset(axioms), withdrawn)

@@ -99,11 +99,11 @@ class CatchUps(NodeBase):
                     for origin in origins:
                         if catchup.origins is None or origin in catchup.origins:
                             wanted.setdefault(origin, []).append(entry)
-                if catchup.subscriptions is not None:
-                    continue
                 for sid, (subscription, made, ended) in sorted(
                     self._withdrawn.get(peer, {}).items()
                 ):
+                    # a moved peer's brought subscriptions are listed; its withdrawals (told
+                    # again, or made here since) are not, and are owed in their windows too
                     if ended <= catchup.since:
                         continue
                     since = max(catchup.since, made - margin)

@@ -395,10 +395,12 @@ class SuperPeerCore:
         message_id: str | None = None,
         *,
         active_since: float = 0.0,
+        withdrawn_at: float = 0.0,
     ) -> list[Output]:
         """A request from a local peer (``Advertise``, ``Subscribe``, ``Unsubscribe``,
         ``Publish``, ``Locate``). ``active_since``: for a ``Subscribe``, the activation its
-        ``Ack`` tells the peer (the node keeps activations: ``clocks``, rule 5)."""
+        ``Ack`` tells the peer; ``withdrawn_at``, for an ``Unsubscribe``, the withdrawal's (the
+        node keeps both: ``clocks``, rule 5)."""
         out: list[Output] = []
         self._trace(out, now, "receive", message, peer=peer, size=size, msg=message_id)
         if peer not in self.peers:
@@ -423,7 +425,7 @@ class SuperPeerCore:
                 ack = m.Ack(request=request_label(message), active_since=active_since)
                 self._reply(peer, ack, now, out)
         elif isinstance(message, m.Unsubscribe):
-            self._unsubscribe(peer, message, now, out)
+            self._unsubscribe(peer, message, now, out, withdrawn_at)
         elif isinstance(message, m.Publish):
             self._publish(peer, message, now, out)
         elif isinstance(message, m.Withdraw):
@@ -628,10 +630,15 @@ class SuperPeerCore:
         return found
 
     def _unsubscribe(
-        self, peer: str, message: m.Unsubscribe, now: float, out: list[Output]
+        self, peer: str, message: m.Unsubscribe, now: float, out: list[Output], withdrawn_at: float
     ) -> None:
         source = peer_source(peer)
         if self.poset.node_of(source, message.id) is None:
+            if message.subscription is not None:
+                # a withdrawal made elsewhere, told again after a move: nothing to withdraw here
+                ack = m.Ack(request=request_label(message), withdrawn_at=message.withdrawn_at)
+                self._reply(peer, ack, now, out)
+                return
             self._refuse(
                 peer,
                 request_label(message),
@@ -641,7 +648,9 @@ class SuperPeerCore:
             )
             return
         self.unsubscribe(peer, message.id, now, out)
-        self._reply(peer, m.Ack(request=request_label(message)), now, out)
+        self._reply(
+            peer, m.Ack(request=request_label(message), withdrawn_at=withdrawn_at), now, out
+        )
 
     def unsubscribe(self, peer: str, subscription_id: str, now: float, out: list[Output]) -> None:
         """Retract ``peer``'s subscription (it asked, or it expired: ``superpeer.expiry``)."""

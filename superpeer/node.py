@@ -1369,12 +1369,22 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if isinstance(message, m.Unsubscribe)
             else None
         )
-        active_since = 0.0
+        active_since = withdrawn_at = 0.0
         if isinstance(message, m.Subscribe):
             active_since = self._activation(peer, message, now)
+        elif isinstance(message, m.Unsubscribe):
+            withdrawn_at = self.clock.now(now)
+            if withdrawn is None and message.subscription is not None:
+                self._withdrawn_elsewhere(peer, message, withdrawn_at)
         self._core(
             core.peer_message(
-                peer, message, event.size, now, event.message_id, active_since=active_since
+                peer,
+                message,
+                event.size,
+                now,
+                event.message_id,
+                active_since=active_since,
+                withdrawn_at=withdrawn_at,
             ),
             now,
             out,
@@ -1401,8 +1411,22 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 )
                 made = self._subscribed_at.setdefault((peer, message.id), active_since)
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
-        elif isinstance(message, m.Unsubscribe):
-            self._unsubscribed(peer, message.id, withdrawn, now)
+        elif isinstance(message, m.Unsubscribe) and (
+            withdrawn is not None or message.subscription is None
+        ):
+            self._unsubscribed(peer, message.id, withdrawn, withdrawn_at)
+
+    def _withdrawn_elsewhere(self, peer: str, message: m.Unsubscribe, here: float) -> None:
+        """A subscription the peer withdrew at a previous access point, told again after a move
+        (``Unsubscribe.subscription``): kept with its window, as one withdrawn here, so that the
+        move's catch-up covers what it was owed there (that access point may have failed before
+        it caught up). Never later than now here, and not for an id the peer holds here."""
+        assert message.subscription is not None
+        ended = min(message.withdrawn_at, here)
+        made = min(message.active_since, ended)
+        if ended > 0 and (peer, message.id) not in self._subscribed_at:
+            kept = self._withdrawn.setdefault(peer, {})
+            kept.setdefault(message.id, (message.subscription, made, ended))
 
     def _activation(self, peer: str, message: m.Subscribe, now: float) -> float:
         """From when ``message`` is active here (``clocks``, rule 5): for a subscription held
@@ -1426,13 +1450,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self.store.set_schema(peer, data if axioms else None)
 
     def _unsubscribed(
-        self, peer: str, sid: str, withdrawn: qel.Subscription | None, now: float
+        self, peer: str, sid: str, withdrawn: qel.Subscription | None, ended: float
     ) -> None:
-        """What the node keeps of a subscription retracted (by its peer, or expired)."""
+        """What the node keeps of a subscription retracted (by its peer, or expired) at hybrid
+        time ``ended``."""
         self.expiries.set(peer, sid, None)
         self.store.set_subscription(peer, sid, None)
         made = self._subscribed_at.pop((peer, sid), -math.inf)
-        ended = self.clock.now(now)
         self._unsubscribed_at[(peer, sid)] = ended
         if withdrawn is not None:
             self._withdrawn.setdefault(peer, {})[sid] = (withdrawn, made, ended)
@@ -1449,7 +1473,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             produced: list = []
             core.unsubscribe(peer, sid, now, produced)
             self._core(produced, now, out)
-            self._unsubscribed(peer, sid, withdrawn, now)
+            self._unsubscribed(peer, sid, withdrawn, self.clock.now(now))
         for owner, tombstone in core.versions.expire(self.clock.read(now)):
             self.store.set_pending(versions.RECORDS, *versions.version_record(owner, tombstone))
 

@@ -88,8 +88,18 @@ class Subscribe:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Unsubscribe:
+    """Withdraw subscription ``id``. With ``subscription``: a withdrawal told again after a move
+    (``peer.session.plan_resend``): the subscription was active at a previous access point from
+    ``active_since`` until ``withdrawn_at`` (the hybrid readings that access point's ``Ack``s
+    gave), and that access point may have failed before it caught up what the subscription was
+    owed in that window; the new one's catch-up covers it. Acknowledged whether or not it holds
+    the id."""
+
     KIND: ClassVar[str] = "peer.unsubscribe"
     id: str
+    subscription: qel.Subscription | None = None
+    active_since: float = 0.0
+    withdrawn_at: float = 0.0
 
 
 CHANGE_KINDS = ("added", "changed", "removed")
@@ -281,6 +291,9 @@ class Ack:
     """For a ``Subscribe``: the hybrid time from which the access point has the subscription
     active (for one it held already, from when it first had it); the peer keeps it and sends
     it back with the subscription (``Subscribe.active_since``). 0 for other requests."""
+    withdrawn_at: float = 0.0
+    """For an ``Unsubscribe``: the hybrid time of the withdrawal; the peer keeps it with the
+    subscription's ``active_since`` for a while (``Unsubscribe.withdrawn_at``). 0 otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -161,6 +161,19 @@ class SimPeer:
     active_since: dict[str, float] = field(default_factory=dict)
     """Per subscription id, what its access point's ``Ack`` said (``Ack.active_since``): sent
     again with it, as the peer daemon does."""
+    withdrawals: dict[str, tuple[object, float, float]] = field(default_factory=dict)
+    """Per subscription id withdrawn, (subscription, active since, withdrawn at) in its access
+    point's hybrid times: told again after each move, as the peer daemon does."""
+
+    withdrawing: dict[str, float] = field(default_factory=dict)
+    """Per subscription id whose withdrawal was sent, its ``active_since`` until the answer."""
+
+    def withdrew(self, sid: str, withdrawn_at: float) -> None:
+        """Its access point acknowledged the withdrawal of ``sid`` at ``withdrawn_at``."""
+        made = self.withdrawing.pop(sid, 0.0)
+        queries = [q for i, q, _, _ in self.history if i == sid]
+        if queries and made > 0:
+            self.withdrawals[sid] = (queries[-1], made, withdrawn_at)
 
     def subscribed(
         self, sid: str, subscription: object, now: float, expires: float | None = None
@@ -618,7 +631,14 @@ class Simulation:
         )
         self._from_peer(peer, hello)
         if step.moved_from is not None:
-            # as the peer daemon does: its state first, then where it comes from
+            # as the peer daemon does: its state first (its recent withdrawals with their
+            # windows among it), then where it comes from
+            for sid, (subscription, made, ended) in sorted(peer.withdrawals.items()):
+                if not any(isinstance(r, m.Subscribe) and r.id == sid for r in step.resend):
+                    told = m.Unsubscribe(
+                        id=sid, subscription=subscription, active_since=made, withdrawn_at=ended
+                    )
+                    self._from_peer(peer, told)
             for message in step.resend:
                 if isinstance(message, m.Subscribe):
                     since = peer.active_since.get(message.id, 0.0)
@@ -663,7 +683,7 @@ class Simulation:
                 peer.subscribed(message.id, message.subscription, self.now, message.expires)
         elif isinstance(message, m.Unsubscribe):
             peer.unsubscribed(message.id, self.now)
-            peer.active_since.pop(message.id, None)
+            peer.withdrawing[message.id] = peer.active_since.pop(message.id, 0.0)
         self._from_peer(peer, message)
 
     def _resources(self, peer: SimPeer) -> Resources:
@@ -753,6 +773,9 @@ class Simulation:
                 acked = isinstance(answered, m.Subscribe) and isinstance(message, m.Ack)
                 if acked and message.active_since > 0:
                     peer.active_since[answered.id] = message.active_since
+                withdrew = isinstance(answered, m.Unsubscribe) and isinstance(message, m.Ack)
+                if withdrew and answered.subscription is None and message.withdrawn_at > 0:
+                    peer.withdrew(answered.id, message.withdrawn_at)
         if isinstance(message, m.Refused):
             self.errors.append({"op": self._op_label, "peer": peer.name, "error": message.reason})
         if isinstance(message, m.Located):

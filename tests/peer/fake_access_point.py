@@ -147,6 +147,9 @@ class FakeAccessPoint:
         self.held_lookups: list[tuple[str, m.Located]] = []
         """(asking peer id, answer) for every look-up answer held back."""
         self.refuse_lookups: str | None = None
+        self.clock = 0.0
+        """The hybrid time its ``Welcome`` gives (0: none, as an access point of the wall-clock
+        era)."""
         self._issued: dict[str, bytes] = {}
         self._changed = trio.Event()
 
@@ -175,6 +178,12 @@ class FakeAccessPoint:
         connection = self.peers[peer_id].connection
         assert connection is not None, f"{peer_id} is not connected"
         await trio.aclose_forcefully(connection.stream)
+
+    async def send_clock(self, peer_id: str, clock: float) -> None:
+        """A ``Clock`` carrying hybrid time ``clock`` to ``peer_id``."""
+        connection = self.peers[peer_id].connection
+        assert connection is not None, f"{peer_id} is not connected"
+        await connection.send(m.Clock(wall=time.time(), clock=clock))
 
     async def restart(self) -> None:
         """Every connection closes and everything about every peer is forgotten."""
@@ -263,7 +272,7 @@ class FakeAccessPoint:
             )
             return None
         connection = _Connection(hello.node_id, stream, link, remote)
-        await connection.send(m.Welcome(node_id=NODE_ID, address=self.address))
+        await connection.send(m.Welcome(node_id=NODE_ID, address=self.address, clock=self.clock))
         if self.tls is not None and not await self._identify(connection, reader):
             return None
         peer = self.peers.setdefault(hello.node_id, FakePeer())
@@ -323,6 +332,8 @@ class FakeAccessPoint:
         if isinstance(message, m.Locate):
             await self._locate(connection, message)
             return True
+        if isinstance(message, m.Clock):  # the peer's answer to ``send_clock``: offsets are
+            return True  # not modelled
         if isinstance(message, m.PublishSchema):
             await connection.send(m.Ack(request="publish-schema"))  # entailment is not modelled
             return True

@@ -360,3 +360,32 @@ async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(
         await writing.wait()
     await (await access_point.accept()).welcome()
     assert client.inbox.count == 1, "the notification read before the goodbye was kept"
+
+
+async def test_the_access_points_since_is_its_latest_hybrid_time_never_the_peers_wall_time(
+    tmp_path, access_point, nursery
+):
+    """Found by the skewed chaos plan (issue 39): on a lost connection the client noted its
+    own wall time of its last contact as its access point's ``since``, so the next
+    ``Moved.since`` was off by the desktop's clock error (300 s ahead: the next access point's
+    catch-up began after what it had to find). It notes the latest hybrid time the access
+    point gave it (``Welcome.clock``, then ``Clock.clock``)."""
+    access_point.clock = 1000.0
+    client = make_client(tmp_path, access_point.port)
+    noted: list[float] = []
+    keep = client.store.set_access_point
+
+    def set_access_point(node: str, address: str, since: float) -> None:
+        noted.append(since)
+        keep(node, address, since)
+
+    client.store.set_access_point = set_access_point  # type: ignore[method-assign]
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    await barrier(client)
+    await access_point.send_clock("alice", 1500.0)
+    await barrier(client)
+    await access_point.drop("alice")
+    await attached(access_point, times=2)
+    await barrier(client)
+    assert noted == [1000.0, 1500.0, 1000.0]

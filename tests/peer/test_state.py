@@ -7,8 +7,18 @@ import stat
 import pytest
 
 import qel
-from peer.state import PeerState, StateError, StateStore, parse_state, subscription_id
+from peer.session import plan_resend
+from peer.state import (
+    MAX_WITHDRAWALS,
+    WITHDRAWALS_KEPT_SECONDS,
+    PeerState,
+    StateError,
+    StateStore,
+    parse_state,
+    subscription_id,
+)
 from tests.peer.helpers import DC_ADVERTISEMENT, TITLE_QUERY
+from wire import messages as m
 
 
 def test_the_name_is_generated_once_and_kept(tmp_path):
@@ -156,3 +166,43 @@ def test_on_change_is_kept_per_subscription_and_goes_with_it(tmp_path):
     store.add_subscription("s2", TITLE_QUERY, on_change=True)
     store.remove_subscription("s2")
     assert StateStore.open(tmp_path, name=None).current.on_change == frozenset()
+
+
+def test_a_withdrawal_is_kept_with_its_window_and_told_again_after_a_connection(tmp_path):
+    """Found by the skewed chaos plan (issue 39): a peer withdrew a subscription at an access
+    point that failed before catching up what it was owed; at the next access point nobody
+    knew the subscription had been active. The peer keeps its withdrawals a while, with the
+    window its access points gave (``Ack.active_since``, ``Ack.withdrawn_at``), and tells them
+    again after each connection, except for an id subscribed again."""
+    store = StateStore.open(tmp_path, name="p")
+    store.add_subscription("s1", TITLE_QUERY, active_since=100.0)
+    store.add_subscription("s2", TITLE_QUERY, active_since=105.0)
+    store.remove_subscription("s1", withdrawn_at=150.0, now=1000.0)
+    store.remove_subscription("s2", withdrawn_at=0.0, now=1000.0)  # no window said: not kept
+    again = StateStore.open(tmp_path, name="p").current
+    assert set(again.withdrawn) == {"s1"}
+    kept = again.withdrawn["s1"]
+    assert (kept.query, kept.active_since, kept.withdrawn_at) == (TITLE_QUERY, 100.0, 150.0)
+    parsed = parse_state(again)
+    plan = plan_resend(parsed.advertisement, parsed.subscriptions, [], withdrawn=parsed.withdrawn)
+    [told] = [r for r in plan if isinstance(r, m.Unsubscribe)]
+    assert (told.id, told.active_since, told.withdrawn_at) == ("s1", 100.0, 150.0)
+    assert told.subscription == qel.parse_subscription(TITLE_QUERY)
+    store.add_subscription("s1", TITLE_QUERY, active_since=200.0)  # the same id, again
+    parsed = parse_state(store.current)
+    plan = plan_resend(parsed.advertisement, parsed.subscriptions, [], withdrawn=parsed.withdrawn)
+    assert not [r for r in plan if isinstance(r, m.Unsubscribe)]
+
+
+def test_withdrawals_are_kept_for_an_hour_and_at_most_a_bounded_number(tmp_path):
+    store = StateStore.open(tmp_path, name="p")
+    for k in range(MAX_WITHDRAWALS + 5):
+        store.add_subscription(f"s{k}", TITLE_QUERY, active_since=1.0)
+        store.remove_subscription(f"s{k}", withdrawn_at=2.0, now=float(k))
+    kept = store.current.withdrawn
+    assert len(kept) == MAX_WITHDRAWALS and "s0" not in kept and f"s{MAX_WITHDRAWALS + 4}" in kept
+    store.add_subscription("late", TITLE_QUERY, active_since=1.0)
+    store.remove_subscription("late", withdrawn_at=2.0, now=WITHDRAWALS_KEPT_SECONDS + 10.0)
+    assert set(store.current.withdrawn) == {"late"} | {
+        f"s{k}" for k in range(11, MAX_WITHDRAWALS + 5)
+    }

@@ -250,3 +250,31 @@ def test_a_node_not_started_answers_no_super_peer():
     assert not [o for o in out if isinstance(o, ToSuperPeer)]
     node.start(2.0, [])
     assert node.started and node.incarnation == 1
+
+
+def test_a_withdrawal_told_again_after_a_move_gives_the_new_access_point_its_window():
+    """Found by the skewed chaos plan (issue 39): a subscriber withdrew a subscription at an
+    access point that failed before it caught up what the subscription was owed, then moved
+    on; the next access point caught up for its current subscriptions only. The ``Ack`` of a
+    withdrawal says when it was made; the peer tells it again after a move, with the window,
+    and the new access point keeps it for its catch-up (``_withdrawn``) and acknowledges it."""
+    simulation = Simulation(2)
+    ops = [
+        {"op": "join", "peer": "publisher", "superpeer": 1},
+        {"op": "join", "peer": "reader", "superpeer": 0},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "unsubscribe", "peer": "reader", "id": "s"},
+        {"op": "move", "peer": "reader", "superpeer": 1},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    assert simulation.errors == []
+    first, second = simulation.nodes["sp0"], simulation.nodes["sp1"]
+    answers = simulation.peers["reader"].answers
+    ack = next(a for a in answers if getattr(a, "request", "") == "unsubscribe s")
+    assert not [a for a in answers if isinstance(a, m.Refused)]
+    assert ack.withdrawn_at == first._unsubscribed_at[("reader", "s")] > 0
+    subscription, made, ended = second._withdrawn["reader"]["s"]
+    assert (made, ended) == first._withdrawn["reader"]["s"][1:]
+    assert subscription == first._withdrawn["reader"]["s"][0]
