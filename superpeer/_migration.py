@@ -326,11 +326,7 @@ class Migrations(NodeBase):
         self._release_held(now, out)
         if message.expired:
             self.store.add_expired(message.peer, message.expired)
-        if not entry["caught_up"]:
-            # accepted or not: the previous access point hands over what it kept, and it may
-            # have kept nothing of a stretch it was down or restarting in, or of its own move
-            # catch-up for the peer, unfinished when it failed (issue 39's chaos runs): the
-            # origins' logs fill that in, and repeats are dropped
+        if not message.accepted and not entry["caught_up"]:
             self._catchups.append(self._moved_catchup(entry, now))
         log.info(
             "event=handover_done node=%s peer=%s accepted=%s reason=%r",
