@@ -28,9 +28,9 @@ pytestmark = [
 @pytest.mark.xfail(
     run=False,
     reason="issue 39 is open: with daemons restarted under other clocks, a run sometimes loses "
-    "or brings notifications it should not (2 of 4 runs failed on stop 41's code, with "
-    "unexpected deliveries; 1 of 2 on stop 42's, with 4 lost of 546; the 10-minute chaos run "
-    "with skews: 114 unexpected of 7,826); run with --runxfail",
+    "a notification (3 of 5 runs lost 2 to 5 before stop 42's fixes, 1 of 2 lost 1 after; the "
+    "10-minute chaos run with skews, before them: 2 lost, 114 unexpected of 7,826); run with "
+    "--runxfail",
 )
 def test_every_daemon_on_its_own_clock_loses_nothing(tmp_path) -> None:
     """Four super-peers and four peer daemons, each clock drawn within ten minutes either way;
