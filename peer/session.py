@@ -656,12 +656,8 @@ def plan_resend(
     plan: list[Request] = [m.Advertise(advertisement=advertisement)]
     if axioms:
         plan.append(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
-    plan += [m.Unsubscribe(id=name) for name in sorted(set(withdraw) - set(subscriptions))]
-    plan += [
-        m.Unsubscribe(id=name, subscription=query, active_since=made, withdrawn_at=ended)
-        for name, (query, made, ended) in sorted((withdrawn or {}).items())
-        if name not in subscriptions and name not in withdraw
-    ]
+    plan += [m.Unsubscribe(id=name) for name in sorted(withdraw - set(subscriptions))]
+    plan += withdrawals_told_again(withdrawn or {}, set(subscriptions) | withdraw)
     plan += [
         m.Subscribe(
             id=name,
@@ -673,6 +669,19 @@ def plan_resend(
         for name, s in sorted(subscriptions.items())
     ]
     return plan
+
+
+def withdrawals_told_again(
+    withdrawn: Mapping[str, tuple[qel.Subscription, float, float]], excluded: set[str]
+) -> list[m.Unsubscribe]:
+    """The recent withdrawals (subscription, active since, withdrawn at), by id, as told again
+    after a connection (``Unsubscribe.subscription``); not those in ``excluded`` (an id
+    subscribed again, or one whose withdrawal is in doubt)."""
+    return [
+        m.Unsubscribe(id=name, subscription=query, active_since=made, withdrawn_at=ended)
+        for name, (query, made, ended) in sorted(withdrawn.items())
+        if name not in excluded
+    ]
 
 
 class Backoff:

@@ -54,8 +54,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Final
 
+import qel
 import wire
 from peer.resources import Resources
+from peer.session import withdrawals_told_again
 from superpeer import versions
 from superpeer.actions import (
     CloseConnection,
@@ -161,7 +163,7 @@ class SimPeer:
     active_since: dict[str, float] = field(default_factory=dict)
     """Per subscription id, what its access point's ``Ack`` said (``Ack.active_since``): sent
     again with it, as the peer daemon does."""
-    withdrawals: dict[str, tuple[object, float, float]] = field(default_factory=dict)
+    withdrawals: dict[str, tuple[qel.Subscription, float, float]] = field(default_factory=dict)
     """Per subscription id withdrawn, (subscription, active since, withdrawn at) in its access
     point's hybrid times: told again after each move, as the peer daemon does."""
 
@@ -633,12 +635,9 @@ class Simulation:
         if step.moved_from is not None:
             # as the peer daemon does: its state first (its recent withdrawals with their
             # windows among it), then where it comes from
-            for sid, (subscription, made, ended) in sorted(peer.withdrawals.items()):
-                if not any(isinstance(r, m.Subscribe) and r.id == sid for r in step.resend):
-                    told = m.Unsubscribe(
-                        id=sid, subscription=subscription, active_since=made, withdrawn_at=ended
-                    )
-                    self._from_peer(peer, told)
+            subscribed = {r.id for r in step.resend if isinstance(r, m.Subscribe)}
+            for told in withdrawals_told_again(peer.withdrawals, subscribed):
+                self._from_peer(peer, told)
             for message in step.resend:
                 if isinstance(message, m.Subscribe):
                     since = peer.active_since.get(message.id, 0.0)
