@@ -669,6 +669,11 @@ class HandoverDone:
     """The peer's rendezvous files the sender holds (key, bytes held: complete, or the part
     received): the asker pulls them (``superpeer.rendezvous``); the sender keeps each until the
     asker says it has its bytes."""
+    unvouched_since: float = 0.0
+    """Hybrid time from which the sender cannot vouch that its ``Mail`` holds everything the
+    peer was owed (a catch-up covering the peer was still to come there: after a restart, a
+    broken route, a move of its own whose handover had not come): the asker catches up from
+    the origins from then. 0: it vouches for all of it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

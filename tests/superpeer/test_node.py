@@ -7,6 +7,7 @@ import pytest
 import wire
 from hypercup import JoinRequest
 from superpeer.actions import Forgotten, ToSuperPeer, in_runtime_order
+from superpeer._node_base import PlannedCatchUp
 from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
 from superpeer.store import MemoryStore
@@ -278,3 +279,39 @@ def test_a_withdrawal_told_again_after_a_move_gives_the_new_access_point_its_win
     subscription, made, ended = second._withdrawn["reader"]["s"]
     assert (made, ended) == first._withdrawn["reader"]["s"][1:]
     assert subscription == first._withdrawn["reader"]["s"][0]
+
+
+def test_mail_a_previous_access_point_cannot_vouch_for_is_caught_up_by_the_next():
+    """Found by the skewed chaos plan (issue 39): a peer moved away from an access point that
+    had restarted and not yet caught up for it; that one handed over only the mail it kept, and
+    the new access point, its handover accepted, asked the origins for nothing. Now the
+    ``HandoverDone`` says from when its mail may lack what the peer was owed
+    (``unvouched_since``: a catch-up covering the peer still to come), and the new access point
+    catches up from the origins from then."""
+    simulation = Simulation(2)
+    ops = [
+        {"op": "join", "peer": "publisher", "superpeer": 1},
+        {"op": "join", "peer": "reader", "superpeer": 0},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "detach", "peer": "reader"},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    first = simulation.nodes["sp0"]
+    behind = first.clock.now(simulation._clock("sp0"))
+    document = '<http://example.org/p> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+    simulation.apply(
+        {"op": "publish", "peer": "publisher", "id": "p", "format": "nt", "data": document}
+    )
+    # the reader's access point is behind: what it was owed never came (a route was broken),
+    # and the catch-up that would bring it is planned, not asked yet (as after a restart)
+    kept, through = first.mail.handed_over("reader")
+    assert [n.publication.id for n in kept] == ["p"]
+    first.mail.drop("reader", through)
+    first._catchups.append(PlannedCatchUp(simulation.now + 1.0, behind, None, None))
+    simulation.apply({"op": "move", "peer": "reader", "superpeer": 1})
+    simulation.apply({"op": "attach", "peer": "reader"})
+    assert simulation.errors == []
+    assert first.statistics.handovers_out == 1
+    assert simulation.deliveries()["reader"] == ["p"]
