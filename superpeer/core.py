@@ -70,7 +70,10 @@ break*, so that no route is missing while the new ones are built:
   would be, and what it may hold from here and no longer needs is withdrawn (its new incarnation
   may have been a neighbour already, and got routes sent to it then). (Kept as a ghost instead,
   a super-peer that failed and rejoined within ``settle_seconds`` was taken for the same one
-  returning, and was never sent the routes it had lost.)
+  returning, and was never sent the routes it had lost.) Once it enters the view as a member
+  (not as a returning ghost), it is a neighbour like any other: what it is sent from then on
+  reaches the member it is, and leaving the view and returning later withdraws nothing before
+  the window closes (a relay it had become lost a notification on its way when it did).
 """
 
 from __future__ import annotations
@@ -1104,6 +1107,10 @@ class SuperPeerCore:
                 # was a member there: none of it counts
                 self._restarted.discard(returned)
                 self._unmark_sent(returned, now, out, retract=True)
+        # one that restarted away from the view and enters it now is a member: what it is sent
+        # from now on reaches the process it is (a later flap out of the view and back is an
+        # ordinary ghost's, whose routes stay until the window closes)
+        self._restarted -= view.neighbours() - old.neighbours()
         early, self._early = self._early, []
         for sender, message, received, at in early:
             if sender in view.neighbours():
