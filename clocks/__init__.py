@@ -49,8 +49,11 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
    hybrid times known causally: the reading a departed member's last frame carried
    (``Departed.since``, from the member that took its place, else the asker's own), the node's
    own reading when it last heard from its neighbours before a restart or a rejoin (``alive_at``),
-   the latest reading a moved peer had from its previous access point (``Moved.since``). An earlier starting point only costs a longer read of the log; the access
-   points and the inboxes drop repeats.
+   the latest reading a moved peer had from its previous access point (``Moved.since``), the
+   reading from which that access point could not vouch for the mail it handed over
+   (``HandoverDone.unvouched_since``: the start of a catch-up of its own still to come). An
+   earlier starting point only costs a longer read of the log; the access points and the
+   inboxes drop repeats.
 6. **Moves** (``Moved.since``, ``Handover.since``): the latest hybrid time the previous access
    point gave the peer, in its ``Welcome`` (``Welcome.clock``) or a later ``Clock``
    (``Clock.clock``; never the peer's own wall time of that contact, which would move the

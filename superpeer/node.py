@@ -54,9 +54,12 @@ Rules, beyond the routing core's:
   previous one deletes that mail only when this node says it has all of it (``HandoverReceived``);
   ``HandoverDone`` also lists the rendezvous files it holds for the peer, which this node pulls and
   releases (``superpeer.rendezvous``); a short count (mail lost with a broken link or a rejoin)
-  makes this node ask again. What still reaches the previous one for the peer (its tree before the
-  subscriptions go, a late catch-up, mail from further back) follows the peer's forwarding address,
-  kept for ``retention_seconds``; a handover that describes a move older than the peer's latest
+  makes this node ask again. ``HandoverDone.unvouched_since`` says from when the previous one
+  cannot vouch for its mail (a catch-up covering the peer was still to come there: a restart's,
+  a broken route's, the peer's earlier move's); this node asks the origins from then, since the
+  previous one skips a peer that moved on in its catch-ups. What still reaches the previous one
+  for the peer (its tree before the subscriptions go, a late catch-up, mail from further back)
+  follows the peer's forwarding address, kept for ``retention_seconds``; a handover that describes a move older than the peer's latest
   arrival (both times on the peer's clock) is refused as stale, so forwarding addresses lead to
   where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
   the previous one follow them too. If the previous one does not answer within
