@@ -7,6 +7,7 @@ docstring."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import secrets
@@ -87,6 +88,9 @@ CLOCK_LOG_SECONDS = 600.0
 """A clock found beyond ``max_clock_offset_seconds`` is logged at most this often."""
 ATTACHED = "attached"
 """Per local peer, the last time it was attached here."""
+WITHDRAWN = "withdrawn"
+"""Per withdrawn subscription, its window (``NodeBase._withdrawn``): kept durably, so that a
+catch-up after a restart still covers what it was owed while it stood."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -409,6 +413,40 @@ class NodeBase:
         self._housekeeping_at = 0.0
         self._message_number = 0
 
+    def _keep_withdrawal(
+        self, peer: str, sid: str, subscription: qel.Subscription, made: float, ended: float
+    ) -> None:
+        """Keep the window of a subscription withdrawn at hybrid time ``ended`` (in memory, and
+        in the store for a restart)."""
+        self._withdrawn.setdefault(peer, {})[sid] = (subscription, made, ended)
+        subscribe = m.Subscribe(id=sid, subscription=subscription)
+        entry = {
+            "peer": peer,
+            "id": sid,
+            "subscribe": wire.encode(subscribe).hex(),
+            "made": made if math.isfinite(made) else None,
+            "ended": ended,
+        }
+        self.store.set_pending(WITHDRAWN, withdrawal_key(peer, sid), entry)
+
+    def _forget_withdrawal(self, peer: str, sid: str) -> None:
+        kept = self._withdrawn.get(peer, {})
+        kept.pop(sid, None)
+        if not kept:
+            self._withdrawn.pop(peer, None)
+        self.store.set_pending(WITHDRAWN, withdrawal_key(peer, sid), None)
+
+    def _restore_withdrawals(self) -> None:
+        """The windows kept before a restart (an entry that no longer decodes is dropped)."""
+        for key, entry in self.store.pending(WITHDRAWN).items():
+            subscribe = decoded_as(bytes.fromhex(entry.get("subscribe", "")), m.Subscribe)
+            if subscribe is None:
+                self.store.set_pending(WITHDRAWN, key, None)
+                continue
+            made = entry.get("made")
+            window = (subscribe.subscription, -math.inf if made is None else made, entry["ended"])
+            self._withdrawn.setdefault(entry["peer"], {}).setdefault(entry["id"], window)
+
     def _expiry_here(self, message: E, now: float) -> E:
         """A request's expiry in this node's terms (``clocks``, rules 7 and 8): the lifetime
         left on the sender's clock (``expires - sent_at``) from now, on this node's own clock for
@@ -600,3 +638,8 @@ def decoded_as(data: bytes | None, cls: type[T]) -> T | None:
         log.error("event=unreadable_state kind=%s", cls.__name__)  # noqa: TRY400 -- no traceback: the state is what is wrong
         return None
     return message if isinstance(message, cls) else None
+
+
+def withdrawal_key(peer: str, sid: str) -> str:
+    """The store key of a withdrawn subscription's window (unambiguous whatever the id holds)."""
+    return json.dumps([peer, sid])

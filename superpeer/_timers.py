@@ -305,9 +305,7 @@ class Timers(NodeBase):
         horizon = now - self.config.log_seconds  # older withdrawals are past any catch-up
         for peer, withdrawn in list(self._withdrawn.items()):
             for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
-                del withdrawn[sid]
-            if not withdrawn:
-                del self._withdrawn[peer]
+                self._forget_withdrawal(peer, sid)
         if self.core is not None:
             self.store.set_meta("alive_at", repr(self.clock.now(now)))
         out += self.mail.expire(

@@ -1029,6 +1029,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         for peer in self._peer_connection:
             core.attach(peer, now)
         versions.restore(core.versions, self.store.pending(versions.RECORDS))
+        self._restore_withdrawals()
         for pending in self.store.pending(HANDOVERS):
             self._handover_due[pending] = now
         for peer, entry in self.store.pending(MOVED).items():
@@ -1427,9 +1428,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         assert message.subscription is not None
         ended = min(message.withdrawn_at, here)
         made = min(message.active_since, ended)
-        if ended > 0 and (peer, message.id) not in self._subscribed_at:
-            kept = self._withdrawn.setdefault(peer, {})
-            kept.setdefault(message.id, (message.subscription, made, ended))
+        known = message.id in self._withdrawn.get(peer, {})
+        if ended > 0 and (peer, message.id) not in self._subscribed_at and not known:
+            self._keep_withdrawal(peer, message.id, message.subscription, made, ended)
 
     def _activation(self, peer: str, message: m.Subscribe, now: float) -> float:
         """From when ``message`` is active here (``clocks``, rule 5): for a subscription held
@@ -1462,7 +1463,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         made = self._subscribed_at.pop((peer, sid), -math.inf)
         self._unsubscribed_at[(peer, sid)] = ended
         if withdrawn is not None:
-            self._withdrawn.setdefault(peer, {})[sid] = (withdrawn, made, ended)
+            self._keep_withdrawal(peer, sid, withdrawn, made, ended)
 
     def _expire(self, now: float, out: list[Output]) -> None:
         """Subscriptions whose expiry passed are retracted; so is expired resources' content."""

@@ -315,3 +315,24 @@ def test_mail_a_previous_access_point_cannot_vouch_for_is_caught_up_by_the_next(
     assert simulation.errors == []
     assert first.statistics.handovers_out == 1
     assert simulation.deliveries()["reader"] == ["p"]
+
+
+def test_a_withdrawal_window_outlives_a_restart_of_its_access_point():
+    """A withdrawn subscription's window (what a catch-up still owes it for the time it stood) is
+    kept in the store: an access point restarted before its catch-up still asks for it."""
+    simulation = Simulation(2)
+    ops = [
+        {"op": "join", "peer": "publisher", "superpeer": 1},
+        {"op": "join", "peer": "reader", "superpeer": 0},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "unsubscribe", "peer": "reader", "id": "s"},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    before = simulation.nodes["sp0"]._withdrawn["reader"]["s"]
+    simulation.apply({"op": "superpeer_fail", "superpeer": 0})
+    simulation.apply({"op": "superpeer_restart", "superpeer": 0})
+    assert simulation.errors == []
+    restarted = simulation.nodes["sp0"]
+    assert restarted is not None and restarted._withdrawn["reader"]["s"] == before
