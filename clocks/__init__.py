@@ -11,7 +11,11 @@ from one to the other) has the larger time. Concurrent events are ordered by the
 alone, which all run within ``L`` of the fastest clock in the backbone, ``L`` being how long a
 reading takes to reach every super-peer (heartbeats on idle links, ``[limits]
 heartbeat_seconds``, times the cube's dimension). ``L``, not the clocks' offsets, is what
-``[recovery] catchup_margin_seconds`` must cover.
+``[recovery] catchup_margin_seconds`` must cover. A hybrid clock runs on from the latest
+reading it absorbed at the rate of its own clock (``HybridClock``), so the fastest clock's lead
+outlives it: if it stops speaking (restarted slower, set right), hybrid time does not stand
+still until the wall clocks catch up, and an interval of hybrid time stays an interval of real
+time, give or take ``L``, whatever the clocks do.
 
 This list is meant to be exhaustive: every interaction whose correctness depends on time passing
 between nodes, the channel its timestamp travels on, and what breaks past the configured bounds.
@@ -64,8 +68,8 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
 7. **A resource's expiry** (``Publish.expires``): the peer sends it with its own wall time
    (``Publish.sent_at``); the owner's access point turns the remaining lifetime into its hybrid
    time, and every access point judges it by its own hybrid time (``Notification.expires``).
-   HAZARD: hybrid time runs with the fastest clock of the backbone, so a resource may expire
-   early by as much as that clock's lead over true time (bounded by
+   HAZARD: hybrid time runs with the fastest clock the backbone has had since it started, so a
+   resource may expire early by as much as that clock's lead over true time (bounded by
    ``max_clock_lead_seconds``, see 9); a slow clock never makes it late.
 8. **A subscription's expiry** (``Subscribe.expires``, sent with ``Subscribe.sent_at``): judged
    by its access point alone, on its own clock, from the remaining lifetime the peer gave. A

@@ -11,8 +11,20 @@ which a float near today's times in seconds still tells apart)."""
 
 
 class HybridClock:
-    """A super-peer's hybrid time: never below its wall time, strictly increasing, and above
-    every reading it absorbed. Sans-IO: the wall time is an argument.
+    """A super-peer's hybrid time: never below its wall time, strictly increasing, above every
+    reading it absorbed, and running at the rate of its own clock from the latest of them.
+    Sans-IO: the wall time is an argument, read from a clock that does not step (the daemon's
+    ``SteadyWallClock``, the simulator's per-node clock).
+
+    The classic hybrid logical clock stands still (logical steps only) while a reading it
+    absorbed is ahead of its wall clock. Once the fastest clock of the backbone stopped
+    speaking (restarted slower, set right, gone), every hybrid clock stood still until the wall
+    clocks caught up: ten seconds of real time could pass in two of hybrid time, and a catch-up's
+    margin then reached publications made far longer before a subscription than the margin
+    says (on daemons, a restart under a clock 200 s slower did this). Here a reading absorbed
+    keeps its lead over the wall clock as time passes: intervals of hybrid time are intervals of
+    real time (at the local clock's rate), and hybrid times of different super-peers differ by
+    at most how long a reading takes to reach them (``L``), whatever the clocks did.
 
     Readings are seconds since the epoch, like wall times, so that records written before hybrid
     times existed (wall times) compare with them.
@@ -22,54 +34,75 @@ class HybridClock:
         self.max_lead = max_lead
         """A reading further ahead of this node's wall time is not absorbed (``clocks``, 9)."""
         self._last = 0.0
+        self._since: float | None = None
+        """The wall time when ``_last`` was taken (None: not known, after a restore; hybrid time
+        then runs from the next event on)."""
         self._wall = 0.0
-        """The wall time of the last reading or absorption (what ``lead`` is measured from)."""
+        """The latest wall time given (what ``lead`` is measured from by default)."""
         self.refused = 0
         """Readings not absorbed because they were too far ahead."""
         self.largest_refused_lead = 0.0
 
     @property
     def last(self) -> float:
-        """The latest reading given or absorbed (what a frame sent now carries)."""
+        """The latest reading given or absorbed."""
         return self._last
+
+    def carried(self) -> float:
+        """What a frame sent now carries: the latest reading, run on to the latest wall time
+        this clock was given (a quiet node's frames do not hold the receivers back)."""
+        return self._running(self._wall)
+
+    def _running(self, wall: float) -> float:
+        """The latest reading, run on by the wall time passed since it was taken (never back:
+        a wall time given out of order adds nothing)."""
+        if self._since is None or wall <= self._since:
+            return self._last
+        return self._last + (wall - self._since)
 
     def now(self, wall: float) -> float:
         """A new reading: for an event of this node (a publication accepted, a subscription
         accepted, ...), after every reading before it."""
-        reading = max(wall, self._last + TICK)
-        if reading <= self._last:  # the step vanished in rounding, far from today's times
-            reading = math.nextafter(self._last, math.inf)
+        before = self._running(wall)
+        reading = max(wall, before + TICK)
+        if reading <= before:  # the step vanished in rounding, far from today's times
+            reading = math.nextafter(before, math.inf)
         self._last = reading
+        self._since = wall if self._since is None else max(self._since, wall)
         self._wall = wall
         return reading
 
     def read(self, wall: float) -> float:
         """Hybrid time now, to judge by (is an expiry past?), not to stamp an event with."""
         self._wall = wall
-        return max(wall, self._last)
+        return max(wall, self._running(wall))
 
     def observe(self, remote: float, wall: float) -> bool:
         """A reading that came with a message: every later reading of this node exceeds it.
         False (and nothing changes) when it is more than ``max_lead`` ahead of ``wall``."""
-        if remote <= self._last:
+        if remote <= self._running(wall):
             return True
         if remote - wall > self.max_lead:
             self.refused += 1
             self.largest_refused_lead = max(self.largest_refused_lead, remote - wall)
             return False
         self._last = remote
+        self._since = wall if self._since is None else max(self._since, wall)
         self._wall = wall
         return True
 
     def restore(self, reading: float) -> None:
         """A reading this node gave before a restart (kept in its store): never go below it,
-        whatever the wall clock says now."""
-        if math.isfinite(reading):
-            self._last = max(self._last, reading)
+        whatever the wall clock says now (how much time passed since is not known here: the
+        neighbours' readings bring it)."""
+        if math.isfinite(reading) and reading > self._running(self._wall):
+            self._last = reading
+            self._since = None
 
     def lead(self, wall: float | None = None) -> float:
         """How far hybrid time runs ahead of this node's wall time (0 when it does not): the
         fastest clock's lead over this one, as far as it reached here (``wall``: the wall time
         now; by default the last one this clock was given). A deadline in hybrid time falls
         this much earlier on the wall clock."""
-        return max(0.0, self._last - (self._wall if wall is None else wall))
+        wall = self._wall if wall is None else wall
+        return max(0.0, self._running(wall) - wall)

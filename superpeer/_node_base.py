@@ -584,7 +584,7 @@ class NodeBase:
             message_id,
             address or self.addresses.get(target, ""),
             self.incarnations.get(target, 0),
-            self.clock.last,
+            self.clock.carried(),
         )
 
     def _trace(self, out: list[Output], now: float, event: str, message: object, **fields) -> None:

@@ -3,6 +3,7 @@
 import itertools
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +17,30 @@ def test_readings_increase_strictly_whatever_the_wall_clock_does():
     assert readings == sorted(set(readings)), "strictly increasing"
     assert readings[0] == 100.0
     assert readings[3] > readings[2] >= 100.0, "a wall clock set back does not take it back"
-    assert readings[4] == 100.5, "at least the wall time"
+    assert 100.5 <= readings[4] < 100.5 + 10 * TICK, "the wall time (and the logical steps)"
+
+
+def test_hybrid_time_runs_on_from_a_faster_reading_at_the_rate_of_the_local_clock():
+    """A reading from a clock 300 s ahead keeps its lead as time passes here: ten seconds later
+    here, hybrid time is ten seconds further on, not standing still until the wall clock
+    catches up (which made intervals of hybrid time far shorter than the real ones)."""
+    clock = HybridClock()
+    first = clock.now(1000.0)
+    assert clock.observe(1300.0, 1000.5)
+    later = clock.now(1010.5)
+    assert later - 1300.0 == pytest.approx(10.0, abs=1e-5)
+    assert clock.read(1020.5) == pytest.approx(1320.0, abs=1e-5)
+    assert clock.lead(1020.5) == pytest.approx(299.5, abs=1e-5)
+    assert later > first
+
+
+def test_after_a_restore_hybrid_time_runs_from_the_next_event():
+    clock = HybridClock()
+    clock.restore(5000.0)
+    assert clock.read(100.0) == 5000.0
+    first = clock.now(100.0)
+    assert 5000.0 < first < 5000.0 + 10 * TICK
+    assert clock.now(104.0) == pytest.approx(first + 4.0, abs=1e-5)
 
 
 def test_a_reading_that_came_with_a_message_orders_everything_after_it():

@@ -25,13 +25,6 @@ pytestmark = [
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    run=False,
-    reason="issue 39 is open: with daemons restarted under other clocks, a run sometimes loses "
-    "a notification (3 of 5 runs lost 2 to 5 before stop 42's fixes, 1 of 2 lost 1 after; the "
-    "10-minute chaos run with skews, before them: 2 lost, 114 unexpected of 7,826); run with "
-    "--runxfail",
-)
 def test_every_daemon_on_its_own_clock_loses_nothing(tmp_path) -> None:
     """Four super-peers and four peer daemons, each clock drawn within ten minutes either way;
     peers subscribe, withdraw and subscribe again while they publish throughout; peers move
