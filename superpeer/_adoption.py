@@ -9,6 +9,7 @@ import wire
 from superpeer._batches import fitting
 from superpeer._node_base import (
     ADOPTED,
+    MOVED,
     NodeBase,
     Output,
     PlannedCatchUp,
@@ -92,6 +93,11 @@ class Adoptions(NodeBase):
             return
         peer = message.peer
         self.store.set_pending(ADOPTED, peer, {"from": sender})
+        if self._moved_away.pop(peer, None) is not None:
+            # it had moved from here to the leaver (or on, through it): its state, and the mail
+            # that follows this message, are here again, not to be sent after it (to a
+            # super-peer that is leaving)
+            self.store.set_pending(MOVED, peer, None)
         if message.public_key:
             self.store.set_public_key(peer, message.public_key)
         known = peer in core.peers

@@ -6,8 +6,8 @@ import pytest
 
 import wire
 from hypercup import JoinRequest
-from superpeer.actions import Forgotten, ToSuperPeer, in_runtime_order
 from superpeer._node_base import PlannedCatchUp
+from superpeer.actions import Forgotten, ToSuperPeer, in_runtime_order
 from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
 from superpeer.store import MemoryStore
@@ -336,3 +336,30 @@ def test_a_withdrawal_window_outlives_a_restart_of_its_access_point():
     assert simulation.errors == []
     restarted = simulation.nodes["sp0"]
     assert restarted is not None and restarted._withdrawn["reader"]["s"] == before
+
+
+def test_a_peer_adopted_back_from_the_access_point_it_moved_to_keeps_its_mail():
+    """Found by the ten-minute chaos run with skews (issue 39): a peer moved from sp0 to sp1
+    and went offline; sp1 kept its notifications, then left the cube and its peers were
+    adopted by sp0. sp0 still held the forwarding address toward sp1 from the move, and sent
+    the adopted mail after the peer, to the super-peer that had just left: eleven
+    notifications dropped. An adoption brings the peer's state here: the forwarding address
+    goes."""
+    simulation = Simulation(2)
+    document = '<http://example.org/p> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+    ops = [
+        {"op": "join", "peer": "publisher", "superpeer": 0},
+        {"op": "join", "peer": "reader", "superpeer": 0},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "move", "peer": "reader", "superpeer": 1},
+        {"op": "detach", "peer": "reader"},
+        {"op": "publish", "peer": "publisher", "id": "p", "format": "nt", "data": document},
+        {"op": "superpeer_leave", "superpeer": 1},
+        {"op": "attach", "peer": "reader"},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    assert simulation.errors == []
+    assert "reader" not in simulation.nodes["sp0"]._moved_away
+    assert simulation.deliveries()["reader"] == ["p"]
