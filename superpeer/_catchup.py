@@ -127,6 +127,9 @@ class CatchUps(NodeBase):
                 for chunk in chunks:
                     self.statistics.catchups_asked += 1
                     request = m.CatchUp(request=self._next_id(), entries=tuple(chunk))
+                    earliest = min(entry[3] for entry in chunk)
+                    asked = {entry[0] for entry in chunk}
+                    self._unanswered[request.request] = (earliest, asked, now)
                     self._send(origin, request, now, out, address=address)
 
     def _matches(
@@ -269,6 +272,8 @@ class CatchUps(NodeBase):
             self._send(target, mail, now, out, address=address)
 
     def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
+        if message.purpose == "catchup" and message.last:
+            self._answered(message.request, message.peer)
         if message.purpose == "handover":
             self._handed_in.setdefault(message.request, set()).update(
                 mail_key(n.owner, n.publication.id, n.version) for n in message.notifications
@@ -284,6 +289,26 @@ class CatchUps(NodeBase):
         kept = message.purpose in ("handover", "forward", "adopt")
         for notify in message.notifications:
             self._recover(message.peer, notify, now, out, kept=kept)
+
+    def _answered(self, request: str, peer: str) -> None:
+        """The answer of a catch-up for ``peer`` is all here (the last ``Mail`` of it)."""
+        unanswered = self._unanswered.get(request)
+        if unanswered is None:
+            return
+        unanswered[1].discard(peer)
+        if not unanswered[1]:
+            del self._unanswered[request]
+
+    def _unanswered_since(self, now: float) -> float | None:
+        """The earliest hybrid time a catch-up still to be asked, or asked and not answered
+        whole, starts from (None: none is). Entries asked more than ``log_seconds`` ago are
+        dropped: the origins' logs no longer hold what they asked for."""
+        for request, (_, _, asked_at) in list(self._unanswered.items()):
+            if now - asked_at > self.config.log_seconds:
+                del self._unanswered[request]
+        starts = [since for since, _, _ in self._unanswered.values()]
+        starts += [c.since for c in self._catchups]
+        return min(starts, default=None)
 
     def _recover(
         self, peer: str, notify: m.Notify, now: float, out: list[Output], *, kept: bool = False

@@ -823,6 +823,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         apart = self._apart_since(now)
         if apart is not None:
             since = min(since, apart)
+        # and from where a catch-up of the incarnation before began, if it was not answered
+        # whole (it was asked on links this rejoin drops, or not asked yet), or where the one
+        # before that was to begin (a rejoin before the restore)
+        for earlier in (self._unanswered_since(now), self._restored_since):
+            if earlier is not None:
+                since = min(since, earlier)
+        self._unanswered.clear()
         first = [c for c in contacts or [] if c[0] != self.node_id and c[1]]
         known = [
             (n, a)

@@ -363,3 +363,34 @@ def test_a_peer_adopted_back_from_the_access_point_it_moved_to_keeps_its_mail():
     assert simulation.errors == []
     assert "reader" not in simulation.nodes["sp0"]._moved_away
     assert simulation.deliveries()["reader"] == ["p"]
+
+
+def test_a_rejoin_asks_again_from_where_an_unanswered_catch_up_began():
+    """Found on daemons in network namespaces (issue 33): a super-peer cut off by a partition
+    rejoined after the heal and asked the origins for what it had missed; the members declared
+    that incarnation failed and dropped its requests, and it rejoined again. The second
+    catch-up began where it last heard from a neighbour (after the first rejoin), and what was
+    published during the cut never came. A rejoin now begins no later than a catch-up asked and
+    not answered whole, or one planned and not asked yet."""
+    simulation = Simulation(3)
+    ops = [
+        {"op": "join", "peer": "publisher", "superpeer": 1},
+        {"op": "join", "peer": "reader", "superpeer": 0},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "partition", "groups": [[0]]},
+        {"op": "heal"},
+        {"op": "wait", "seconds": 60},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    assert simulation.errors == []
+    assert all(not node._unanswered for node in simulation.nodes.values()), "all answered"
+    node = simulation.nodes["sp0"]
+    now = simulation._clock("sp0")
+    cut_at = node.clock.now(now) - 30.0
+    node._unanswered["lost"] = (cut_at, {"reader"}, now)
+    out: list = []
+    node._rejoin("evicted", now, out)
+    assert node._restored_since is not None and node._restored_since <= cut_at
+    assert not node._unanswered
