@@ -99,13 +99,13 @@ class Merges(NodeBase):
         if self._is_neighbour(sender):
             if heartbeat.dimension == self.core.view.dimension:
                 self._reported_roots[sender] = heartbeat.root
-            self._found(sender)
+            self._found(sender, now)
             return
         mine = self.cube_identity()
         if mine is None:
             return
         if heartbeat.root == mine[1]:
-            self._found(sender)  # a member of this cube after all
+            self._found(sender, now)  # a member of this cube after all
             return
         theirs = (heartbeat.dimension, heartbeat.root)
         self._met(theirs, mine, sender, incarnation=incarnation, now=now, out=out)
@@ -283,12 +283,22 @@ class Merges(NodeBase):
             since = self.clock.now(now) - 3 * self.config.failure_seconds
         self._lose(node, since, now)
 
-    def _found(self, node: str) -> None:
-        """``node`` is in this cube (a neighbour, or it named this cube): not lost."""
-        if node in self._lost:
-            del self._lost[node]
-            self._probes.pop(node, None)
-            self._probe_tries.pop(node, None)
+    def _found(self, node: str, now: float | None = None) -> float | None:
+        """``node`` is in this cube (a neighbour, or it named this cube): not lost. Returns from
+        when it was lost (the hybrid time it was last heard from, less the margin; None if it was
+        not). With ``now``: what it published while it was lost from here (evicted by this side
+        of a cut, and back by a plain rejoin, not a merge) is in its log, and this node asks it
+        for that once routes settle."""
+        lost = self._lost.pop(node, None)
+        if lost is None:
+            return None
+        self._probes.pop(node, None)
+        self._probe_tries.pop(node, None)
+        since = lost[0] - self.config.catchup_margin_seconds
+        if now is not None and (self.store.local_peers() or self._withdrawn):
+            due = now + self.config.routing.settle_seconds
+            self._catchups.append(PlannedCatchUp(due, since, None, frozenset({node})))
+        return since
 
     def _probe_lost(self, now: float, out: list[Output]) -> None:
         """One lost super-peer at most, the one waiting longest: a cut that healed is noticed
@@ -325,12 +335,13 @@ class Merges(NodeBase):
             return
         if self._merged_from is not None and self._merged_from[0] == message.cube:
             return  # it comes from the cube this node came from: it had those already
-        self._found(message.origin)
+        lost = self._found(message.origin)
         if not (self.store.local_peers() or self._withdrawn):
             return
         due = now + self.config.routing.settle_seconds
         origins = frozenset({message.origin})
-        self._catchups.append(PlannedCatchUp(due, message.since, None, origins))
+        since = message.since if lost is None else min(message.since, lost)
+        self._catchups.append(PlannedCatchUp(due, since, None, origins))
 
 
 def fewest_members(dimension: int) -> int:

@@ -394,3 +394,28 @@ def test_a_rejoin_asks_again_from_where_an_unanswered_catch_up_began():
     node._rejoin("evicted", now, out)
     assert node._restored_since is not None and node._restored_since <= cut_at
     assert not node._unanswered
+
+
+def test_a_super_peer_found_again_after_it_was_lost_is_asked_for_what_it_published():
+    """Found on daemons in network namespaces (issue 33): a super-peer cut off alone was
+    declared failed by the other side, could not form a cube of its own, and came back after
+    the heal by a plain rejoin (evicted), not by a merge: the other side never asked its log for
+    what its peers had published during the cut. Whoever lost it asks it once it is found again
+    (a neighbour's heartbeat, or one naming this cube), from when it was last heard from."""
+    simulation = Simulation(2)
+    for op in [
+        {"op": "join", "peer": "publisher", "superpeer": 0},
+        {"op": "join", "peer": "reader", "superpeer": 1},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+    ]:
+        simulation.apply(op)
+    node = simulation.nodes["sp1"]
+    now = simulation._clock("sp1")
+    last_heard = node.clock.now(now) - 20.0
+    node._lose("sp0", last_heard, now)
+    assert node._found("sp0", now) == last_heard - CONFIG.catchup_margin_seconds
+    [planned] = node._catchups
+    assert planned.origins == frozenset({"sp0"}) and planned.peers is None
+    assert planned.since == last_heard - node.config.catchup_margin_seconds
+    assert node._found("sp0", now) is None and len(node._catchups) == 1, "once"
