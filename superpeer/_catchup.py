@@ -129,7 +129,7 @@ class CatchUps(NodeBase):
                     request = m.CatchUp(request=self._next_id(), entries=tuple(chunk))
                     earliest = min(entry[3] for entry in chunk)
                     asked = {entry[0] for entry in chunk}
-                    self._unanswered[request.request] = (earliest, asked, now)
+                    self._unanswered[request.request] = (earliest, asked, now, origin)
                     self._send(origin, request, now, out, address=address)
 
     def _matches(
@@ -299,15 +299,24 @@ class CatchUps(NodeBase):
         if not unanswered[1]:
             del self._unanswered[request]
 
-    def _unanswered_since(self, now: float) -> float | None:
+    def _unanswered_since(self, now: float, origin: str | None = None) -> float | None:
         """The earliest hybrid time a catch-up still to be asked, or asked and not answered
-        whole, starts from (None: none is). Entries asked more than ``log_seconds`` ago are
-        dropped: the origins' logs no longer hold what they asked for."""
-        for request, (_, _, asked_at) in list(self._unanswered.items()):
+        whole, starts from (None: none is); of ``origin`` only, if given. Entries asked more
+        than ``log_seconds`` ago are dropped: the origins' logs no longer hold what they asked
+        for."""
+        for request, (_, _, asked_at, _) in list(self._unanswered.items()):
             if now - asked_at > self.config.log_seconds:
                 del self._unanswered[request]
-        starts = [since for since, _, _ in self._unanswered.values()]
-        starts += [c.since for c in self._catchups]
+        starts = [
+            since
+            for since, _, _, asked in self._unanswered.values()
+            if origin is None or asked == origin
+        ]
+        starts += [
+            c.since
+            for c in self._catchups
+            if origin is None or c.origins is None or origin in c.origins
+        ]
         return min(starts, default=None)
 
     def _recover(

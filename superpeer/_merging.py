@@ -270,6 +270,11 @@ class Merges(NodeBase):
         from at the hybrid time ``since``. Probe it from now on."""
         if node == self.node_id or not since:
             return
+        # a catch-up from it not answered yet (asked of the incarnation now lost, which may
+        # never answer) is asked again from its start, once it is found again
+        pending = self._unanswered_since(now, node)
+        if pending is not None:
+            since = min(since, pending + self.config.catchup_margin_seconds)
         known = self._lost.get(node)
         self._lost[node] = (min(since, known[0]) if known else since, now)
         self._probe_tries.pop(node, None)
@@ -298,6 +303,9 @@ class Merges(NodeBase):
         if now is not None and (self.store.local_peers() or self._withdrawn):
             due = now + self.config.routing.settle_seconds
             self._catchups.append(PlannedCatchUp(due, since, None, frozenset({node})))
+            # asked again from there: what was asked of it before and not answered is in it
+            for request in [r for r, e in self._unanswered.items() if e[3] == node]:
+                del self._unanswered[request]
         return since
 
     def _probe_lost(self, now: float, out: list[Output]) -> None:

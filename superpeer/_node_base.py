@@ -381,11 +381,12 @@ class NodeBase:
         self._unidentified: Counter[str] = Counter()
         self._peer_connection: dict[str, int] = {}
         self._catchups: list[PlannedCatchUp] = []
-        self._unanswered: dict[str, tuple[float, set[str], float]] = {}
+        self._unanswered: dict[str, tuple[float, set[str], float, str]] = {}
         """Catch-ups asked of other origins and not answered whole yet: request -> (the earliest
-        hybrid time it asks from, the peers whose answer is still to come, local time asked). A
-        rejoin before the answer (the request or the answer lost with the old incarnation's
-        links) asks again from there (``SuperPeerNode._rejoin``)."""
+        hybrid time it asks from, the peers whose answer is still to come, local time asked, the
+        origin asked). A rejoin before the answer (the request or the answer lost with the old
+        incarnation's links) asks again from there (``SuperPeerNode._rejoin``); so does the
+        next catch-up from an origin lost again before it answered (``Merges._lose``)."""
         self._subscribed_at: dict[tuple[str, str], float] = {}
         self._unsubscribed_at: dict[tuple[str, str], float] = {}
         """When each subscription made here in this incarnation was made (catch-up never asks

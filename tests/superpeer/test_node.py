@@ -389,7 +389,7 @@ def test_a_rejoin_asks_again_from_where_an_unanswered_catch_up_began():
     node = simulation.nodes["sp0"]
     now = simulation._clock("sp0")
     cut_at = node.clock.now(now) - 30.0
-    node._unanswered["lost"] = (cut_at, {"reader"}, now)
+    node._unanswered["lost"] = (cut_at, {"reader"}, now, "sp1")
     out: list = []
     node._rejoin("evicted", now, out)
     assert node._restored_since is not None and node._restored_since <= cut_at
@@ -419,3 +419,23 @@ def test_a_super_peer_found_again_after_it_was_lost_is_asked_for_what_it_publish
     assert planned.origins == frozenset({"sp0"}) and planned.peers is None
     assert planned.since == last_heard - node.config.catchup_margin_seconds
     assert node._found("sp0", now) is None and len(node._catchups) == 1, "once"
+
+
+def test_a_catch_up_from_an_origin_lost_again_before_it_answered_is_asked_again_whole():
+    """On daemons in network namespaces (issue 33): the super-peer found again after a cut was
+    asked for what it published, then lost again (its incarnation evicted) before it answered;
+    found once more, it was asked only from when it was last heard from the second time."""
+    simulation = Simulation(2)
+    for op in [
+        {"op": "join", "peer": "publisher", "superpeer": 0},
+        {"op": "join", "peer": "reader", "superpeer": 1},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+    ]:
+        simulation.apply(op)
+    node = simulation.nodes["sp1"]
+    now = simulation._clock("sp1")
+    first = node.clock.now(now) - 30.0
+    node._unanswered["asked"] = (first, {"reader"}, now, "sp0")
+    node._lose("sp0", node.clock.now(now) - 2.0, now)
+    assert node._found("sp0", now) == first
