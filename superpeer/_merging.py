@@ -338,8 +338,11 @@ class Merges(NodeBase):
     # == filling in =================================================================================
     def _returned_from_apart(self, message: m.Returned, now: float) -> None:
         """``message.origin`` rejoined from another cube (a merge after a partition): what it
-        published while apart is in its log, unless this node was in that cube too."""
+        published while apart is in its log, unless this node was in that cube too. Rejoined
+        otherwise (evicted by this side of a cut) after this node had lost it: what it
+        published since it was lost (``_found``)."""
         if not message.cube or not message.since:
+            self._found(message.origin, now)
             return
         if self._merged_from is not None and self._merged_from[0] == message.cube:
             return  # it comes from the cube this node came from: it had those already
