@@ -61,7 +61,8 @@ each subscription was active:
 * it is *allowed* for a matching subscription whose window overlaps the publication's at all,
   extended by ``--settle`` at the end and by the daemons' catch-up margin (5 s) at the start (a
   catch-up asks for a little more than strictly needed, against clock differences); a request
-  whose outcome is unknown counts as possibly done;
+  whose outcome is unknown counts as possibly done, at any time after it was sent (its peer
+  daemon keeps it in doubt and sends it again once connected);
 * **lost**: owed and not in the inbox; **unexpected**: in the inbox and not allowed;
   **duplicated**: in the inbox more than once.
 
@@ -667,12 +668,15 @@ def judge(run: Run, inboxes: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
         for pid, (outcome, publication) in publications.items():
             if outcome.outcome == "failed":
                 continue
+            # one whose outcome is unknown stays in doubt at its peer daemon, which sends it
+            # again once connected: it may be accepted any time after it was sent
+            accepted_by = outcome.done if outcome.outcome == "ok" else inf
             for query, rf, ru, af, au in windows.get(j, []):
                 if not qel.matches(query, publication):
                     continue
                 if outcome.outcome == "ok" and rf < outcome.sent and ru > outcome.done:
                     owed.add(pid)
-                if af < outcome.done and au > outcome.sent:
+                if af < accepted_by and au > outcome.sent:
                     allowed.add(pid)
         lost = sorted(owed - set(seen))
         unexpected = sorted(set(seen) - allowed - owed)
