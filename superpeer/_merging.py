@@ -26,7 +26,8 @@ rules:
   ``Evicted``. If it is in the weaker one, and it heard from two members of the stronger one
   (one, if that one may be alone: dimension 1 or less) in the last ``MEETING_SECONDS``, it
   broadcasts ``Merge`` to its
-  cube and, ``merge_delay_seconds`` later (the broadcast drains first), rejoins through them.
+  cube and, ``merge_delay_seconds`` later (the broadcast drains first), rejoins through them
+  (reachable now, whatever an earlier rejoin found of them behind the cut).
   Every member of the weaker cube that hears the ``Merge`` probes those contacts, and follows
   when they answer it: a member leaves its cube only for a cube it reaches itself, twice over.
   (A *bridge*, a super-peer that reaches both sides of a cut that has not healed, is the only one

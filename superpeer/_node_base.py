@@ -329,6 +329,9 @@ class NodeBase:
         self._neighbour_incarnations: dict[str, int] = {}
         """Per current neighbour, the incarnation heard from while it is our neighbour: a newer
         one means it restarted (and the one in our view is dead)."""
+        self._dropped_neighbours: dict[str, int] = {}
+        """Neighbours the topology input being handled dropped from the table, with their
+        incarnation there: the ``Departed`` that follows names the departed node's."""
         self.departed: dict[str, int] = {}
         self._left: dict[str, int] = {}
         """Super-peers that left cleanly, with the incarnation that left: once out of our view,

@@ -40,7 +40,8 @@ Rules, beyond the routing core's:
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
   state restored, its peers asked to reconnect.
 * **Departures.** The node that takes a departed member's place (``hypercup.Departed``) broadcasts
-  ``sp.departed``; every access point then asks the origins whose trees ran through the departed
+  ``sp.departed``, naming the incarnation the repair named, or the one it had in its own table if
+  that is newer (the repairer may never have heard from a node that rejoined behind a cut); every access point then asks the origins whose trees ran through the departed
   positions for what they published since it was last heard from (``CatchUp``, after the routes
   settled), and their answers (``Mail``) go into its peers' mail, where repeats are dropped.
 * **Restart.** A node started on a store with peers in it restores them (detached), routes their
@@ -320,6 +321,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
 
     # == the topology ==============================================================================
     def _topology(self, outputs: list, now: float, out: list[Output]) -> None:
+        self._dropped_neighbours = {}
         for output in outputs:
             if isinstance(output, Send):
                 self.addresses.setdefault(output.to, output.address)
@@ -400,7 +402,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if self._has_left(gone):
                 out.append(Forgotten(gone))  # re-opened by what was routed to it while it left
         for gone in set(self._neighbour_incarnations) - neighbours:
-            del self._neighbour_incarnations[gone]
+            self._dropped_neighbours[gone] = self._neighbour_incarnations.pop(gone)
         for gone in set(self.offsets) - neighbours:
             del self.offsets[gone]
             self._heartbeat_echo.pop(gone, None)
@@ -422,6 +424,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         incarnation = departed.incarnation or self._neighbour_incarnations.get(
             departed.node, self.incarnations.get(departed.node, 0)
         )
+        # and at least the one this change took out of our table: the repairer may have known
+        # only an older one (it never heard from a node that rejoined behind a cut, which then
+        # went on as a member of a cube gone by, its messages taken: issue 33)
+        incarnation = max(incarnation, self._dropped_neighbours.get(departed.node, 0))
         if departed.failed:
             self.departed[departed.node] = incarnation
         else:
@@ -821,6 +827,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if apart is not None:
             since = min(since, apart)
         first = [c for c in contacts or [] if c[0] != self.node_id and c[1]]
+        for node, _ in first:
+            # a stronger cube this node reached itself (a merge): whatever an earlier rejoin
+            # found of it behind a cut, it is reachable now (or each merge would make a cube
+            # of one again: issue 33)
+            self._unusable.pop(node, None)
         known = [
             (n, a)
             for n, a in sorted(self.addresses.items())

@@ -392,6 +392,14 @@ HEAL_BOUND = 30.0
         # knows they held the rest of the cube, now stands alone at once (and the cubes merge
         # at the heal)
         "partition_counterexample_restart_during_cut.json",
+        # sp0, paused, rejoined behind a cut whose bridge was sp2; sp1, which never heard of
+        # that incarnation, repaired it naming the old one, so sp2 took the new one's messages
+        # on (a LeaveWalk of a cube gone by broke it, again and again) while sp0 kept a stale
+        # view. The node that takes a departed neighbour's place now counts the incarnation it
+        # had in its table as departed too; and sp0, once alone, met the other cube but took its
+        # members for unusable (found behind the cut earlier) and made a cube of one again at
+        # every merge: a merge's contacts are reachable
+        "partition_counterexample_stale_member_behind_bridge.json",
     ],
 )
 def test_partition_counterexamples(name):
