@@ -107,6 +107,10 @@ class Departures(NodeCore):
         )
 
     def _on_leave_walk(self, sender: str, walk: LeaveWalk) -> None:
+        if not walk.failed and walk.leaver in self._repairs_started:
+            # the leaver was reported failed here (its walk was held up, by a cut) and this node
+            # repairs its place already: a second departure of it would take a place twice
+            return
         self._require_no_join(sender, walk)
         if walk.position not in self._member_hood().positions:
             raise RemoteProtocolError(

@@ -92,6 +92,8 @@ link); nothing else is assumed about timing.
 * The designated repairer may have failed too: ``neighbour_failed(node, fallback=k)`` lets the
   holders of the next k positions around the failed node repair (the runtime raises ``k`` with
   the time the failure stays unrepaired).
+* A departing node may also be reported failed (a cut held its walk back): the repairer drops a
+  ``LeaveWalk`` of the node whose place it repairs already, so that place is taken once.
 * The last one standing. A member whose every neighbour was reported failed, and whose
   neighbours held every other position of the cube as far as it knows (a small cube cut apart,
   or two failures overlapping in it), cannot finish any repair: each waits on a failed node (a

@@ -126,8 +126,14 @@ class Merges(NodeBase):
     def _evicted(
         self, sender: str, incarnation: int, message: m.Evicted, now: float, out: list[Output]
     ) -> None:
-        if self.topology.state is not NodeState.MEMBER or message.incarnation != self.incarnation:
-            return  # an older incarnation's, or one that is not a member any more
+        if message.incarnation != self.incarnation:
+            return  # an older incarnation's
+        if self.topology.state is NodeState.LEAVING:
+            # its place was repaired as a failure's while its walk was held (a cut)
+            self._left_anyway(f"evicted: {message.reason}", now, out)
+            return
+        if self.topology.state is not NodeState.MEMBER:
+            return  # one that is not a member any more
         mine = self.cube_identity()
         if (
             not message.root

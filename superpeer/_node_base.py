@@ -344,6 +344,8 @@ class NodeBase:
         """Departed super-peers whose peers another one adopted (where to ask for them)."""
         self.stopping = False
         self.stopped = False
+        self._leaving_since: float | None = None
+        """When this node's leave walk started (``SuperPeerNode._left_anyway``)."""
         self._contacts: list[tuple[str, str]] = []
         self._outside: dict[str, bool] = {}
         """Contacts found out of the cube in this round of attempts to join: True if one

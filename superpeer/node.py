@@ -66,7 +66,11 @@ Rules, beyond the routing core's:
   it kept is handed over.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
-  (``Goodbye.successor``), withdraws its advertisement and leaves the cube.
+  (``Goodbye.successor``), withdraws its advertisement and leaves the cube. A leaver cut off while
+  its walk is held may be declared failed and its place repaired meanwhile: the members answer it
+  ``Evicted`` (which still reaches a node that left), and it stops, as it would at its
+  ``Released``; a leave still unreleased after ``wedged_seconds`` (its walk lost) ends anyway, and
+  what is left of its place is repaired as a failure's.
 """
 
 from __future__ import annotations
@@ -308,9 +312,21 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             return
         try:
             leave = self.topology.leave(incarnation=self.incarnation, last_heard=self.clock.last)
+            self._leaving_since = now
             self._topology(leave, now, out)
         except LocalProtocolError:
             self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
+
+    def _left_anyway(self, reason: str, now: float, out: list[Output]) -> None:
+        """The leave walk will not end in ``Released``: the cube repaired this node's place as
+        a failure's (its walk overlapped a cut, and its neighbours declared it failed), or the
+        walk was lost. Its peers were handed over already: it stops, and whatever is left of
+        its place is repaired as a failure's (issue 33: a leaver waited for good)."""
+        if self.stopped:
+            return
+        log.warning("event=left_unreleased node=%s reason=%r", self.node_id, reason)
+        self.stopped = True
+        out.append(Stopped(f"left the cube ({reason})"))
 
     def successor(self) -> str | None:
         """The neighbour that adopts this node's peers when it leaves."""
@@ -758,9 +774,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
     def _dropped(self, target: str, message: object, now: float, out: list[Output]) -> bool:
         """Whether ``message`` is not sent, ``target`` having left (the one place this is
         decided, for the node's messages and the core's alike). The topology protocol's own
-        messages still reach a leaver: its ``Released``."""
+        messages still reach a leaver: its ``Released``; and so does ``Evicted``, which tells a
+        leaver whose place was repaired as a failure's that no ``Released`` will come."""
         kind: str = type(message).KIND  # type: ignore[attr-defined]
-        if self._has_left(target) and not kind.startswith("hypercup."):
+        if (
+            self._has_left(target)
+            and not kind.startswith("hypercup.")
+            and not isinstance(message, m.Evicted)
+        ):
             self._trace(out, now, "drop", message, neighbour=target, reason="it left the network")
             return True
         return False

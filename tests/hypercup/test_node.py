@@ -508,3 +508,16 @@ def test_a_member_with_a_live_neighbour_does_not_stand_alone() -> None:
             outputs = survivor.neighbour_failed(failed, fallback=3)
             assert not any(isinstance(o, Departed) for o in outputs)
     assert survivor.view().dimension == 2
+
+
+def test_a_leave_walk_of_a_node_this_one_repairs_as_failed_is_dropped() -> None:
+    """(Issue 33) a leaver cut off from the cube: its neighbours declared it failed and the
+    designated one repaired its place; when the cut heals its own walk arrives there too, and a
+    second departure of it would take a place twice (and break the node that took it)."""
+    network = cube(3)
+    topology = network.check()
+    leaver = network.node(topology.holder(1))  # it holds 1 and 3: sp0's walk goes to 0
+    (walk,) = [o for o in leaver.leave(incarnation=1) if isinstance(o, Send)]
+    repairer = network.node(walk.to)
+    assert repairer.neighbour_failed(leaver.node_id, fallback=1), "it repairs"
+    assert repairer.receive(leaver.node_id, walk.message) == []
