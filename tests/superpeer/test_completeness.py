@@ -283,13 +283,6 @@ def test_deliveries_survive_backbone_churn(workload, interleave, seed, skews):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    run=False,
-    reason="issue 33 is open: HyperCuP runs one departure at a time, and a cut overlapping "
-    "another departure (an access point restarted during the cut, a leave across it) can wedge "
-    "the topology protocol for wedged_seconds or, in two of the examples this property found, "
-    "for good (a walk that never ends, a cube that never becomes one); run with --runxfail",
-)
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(churning_workloads(partitions=True), st.booleans(), st.integers(0, 3), clocks())
 def test_deliveries_survive_partitions_and_overlapping_faults(workload, interleave, seed, skews):
@@ -302,9 +295,10 @@ def test_deliveries_survive_partitions_and_overlapping_faults(workload, interlea
     simulation = run(superpeers, ops, skews, interleave=interleave, seed=seed)
     assume(not any(ELSEWHERE in str(error["error"]) for error in simulation.errors))
     simulation.apply({"op": "wait", "seconds": 60})  # the cube settles after the last heal
-    # an access point restarted during a cut can be refused by the members repairing its old
-    # place for up to ``wedged_seconds`` (overlapping departures: issue 33); its peers' requests
-    # wait meanwhile, and are owed from their acknowledgement, which the oracle cannot place
+    # an access point restarted during a cut is refused by the members repairing its old place
+    # until they are done (at once if they are the last ones standing: issue 33); its peers'
+    # requests wait meanwhile, and are owed from their acknowledgement, which the oracle cannot
+    # place
     event(f"requests deferred past their operation: {bool(simulation.deferred)}")
     assume(not simulation.deferred)
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
