@@ -29,7 +29,8 @@ rules:
   cube and, ``merge_delay_seconds`` later (the broadcast drains first), rejoins through them
   (reachable now, whatever an earlier rejoin found of them behind the cut).
   Every member of the weaker cube that hears the ``Merge`` probes those contacts, and follows
-  when they answer it: a member leaves its cube only for a cube it reaches itself, twice over.
+  when they answer it (a newcomer that has not heard its cube's identity yet takes it from a
+  ``Merge`` its parent sent): a member leaves its cube only for a cube it reaches itself, twice over.
   (A *bridge*, a super-peer that reaches both sides of a cut that has not healed, is the only one
   that meets the other side: it never takes its cube along, and the other side never dissolves
   into a cube it reaches through one super-peer only.) An ``Evicted``
@@ -218,6 +219,15 @@ class Merges(NodeBase):
         """A member of this cube found it the weaker of two: probe the members of the stronger
         one it met; this node follows when they answer it (``_met``)."""
         mine = self.cube_identity()
+        core = self.core
+        if mine is None and core is not None and self.topology.state is NodeState.MEMBER:
+            # a newcomer whose parent has not said yet which cube this is (the Merge came
+            # right behind its Welcome): the Merge says, when it comes from that parent (it
+            # would stay behind alone, unaware, in a cube that no longer is: issue 33)
+            parent = tree_parent(core.view, 0)
+            if parent is not None and parent in (message.root, message.origin):
+                self._reported_roots[parent] = message.root
+                mine = self.cube_identity()
         if mine is None or mine[1] != message.root or message.origin == self.node_id:
             return
         if message.since and (self._apart_hint is None or message.since < self._apart_hint):
