@@ -11,8 +11,10 @@ rules:
   from its parent in the tree rooted at position 0 (``Heartbeat.root``, ``.dimension``), so it
   follows every change of the cube within a heartbeat per hop.
 * **Who was lost.** A member remembers the super-peers it lost: those its cube declared failed
-  (``sp.departed``, its own repairs) and those it could not reach when it (re)joined, each with
-  the hybrid time it was last heard from (``clocks``, rule 5). It probes them, one every
+  (``sp.departed``, its own repairs), the neighbours it declared failed itself (repaired or
+  not), and those it could not reach when it (re)joined, each with the hybrid time it was last
+  heard from (``clocks``, rule 5); the earliest of those times is kept on disk, for the
+  catch-up of a restart (``superpeer.node``, "Restart"). It probes them, one every
   ``merge_probe_seconds``, each again after at most ``MAX_PROBE_SECONDS``: a probe is a
   heartbeat with the cube's identity (the link is dropped once it drained, so a dead one holds
   no connection open). A lost super-peer heard of again in this cube (a neighbour, or a probe
@@ -291,6 +293,18 @@ class Merges(NodeBase):
         self._lost[node] = (min(since, known[0]) if known else since, now)
         self._probe_tries.pop(node, None)
         self._probes[node] = now + self.config.merge_probe_seconds
+        self._keep_apart_since()
+
+    def _keep_apart_since(self) -> None:
+        """The earliest time a super-peer still lost was last heard from, on disk: a restart
+        catches up from there (a node that crashes while cut off has missed what the other
+        side published since the cut, not only since it died: issue 33). Gone once every lost
+        one is found again."""
+        earliest = min((since for since, _ in self._lost.values()), default=None)
+        kept = self.store.get_meta("apart_since") or ""
+        wanted = "" if earliest is None else repr(earliest)
+        if kept != wanted:
+            self.store.set_meta("apart_since", wanted)
 
     def _lose_silent(self, node: str, now: float) -> None:
         """A contact silent to a join: lost since it was last heard from (or three failure
@@ -306,6 +320,7 @@ class Merges(NodeBase):
             del self._lost[node]
             self._probes.pop(node, None)
             self._probe_tries.pop(node, None)
+            self._keep_apart_since()
 
     def _probe_lost(self, now: float, out: list[Output]) -> None:
         """One lost super-peer at most, the one waiting longest: a cut that healed is noticed

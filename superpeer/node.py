@@ -46,7 +46,8 @@ Rules, beyond the routing core's:
   settled), and their answers (``Mail``) go into its peers' mail, where repeats are dropped.
 * **Restart.** A node started on a store with peers in it restores them (detached), routes their
   subscriptions and advertisements once it is a member, asks the origins for what was published
-  since it was last alive, and replays its own publication log since then (a publication it
+  since it was last alive (or since it last heard from a super-peer it had lost and not found
+  again, if that is earlier: kept on disk, for a node that crashes while cut off), and replays its own publication log since then (a publication it
   accepted just before it crashed may not have left).
 * **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
@@ -163,6 +164,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self.clock.now(now)
         if alive is not None and (self.store.local_peers() or self.store.registered()):
             self._restored_since = float(alive) - self.config.catchup_margin_seconds
+            apart = self.store.get_meta("apart_since")
+            if apart:
+                # it was cut off from some of the cube when it died: what they published since
+                # never reached it (``superpeer._merging``)
+                since = float(apart) - self.config.catchup_margin_seconds
+                self._restored_since = min(self._restored_since, since)
         previous = self.store.get_meta("neighbours")
         old_neighbours = []
         if previous:
@@ -793,6 +800,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if node not in self._suspected:
             self.statistics.failures_detected += 1
             log.error("event=neighbour_failed node=%s neighbour=%s", self.node_id, node)
+            # lost from now on, not only once repaired: the repair may wedge (a cut overlapping
+            # another departure), and a restart of this node must still catch up from here
+            self._lose_silent(node, now)
             self._trace_event(out, now, "neighbour_failed", kind="sp.heartbeat", neighbour=node)
         since = self._suspected.setdefault(node, now)
         self._retry_at = now + (self.config.heartbeat_seconds or self.config.rejoin_seconds)
