@@ -29,7 +29,7 @@ class Timers(NodeBase):
         for at in (self._join_at, self._timer_due):
             if at is not None and at < due:
                 due = at
-        if self._leaving_since is not None:
+        if self._leaving_since is not None and self.topology.state is NodeState.LEAVING:
             due = min(due, self._leaving_since + self.config.wedged_seconds)
         if self._join_contact is not None:
             due = min(due, self._join_contact[1] + self.config.failure_seconds)

@@ -325,10 +325,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
 
     def _left_anyway(self, reason: str, now: float, out: list[Output]) -> None:
-        """The leave walk will not end in ``Released``: the cube repaired this node's place as
-        a failure's (its walk overlapped a cut, and its neighbours declared it failed), or the
-        walk was lost. Its peers were handed over already: it stops, and whatever is left of
-        its place is repaired as a failure's (issue 33: a leaver waited for good)."""
+        """The leave will not end in ``Released``: the cube repaired this node's place as a
+        failure's (its walk overlapped a cut, and its neighbours declared it failed), the walk
+        was lost, or the protocol broke (a leaver never rejoins). Its peers were handed over
+        already: it stops, and whatever is left of its place is repaired as a failure's
+        (issue 33: a leaver waited for good, or rejoined and stayed a member)."""
         if self.stopped:
             return
         log.warning("event=left_unreleased node=%s reason=%r", self.node_id, reason)
@@ -843,6 +844,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         incarnation, on the durable state, through the members this node knows (``contacts``
         first: the stronger cube of a merge), catching up from ``since`` (by default from when
         it last heard from a neighbour: the hybrid time that frame carried, ``clocks``, 5)."""
+        if self.stopping:
+            # it was leaving: out of the cube is where it was going (a new incarnation would
+            # stay a member for good, its peers handed over already)
+            self._left_anyway(reason, now, out)
+            return
         log.error("event=rejoin node=%s reason=%r", self.node_id, reason)
         self.statistics.rejoins += 1
         self._could_not_stay(now)
