@@ -11,9 +11,9 @@ rules:
   from its parent in the tree rooted at position 0 (``Heartbeat.root``, ``.dimension``), so it
   follows every change of the cube within a heartbeat per hop.
 * **Who was lost.** A member remembers the super-peers it lost: those its cube declared failed
-  (``sp.departed``, its own repairs), the neighbours it declared failed itself (repaired or
-  not), and those it could not reach when it (re)joined, each with the hybrid time it was last
-  heard from (``clocks``, rule 5); the earliest of those times is kept on disk, for the
+  (``sp.departed``, its own repairs) and those it could not reach when it (re)joined, each with
+  the hybrid time it was last heard from (``clocks``, rule 5); the earliest of those times, and
+  of the neighbours it declared failed itself (repaired or not), is kept on disk, for the
   catch-up of a restart (``superpeer.node``, "Restart"). It probes them, one every
   ``merge_probe_seconds``, each again after at most ``MAX_PROBE_SECONDS``: a probe is a
   heartbeat with the cube's identity (the link is dropped once it drained, so a dead one holds
@@ -296,11 +296,15 @@ class Merges(NodeBase):
         self._keep_apart_since()
 
     def _keep_apart_since(self) -> None:
-        """The earliest time a super-peer still lost was last heard from, on disk: a restart
-        catches up from there (a node that crashes while cut off has missed what the other
-        side published since the cut, not only since it died: issue 33). Gone once every lost
-        one is found again."""
-        earliest = min((since for since, _ in self._lost.values()), default=None)
+        """The earliest time a super-peer still lost, or a neighbour declared failed, was last
+        heard from, on disk: a restart catches up from there (a node that crashes while cut off
+        has missed what the other side published since the cut, not only since it died: issue
+        33). Gone once every lost one is found again."""
+        heard = [since for since, _ in self._lost.values()]
+        for node in self._suspected:
+            since = self._heard_clock.get(node)
+            heard.append(since if since is not None else self.clock.last)
+        earliest = min(heard, default=None)
         kept = self.store.get_meta("apart_since") or ""
         wanted = "" if earliest is None else repr(earliest)
         if kept != wanted:

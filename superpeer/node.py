@@ -47,7 +47,8 @@ Rules, beyond the routing core's:
 * **Restart.** A node started on a store with peers in it restores them (detached), routes their
   subscriptions and advertisements once it is a member, asks the origins for what was published
   since it was last alive (or since it last heard from a super-peer it had lost and not found
-  again, if that is earlier: kept on disk, for a node that crashes while cut off), and replays its own publication log since then (a publication it
+  again, or a neighbour it had declared failed, if that is earlier: kept on disk, for a node
+  that crashes while cut off), and replays its own publication log since then (a publication it
   accepted just before it crashed may not have left).
 * **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
@@ -798,14 +799,16 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         return self.topology.is_neighbour(node)
 
     def _fail(self, node: str, now: float, out: list[Output]) -> None:
-        if node not in self._suspected:
+        newly = node not in self._suspected
+        if newly:
             self.statistics.failures_detected += 1
             log.error("event=neighbour_failed node=%s neighbour=%s", self.node_id, node)
-            # lost from now on, not only once repaired: the repair may wedge (a cut overlapping
-            # another departure), and a restart of this node must still catch up from here
-            self._lose_silent(node, now)
             self._trace_event(out, now, "neighbour_failed", kind="sp.heartbeat", neighbour=node)
         since = self._suspected.setdefault(node, now)
+        if newly:
+            # a restart of this node catches up from when it last heard from it, even if its
+            # repair wedges (a cut overlapping another departure) and it is never lost
+            self._keep_apart_since()
         self._retry_at = now + (self.config.heartbeat_seconds or self.config.rejoin_seconds)
         # still unrepaired after failure_seconds: the designated repairer may be dead too
         fallback = int((now - since) // self.config.failure_seconds)

@@ -409,8 +409,8 @@ HEAL_BOUND = 30.0
         # (random examples, hypothesis seed 14) sp0, cut off from p2's access point, crashed
         # before it could repair the neighbours it had declared failed (the repairs wedged), and
         # restarted after the heal: its catch-up began when it had last been alive, after n5,
-        # so detached p1 never had it. A neighbour declared failed is lost from then on, and the
-        # earliest time a lost one was heard from is on disk: a restart catches up from there.
+        # so detached p1 never had it. The earliest time a lost super-peer, or a neighbour
+        # declared failed, was heard from is on disk: a restart catches up from there.
         # (Its heal is slow, 88 s: repairs of a cut overlapping two failures still wedge)
         "partition_counterexample_crash_while_cut_off.json",
         # (random examples, hypothesis seed 15, minimised) a cut shorter than the failure
