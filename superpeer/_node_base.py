@@ -406,6 +406,9 @@ class NodeBase:
         """Per peer, its requests held while the versions of its resources are on their way
         from its previous access point (``Migrations._release_held``), in arrival order."""
         self._restored_since: float | None = None
+        self._catch_up_from: float | None = None
+        """A restart's catch-up from the origins starts here when it is earlier than
+        ``_restored_since``: this node was cut off from some of the cube when it died."""
         self._prepared: PreparedRestore | None = None
         """The peers' subscriptions, decoded and placed before the join request left, for the core
         the join makes (``superpeer._restoring``)."""

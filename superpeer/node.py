@@ -168,9 +168,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             apart = self.store.get_meta("apart_since")
             if apart:
                 # it was cut off from some of the cube when it died: what they published since
-                # never reached it (``superpeer._merging``)
+                # never reached it (``superpeer._merging``); its own log is replayed from when
+                # it was last alive only (what it accepted just before it died)
                 since = float(apart) - self.config.catchup_margin_seconds
-                self._restored_since = min(self._restored_since, since)
+                self._catch_up_from = min(self._restored_since, since)
         previous = self.store.get_meta("neighbours")
         old_neighbours = []
         if previous:
@@ -326,11 +327,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
 
     def _left_anyway(self, reason: str, now: float, out: list[Output]) -> None:
-        """The leave will not end in ``Released``: the cube repaired this node's place as a
-        failure's (its walk overlapped a cut, and its neighbours declared it failed), the walk
-        was lost, or the protocol broke (a leaver never rejoins). Its peers were handed over
-        already: it stops, and whatever is left of its place is repaired as a failure's
-        (issue 33: a leaver waited for good, or rejoined and stayed a member)."""
+        """The leave walk will not end in ``Released``: the cube repaired this node's place as
+        a failure's (its walk overlapped a cut, and its neighbours declared it failed), or the
+        walk was lost. Its peers were handed over already: it stops, and whatever is left of
+        its place is repaired as a failure's (issue 33: a leaver waited for good)."""
         if self.stopped:
             return
         log.warning("event=left_unreleased node=%s reason=%r", self.node_id, reason)
@@ -847,11 +847,6 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         incarnation, on the durable state, through the members this node knows (``contacts``
         first: the stronger cube of a merge), catching up from ``since`` (by default from when
         it last heard from a neighbour: the hybrid time that frame carried, ``clocks``, 5)."""
-        if self.stopping:
-            # it was leaving: out of the cube is where it was going (a new incarnation would
-            # stay a member for good, its peers handed over already)
-            self._left_anyway(reason, now, out)
-            return
         log.error("event=rejoin node=%s reason=%r", self.node_id, reason)
         self.statistics.rejoins += 1
         self._could_not_stay(now)
@@ -1109,7 +1104,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if since is not None:
             self._restored_since = None
             due = now + self.config.routing.settle_seconds
-            self._catchups.append(PlannedCatchUp(due, since, None, None))
+            catch_up = min(since, self._catch_up_from or since)
+            self._catch_up_from = None
+            self._catchups.append(PlannedCatchUp(due, catch_up, None, None))
             for data in self.store.logged_since(since):
                 notification = decoded_as(data, m.Notification)
                 if notification is not None:

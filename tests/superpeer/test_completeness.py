@@ -419,9 +419,9 @@ HEAL_BOUND = 30.0
         # origin a subscription newly reaches now replays what it published since it was made
         "partition_counterexample_subscription_held_by_cut.json",
         # (random examples, hypothesis seed 16; found after the leave rules above) sp1, leaving
-        # across a cut, broke and rejoined, and stayed a member with a leave still timed: the
-        # timer was due for good and the simulation never got past the wait. A leaver whose
-        # protocol breaks now stops instead of rejoining, and a leave is timed while it lasts
+        # across a cut, broke and rejoined, and stayed a member with its leave still timed: the
+        # timer was due for good and the simulation never got past the wait. A leave is timed
+        # only while it lasts
         "partition_counterexample_leaver_rejoined.json",
     ],
 )
