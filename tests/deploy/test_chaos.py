@@ -179,11 +179,6 @@ def test_sixty_seconds_of_every_fault_kind_lose_nothing(tmp_path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(NETNS_UNAVAILABLE is not None, reason=str(NETNS_UNAVAILABLE))
-@pytest.mark.xfail(
-    run=False,
-    reason="issue 33 is open: on daemons in network namespaces this schedule lost 19 of 481 "
-    "notifications published across a partition (0 in the simulator); run with --runxfail",
-)
 def test_partitions_on_hosts_of_their_own_lose_nothing(tmp_path) -> None:
     """Each daemon in a network namespace of its own, one fault at a time: partitions (halves,
     k | N - k, a bridge), a super-peer cut off from everyone, a peer cut from its access point
