@@ -299,14 +299,16 @@ class CatchUps(NodeBase):
         if not unanswered[1]:
             del self._unanswered[request]
 
-    def _unanswered_since(self, now: float, origin: str | None = None) -> float | None:
-        """The earliest hybrid time a catch-up still to be asked, or asked and not answered
-        whole, starts from (None: none is); of ``origin`` only, if given. Entries asked more
-        than ``log_seconds`` ago are dropped: the origins' logs no longer hold what they asked
-        for."""
+    def _prune_unanswered(self, now: float) -> None:
+        """Catch-ups asked more than ``log_seconds`` ago are no longer waited for: the origins'
+        logs no longer hold what they asked for."""
         for request, (_, _, asked_at, _) in list(self._unanswered.items()):
             if now - asked_at > self.config.log_seconds:
                 del self._unanswered[request]
+
+    def _unanswered_since(self, origin: str | None = None) -> float | None:
+        """The earliest hybrid time a catch-up still to be asked, or asked and not answered
+        whole, starts from (None: none is); of ``origin`` only, if given."""
         starts = [
             since
             for since, _, _, asked in self._unanswered.values()

@@ -272,7 +272,7 @@ class Merges(NodeBase):
             return
         # a catch-up from it not answered yet (asked of the incarnation now lost, which may
         # never answer) is asked again from its start, once it is found again
-        pending = self._unanswered_since(now, node)
+        pending = self._unanswered_since(node)
         if pending is not None:
             since = min(since, pending + self.config.catchup_margin_seconds)
         known = self._lost.get(node)

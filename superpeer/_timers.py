@@ -303,7 +303,7 @@ class Timers(NodeBase):
         # a retention window counts back on this node's own clock: hybrid times are never below
         # the wall time they were taken at, so it keeps at least what it must (``clocks``, 11)
         horizon = now - self.config.log_seconds  # older withdrawals are past any catch-up
-        self._unanswered_since(now)  # drops catch-ups asked longer ago than that
+        self._prune_unanswered(now)
         for peer, withdrawn in list(self._withdrawn.items()):
             for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
                 self._forget_withdrawal(peer, sid)

@@ -59,9 +59,9 @@ Rules, beyond the routing core's:
   a broken route's, the peer's earlier move's); this node asks the origins from then, since the
   previous one skips a peer that moved on in its catch-ups. What still reaches the previous one
   for the peer (its tree before the subscriptions go, a late catch-up, mail from further back)
-  follows the peer's forwarding address, kept for ``retention_seconds``; a handover that describes a move older than the peer's latest
-  arrival (both times on the peer's clock) is refused as stale, so forwarding addresses lead to
-  where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
+  follows the peer's forwarding address, kept for ``retention_seconds``; a handover that
+  describes a move older than the peer's latest arrival (both times on the peer's clock) is
+  refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
   the previous one follow them too. If the previous one does not answer within
   ``handover_seconds``, the node asks the origins for what was published since the peer last heard
   from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
@@ -826,7 +826,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         # and from where a catch-up of the incarnation before began, if it was not answered
         # whole (it was asked on links this rejoin drops, or not asked yet), or where the one
         # before that was to begin (a rejoin before the restore)
-        for earlier in (self._unanswered_since(now), self._restored_since):
+        self._prune_unanswered(now)
+        for earlier in (self._unanswered_since(), self._restored_since):
             if earlier is not None:
                 since = min(since, earlier)
         self._unanswered.clear()

@@ -259,12 +259,8 @@ def test_a_withdrawal_told_again_after_a_move_gives_the_new_access_point_its_win
     on; the next access point caught up for its current subscriptions only. The ``Ack`` of a
     withdrawal says when it was made; the peer tells it again after a move, with the window,
     and the new access point keeps it for its catch-up (``_withdrawn``) and acknowledges it."""
-    simulation = Simulation(2)
+    simulation = subscribed(Simulation(2), publisher_at=1, reader_at=0)
     ops = [
-        {"op": "join", "peer": "publisher", "superpeer": 1},
-        {"op": "join", "peer": "reader", "superpeer": 0},
-        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
-        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
         {"op": "unsubscribe", "peer": "reader", "id": "s"},
         {"op": "move", "peer": "reader", "superpeer": 1},
     ]
@@ -288,12 +284,8 @@ def test_mail_a_previous_access_point_cannot_vouch_for_is_caught_up_by_the_next(
     ``HandoverDone`` says from when its mail may lack what the peer was owed
     (``unvouched_since``: a catch-up covering the peer still to come), and the new access point
     catches up from the origins from then."""
-    simulation = Simulation(2)
+    simulation = subscribed(Simulation(2), publisher_at=1, reader_at=0)
     ops = [
-        {"op": "join", "peer": "publisher", "superpeer": 1},
-        {"op": "join", "peer": "reader", "superpeer": 0},
-        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
-        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
         {"op": "detach", "peer": "reader"},
     ]
     for op in ops:
@@ -320,12 +312,8 @@ def test_mail_a_previous_access_point_cannot_vouch_for_is_caught_up_by_the_next(
 def test_a_withdrawal_window_outlives_a_restart_of_its_access_point():
     """A withdrawn subscription's window (what a catch-up still owes it for the time it stood) is
     kept in the store: an access point restarted before its catch-up still asks for it."""
-    simulation = Simulation(2)
+    simulation = subscribed(Simulation(2), publisher_at=1, reader_at=0)
     ops = [
-        {"op": "join", "peer": "publisher", "superpeer": 1},
-        {"op": "join", "peer": "reader", "superpeer": 0},
-        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
-        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
         {"op": "unsubscribe", "peer": "reader", "id": "s"},
     ]
     for op in ops:
@@ -372,12 +360,8 @@ def test_a_rejoin_asks_again_from_where_an_unanswered_catch_up_began():
     catch-up began where it last heard from a neighbour (after the first rejoin), and what was
     published during the cut never came. A rejoin now begins no later than a catch-up asked and
     not answered whole, or one planned and not asked yet."""
-    simulation = Simulation(3)
+    simulation = subscribed(Simulation(3), publisher_at=1, reader_at=0)
     ops = [
-        {"op": "join", "peer": "publisher", "superpeer": 1},
-        {"op": "join", "peer": "reader", "superpeer": 0},
-        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
-        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
         {"op": "partition", "groups": [[0]]},
         {"op": "heal"},
         {"op": "wait", "seconds": 60},
@@ -402,14 +386,7 @@ def test_a_super_peer_found_again_after_it_was_lost_is_asked_for_what_it_publish
     the heal by a plain rejoin (evicted), not by a merge: the other side never asked its log for
     what its peers had published during the cut. Whoever lost it asks it once it is found again
     (a neighbour's heartbeat, or one naming this cube), from when it was last heard from."""
-    simulation = Simulation(2)
-    for op in [
-        {"op": "join", "peer": "publisher", "superpeer": 0},
-        {"op": "join", "peer": "reader", "superpeer": 1},
-        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
-        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
-    ]:
-        simulation.apply(op)
+    simulation = subscribed(Simulation(2), publisher_at=0, reader_at=1)
     node = simulation.nodes["sp1"]
     now = simulation._clock("sp1")
     last_heard = node.clock.now(now) - 20.0
@@ -425,17 +402,23 @@ def test_a_catch_up_from_an_origin_lost_again_before_it_answered_is_asked_again_
     """On daemons in network namespaces (issue 33): the super-peer found again after a cut was
     asked for what it published, then lost again (its incarnation evicted) before it answered;
     found once more, it was asked only from when it was last heard from the second time."""
-    simulation = Simulation(2)
-    for op in [
-        {"op": "join", "peer": "publisher", "superpeer": 0},
-        {"op": "join", "peer": "reader", "superpeer": 1},
-        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
-        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
-    ]:
-        simulation.apply(op)
+    simulation = subscribed(Simulation(2), publisher_at=0, reader_at=1)
     node = simulation.nodes["sp1"]
     now = simulation._clock("sp1")
     first = node.clock.now(now) - 30.0
     node._unanswered["asked"] = (first, {"reader"}, now, "sp0")
     node._lose("sp0", node.clock.now(now) - 2.0, now)
     assert node._found("sp0", now) == first
+
+
+def subscribed(simulation: Simulation, *, publisher_at: int, reader_at: int) -> Simulation:
+    """A publisher advertising Dublin Core and a reader subscribed to a subject, each attached
+    to the super-peer given: the start many of these rules are shown from."""
+    for op in [
+        {"op": "join", "peer": "publisher", "superpeer": publisher_at},
+        {"op": "join", "peer": "reader", "superpeer": reader_at},
+        {"op": "advertise", "peer": "publisher", "schemas": ["dc"]},
+        {"op": "subscribe", "peer": "reader", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+    ]:
+        simulation.apply(op)
+    return simulation
