@@ -185,6 +185,7 @@ class SuperPeerDaemon:
             self._client_context = self.identity.client_context()
         self.limits = config.wire_limits()
         self.store = SqliteStore(self.directory / "state.sqlite", sync=config.store.sync)
+        self.disk.reclaim = self.store.reclaim
         self.trace = (
             TraceLog(
                 self.directory / "traces",

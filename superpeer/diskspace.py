@@ -21,6 +21,14 @@ every ``disk_check_seconds``) it *pauses* (``DiskGuard``):
   log says ``event=disk_full`` with the free space;
 * it goes on by itself once ``resume_free_bytes`` are free (``event=disk_space_back``).
 
+**Before it pauses, it gives back what is its own to give**: the store's write-ahead log
+(``SqliteStore.reclaim``: a checkpoint that copies the log into the database and truncates it).
+sqlite checkpoints on its own only every thousand pages and then keeps the log at its largest
+size, so after a burst of writes (a catch-up replayed to it, a neighbour's routes) the log can
+hold megabytes of pages the database already has, or will once checkpointed. A daemon that paused
+with that space in its own hands would wait for an operator to free what it could free itself,
+and run no timer meanwhile (its neighbours evict it; it rejoins only when it goes on).
+
 Nothing it acknowledged is lost (it was committed before the acknowledgement left), and nothing it
 did not acknowledge is: its senders send it again.
 
@@ -154,16 +162,22 @@ class DiskGuard:
         self.paused: str | None = None
         """Why the daemon is paused (None: it is not)."""
         self.pauses = 0
+        self.reclaim: Callable[[], bool] | None = None
+        """Gives space back before a pause and during one (the store's ``reclaim``; set once
+        the store is open): True when it did."""
         self._room = trio.Event()
         self._room.set()
 
     def check(self) -> bool:
         """Measure the free space; True when the daemon has just paused or just gone on."""
-        try:
-            space = self.space = self._measure(self.directory)
-        except OSError as error:
-            log.warning("event=disk_space_unknown directory=%s error=%r", self.directory, error)
+        space = self._measured()
+        if space is None:
             return False
+        needed = self.min_free_bytes if self.paused is None else self.resume_free_bytes
+        if space.free < needed and self.reclaim is not None and self.reclaim():
+            space = self._measured()
+            if space is None:
+                return False
         if self.paused is None and space.free < self.min_free_bytes:
             self.paused = (
                 f"the disk of the data directory is nearly full: {space.free} bytes free of "
@@ -180,6 +194,14 @@ class DiskGuard:
             self._room.set()
             return True
         return False
+
+    def _measured(self) -> Space | None:
+        try:
+            space = self.space = self._measure(self.directory)
+        except OSError as error:
+            log.warning("event=disk_space_unknown directory=%s error=%r", self.directory, error)
+            return None
+        return space
 
     async def wait_room(self) -> None:
         """Until the daemon may apply inputs (a checkpoint when it may already: a read loop

@@ -514,6 +514,21 @@ class SqliteStore:
             os.fsync(self._log)
         self._synced = max(self._synced, through)
 
+    def reclaim(self) -> bool:
+        """Gives the write-ahead log's space back to the file system: a checkpoint copies the
+        log into the database (sqlite fsyncs the log before and the database after, so every
+        committed transaction stays durable, a ``sync`` still to come included) and truncates
+        the log to nothing. What a nearly full disk asks first (``superpeer.diskspace``). False
+        when it did not: a transaction is open, or the checkpoint could not finish (no room for
+        the pages it copies: the log stays whole, and the store as it was)."""
+        if self._open:
+            return False
+        try:
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error:
+            return False
+        return busy == 0
+
     def close(self) -> None:
         self.commit()
         self._db.close()

@@ -14,6 +14,7 @@ from superpeer import checkconfig, diskspace
 from superpeer.config import ConfigError, config_from_mapping
 from superpeer.diskspace import DiskGuard, Space
 from superpeer.http import readiness
+from superpeer.store import SqliteStore
 
 
 class Disk:
@@ -65,6 +66,53 @@ async def test_a_paused_guard_holds_the_inputs_until_there_is_room(tmp_path):
         disk.free = 100
         guard.check()
         await let_in.wait()
+
+
+def test_the_guard_reclaims_before_it_pauses_and_while_paused(tmp_path):
+    """The store's own reclaimable space (its write-ahead log) is asked for first: a pause
+    comes only if that was not enough, and a paused guard asks again at each look."""
+    disk = Disk(50)
+    reclaimed: list[int] = []
+
+    def reclaim(gives: int) -> bool:
+        reclaimed.append(gives)
+        disk.free += gives
+        return gives > 0
+
+    guard = DiskGuard(tmp_path, min_free_bytes=100, resume_free_bytes=300, measure=disk.measure)
+    guard.reclaim = lambda: reclaim(60)
+    assert not guard.check() and guard.paused is None  # 50 + 60 free: no pause
+    assert reclaimed == [60]
+    disk.free = 20
+    guard.reclaim = lambda: reclaim(0)  # nothing to give back
+    assert guard.check() and guard.paused is not None
+    disk.free = 150  # above the minimum, below the resume mark: the log is asked again
+    guard.reclaim = lambda: reclaim(200)
+    assert guard.check() and guard.paused is None
+    assert reclaimed == [60, 0, 200] and guard.pauses == 1
+    assert not guard.check() and reclaimed == [60, 0, 200]  # room enough: nothing asked
+
+
+def test_reclaim_truncates_the_store_log_and_keeps_what_was_committed(tmp_path):
+    path = tmp_path / "state.sqlite"
+    store = SqliteStore(path)
+    for number in range(200):
+        store.set_meta(f"key{number}", "x" * 1000)
+        store.commit()
+    log = Path(f"{path}-wal")
+    assert log.stat().st_size > 100_000
+    store.set_meta("open", "transaction")
+    assert not store.reclaim()  # not inside a transaction
+    store.commit()
+    assert store.reclaim()
+    assert log.stat().st_size == 0
+    store.set_meta("after", "reclaim")
+    store.commit()
+    store.close()
+    reopened = SqliteStore(path)
+    assert reopened.get_meta("key199") == "x" * 1000
+    assert reopened.get_meta("after") == "reclaim"
+    reopened.close()
 
 
 def test_readiness_says_why_a_paused_super_peer_is_not_ready():
