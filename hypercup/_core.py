@@ -116,6 +116,10 @@ class NodeCore:
         """Failed neighbours whose repair this node started and that are still in its table
         (the announcements of the node that takes their place are on their way): reported failed
         again meanwhile, they are not repaired twice."""
+        self._failed: dict[str, tuple[int, float]] = {}
+        """Neighbours the runtime reported failed and still in this node's table, with the
+        incarnation and last-heard time it gave (for their ``Departed`` if this node ends up
+        the last one standing: ``Departures._stand_alone``)."""
 
     @property
     def state(self) -> NodeState:
@@ -148,6 +152,7 @@ class NodeCore:
         if self._hood is not None:
             peers = self._hood.peers
             self._repairs_started = {n: k for n, k in self._repairs_started.items() if n in peers}
+            self._failed = {n: f for n, f in self._failed.items() if n in peers}
         after = self._snapshot()
         if after is not None and after != before:
             assert self._hood is not None

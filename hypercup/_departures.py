@@ -107,6 +107,10 @@ class Departures(NodeCore):
         )
 
     def _on_leave_walk(self, sender: str, walk: LeaveWalk) -> None:
+        if not walk.failed and walk.leaver in self._repairs_started:
+            # the leaver was reported failed here (its walk was held up, by a cut) and this node
+            # repairs its place already: a second departure of it would take a place twice
+            return
         self._require_no_join(sender, walk)
         if walk.position not in self._member_hood().positions:
             raise RemoteProtocolError(
@@ -326,6 +330,50 @@ class Departures(NodeCore):
             self._send(node, addresses[node], update)
 
     # -- failures -----------------------------------------------------------------------------
+
+    def _last_one_standing(self) -> bool:
+        """Whether every other position of the cube is held, as far as this node knows, by a
+        neighbour the runtime reported failed (a small cube cut apart, or two failures that
+        overlap in it): no repair can finish, since each one waits on a failed node (a lookup
+        routed through it, a ``Reclaim`` sent to it), and one departure at a time would leave
+        this node wedged until the runtime's watchdog gives up on it."""
+        hood = self._member_hood()
+        if not hood.peers or not set(hood.peers) <= set(self._failed):
+            return False
+        known = set(hood.positions).union(*(peer.positions for peer in hood.peers.values()))
+        return known >= set(range(1 << hood.dimension))
+
+    def _stand_alone(self) -> None:
+        """This node is the last one standing: it keeps position 0 of a cube of dimension 0 (a
+        new epoch, so that what the old cube still has in flight is dropped or refused) and
+        reports every failed neighbour ``Departed``, as their repairs would have. What it was
+        in the middle of is dropped: each step of it waited on a failed node. If the failed
+        ones were only cut off, the two cubes meet when the cut heals (``superpeer._merging``)."""
+        hood = self._member_hood()
+        departed = sorted(hood.peers.items())
+        self._repair = None
+        self._take = None
+        self._relays = {}
+        self._admitted.clear()
+        self._held_back = []
+        queued, self._queued = self._queued, []
+        self._hood = Neighbourhood(
+            node_id=self.node_id, address=self.address, dimension=0, positions={0}, peers={}
+        )
+        self._epoch += 1
+        for walk in queued:
+            self._restart_join(walk)
+        for node, peer in departed:
+            incarnation, last_heard = self._failed.get(node, (0, 0.0))
+            self._out.append(
+                Departed(
+                    node=node,
+                    positions=tuple(sorted(peer.positions)),
+                    failed=True,
+                    incarnation=incarnation,
+                    last_heard=last_heard,
+                )
+            )
 
     def _start_repair(self, failed: str, incarnation: int, last_heard: float = 0.0) -> None:
         """We repair the failure of ``failed`` (its ``incarnation``, 0 if not known): find the

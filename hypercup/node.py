@@ -92,6 +92,14 @@ link); nothing else is assumed about timing.
 * The designated repairer may have failed too: ``neighbour_failed(node, fallback=k)`` lets the
   holders of the next k positions around the failed node repair (the runtime raises ``k`` with
   the time the failure stays unrepaired).
+* A departing node may also be reported failed (a cut held its walk back): the repairer drops a
+  ``LeaveWalk`` of the node whose place it repairs already, so that place is taken once.
+* The last one standing. A member whose every neighbour was reported failed, and whose
+  neighbours held every other position of the cube as far as it knows (a small cube cut apart,
+  or two failures overlapping in it), cannot finish any repair: each waits on a failed node (a
+  lookup routed through one, a ``Reclaim`` sent to one). It takes the cube alone at once:
+  position 0 of dimension 0, in a new epoch (what the old cube still has in flight is dropped
+  or refused), what it was in the middle of dropped, and a ``Departed`` for each of them.
 * Limitation: concurrent departures are serialised only where they meet (a node holds one back
   while it runs another); two repairs that never meet can still cross a grow or a shrink, and a
   newcomer that asked a second contact after a silent first one can be taken twice. These end in
@@ -232,6 +240,12 @@ class HypercupNode(Joins, Departures):
             if node_id not in hood.peers:
                 raise LocalProtocolError(f"{node_id} is not a neighbour of {self.node_id}")
             self._release_joins_waiting_on(node_id)
+            self._failed[node_id] = (incarnation, last_heard)
+            if self._last_one_standing():
+                # whatever it was waiting for (a repair's lookups, another departure's steps)
+                # can only come from a failed node
+                self._stand_alone()
+                return
             lost = hood.peers[node_id].positions
             candidates = [
                 q

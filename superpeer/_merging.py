@@ -12,7 +12,9 @@ rules:
   follows every change of the cube within a heartbeat per hop.
 * **Who was lost.** A member remembers the super-peers it lost: those its cube declared failed
   (``sp.departed``, its own repairs) and those it could not reach when it (re)joined, each with
-  the hybrid time it was last heard from (``clocks``, rule 5). It probes them, one every
+  the hybrid time it was last heard from (``clocks``, rule 5); the earliest of those times, and
+  of the neighbours it declared failed itself (repaired or not), is kept on disk, for the
+  catch-up of a restart (``superpeer.node``, "Restart"). It probes them, one every
   ``merge_probe_seconds``, each again after at most ``MAX_PROBE_SECONDS``: a probe is a
   heartbeat with the cube's identity (the link is dropped once it drained, so a dead one holds
   no connection open). A lost super-peer heard of again in this cube (a neighbour, or a probe
@@ -26,9 +28,11 @@ rules:
   ``Evicted``. If it is in the weaker one, and it heard from two members of the stronger one
   (one, if that one may be alone: dimension 1 or less) in the last ``MEETING_SECONDS``, it
   broadcasts ``Merge`` to its
-  cube and, ``merge_delay_seconds`` later (the broadcast drains first), rejoins through them.
+  cube and, ``merge_delay_seconds`` later (the broadcast drains first), rejoins through them
+  (reachable now, whatever an earlier rejoin found of them behind the cut).
   Every member of the weaker cube that hears the ``Merge`` probes those contacts, and follows
-  when they answer it: a member leaves its cube only for a cube it reaches itself, twice over.
+  when they answer it (a newcomer that has not heard its cube's identity yet takes it from a
+  ``Merge`` its parent sent): a member leaves its cube only for a cube it reaches itself, twice over.
   (A *bridge*, a super-peer that reaches both sides of a cut that has not healed, is the only one
   that meets the other side: it never takes its cube along, and the other side never dissolves
   into a cube it reaches through one super-peer only.) An ``Evicted``
@@ -125,8 +129,14 @@ class Merges(NodeBase):
     def _evicted(
         self, sender: str, incarnation: int, message: m.Evicted, now: float, out: list[Output]
     ) -> None:
-        if self.topology.state is not NodeState.MEMBER or message.incarnation != self.incarnation:
-            return  # an older incarnation's, or one that is not a member any more
+        if message.incarnation != self.incarnation:
+            return  # an older incarnation's
+        if self.topology.state is NodeState.LEAVING:
+            # its place was repaired as a failure's while its walk was held (a cut)
+            self._left_anyway(f"evicted: {message.reason}", now, out)
+            return
+        if self.topology.state is not NodeState.MEMBER:
+            return  # one that is not a member any more
         mine = self.cube_identity()
         if (
             not message.root
@@ -211,6 +221,15 @@ class Merges(NodeBase):
         """A member of this cube found it the weaker of two: probe the members of the stronger
         one it met; this node follows when they answer it (``_met``)."""
         mine = self.cube_identity()
+        core = self.core
+        if mine is None and core is not None and self.topology.state is NodeState.MEMBER:
+            # a newcomer whose parent has not said yet which cube this is (the Merge came
+            # right behind its Welcome): the Merge says, when it comes from that parent (it
+            # would stay behind alone, unaware, in a cube that no longer is: issue 33)
+            parent = tree_parent(core.view, 0)
+            if parent is not None and parent in (message.root, message.origin):
+                self._reported_roots[parent] = message.root
+                mine = self.cube_identity()
         if mine is None or mine[1] != message.root or message.origin == self.node_id:
             return
         if message.since and (self._apart_hint is None or message.since < self._apart_hint):
@@ -279,6 +298,22 @@ class Merges(NodeBase):
         self._lost[node] = (min(since, known[0]) if known else since, now)
         self._probe_tries.pop(node, None)
         self._probes[node] = now + self.config.merge_probe_seconds
+        self._keep_apart_since()
+
+    def _keep_apart_since(self) -> None:
+        """The earliest time a super-peer still lost, or a neighbour declared failed, was last
+        heard from, on disk: a restart catches up from there (a node that crashes while cut off
+        has missed what the other side published since the cut, not only since it died: issue
+        33). Gone once every lost one is found again."""
+        heard = [since for since, _ in self._lost.values()]
+        for node in self._suspected:
+            since = self._heard_clock.get(node)
+            heard.append(since if since is not None else self.clock.last)
+        earliest = min(heard, default=None)
+        kept = self.store.get_meta("apart_since") or ""
+        wanted = "" if earliest is None else repr(earliest)
+        if kept != wanted:
+            self.store.set_meta("apart_since", wanted)
 
     def _lose_silent(self, node: str, now: float) -> None:
         """A contact silent to a join: lost since it was last heard from (or three failure
@@ -299,6 +334,7 @@ class Merges(NodeBase):
             return None
         self._probes.pop(node, None)
         self._probe_tries.pop(node, None)
+        self._keep_apart_since()
         since = lost[0] - self.config.catchup_margin_seconds
         if now is not None and (self.store.local_peers() or self._withdrawn):
             due = now + self.config.routing.settle_seconds

@@ -333,6 +333,9 @@ class NodeBase:
         self._neighbour_incarnations: dict[str, int] = {}
         """Per current neighbour, the incarnation heard from while it is our neighbour: a newer
         one means it restarted (and the one in our view is dead)."""
+        self._dropped_neighbours: dict[str, int] = {}
+        """Neighbours the topology input being handled dropped from the table, with their
+        incarnation there: the ``Departed`` that follows names the departed node's."""
         self.departed: dict[str, int] = {}
         self._left: dict[str, int] = {}
         """Super-peers that left cleanly, with the incarnation that left: once out of our view,
@@ -345,6 +348,8 @@ class NodeBase:
         """Departed super-peers whose peers another one adopted (where to ask for them)."""
         self.stopping = False
         self.stopped = False
+        self._leaving_since: float | None = None
+        """When this node's leave walk started (``SuperPeerNode._left_anyway``)."""
         self._contacts: list[tuple[str, str]] = []
         self._outside: dict[str, bool] = {}
         """Contacts found out of the cube in this round of attempts to join: True if one
@@ -411,6 +416,9 @@ class NodeBase:
         """Per peer, its requests held while the versions of its resources are on their way
         from its previous access point (``Migrations._release_held``), in arrival order."""
         self._restored_since: float | None = None
+        self._catch_up_from: float | None = None
+        """A restart's catch-up from the origins starts here when it is earlier than
+        ``_restored_since``: this node was cut off from some of the cube when it died."""
         self._prepared: PreparedRestore | None = None
         """The peers' subscriptions, decoded and placed before the join request left, for the core
         the join makes (``superpeer._restoring``)."""

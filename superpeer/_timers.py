@@ -29,6 +29,8 @@ class Timers(NodeBase):
         for at in (self._join_at, self._timer_due):
             if at is not None and at < due:
                 due = at
+        if self._leaving_since is not None and self.topology.state is NodeState.LEAVING:
+            due = min(due, self._leaving_since + self.config.wedged_seconds)
         if self._join_contact is not None:
             due = min(due, self._join_contact[1] + self.config.failure_seconds)
             if self._joining_since is not None:
@@ -138,6 +140,13 @@ class Timers(NodeBase):
 
     def timer(self, now: float) -> list[Output]:
         out: list[Output] = []
+        if (
+            self._leaving_since is not None
+            and self.topology.state is NodeState.LEAVING
+            and now - self._leaving_since >= self.config.wedged_seconds
+        ):
+            self._left_anyway("no release after wedged_seconds", now, out)
+            return out
         if self._join_at is not None and now >= self._join_at:
             if self.stopping:
                 self._join_at = None

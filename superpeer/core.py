@@ -46,6 +46,11 @@ break*, so that no route is missing while the new ones are built:
   (a shorter ``Forward`` or a ``Retract`` where a hop is no longer needed), and old views are
   forgotten. Once quiet, every super-peer holds what a network built from scratch in the new shape
   would hold.
+* A subscription that reaches an origin it newly goes toward makes that origin replay, from its
+  log, what it published since the subscription was made (``Replay``; repeats and what is older
+  than the subscription are dropped at the access point): it may have been held up on its way
+  (a cut shorter than the failure timeout, whose links held it), and what the origin published
+  meanwhile went nowhere for it.
 * A notification may then arrive twice on one tree (through an old and a new parent): each node
   keeps the (origin, publication, tree) triples it relayed in the last ``settle_seconds`` and
   drops repeats; the access point's mail keeps one copy per peer whatever the tree.
@@ -870,6 +875,11 @@ class SuperPeerCore:
                 for origin in labels - sent_before.get(hop, set())
             }
             self._replay_late(sender, message, (toward - before) - passed_on, out)
+        elif self.node_id in toward - before and message.since and message.since < stamp:
+            # held up a little on its way (a cut shorter than the failure timeout: the link
+            # held it): what this origin published since the subscription was made went
+            # nowhere for it (issue 33); the access point drops what is older than that
+            out.append(Replay(sender, message.subscription, message.since))
         elif (
             self.node_id in toward - before
             and stamp - self._routes_changed_at <= self.config.settle_seconds

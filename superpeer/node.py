@@ -40,12 +40,15 @@ Rules, beyond the routing core's:
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
   state restored, its peers asked to reconnect.
 * **Departures.** The node that takes a departed member's place (``hypercup.Departed``) broadcasts
-  ``sp.departed``; every access point then asks the origins whose trees ran through the departed
+  ``sp.departed``, naming the incarnation the repair named, or the one it had in its own table if
+  that is newer (the repairer may never have heard from a node that rejoined behind a cut); every access point then asks the origins whose trees ran through the departed
   positions for what they published since it was last heard from (``CatchUp``, after the routes
   settled), and their answers (``Mail``) go into its peers' mail, where repeats are dropped.
 * **Restart.** A node started on a store with peers in it restores them (detached), routes their
   subscriptions and advertisements once it is a member, asks the origins for what was published
-  since it was last alive, and replays its own publication log since then (a publication it
+  since it was last alive (or since it last heard from a super-peer it had lost and not found
+  again, or a neighbour it had declared failed, if that is earlier: kept on disk, for a node
+  that crashes while cut off), and replays its own publication log since then (a publication it
   accepted just before it crashed may not have left).
 * **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
@@ -68,7 +71,11 @@ Rules, beyond the routing core's:
   it kept is handed over.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
-  (``Goodbye.successor``), withdraws its advertisement and leaves the cube.
+  (``Goodbye.successor``), withdraws its advertisement and leaves the cube. A leaver cut off while
+  its walk is held may be declared failed and its place repaired meanwhile: the members answer it
+  ``Evicted`` (which still reaches a node that left), and it stops, as it would at its
+  ``Released``; a leave still unreleased after ``wedged_seconds`` (its walk lost) ends anyway, and
+  what is left of its place is repaired as a failure's.
 """
 
 from __future__ import annotations
@@ -161,6 +168,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self.clock.now(now)
         if alive is not None and (self.store.local_peers() or self.store.registered()):
             self._restored_since = float(alive) - self.config.catchup_margin_seconds
+            apart = self.store.get_meta("apart_since")
+            if apart:
+                # it was cut off from some of the cube when it died: what they published since
+                # never reached it (``superpeer._merging``); its own log is replayed from when
+                # it was last alive only (what it accepted just before it died)
+                since = float(apart) - self.config.catchup_margin_seconds
+                self._catch_up_from = min(self._restored_since, since)
         previous = self.store.get_meta("neighbours")
         old_neighbours = []
         if previous:
@@ -310,9 +324,21 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             return
         try:
             leave = self.topology.leave(incarnation=self.incarnation, last_heard=self.clock.last)
+            self._leaving_since = now
             self._topology(leave, now, out)
         except LocalProtocolError:
             self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
+
+    def _left_anyway(self, reason: str, now: float, out: list[Output]) -> None:
+        """The leave walk will not end in ``Released``: the cube repaired this node's place as
+        a failure's (its walk overlapped a cut, and its neighbours declared it failed), or the
+        walk was lost. Its peers were handed over already: it stops, and whatever is left of
+        its place is repaired as a failure's (issue 33: a leaver waited for good)."""
+        if self.stopped:
+            return
+        log.warning("event=left_unreleased node=%s reason=%r", self.node_id, reason)
+        self.stopped = True
+        out.append(Stopped(f"left the cube ({reason})"))
 
     def successor(self) -> str | None:
         """The neighbour that adopts this node's peers when it leaves."""
@@ -323,6 +349,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
 
     # == the topology ==============================================================================
     def _topology(self, outputs: list, now: float, out: list[Output]) -> None:
+        self._dropped_neighbours = {}
         for output in outputs:
             if isinstance(output, Send):
                 self.addresses.setdefault(output.to, output.address)
@@ -403,7 +430,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if self._has_left(gone):
                 out.append(Forgotten(gone))  # re-opened by what was routed to it while it left
         for gone in set(self._neighbour_incarnations) - neighbours:
-            del self._neighbour_incarnations[gone]
+            self._dropped_neighbours[gone] = self._neighbour_incarnations.pop(gone)
         for gone in set(self.offsets) - neighbours:
             del self.offsets[gone]
             self._heartbeat_echo.pop(gone, None)
@@ -425,6 +452,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         incarnation = departed.incarnation or self._neighbour_incarnations.get(
             departed.node, self.incarnations.get(departed.node, 0)
         )
+        # and at least the one this change took out of our table: the repairer may have known
+        # only an older one (it never heard from a node that rejoined behind a cut, which then
+        # went on as a member of a cube gone by, its messages taken: issue 33)
+        incarnation = max(incarnation, self._dropped_neighbours.get(departed.node, 0))
         if departed.failed:
             self.departed[departed.node] = incarnation
         else:
@@ -755,9 +786,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
     def _dropped(self, target: str, message: object, now: float, out: list[Output]) -> bool:
         """Whether ``message`` is not sent, ``target`` having left (the one place this is
         decided, for the node's messages and the core's alike). The topology protocol's own
-        messages still reach a leaver: its ``Released``."""
+        messages still reach a leaver: its ``Released``; and so does ``Evicted``, which tells a
+        leaver whose place was repaired as a failure's that no ``Released`` will come."""
         kind: str = type(message).KIND  # type: ignore[attr-defined]
-        if self._has_left(target) and not kind.startswith("hypercup."):
+        if (
+            self._has_left(target)
+            and not kind.startswith("hypercup.")
+            and not isinstance(message, m.Evicted)
+        ):
             self._trace(out, now, "drop", message, neighbour=target, reason="it left the network")
             return True
         return False
@@ -766,11 +802,16 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         return self.topology.is_neighbour(node)
 
     def _fail(self, node: str, now: float, out: list[Output]) -> None:
-        if node not in self._suspected:
+        newly = node not in self._suspected
+        if newly:
             self.statistics.failures_detected += 1
             log.error("event=neighbour_failed node=%s neighbour=%s", self.node_id, node)
             self._trace_event(out, now, "neighbour_failed", kind="sp.heartbeat", neighbour=node)
         since = self._suspected.setdefault(node, now)
+        if newly:
+            # a restart of this node catches up from when it last heard from it, even if its
+            # repair wedges (a cut overlapping another departure) and it is never lost
+            self._keep_apart_since()
         self._retry_at = now + (self.config.heartbeat_seconds or self.config.rejoin_seconds)
         # still unrepaired after failure_seconds: the designated repairer may be dead too
         fallback = int((now - since) // self.config.failure_seconds)
@@ -832,6 +873,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 since = min(since, earlier)
         self._unanswered.clear()
         first = [c for c in contacts or [] if c[0] != self.node_id and c[1]]
+        for node, _ in first:
+            # a stronger cube this node reached itself (a merge): whatever an earlier rejoin
+            # found of it behind a cut, it is reachable now (or each merge would make a cube
+            # of one again: issue 33)
+            self._unusable.pop(node, None)
         known = [
             (n, a)
             for n, a in sorted(self.addresses.items())
@@ -1070,7 +1116,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if since is not None:
             self._restored_since = None
             due = now + self.config.routing.settle_seconds
-            self._catchups.append(PlannedCatchUp(due, since, None, None))
+            catch_up = min(since, self._catch_up_from or since)
+            self._catch_up_from = None
+            self._catchups.append(PlannedCatchUp(due, catch_up, None, None))
             for data in self.store.logged_since(since):
                 notification = decoded_as(data, m.Notification)
                 if notification is not None:

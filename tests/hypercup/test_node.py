@@ -1,5 +1,6 @@
 """``HypercupNode`` as a state machine: outputs of single inputs, held-back messages, errors."""
 
+import contextlib
 from dataclasses import replace
 
 import pytest
@@ -470,3 +471,53 @@ def test_the_successor_names_the_incarnation_that_departed(size: int) -> None:
     leaver = network.check().holder(size - 1)
     network.leave(leaver, incarnation=3)
     assert [(d.node, d.incarnation, d.failed) for d in departures(network)] == [(leaver, 3, False)]
+
+
+@pytest.mark.parametrize("position", [0, 1])
+def test_the_last_one_standing_keeps_the_cube_alone(position: int) -> None:
+    """(Issue 33) a small cube cut apart, or two failures that overlap: a member whose every
+    neighbour is reported failed, and who knows they held the rest of the cube, takes it alone
+    at once (a repair of one at a time would wait on the other), and names each one
+    ``Departed``; a new epoch, so the old cube's stray messages are not taken for this one's."""
+    network = cube(3)
+    topology = network.check()
+    survivor = network.node(topology.holder(position))  # position 1: it holds 3 as well
+    others = sorted(set(network.members) - {survivor.node_id})
+    assert set(topology.neighbours(survivor.node_id)) == set(others)
+    epoch = survivor.epoch
+    first = survivor.neighbour_failed(others[0], incarnation=1, last_heard=7.0, fallback=1)
+    assert not any(isinstance(o, Departed) for o in first), "the other one may still repair"
+    outputs = survivor.neighbour_failed(others[1], incarnation=2, last_heard=7.0)
+    departed = [o for o in outputs if isinstance(o, Departed)]
+    assert [(d.node, d.incarnation, d.failed, d.last_heard) for d in departed] == [
+        (others[0], 1, True, 7.0),
+        (others[1], 2, True, 7.0),
+    ]
+    assert survivor.view().dimension == 0 and survivor.view().positions == {0}
+    assert survivor.epoch == epoch + 1 and not survivor.busy()
+
+
+def test_a_member_with_a_live_neighbour_does_not_stand_alone() -> None:
+    """Every neighbour failed, but the cube has a position none of them held: someone else may
+    be alive there, so the usual repairs go on (and the runtime's watchdog, if they wedge)."""
+    network = cube(4)
+    topology = network.check()
+    survivor = network.node(topology.holder(0))
+    for failed in sorted(topology.neighbours(survivor.node_id)):
+        with contextlib.suppress(LocalProtocolError):  # busy with the first repair
+            outputs = survivor.neighbour_failed(failed, fallback=3)
+            assert not any(isinstance(o, Departed) for o in outputs)
+    assert survivor.view().dimension == 2
+
+
+def test_a_leave_walk_of_a_node_this_one_repairs_as_failed_is_dropped() -> None:
+    """(Issue 33) a leaver cut off from the cube: its neighbours declared it failed and the
+    designated one repaired its place; when the cut heals its own walk arrives there too, and a
+    second departure of it would take a place twice (and break the node that took it)."""
+    network = cube(3)
+    topology = network.check()
+    leaver = network.node(topology.holder(1))  # it holds 1 and 3: sp0's walk goes to 0
+    (walk,) = [o for o in leaver.leave(incarnation=1) if isinstance(o, Send)]
+    repairer = network.node(walk.to)
+    assert repairer.neighbour_failed(leaver.node_id, fallback=1), "it repairs"
+    assert repairer.receive(leaver.node_id, walk.message) == []

@@ -283,13 +283,6 @@ def test_deliveries_survive_backbone_churn(workload, interleave, seed, skews):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    run=False,
-    reason="issue 33 is open: HyperCuP runs one departure at a time, and a cut overlapping "
-    "another departure (an access point restarted during the cut, a leave across it) can wedge "
-    "the topology protocol for wedged_seconds or, in two of the examples this property found, "
-    "for good (a walk that never ends, a cube that never becomes one); run with --runxfail",
-)
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(churning_workloads(partitions=True), st.booleans(), st.integers(0, 3), clocks())
 def test_deliveries_survive_partitions_and_overlapping_faults(workload, interleave, seed, skews):
@@ -302,9 +295,10 @@ def test_deliveries_survive_partitions_and_overlapping_faults(workload, interlea
     simulation = run(superpeers, ops, skews, interleave=interleave, seed=seed)
     assume(not any(ELSEWHERE in str(error["error"]) for error in simulation.errors))
     simulation.apply({"op": "wait", "seconds": 60})  # the cube settles after the last heal
-    # an access point restarted during a cut can be refused by the members repairing its old
-    # place for up to ``wedged_seconds`` (overlapping departures: issue 33); its peers' requests
-    # wait meanwhile, and are owed from their acknowledgement, which the oracle cannot place
+    # an access point restarted during a cut is refused by the members repairing its old place
+    # until they are done (at once if they are the last ones standing: issue 33); its peers'
+    # requests wait meanwhile, and are owed from their acknowledgement, which the oracle cannot
+    # place
     event(f"requests deferred past their operation: {bool(simulation.deferred)}")
     assume(not simulation.deferred)
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
@@ -374,6 +368,86 @@ def test_churn_counterexamples_found_with_random_examples(name):
     superpeers, ops = found["workload"]
     simulation = run(superpeers, ops, interleave=found["interleave"], seed=found["seed"])
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
+    check_routing(simulation)
+
+
+HEAL_BOUND = 30.0
+"""Seconds after a heal within which the network is quiet again (``test_partitions``)."""
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # (issue 33) sp2 cut off alone, sp1 restarted meanwhile: sp0 repaired sp1's old place
+        # with a Reclaim to sp2 (across the cut), then each of sp0 and sp2 declared the other
+        # failed and started a repair whose lookup went through sp1's old incarnation. Every
+        # step waited on a failed node, and sp0 refused sp1 ("still a member here") until the
+        # wedge watchdog gave up 60 s later. A member whose every neighbour failed, and that
+        # knows they held the rest of the cube, now stands alone at once (and the cubes merge
+        # at the heal)
+        "partition_counterexample_restart_during_cut.json",
+        # sp0, paused, rejoined behind a cut whose bridge was sp2; sp1, which never heard of
+        # that incarnation, repaired it naming the old one, so sp2 took the new one's messages
+        # on (a LeaveWalk of a cube gone by broke it, again and again) while sp0 kept a stale
+        # view. The node that takes a departed neighbour's place now counts the incarnation it
+        # had in its table as departed too; and sp0, once alone, met the other cube but took its
+        # members for unusable (found behind the cut earlier) and made a cube of one again at
+        # every merge: a merge's contacts are reachable
+        "partition_counterexample_stale_member_behind_bridge.json",
+        # sp1 cut off alone left: its walk was held by the cut while sp0 declared it failed and
+        # repaired its place, then the walk arrived and took that place a second time (breaking
+        # sp2), and sp1 waited for good for a Released (SimulationStuck: "the topology protocol
+        # (leaving)"): the repairer now drops the walk, the members evict the leaver (Evicted
+        # reaches a node that left), which takes it for its release, and a leave unreleased
+        # for wedged_seconds ends anyway
+        "partition_counterexample_leave_across_cut.json",
+        # (random examples, hypothesis seed 13) sp5 joined sp2's lone cube of a cut just as sp2
+        # met the stronger cube: sp2's Merge came right behind its Welcome, before any heartbeat
+        # had told sp5 which cube it was in, so sp5 ignored it and stayed behind for good in a
+        # cube of two whose other member had left. A Merge from its parent now tells it
+        "partition_counterexample_merge_behind_welcome.json",
+        # (random examples, hypothesis seed 14) sp0, cut off from p2's access point, crashed
+        # before it could repair the neighbours it had declared failed (the repairs wedged), and
+        # restarted after the heal: its catch-up began when it had last been alive, after n5,
+        # so detached p1 never had it. The earliest time a lost super-peer, or a neighbour
+        # declared failed, was heard from is on disk: a restart catches up from there.
+        # (Its heal is slow, 88 s: repairs of a cut overlapping two failures still wedge)
+        "partition_counterexample_crash_while_cut_off.json",
+        # (random examples, hypothesis seed 15, minimised) a cut shorter than the failure
+        # timeout held p5's subscription on its way to p0's access point, which published n15
+        # meanwhile: nobody was declared failed, so nothing caught up, and p5 never had it. An
+        # origin a subscription newly reaches now replays what it published since it was made
+        "partition_counterexample_subscription_held_by_cut.json",
+        # (random examples, hypothesis seed 16; found after the leave rules above) sp1, leaving
+        # across a cut, broke and rejoined, and stayed a member with its leave still timed: the
+        # timer was due for good and the simulation never got past the wait. A leave is timed
+        # only while it lasts
+        "partition_counterexample_leaver_rejoined.json",
+    ],
+)
+def test_partition_counterexamples(name):
+    """Found by the partitions property (issue 33; derandomized, or with random examples), some
+    minimised by hand: as the property checks, and every heal is quiet again within
+    ``HEAL_BOUND``."""
+    found = json.loads(Path(__file__).with_name(name).read_text())
+    superpeers, ops = found["workload"]
+    skews = found.get("skews", [{}, {}])
+    simulation = run(
+        superpeers,
+        [],
+        ({int(k): v for k, v in skews[0].items()}, skews[1]),
+        interleave=found["interleave"],
+        seed=found["seed"],
+    )
+    for op in ops:
+        before = simulation.now
+        simulation.apply(dict(op))
+        if op["op"] == "heal":
+            assert simulation.now - before < found.get("heal_seconds", HEAL_BOUND)
+    simulation.apply({"op": "wait", "seconds": 60})
+    assert simulation.deliveries() == expected_deliveries(superpeers, ops)
+    cubes = simulation.cubes()
+    assert len(cubes) == 1 and None not in cubes, cubes
     check_routing(simulation)
 
 
