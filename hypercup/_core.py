@@ -237,6 +237,11 @@ class NodeCore:
                 ),
             )
             return
+        if isinstance(message, Released) and state is not NodeState.LEAVING:
+            # the answer to a departure this node no longer runs (it was evicted meanwhile, or
+            # gave a wedged leave up and joins, or joined, again): its old positions have their
+            # holder already; held back behind a Welcome it would reach a member
+            return
         if state is NodeState.JOINING:
             if isinstance(message, Welcome):
                 self._guarded(sender, lambda: self._handle(sender, message))
@@ -253,7 +258,7 @@ class NodeCore:
             self._hood = None
             self._out.append(Left())
             return
-        if state is not NodeState.MEMBER or isinstance(message, Welcome | Released):
+        if state is not NodeState.MEMBER or isinstance(message, Welcome):
             raise RemoteProtocolError(
                 sender,
                 f"{message.KIND} reached {self.node_id}, which is {state.value}"

@@ -161,7 +161,6 @@ def test_a_join_through_a_node_out_of_the_cube_is_refused_and_nothing_breaks(joi
         (UpdateAck(epoch=1, ack_id=9), "did not send"),
         (ReturnTop(epoch=1, column=1, leaver="x", peers={}), "does not hold next to us"),
         (Welcome(epoch=1, dimension=1, position=1, peers={}), "which is member"),
-        (Released(), "which is member"),
         (Grow(epoch=2, dimension=3, root=0), "Grow to dimension 3"),
     ],
 )
@@ -171,6 +170,19 @@ def test_messages_the_protocol_does_not_allow(message, text: str) -> None:
         a.receive("b", message)
     assert raised.value.sender == "b"
     assert a.state is NodeState.BROKEN
+
+
+def test_a_released_for_a_departure_given_up_is_ignored() -> None:
+    """A ``Released`` answers a leave; it may arrive after the leaver was evicted meanwhile or
+    gave a wedged leave up and joined again (held back behind its Welcome, it would reach a
+    member): its old positions have their holder, so it is dropped, whatever the state."""
+    a, b = pair()
+    assert a.receive("b", Released()) == [] and a.state is NodeState.MEMBER
+    joining = node("c")
+    joining.join_via("a", address_of("a"))
+    assert joining.receive("a", Released()) == [] and joining.state is NodeState.JOINING
+    lonely = node("x")
+    assert lonely.receive("a", Released()) == [] and lonely.state is NodeState.IDLE
 
 
 def test_local_misuse_changes_nothing() -> None:
