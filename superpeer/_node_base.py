@@ -51,9 +51,15 @@ FROM_ANY = (
     m.Mail,
     m.HandoverDone,
     m.HandoverReceived,
+    m.Adopt,
+    m.Versions,
+    m.AdoptLog,
 )
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
-state (mail is publications, kept once; an eviction names the incarnation it is about)."""
+state (mail is publications, kept once; an eviction names the incarnation it is about; a
+leaver's hand-over of its peers, their versions and its publication log is theirs, not its
+membership's: a leave across a cut ends with the leaver evicted, and what it handed over
+reaches its successor only after the heal)."""
 RENDEZVOUS_MESSAGES = (m.RendezvousRequest, m.RendezvousChunk)
 DIRECT_LOOKUPS = (m.LocateDirect, m.LocateReply)
 NODE_HANDLED = (

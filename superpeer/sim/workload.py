@@ -653,11 +653,15 @@ class Planner:
         """The peers attached to super-peer ``index``, which left, go to ``successor``, which
         adopted them, and so do the resources they published through ``index``
         (``Versions``). A detached peer finds out when it comes back, at whichever
-        super-peer it reaches then: its resources stay with the adopter."""
+        super-peer it reaches then: its resources stay with the adopter. As the peer daemon
+        does (``peer.client``: it follows ``Ended.successor``, and a new access point is a
+        move), each says where it comes from: the adoption may still be on its way (a leave
+        across a cut), and the successor then holds its requests for the leaver's hand-over
+        instead of refusing them for an advertisement it has not heard of yet."""
         steps = []
         for name in self.attached_to(index):
             peer = self.peers[name]
             peer.superpeer = successor
             self._follow(peer, index)
-            steps.append(Connect(name, successor))
+            steps.append(self._moved(name, index))
         return steps
