@@ -282,12 +282,26 @@ class SuperPeerDaemon:
         log.info("event=http node=%s address=%s", self.node_id, self.http_address)
 
     async def _wait_member(self) -> None:
-        limit = max(60.0, self.config.limits.failure_seconds * 6)
-        with trio.move_on_after(limit) as scope:
-            while self.node.core is None:
-                await trio.sleep(0.02)
-        if scope.cancelled_caught:
-            raise DaemonError(f"not a member of the backbone after {limit:g} s (see the log)")
+        """Until the node is a member. A join may be refused for as long as the cube repairs
+        this node's previous incarnation (killed and restarted while a partition or another
+        failure holds the repair up): the node asks again every ``rejoin_seconds``, and the
+        daemon says every ``max(60, 6 x failure_seconds)`` that it still waits and why, rather
+        than exit, which would leave its peers' mail unserved until someone started it again
+        (members that never answer at all are an error at once: ``_find_contacts``)."""
+        every = max(60.0, self.config.limits.failure_seconds * 6)
+        waited = 0.0
+        while self.node.core is None:
+            with trio.move_on_after(every):
+                while self.node.core is None:
+                    await trio.sleep(0.02)
+            if self.node.core is None:
+                waited += every
+                log.warning(
+                    "event=not_member_yet node=%s seconds=%g waiting=%r",
+                    self.node_id,
+                    waited,
+                    self.node.waiting_for(),
+                )
 
     async def _find_contacts(self) -> list[tuple[str, str]]:
         """The node id behind every configured member address that answers (asked concurrently,
