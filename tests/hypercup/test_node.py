@@ -176,7 +176,7 @@ def test_a_released_for_a_departure_given_up_is_ignored() -> None:
     """A ``Released`` answers a leave; it may arrive after the leaver was evicted meanwhile or
     gave a wedged leave up and joined again (held back behind its Welcome, it would reach a
     member): its old positions have their holder, so it is dropped, whatever the state."""
-    a, b = pair()
+    a, _ = pair()
     assert a.receive("b", Released()) == [] and a.state is NodeState.MEMBER
     joining = node("c")
     joining.join_via("a", address_of("a"))
