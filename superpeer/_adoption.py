@@ -28,9 +28,15 @@ class Adoptions(NodeBase):
         advertise = decoded_as(state.advertisement, m.Advertise) if state.advertisement else None
         # expiries on this node's clock: the adopter keeps the time they have left on its own
         # (``clocks``, rule 8)
+        # each with the hybrid time it was made here (``Subscribe.active_since``): without it,
+        # the adopter owes a catch-up or a replay everything matching, however old
         kept = sorted(
             (
-                dataclasses.replace(s, sent_at=now) if s.expires is not None else s
+                dataclasses.replace(
+                    s,
+                    sent_at=now if s.expires is not None else s.sent_at,
+                    active_since=state.subscribed_at.get(s.id, 0.0),
+                )
                 for data in state.subscriptions.values()
                 if (s := decoded_as(data, m.Subscribe))
             ),
@@ -119,7 +125,10 @@ class Adoptions(NodeBase):
         )
         for held in kept:
             subscribe = self._expiry_here(held, now)
-            self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe))
+            made = None
+            if subscribe.active_since > 0:  # as the leaver kept it (an older leaver: unknown)
+                made = self._subscribed_at.setdefault((peer, subscribe.id), subscribe.active_since)
+            self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe), made)
             self._core_call(
                 lambda o, s=subscribe: core.subscribe(
                     peer, s.id, s.subscription, now, o, on_change=s.on_change

@@ -65,10 +65,16 @@ def _local_subscriptions(simulation: Simulation, node_id: str, core: SuperPeerCo
                 assert source.name in store.local_peers(), (
                     f"{node_id} holds a subscription of {source.name}, not one of its peers"
                 )
+    node = simulation.nodes[node_id]
     for peer in store.local_peers():
-        stored = set(store.local_state(peer).subscriptions)
+        state = store.local_state(peer)
+        stored = set(state.subscriptions)
         held = set(core.subscriptions_of(peer))
         assert held == stored, f"{node_id}: {peer} subscribed {stored}, the poset holds {held}"
+        untimed = {sid for sid in held if (peer, sid) not in node._subscribed_at}
+        assert not untimed, f"{node_id}: {peer}'s {sorted(untimed)} have no activation time"
+        unstored = held - set(state.subscribed_at)
+        assert not unstored, f"{node_id}: {peer}'s {sorted(unstored)} have no stored activation"
 
 
 def _links(node_id: str, core: SuperPeerCore, cores: dict[str, SuperPeerCore]) -> None:

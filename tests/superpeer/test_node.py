@@ -160,6 +160,30 @@ def test_an_adopted_peer_keeps_its_subscriptions_expiry_and_on_change():
     assert adopter.expiries.at("p", "s1") is not None
 
 
+def test_an_adopted_subscription_keeps_the_time_it_was_made():
+    """The leaver says when each subscription it hands over was made (``Subscribe.
+    active_since``, hybrid time): the adopter owes a catch-up or a replay for it only from
+    then. Without it the adopter held the subscription with no activation time, and
+    ``_deliver`` counts such a subscription as owed from the start (when unsure, owed), so
+    publications made long before it were delivered."""
+    simulation = Simulation(4)
+    ops = [
+        {"op": "join", "peer": "p", "superpeer": 1},
+        {"op": "wait", "seconds": 30},
+        {"op": "subscribe", "peer": "p", "id": "s1", "query": "X : t(X, dc:title, T)"},
+        {"op": "detach", "peer": "p"},
+    ]
+    for op in ops:
+        simulation.apply(op)
+    made = simulation.nodes[simulation.ids[1]]._subscribed_at[("p", "s1")]
+    simulation.apply({"op": "superpeer_leave", "superpeer": 1})
+    assert simulation.errors == []
+    [adopter] = [n for n in simulation.nodes.values() if n.core is not None and "p" in n.core.peers]
+    assert adopter._subscribed_at[("p", "s1")] == made
+    store = simulation.stores[adopter.node_id]
+    assert store.local_state("p").subscribed_at == {"s1": made}
+
+
 def test_a_late_notification_for_a_withdrawn_subscription_counts_from_when_it_was_made():
     """Found by the seed-11 chaos plan (stop 27): a publication made 5.1 s before a
     subscription, replayed by its origin after a pause, reached the subscriber's access point
