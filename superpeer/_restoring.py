@@ -7,8 +7,13 @@ failed after ``failure_seconds``, it rejoined as a new incarnation, restored aga
 ever (seen on real daemons, ``BENCHMARKS.md``). So the node does that work *before* its join
 request leaves, when nobody expects to hear from it, and the core made by the join takes the poset
 as it is; what is left at the join is routing, which is cheap while the new core knows no other
-origin. The store's peers cannot change in between: a super-peer that is not a member admits no
-peer.
+origin. A super-peer that is not a member admits no peer, but its store can still lose one in
+between: a join may be refused for minutes (the cube still repairs the node's previous
+incarnation), and a peer that moved away meanwhile is handed over and then forgotten
+(``_forget_moved``). So the join takes the prepared poset only if the store still holds exactly
+the subscriptions it was prepared from (``PreparedRestore.still_current``), else it restores
+from the store as it is: a stale poset would bring back a forgotten peer's subscriptions, with
+no activation time, and ``_deliver`` counts those as owed from the start.
 """
 
 from __future__ import annotations
@@ -33,6 +38,19 @@ class PreparedRestore:
     subscriptions: list[PeerSubscription]
     expires: list[float | None]
     """Per subscription, in the same order, when it expires (``Subscribe.expires``)."""
+    stored: frozenset[tuple[str, str]]
+    """The (peer, subscription id) pairs the store held when this was prepared."""
+
+    def still_current(self, store: Store) -> bool:
+        """Whether the store holds exactly the subscriptions this was prepared from."""
+        return self.stored == stored_keys(store)
+
+
+def stored_keys(store: Store) -> frozenset[tuple[str, str]]:
+    """Every local peer's stored subscription ids, as (peer, id), undecoded."""
+    return frozenset(
+        (peer, sid) for peer in store.local_peers() for sid in store.local_state(peer).subscriptions
+    )
 
 
 def stored_subscriptions(stored: Mapping[str, bytes]) -> Iterator[m.Subscribe]:
@@ -50,6 +68,7 @@ def prepare_restore(store: Store, *, collect_from: int) -> PreparedRestore:
     From ``collect_from`` subscriptions up, a full collection follows, while nobody waits for
     this node: what the restore made is young when the collector resumes, and its first pass
     over it (1.97 s at 10^5, some 20 s at 10^6) would come during the join handshake."""
+    stored = stored_keys(store)
     with collector_paused():
         subscriptions: list[PeerSubscription] = []
         expires: list[float | None] = []
@@ -65,4 +84,4 @@ def prepare_restore(store: Store, *, collect_from: int) -> PreparedRestore:
         )
     if len(subscriptions) >= collect_from:
         gc.collect()
-    return PreparedRestore(poset, subscriptions, expires)
+    return PreparedRestore(poset, subscriptions, expires, stored)

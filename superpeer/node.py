@@ -395,6 +395,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             # (two sides of a partition each declare the other failed; one side joins the other)
             self.departed.pop(node, None)
         prepared = self._prepared
+        if prepared is not None and not prepared.still_current(self.store):
+            # a peer was forgotten while the join was refused (``superpeer._restoring``)
+            prepared = self._prepared = None
         self.core = SuperPeerCore(
             self.node_id,
             self.address,

@@ -184,6 +184,28 @@ def test_an_adopted_subscription_keeps_the_time_it_was_made():
     assert store.local_state("p").subscribed_at == {"s1": made}
 
 
+def test_a_peer_forgotten_while_the_join_was_refused_is_not_restored():
+    """Seen on daemons in network namespaces (stop 44): a killed super-peer, restarted while a
+    partition held up the repair of its old incarnation, was refused for two minutes. Its
+    subscriber moved away meanwhile; it handed the subscriber over and forgot it. The poset it
+    had prepared before its first join request still held the subscriber's subscriptions, so
+    the join brought them back with no activation time, and a catch-up then delivered
+    publications made up to 160 s before them. The join now restores from the store as it is
+    when the store changed since the poset was prepared."""
+    simulation = subscribed(Simulation(4), publisher_at=0, reader_at=1)
+    sp1 = simulation.ids[1]
+    simulation.apply({"op": "superpeer_fail", "superpeer": 1})
+    store = simulation.stores[sp1]
+    assert store.local_peers() == ["reader"]  # it died holding the reader
+    simulation._start(sp1)  # restarted: its poset is prepared before its join request leaves
+    assert simulation.nodes[sp1]._prepared is not None
+    store.forget_local("reader")  # handed over meanwhile, as ``_forget_moved`` does
+    simulation.run_until_quiet()
+    core = simulation.nodes[sp1].core
+    assert core is not None and core.subscriptions_of("reader") == {}
+    assert not [node for node in core.poset if any(s.name == "reader" for s in node.sources)]
+
+
 def test_a_late_notification_for_a_withdrawn_subscription_counts_from_when_it_was_made():
     """Found by the seed-11 chaos plan (stop 27): a publication made 5.1 s before a
     subscription, replayed by its origin after a pause, reached the subscriber's access point
