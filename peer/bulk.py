@@ -38,6 +38,9 @@ BATCH_BYTES: Final = 1024 * 1024
 daemon's ``max_document_bytes`` (4 MiB), and small enough that an interruption repeats little."""
 BATCH_RESOURCES: Final = 2000
 """Default most resources in one batch (requests the daemon has in flight at once)."""
+BATCHES_IN_FLIGHT: Final = 2
+"""Default batches sent before the first is answered: the daemon reads the next one while the
+access point answers this one (each is a control connection of its own)."""
 MAX_DOCUMENT_BYTES: Final = 2 * 1024 * 1024 * 1024
 """The largest document ``peer publish`` reads in batches (rdflib holds its triples in memory
 while it reads: about 1.3 KB of memory per resource of four triples, measured)."""

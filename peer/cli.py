@@ -53,11 +53,15 @@ import errno
 import json
 import logging
 import os
+import queue
 import shutil
 import sys
+import threading
 import time
 import tomllib
 import webbrowser
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO
 
@@ -278,6 +282,13 @@ def _build_parser() -> argparse.ArgumentParser:
         default=bulk.BATCH_RESOURCES,
         metavar="N",
         help=f"at most N resources per batch (default {bulk.BATCH_RESOURCES})",
+    )
+    publish.add_argument(
+        "--batches-in-flight",
+        type=_positive_int,
+        default=bulk.BATCHES_IN_FLIGHT,
+        metavar="N",
+        help=f"batches sent before the first is answered (default {bulk.BATCHES_IN_FLIGHT})",
     )
     publish.add_argument(
         "--file",
@@ -606,44 +617,98 @@ def _publish_in_batches(args: argparse.Namespace, config: PeerConfig, raw: bytes
     except (bulk.BulkError, ValueError) as error:
         raise UsageError(f"cannot publish: {error}") from None
     of = {"of": str(len(parts)), "resources": str(len(reading.resources)), **_expires(args)}
+    timeout = _answer_timeout(config)
+    with ControlClient(config.control_path, timeout=timeout) as control:
+        job = _result(*control.call("job", key=key))["job"]
+    done = set() if job is None else set(job["done"])
+    answered = sum(len(b.resources) for b in parts if b.number in done)
     started = time.monotonic()
     sent = 0
-    with ControlClient(config.control_path, timeout=_answer_timeout(config)) as control:
-        job = _result(*control.call("job", key=key))["job"]
-        done = set() if job is None else set(job["done"])
-        answered = sum(len(b.resources) for b in parts if b.number in done)
-        for batch in parts:
-            if batch.number in done:
-                continue
-            bar.show(bulk.Progress(answered, len(reading.resources), _rate(sent, started)))
-            try:
-                ok, body = control.call(
-                    "publish-batch", job=key, batch=str(batch.number), data=batch.text, **of
-                )
-            except ControlUnavailable as error:
-                ok, body = False, {"error": "unavailable", "message": str(error)}
-            if not ok:
-                bar.end()
-                raise CommandFailed(
-                    f"{body.get('message')}; {answered:,} of {len(reading.resources):,} "
-                    f"resources answered (job {key}): run the same command again to go on",
-                    EXIT_CODES.get(body.get("error", ""), 2),
-                )
-            job = body["job"]
-            answered += len(batch.resources)
-            sent += len(batch.resources)
+    failure: dict[str, Any] | None = None
+    bar.show(bulk.Progress(answered, len(reading.resources), 0.0))
+    for batch, ok, body in _sent_batches(
+        config.control_path,
+        [b for b in parts if b.number not in done],
+        dict(of, job=key),
+        in_flight=args.batches_in_flight,
+        timeout=timeout,
+    ):
+        if not ok:
+            failure = failure or body
+            continue
+        answered += len(batch.resources)
+        sent += len(batch.resources)
         bar.show(bulk.Progress(answered, len(reading.resources), _rate(sent, started)))
-        bar.end()
-    assert job is not None or not parts
+    bar.end()
+    if failure is not None:
+        raise CommandFailed(
+            f"{failure.get('message')}; {answered:,} of {len(reading.resources):,} "
+            f"resources answered (job {key}): run the same command again to go on",
+            EXIT_CODES.get(failure.get("error", ""), 2),
+        )
+    rate = _rate(sent, started)
+    if parts:
+        with ControlClient(config.control_path, timeout=timeout) as control:
+            job = _result(*control.call("job", key=key))["job"]
     return _report_job(
-        args,
-        key=key,
-        job=job,
-        reading=reading,
-        batches=len(parts),
-        sent=sent,
-        rate=_rate(sent, started),
+        args, key=key, job=job, reading=reading, batches=len(parts), sent=sent, rate=rate
     )
+
+
+def _sent_batches(
+    control_path: Path,
+    batches: list[bulk.Batch],
+    arguments: dict[str, str],
+    *,
+    in_flight: int,
+    timeout: float,
+) -> Iterator[tuple[bulk.Batch, bool, dict[str, Any]]]:
+    """Sends ``batches`` (``publish-batch``) over ``in_flight`` control connections at once,
+    so that the daemon reads one batch while the access point answers another; yields each
+    batch with its reply as it comes. After a failure no batch is sent any more; those in
+    flight are still answered (and yielded)."""
+    if not batches:
+        return
+    waiting = deque(batches)
+    lock = threading.Lock()
+    replies: queue.Queue[tuple[bulk.Batch, bool, dict[str, Any]] | None] = queue.Queue()
+    failed = threading.Event()
+
+    def send() -> None:
+        try:
+            with ControlClient(control_path, timeout=timeout) as control:
+                while not failed.is_set():
+                    with lock:
+                        if not waiting:
+                            return
+                        batch = waiting.popleft()
+                    try:
+                        ok, body = control.call(
+                            "publish-batch", batch=str(batch.number), data=batch.text, **arguments
+                        )
+                    except ControlUnavailable as error:
+                        ok, body = False, {"error": "unavailable", "message": str(error)}
+                    if not ok:
+                        failed.set()
+                    replies.put((batch, ok, body))
+                    if not ok:
+                        return
+        except ControlUnavailable as error:
+            failed.set()
+            replies.put((batches[0], False, {"error": "unavailable", "message": str(error)}))
+        finally:
+            replies.put(None)
+
+    senders = [threading.Thread(target=send, daemon=True) for _ in range(in_flight)]
+    for sender in senders:
+        sender.start()
+    running = len(senders)
+    while running:
+        reply = replies.get()
+        if reply is None:
+            running -= 1
+        else:
+            yield reply
 
 
 def _rate(count: int, started: float) -> float:

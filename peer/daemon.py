@@ -374,6 +374,7 @@ class PeerService:
         self.client = client
         self.published = published
         self.jobs = jobs
+        self._jobs_lock = trio.Lock()
         self.ui_address: str | None = None
         """The web app's address (without its token), once it listens."""
         self._stop = stop
@@ -718,7 +719,8 @@ class PeerService:
             self.jobs.put(done)
             return done
 
-        job = await trio.to_thread.run_sync(record)
+        async with self._jobs_lock:  # batches of one job are answered on several connections
+            job = await trio.to_thread.run_sync(record)
         return {"job": job.to_plain(), "published": len(accepted), "refused": len(refused)}
 
     async def job(self, arguments: dict[str, str]) -> dict[str, Any]:
