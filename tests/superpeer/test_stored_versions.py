@@ -6,11 +6,13 @@ it (``SuperPeerNode``: each change a call returns, before the next call)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
 from superpeer import versions
+from superpeer.config import ConfigError, config_from_mapping
 from superpeer.store import MemoryStore, SqliteStore
 
 DC = "http://purl.org/dc/elements/1.1/"
@@ -117,3 +119,30 @@ def test_a_bounded_table_answers_as_the_table_of_everything(tmp_path_factory, st
         assert len(bounded.table._held) <= LIMITS.max_cached_versions + 1
         spilled |= bool(bounded.table._spilled)
     event(f"read from the store: {spilled}")
+
+
+def test_the_bounds_are_configured_in_limits_and_refused_when_not_positive():
+    limits = {"max_resources_per_peer": 1_000_000, "max_cached_versions": 50}
+    config = config_from_mapping({"limits": limits}).node_config(tracing=False)
+    assert config.routing.versions == versions.VersionLimits(**limits)
+    defaults = config_from_mapping({}).node_config(tracing=False).routing.versions
+    assert (defaults.max_resources_per_peer, defaults.max_cached_versions) == (10**7, 10_000)
+    with pytest.raises(ConfigError, match="max_cached_versions"):
+        config_from_mapping({"limits": {"max_cached_versions": 0}})
+
+
+def test_an_owner_beyond_the_cache_is_counted_against_its_limit_from_the_store():
+    store = MemoryStore()
+    bounded = Stored(store)
+    for k in range(5):  # the limit (5), three held at most
+        new = publication("a", f"r{k}", "x")
+        bounded.wrote("a", attempt(bounded.table, "publish", new, 1.0, None)[0])
+    assert len(bounded.table._held) <= LIMITS.max_cached_versions + 1
+    bounded.restart()  # nothing held: the count comes from the store
+    refused = attempt(bounded.table, "publish", publication("a", "r9", "x"), 2.0, None)
+    assert refused == (
+        None,
+        "you have 5 resources at this access point, the most "
+        "max_resources_per_peer allows: retract one, or publish elsewhere",
+    )
+    assert attempt(bounded.table, "publish", publication("b", "r9", "x"), 2.0, None)[1] is None
