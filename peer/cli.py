@@ -13,9 +13,10 @@
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID] [--expires 2h|ISO-TIME]
                  [--file PATH | --file SUBJECT=PATH ...]   (FILE "-" reads stdin; the resources' bytes, offered)
     peer publish FILE --replaces ID | --extends ID   (a new version of a resource, or triples added)
-    peer publish CATALOGUE [--batch-bytes 1048576] [--batch-resources 2000]   (a document larger
-                 than a batch goes in batches, with a progress bar; run again after an
-                 interruption, it goes on where it stopped: ``peer.bulk``, ``peer.jobs``)
+    peer publish CATALOGUE [--batch-bytes 1048576] [--batch-resources 2000] [--batches-in-flight 2]
+                 (a document larger than a batch goes in batches, with a progress bar; run
+                 again after an interruption, it goes on where it stopped: ``peer.bulk``,
+                 ``peer.jobs``)
     peer retract ID                             (withdraw a resource this peer published)
     peer fetch PUBLICATION_ID [--owner PUBLIC_ID] [--out PATH] [--wait SECONDS] [--status]
     peer inbox [--follow]
