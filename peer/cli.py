@@ -13,6 +13,10 @@
     peer publish FILE [--format turtle|nt|xml|json-ld] [--id ID] [--expires 2h|ISO-TIME]
                  [--file PATH | --file SUBJECT=PATH ...]   (FILE "-" reads stdin; the resources' bytes, offered)
     peer publish FILE --replaces ID | --extends ID   (a new version of a resource, or triples added)
+    peer publish CATALOGUE [--batch-bytes 1048576] [--batch-resources 2000] [--batches-in-flight 2]
+                 (a document larger than a batch goes in batches, with a progress bar; run
+                 again after an interruption, it goes on where it stopped: ``peer.bulk``,
+                 ``peer.jobs``)
     peer retract ID                             (withdraw a resource this peer published)
     peer fetch PUBLICATION_ID [--owner PUBLIC_ID] [--out PATH] [--wait SECONDS] [--status]
     peer inbox [--follow]
@@ -50,15 +54,20 @@ import errno
 import json
 import logging
 import os
+import queue
 import shutil
 import sys
+import threading
 import time
 import tomllib
 import webbrowser
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn, TextIO
 
 import daemonlog
+from peer import bulk, jobs
 from peer.config import ConfigError, PeerConfig, load_config, toml_to_json
 from peer.control import EXIT_CODES, ControlClient, ControlUnavailable
 from peer.expires import parse_expires
@@ -125,6 +134,16 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(error), error.code, as_json)
     except KeyboardInterrupt:
         return 130
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
 
 
 def _fail(message: str, code: int, as_json: bool = False) -> int:
@@ -250,6 +269,28 @@ def _build_parser() -> argparse.ArgumentParser:
         "--extends", metavar="ID", help="add the document's triples to the resource ID"
     )
     command("retract", "withdraw a resource this peer published").add_argument("id", metavar="ID")
+    publish.add_argument(
+        "--batch-bytes",
+        type=_positive_int,
+        default=bulk.BATCH_BYTES,
+        metavar="BYTES",
+        help="a larger document goes to the daemon in batches of at most BYTES of N-Triples, "
+        f"going on where an interrupted run stopped (default {bulk.BATCH_BYTES})",
+    )
+    publish.add_argument(
+        "--batch-resources",
+        type=_positive_int,
+        default=bulk.BATCH_RESOURCES,
+        metavar="N",
+        help=f"at most N resources per batch (default {bulk.BATCH_RESOURCES})",
+    )
+    publish.add_argument(
+        "--batches-in-flight",
+        type=_positive_int,
+        default=bulk.BATCHES_IN_FLIGHT,
+        metavar="N",
+        help=f"batches sent before the first is answered (default {bulk.BATCHES_IN_FLIGHT})",
+    )
     publish.add_argument(
         "--file",
         dest="files",
@@ -532,6 +573,14 @@ def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
         path = Path(args.file)
         data = _read(path)
         fmt = args.format or FORMATS_BY_SUFFIX.get(path.suffix.lower(), "turtle")
+    if len(data.encode()) > args.batch_bytes:
+        if args.id or args.replaces or args.extends or args.files:
+            raise UsageError(
+                f"a document larger than {args.batch_bytes} bytes (--batch-bytes) is published "
+                "in batches, each resource under the hash of its content: --id, --replaces, "
+                "--extends and --file take a smaller document"
+            )
+        return _publish_in_batches(args, config, data.encode(), fmt)
     arguments = {"data": data, "format": fmt, **_expires(args)}
     if args.id is not None:
         arguments["id"] = args.id
@@ -553,6 +602,205 @@ def _publish(args: argparse.Namespace, config: PeerConfig) -> int:
     else:
         _report_results(result["results"])
     return 0
+
+
+def _publish_in_batches(args: argparse.Namespace, config: PeerConfig, raw: bytes, fmt: str) -> int:
+    """A large document in batches (``peer.bulk``), going on from where an earlier run of the
+    same command stopped (``peer.jobs``), with a progress bar on stderr; then what was
+    published and what was refused, why, and the first subjects per reason."""
+    sizes = {"max_bytes": args.batch_bytes, "max_resources": args.batch_resources}
+    key = bulk.document_key(raw, fmt, **sizes)
+    bar = _ProgressBar(sys.stderr)
+    bar.note(f"reading the document ({len(raw):,} bytes)")
+    try:
+        reading = bulk.read(raw, fmt, max_bytes=args.batch_bytes)
+        parts = bulk.batches(reading.resources, **sizes)
+    except (bulk.BulkError, ValueError) as error:
+        raise UsageError(f"cannot publish: {error}") from None
+    of = {"of": str(len(parts)), "resources": str(len(reading.resources)), **_expires(args)}
+    timeout = _answer_timeout(config)
+    with ControlClient(config.control_path, timeout=timeout) as control:
+        job = _result(*control.call("job", key=key))["job"]
+    done = set() if job is None else set(job["done"])
+    answered = sum(len(b.resources) for b in parts if b.number in done)
+    started = time.monotonic()
+    sent = 0
+    failure: dict[str, Any] | None = None
+    bar.show(bulk.Progress(answered, len(reading.resources), 0.0))
+    for batch, ok, body in _sent_batches(
+        config.control_path,
+        [b for b in parts if b.number not in done],
+        dict(of, job=key),
+        in_flight=args.batches_in_flight,
+        timeout=timeout,
+    ):
+        if not ok:
+            failure = failure or body
+            continue
+        answered += len(batch.resources)
+        sent += len(batch.resources)
+        bar.show(bulk.Progress(answered, len(reading.resources), _rate(sent, started)))
+    bar.end()
+    if failure is not None:
+        raise CommandFailed(
+            f"{failure.get('message')}; {answered:,} of {len(reading.resources):,} "
+            f"resources answered (job {key}): run the same command again to go on",
+            EXIT_CODES.get(failure.get("error", ""), 2),
+        )
+    rate = _rate(sent, started)
+    if parts:
+        with ControlClient(config.control_path, timeout=timeout) as control:
+            job = _result(*control.call("job", key=key))["job"]
+    return _report_job(
+        args, key=key, job=job, reading=reading, batches=len(parts), sent=sent, rate=rate
+    )
+
+
+def _sent_batches(
+    control_path: Path,
+    batches: list[bulk.Batch],
+    arguments: dict[str, str],
+    *,
+    in_flight: int,
+    timeout: float,
+) -> Iterator[tuple[bulk.Batch, bool, dict[str, Any]]]:
+    """Sends ``batches`` (``publish-batch``) over ``in_flight`` control connections at once,
+    so that the daemon reads one batch while the access point answers another; yields each
+    batch with its reply as it comes. After a failure no batch is sent any more; those in
+    flight are still answered (and yielded)."""
+    if not batches:
+        return
+    waiting = deque(batches)
+    lock = threading.Lock()
+    replies: queue.Queue[tuple[bulk.Batch, bool, dict[str, Any]] | None] = queue.Queue()
+    failed = threading.Event()
+
+    def send() -> None:
+        try:
+            with ControlClient(control_path, timeout=timeout) as control:
+                while not failed.is_set():
+                    with lock:
+                        if not waiting:
+                            return
+                        batch = waiting.popleft()
+                    try:
+                        ok, body = control.call(
+                            "publish-batch", batch=str(batch.number), data=batch.text, **arguments
+                        )
+                    except ControlUnavailable as error:
+                        ok, body = False, {"error": "unavailable", "message": str(error)}
+                    if not ok:
+                        failed.set()
+                    replies.put((batch, ok, body))
+                    if not ok:
+                        return
+        except ControlUnavailable as error:
+            failed.set()
+            replies.put((batches[0], False, {"error": "unavailable", "message": str(error)}))
+        finally:
+            replies.put(None)
+
+    senders = [threading.Thread(target=send, daemon=True) for _ in range(in_flight)]
+    for sender in senders:
+        sender.start()
+    running = len(senders)
+    while running:
+        reply = replies.get()
+        if reply is None:
+            running -= 1
+        else:
+            yield reply
+
+
+def _rate(count: int, started: float) -> float:
+    elapsed = time.monotonic() - started
+    return count / elapsed if elapsed > 0 else 0.0
+
+
+def _report_job(
+    args: argparse.Namespace,
+    *,
+    key: str,
+    job: dict[str, Any] | None,
+    reading: bulk.Reading,
+    batches: int,
+    sent: int,
+    rate: float,
+) -> int:
+    """What the whole job published and refused (this run and earlier ones): one line, then a
+    line per reason with its count and first subjects; exit 1 if anything was refused."""
+    refusals = {
+        k: jobs.Refusals(r["count"], r["example"], tuple(r["subjects"]))
+        for k, r in (job or {}).get("refused", {}).items()
+    }
+    refusals = jobs.tally(refusals, reading.refused)
+    published = 0 if job is None else job["published"]
+    total = len(reading.resources) + len(reading.refused)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "job": key,
+                    "resources": total,
+                    "batches": batches,
+                    "published": published,
+                    "refused": {k: r.to_plain() for k, r in refusals.items()},
+                    "sent": sent,
+                    "rate": round(rate, 1),
+                }
+            )
+        )
+    else:
+        this_run = (
+            f"{sent:,} sent now at {rate:,.0f} resources/s"
+            if sent
+            else "nothing left to send: the job was done before"
+        )
+        print(
+            f"published {published:,} of {total:,} resources in {batches:,} batches "
+            f"(job {key}; {this_run})"
+        )
+        for refused in sorted(refusals.values(), key=lambda r: -r.count):
+            subjects = ", ".join(f"<{s}>" for s in refused.subjects)
+            more = ", ..." if refused.count > len(refused.subjects) else ""
+            print(f"refused {refused.count:,}: {refused.example} ({subjects}{more})")
+    return 1 if refusals else 0
+
+
+class _ProgressBar:
+    """The progress of a long command on ``stream``: one line redrawn on a terminal (at most
+    ``REDRAWS`` a second), else a line each tenth of the way."""
+
+    REDRAWS: Final = 10.0
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.terminal = stream.isatty()
+        self._drawn = 0.0
+        self._tenth = -1
+        self._open = False
+
+    def note(self, text: str) -> None:
+        print(f"peer: {text}", file=self.stream, flush=True)
+
+    def show(self, progress: bulk.Progress) -> None:
+        if self.terminal:
+            now = time.monotonic()
+            if now - self._drawn >= 1 / self.REDRAWS or progress.done == progress.total:
+                self.stream.write(f"\r{progress.line()}")
+                self.stream.flush()
+                self._drawn, self._open = now, True
+            return
+        tenth = 10 * progress.done // max(progress.total, 1)
+        if tenth > self._tenth:
+            self._tenth = tenth
+            print(progress.line(), file=self.stream, flush=True)
+
+    def end(self) -> None:
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
 
 
 def _retract(args: argparse.Namespace, config: PeerConfig) -> int:

@@ -24,6 +24,10 @@ Commands and their arguments (all strings; ``?`` marks optional ones)::
     unsubscribe  id=<id>
     publish      data=<RDF document>  format?=<turtle|nt|xml|json-ld>  id?=<id>
                  change?=<publish|update|extend> (update, extend: id names the resource)
+    publish-batch  job=<key> batch=<n> of=<batches> resources=<count> data=<N-Triples>
+                 expires?=<time>   (one batch of a bulk publication: ``peer.bulk``, ``peer.jobs``)
+    job          key=<key>   (a bulk publication's job: which batches were answered, what was
+                 published and refused; ``{"job": null}`` if none was started)
     retract      id=<id>
     inbox        after?=<sequence>  wait?=<true|false>   (wait: block until there is a record)
     status

@@ -71,6 +71,7 @@ from peer.control import CONTROL_LIMITS, INBOX_PAGE_BYTES, READ_SIZE
 from peer.files import DataDirBusy, hold_data_dir
 from peer.identity import IdentityError, PeerIdentity, load_key
 from peer.inbox import Inbox
+from peer.jobs import Job, Jobs
 from peer.published import Published
 from peer.resources import ResourceError, Resources
 from peer.session import Backoff, RequestTooLarge
@@ -169,10 +170,17 @@ async def serve_peer(
             config.data_dir / "resources", config.data_dir / "notifications", client.peer_id
         )
         published = Published.open(config.data_dir / "published")
+        jobs = Jobs.open(config.data_dir / "jobs")
         try:
             async with trio.open_nursery() as nursery:
                 service = PeerService(
-                    config, store, inbox, client, published, stop=nursery.cancel_scope.cancel
+                    config,
+                    store,
+                    inbox,
+                    client,
+                    published,
+                    jobs=jobs,
+                    stop=nursery.cancel_scope.cancel,
                 )
                 await nursery.start(client.serve)
                 await nursery.start(serve_control, config.control_path, service.serve_connection)
@@ -357,6 +365,7 @@ class PeerService:
         client: PeerClient,
         published: Published,
         *,
+        jobs: Jobs,
         stop: Callable[[], None],
     ) -> None:
         self.config = config
@@ -364,6 +373,8 @@ class PeerService:
         self.inbox = inbox
         self.client = client
         self.published = published
+        self.jobs = jobs
+        self._jobs_lock = trio.Lock()
         self.ui_address: str | None = None
         """The web app's address (without its token), once it listens."""
         self._stop = stop
@@ -444,6 +455,8 @@ class PeerService:
             "subscribe": self.subscribe,
             "unsubscribe": self.unsubscribe,
             "publish": self.publish,
+            "publish-batch": self.publish_batch,
+            "job": self.job,
             "retract": self.retract,
             "inbox": self.inbox_page,
             "status": self.status,
@@ -650,32 +663,10 @@ class PeerService:
             for copy, _, _ in copies.values():
                 resources.discard(copy)
             raise
-        results: list[dict[str, Any]] = []
-        failure: RequestFailed | None = None
-        for publication, ticket in zip(publications, tickets, strict=True):
-            result: dict[str, Any] = {"id": publication.id, "subject": publication.subject.value}
-            resource = resource_of(publication)
-            if resource is not None:
-                result["sha256"], result["size"] = resource.sha256, resource.size
-            try:
-                answer = await ticket.wait()
-            except RequestFailed as error:
-                failure = failure or error
-                result["outcome"] = "unknown" if error.sent else "not sent"
-            else:
-                result["outcome"] = "published" if isinstance(answer, m.Ack) else "refused"
-                if isinstance(answer, m.Refused):
-                    result["reason"] = answer.reason
-            results.append(result)
+        results = await _outcomes(publications, tickets)
         for copy, _, _ in copies.values():  # requests whose answer never came
             resources.discard(copy)
-        if failure is not None:
-            raise CommandError(
-                "unavailable",
-                f"{failure.reason}; a publication whose outcome is unknown may or may not have "
-                "gone out (publishing it again is safe: subscribers ignore repeats)",
-                results=results,
-            )
+        _raise_unknown(results)
         refused = [r for r in results if r["outcome"] == "refused"]
         if refused:
             raise CommandError(
@@ -684,6 +675,61 @@ class PeerService:
                 results=results,
             )
         return {"results": results}
+
+    async def publish_batch(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """One batch of a bulk publication (``peer.bulk``): its publications, then, once every
+        one was answered, the batch recorded in its job (``peer.jobs``) with the journal of what
+        was published. Refusals are the job's to count, not a failure of the command; a lost
+        answer is (exit 3), and the batch stays unrecorded, to be sent again."""
+        key = _argument(arguments, "job")
+        try:
+            batch, total, count = (
+                int(_argument(arguments, n)) for n in ("batch", "of", "resources")
+            )
+            job = await trio.to_thread.run_sync(self.jobs.get, key) or Job(key, total, count)
+        except ValueError as error:
+            raise CommandError("invalid", f"not a batch of a job: {error}") from None
+        if (job.batches, job.resources) != (total, count) or not 0 <= batch < total:
+            raise CommandError(
+                "invalid",
+                f"batch {batch} of {total} ({count} resources) is not one of job {key}'s "
+                f"{job.batches} batches ({job.resources} resources)",
+            )
+        try:
+            publications = qel.parse_publications(
+                _argument(arguments, "data"), "nt", publisher=self.client.peer_id
+            )
+        except qel.PublicationError as error:
+            raise CommandError("invalid", f"cannot publish: {error}") from None
+        expires = _expires(arguments)
+        tickets = self._submit_all(
+            [PeerRequest(message=m.Publish(publication=p, expires=expires)) for p in publications]
+        )
+        results = await _outcomes(publications, tickets)
+        _raise_unknown(results)
+        accepted = [
+            p for p, r in zip(publications, results, strict=True) if r["outcome"] == "published"
+        ]
+        refused = [(r["subject"], r["reason"]) for r in results if r["outcome"] == "refused"]
+
+        def record() -> Job:
+            self.published.record_all(accepted, expires, time.time())
+            # read again: another command may have recorded a batch of the job meanwhile
+            done = (self.jobs.get(key) or job).answered(batch, len(accepted), refused)
+            self.jobs.put(done)
+            return done
+
+        async with self._jobs_lock:  # batches of one job are answered on several connections
+            job = await trio.to_thread.run_sync(record)
+        return {"job": job.to_plain(), "published": len(accepted), "refused": len(refused)}
+
+    async def job(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """The job of a bulk publication (``peer.jobs``); null if none was started."""
+        try:
+            job = await trio.to_thread.run_sync(self.jobs.get, _argument(arguments, "key"))
+        except ValueError as error:
+            raise CommandError("invalid", str(error)) from None
+        return {"job": None if job is None else job.to_plain()}
 
     async def fetch(self, arguments: dict[str, str]) -> dict[str, Any]:
         """Asks for the resource of a publication in the inbox, and waits up to ``wait``
@@ -845,6 +891,7 @@ class PeerService:
             raise CommandError("unavailable", f"{error.reason}; {detail}") from None
         self.store.clear_network_state()
         self.published.clear()
+        self.jobs.clear()
         return {"peer_id": self.client.peer_id, "left": True}
 
     async def stop(self, arguments: dict[str, str]) -> dict[str, Any]:
@@ -890,6 +937,42 @@ def advertisement_summary(advertisement: qel.Advertisement) -> dict[str, int]:
         "properties": len(advertisement.properties),
         "value_sets": len(advertisement.values),
     }
+
+
+async def _outcomes(
+    publications: list[qel.Publication], tickets: list[Ticket]
+) -> list[dict[str, Any]]:
+    """What became of each publication: ``outcome`` published, refused (with ``reason``),
+    unknown (sent, the answer lost) or not sent."""
+    results: list[dict[str, Any]] = []
+    for publication, ticket in zip(publications, tickets, strict=True):
+        result: dict[str, Any] = {"id": publication.id, "subject": publication.subject.value}
+        resource = resource_of(publication)
+        if resource is not None:
+            result["sha256"], result["size"] = resource.sha256, resource.size
+        try:
+            answer = await ticket.wait()
+        except RequestFailed as error:
+            result["outcome"] = "unknown" if error.sent else "not sent"
+            result["failure"] = error.reason
+        else:
+            result["outcome"] = "published" if isinstance(answer, m.Ack) else "refused"
+            if isinstance(answer, m.Refused):
+                result["reason"] = answer.reason
+        results.append(result)
+    return results
+
+
+def _raise_unknown(results: list[dict[str, Any]]) -> None:
+    """``unavailable`` (with the results) if an answer was lost."""
+    failures = [r.pop("failure") for r in results if "failure" in r]
+    if failures:
+        raise CommandError(
+            "unavailable",
+            f"{failures[0]}; a publication whose outcome is unknown may or may not have "
+            "gone out (publishing it again is safe: subscribers ignore repeats)",
+            results=results,
+        )
 
 
 def _failure(request: m.ControlRequest, error: CommandError) -> m.ControlReply:

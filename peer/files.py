@@ -11,9 +11,12 @@ new content, never a mix, and a rename that returned survives a power cut. Tempo
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fcntl
 import os
-from collections.abc import Iterator
+import secrets
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -57,6 +60,47 @@ def write_atomically(path: Path, data: bytes) -> None:
         if error.filename is not None:
             raise
         raise OSError(error.errno, error.strerror, str(path)) from error
+
+
+def write_all_atomically(directory: Path, files: Mapping[str, bytes]) -> None:
+    """Replace the ``files`` (name: content) of ``directory`` as ``write_atomically`` does each,
+    with two syncs in all instead of two per file: every temporary file is written, the file
+    system is synced once (``syncfs``), the renames follow and the directory is synced once.
+    A crash leaves each file old or new. Where ``syncfs`` is missing each file is fsync'd.
+
+    Why: the journal of a bulk publication writes a record per resource (``peer.published``),
+    and an fsync each (5 ms here) made 200,000 resources take 17 minutes of the daemon's loop."""
+    temporaries = []
+    try:
+        for name, data in files.items():
+            temporary = directory / f".{name}.{secrets.token_hex(8)}{TEMPORARY_SUFFIX}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+            descriptor = os.open(temporary, flags, 0o600)
+            temporaries.append((temporary, directory / name))
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(data)
+                if not _SYNCFS:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            if _SYNCFS and _LIBC.syncfs(descriptor) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, os.strerror(error), str(directory))
+            for temporary, target in temporaries:
+                os.replace(temporary, target)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+    finally:
+        for temporary, _ in temporaries:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_SYNCFS = hasattr(_LIBC, "syncfs")
+"""Linux's syncfs(2): every file of one file system made durable in one call."""
 
 
 def remove_temporary_files(directory: Path) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import qel
-from peer.files import remove_temporary_files, write_atomically
+from peer.files import remove_temporary_files, write_all_atomically, write_atomically
 
 RECORD_FORMAT: Final = 1
 log = logging.getLogger("peer.published")
@@ -66,6 +66,27 @@ class Published:
     ) -> None:
         """The access point accepted ``publication`` as a ``change`` (``publish``, ``update`` or
         ``extend``) of the resource it names."""
+        record = self._changed(publication, change, expires, now)
+        if record is not None:
+            self._write(record)
+
+    def record_all(
+        self, publications: list[qel.Publication], expires: float | None, now: float
+    ) -> None:
+        """The access point accepted each of ``publications`` (first publications, a batch of a
+        bulk publication): one write for all (``write_all_atomically``)."""
+        files = {}
+        for publication in publications:
+            record = self._changed(publication, "publish", expires, now)
+            if record is not None:
+                files[_file_name(record["id"])] = _encoded(record)
+        if files:
+            write_all_atomically(self.directory, files)
+
+    def _changed(
+        self, publication: qel.Publication, change: str, expires: float | None, now: float
+    ) -> dict[str, Any] | None:
+        """The record of the resource once ``change`` is made (None: it is unchanged)."""
         previous = self.get(publication.id)
         statements = publication.statements
         if change == "extend" and previous is not None:
@@ -80,12 +101,12 @@ class Published:
         ).to_text()
         if previous is None or previous.get("retracted") or change == "publish":
             if previous is not None and previous.get("ntriples") == current:
-                return  # the same content again: the access point changed nothing either
+                return None  # the same content again: the access point changed nothing either
             changes, first, kept_expiry = 1, now, expires
         else:
             changes = int(previous.get("changes", 0)) + 1
             first, kept_expiry = previous["first_published"], previous.get("expires")
-        record = {
+        return {
             "format": RECORD_FORMAT,
             "id": publication.id,
             "subject": publication.subject.value,
@@ -96,7 +117,6 @@ class Published:
             "expires": kept_expiry,
             "retracted": False,
         }
-        self._write(record)
 
     def retracted(self, publication_id: str, now: float) -> None:
         record = self.get(publication_id)
@@ -123,5 +143,8 @@ class Published:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _write(self, record: dict[str, Any]) -> None:
-        data = (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()
-        write_atomically(self.directory / _file_name(record["id"]), data)
+        write_atomically(self.directory / _file_name(record["id"]), _encoded(record))
+
+
+def _encoded(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, indent=2, ensure_ascii=False) + "\n").encode()

@@ -434,7 +434,7 @@ class Migrations(NodeBase):
         core = self.core
         held = core.versions.resources_of(peer) if core is not None else {}
         if not held and (core is None or peer not in core.peers):
-            held = versions.stored_versions(self.store.pending(versions.RECORDS), peer)
+            held = versions.StoredVersions(self.store).of_owner(peer)
         handed = [
             m.ResourceVersion(
                 id=resource,

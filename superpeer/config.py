@@ -22,6 +22,9 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
                                        # two multiplied (+ 4 KB) must fit max_frame_bytes
     max_held_requests = 1000           # a moved peer's requests held until its previous access
                                        # point handed over its resources; more close it
+    max_resources_per_peer = 10000000  # resources (live or retracted) one peer may own here
+    max_cached_versions = 10000        # versions of peers' resources held in memory (the most
+                                       # recently used); the others are read from the store
     max_peer_queue = 1000              # frames waiting to be written to one peer connection
     max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
     heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
@@ -120,6 +123,7 @@ from superpeer.rendezvous import RendezvousConfig
 from superpeer.schemas import SchemaLimits
 from superpeer.security import SecuritySettings
 from superpeer.store import SYNC_MODES
+from superpeer.versions import VersionLimits
 from wire.codec import WireLimits
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -143,6 +147,8 @@ class Limits:
     max_subscriptions_per_peer: int = 1000
     max_subscription_id_bytes: int = 64
     max_held_requests: int = 1000
+    max_resources_per_peer: int = VersionLimits().max_resources_per_peer
+    max_cached_versions: int = VersionLimits().max_cached_versions
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
     heartbeat_seconds: float = 1.0
@@ -268,6 +274,10 @@ class SuperPeerConfig:
                 max_elements_bytes=limits.max_elements_bytes,
                 max_subscriptions_per_peer=limits.max_subscriptions_per_peer,
                 max_subscription_id_bytes=limits.max_subscription_id_bytes,
+                versions=VersionLimits(
+                    max_resources_per_peer=limits.max_resources_per_peer,
+                    max_cached_versions=limits.max_cached_versions,
+                ),
             ),
             max_frame_bytes=limits.max_frame_bytes,
             max_held_requests=limits.max_held_requests,

@@ -279,6 +279,7 @@ class SuperPeerCore:
         incarnation: int = 0,
         poset: SubscriptionPoset | None = None,
         clock: HybridClock | None = None,
+        versions: ResourceVersions | None = None,
     ) -> None:
         """``poset``: local peers' subscriptions placed already, nothing sent (a restart's,
         ``superpeer._restoring``); ``subscribe_placed`` then routes them. ``clock``: the
@@ -296,7 +297,9 @@ class SuperPeerCore:
         """Per local peer, its advertisement's elements (what ``ads`` holds for it, without a
         scan of every element of this origin for each publication)."""
         self.poset = poset if poset is not None else SubscriptionPoset()
-        self.versions = ResourceVersions(self.config.versions)
+        self.versions = versions if versions is not None else ResourceVersions(self.config.versions)
+        """The versions of local peers' resources (a node's table reads them from its store,
+        ``StoredVersions``, so that they need not all be held in memory)."""
         self.schemas = SchemaBook(self.config.schemas)
         self._on_change: set[tuple[str, str]] = set()
         """Local peers' subscriptions that hear of extensions they matched already."""

@@ -406,6 +406,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             incarnation=self.incarnation,
             poset=prepared.poset if prepared is not None else None,
             clock=self.clock,
+            versions=versions.ResourceVersions(
+                self.config.routing.versions, versions.StoredVersions(self.store)
+            ),
         )
         log.info(
             "event=member node=%s incarnation=%d positions=%s",
@@ -1085,7 +1088,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             self._restore_peers(core, now, out)
         for peer in self._peer_connection:
             core.attach(peer, now)
-        versions.restore(core.versions, self.store.pending(versions.RECORDS))
+        core.versions.restore_stored()
         self._restore_withdrawals()
         for pending in self.store.pending(HANDOVERS):
             self._handover_due[pending] = now
@@ -1415,7 +1418,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             return
         if isinstance(message, m.Leave):
             self._core(core.leave(peer, now), now, out)
-            for key in versions.forget_records(self.store.pending(versions.RECORDS), peer):
+            for key in versions.forget_records(self.store, peer):
                 self.store.set_pending(versions.RECORDS, key, None)
             self._forget_local(peer)
             self.store.remove(peer)  # gone for good: its identity may register afresh

@@ -111,6 +111,12 @@ class Store(Protocol):
     # -- pending work --------------------------------------------------------------------------
     def pending(self, kind: str) -> dict[str, dict]: ...
     def set_pending(self, kind: str, key: str, value: dict | None) -> None: ...
+    def pending_value(self, kind: str, key: str) -> dict | None: ...
+    def pending_range(self, kind: str, low: str, high: str) -> dict[str, dict]: ...
+    def count_pending(self, kind: str, low: str, high: str) -> int: ...
+    def iter_pending(self, kind: str) -> Iterator[tuple[str, dict]]:
+        """Every record of ``kind``, read as it goes (a table too large to hold at once)."""
+        ...
 
     # -- rendezvous files (``superpeer.rendezvous``) --------------------------------------------
     def put_chunk(self, key: str, offset: int, data: bytes) -> None: ...
@@ -380,6 +386,18 @@ class MemoryStore:
             table.pop(key, None)
         else:
             table[key] = value
+
+    def pending_value(self, kind: str, key: str) -> dict | None:
+        return self._pending.get(kind, {}).get(key)
+
+    def pending_range(self, kind: str, low: str, high: str) -> dict[str, dict]:
+        return {k: v for k, v in self._pending.get(kind, {}).items() if low <= k < high}
+
+    def count_pending(self, kind: str, low: str, high: str) -> int:
+        return sum(1 for k in self._pending.get(kind, {}) if low <= k < high)
+
+    def iter_pending(self, kind: str) -> Iterator[tuple[str, dict]]:
+        return iter(list(self._pending.get(kind, {}).items()))
 
     def put_chunk(self, key: str, offset: int, data: bytes) -> None:
         self._chunks.setdefault(key, {})[offset] = data
@@ -775,6 +793,29 @@ class SqliteStore:
             self._write(
                 "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", (kind, key, json.dumps(value))
             )
+
+    def pending_value(self, kind: str, key: str) -> dict | None:
+        rows = self._read("SELECT value FROM pending WHERE kind = ? AND key = ?", (kind, key))
+        return json.loads(rows[0][0]) if rows else None
+
+    def pending_range(self, kind: str, low: str, high: str) -> dict[str, dict]:
+        rows = self._read(
+            "SELECT key, value FROM pending WHERE kind = ? AND key >= ? AND key < ?",
+            (kind, low, high),
+        )
+        return {key: json.loads(value) for key, value in rows}
+
+    def count_pending(self, kind: str, low: str, high: str) -> int:
+        return self._read(
+            "SELECT COUNT(*) FROM pending WHERE kind = ? AND key >= ? AND key < ?",
+            (kind, low, high),
+        )[0][0]
+
+    def iter_pending(self, kind: str) -> Iterator[tuple[str, dict]]:
+        for key, value in self._db.execute(
+            "SELECT key, value FROM pending WHERE kind = ?", (kind,)
+        ):
+            yield key, json.loads(value)
 
     # -- rendezvous files ----------------------------------------------------------------------
     def put_chunk(self, key: str, offset: int, data: bytes) -> None:

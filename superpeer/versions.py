@@ -14,9 +14,12 @@ that a later publication under the same id is a new version and not a repeat), u
 leaves. The versions follow the owner (``Versions``): to its new access point with a move's
 handover, and to the adopter when this access point leaves. A resource is identified by its
 owner and its publication id; only the owner's own access point, on the owner's authenticated
-connection, changes it, so nobody else can update or retract it. The table is bounded per owner (``VersionLimits.max_resources_per_peer``) and per
-resource (the language's ``max_triples_per_publication`` for what extensions accumulate): beyond
-either, the request is refused with the reason and nothing changes.
+connection, changes it, so nobody else can update or retract it. The table is bounded per owner
+(``VersionLimits.max_resources_per_peer``) and per resource (the language's
+``max_triples_per_publication`` for what extensions accumulate): beyond either, the request is
+refused with the reason and nothing changes. Memory holds only the most recently used versions
+(``max_cached_versions``); the store is where they all are (``StoredVersions``), so a library
+that publishes its catalogue of a million resources costs the access point disk, not memory.
 
 Descriptions in steps (seed 002): an ``extend`` adds triples to the current version; the union is
 the new version, so a subscription that needs triples from several steps matches once the union
@@ -41,9 +44,10 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import json
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import qel
 import wire
@@ -64,8 +68,12 @@ class VersionError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VersionLimits:
-    max_resources_per_peer: int = 100_000
-    """Resources (live or retracted) one peer may have at its access point."""
+    max_resources_per_peer: int = 10_000_000
+    """Resources (live or retracted) one peer may have at its access point: a bound on its
+    share of the store's disk (about a kilobyte each), not of memory (``max_cached_versions``)."""
+    max_cached_versions: int = 10_000
+    """Versions the table holds in memory, the most recently used (``ResourceVersions``); the
+    others are read from the store when they are asked for."""
     max_triples_per_resource: int = qel.DEFAULT_LIMITS.max_triples_per_publication
     """Most triples the union of a resource's extensions may reach."""
 
@@ -120,16 +128,78 @@ class Change:
     extension: bool = False
 
 
-class ResourceVersions:
-    """The current version of every resource published through this access point."""
+class VersionStore(Protocol):
+    """What ``StoredVersions`` asks of the node's store (``superpeer.store.Store``)."""
 
-    def __init__(self, limits: VersionLimits | None = None) -> None:
+    def pending_value(self, kind: str, key: str) -> dict | None: ...
+    def pending_range(self, kind: str, low: str, high: str) -> dict[str, dict]: ...
+    def count_pending(self, kind: str, low: str, high: str) -> int: ...
+    def iter_pending(self, kind: str) -> Iterator[tuple[str, dict]]: ...
+
+
+class StoredVersions:
+    """The versions as the node's store keeps them (``record_of``), where the table reads those
+    it does not hold in memory. The node writes them (``SuperPeerNode``); this only reads."""
+
+    def __init__(self, store: VersionStore) -> None:
+        self.store = store
+
+    def get(self, owner: str, resource: str) -> Version | None:
+        record = self.store.pending_value(RECORDS, record_key(owner, resource))
+        return None if record is None else _version_of(record)[1]
+
+    def count(self, owner: str) -> int:
+        return self.store.count_pending(RECORDS, *_owner_range(owner))
+
+    def of_owner(self, owner: str) -> dict[str, Version]:
+        return dict(
+            map(_version_of, self.store.pending_range(RECORDS, *_owner_range(owner)).values())
+        )
+
+    def expiring(self) -> Iterator[tuple[str, str, float | None]]:
+        """Every version's owner, resource and expiry (None: it never expires, or is
+        retracted), without reading its publication."""
+        for key, record in self.store.iter_pending(RECORDS):
+            owner, resource = json.loads(key)
+            expires = record.get("expires")
+            live = expires is not None and not record.get("retracted")
+            yield owner, resource, float(expires) if live else None
+
+
+def _owner_range(owner: str) -> tuple[str, str]:
+    """The keys of ``owner``'s records (``record_key``) are the strings in [low, high)."""
+    low = json.dumps([owner])[:-1] + ", "
+    return low, low[:-1] + chr(ord(" ") + 1)
+
+
+class ResourceVersions:
+    """The current version of every resource published through this access point.
+
+    Without ``records`` every version is held in memory. With them (the node's store) at most
+    ``max_cached_versions`` are, the most recently used: an owner whose versions did not all
+    stay in memory is *spilled*, and a version of it not held is read from ``records``, so the
+    memory does not grow with the resources (an owner of a million works). What is
+    held is never older than what is stored: the node writes every change a call makes before
+    its next call, and the table evicts at the start of a call, never within one
+    (``_trim``), so a version evicted is one the store has."""
+
+    def __init__(
+        self, limits: VersionLimits | None = None, records: StoredVersions | None = None
+    ) -> None:
         self.limits = limits or VersionLimits()
-        self._resources: dict[str, dict[str, _Kept]] = {}
-        """Per owner, per resource, its version as a plain tuple (``_kept``): the collector
-        stops tracking a tuple of strings, numbers and bytes, so a table of many resources adds
-        nothing to its full passes (a ``Version`` object each would be one tracked object per
-        resource)."""
+        if self.limits.max_cached_versions < 1:
+            raise ValueError("max_cached_versions must be at least 1")
+        self.records = records
+        self._held: OrderedDict[tuple[str, str], _Kept] = OrderedDict()
+        """Per (owner, resource), its version as a plain tuple (``_kept``), least recently used
+        first: the collector stops tracking a tuple of strings, numbers and bytes, so a table of
+        many resources adds nothing to its full passes (a ``Version`` object each would be one
+        tracked object per resource)."""
+        self._spilled: set[str] = set()
+        """Owners with versions in ``records`` that may not be held (evicted, or kept there
+        before a restart)."""
+        self._counts: dict[str, int] = {}
+        """Per owner, its resources (live or retracted), once known (``_count``)."""
         self._expiries: list[tuple[float, str, str]] = []
         """A heap of (expiry, owner, resource) for every version stored with an expiry; an
         entry whose version was replaced since is skipped when it comes up (``next_expiry`` is
@@ -137,41 +207,120 @@ class ResourceVersions:
         publication grow with the publications it kept)."""
         self._compacted = 0
         """The heap's size when it was last rebuilt of live entries only."""
+        self._next: float | None = None
+        """``next_expiry``'s answer, until the table changes (it may be a read of ``records``)."""
+        self._known_next = False
 
     def current(self, owner: str, resource: str) -> Version | None:
-        kept = self._resources.get(owner, {}).get(resource)
-        return None if kept is None else Version(*kept)
+        self._trim()
+        key = (owner, resource)
+        kept = self._held.get(key)
+        if kept is not None:
+            self._held.move_to_end(key)
+            return Version(*kept)
+        stored = self._stored(owner, resource)
+        if stored is not None:
+            self._held[key] = _kept(stored)
+        return stored
+
+    def _peek(self, owner: str, resource: str) -> Version | None:
+        """``current`` without touching the cache's order or contents."""
+        kept = self._held.get((owner, resource))
+        return Version(*kept) if kept is not None else self._stored(owner, resource)
+
+    def _stored(self, owner: str, resource: str) -> Version | None:
+        if self.records is None or owner not in self._spilled:
+            return None
+        return self.records.get(owner, resource)
 
     def resources_of(self, owner: str) -> dict[str, Version]:
-        return {name: Version(*kept) for name, kept in self._resources.get(owner, {}).items()}
+        found = (
+            self.records.of_owner(owner)
+            if self.records is not None and owner in self._spilled
+            else {}
+        )
+        found.update(
+            (resource, Version(*kept))
+            for (holder, resource), kept in self._held.items()
+            if holder == owner
+        )
+        return found
 
     def restore(self, owner: str, resource: str, version: Version) -> None:
-        self._resources.setdefault(owner, {})[resource] = _kept(version)
+        """Holds ``version`` of ``owner``'s resource (one handed over by its previous access
+        point; the node stores it)."""
+        self._trim()
+        self._put(owner, resource, version)
+
+    def restore_stored(self) -> None:
+        """A restarted access point: every owner in ``records`` is spilled (its versions are
+        read when asked for), and their expiries are on the heap. Nothing else is read."""
+        assert self.records is not None
+        for owner, resource, expires in self.records.expiring():
+            self._spilled.add(owner)
+            if expires is not None:
+                heapq.heappush(self._expiries, (expires, owner, resource))
+        self._compacted = len(self._expiries)
+        self._known_next = False
+
+    def _put(self, owner: str, resource: str, version: Version, new: bool | None = None) -> None:
+        """Holds ``version``; ``new``: the resource had none (None: look)."""
+        key = (owner, resource)
+        if new is None:
+            new = key not in self._held and self._peek(owner, resource) is None
+        if new:
+            self._counts[owner] = self._count(owner) + 1
+        self._held[key] = _kept(version)
+        self._held.move_to_end(key)
+        self._known_next = False
         self._expiring(owner, resource, version)
+
+    def _count(self, owner: str) -> int:
+        count = self._counts.get(owner)
+        if count is None:
+            spilled = self.records is not None and owner in self._spilled
+            count = self.records.count(owner) if spilled and self.records is not None else 0
+            self._counts[owner] = count
+        return count
+
+    def _trim(self) -> None:
+        """Evicts the least recently used versions beyond ``max_cached_versions`` (only at the
+        start of a call: see the class docstring)."""
+        if self.records is None:
+            return
+        while len(self._held) > self.limits.max_cached_versions:
+            (owner, _), _ = self._held.popitem(last=False)
+            self._spilled.add(owner)
 
     def _expiring(self, owner: str, resource: str, version: Version) -> None:
         if version.expires is not None and not version.retracted:
             heapq.heappush(self._expiries, (version.expires, owner, resource))
             if len(self._expiries) > 2 * self._compacted + 1024:
                 # versions replaced before their expiry came up leave entries behind
-                self._expiries = [
-                    (expires, holder, name)
-                    for holder, resources in self._resources.items()
-                    for name, (_, _, retracted, expires) in resources.items()
-                    if expires is not None and not retracted
-                ]
+                self._expiries = [e for e in set(self._expiries) if self._due(*e)]
                 heapq.heapify(self._expiries)
                 self._compacted = len(self._expiries)
 
+    def _due(self, expires: float, owner: str, resource: str) -> bool:
+        """Whether the heap entry is the expiry of the resource's current version."""
+        held = self._peek(owner, resource)
+        return held is not None and not held.retracted and held.expires == expires
+
     def forget(self, owner: str) -> None:
-        self._resources.pop(owner, None)
+        for key in [key for key in self._held if key[0] == owner]:
+            del self._held[key]
+        self._spilled.discard(owner)
+        self._counts.pop(owner, None)
+        self._known_next = False
 
     def forget_resource(self, owner: str, resource: str) -> None:
-        """``owner``'s resource is kept elsewhere now (handed to its new access point)."""
-        resources = self._resources.get(owner, {})
-        resources.pop(resource, None)
-        if not resources:
-            self._resources.pop(owner, None)
+        """``owner``'s resource is kept elsewhere now (handed to its new access point; the node
+        deletes its record)."""
+        self._trim()
+        if self._peek(owner, resource) is not None:
+            self._counts[owner] = self._count(owner) - 1
+        self._held.pop((owner, resource), None)
+        self._known_next = False
 
     def publish(
         self,
@@ -205,7 +354,8 @@ class ResourceVersions:
                     "version with --replaces, add to it (extend) or retract it first"
                 )
             number = 0 if held is None else held.number + 1
-            return self._record(owner, Change(number, publication, None, expires=expires), fits)
+            change_made = Change(number, publication, None, expires=expires)
+            return self._record(owner, change_made, held is None, fits)
         if not live or held is None:
             raise VersionError(
                 f"you have no resource under the id {resource!r} at this access point to "
@@ -233,7 +383,7 @@ class ResourceVersions:
         change_made = Change(
             held.number + 1, new, previous, expires=kept, extension=change == "extend"
         )
-        return self._record(owner, change_made, fits)
+        return self._record(owner, change_made, False, fits)
 
     def withdraw(self, owner: str, resource: str, now: float) -> Change:
         held = self.current(owner, resource)
@@ -242,49 +392,52 @@ class ResourceVersions:
                 f"you have no resource under the id {resource!r} at this access point to retract"
             )
         change = Change(held.number + 1, held.publication, None, True, held.expires)
-        return self._record(owner, change)
+        return self._record(owner, change, False)
 
     def expire(self, now: float) -> list[tuple[str, Version]]:
         """Resources whose expiry passed become tombstones (their version number stays, so a
         later publication under the same id is a new version, not a repeat; their content and
         what extensions accumulated are dropped): the new tombstones and their owners."""
+        self._trim()
         gone = []
-        for owner, resources in self._resources.items():
-            for resource, kept in resources.items():
-                held = Version(*kept)
-                if not held.retracted and not held.live(now):
-                    tombstone = Version.of(
-                        held.number, _emptied(held.publication), True, held.expires
-                    )
-                    resources[resource] = _kept(tombstone)
-                    gone.append((owner, tombstone))
+        while self._expiries and self._expiries[0][0] <= now:
+            expires, owner, resource = heapq.heappop(self._expiries)
+            if not self._due(expires, owner, resource):
+                continue  # replaced, retracted, expired or forgotten since
+            held = self._peek(owner, resource)
+            assert held is not None
+            tombstone = Version.of(held.number, _emptied(held.publication), True, held.expires)
+            self._put(owner, resource, tombstone, new=False)
+            gone.append((owner, tombstone))
         return gone
 
     def next_expiry(self) -> float | None:
         """The earliest expiry of a resource not retracted (for the node's timer)."""
-        while self._expiries:
-            expires, owner, resource = self._expiries[0]
-            kept = self._resources.get(owner, {}).get(resource)
-            if kept is not None and not kept[2] and kept[3] == expires:
-                return expires
+        if self._known_next:
+            return self._next
+        while self._expiries and not self._due(*self._expiries[0]):
             heapq.heappop(self._expiries)  # replaced, retracted, expired or forgotten since
-        return None
+        self._next = self._expiries[0][0] if self._expiries else None
+        self._known_next = True
+        return self._next
 
     def _record(
-        self, owner: str, change: Change, fits: Callable[[Change], None] | None = None
+        self, owner: str, change: Change, new: bool, fits: Callable[[Change], None] | None = None
     ) -> Change:
-        resources = self._resources.setdefault(owner, {})
+        """Records ``change`` to ``owner``'s resource (``new``: it had no version, live or
+        retracted)."""
         resource = change.publication.id
-        if resource not in resources and len(resources) >= self.limits.max_resources_per_peer:
-            raise VersionError(
-                f"you have {len(resources)} resources at this access point, the most "
-                f"max_resources_per_peer allows: retract one, or publish elsewhere"
-            )
+        if new:
+            count = self._count(owner)
+            if count >= self.limits.max_resources_per_peer:
+                raise VersionError(
+                    f"you have {count} resources at this access point, the most "
+                    f"max_resources_per_peer allows: retract one, or publish elsewhere"
+                )
         if fits is not None:
             fits(change)
         version = Version.of(change.number, change.publication, change.retracted, change.expires)
-        resources[resource] = _kept(version)
-        self._expiring(owner, resource, version)
+        self._put(owner, resource, version, new)
         return change
 
 
@@ -345,23 +498,6 @@ def _record(
     }
 
 
-def restore(table: ResourceVersions, records: dict[str, dict]) -> None:
-    """Loads what ``record_of`` kept (a restarted access point)."""
-    for record in records.values():
-        resource, version = _version_of(record)
-        table.restore(str(record["owner"]), resource, version)
-
-
-def stored_versions(records: dict[str, dict], owner: str) -> dict[str, Version]:
-    """``owner``'s versions as the store keeps them (``record_of``), by resource."""
-    found = {}
-    for record in records.values():
-        if record.get("owner") == owner:
-            resource, version = _version_of(record)
-            found[resource] = version
-    return found
-
-
 def _version_of(record: dict) -> tuple[str, Version]:
     """The resource a record keeps (its id) and its version."""
     expires = record.get("expires")
@@ -380,9 +516,9 @@ def _version_of(record: dict) -> tuple[str, Version]:
     return publication.id, version
 
 
-def forget_records(store_pending: dict[str, dict], owner: str) -> list[str]:
+def forget_records(store: VersionStore, owner: str) -> list[str]:
     """The keys of ``owner``'s records (the owner left for good)."""
-    return [key for key, record in store_pending.items() if record.get("owner") == owner]
+    return list(store.pending_range(RECORDS, *_owner_range(owner)))
 
 
 def change_key(notify: m.Notify) -> tuple[str, str, int]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import qel
 from superpeer import versions
+from superpeer.store import MemoryStore
 from tests.strategies import publications
 from tests.superpeer.oracle import expected_changes, expected_deliveries
 from tests.superpeer.test_completeness import BROAD, run
@@ -299,8 +300,10 @@ def test_a_version_record_restores_the_version_it_keeps_also_as_older_stores_wro
     older = {k: v for k, v in record.items() if k != "publication"}
     older["text"] = publication.to_text()
     for kept in (record, older):
-        table = versions.ResourceVersions(versions.VersionLimits())
-        versions.restore(table, {key: json.loads(json.dumps(kept))})
+        store = MemoryStore()
+        store.set_pending(versions.RECORDS, key, json.loads(json.dumps(kept)))
+        table = versions.ResourceVersions(versions.VersionLimits(), versions.StoredVersions(store))
+        table.restore_stored()
         assert table.current("owner", publication.id) == version
 
 
