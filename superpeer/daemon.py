@@ -289,19 +289,18 @@ class SuperPeerDaemon:
         than exit, which would leave its peers' mail unserved until someone started it again
         (members that never answer at all are an error at once: ``_find_contacts``)."""
         every = max(60.0, self.config.limits.failure_seconds * 6)
-        waited = 0.0
+        started = trio.current_time()
+        warn_at = started + every
         while self.node.core is None:
-            with trio.move_on_after(every):
-                while self.node.core is None:
-                    await trio.sleep(0.02)
-            if self.node.core is None:
-                waited += every
+            await trio.sleep(0.02)
+            if trio.current_time() >= warn_at:
                 log.warning(
-                    "event=not_member_yet node=%s seconds=%g waiting=%r",
+                    "event=not_member_yet node=%s seconds=%.0f waiting=%r",
                     self.node_id,
-                    waited,
+                    trio.current_time() - started,
                     self.node.waiting_for(),
                 )
+                warn_at += every
 
     async def _find_contacts(self) -> list[tuple[str, str]]:
         """The node id behind every configured member address that answers (asked concurrently,
