@@ -23,8 +23,10 @@ from superpeer.sim.generate import generate
 
 pytestmark = pytest.mark.process
 
-TIMING = {"sp.heartbeat"}
-"""Kinds whose counts depend on timing (sent whenever a link is idle), compared as bounds."""
+TIMING = {"sp.heartbeat", "link.clock"}
+"""Kinds whose counts depend on timing (sent whenever a link is idle; a clock sample every
+``clock_sample_seconds``), compared as bounds: one may fall between a scrape and the trace it
+is compared with."""
 
 
 @pytest.fixture(scope="module")
