@@ -137,6 +137,8 @@ class Ticket:
         self.request = request
         self.outgoing = outgoing
         self._done = trio.Event()
+        self.retries = 0
+        """Times it was sent again after a ``Refused.retry_after`` (the peer was over a rate)."""
         self._answer: Answer | None = None
         self._failure: RequestFailed | None = None
 
@@ -208,6 +210,11 @@ class _Connection:
         self.superpeer_id: str | None = None
         self.arrival_clock = 0.0
         """The access point's hybrid time in its ``Welcome`` (``clocks``, rule 6)."""
+        self.retry_in, self.retry_out = trio.open_memory_channel[tuple[float, Ticket]](math.inf)
+        """Requests to send again (at a trio time), in order: refused for the peer's rate, and
+        those submitted after them, which wait their turn (the user's order is kept)."""
+        self.retrying = 0
+        """How many wait in ``retry_out``."""
 
     def end(self, reason: str, reply: bytes = b"") -> None:
         if self.reason is None:
@@ -233,6 +240,7 @@ class PeerClient:
         limits: WireLimits,
         request_timeout: float,
         locate_timeout: float = 10.0,
+        max_rate_retries: int = 20,
         tls: TlsSettings | None = None,
         identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
@@ -260,6 +268,9 @@ class PeerClient:
         self._limits = limits
         self._timeout = request_timeout
         self._locate_timeout = locate_timeout
+        self._max_rate_retries = max_rate_retries
+        """A request refused for the peer's rate is sent again this many times at most; then
+        the refusal is its answer."""
         self._open_stream = open_stream or self._open_tcp_stream
         self._wall_clock = wall_clock
         self._silence = silence
@@ -458,6 +469,7 @@ class PeerClient:
                         nursery.start_soon(self._read, connection)
                         nursery.start_soon(self._write, connection)
                         nursery.start_soon(self._watch, connection)
+                        nursery.start_soon(self._retry, connection)
             finally:
                 self._teardown(connection)
             if connection.reply and not connection.writing:
@@ -499,6 +511,14 @@ class PeerClient:
             else:
                 self._failed += 1
                 item._fail(failure)
+        connection.retry_in.close()
+        while True:
+            try:
+                _, ticket = connection.retry_out.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+            self._failed += 1
+            ticket._fail(RequestFailed(f"not connected to the access point ({reason})", sent=False))
         leaving = connection.leaving
         if leaving is not None:
             if connection.writing:
@@ -584,7 +604,7 @@ class PeerClient:
                     event.expected,
                     event.answer.request,
                 )
-            self._answered(event.token, event.answer)
+            self._answered(connection, event.token, event.answer)
         elif isinstance(event, LookupAnswered):
             answer = event.answer
             if isinstance(answer, m.Located):
@@ -596,7 +616,7 @@ class PeerClient:
                     answer.address,
                     answer.superpeer,
                 )
-            self._answered(event.token, answer)
+            self._answered(connection, event.token, answer)
         elif isinstance(event, LookupExpired):
             self._failed += 1
             log.warning("event=lookup_expired reason=%r", event.reason)
@@ -693,9 +713,24 @@ class PeerClient:
         self.superpeer = target
         log.info("event=follow_successor access_point=%s", successor)
 
-    def _answered(self, ticket: Ticket, answer: Answer) -> None:
+    def _answered(self, connection: _Connection, ticket: Ticket, answer: Answer) -> None:
         """Counts the answer (a ``Located`` counts as acknowledged: the counters count answers,
-        whatever they say) and completes its ticket."""
+        whatever they say) and completes its ticket; a refusal that says when to ask again
+        (the peer was over a rate) is sent again then, up to ``max_rate_retries`` times."""
+        if (
+            isinstance(answer, m.Refused)
+            and answer.retry_after > 0
+            and ticket.retries < self._max_rate_retries
+        ):
+            ticket.retries += 1
+            log.info(
+                "event=rate_limited request=%r retry_after=%.3f reason=%r",
+                answer.request,
+                answer.retry_after,
+                answer.reason,
+            )
+            self._retry_later(connection, ticket, trio.current_time() + answer.retry_after)
+            return
         if isinstance(answer, m.Refused):
             self._refused += 1
             log.info("event=refused request=%r reason=%r", answer.request, answer.reason)
@@ -907,6 +942,17 @@ class PeerClient:
             await trio.lowlevel.checkpoint()  # raises Cancelled: end() stopped the connection
         connection.writing = False
 
+    def _retry_later(self, connection: _Connection, ticket: Ticket, at: float) -> None:
+        connection.retrying += 1
+        connection.retry_in.send_nowait((at, ticket))
+
+    async def _retry(self, connection: _Connection) -> None:
+        """Queues the requests to send again, in order, each when its time comes."""
+        async for at, ticket in connection.retry_out:
+            await trio.sleep_until(at)
+            connection.retrying -= 1
+            connection.queue_in.send_nowait(ticket)
+
     async def _watch(self, connection: _Connection) -> None:
         session = connection.session
         while True:
@@ -935,7 +981,10 @@ class PeerClient:
             Ticket(r, connection.session.prepare(self._sent_now(r.message))) for r in requests
         ]
         for ticket in tickets:
-            connection.queue_in.send_nowait(ticket)
+            if connection.retrying:  # behind the requests waiting to be sent again
+                self._retry_later(connection, ticket, 0.0)
+            else:
+                connection.queue_in.send_nowait(ticket)
         self._requests += len(tickets)
         return tickets
 

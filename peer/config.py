@@ -14,6 +14,8 @@ A TOML file may set::
     request_timeout = 30.0             # seconds the access point has to answer a request
     locate_timeout = 10.0              # seconds the network has to answer a look-up (peer
                                        # locate); only the look-up fails when it does not
+    max_rate_retries = 20              # a request the access point refused for the peer's rate
+                                       # is sent again when it says, this many times at most
     silence_seconds = 45.0             # an access point that said nothing this long (it sends a
                                        # clock reading every 10 s) is gone: the next super-peer
                                        # of the list is tried (a path that vanished sends no reset)
@@ -71,6 +73,7 @@ _KEYS: Final = frozenset(
         "name",
         "request_timeout",
         "locate_timeout",
+        "max_rate_retries",
         "silence_seconds",
         "max_frame_bytes",
         "reconnect_initial",
@@ -89,6 +92,7 @@ UI_DEFAULT_LISTEN: Final = ("127.0.0.1", 0)
 _NUMBERS: Final = {
     "request_timeout": float,
     "locate_timeout": float,
+    "max_rate_retries": int,
     "silence_seconds": float,
     "max_frame_bytes": int,
     "reconnect_initial": float,
@@ -144,6 +148,7 @@ class PeerConfig:
     name: str | None = None
     request_timeout: float = 30.0
     locate_timeout: float = 10.0
+    max_rate_retries: int = 20
     silence_seconds: float = 45.0
     max_frame_bytes: int = 1024 * 1024
     reconnect_initial: float = 0.5

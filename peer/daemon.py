@@ -163,6 +163,7 @@ async def serve_peer(
             request_timeout=config.request_timeout,
             silence=config.silence_seconds,
             locate_timeout=config.locate_timeout,
+            max_rate_retries=config.max_rate_retries,
             tls=tls,
             identity=identity,
         )

@@ -31,6 +31,7 @@ from superpeer.core import CoreConfig, SuperPeerCore, trace_record
 from superpeer.expiry import SubscriptionExpiries
 from superpeer.locating import Locator, LocatorConfig
 from superpeer.mailroom import Mailroom
+from superpeer.ratelimit import PeerRateLimiter, RateLimits
 from superpeer.rendezvous import Rendezvous, RendezvousConfig
 from superpeer.store import Store
 from superpeer.trace import TraceRecord
@@ -165,6 +166,8 @@ class NodeConfig:
     request of 27 MB, beyond any frame, and the daemon died sending it."""
     rendezvous: RendezvousConfig = field(default_factory=RendezvousConfig)
     locating: LocatorConfig = field(default_factory=LocatorConfig)
+    rates: RateLimits = field(default_factory=RateLimits)
+    """Per-peer rates of publications, subscriptions and look-ups (``superpeer.ratelimit``)."""
 
 
 @dataclass
@@ -315,6 +318,7 @@ class NodeBase:
             clock=self.clock,
         )
         self.statistics = NodeStatistics()
+        self.rates = PeerRateLimiter(self.config.rates)
         self.rendezvous = Rendezvous(
             node_id,
             store,

@@ -81,6 +81,7 @@ class Reports(NodeBase):
             "violations": self.statistics.violations,
             "auth_failures": self.statistics.auth_failures,
             "refused_connections": self.statistics.refused_connections,
+            "rate_limited": dict(self.rates.limited),
             "failures_detected": self.statistics.failures_detected,
             "repairs": self.statistics.repairs,
             "rejoins": self.statistics.rejoins,

@@ -313,6 +313,7 @@ class Timers(NodeBase):
         # the wall time they were taken at, so it keeps at least what it must (``clocks``, 11)
         horizon = now - self.config.log_seconds  # older withdrawals are past any catch-up
         self._prune_unanswered(now)
+        self.rates.prune(now)
         for peer, withdrawn in list(self._withdrawn.items()):
             for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
                 self._forget_withdrawal(peer, sid)

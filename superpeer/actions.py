@@ -117,6 +117,17 @@ class CloseConnection:
 
 
 @dataclass(frozen=True, slots=True)
+class PauseReading:
+    """Read nothing more from peer connection ``connection`` for ``seconds``: its peer sends
+    faster than its rate (``superpeer.ratelimit``). What was read is handled; the peer's writes
+    wait in the socket's buffers, so it slows down and loses nothing. A runtime may ignore it
+    (the simulator does): the peer is then not limited."""
+
+    connection: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Forgotten:
     """Super-peer ``node`` is out of the cube (it failed, or left): what still waits to be sent
     to it may be dropped (recovering what it took along is the node's business)."""
@@ -140,7 +151,7 @@ class Stopped:
 
 
 CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication | Found | Replay
-Action = CoreAction | ToConnection | CloseConnection | Forgotten | Stopped
+Action = CoreAction | ToConnection | CloseConnection | PauseReading | Forgotten | Stopped
 
 
 def in_runtime_order(outputs: list[T]) -> list[T]:

@@ -41,6 +41,12 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_clock_lead_seconds = 86400.0   # a hybrid time further ahead of this clock is not
                                        # absorbed (one clock a year ahead drags nobody)
     clock_sample_seconds = 10.0        # neighbours' and peers' clocks measured this often
+    publications_per_second = 1000.0   # per peer; faster, its connection is read more slowly
+    publication_burst = 2000           # publications a peer may send at once
+    subscriptions_per_second = 100.0   # per peer, subscriptions and unsubscriptions; faster
+    subscription_burst = 2000          # are refused with the time to ask again (the peer does)
+    lookups_per_second = 50.0          # per peer, look-ups (locate); faster are refused
+    lookup_burst = 200                 # likewise, with the time to ask again
 
     [delivery]
     window = 64                        # notifications sent to a peer and not acknowledged yet
@@ -119,6 +125,7 @@ import platformdirs
 from superpeer.core import CoreConfig
 from superpeer.locating import LocatorConfig
 from superpeer.node import NodeConfig
+from superpeer.ratelimit import Rate, RateLimits
 from superpeer.rendezvous import RendezvousConfig
 from superpeer.schemas import SchemaLimits
 from superpeer.security import SecuritySettings
@@ -161,6 +168,24 @@ class Limits:
     max_clock_offset_seconds: float = 1.0
     max_clock_lead_seconds: float = 86400.0
     clock_sample_seconds: float = 10.0
+    publications_per_second: float = 1000.0
+    publication_burst: int = 2000
+    subscriptions_per_second: float = 100.0
+    subscription_burst: int = 2000
+    lookups_per_second: float = 50.0
+    lookup_burst: int = 200
+
+    def rates(self) -> RateLimits:
+        """The per-peer rate limits (``superpeer.ratelimit``)."""
+        return RateLimits(
+            publications=Rate(
+                per_second=self.publications_per_second, burst=self.publication_burst
+            ),
+            subscriptions=Rate(
+                per_second=self.subscriptions_per_second, burst=self.subscription_burst
+            ),
+            lookups=Rate(per_second=self.lookups_per_second, burst=self.lookup_burst),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,6 +323,7 @@ class SuperPeerConfig:
             handover_seconds=recovery.handover_seconds,
             rendezvous=self.rendezvous,
             locating=LocatorConfig(direct_seconds=limits.locate_direct_seconds),
+            rates=limits.rates(),
         )
 
     @property

@@ -55,6 +55,7 @@ from superpeer._links import Links
 from superpeer.actions import (
     CloseConnection,
     Forgotten,
+    PauseReading,
     Stopped,
     ToConnection,
     ToSuperPeer,
@@ -120,6 +121,9 @@ class _PeerConnection:
     """The close was carried out (the queue is closed)."""
     writing: bool = False
     """The writer runs (after TLS); before, nothing could be written and a close ends it at once."""
+    paused_until: float = 0.0
+    """Trio time before which nothing more is read (``PauseReading``: the peer is over its
+    publication rate)."""
 
 
 def _remote_address(stream: trio.abc.Stream) -> str:
@@ -503,6 +507,13 @@ class SuperPeerDaemon:
                 connection = self._peers.get(output.connection)
                 if connection is not None:
                     connection.closing = True
+            elif isinstance(output, PauseReading):
+                # at once, not after the commit: the next read waits (``_peer_frames``)
+                connection = self._peers.get(output.connection)
+                if connection is not None:
+                    connection.paused_until = max(
+                        connection.paused_until, trio.current_time() + output.seconds
+                    )
         self._commits.add(now, outputs)
 
     def _carry_out(self, now: float, outputs: list) -> None:
@@ -677,7 +688,9 @@ class SuperPeerDaemon:
         for payload in first:
             if not self._peer_payload(connection_id, payload):
                 return
+        connection = self._peers[connection_id]
         while True:
+            await trio.sleep_until(connection.paused_until)  # over its rate: backpressure
             data = await stream.receive_some(READ_SIZE)
             if not data:
                 return

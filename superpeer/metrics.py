@@ -245,6 +245,15 @@ _STATUS_COUNTERS: Final = (
 def _status_counters(status: Mapping[str, Any]) -> Iterator[Metric]:
     for name, path, text in _STATUS_COUNTERS:
         yield _counter(name, text, _figure(status, path))
+    limited = CounterMetricFamily(
+        "superpeer_rate_limited_requests",
+        "Peer requests over their peer's rate (superpeer.ratelimit), per kind: publications"
+        " slowed down, subscriptions and look-ups refused with the time to ask again",
+        labels=["kind"],
+    )
+    for kind, count in sorted(status.get("rate_limited", {}).items()):
+        limited.add_metric([kind], count)
+    yield limited
     mail = status.get("mail", {})
     yield _counter(
         "superpeer_notifications_expired",

@@ -127,6 +127,7 @@ from superpeer.actions import (
     Forgotten,
     Found,
     LogPublication,
+    PauseReading,
     Replay,
     Stopped,
     ToConnection,
@@ -141,6 +142,7 @@ from superpeer.core import (
     broadcast_key,
 )
 from superpeer.mailroom import mail_key
+from superpeer.ratelimit import LOOKUPS, PUBLICATIONS, SUBSCRIPTIONS
 from superpeer.routes import Whereabouts
 from wire import messages as m
 from wire.framing import Received
@@ -1407,6 +1409,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             refused = m.Refused(request=request_label(message), reason=reason)
             self._core([ToPeer(peer, refused, wire.encode(refused))], now, out)
             return
+        if self._over_rate(connection, peer, message, now, out):
+            return
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, RESOURCE_REQUESTS):
             self._resource_request(peer, message, now, out)
@@ -1566,6 +1570,38 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if state is None:
             return Whereabouts()
         return Whereabouts(attached=True, online=state.attached, address=state.address)
+
+    def _over_rate(
+        self, connection: int, peer: str, message: object, now: float, out: list[Output]
+    ) -> bool:
+        """The peer's rate limits (``superpeer.ratelimit``). A publication over its rate goes
+        on, and the connection is not read until the rate caught up; a subscription or
+        look-up over its rate is refused (True), saying why and when to ask again."""
+        if isinstance(message, m.Publish | m.Withdraw):
+            pause = self.rates.pause(peer, PUBLICATIONS, now)
+            if pause > 0:
+                out.append(PauseReading(connection, pause))
+            return False
+        if isinstance(message, m.Subscribe | m.Unsubscribe):
+            kind = SUBSCRIPTIONS
+        elif isinstance(message, m.Locate):
+            kind = LOOKUPS
+        else:
+            return False
+        wait = self.rates.refusal(peer, kind, now)
+        if wait <= 0:
+            return False
+        rate = self.config.rates.of(kind)
+        refused = m.Refused(
+            request=request_label(message),  # type: ignore[arg-type]
+            reason=(
+                f"more {kind} than {rate.per_second:g} per second (bursts of {rate.burst}): "
+                f"ask again in {wait:.3f} s"
+            ),
+            retry_after=wait,
+        )
+        self._core([ToPeer(peer, refused, wire.encode(refused))], now, out)
+        return True
 
     def _look_up(self, public_id: str, request: str, now: float, out: list) -> None:
         """The rendezvous' network-wide look-up of an owner (answered by ``Found``)."""

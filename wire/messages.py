@@ -318,6 +318,10 @@ class Refused:
     KIND: ClassVar[str] = "peer.refused"
     request: str
     reason: str
+    retry_after: float = 0.0
+    """Seconds after which the same request would be accepted (the peer asked faster than its
+    rate: ``superpeer.ratelimit``); the peer client sends it again then. 0: asking again will
+    not help (and what older access points send)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
