@@ -729,7 +729,8 @@ class PeerClient:
                 answer.retry_after,
                 answer.reason,
             )
-            self._retry_later(connection, ticket, trio.current_time() + answer.retry_after)
+            wait = min(answer.retry_after, self._timeout)  # no access point parks it for good
+            self._retry_later(connection, ticket, trio.current_time() + wait)
             return
         if isinstance(answer, m.Refused):
             self._refused += 1

@@ -16,6 +16,7 @@ bucket cannot pay for depends on its kind (``superpeer.node`` applies it):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -24,6 +25,9 @@ SUBSCRIPTIONS: Final = "subscriptions"
 LOOKUPS: Final = "lookups"
 KINDS: Final = (PUBLICATIONS, SUBSCRIPTIONS, LOOKUPS)
 """The kinds of request limited, as they are named in ``/metrics`` and in refusals."""
+ROUNDING: Final = 1e-9
+"""Tokens short that still pay: a request asked again exactly when its refusal said must not
+be refused again for a rounding error of the refill."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +75,7 @@ class TokenBucket:
         """Takes a token if there is one: 0.0; else takes nothing and returns the seconds until
         there will be one (a time that did not go forward refills nothing)."""
         self._refill(now)
-        if self.tokens >= 1.0:
+        if self.tokens >= 1.0 - ROUNDING:
             self.tokens -= 1.0
             return 0.0
         return (1.0 - self.tokens) / self.rate.per_second
@@ -86,7 +90,7 @@ class TokenBucket:
     def full(self, now: float) -> bool:
         """Holds ``burst`` tokens: as good as a new bucket, so it can be forgotten."""
         self._refill(now)
-        return self.tokens >= self.rate.burst
+        return self.tokens >= self.rate.burst - ROUNDING
 
 
 class PeerRateLimiter:
@@ -107,11 +111,13 @@ class PeerRateLimiter:
 
     def refusal(self, peer: str, kind: str, now: float) -> float:
         """0.0: the request may go on; else refuse it: the seconds after which it may come
-        again."""
+        again, in whole milliseconds and one more than needed (at wall-clock magnitudes a time
+        is only good to a fraction of a microsecond: exactly the wait could fall just short)."""
         wait = self._bucket(peer, kind, now).take(now)
-        if wait > 0:
-            self.limited[kind] += 1
-        return wait
+        if wait <= 0:
+            return 0.0
+        self.limited[kind] += 1
+        return (math.ceil(wait * 1000) + 1) / 1000
 
     def pause(self, peer: str, kind: str, now: float) -> float:
         """The request goes on; the seconds the peer's connection should not be read (0.0: no

@@ -32,6 +32,7 @@ peer).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
@@ -322,6 +323,10 @@ class Refused:
     """Seconds after which the same request would be accepted (the peer asked faster than its
     rate: ``superpeer.ratelimit``); the peer client sends it again then. 0: asking again will
     not help (and what older access points send)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.retry_after < math.inf:
+            raise ValueError(f"retry_after must be a finite number >= 0, not {self.retry_after}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

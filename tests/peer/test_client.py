@@ -389,3 +389,48 @@ async def test_the_access_points_since_is_its_latest_hybrid_time_never_the_peers
     await attached(access_point, times=2)
     await barrier(client)
     assert noted == [1000.0, 1500.0, 1000.0]
+
+
+async def test_a_request_refused_for_the_rate_is_sent_again_after_retry_after_in_order(
+    tmp_path, autojump_clock, nursery
+):
+    """A refusal that says when to ask again (``superpeer.ratelimit``) is no answer yet: the
+    request goes again then, and one submitted meanwhile waits behind it (the user's order)."""
+    access_point, client = serve_hand_played(tmp_path, nursery)
+    first = await access_point.accept()
+    await first.welcome()
+    subscribe = m.Subscribe(id="s1", subscription=QUERY)
+    ticket = client.submit(PeerRequest(message=subscribe))
+    assert await first.receive() == subscribe
+    refused_at = trio.current_time()
+    await first.send(
+        m.Refused(request="subscribe s1", reason="more subscriptions than 100", retry_after=2.5)
+    )
+    await trio.testing.wait_all_tasks_blocked()
+    later = client.submit(PeerRequest(message=m.Unsubscribe(id="s1")))
+    assert await first.receive() == subscribe
+    assert trio.current_time() - refused_at == pytest.approx(2.5)
+    assert await first.receive() == m.Unsubscribe(id="s1"), "the later one waited its turn"
+    await first.send(m.Ack(request="subscribe s1"), m.Ack(request="unsubscribe s1"))
+    assert await ticket.wait() == m.Ack(request="subscribe s1")
+    assert await later.wait() == m.Ack(request="unsubscribe s1")
+    statistics = client.statistics()
+    assert (statistics.acknowledged, statistics.refused) == (3, 0)  # with the advertisement
+
+
+async def test_a_request_refused_for_the_rate_too_often_ends_refused_with_the_reason(
+    tmp_path, autojump_clock, nursery
+):
+    access_point, client = serve_hand_played(tmp_path, nursery, max_rate_retries=2)
+    first = await access_point.accept()
+    await first.welcome()
+    ticket = client.locate("bob")
+    for _ in range(3):
+        asked = await first.receive()
+        assert isinstance(asked, m.Locate)
+        await first.send(
+            m.Refused(request=f"locate {asked.id}", reason="more lookups", retry_after=1.0)
+        )
+    answer = await ticket.wait()
+    assert isinstance(answer, m.Refused) and answer.reason == "more lookups"
+    assert client.statistics().refused == 1
