@@ -98,13 +98,24 @@ class PosetNode:
 
     @property
     def sources(self) -> dict[str, tuple[str, ...]]:
-        """Source -> the ids it uses for the subscription (a new dictionary per call)."""
-        found: dict[str, tuple[str, ...]] = {}
+        """Source -> the ids it uses for the subscription (a new dictionary per call). Linear
+        in the pairs: it is read for every notification the node matches, and a peer may hold
+        ``max_subscriptions_per_peer`` ids of one subscription here (growing a tuple per id made
+        that quadratic: 3 ms per notification at 1,000 ids; issue 37)."""
         origins = self.origins
-        for at in range(0, len(origins), 2):
-            source = origins[at]
-            found[source] = (*found.get(source, ()), origins[at + 1])
-        return found
+        if len(origins) == 2:
+            return {origins[0]: (origins[1],)}
+        sources, ids = origins[0::2], origins[1::2]
+        if sources.count(sources[0]) == len(sources):  # one source's ids (slices: no loop)
+            return {sources[0]: ids}
+        found: dict[str, list[str]] = {}
+        for source, sid in zip(sources, ids, strict=True):
+            held = found.get(source)
+            if held is None:
+                found[source] = [sid]
+            else:
+                held.append(sid)
+        return {source: tuple(held) for source, held in found.items()}
 
     @property
     def parents(self) -> EdgeView[PosetNode]:
@@ -549,12 +560,10 @@ class SubscriptionPoset:
         if not ids:
             del self._by_source[source]
         origins = node.origins
-        at = next(
-            at
-            for at in range(0, len(origins), 2)
-            if origins[at] == source and origins[at + 1] == subscription_id
-        )
-        node.origins = origins[:at] + origins[at + 2 :]
+        at = origins.index(subscription_id, 1)  # searched in C: a peer may hold 1,000 here
+        while at % 2 == 0 or origins[at - 1] != source:
+            at = origins.index(subscription_id, at + 1)
+        node.origins = origins[: at - 1] + origins[at + 1 :]
         if node.origins:
             return Removed(node, False, {}, ())
         # With the default (the same labels for every node), what the children are sent for

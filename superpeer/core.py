@@ -631,6 +631,13 @@ class SuperPeerCore:
     def on_change(self, peer: str, subscription_id: str) -> bool:
         return (peer, subscription_id) in self._on_change
 
+    def subscription_of(self, peer: str, subscription_id: str) -> qel.Subscription | None:
+        """``peer``'s subscription ``subscription_id``, if it holds one: one look-up, where
+        ``subscriptions_of`` builds all of them (a peer's every subscribe and unsubscribe asks,
+        and it may hold ``max_subscriptions_per_peer``)."""
+        node = self.poset.node_of(peer_source(peer), subscription_id)
+        return None if node is None else node.subscription
+
     def subscriptions_of(self, peer: str) -> dict[str, qel.Subscription]:
         source = peer_source(peer)
         found = {}

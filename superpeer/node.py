@@ -1435,9 +1435,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if isinstance(message, m.Subscribe | m.Publish):
             message = self._expiry_here(message, now)
         withdrawn = (
-            core.subscriptions_of(peer).get(message.id)
-            if isinstance(message, m.Unsubscribe)
-            else None
+            core.subscription_of(peer, message.id) if isinstance(message, m.Unsubscribe) else None
         )
         active_since = withdrawn_at = 0.0
         if isinstance(message, m.Subscribe):
@@ -1467,7 +1465,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             # keep what the core holds: a second Subscribe with the same id and another query
             # is refused, and the first one stays (stored otherwise, a restart or an adoption
             # would bring back the refused query instead)
-            held = core.subscriptions_of(peer).get(message.id)
+            held = core.subscription_of(peer, message.id)
             if held is not None:
                 expires = self.expiries.at(peer, message.id)
                 if held.key == message.subscription.key:
@@ -1537,7 +1535,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if core is None:
             return
         for peer, sid in self.expiries.due(now):
-            withdrawn = core.subscriptions_of(peer).get(sid)
+            withdrawn = core.subscription_of(peer, sid)
             if withdrawn is None:
                 continue
             produced: list = []

@@ -227,3 +227,36 @@ def test_a_subscription_with_two_terms_of_one_kind_and_value_on_a_predicate_come
     poset.insert(both, "a", "3")
     poset.remove("a", "3")
     assert len(poset) == 0
+
+
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from(["a", "b", "sp1"]), st.sampled_from("uvwxyz")),
+        max_size=60,
+    )
+)
+def test_a_node_held_under_many_ids_reports_its_sources_as_they_came(steps):
+    """Ids of one subscription added and removed in any order, the same id under several
+    sources: ``sources`` lists each source's ids in the order they came (issue 37 made it and
+    the removal linear for a peer holding many ids of one subscription)."""
+    query = qel.parse_subscription("X : t(X, dc:title, T)")
+    poset = SubscriptionPoset()
+    model: dict[str, list[str]] = {}
+    for add, source, sid in steps:
+        held = sid in model.get(source, [])
+        if add and not held:
+            poset.insert(query, source, sid)
+            model.setdefault(source, []).append(sid)
+        elif not add and held:
+            poset.remove(source, sid)
+            model[source].remove(sid)
+        nodes = [poset.node_of(s, i) for s, ids in model.items() for i in ids]
+        if nodes:
+            assert nodes[0] is not None
+            expected = {s: tuple(ids) for s, ids in model.items() if ids}
+            assert nodes[0].sources == expected
+            assert list(nodes[0].sources) == list(dict.fromkeys(s for s, _ in _pairs(nodes[0])))
+
+
+def _pairs(node) -> list[tuple[str, str]]:
+    return list(zip(node.origins[0::2], node.origins[1::2], strict=True))
