@@ -58,6 +58,11 @@ from poset.sent_index import SentIndex
 from qel.covering import filter_covered
 from qel.filters import filter_within
 
+GROUPED_FROM = 64
+"""A node with this many (source, id) pairs from more than one source keeps ``sources``
+grouped until its pairs change (``PosetNode.grouped``): grouping them anew per notification
+matched costs a Python hash of each source."""
+
 _NONE: Mapping[object, object] = MappingProxyType({})
 """What a node holds as ``sent`` while that is empty (most nodes were sent nowhere): one shared
 read-only mapping instead of an empty dictionary each."""
@@ -92,6 +97,9 @@ class PosetNode:
     """Its row in its family's points (``poset.dominance``), if the family is indexed."""
     held: Held = field(default=(), repr=False)
     """Its filters' paths in the poset's predicate index (``PredicateIndex.hold``)."""
+    grouped: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
+    """``sources`` as last computed, for a node of ``GROUPED_FROM`` pairs or more from several
+    sources (None otherwise, and whenever ``origins`` changes)."""
 
     def __hash__(self) -> int:
         return self.id
@@ -105,6 +113,8 @@ class PosetNode:
         origins = self.origins
         if len(origins) == 2:
             return {origins[0]: (origins[1],)}
+        if self.grouped is not None:
+            return dict(self.grouped)
         sources, ids = origins[0::2], origins[1::2]
         if sources.count(sources[0]) == len(sources):  # one source's ids (slices: no loop)
             return {sources[0]: ids}
@@ -115,7 +125,10 @@ class PosetNode:
                 found[source] = [sid]
             else:
                 held.append(sid)
-        return {source: tuple(held) for source, held in found.items()}
+        grouped = {source: tuple(held) for source, held in found.items()}
+        if len(origins) >= 2 * GROUPED_FROM:
+            self.grouped = grouped
+        return dict(grouped)
 
     @property
     def parents(self) -> EdgeView[PosetNode]:
@@ -387,6 +400,7 @@ class SubscriptionPoset:
         caller checked that it did not already)."""
         key = (source, subscription_id)
         node.origins = (*node.origins, *key) if node.origins else key
+        node.grouped = None
         ids = self._by_source.get(source)
         if ids is None:
             ids = self._by_source[source] = {}
@@ -564,6 +578,7 @@ class SubscriptionPoset:
         while at % 2 == 0 or origins[at - 1] != source:
             at = origins.index(subscription_id, at + 1)
         node.origins = origins[: at - 1] + origins[at + 1 :]
+        node.grouped = None
         if node.origins:
             return Removed(node, False, {}, ())
         # With the default (the same labels for every node), what the children are sent for

@@ -1,0 +1,279 @@
+"""Fair under load (issue 37, item 4): other peers' latency beside a peer that floods its
+access point, with and without it, in one run.
+
+    python -m bench.fairness [--publishers 4] [--rate 50] [--seconds 10] [--no-tls] [--json]
+
+One super-peer daemon (TLS by default, trace logs off). ``--publishers`` ordinary peers each
+publish ``--rate`` publications/s (paced) that one subscriber takes; the subscriber stamps each
+notification on arrival (publishers and subscriber live in this process: one clock). Three
+phases of ``--seconds`` each, one after the other on the same daemon:
+
+* **alone**: nobody else;
+* **publication flood**: one more peer, in a process of its own, publishes as fast as its
+  connection takes it (at most 1,000 unanswered), publications that match nobody;
+* **subscription holder**: one more peer, in a process of its own, holds
+  ``max_subscriptions_per_peer`` (1,000) subscriptions, all matching what the publishers
+  publish (every notification names them all), then withdraws and makes them again as fast as
+  the access point answers.
+
+Printed per phase: the others' p50/p99 latency (publish sent -> notification in the subscriber's
+hands) and its ratio to the alone phase, what the flooder got done, and the access point's
+``superpeer_rate_limited_requests_total`` (``/metrics``). The issue asks for a p99 ratio of at
+most 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import trio
+
+import qel
+from bench.network import percentiles
+from deploy.cluster import Cluster
+from deploy.driver import RemotePeer, wait_quiet
+from qel.terms import XSD_INTEGER
+from wire import messages as m
+
+DC = "http://purl.org/dc/elements/1.1/"
+TITLES = "X : t(X, dc:title, T)"
+HELD = 1000
+"""Subscriptions the holder keeps: ``max_subscriptions_per_peer``'s default."""
+FLOOD_WINDOW = 1000
+"""Publications the flooder keeps unanswered at most (more only queue in this process)."""
+
+
+def document(owner: str, key: str, *, title: bool) -> qel.Publication:
+    """A publication of ``owner``: with a title (the subscriber's), or a subject only (nobody's)."""
+    prop = "title" if title else "subject"
+    statements = {
+        (qel.URI(DC + prop), qel.Literal(f"{key} on semantic publish/subscribe")),
+        (qel.URI(DC + "date"), qel.Literal("2004", XSD_INTEGER)),
+    }
+    return qel.Publication(
+        qel.URI(f"http://bench.example.org/{key}"), frozenset(statements), owner, key
+    )
+
+
+def answered(peer: RemotePeer) -> int:
+    return peer.received["peer.ack"] + peer.received["peer.refused"]
+
+
+# -- the flooder, in a process of its own -----------------------------------------------------
+
+
+async def flood(address: str, ca: str | None, mode: str, seconds: float) -> dict[str, object]:
+    peer = RemotePeer(f"flooder-{mode}", address, ca=Path(ca) if ca else None)
+    async with trio.open_nursery() as nursery:
+        await peer.connect(nursery)
+        await peer.request(m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]})))
+        query = qel.parse_subscription(TITLES)
+        if mode == "subscriptions":
+            for k in range(HELD):
+                await peer.request_nowait(m.Subscribe(id=f"h{k}", subscription=query))
+        print("ready", flush=True)
+        start = time.perf_counter()
+        done = 0
+        while time.perf_counter() - start < seconds:
+            if mode == "publications":
+                while (
+                    peer.received["peer.ack"] + peer.received["peer.refused"] + FLOOD_WINDOW <= done
+                ):
+                    await trio.sleep(0.0005)
+                    if time.perf_counter() - start >= seconds:
+                        break
+                key = f"f{done}"
+                await peer.request_nowait(
+                    m.Publish(publication=document(peer.network_id, key, title=False))
+                )
+            else:
+                sid = f"h{done % HELD}"
+                await peer.request(m.Unsubscribe(id=sid))
+                await peer.request(m.Subscribe(id=sid, subscription=query))
+            done += 1
+        elapsed = time.perf_counter() - start
+        result = {
+            "mode": mode,
+            "requests": done,
+            "per_second": round(done / elapsed),
+            "refused": peer.received["peer.refused"],
+            "notifications": len(peer.notifications),
+        }
+        await peer.disconnect()
+        nursery.cancel_scope.cancel()
+    return result
+
+
+# -- the measuring side --------------------------------------------------------------------------
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def rate_limited(http: str | None) -> dict[str, float]:
+    if http is None:
+        return {}
+    text = urllib.request.urlopen(f"{http}/metrics", timeout=10).read().decode()
+    found = re.findall(r'superpeer_rate_limited_requests_total\{kind="(\w+)"\} ([0-9.e+]+)', text)
+    return {kind: float(value) for kind, value in found}
+
+
+async def phase(
+    name: str,
+    cluster: Cluster,
+    publishers: list[RemotePeer],
+    subscriber: RemotePeer,
+    received_at: dict[str, float],
+    rate: float,
+    seconds: float,
+    flooder: str | None,
+) -> dict[str, object]:
+    process = None
+    if flooder is not None:
+        ca = str(cluster.ca_certificate) if cluster.tls else ""
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.fairness", "--flood", flooder, "--address",
+             cluster.addresses[0], "--ca", ca, "--seconds", str(seconds + 2.0)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "ready"
+        await trio.sleep(1.0)  # the flood has begun
+    sent_at: dict[str, float] = {}
+    load_before = load_average()
+    start = time.perf_counter()
+    count = int(rate * seconds)
+
+    async def publish(index: int, publisher: RemotePeer) -> None:
+        for n in range(count):
+            delay = start + (n + index / len(publishers)) / rate - time.perf_counter()
+            if delay > 0:
+                await trio.sleep(delay)
+            key = f"{name}-{index}-{n}"
+            sent_at[key] = time.perf_counter()
+            owner = publisher.network_id
+            await publisher.request_nowait(m.Publish(publication=document(owner, key, title=True)))
+
+    async with trio.open_nursery() as nursery:
+        for index, publisher in enumerate(publishers):
+            nursery.start_soon(publish, index, publisher)
+    with trio.fail_after(120):
+        while not all(key in received_at for key in sent_at):
+            await trio.sleep(0.01)
+    load_after = load_average()
+    flooded = None
+    if process is not None:
+        out, _ = process.communicate(timeout=60)
+        flooded = json.loads(out.strip().splitlines()[-1])
+    latency = percentiles([received_at[k] - sent_at[k] for k in sent_at])
+    return {
+        "phase": name,
+        "latency": latency,
+        "notifications": len(sent_at),
+        "flooder": flooded,
+        "load_average": [load_before, load_after],
+        "rate_limited": rate_limited(cluster.http_addresses[0] if cluster.http_addresses else None),
+    }
+
+
+async def measure(
+    publishers: int, rate: float, seconds: float, tls: bool
+) -> list[dict[str, object]]:
+    with Cluster(1, trace=False, tls=tls, http=True) as cluster:
+        ca = cluster.ca_certificate if tls else None
+        peers = [
+            RemotePeer(f"publisher{k}", cluster.addresses[0], ca=ca) for k in range(publishers)
+        ]
+        subscriber = RemotePeer("subscriber", cluster.addresses[0], ca=ca)
+        received_at: dict[str, float] = {}
+        original = subscriber._take
+
+        def stamp(notify: m.Notify) -> None:
+            received_at.setdefault(notify.publication.id, time.perf_counter())
+            original(notify)
+
+        subscriber._take = stamp  # type: ignore[method-assign]
+        rows = []
+        async with trio.open_nursery() as nursery:
+            for peer in [*peers, subscriber]:
+                await peer.connect(nursery)
+            advertisement = qel.parse_advertisement({"schemas": ["dc"]})
+            for peer in peers:
+                await peer.request(m.Advertise(advertisement=advertisement))
+            await subscriber.request(
+                m.Subscribe(id="titles", subscription=qel.parse_subscription(TITLES))
+            )
+            await wait_quiet(cluster, [*peers, subscriber])
+            for name, flooder in (
+                ("alone", None),
+                ("publication flood", "publications"),
+                ("subscription holder", "subscriptions"),
+            ):
+                rows.append(
+                    await phase(
+                        name, cluster, peers, subscriber, received_at, rate, seconds, flooder
+                    )
+                )
+                subscriber.notifications.clear()
+            for peer in [*peers, subscriber]:
+                await peer.disconnect()
+            nursery.cancel_scope.cancel()
+    alone = rows[0]["latency"]
+    for row in rows:
+        latency = row["latency"]
+        row["p99_vs_alone"] = round(latency["p99_ms"] / alone["p99_ms"], 2)  # type: ignore[index]
+        row["p50_vs_alone"] = round(latency["p50_ms"] / alone["p50_ms"], 2)  # type: ignore[index]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--publishers", type=int, default=4)
+    parser.add_argument("--rate", type=float, default=50.0, help="per publisher, per second")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per phase")
+    parser.add_argument("--no-tls", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--flood", choices=("publications", "subscriptions"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--address", help=argparse.SUPPRESS)
+    parser.add_argument("--ca", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.flood:
+        print(json.dumps(trio.run(flood, args.address, args.ca or None, args.flood, args.seconds)))
+        return
+    rows = trio.run(measure, args.publishers, args.rate, args.seconds, not args.no_tls)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(
+        f"{args.publishers} publishers x {args.rate:g}/s to one subscriber, one super-peer "
+        f"({'plaintext' if args.no_tls else 'TLS'}), {args.seconds:g} s per phase"
+    )
+    print(
+        f"{'phase':<22} {'p50 ms':>8} {'p99 ms':>8} {'p50 x':>6} {'p99 x':>6}  flooder; rate-limited; load"
+    )
+    for row in rows:
+        lat, flooded = row["latency"], row["flooder"]
+        doing = (
+            "-"
+            if flooded is None
+            else f"{flooded['per_second']} req/s, {flooded['refused']} refused"
+        )
+        print(
+            f"{row['phase']:<22} {lat['p50_ms']:>8} {lat['p99_ms']:>8} {row['p50_vs_alone']:>6} "
+            f"{row['p99_vs_alone']:>6}  {doing}; {row['rate_limited']}; {row['load_average']}"
+        )  # type: ignore[index]
+
+
+if __name__ == "__main__":
+    main()
