@@ -38,6 +38,7 @@ import trio
 
 import qel
 from bench.network import percentiles
+from bench.rates import cpu_seconds
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, wait_quiet
 from qel.terms import XSD_INTEGER
@@ -77,8 +78,10 @@ async def flood(address: str, ca: str | None, mode: str, seconds: float) -> dict
         await peer.request(m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]})))
         query = qel.parse_subscription(TITLES)
         if mode == "subscriptions":
-            for k in range(HELD):
+            for k in range(HELD - 1):
                 await peer.request_nowait(m.Subscribe(id=f"h{k}", subscription=query))
+            # answers come in order: once the last is in, it holds them all
+            await peer.request(m.Subscribe(id=f"h{HELD - 1}", subscription=query))
         print("ready", flush=True)
         start = time.perf_counter()
         done = 0
@@ -150,6 +153,8 @@ async def phase(
         await trio.sleep(1.0)  # the flood has begun
     sent_at: dict[str, float] = {}
     load_before = load_average()
+    daemon = [cluster.processes[0].pid]  # type: ignore[union-attr]
+    cpu_before = cpu_seconds(daemon)
     start = time.perf_counter()
     count = int(rate * seconds)
 
@@ -170,6 +175,7 @@ async def phase(
         while not all(key in received_at for key in sent_at):
             await trio.sleep(0.01)
     load_after = load_average()
+    busy = (cpu_seconds(daemon) - cpu_before) / (time.perf_counter() - start)
     flooded = None
     if process is not None:
         out, _ = process.communicate(timeout=60)
@@ -181,14 +187,16 @@ async def phase(
         "notifications": len(sent_at),
         "flooder": flooded,
         "load_average": [load_before, load_after],
+        "daemon_cpu": round(busy, 2),
         "rate_limited": rate_limited(cluster.http_addresses[0] if cluster.http_addresses else None),
     }
 
 
 async def measure(
-    publishers: int, rate: float, seconds: float, tls: bool
+    publishers: int, rate: float, seconds: float, tls: bool, limits: str
 ) -> list[dict[str, object]]:
-    with Cluster(1, trace=False, tls=tls, http=True) as cluster:
+    settings = "[limits]\n" + limits.replace(";", "\n") + "\n" if limits else ""
+    with Cluster(1, trace=False, tls=tls, http=True, settings=settings) as cluster:
         ca = cluster.ca_certificate if tls else None
         peers = [
             RemotePeer(f"publisher{k}", cluster.addresses[0], ca=ca) for k in range(publishers)
@@ -241,6 +249,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=50.0, help="per publisher, per second")
     parser.add_argument("--seconds", type=float, default=10.0, help="per phase")
     parser.add_argument("--no-tls", action="store_true")
+    parser.add_argument(
+        "--limits",
+        default="",
+        help='[limits] keys, ";" between: "publications_per_second = 200; publication_burst = 400"',
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--flood", choices=("publications", "subscriptions"), help=argparse.SUPPRESS
@@ -251,16 +264,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.flood:
         print(json.dumps(trio.run(flood, args.address, args.ca or None, args.flood, args.seconds)))
         return
-    rows = trio.run(measure, args.publishers, args.rate, args.seconds, not args.no_tls)
+    rows = trio.run(measure, args.publishers, args.rate, args.seconds, not args.no_tls, args.limits)
     if args.json:
         print(json.dumps(rows, indent=2))
         return
     print(
         f"{args.publishers} publishers x {args.rate:g}/s to one subscriber, one super-peer "
-        f"({'plaintext' if args.no_tls else 'TLS'}), {args.seconds:g} s per phase"
+        f"({'plaintext' if args.no_tls else 'TLS'}), {args.seconds:g} s per phase; "
+        f"[limits] {args.limits or 'defaults'}"
     )
     print(
-        f"{'phase':<22} {'p50 ms':>8} {'p99 ms':>8} {'p50 x':>6} {'p99 x':>6}  flooder; rate-limited; load"
+        f"{'phase':<22} {'p50 ms':>8} {'p99 ms':>8} {'p50 x':>6} {'p99 x':>6} {'cpu':>5}  "
+        "flooder; rate-limited; load"
     )
     for row in rows:
         lat, flooded = row["latency"], row["flooder"]
@@ -271,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(
             f"{row['phase']:<22} {lat['p50_ms']:>8} {lat['p99_ms']:>8} {row['p50_vs_alone']:>6} "
-            f"{row['p99_vs_alone']:>6}  {doing}; {row['rate_limited']}; {row['load_average']}"
+            f"{row['p99_vs_alone']:>6} {row['daemon_cpu']:>5}  {doing}; {row['rate_limited']}; "
+            f"{row['load_average']}"
         )  # type: ignore[index]
 
 
