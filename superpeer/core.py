@@ -1742,6 +1742,9 @@ class SuperPeerCore:
                 for source, ids in node.sources.items():
                     if source.kind == PEER:
                         mine = matched.setdefault(source.name, {})
+                        if not mine:  # the common case, in one pass (a peer may name 1,000)
+                            mine.update({sid: [side == 0, side == 1] for sid in ids})
+                            continue
                         for sid in ids:
                             mine.setdefault(sid, [False, False])[side] = True
                     else:

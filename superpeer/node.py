@@ -992,7 +992,17 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 made = self._withdrawn.get(peer, {}).get(sid, (None, -math.inf, None))[1]
             return kept or routed or published >= made - margin
 
-        standing = tuple(sid for sid in notify.subscriptions if stands(sid))
+        if kept or routed:
+            # owed to every subscription still held (most of them, however many are named)
+            made_at = self._subscribed_at
+            doubtful = [sid for sid in notify.subscriptions if (peer, sid) not in made_at]
+            standing = (
+                notify.subscriptions
+                if not doubtful
+                else tuple(sid for sid in notify.subscriptions if stands(sid))
+            )
+        else:
+            standing = tuple(sid for sid in notify.subscriptions if stands(sid))
         if not standing:
             self._drop_notify(
                 out,

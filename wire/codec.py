@@ -352,6 +352,9 @@ def _converter(hint: object) -> Converter:
     args = typing.get_args(hint)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         inner_to, inner_from = _converter(args[0])
+        if args[0] in _SCALARS:  # a notification names up to 1,000 subscription ids
+            scalar = args[0]
+            return list, lambda value: _scalars(value, scalar, inner_from)
         return (
             lambda value: [inner_to(v) for v in value],
             lambda value: tuple(inner_from(v) for v in _sequence(value)),
@@ -397,6 +400,20 @@ def _nested(cls: type) -> Converter:
             raise WireError(f"{cls.KIND}: {error}") from None  # type: ignore[attr-defined]
 
     return to_plain, from_plain
+
+
+_SCALARS: Final = (str, bytes)
+"""Item types a sequence of which is encoded as it is and checked by type in one pass in C."""
+
+
+def _scalars(value: object, scalar: type, check: Callable[[Any], Any]) -> tuple:
+    """A sequence of ``scalar`` s: checked by the set of its items' exact types; an item of
+    another type is named by ``check``'s error."""
+    items = _sequence(value)
+    if not set(map(type, items)) <= {scalar}:
+        for item in items:
+            check(item)
+    return tuple(items)
 
 
 def _sequence(value: object) -> list:
