@@ -87,7 +87,7 @@ async def flood(address: str, ca: str | None, mode: str, seconds: float) -> dict
             # answers come in order: once the last is in, it holds them all
             await peer.request(m.Subscribe(id=f"h{HELD - 1}", subscription=query))
         print("ready", flush=True)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         done, before = 0, answered(peer)
         while time.perf_counter() - start < seconds:
             if mode == "publications":
@@ -113,6 +113,7 @@ async def flood(address: str, ca: str | None, mode: str, seconds: float) -> dict
             "mode": mode,
             "requests": done,
             "per_second": round(done / elapsed),
+            "cpu": round((time.process_time() - cpu) / elapsed, 2),
             "refused": peer.received["peer.refused"],
             "notifications": len(peer.notifications),
         }
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         doing = (
             "-"
             if flooded is None
-            else f"{flooded['per_second']} req/s, {flooded['refused']} refused"
+            else f"{flooded['per_second']} req/s, {flooded['refused']} refused, cpu {flooded['cpu']}"
         )
         print(
             f"{row['phase']:<22} {lat['p50_ms']:>8} {lat['p99_ms']:>8} {row['p50_vs_alone']:>6} "
