@@ -1,0 +1,68 @@
+"""Rate limits on a real daemon (``superpeer.ratelimit``): a publisher over its rate is read more
+slowly (``PauseReading``) and loses nothing; a subscription over its rate is refused on the wire
+with the time to ask again."""
+
+import time
+
+import pytest
+import trio
+
+import qel
+from deploy.cluster import Cluster
+from deploy.driver import RemotePeer, wait_quiet
+from wire import messages as m
+
+pytestmark = pytest.mark.process
+
+DC = "http://purl.org/dc/elements/1.1/"
+RATE, BURST, COUNT = 200.0, 10, 300
+READ = 65536
+"""What the daemon reads at once (``superpeer.daemon.READ_SIZE``): what one read brought is
+handled, the pause comes before the next."""
+SIZE = 1000
+SETTINGS = f"""[limits]
+publications_per_second = {RATE}
+publication_burst = {BURST}
+subscriptions_per_second = 1.0
+subscription_burst = 1
+"""
+
+
+def publication(number: int) -> qel.Publication:
+    statements = {(qel.URI(DC + "title"), qel.Literal(f"document {number} " + "x" * SIZE))}
+    return qel.Publication(
+        qel.URI(f"http://example.org/doc{number}"), frozenset(statements), "publisher", f"n{number}"
+    )
+
+
+async def test_a_publisher_over_its_rate_is_slowed_and_loses_nothing(tmp_path):
+    with Cluster(1, trace=False, tls=False, directory=tmp_path, settings=SETTINGS) as cluster:
+        async with trio.open_nursery() as nursery:
+            publisher = RemotePeer("publisher", cluster.addresses[0])
+            subscriber = RemotePeer("subscriber", cluster.addresses[0])
+            for peer in (publisher, subscriber):
+                await peer.connect(nursery)
+            advertisement = qel.parse_advertisement({"schemas": ["dc"]})
+            await publisher.request(m.Advertise(advertisement=advertisement))
+            query = qel.parse_subscription("X : t(X, dc:title, T)")
+            await subscriber.request(m.Subscribe(id="s1", subscription=query))
+            await wait_quiet(cluster, [publisher, subscriber])
+            start = time.perf_counter()
+            for number in range(COUNT):
+                await publisher.request_nowait(m.Publish(publication=publication(number)))
+            with trio.fail_after(30):
+                while len(subscriber.notifications) < COUNT:
+                    await trio.sleep(0.01)
+            elapsed = time.perf_counter() - start
+            refused = [await subscriber.request(m.Subscribe(id=f"s{k}", subscription=query))
+                       for k in (2, 3)]  # fmt: skip
+            limited = cluster.status(0)["rate_limited"]
+            nursery.cancel_scope.cancel()
+    assert publisher.received[m.Refused.KIND] == 0, "a publication is never refused for its rate"
+    slowest_read = READ // SIZE  # publications one read may bring beyond the rate
+    assert elapsed >= 0.8 * (COUNT - BURST - slowest_read) / RATE, elapsed
+    assert limited["publications"] > 0
+    assert isinstance(refused[0], m.Ack), "the bucket refilled while the publisher published"
+    assert isinstance(refused[1], m.Refused) and refused[1].retry_after > 0
+    assert "more subscriptions than 1 per second" in refused[1].reason
+    assert limited["subscriptions"] == 1
