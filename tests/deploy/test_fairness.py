@@ -42,10 +42,15 @@ async def test_a_publisher_over_its_rate_is_slowed_and_loses_nothing(tmp_path):
             subscriber = RemotePeer("subscriber", cluster.addresses[0])
             for peer in (publisher, subscriber):
                 await peer.connect(nursery)
-            advertisement = qel.parse_advertisement({"schemas": ["dc"]})
-            await publisher.request(m.Advertise(advertisement=advertisement))
             query = qel.parse_subscription("X : t(X, dc:title, T)")
-            await subscriber.request(m.Subscribe(id="s1", subscription=query))
+            for peer, request in (
+                (
+                    publisher,
+                    m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]})),
+                ),
+                (subscriber, m.Subscribe(id="s1", subscription=query)),
+            ):
+                await peer.request(request)
             await wait_quiet(cluster, [publisher, subscriber])
             start = time.perf_counter()
             for number in range(COUNT):
