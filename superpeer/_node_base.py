@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import secrets
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
@@ -160,6 +160,10 @@ class NodeConfig:
     restore_collection_from: int = 10_000
     """A restore of this many subscriptions or more ends with a full garbage collection, before
     the join request leaves (``superpeer._restoring.prepare_restore``)."""
+    placements_per_step: int = 100
+    """Subscriptions placed in the poset per step at most: beyond, inputs wait and the timer
+    places the next slice (``superpeer._backlog``), so that a burst never holds the runtime's
+    loop for long (at the slowest insertion rate measured, 269/s, 100 take 0.4 s)."""
     catchup_batch: int = 200
     """Subscriptions per ``CatchUp`` request: a restart with 10^5 asked for all of them in one
     request of 27 MB, beyond any frame, and the daemon died sending it."""
@@ -387,6 +391,13 @@ class NodeBase:
         """When to ask the topology protocol again about suspected neighbours (it may have been
         busy with another operation)."""
         self._timer_due: float | None = None
+        self._backlog: deque[tuple[int, Callable[[float], list[Output]]]] = deque()
+        """Inputs waiting behind a burst of placements, with how many each places
+        (``superpeer._backlog``)."""
+        self._allowance = self.config.placements_per_step
+        """Placements this step may still make (renewed by each ``timer`` call)."""
+        self._continue_at: float | None = None
+        """When the backlog was last left waiting (the timer is due from then)."""
         self._connections: dict[int, PeerConnection] = {}
         self._next_connection = 1
         self._unidentified: Counter[str] = Counter()
