@@ -49,6 +49,7 @@ class Backlog(NodeBase):
             self._allowance -= cost
             return False
         self._backlog.append((cost, call))
+        self.statistics.waited += 1
         if self._continue_at is None:
             self._continue_at = now
         return True

@@ -209,6 +209,8 @@ class NodeStatistics:
     """Gap notices put in local peers' inboxes (``superpeer._catchup``)."""
     handovers_in: int = 0
     handovers_out: int = 0
+    waited: int = 0
+    """Inputs that waited behind a burst of placements (``superpeer._backlog``)."""
     forwarded: int = 0
     sent: Counter[str] = field(default_factory=Counter)
     received: Counter[str] = field(default_factory=Counter)
