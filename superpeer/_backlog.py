@@ -5,13 +5,15 @@ Placing a subscription in the poset costs from a fraction of a millisecond to se
 milliseconds (issue 34: 269 insertions/s on a mixed workload). A burst of 20,000 (a neighbour's
 routes after a join or a heal, a busy access point, a peer's bulk subscribe) placed in one go
 held the event loop for over a minute, the node sent no heartbeat meanwhile, and its neighbours
-declared it failed. So each input that places subscriptions (``sp.forward``, ``peer.subscribe``,
-``sp.adopt``) spends an *allowance* of ``placements_per_step``; once it is spent, that input and
-every input after it wait in the backlog, in arrival order, and the node's ``next_deadline`` is
-due at once. Each ``timer`` call renews the allowance and handles waiting inputs until it is
-spent again. The runtime lets every other task run between two timer calls (the daemon's
-``trio.sleep(0)``; the simulator fires the timer as an event of its own), so the loop is held for
-at most one allowance's placements (plus the last input's own: an ``Adopt`` is not cut).
+declared it failed. So each placement (an ``sp.forward``, a ``peer.subscribe``, each
+subscription of an ``sp.adopt``) spends an *allowance* of ``placements_per_step``; once it is
+spent, that input and every input after it wait in the backlog, in arrival order, and the
+node's ``next_deadline`` is due at once. Each ``timer`` call renews the allowance and handles
+waiting inputs until it is spent again. The runtime lets every other task run between two timer
+calls (the daemon's ``trio.sleep(0)``; the simulator fires the timer as an event of its own), so
+the loop is held for at most one allowance's placements. An ``Adopt`` stores all its
+subscriptions at once (one commit: a crash cannot keep half of them) and places them one piece
+each, ahead of the inputs that came after it.
 
 What goes ahead of the backlog: the timer (heartbeats out, silence, every deadline) and the signs
 of life on links (``superpeer_heard``, and the sender of a waiting frame counts as heard when it
@@ -31,12 +33,9 @@ Waiting = Callable[[float], list[Output]]
 
 
 def placements(message: object) -> int:
-    """How many subscriptions handling ``message`` places in the poset."""
-    if isinstance(message, m.Forward | m.Subscribe):
-        return 1
-    if isinstance(message, m.Adopt):
-        return len(message.kept or message.subscriptions)
-    return 0
+    """How many subscriptions handling ``message`` places in the poset itself (an ``Adopt``
+    places its own in slices: ``_place_in_slices``)."""
+    return 1 if isinstance(message, m.Forward | m.Subscribe) else 0
 
 
 class Backlog(NodeBase):
@@ -53,6 +52,24 @@ class Backlog(NodeBase):
         if self._continue_at is None:
             self._continue_at = now
         return True
+
+    def _place_in_slices(
+        self, placing: list[tuple[int, Waiting]], now: float, out: list[Output]
+    ) -> None:
+        """The pieces of one input, with the placements each makes: those the allowance covers
+        now, the others first in the backlog, ahead of every input that came after."""
+        ahead = 0
+        while ahead < len(placing) and self._allowance > 0:
+            cost, call = placing[ahead]
+            self._allowance -= cost
+            out += call(now)
+            ahead += 1
+        rest = placing[ahead:]
+        if rest:
+            self._backlog.extendleft(reversed(rest))
+            self.statistics.waited += len(rest)
+            if self._continue_at is None:
+                self._continue_at = now
 
     def _handle_backlog(self, now: float, out: list[Output], *, everything: bool = False) -> None:
         """A new allowance, and the waiting inputs it covers, oldest first (``everything``:

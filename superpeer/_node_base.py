@@ -160,10 +160,11 @@ class NodeConfig:
     restore_collection_from: int = 10_000
     """A restore of this many subscriptions or more ends with a full garbage collection, before
     the join request leaves (``superpeer._restoring.prepare_restore``)."""
-    placements_per_step: int = 100
+    placements_per_step: int = 50
     """Subscriptions placed in the poset per step at most: beyond, inputs wait and the timer
     places the next slice (``superpeer._backlog``), so that a burst never holds the runtime's
-    loop for long (at the slowest insertion rate measured, 269/s, 100 take 0.4 s)."""
+    loop for long (the digital library's 20,000th subscription takes some 15 ms to place on a
+    loaded machine: 50, 0.7 s)."""
     catchup_batch: int = 200
     """Subscriptions per ``CatchUp`` request: a restart with 10^5 asked for all of them in one
     request of 27 MB, beyond any frame, and the daemon died sending it."""
@@ -210,7 +211,8 @@ class NodeStatistics:
     handovers_in: int = 0
     handovers_out: int = 0
     waited: int = 0
-    """Inputs that waited behind a burst of placements (``superpeer._backlog``)."""
+    """Inputs (and pieces of an ``Adopt``) that waited behind a burst of placements
+    (``superpeer._backlog``)."""
     forwarded: int = 0
     sent: Counter[str] = field(default_factory=Counter)
     received: Counter[str] = field(default_factory=Counter)

@@ -70,7 +70,7 @@ Rules, beyond the routing core's:
   from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
   it kept is handed over.
 * **Never hold the loop** (``superpeer._backlog``). Inputs that place subscriptions in the
-  poset (``sp.forward``, ``peer.subscribe``, ``sp.adopt``) spend an allowance of
+  poset (``sp.forward``, ``peer.subscribe``, each subscription of an ``sp.adopt``) spend an allowance of
   ``placements_per_step``, renewed by each ``timer`` call; once it is spent, the input and
   *every input after it* wait in the backlog, in arrival order, and the timer is due at once:
   each call handles the next slice, and the runtime runs its other tasks between two calls. A
@@ -88,8 +88,8 @@ Rules, beyond the routing core's:
   ``Forward`` late by more than ``settle_seconds`` asks the origins to replay, ``Forward.since``;
   an ``Ack`` says when a subscription became active, which is when its turn came). No
   notification that a placed subscription matches is lost, and none is routed twice (the same
-  code, in the same order). An ``Adopt`` is placed whole (its peer's subscriptions, at most
-  ``max_subscriptions_per_peer``); a node that leaves handles its whole backlog first.
+  code, in the same order). An ``Adopt``'s subscriptions are stored at once and placed in
+  slices, ahead of the inputs after it; a node that leaves handles its whole backlog first.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
   (``Goodbye.successor``), withdraws its advertisement and leaves the cube. A leaver cut off while

@@ -5,9 +5,11 @@ delivered exactly once, as the oracle says."""
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.slicing import burst
 from superpeer._node_base import NodeConfig
 from superpeer.core import SuperPeerCore
 from superpeer.sim import Simulation
@@ -115,3 +117,32 @@ def test_with_one_placement_per_step_every_peer_receives_what_the_oracle_says(
     assert simulation.deliveries() == expected_deliveries(superpeers, ops)
     assert simulation.redeliveries == 0
     check_routing(simulation)
+
+
+# A node's liveness, honest about time: ``bench.slicing.TimedSimulation`` makes each call into a
+# node take the real time its code took, so a node that places subscriptions for 12 s is silent
+# for 12 s and its neighbour's failure detector sees it (the plain simulator's time stands still
+# while a node computes).
+
+
+def test_a_node_receiving_a_burst_of_2000_stays_a_member_with_a_failure_timeout_of_1_s():
+    """The slow tier's burst at a tenth of the size, against a tenth of the failure timeout
+    (heartbeats every 0.1 s) and a tenth of the budget."""
+    result = burst(2_000, placements_per_step=5, failure_seconds=1.0, workload="listings")
+    assert result.waited > 0, "the burst was placed in one go"
+    assert result.declared_failed == 0
+    assert result.longest_silence < 0.5, "a neighbour heard nothing for half the timeout"
+
+
+@pytest.mark.slow
+def test_a_node_receiving_20000_subscriptions_in_one_burst_stays_a_member():
+    """The issue's case: 20,000 distinct subscriptions handed over at once (one ``Adopt``: one
+    input), defaults (``failure_seconds`` 10, heartbeats every second, 50 placements per step).
+    Listings, which the poset places at some 2,000 a second: the digital library's, at some
+    100 a second at this size, take minutes (``python -m bench.slicing`` measures them)."""
+    result = burst(
+        20_000, placements_per_step=NodeConfig().placements_per_step, workload="listings"
+    )
+    assert result.waited > 0, "the burst was placed in one go"
+    assert result.declared_failed == 0
+    assert result.longest_silence < 2.5, "a neighbour heard nothing for a quarter of the timeout"
