@@ -2,32 +2,32 @@
 failed meanwhile (issue 34, "Never hold the loop"; ``superpeer._backlog``).
 
 The simulator's time does not pass while a node computes, so it would never see a burst hold a
-node. ``TimedSimulation`` makes it pass: each call into a node (a delivery, a timer) advances
-simulated time by the real time the call took, before its outputs leave. A node that computes for
-12 s is silent for 12 s of simulated time, and its neighbour's failure detector sees it; what
-the node does between calls (the runtime's other tasks, its heartbeats) happens in between.
+node. ``TimedSimulation`` makes it pass: each call into a node (a delivery, a timer) takes the
+CPU time the node's code took, each node a process of its own. A node that computes for 12 s is
+silent for 12 s, and its neighbour's failure detector sees it.
 
-The burst: super-peer ``sp0`` sends ``sp1`` (its neighbour, where a publisher advertises) N
-distinct digital-library subscriptions at once, as a neighbour's routes after a join or a heal.
-Measured: the longest call into ``sp1`` (the loop held), the time until all are placed, whether
-``sp0`` declared ``sp1`` failed. Once with every subscription placed as it comes (the
-baseline: ``placements_per_step`` beyond the burst) and once in slices (the default)::
+The burst: super-peer ``sp0`` hands ``sp1`` (its neighbour) N distinct subscriptions at once,
+as when it leaves: its peers' (``Adopt``, 1,000 per peer, each one input), or as its routes
+after a join or a heal (``--kind forward``: one frame each; the runtime, like the trio daemon,
+gets its turn between frames). Measured: the longest call into ``sp1``, the longest time
+``sp1`` sent its neighbour nothing (the loop held, as the neighbour sees it), the time until all
+are placed, whether a node declared the other failed. Once with every subscription placed as it
+comes (the baseline: ``placements_per_step`` beyond the burst) and once in slices (the
+default)::
 
-    python -m bench.slicing --subscriptions 20000
-
-(In the trio daemon a burst that arrives in many frames was applied a read, 64 KB, at a time,
-so its loop was held for a read's placements; this simulation delivers the whole burst as one
-read would, which is what an ``Adopt`` or a large read does.)
+    python -m bench.slicing --subscriptions 20000 --workload listings
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
+import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import qel
 from superpeer._node_base import NodeConfig
@@ -53,13 +53,17 @@ INPUTS = (
 
 
 class TimedSimulation(Simulation):
-    """The simulator, with each call into a node taking the real time the node's code took (not
-    the simulator's own bookkeeping)."""
+    """The simulator, with each call into a node taking the CPU time the node's code took (not
+    the simulator's own bookkeeping, nor other processes' turns on a loaded machine), each node a process of its own: a call that starts at t
+    and takes d sends its outputs at t + d, and the node is busy until then (what arrives for
+    it meanwhile, and its timer, wait), while the other nodes go on at their own times."""
 
     def __init__(self, superpeers: int, **options: object) -> None:
         self._took = 0.0
+        """CPU seconds spent in node code since the last outputs left."""
         self._inside = False
-        """Real seconds spent in node code since the last outputs left."""
+        self.busy_until: dict[str, float] = {}
+        """Per node, when the call it is in ends."""
         self.longest: dict[str, float] = {}
         """Per node, the longest call into it (seconds)."""
         self.spoke: dict[str, float] = {}
@@ -89,26 +93,47 @@ class TimedSimulation(Simulation):
             if self._inside:  # an input that calls another (``superpeer_welcomed``)
                 return call(*arguments)
             self._inside = True
-            started = time.perf_counter()
+            started = time.thread_time()
             try:
                 return call(*arguments)
             finally:
-                self._took += time.perf_counter() - started
+                self._took += time.thread_time() - started
                 self._inside = False
 
         return timed
 
+    def _deliver(self, pending: Any) -> None:
+        free = self.busy_until.get(pending.receiver, -math.inf)
+        if pending.receiver in self.nodes and pending.at < free:
+            self._requeue(pending, free)  # the receiver is still busy: it reads this later
+            return
+        super()._deliver(pending)
+
+    def _fire(self, timer: tuple[float, str]) -> None:
+        at, node_id = timer
+        free = self.busy_until.get(node_id, -math.inf)
+        if at < free:  # still busy: its timer runs when the call is over
+            heapq.heappop(self._deadlines)
+            self._deadline_of[node_id] = free
+            self._sequence += 1
+            heapq.heappush(self._deadlines, (free, self._sequence, node_id))
+            return
+        super()._fire(timer)
+
     def _execute(self, node_id: str, outputs: list) -> None:
         """What the call produced leaves when the node's work on it is over."""
+        started = self.now
         if self._took:
             took, self._took = self._took, 0.0
             self.now += took
+            self.busy_until[node_id] = self.now
             self.longest[node_id] = max(self.longest.get(node_id, 0.0), took)
         if node_id in self.spoke and any(isinstance(o, ToSuperPeer) for o in outputs):
             quiet = self.now - self.spoke[node_id]
             self.silence[node_id] = max(self.silence[node_id], quiet)
             self.spoke[node_id] = self.now
         super()._execute(node_id, outputs)
+        self.now = started  # the other nodes go on from when the call started
 
 
 @dataclass(frozen=True)
@@ -156,9 +181,10 @@ def burst(
     workload: str = "library",
     seed: int = 0,
 ) -> BurstResult:
-    """``sp0`` sends ``sp1`` ``count`` subscriptions at once, in one ``Adopt`` (``kind``
-    "adopt": one input places them all) or in one ``Forward`` each ("forward"); the network
-    runs until all are placed, or ``sp0`` declared ``sp1`` failed."""
+    """``sp0`` sends ``sp1`` ``count`` subscriptions at once: ``kind`` "adopt", as it leaves,
+    its peers', each with ``max_subscriptions_per_peer`` (1,000; one input places a peer's
+    whole); "forward", as its routes after a join or a heal (one frame each). The network runs
+    until all are placed, or a node declared the other failed."""
     config = NodeConfig(
         heartbeat_seconds=heartbeat_seconds or failure_seconds / 10,
         failure_seconds=failure_seconds,
@@ -172,17 +198,24 @@ def burst(
     position = simulation.cores["sp0"].origin_positions["sp1"]
     started = simulation.now
     if kind == "adopt":
-        ids = tuple((f"b{number}", query) for number, query in enumerate(queries))
+        most = config.routing.max_subscriptions_per_peer
+        ids = [(f"b{number}", query) for number, query in enumerate(queries)]
         messages: list[object] = [
-            m.Adopt(peer="reader", public_key=b"", advertisement=None, subscriptions=ids)
+            m.Adopt(
+                peer=f"reader{start}",
+                public_key=b"",
+                advertisement=None,
+                subscriptions=tuple(ids[start : start + most]),
+            )
+            for start in range(0, count, most)
         ]
-        source = peer_source("reader")
+        sources = [peer_source(f"reader{start}") for start in range(0, count, most)]
     else:
         messages = [
             m.Forward(id=f"b{number}", subscription=query, toward=(("sp1", position),))
             for number, query in enumerate(queries)
         ]
-        source = superpeer_source("sp0")
+        sources = [superpeer_source("sp0")]
     for number, message in enumerate(messages):
         simulation._enqueue(  # what sp0's link carries
             "sp",
@@ -198,7 +231,7 @@ def burst(
     placed: list[float] = []
 
     def all_placed() -> bool:
-        if not placed and core.poset.count_of(source) >= count:
+        if not placed and sum(core.poset.count_of(source) for source in sources) >= count:
             placed.append(simulation.now)
         return bool(placed) or trouble()  # (then it never is)
 

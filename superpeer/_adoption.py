@@ -94,8 +94,14 @@ class Adoptions(Backlog):
             )
 
     def _adopted(self, peer: str, subscribe: m.Subscribe, now: float) -> list[Output]:
-        """Place one adopted subscription (stored already), if its peer is still here."""
+        """Keep one adopted subscription (its expiry on this node's clock already), and place
+        it if its peer is still here (a node rejoining places what its store holds)."""
         out: list[Output] = []
+        made = None
+        if subscribe.active_since > 0:  # as the leaver kept it (an older leaver: unknown)
+            made = self._subscribed_at.setdefault((peer, subscribe.id), subscribe.active_since)
+        self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe), made)
+        self.expiries.set(peer, subscribe.id, subscribe.expires)
         core = self.core
         if core is not None and peer in core.peers:
             self._core_call(
@@ -150,19 +156,16 @@ class Adoptions(Backlog):
         )
         placing: list[tuple[int, Waiting]] = []
         for held in kept:
-            subscribe = self._expiry_here(held, now)
-            made = None
-            if subscribe.active_since > 0:  # as the leaver kept it (an older leaver: unknown)
-                made = self._subscribed_at.setdefault((peer, subscribe.id), subscribe.active_since)
-            self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe), made)
-            self.expiries.set(peer, subscribe.id, subscribe.expires)
+            subscribe = self._expiry_here(held, now)  # as it arrived
             placing.append((1, lambda at, s=subscribe: self._adopted(peer, s, at)))
         # what reached the leaver for this peer after it handed it over went nowhere: asked
         # of the origins once every subscription is placed (what is published until then
         # reaches no route of them), from now
         since = self.clock.now(now) - self.config.catchup_margin_seconds
         placing.append((0, lambda at: self._catch_up_adopted(peer, since, at)))
-        # all of it durable now, in this input's commit; placed in slices (``_backlog``)
+        # kept and placed in slices (``_backlog``): a crash in between loses the rest, as it
+        # lost the whole of an input not yet committed; the peer sends its subscriptions again
+        # when it connects
         self._place_in_slices(placing, now, out)
         log.info(
             "event=adopted node=%s peer=%s subscriptions=%d",

@@ -11,9 +11,8 @@ spent, that input and every input after it wait in the backlog, in arrival order
 node's ``next_deadline`` is due at once. Each ``timer`` call renews the allowance and handles
 waiting inputs until it is spent again. The runtime lets every other task run between two timer
 calls (the daemon's ``trio.sleep(0)``; the simulator fires the timer as an event of its own), so
-the loop is held for at most one allowance's placements. An ``Adopt`` stores all its
-subscriptions at once (one commit: a crash cannot keep half of them) and places them one piece
-each, ahead of the inputs that came after it.
+the loop is held for at most one allowance's placements. An ``Adopt`` keeps and places its
+subscriptions one piece each, ahead of the inputs that came after it.
 
 What goes ahead of the backlog: the timer (heartbeats out, silence, every deadline) and the signs
 of life on links (``superpeer_heard``, and the sender of a waiting frame counts as heard when it

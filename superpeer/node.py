@@ -88,8 +88,10 @@ Rules, beyond the routing core's:
   ``Forward`` late by more than ``settle_seconds`` asks the origins to replay, ``Forward.since``;
   an ``Ack`` says when a subscription became active, which is when its turn came). No
   notification that a placed subscription matches is lost, and none is routed twice (the same
-  code, in the same order). An ``Adopt``'s subscriptions are stored at once and placed in
-  slices, ahead of the inputs after it; a node that leaves handles its whole backlog first.
+  code, in the same order). An ``Adopt``'s subscriptions are kept and placed in slices, ahead
+  of the inputs after it (a crash in between loses the rest, as it lost a whole input not yet
+  committed: the peer sends its subscriptions again when it connects); a node that leaves
+  handles its whole backlog first.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
   (``Goodbye.successor``), withdraws its advertisement and leaves the cube. A leaver cut off while
