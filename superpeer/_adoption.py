@@ -119,6 +119,8 @@ class Adoptions(Backlog):
         return out
 
     def _catch_up_adopted(self, peer: str, since: float, now: float) -> list[Output]:
+        """Once all of an adopted peer's subscriptions are placed: ask the origins, after the
+        routes settle, for what the peer's were owed since the adoption."""
         self._catchups.append(
             PlannedCatchUp(now + self.config.routing.settle_seconds, since, frozenset({peer}), None)
         )

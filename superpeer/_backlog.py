@@ -2,10 +2,13 @@
 placed at most ``placements_per_step`` at a time, between the node's other inputs.
 
 Placing a subscription in the poset costs from a fraction of a millisecond to several
-milliseconds (issue 34: 269 insertions/s on a mixed workload). A burst of 20,000 (a neighbour's
-routes after a join or a heal, a busy access point, a peer's bulk subscribe) placed in one go
-held the event loop for over a minute, the node sent no heartbeat meanwhile, and its neighbours
-declared it failed. So each placement (an ``sp.forward``, a ``peer.subscribe``, each
+milliseconds (issue 34: 269 insertions/s on a mixed workload; the digital library's slower as
+the poset grows). Placed as they came, a burst held the runtime's loop for whole inputs: all of
+a peer's subscriptions that a leaving neighbour handed over (``Adopt``), a read of a peer's
+``Subscribe`` frames (64 KB), 64 of a neighbour's ``Forward`` frames (its acknowledgements'
+spacing). With 20,000 digital-library subscriptions handed over, the node sent no heartbeat
+for longer than ``failure_seconds`` and its neighbour declared it failed (BENCHMARKS.md, "A
+burst of subscriptions and the loop"). So each placement (an ``sp.forward``, a ``peer.subscribe``, each
 subscription of an ``sp.adopt``) spends an *allowance* of ``placements_per_step``; once it is
 spent, that input and every input after it wait in the backlog, in arrival order, and the
 node's ``next_deadline`` is due at once. Each ``timer`` call renews the allowance and handles
