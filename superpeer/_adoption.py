@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 import wire
+from superpeer._backlog import Backlog, Waiting
 from superpeer._batches import fitting
 from superpeer._node_base import (
     ADOPTED,
     MOVED,
-    NodeBase,
     Output,
     PlannedCatchUp,
     decoded_as,
@@ -20,7 +20,7 @@ from superpeer.mailroom import mail_key
 from wire import messages as m
 
 
-class Adoptions(NodeBase):
+class Adoptions(Backlog):
     """Taking over the peers of a neighbour that leaves."""
 
     def _adopt_out(self, peer: str, successor: str, now: float, out: list[Output]) -> None:
@@ -93,6 +93,39 @@ class Adoptions(NodeBase):
                 notification.published_at,
             )
 
+    def _adopted(self, peer: str, subscribe: m.Subscribe, now: float) -> list[Output]:
+        """Keep one adopted subscription (its expiry on this node's clock already), and place
+        it if its peer is still here (a node rejoining places what its store holds)."""
+        out: list[Output] = []
+        made = None
+        if subscribe.active_since > 0:  # as the leaver kept it (an older leaver: unknown)
+            made = self._subscribed_at.setdefault((peer, subscribe.id), subscribe.active_since)
+        self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe), made)
+        self.expiries.set(peer, subscribe.id, subscribe.expires)
+        core = self.core
+        if core is not None and peer in core.peers:
+            self._core_call(
+                lambda o: core.subscribe(
+                    peer,
+                    subscribe.id,
+                    subscribe.subscription,
+                    now,
+                    o,
+                    on_change=subscribe.on_change,
+                ),
+                now,
+                out,
+            )
+        return out
+
+    def _catch_up_adopted(self, peer: str, since: float, now: float) -> list[Output]:
+        """Once all of an adopted peer's subscriptions are placed: ask the origins, after the
+        routes settle, for what the peer's were owed since the adoption."""
+        self._catchups.append(
+            PlannedCatchUp(now + self.config.routing.settle_seconds, since, frozenset({peer}), None)
+        )
+        return []
+
     def _adopt_in(self, sender: str, message: m.Adopt, now: float, out: list[Output]) -> None:
         core = self.core
         if core is None:
@@ -123,29 +156,19 @@ class Adoptions(NodeBase):
         kept = message.kept or tuple(
             m.Subscribe(id=sid, subscription=q) for sid, q in message.subscriptions
         )
+        placing: list[tuple[int, Waiting]] = []
         for held in kept:
-            subscribe = self._expiry_here(held, now)
-            made = None
-            if subscribe.active_since > 0:  # as the leaver kept it (an older leaver: unknown)
-                made = self._subscribed_at.setdefault((peer, subscribe.id), subscribe.active_since)
-            self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe), made)
-            self._core_call(
-                lambda o, s=subscribe: core.subscribe(
-                    peer, s.id, s.subscription, now, o, on_change=s.on_change
-                ),
-                now,
-                out,
-            )
-            self.expiries.set(peer, subscribe.id, subscribe.expires)
-        # what reached the leaver for this peer after it handed it over went nowhere
-        self._catchups.append(
-            PlannedCatchUp(
-                now + self.config.routing.settle_seconds,
-                self.clock.now(now) - self.config.catchup_margin_seconds,
-                frozenset({peer}),
-                None,
-            )
-        )
+            subscribe = self._expiry_here(held, now)  # as it arrived
+            placing.append((1, lambda at, s=subscribe: self._adopted(peer, s, at)))
+        # what reached the leaver for this peer after it handed it over went nowhere: asked
+        # of the origins once every subscription is placed (what is published until then
+        # reaches no route of them), from now
+        since = self.clock.now(now) - self.config.catchup_margin_seconds
+        placing.append((0, lambda at: self._catch_up_adopted(peer, since, at)))
+        # kept and placed in slices (``_backlog``): a crash in between loses the rest, as it
+        # lost the whole of an input not yet committed; the peer sends its subscriptions again
+        # when it connects
+        self._place_in_slices(placing, now, out)
         log.info(
             "event=adopted node=%s peer=%s subscriptions=%d",
             self.node_id,

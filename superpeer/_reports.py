@@ -85,6 +85,7 @@ class Reports(NodeBase):
             "failures_detected": self.statistics.failures_detected,
             "repairs": self.statistics.repairs,
             "rejoins": self.statistics.rejoins,
+            "backlog": {"waiting": len(self._backlog), "waited": self.statistics.waited},
             "catchups": {
                 "asked": self.statistics.catchups_asked,
                 "served": self.statistics.catchups_served,

@@ -7,21 +7,23 @@ import math
 
 from clocks import sample_of
 from hypercup import NodeState
+from superpeer._backlog import Backlog
 from superpeer._node_base import (
-    NodeBase,
     Output,
     log,
 )
 from wire import messages as m
 
 
-class Timers(NodeBase):
+class Timers(Backlog):
     """What the node does when time passes."""
 
     def next_deadline(self) -> float | None:
         # asked after every input (the runtime arms its one timer with it): a running minimum,
         # no list of candidates
         due = min(self._housekeeping_at, self._peer_clocks_at)
+        if self._continue_at is not None:
+            due = min(due, self._continue_at)  # the next slice of a burst (``_backlog``)
         if self._probes and self.core is not None:
             due = min(due, self._probe_at)
         if self._merging is not None:
@@ -75,6 +77,7 @@ class Timers(NodeBase):
         state = self.topology.state
         return (
             self._join_at is not None
+            or bool(self._backlog)
             or (self.core is not None and self.core.settling())
             or bool(self._catchups)
             or bool(self._replay)
@@ -90,6 +93,8 @@ class Timers(NodeBase):
     def waiting_for(self) -> list[str]:
         """What the node waits for, for humans (``superpeer status``) and the simulator."""
         reasons = []
+        if self._backlog:
+            reasons.append(f"inputs behind a burst of subscriptions: {len(self._backlog)}")
         if self._join_at is not None:
             reasons.append("a join to retry")
         if self.core is not None and self.core.settling():
@@ -140,6 +145,7 @@ class Timers(NodeBase):
 
     def timer(self, now: float) -> list[Output]:
         out: list[Output] = []
+        self._handle_backlog(now, out)
         if (
             self._leaving_since is not None
             and self.topology.state is NodeState.LEAVING

@@ -33,6 +33,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
                                        # the super-peer rejoins
     admission_seconds = 10.0           # TLS + Hello + identification of a connection, in all
     max_unidentified_per_address = 32  # connections from one address not identified yet
+    placements_per_step = 50           # subscriptions placed in one go at most: a burst is
+                                       # placed in slices, heartbeats handled between them
     max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
     locate_direct_seconds = 3.0        # a look-up sent to the super-peer the peer named falls
                                        # back to asking the whole network after this long
@@ -163,6 +165,7 @@ class Limits:
     wedged_seconds: float = 60.0
     admission_seconds: float = 10.0
     max_unidentified_per_address: int = 32
+    placements_per_step: int = 50
     max_lookups_per_peer: int = 16
     locate_direct_seconds: float = 3.0
     max_clock_offset_seconds: float = 1.0
@@ -311,6 +314,7 @@ class SuperPeerConfig:
             wedged_seconds=limits.wedged_seconds,
             admission_seconds=limits.admission_seconds,
             max_unidentified_per_address=limits.max_unidentified_per_address,
+            placements_per_step=limits.placements_per_step,
             window=delivery.window,
             retention_seconds=delivery.retention_seconds,
             max_kept_per_peer=delivery.max_kept_per_peer,

@@ -442,7 +442,10 @@ class SuperPeerDaemon:
         """Calls the node's timer at its next deadline, looked at again after each group commit
         (an input may have brought it forward; the group's outputs, a timer's included, leave
         after that commit anyway). Not after each input: under a stream of notifications that
-        was one deadline computation, cancel scope and wake-up per message."""
+        was one deadline computation, cancel scope and wake-up per message. A node placing a
+        burst of subscriptions (``superpeer._backlog``) is due at once after each slice: the
+        ``trio.sleep(0)`` after each call lets every other task run (reads, acknowledgements,
+        the links' writers with the heartbeats) before the next slice."""
         while True:
             deadline = self.node.next_deadline()
             self._wake = trio.Event()

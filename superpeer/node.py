@@ -69,6 +69,29 @@ Rules, beyond the routing core's:
   ``handover_seconds``, the node asks the origins for what was published since the peer last heard
   from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
   it kept is handed over.
+* **Never hold the loop** (``superpeer._backlog``). Inputs that place subscriptions in the
+  poset (``sp.forward``, ``peer.subscribe``, each subscription of an ``sp.adopt``) spend an allowance of
+  ``placements_per_step``, renewed by each ``timer`` call; once it is spent, the input and
+  *every input after it* wait in the backlog, in arrival order, and the timer is due at once:
+  each call handles the next slice, and the runtime runs its other tasks between two calls. A
+  burst of 20,000 thus never keeps the node from its heartbeats. What may go ahead: the timer
+  (heartbeats, silence, every deadline) and signs of life (``superpeer_heard``; a waiting
+  frame's sender counts as heard as it arrives, if its incarnation is the one known), which read
+  and write nothing routing reads. The order rule: an input that waits is handled as if it had
+  arrived when its turn came, after every input that arrived before it, and before every input
+  that arrived after it. So whatever depends on a waiting subscription sees it placed: its own
+  forwarding (the slice that places it routes it), an ``Unsubscribe`` or ``Retract`` of it, a
+  ``Notification`` that arrived after it (from the same link or another), a ``CatchUp`` or
+  ``Handover`` asked after it: each waits behind it. What goes ahead is only what could have
+  happened anyway had the waiting frames been slower on the wire (the timer's work, a catch-up
+  due, a neighbour's failure detected): late arrival is a case routing handles already (a
+  ``Forward`` late by more than ``settle_seconds`` asks the origins to replay, ``Forward.since``;
+  an ``Ack`` says when a subscription became active, which is when its turn came). No
+  notification that a placed subscription matches is lost, and none is routed twice (the same
+  code, in the same order). An ``Adopt``'s subscriptions are kept and placed in slices, ahead
+  of the inputs after it (a crash in between loses the rest, as it lost a whole input not yet
+  committed: the peer sends its subscriptions again when it connects); a node that leaves
+  handles its whole backlog first.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
   (``Goodbye.successor``), withdraws its advertisement and leaves the cube. A leaver cut off while
@@ -93,6 +116,7 @@ from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyCh
 from poset.poset import collector_paused
 from superpeer import versions
 from superpeer._adoption import Adoptions
+from superpeer._backlog import placements
 from superpeer._batches import fitting
 from superpeer._catchup import CatchUps
 from superpeer._merging import Merges
@@ -153,8 +177,8 @@ __all__ = ["NodeConfig", "NodeStatistics", "SuperPeerNode"]
 
 class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
     """One super-peer; see the module docstring. Its parts: ``CatchUps``, ``Migrations``,
-    ``Adoptions``, ``Merges``, ``Timers`` and ``Reports`` (each in its own module), over
-    ``NodeBase`` (its state and plumbing)."""
+    ``Adoptions``, ``Merges``, ``Timers`` (over ``Backlog``) and ``Reports`` (each in its own
+    module), over ``NodeBase`` (its state and plumbing)."""
 
     # == lifecycle =================================================================================
     def start(self, now: float, contacts: list[tuple[str, str]]) -> list[Output]:
@@ -283,6 +307,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         out: list[Output] = []
         if self.stopping:
             return out
+        self._handle_backlog(now, out, everything=True)  # what it holds goes with its peers
         self.stopping = True
         core = self.core
         successor = None
@@ -425,7 +450,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self._restore(now, out)
         early, self._before_member = self._before_member, []
         for sender, incarnation, received in early:
-            out += self.superpeer_message(sender, incarnation, received, now)
+            out += self._superpeer_message(sender, incarnation, received, now)
 
     def _changed(self, change: TopologyChanged, now: float, out: list[Output]) -> None:
         self.addresses.update(change.addresses)
@@ -500,6 +525,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self, node: str, incarnation: int, address: str, now: float
     ) -> list[Output]:
         """Super-peer ``node`` (at ``address``) opened a connection to this one."""
+        if self._waits(0, lambda at: self._superpeer_hello(node, incarnation, address, at), now):
+            return []
+        return self._superpeer_hello(node, incarnation, address, now)
+
+    def _superpeer_hello(
+        self, node: str, incarnation: int, address: str, now: float
+    ) -> list[Output]:
         out: list[Output] = []
         if address:
             self.addresses[node] = address
@@ -622,6 +654,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
 
     def superpeer_unreachable(self, node: str, now: float) -> list[Output]:
         """The runtime gave up on its link to ``node`` (its queue overflowed)."""
+        if self._waits(0, lambda at: self._superpeer_unreachable(node, at), now):
+            return []
+        return self._superpeer_unreachable(node, now)
+
+    def _superpeer_unreachable(self, node: str, now: float) -> list[Output]:
         out: list[Output] = []
         if self._is_neighbour(node):
             self._fail(node, now, out)
@@ -631,6 +668,18 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self, sender: str, incarnation: int, received: Received, now: float
     ) -> list[Output]:
         """A message from super-peer ``sender`` (whose connection said ``incarnation``)."""
+        cost = placements(received.message) if self.core is not None else 0
+        if self._waits(
+            cost, lambda at: self._superpeer_message(sender, incarnation, received, at), now
+        ):
+            if self.started and incarnation == self.incarnations.get(sender):
+                self._heard(sender, now)  # a sign of life now, whenever its turn comes
+            return []
+        return self._superpeer_message(sender, incarnation, received, now)
+
+    def _superpeer_message(
+        self, sender: str, incarnation: int, received: Received, now: float
+    ) -> list[Output]:
         message, message_id, size = received.message, received.message_id, received.size
         out: list[Output] = []
         if not self.started:
@@ -1249,6 +1298,18 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
     def peer_message(
         self, connection: int, message: object, size: int, message_id: str, now: float
     ) -> list[Output]:
+        """A message on peer connection ``connection``."""
+        if self._waits(
+            placements(message),
+            lambda at: self._peer_message(connection, message, size, message_id, at),
+            now,
+        ):
+            return []
+        return self._peer_message(connection, message, size, message_id, now)
+
+    def _peer_message(
+        self, connection: int, message: object, size: int, message_id: str, now: float
+    ) -> list[Output]:
         out: list[Output] = []
         entry = self._connections.get(connection)
         if entry is None:
@@ -1262,6 +1323,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         return out
 
     def peer_violation(self, connection: int, reason: str, now: float) -> list[Output]:
+        """The runtime found peer connection ``connection`` broke a rule of the wire."""
+        if self._waits(0, lambda at: self._peer_violation(connection, reason, at), now):
+            return []
+        return self._peer_violation(connection, reason, now)
+
+    def _peer_violation(self, connection: int, reason: str, now: float) -> list[Output]:
         out: list[Output] = []
         entry = self._connections.get(connection)
         if entry is None:
@@ -1271,6 +1338,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         return out
 
     def connection_closed(self, connection: int, now: float) -> list[Output]:
+        """Peer connection ``connection`` ended."""
+        if self._waits(0, lambda at: self._connection_closed(connection, at), now):
+            return []
+        return self._connection_closed(connection, now)
+
+    def _connection_closed(self, connection: int, now: float) -> list[Output]:
         out: list[Output] = []
         entry = self._connections.get(connection)
         if entry is None:
@@ -1300,7 +1373,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
 
     def _close(self, connection: int, reason: str, now: float, out: list[Output]) -> None:
         out.append(CloseConnection(connection, reason))
-        out += self.connection_closed(connection, now)
+        out += self._connection_closed(connection, now)
 
     def _session_event(
         self, connection: int, entry: PeerConnection, event: object, now: float, out: list[Output]
