@@ -934,8 +934,9 @@ def _neighbourhood(node: PosetNode) -> list[PosetNode]:
 
 def _rehashed(edges: Edges[PosetNode]) -> Edges[PosetNode]:
     """``edges`` after their nodes were renumbered: a dictionary keyed by nodes (hashed by id)
-    is built again."""
-    return dict.fromkeys(edges) if type(edges) is dict else edges
+    is built again, from an iterator: ``dict.fromkeys`` of a dictionary copies the hashes it
+    stored, the stale ones (the node then was not found in it by its new id)."""
+    return dict.fromkeys(iter(edges)) if type(edges) is dict else edges
 
 
 def _ancestors(node: PosetNode) -> dict[int, PosetNode]:
