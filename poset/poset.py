@@ -270,6 +270,8 @@ class SubscriptionPoset:
         return bool(found) if labels is None else labels <= found
 
     def _labels_sent(self, target: Signed, destination: str) -> set[str]:
+        if type(target) is PosetNode and not target.parent_nodes:
+            return set(target.sent.get(destination, ()))  # a root: nothing else covers it
         found: set[str] = set()
         for holder in self._sent.covering(target):
             found |= holder.sent.get(destination, set())
@@ -656,6 +658,10 @@ class SubscriptionPoset:
     def _sent_above(
         self, node: PosetNode, witnesses: tuple[qel.Publication, ...] | None = None
     ) -> Mapping[str, frozenset[str]]:
+        if not node.parent_nodes:  # a root: nothing else covers it (that would be a parent)
+            if not node.sent:
+                return _NONE  # type: ignore[return-value]
+            return {d: frozenset(labels) for d, labels in sorted(node.sent.items())}
         found: dict[str, set[str]] = {}
         for holder in self._sent.covering(node, witnesses):
             for destination, labels in holder.sent.items():

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Final
 
-from qel.domains import AnyDomain, ContainsDomain, Domain, PointDomain, RangeDomain
-from qel.filters import Filter, filter_within
+from qel.domains import AnyDomain, ContainsDomain, Domain, PointDomain, RangeDomain, range_sample
+from qel.filters import WITNESS_SEPARATOR, Filter, filter_within
 from qel.model import Subscription
 from qel.terms import KIND_NUMBER, KIND_STRING
 
@@ -71,9 +71,9 @@ _INFINITE: Final = {False: float("-inf"), True: float("inf")}
 
 
 def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
-    """Whether one of two corners of ``target`` matches no candidate: a counterexample found
-    without the search (sound: each corner is a publication matching ``target``; an undecided
-    corner decides nothing, and the search runs).
+    """Whether one of two corners of ``target``, or its middle (``_middle``), matches no
+    candidate: a counterexample found without the search (sound: each is a publication matching
+    ``target``; an undecided corner decides nothing, and the search runs).
 
     A corner takes every range of ``target`` at its upper end (then, the other corner, its lower
     end): an included bound, or an infinity for an unbounded number range; an unconstrained
@@ -90,8 +90,7 @@ def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
         subject_cell = (subject.kind, subject.value)
     else:
         return False
-    for upper in (True, False):
-        point = _corner(target, upper)
+    for point in (_corner(target, True), _corner(target, False), _middle(target)):
         if point is not None and not any(
             candidate.subject.admits(*subject_cell) and _admits_point(candidate, point)
             for candidate in candidates
@@ -124,6 +123,27 @@ def _corner(target: Filter, upper: bool) -> dict[object, list[Cell]] | None:
                 return None
         else:
             return None
+        point.setdefault(predicate, []).append(cell)
+    return point
+
+
+def _middle(target: Filter) -> dict[object, list[Cell]]:
+    """A third publication matching ``target``, which the corners may miss: every range at a
+    value inside it (``domains.range_sample``, whatever its ends), every ``contains`` at the
+    string of its substrings joined by a character of no constant (the fewest others it
+    contains), an unconstrained object at the fresh term, a fixed value at itself."""
+    point: dict[object, list[Cell]] = {}
+    for predicate, domain in target.patterns:
+        kind = type(domain)
+        if kind is AnyDomain:
+            cell: Cell = _FRESH
+        elif kind is PointDomain:
+            cell = (domain.kind, domain.value)  # type: ignore[union-attr]
+        elif kind is RangeDomain:
+            cell = (domain.kind, range_sample(domain))  # type: ignore[union-attr, arg-type]
+        else:
+            joined = WITNESS_SEPARATOR.join(domain.substrings)  # type: ignore[union-attr]
+            cell = (KIND_STRING, WITNESS_SEPARATOR + joined + WITNESS_SEPARATOR)
         point.setdefault(predicate, []).append(cell)
     return point
 
