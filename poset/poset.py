@@ -269,13 +269,31 @@ class SubscriptionPoset:
         found = self._labels_sent(signed, destination)
         return bool(found) if labels is None else labels <= found
 
-    def _labels_sent(self, target: Signed, destination: str) -> set[str]:
-        if type(target) is PosetNode and not target.parent_nodes:
-            return set(target.sent.get(destination, ()))  # a root: nothing else covers it
+    def _labels_sent(
+        self, target: Signed, destination: str, known: dict[int, list] | None = None
+    ) -> set[str]:
+        """The labels sent to ``destination`` for ``target`` or what covers it; ``known`` keeps
+        the covering sent nodes of each node asked, for a caller asking about several
+        destinations."""
+        if known is None:
+            holders = self._holders(target)
+        else:
+            holders = known.get(target.id)  # type: ignore[attr-defined]
+            if holders is None:
+                holders = known[target.id] = self._holders(target)  # type: ignore[attr-defined]
         found: set[str] = set()
-        for holder in self._sent.covering(target):
+        for holder in holders:
             found |= holder.sent.get(destination, set())
         return found
+
+    def _holders(
+        self, target: Signed, witnesses: tuple[qel.Publication, ...] | None = None
+    ) -> list:
+        """The sent nodes covering ``target``: of a root, itself if sent (anything else
+        covering it would be its parent), else from the sent index (``witnesses`` as there)."""
+        if type(target) is PosetNode and not target.parent_nodes:
+            return [target] if target.sent else []
+        return self._sent.covering(target, witnesses)
 
     # -- updates ------------------------------------------------------------------------------
     def insert(self, subscription: qel.Subscription, source: str, subscription_id: str) -> Inserted:
@@ -569,8 +587,9 @@ class SubscriptionPoset:
             below = _descendants(node)
         self._unlink(node)
         resend = {}
+        known: dict[int, list] = {}
         for destination in sorted(node.sent):
-            chosen = self._uncovered(below, destination, wants or _labels_of(node))
+            chosen = self._uncovered(below, destination, wants or _labels_of(node), known)
             if chosen:
                 resend[destination] = chosen
         return Removed(node, True, resend, tuple(sorted(node.sent)))
@@ -618,14 +637,21 @@ class SubscriptionPoset:
             if not points.members:
                 del self._families[node.family]  # type: ignore[arg-type]
 
-    def _uncovered(self, nodes: list[PosetNode], destination: str, wants: Wants) -> Resend:
+    def _uncovered(
+        self,
+        nodes: list[PosetNode],
+        destination: str,
+        wants: Wants,
+        known: dict[int, list] | None = None,
+    ) -> Resend:
         """Of ``nodes`` (closed downwards, or an antichain: no node outside has an ancestor
         inside), those that miss some wanted labels at ``destination``, with the labels,
         ancestors first; what an earlier one will be sent for counts as covering later ones.
 
         Parents before children, each node's labels (sent to ``destination`` for it or above it,
         or planned for it) are its own and its parents': a look-up in the sent index only for
-        parents outside ``nodes``, not a walk over every ancestor of every node.
+        parents outside ``nodes``, not a walk over every ancestor of every node, and once per
+        parent over the destinations of one removal (``known``).
         """
         inside = {n.id: n for n in nodes}
         waiting = {n.id: sum(1 for p in n.parent_nodes if p.id in inside) for n in nodes}
@@ -641,7 +667,7 @@ class SubscriptionPoset:
                     have |= heard[parent.id]
                 else:
                     if parent.id not in outside:
-                        outside[parent.id] = self.sent_labels(parent, destination)
+                        outside[parent.id] = self._labels_sent(parent, destination, known)
                     have |= outside[parent.id]
             missing = wants(current, destination) - have
             if missing:
@@ -658,12 +684,8 @@ class SubscriptionPoset:
     def _sent_above(
         self, node: PosetNode, witnesses: tuple[qel.Publication, ...] | None = None
     ) -> Mapping[str, frozenset[str]]:
-        if not node.parent_nodes:  # a root: nothing else covers it (that would be a parent)
-            if not node.sent:
-                return _NONE  # type: ignore[return-value]
-            return {d: frozenset(labels) for d, labels in sorted(node.sent.items())}
         found: dict[str, set[str]] = {}
-        for holder in self._sent.covering(node, witnesses):
+        for holder in self._holders(node, witnesses):
             for destination, labels in holder.sent.items():
                 found.setdefault(destination, set()).update(labels)
         if not found:  # nearly always in a bulk build: one report per subscription
