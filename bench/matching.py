@@ -161,9 +161,10 @@ def main(argv: list[str] | None = None) -> None:
         default=poset_scale.EXTRA,
         help="listings: insertions, then removals, one at a time after the bulk build",
     )
+    parser.add_argument("--check", type=int, default=3, help="listings: against brute force")
     args = parser.parse_args(argv)
     if args.workload == "listings":
-        _listings(args)
+        poset_scale.run(args)
         return
     sizes = [args.subscriptions] if args.subscriptions else [1_000, 10_000, 100_000]
     report = run(sizes, args.publications, args.seed)
@@ -190,23 +191,6 @@ def main(argv: list[str] | None = None) -> None:
         f"(one by one: {report['brute_covering_origins_per_s']}/s, {report['covering_origins_speedup']}x), "
         f"{report['mean_covering_origins']} covering origins on average"
     )
-
-
-def _listings(args: argparse.Namespace) -> None:
-    rows = []
-    for size in args.sizes:
-        row = poset_scale.measure(
-            size,
-            seed=args.seed,
-            whole_builds=args.whole_builds,
-            baseline=args.baseline,
-            traced=args.traced,
-            further=args.churn,
-        )
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    if args.json:
-        print(json.dumps({"workload": "listings", "seed": args.seed, "sizes": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -293,11 +293,37 @@ class SubscriptionPoset:
         found = self._labels_sent(signed, destination)
         return bool(found) if labels is None else labels <= found
 
-    def _labels_sent(self, target: Signed, destination: str) -> set[str]:
+    def _labels_sent(
+        self, target: Signed, destination: str, known: dict[int, list] | None = None
+    ) -> set[str]:
+        """The labels sent to ``destination`` for ``target`` or what covers it; ``known`` keeps
+        the covering sent nodes of each node asked, for a caller asking about several
+        destinations."""
+        if known is None:
+            holders = self._holders(target)
+        else:
+            holders = known.get(target.id)  # type: ignore[attr-defined]
+            if holders is None:
+                holders = known[target.id] = self._holders(target)  # type: ignore[attr-defined]
         found: set[str] = set()
-        for holder in self._sent.covering(target):
+        for holder in holders:
             found |= holder.sent.get(destination, set())
         return found
+
+    def _holders(
+        self, target: Signed, witnesses: tuple[qel.Publication, ...] | None = None
+    ) -> list:
+        """The sent nodes covering ``target``: of a node with few ancestors, those of it and
+        them that were sent (whatever covers a node is its ancestor, so this is exact; of a
+        root, itself), else from the sent index (``witnesses`` as there), which spares the walk
+        over thousands of ancestors under dense covering."""
+        if type(target) is PosetNode:
+            if not target.parent_nodes:
+                return [target] if target.sent else []
+            above = _few_ancestors(target, _ANCESTORS_WALKED)
+            if above is not None:
+                return [node for node in (target, *above.values()) if node.sent]
+        return self._sent.covering(target, witnesses)
 
     # -- updates ------------------------------------------------------------------------------
     def insert(self, subscription: qel.Subscription, source: str, subscription_id: str) -> Inserted:
@@ -591,8 +617,9 @@ class SubscriptionPoset:
             below = _descendants(node)
         self._unlink(node)
         resend = {}
+        known: dict[int, list] = {}
         for destination in sorted(node.sent):
-            chosen = self._uncovered(below, destination, wants or _labels_of(node))
+            chosen = self._uncovered(below, destination, wants or _labels_of(node), known)
             if chosen:
                 resend[destination] = chosen
         return Removed(node, True, resend, tuple(sorted(node.sent)))
@@ -640,14 +667,21 @@ class SubscriptionPoset:
             if not points.members:
                 del self._families[node.family]  # type: ignore[arg-type]
 
-    def _uncovered(self, nodes: list[PosetNode], destination: str, wants: Wants) -> Resend:
+    def _uncovered(
+        self,
+        nodes: list[PosetNode],
+        destination: str,
+        wants: Wants,
+        known: dict[int, list] | None = None,
+    ) -> Resend:
         """Of ``nodes`` (closed downwards, or an antichain: no node outside has an ancestor
         inside), those that miss some wanted labels at ``destination``, with the labels,
         ancestors first; what an earlier one will be sent for counts as covering later ones.
 
         Parents before children, each node's labels (sent to ``destination`` for it or above it,
         or planned for it) are its own and its parents': a look-up in the sent index only for
-        parents outside ``nodes``, not a walk over every ancestor of every node.
+        parents outside ``nodes``, not a walk over every ancestor of every node, and once per
+        parent over the destinations of one removal (``known``).
         """
         inside = {n.id: n for n in nodes}
         waiting = {n.id: sum(1 for p in n.parent_nodes if p.id in inside) for n in nodes}
@@ -663,7 +697,7 @@ class SubscriptionPoset:
                     have |= heard[parent.id]
                 else:
                     if parent.id not in outside:
-                        outside[parent.id] = self.sent_labels(parent, destination)
+                        outside[parent.id] = self._labels_sent(parent, destination, known)
                     have |= outside[parent.id]
             missing = wants(current, destination) - have
             if missing:
@@ -681,7 +715,7 @@ class SubscriptionPoset:
         self, node: PosetNode, witnesses: tuple[qel.Publication, ...] | None = None
     ) -> Mapping[str, frozenset[str]]:
         found: dict[str, set[str]] = {}
-        for holder in self._sent.covering(node, witnesses):
+        for holder in self._holders(node, witnesses):
             for destination, labels in holder.sent.items():
                 found.setdefault(destination, set()).update(labels)
         if not found:  # nearly always in a bulk build: one report per subscription
@@ -814,6 +848,11 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
 
 
 _UNKNOWN = object()
+
+_ANCESTORS_WALKED = 16
+"""Most ancestors walked to find the sent nodes above a node before asking the sent index: a
+walk of a few costs less than one look-up (witnesses, index, covering tests). At 10^4, 88% of
+the shapes workload's nodes have at most 16 ancestors, 17% of the listings' (dense covering)."""
 
 
 def _above(general: PosetNode, specific: PosetNode) -> bool:
@@ -958,26 +997,37 @@ def _neighbourhood(node: PosetNode) -> list[PosetNode]:
 
 def _rehashed(edges: Edges[PosetNode]) -> Edges[PosetNode]:
     """``edges`` after their nodes were renumbered: a dictionary keyed by nodes (hashed by id)
-    is built again."""
-    return dict.fromkeys(edges) if type(edges) is dict else edges
+    is built again, from an iterator: ``dict.fromkeys`` of a dictionary copies the hashes it
+    stored, the stale ones (the node then was not found in it by its new id)."""
+    return dict.fromkeys(iter(edges)) if type(edges) is dict else edges
 
 
 def _ancestors(node: PosetNode) -> dict[int, PosetNode]:
-    return _closure(node, "parent_nodes")
+    return _closure(node, "parent_nodes") or {}
+
+
+def _few_ancestors(node: PosetNode, at_most: int) -> dict[int, PosetNode] | None:
+    """Every node above ``node``; None if there are more than ``at_most``."""
+    return _closure(node, "parent_nodes", at_most)
 
 
 def _descendants(node: PosetNode) -> list[PosetNode]:
-    return list(_closure(node, "child_nodes").values())
+    return list((_closure(node, "child_nodes") or {}).values())
 
 
-def _closure(node: PosetNode, direction: str) -> dict[int, PosetNode]:
-    """Every node reachable from ``node`` (not itself) following its ``direction`` edges."""
+def _closure(
+    node: PosetNode, direction: str, at_most: int | None = None
+) -> dict[int, PosetNode] | None:
+    """Every node reachable from ``node`` (not itself) following its ``direction`` edges; None
+    as soon as there are more than ``at_most``."""
     seen: dict[int, PosetNode] = {}
     stack = list(getattr(node, direction))
     while stack:
         current = stack.pop()
         if current.id not in seen:
             seen[current.id] = current
+            if at_most is not None and len(seen) > at_most:
+                return None
             stack.extend(getattr(current, direction))
     return seen
 

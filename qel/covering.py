@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Final
 
-from qel.domains import AnyDomain, ContainsDomain, Domain, PointDomain, RangeDomain
-from qel.filters import Filter, filter_within
+from qel.domains import AnyDomain, ContainsDomain, Domain, PointDomain, RangeDomain, range_sample
+from qel.filters import WITNESS_SEPARATOR, Filter, filter_within
 from qel.model import Subscription
 from qel.terms import KIND_NUMBER, KIND_STRING
 
@@ -71,9 +71,9 @@ _INFINITE: Final = {False: float("-inf"), True: float("inf")}
 
 
 def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
-    """Whether one of two corners of ``target`` matches no candidate: a counterexample found
-    without the search (sound: each corner is a publication matching ``target``; an undecided
-    corner decides nothing, and the search runs).
+    """Whether one of two corners of ``target``, or its middle (``_corner``), matches no
+    candidate: a counterexample found without the search (sound: each is a publication matching
+    ``target``; an undecided corner decides nothing, and the search runs).
 
     A corner takes every range of ``target`` at its upper end (then, the other corner, its lower
     end): an included bound, or an infinity for an unbounded number range; an unconstrained
@@ -90,8 +90,7 @@ def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
         subject_cell = (subject.kind, subject.value)
     else:
         return False
-    for upper in (True, False):
-        point = _corner(target, upper)
+    for point in (_corner(target, True), _corner(target, False), _corner(target, None)):
         if point is not None and not any(
             candidate.subject.admits(*subject_cell) and _admits_point(candidate, point)
             for candidate in candidates
@@ -100,7 +99,11 @@ def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
     return False
 
 
-def _corner(target: Filter, upper: bool) -> dict[object, list[Cell]] | None:
+def _corner(target: Filter, upper: bool | None) -> dict[object, list[Cell]] | None:
+    """The upper corner of ``target`` (``upper``), its lower corner, or (None) its middle: every
+    range at a value inside it (``domains.range_sample``, whatever its ends), every ``contains``
+    at its substrings joined by ``WITNESS_SEPARATOR`` (any string holding them all is in the
+    target; this one holds few others). None when that corner is undecided."""
     point: dict[object, list[Cell]] = {}
     for predicate, domain in target.patterns:
         kind = type(domain)
@@ -108,6 +111,8 @@ def _corner(target: Filter, upper: bool) -> dict[object, list[Cell]] | None:
             cell: Cell = _FRESH
         elif kind is PointDomain:
             cell = (domain.kind, domain.value)  # type: ignore[union-attr]
+        elif kind is RangeDomain and upper is None:
+            cell = (domain.kind, range_sample(domain))  # type: ignore[union-attr, arg-type]
         elif kind is RangeDomain:
             bound, inclusive = (
                 (domain.high, domain.high_inclusive)  # type: ignore[union-attr]
@@ -122,6 +127,9 @@ def _corner(target: Filter, upper: bool) -> dict[object, list[Cell]] | None:
                 cell = (KIND_NUMBER, _INFINITE[upper])
             else:
                 return None
+        elif upper is None:
+            joined = WITNESS_SEPARATOR.join(domain.substrings)  # type: ignore[union-attr]
+            cell = (KIND_STRING, WITNESS_SEPARATOR + joined + WITNESS_SEPARATOR)
         else:
             return None
         point.setdefault(predicate, []).append(cell)

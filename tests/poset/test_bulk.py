@@ -92,6 +92,25 @@ def test_insert_many_numbers_and_represents_equivalent_subscriptions_as_insert_d
     assert many.node(1).subscription is ANY_NUMBER_SPLIT_AT_1
 
 
+def test_insert_many_renumbers_the_children_of_a_node_with_many_of_them():
+    # The equivalent pair leaves a gap in the placement ids, so the children are renumbered
+    # while held in their parent's dictionary of edges (more than ``poset.edges.FEW``).
+    children = [(q(f"X : t(X, ex:issued, V), V = {n}"), "c", str(n)) for n in range(40)]
+    batch = [(ANY_NUMBER_SPLIT_AT_1, "a", "1"), (ANY_NUMBER_SPLIT_AT_0, "b", "1"), *children]
+    one, many = SubscriptionPoset(), SubscriptionPoset()
+    for triple in batch:
+        one.insert(*triple)
+    many.insert_many(batch)
+    assert shape(many) == shape(one)
+    parent = many.node(1)
+    assert type(parent.child_nodes) is dict
+    assert all(child in parent.child_nodes for child in list(parent.child_nodes))  # by new id
+    for _, source, subscription_id in children:
+        many.remove(source, subscription_id)
+    check_invariants(many)
+    assert [node.id for node in many] == [1]
+
+
 def test_insert_many_checks_the_whole_batch_before_changing_anything():
     poset = SubscriptionPoset()
     poset.insert(q("X : t(X, ex:issued, V)"), "a", "1")

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import event, given, settings
 
 import qel
+from qel.covering import _corner_refutes
 from tests.strategies import small_publications, subscriptions, universe
 
 DC = "@prefix ex: <http://example.org/> .\n"
@@ -132,3 +133,27 @@ def test_search_budget_exhaustion_answers_does_not_cover():
     narrow = q("X : t(X, dc:a, A), t(X, dc:b, B), t(X, dc:c, C), A > 0, B > 0, C > 0")
     assert qel.covers(wide, narrow)
     assert not qel.covers(wide, narrow, budget=3)
+
+
+@pytest.mark.parametrize(
+    ("general", "specific"),
+    [
+        # both ends excluded: the corners are undecided, the middle (5.5) is in no alternative
+        ("X : t(X, ex:p, P), (P <= 2 ; P >= 9)", "X : t(X, ex:p, P), P > 1, P < 10"),
+        # a date range unbounded above: its upper corner is undecided
+        (
+            "X : t(X, ex:d, D), (D < 2000-01-01 ; D > 2030-01-01)",
+            "X : t(X, ex:d, D), D > 2000-06-01",
+        ),
+        # contains has no corner: the middle holds "a" and nothing else
+        (
+            'X : t(X, ex:t, T), (T contains "a", T contains "b" ; T = "a")',
+            'X : t(X, ex:t, T), T contains "a"',
+        ),
+    ],
+)
+def test_the_middle_of_the_target_refutes_before_the_search(general, specific):
+    candidates = list(q(general).filters)
+    (target,) = q(specific).filters
+    assert _corner_refutes(target, candidates)
+    assert not qel.covers(q(general), q(specific))
