@@ -43,8 +43,9 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_clock_lead_seconds = 86400.0   # a hybrid time further ahead of this clock is not
                                        # absorbed (one clock a year ahead drags nobody)
     clock_sample_seconds = 10.0        # neighbours' and peers' clocks measured this often
-    publications_per_second = 1000.0   # per peer; faster, its connection is read more slowly
-    publication_burst = 2000           # publications a peer may send at once
+    publications_per_second = 200.0    # per peer; faster, its connection is read more slowly,
+    publication_burst = 400            # while another peer published within
+    publication_contention_seconds = 1.0  # this long (alone, a peer publishes at full speed)
     subscriptions_per_second = 100.0   # per peer, subscriptions and unsubscriptions; faster
     subscription_burst = 2000          # are refused with the time to ask again (the peer does)
     lookups_per_second = 50.0          # per peer, look-ups (locate); faster are refused
@@ -171,8 +172,9 @@ class Limits:
     max_clock_offset_seconds: float = 1.0
     max_clock_lead_seconds: float = 86400.0
     clock_sample_seconds: float = 10.0
-    publications_per_second: float = 1000.0
-    publication_burst: int = 2000
+    publications_per_second: float = 200.0
+    publication_burst: int = 400
+    publication_contention_seconds: float = 1.0
     subscriptions_per_second: float = 100.0
     subscription_burst: int = 2000
     lookups_per_second: float = 50.0
@@ -188,6 +190,7 @@ class Limits:
                 per_second=self.subscriptions_per_second, burst=self.subscription_burst
             ),
             lookups=Rate(per_second=self.lookups_per_second, burst=self.lookup_burst),
+            contention_seconds=self.publication_contention_seconds,
         )
 
 

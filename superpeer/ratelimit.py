@@ -9,6 +9,13 @@ bucket cannot pay for depends on its kind (``superpeer.node`` applies it):
   the node tells the runtime to stop reading the peer's connection until the debt is repaid
   (``PauseReading``). The publisher slows to the rate; nothing it sent is lost or reordered.
   A runtime that ignores the pause (the simulator) just does not limit publications.
+  The limit is work-conserving: a publisher is held to its rate only while another peer
+  published within ``contention_seconds``. Alone, it may go as fast as the super-peer takes it
+  (a library publishing its catalogue on a quiet access point); its bucket is then emptied but
+  never in debt, so that the moment another peer publishes, it is held to its rate at once and
+  the other's latency is not spent on a backlog of tokens. A bucket cannot tell "alone" from
+  "beside others" by itself: with 1,000/s for everyone a flooder moved the others' p99 by 2.8x,
+  and a rate low enough to keep it under 2x (200/s) capped a lone publisher too.
 * **subscriptions** (``Subscribe``, ``Unsubscribe``) and **look-ups** (``Locate``) are refused
   and change nothing; the refusal says why and after how many seconds the bucket will pay
   (``Refused.retry_after``), and the peer client sends the request again then.
@@ -46,9 +53,15 @@ class Rate:
 class RateLimits:
     """One rate per kind of request (``[limits]`` of the super-peer's configuration)."""
 
-    publications: Rate = field(default_factory=lambda: Rate(per_second=1000.0, burst=2000))
+    publications: Rate = field(default_factory=lambda: Rate(per_second=200.0, burst=400))
     subscriptions: Rate = field(default_factory=lambda: Rate(per_second=100.0, burst=2000))
     lookups: Rate = field(default_factory=lambda: Rate(per_second=50.0, burst=200))
+    contention_seconds: float = 1.0
+    """A publisher is held to its rate only while another peer published within this long."""
+
+    def __post_init__(self) -> None:
+        if not self.contention_seconds >= 0:
+            raise ValueError(f"contention_seconds must be >= 0, got {self.contention_seconds}")
 
     def of(self, kind: str) -> Rate:
         rate: Rate = getattr(self, kind)
@@ -87,6 +100,11 @@ class TokenBucket:
         self.tokens -= 1.0
         return max(0.0, -self.tokens / self.rate.per_second)
 
+    def take_if_any(self, now: float) -> None:
+        """Takes a token if there is one, never into debt (an uncontended publisher's)."""
+        self._refill(now)
+        self.tokens = max(0.0, self.tokens - 1.0)
+
     def full(self, now: float) -> bool:
         """Holds ``burst`` tokens: as good as a new bucket, so it can be forgotten."""
         self._refill(now)
@@ -102,6 +120,9 @@ class PeerRateLimiter:
         self.limits = limits
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self.limited: dict[str, int] = dict.fromkeys(KINDS, 0)
+        self._publishers: list[tuple[str, float]] = []
+        """The last two distinct peers that published, latest first, with when: whether
+        another peer published lately is one comparison."""
 
     def _bucket(self, peer: str, kind: str, now: float) -> TokenBucket:
         bucket = self._buckets.get((peer, kind))
@@ -121,11 +142,27 @@ class PeerRateLimiter:
 
     def pause(self, peer: str, kind: str, now: float) -> float:
         """The request goes on; the seconds the peer's connection should not be read (0.0: no
-        pause)."""
-        wait = self._bucket(peer, kind, now).take_on_credit(now)
+        pause). Publications are held to their rate only while another peer published within
+        ``contention_seconds`` (see the module docstring)."""
+        bucket = self._bucket(peer, kind, now)
+        if kind == PUBLICATIONS and not self._contended(peer, now):
+            bucket.take_if_any(now)
+            return 0.0
+        wait = bucket.take_on_credit(now)
         if wait > 0:
             self.limited[kind] += 1
         return wait
+
+    def _contended(self, peer: str, now: float) -> bool:
+        """Records that ``peer`` publishes now; whether another peer published lately."""
+        latest = self._publishers
+        if latest and latest[0][0] == peer:
+            latest[0] = (peer, now)
+            other = latest[1] if len(latest) > 1 else None
+        else:
+            other = latest[0] if latest else None
+            self._publishers = [(peer, now), *latest[:1]]
+        return other is not None and now - other[1] <= self.limits.contention_seconds
 
     def prune(self, now: float) -> None:
         """Forgets the buckets that refilled (housekeeping)."""

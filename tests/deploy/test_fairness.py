@@ -23,6 +23,7 @@ SIZE = 1000
 SETTINGS = f"""[limits]
 publications_per_second = {RATE}
 publication_burst = {BURST}
+publication_contention_seconds = 3600.0
 subscriptions_per_second = 1.0
 subscription_burst = 1
 """
@@ -51,6 +52,13 @@ async def test_a_publisher_over_its_rate_is_slowed_and_loses_nothing(tmp_path):
                 (subscriber, m.Subscribe(id="s1", subscription=query)),
             ):
                 await peer.request(request)
+            # another peer publishes (something nobody subscribed to): the publisher is held to
+            # its rate only beside others (alone it goes as fast as the daemon takes it)
+            statements = {(qel.URI(DC + "creator"), qel.Literal("someone else"))}
+            other = qel.Publication(
+                qel.URI("http://example.org/other"), frozenset(statements), "subscriber", "o1"
+            )
+            await subscriber.request(m.Publish(publication=other))
             await wait_quiet(cluster, [publisher, subscriber])
             start = time.perf_counter()
             for number in range(COUNT):

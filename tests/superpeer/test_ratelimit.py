@@ -151,10 +151,17 @@ def test_subscriptions_over_the_rate_are_refused_with_the_reason_and_when_to_ask
     assert "s3" in node.core.subscriptions_of("reader")
 
 
+def publish(node, connection: int, number: int, now: float, publisher: str = "pub") -> list:
+    document = f'<http://example.org/d{number}> <{DC}title> "t{number}" .'
+    [publication] = qel.parse_publications(document, "nt", publisher=publisher, id=f"p{number}")
+    return node.peer_message(connection, m.Publish(publication=publication), 100, "p#", now)
+
+
 def test_publications_over_the_rate_go_on_and_pause_reading_the_publisher():
     simulation = attached(RateLimits(publications=Rate(per_second=100.0, burst=2)))
     node, now = simulation.nodes["sp0"], simulation.now
     connection = simulation.peers["pub"].connection
+    publish(node, simulation.peers["reader"].connection, 99, now, "reader")  # beside another
     pauses, got = [], []
     for number in range(4):
         document = f'<http://example.org/d{number}> <{DC}title> "t{number}" .'
@@ -170,6 +177,27 @@ def test_publications_over_the_rate_go_on_and_pause_reading_the_publisher():
     assert [p.connection for p in pauses] == [connection, connection]
     assert [p.seconds for p in pauses] == pytest.approx([0.01, 0.02])
     assert node.status(now)["rate_limited"][PUBLICATIONS] == 2
+
+
+def test_a_publisher_alone_is_not_held_and_is_held_at_once_beside_another():
+    """Work-conserving: no pause while no other peer published within contention_seconds; the
+    bucket is emptied but not in debt, so beside another the rate holds from the next one."""
+    rates = RateLimits(publications=Rate(per_second=100.0, burst=2), contention_seconds=1.0)
+    simulation = attached(rates)
+    node, now = simulation.nodes["sp0"], simulation.now
+    pub, reader = simulation.peers["pub"].connection, simulation.peers["reader"].connection
+
+    def paused(outputs: list) -> list[float]:
+        return [o.seconds for o in outputs if isinstance(o, PauseReading)]
+
+    alone = [paused(publish(node, pub, number, now)) for number in range(50)]
+    assert alone == [[]] * 50, "alone: as fast as the super-peer takes it"
+    assert node.status(now)["rate_limited"][PUBLICATIONS] == 0
+    publish(node, reader, 100, now, "reader")
+    assert paused(publish(node, pub, 50, now)) == pytest.approx([0.01]), "no debt carried"
+    assert paused(publish(node, pub, 51, now)) == pytest.approx([0.02])
+    later = now + rates.contention_seconds + 0.1  # the reader has been quiet that long
+    assert paused(publish(node, pub, 52, later)) == []
 
 
 def test_a_lookup_over_the_rate_is_refused_with_retry_after():
@@ -194,10 +222,14 @@ def test_the_rates_are_configured_in_limits_and_checked():
     assert rates.publications == Rate(per_second=5.0, burst=7)
     assert rates.lookups == Rate(per_second=50.0, burst=3)
     assert rates.subscriptions == Rate(per_second=100.0, burst=2000)
+    assert rates.contention_seconds == 1.0
+    contended = config_from_mapping({"limits": {"publication_contention_seconds": 0.25}})
+    assert contended.node_config(tracing=False).rates.contention_seconds == 0.25
     for bad in (
         {"lookup_burst": 0},
         {"subscriptions_per_second": -1.0},
         {"publication_burst": 1.5},
+        {"publication_contention_seconds": -1.0},
     ):
         with pytest.raises(ConfigError):
             config_from_mapping({"limits": bad})
