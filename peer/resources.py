@@ -17,7 +17,10 @@ where ``peer fetch --out`` said, written only once its size and SHA-256 match th
 
 The methods are synchronous file operations with the protocol's decisions (what to answer to each
 message); the client runs them in a worker thread and sends what they return. Memory stays bounded:
-uploads are read one chunk at a time, collections ask for one window at a time.
+uploads are read one chunk at a time, and a collection holds two windows in flight: the next one is
+asked for when the first bytes of the current one arrive, so the access point's window is never
+a round trip of idle wire. Chunks are hashed as they are appended (the file is not read again to
+verify it; after a restart what the ``.part`` holds is hashed once).
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ FAILED: Final = "failed"
 CHUNK_BYTES: Final = 192 * 1024
 """Bytes per ``Upload`` frame (under the wire's binary limit)."""
 COLLECT_WINDOW: Final = 4 * 1024 * 1024
-"""Bytes asked for at once when collecting (the access point may serve fewer: its
-``window_bytes``; each ``FileChunk`` says where the window served ends)."""
+"""Bytes asked for in one ``Collect`` (the access point may serve fewer: its ``window_bytes``;
+each ``FileChunk`` says where the window served ends, and the next ``Collect`` starts there)."""
 
 
 class ResourceError(Exception):
@@ -62,6 +65,10 @@ class Resources:
         self.wanted_dir = directory / "wanted"
         self.inbox_directory = inbox_directory
         self.peer_id = peer_id
+        self._hashed: dict[str, tuple[int, hashlib._Hash]] = {}
+        """Per fetch, the bytes of its ``.part`` hashed so far and the running SHA-256."""
+        self._asked: dict[str, int] = {}
+        """Per fetch, where the last ``Collect`` asked from."""
         for path in (self.offered_dir, self.wanted_dir):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
 
@@ -160,7 +167,7 @@ class Resources:
             "state": WAITING,
             "reason": "",
         }
-        (self.wanted_dir / f"{key}.part").unlink(missing_ok=True)
+        self._drop_part(key)
         self._save(key, wanted)
         return key, wanted
 
@@ -200,39 +207,57 @@ class Resources:
         return self._collect(message.rendezvous, held)
 
     def chunk(self, message: m.FileChunk) -> m.Collect | m.Collected | None:
-        """Appends a chunk in order; asks for the next window when this one is complete, says
-        ``Collected`` when the file is whole and verified (a file that does not verify is
-        collected again from the start: the access point checked its copy)."""
-        record = self.fetch_record(message.rendezvous)
+        """Appends a chunk in order, hashing it; asks for the next window when the first bytes
+        of this one arrive (two windows in flight), says ``Collected`` when the file is whole
+        and verified (a file that does not verify is refused and collected again from the
+        start: the access point checked its copy, so the bytes went wrong on the way here)."""
+        key = message.rendezvous
+        record = self.fetch_record(key)
         if record is None or record["state"] != WAITING:
             return None
-        part = self.wanted_dir / f"{message.rendezvous}.part"
-        held = self._held(message.rendezvous)
+        part = self.wanted_dir / f"{key}.part"
+        held = self._held(key)
         if message.offset != held or held + len(message.data) > record["size"]:
             return None  # a repeat, or a window asked twice
+        digest = self._digest(key, held)
         with part.open("ab") as writer:
             writer.write(message.data)
+        digest.update(message.data)
         held += len(message.data)
+        self._hashed[key] = (held, digest)
         if held == record["size"]:
-            return self._finish(message.rendezvous, record, part)
-        if held == message.window_end:
-            return self._collect(message.rendezvous, held)
+            return self._finish(key, record, part)
+        if message.window_end < record["size"] and self._asked.get(key, -1) < message.window_end:
+            return self._collect(key, message.window_end)
         return None
 
-    def _finish(self, key: str, record: dict[str, Any], part: Path) -> m.Collect | m.Collected:
+    def _digest(self, key: str, held: int) -> hashlib._Hash:
+        """The SHA-256 of the first ``held`` bytes of ``key``'s ``.part``: the running one, or
+        (after a restart, or a part cut short) hashed from the file once."""
+        hashed = self._hashed.get(key)
+        if hashed is not None and hashed[0] == held:
+            return hashed[1]
         digest = hashlib.sha256()
+        if held:
+            with (self.wanted_dir / f"{key}.part").open("rb") as reader:
+                while block := reader.read(1024 * 1024):
+                    digest.update(block)
+        self._hashed[key] = (held, digest)
+        return digest
+
+    def _finish(self, key: str, record: dict[str, Any], part: Path) -> m.Collect | m.Collected:
+        digest = self._digest(key, record["size"])
         with part.open("rb") as reader:
-            while block := reader.read(1024 * 1024):
-                digest.update(block)
             os.fsync(reader.fileno())
         if digest.hexdigest() != record["sha256"]:
-            part.unlink()
+            self._drop_part(key)
             return self._collect(key, 0)
         out = Path(record["out"])
         out.parent.mkdir(parents=True, exist_ok=True)
         temporary = out.with_name(f".{out.name}.tmp")
         shutil.move(part, temporary)
         os.replace(temporary, out)
+        self._drop_part(key)
         record["state"] = DONE
         self._save(key, record)
         return m.Collected(rendezvous=key, ok=True)
@@ -268,7 +293,7 @@ class Resources:
             return
         record["state"] = FAILED
         record["reason"] = message.reason
-        (self.wanted_dir / f"{message.rendezvous}.part").unlink(missing_ok=True)
+        self._drop_part(message.rendezvous)
         self._save(message.rendezvous, record)
 
     def progress(self, key: str) -> dict[str, Any] | None:
@@ -283,7 +308,13 @@ class Resources:
         found = (self.progress(path.stem) for path in sorted(self.wanted_dir.glob("*.json")))
         return [progress for progress in found if progress is not None]
 
+    def _drop_part(self, key: str) -> None:
+        (self.wanted_dir / f"{key}.part").unlink(missing_ok=True)
+        self._hashed.pop(key, None)
+        self._asked.pop(key, None)
+
     def _collect(self, key: str, offset: int) -> m.Collect:
+        self._asked[key] = offset
         return m.Collect(rendezvous=key, offset=offset, length=COLLECT_WINDOW)
 
     def _held(self, key: str) -> int:

@@ -70,7 +70,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_bytes = 1073741824             # quota of the rendezvous directory
     retention_seconds = 604800.0       # a rendezvous not completed and collected goes after this
     retry_seconds = 30.0               # ask a stalled transfer again after this long
-    window_bytes = 4194304             # bytes of one transfer in flight
+    window_bytes = 4194304             # bytes asked for in one request
+    windows_in_flight = 2              # requests of one transfer outstanding at once (1: stop-and-wait)
     chunk_bytes = 196608               # bytes per frame (at most 262144, the wire's binary limit)
 
     [store]                            # <data_dir>/state.sqlite

@@ -7,12 +7,18 @@ in the spanning tree rooted at AP2's position, at most log2 N hops, no network-w
 the fallback when B is not where the notification said and left no forwarding address: see the
 rules). AP2 keeps the newest request durably as an *outgoing* record and, whenever B is attached
 (now, or when it reconnects), tells it ``UploadWanted``; B answers with ``Upload`` frames, which
-AP2 relays to AP (``RendezvousChunk``, same routing). AP appends them to its rendezvous directory
-(the store's chunks) and asks for the next window when one is complete, so at most ``window_bytes``
-of one file are in flight anywhere: memory stays bounded, and a transfer cut anywhere resumes from
-what AP holds (AP asks again after ``retry_seconds`` without progress; B, reconnecting, is asked
-again). When the file is complete AP checks size and SHA-256 against what A's notification said and
-keeps the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` ->
+AP2 relays to AP (``RendezvousChunk``, same routing). AP writes them to the file it keeps for the
+rendezvous (the store's chunks), hashing them as they come, and keeps ``windows_in_flight``
+windows of ``window_bytes`` asked for: the next request leaves when a window's worth of room is
+free, while the bytes of the windows before it are still on their way (a pipeline, not a round
+trip per window), so at most ``windows_in_flight x window_bytes`` of one file are in flight
+anywhere: memory stays bounded. AP2 extends its record with each next window (the bytes of the
+earlier ones still pass). The record's progress is written when a window is asked for, not at
+every chunk, and the store makes the file's bytes durable before that record (``Store.sync``); a
+transfer cut anywhere resumes from what the record counts and the file holds (AP asks again after
+``retry_seconds`` without progress; B, reconnecting, is asked again; after a restart AP hashes the
+bytes it holds once, then goes on). When the file is complete AP checks size and SHA-256 against
+what A's notification said and keeps the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` ->
 ``Collect`` -> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
 
 The owner online and the owner offline are the same path; only the wait differs. The transfer is
@@ -110,14 +116,30 @@ class RendezvousConfig:
     chunk_bytes: int = 192 * 1024
     """Bytes per ``FileChunk`` (under the wire's binary limit)."""
     window_bytes: int = 4 * 1024 * 1024
-    """Bytes asked for at once, of an owner or by a requester: what one transfer may hold in
-    flight."""
+    """Bytes asked for in one request, of an owner or by a requester (at most this much is
+    served for one ``Collect``)."""
+    windows_in_flight: int = 2
+    """Requests of one transfer outstanding at once: the next window is asked for while the
+    bytes of the previous ones are still on their way, so a transfer is not one round trip
+    (and a commit at each end) per window. What one transfer may hold in flight is this many
+    windows; 1 is stop-and-wait."""
     max_bytes: int = 1024 * 1024 * 1024
     """The rendezvous directory's quota (sum of the sizes of the files being received or kept)."""
     retention_seconds: float = 7 * 86400.0
     """A rendezvous not completed and collected within this time is dropped."""
     retry_seconds: float = 30.0
     """A file being received that made no progress for this long is asked for again."""
+
+
+@dataclass(slots=True)
+class _Receiving:
+    """A file being received, as far as it came: ahead of its durable record (which is written
+    when a window is asked for, not at every chunk) and hashed as it comes, so completing it
+    reads nothing back. Lost with a restart: rebuilt from the record and the bytes held."""
+
+    received: int
+    digest: hashlib._Hash
+    progress_at: float
 
 
 @dataclass
@@ -166,6 +188,7 @@ class Rendezvous:
         self.config = config or RendezvousConfig()
         self.statistics = RendezvousStatistics()
         self._attached: set[str] = set()
+        self._receiving: dict[str, _Receiving] = {}
 
     # -- the requester's access point -----------------------------------------------------------
     def fetch(
@@ -177,7 +200,7 @@ class Rendezvous:
     ) -> None:
         request = request_label(message)
         key = rendezvous_key(peer, message.owner, message.publication)
-        incoming = self.store.pending(INCOMING)
+        incoming = self._incoming()
         record = incoming.get(key)
         if message.owner == peer:
             self._to_peer(peer, m.Refused(request=request, reason="you own this resource"), out)
@@ -192,7 +215,7 @@ class Rendezvous:
                 self._to_peer(peer, m.Refused(request=request, reason=reason), out)
                 return
             if record is not None:
-                self.store.drop_chunks(key)
+                self._drop_bytes(key)
             record = {
                 "requester": peer,
                 "owner": message.owner,
@@ -223,22 +246,17 @@ class Rendezvous:
         else:
             self._ask(key, record, now, out)
 
-    def _ask(
-        self,
-        key: str,
-        record: dict,
-        now: float,
-        out: list,
-    ) -> None:
-        """Ask for the next window: of the requester's previous access point while it holds
-        bytes not yet here (``pull``), else of the owner's access point."""
+    def _ask(self, key: str, record: dict, now: float, out: list, *, more: bool = False) -> None:
+        """Ask for the next window from what is held (a new start, a retry, a redirection), or
+        with ``more`` the windows beyond what was asked for already, up to
+        ``windows_in_flight`` of them beyond what is held: of the requester's previous access
+        point while it holds bytes not yet here (``pull``), else of the owner's access point."""
         where = self._where()
         if where is None:
             self.statistics.unroutable += 1
             return  # not a member (a rejoin): asked again after ``retry_seconds``
         view, positions = where
         self._release(key, record, now, out)
-        offset = record["received"]
         pull = record.get("pull")
         if pull is not None:
             target, address, end = pull["node"], pull["address"], pull["held"]
@@ -249,23 +267,37 @@ class Rendezvous:
                 # the owner's advertisement went): where is the owner now?
                 self._owner_elsewhere(key, record, now, out)
                 return
-        record["asked_until"] = offset + min(self.config.window_bytes, end - offset)
+        window = self.config.window_bytes
+        # a new start asks for one window: the others follow once its first bytes say that
+        # the owner is where the request went (no windows sent after an owner that moved)
+        ahead = (self.config.windows_in_flight - 1) * window if more else 0
+        offset = record["asked_until"] if more else record["received"]
+        requests = []
+        while offset < end and offset - record["received"] <= ahead:
+            length = min(window, end - offset)
+            requests.append(
+                m.RendezvousRequest(
+                    rendezvous=key,
+                    target=target,
+                    target_position=positions.get(target, UNKNOWN_POSITION),
+                    requester=record["requester"],
+                    requester_superpeer=self.node_id,
+                    requester_position=view.root_position,
+                    owner=record["owner"],
+                    publication=record["publication"],
+                    offset=offset,
+                    length=length,
+                    hops=0,
+                    held=pull is not None,
+                )
+            )
+            offset += length
+        if not requests:
+            return
+        record["asked_until"] = offset
         self.store.set_pending(INCOMING, key, record)
-        request = m.RendezvousRequest(
-            rendezvous=key,
-            target=target,
-            target_position=positions.get(target, UNKNOWN_POSITION),
-            requester=record["requester"],
-            requester_superpeer=self.node_id,
-            requester_position=view.root_position,
-            owner=record["owner"],
-            publication=record["publication"],
-            offset=offset,
-            length=record["asked_until"] - offset,
-            hops=0,
-            held=pull is not None,
-        )
-        self._toward(request, address, now, out)
+        for request in requests:
+            self._toward(request, address, now, out)
 
     def _release(self, key: str, record: dict, now: float, out: list) -> None:
         """The bytes the previous access point held are here, durably: tell it to forget its
@@ -308,7 +340,7 @@ class Rendezvous:
     def found(self, key: str, superpeer: str, now: float, out: list) -> None:
         """The network-wide look-up for rendezvous ``key``: the owner is online at
         ``superpeer`` (empty: nowhere; asked again after ``retry_seconds``)."""
-        record = self.store.pending(INCOMING).get(key)
+        record = self._incoming_record(key)
         if record is None or record["state"] != RECEIVING or not superpeer:
             return
         record["superpeer"] = superpeer
@@ -323,7 +355,7 @@ class Rendezvous:
         out: list,
     ) -> None:
         key = message.rendezvous
-        record = self.store.pending(INCOMING).get(key)
+        record = self._incoming_record(key)
         if record is None or record["state"] != RECEIVING:
             return  # a repeat after completion, or a record dropped meanwhile
         if message.not_here:
@@ -338,33 +370,34 @@ class Rendezvous:
         if message.error:
             self._fail(key, record, f"the owner could not serve it: {message.error}", out)
             return
-        if message.offset != record["received"]:
+        receiving = self._receiving_of(key, record)
+        if message.offset != receiving.received:
             return  # a repeat of what is already held (a window asked twice)
         end = message.offset + len(message.data)
         if end > record["size"]:
             self._fail(key, record, "the upload is larger than the notification said", out)
             return
         self.store.put_chunk(key, message.offset, message.data)
-        record["received"] = end
-        record["progress_at"] = now
-        if message.superpeer:  # from the owner (moved, maybe): ask where it is now
-            record["superpeer"] = message.superpeer
+        receiving.digest.update(message.data)
+        receiving.received = record["received"] = end
+        receiving.progress_at = record["progress_at"] = now
         self.statistics.relayed += 1
+        if message.superpeer and message.superpeer != record["superpeer"]:
+            # from the owner, which moved: the next windows go where it is now
+            record["superpeer"] = message.superpeer
+            self.store.set_pending(INCOMING, key, record)
         if end == record["size"]:
             self._complete(key, record, now, out)
-            return
-        self.store.set_pending(INCOMING, key, record)
-        if end >= record.get("asked_until", 0):
-            self._ask(key, record, now, out)
+        elif (
+            record.get("asked_until", 0) - end
+            <= (self.config.windows_in_flight - 1) * self.config.window_bytes
+        ):
+            self._ask(key, record, now, out, more=True)
 
     def _complete(self, key: str, record: dict, now: float, out: list) -> None:
-        digest = hashlib.sha256()
-        for start in range(0, record["size"], self.config.window_bytes):
-            for _, data in self._read(
-                key, start, min(record["size"], start + self.config.window_bytes)
-            ):
-                digest.update(data)
-        if digest.hexdigest() != record["sha256"]:
+        digest = self._receiving_of(key, record).digest
+        self._receiving.pop(key, None)
+        if record["received"] != record["size"] or digest.hexdigest() != record["sha256"]:
             self.statistics.corrupted += 1
             self._fail(
                 key, record, "the uploaded file does not match the notification's SHA-256", out
@@ -376,8 +409,55 @@ class Rendezvous:
         self._release(key, record, now, out)
         self._ready(key, record, out)
 
-    def _fail(self, key: str, record: dict, reason: str, out: list) -> None:
+    def _receiving_of(self, key: str, record: dict) -> _Receiving:
+        """The progress of the file being received for ``key``; after a restart, rebuilt from
+        the bytes its record counts (read and hashed once), as far as they are all here."""
+        receiving = self._receiving.get(key)
+        if receiving is None:
+            digest = hashlib.sha256()
+            held = 0
+            for start in range(0, record["received"], self.config.window_bytes):
+                stop = min(record["received"], start + self.config.window_bytes)
+                for offset, data in self._read(key, start, stop):
+                    if offset != held:
+                        break
+                    digest.update(data)
+                    held += len(data)
+                if held != stop:
+                    break
+            record["received"] = held
+            receiving = _Receiving(
+                received=held, digest=digest, progress_at=record.get("progress_at", 0.0)
+            )
+            self._receiving[key] = receiving
+        return receiving
+
+    def _drop_bytes(self, key: str) -> None:
         self.store.drop_chunks(key)
+        self._receiving.pop(key, None)
+
+    def _incoming(self) -> dict[str, dict]:
+        """The requesters' records, with the progress of the files being received."""
+        records = self.store.pending(INCOMING)
+        for key, receiving in self._receiving.items():
+            self._overlay(records.get(key), receiving)
+        return records
+
+    def _incoming_record(self, key: str) -> dict | None:
+        record = self.store.pending_value(INCOMING, key)
+        receiving = self._receiving.get(key)
+        if receiving is not None:
+            self._overlay(record, receiving)
+        return record
+
+    @staticmethod
+    def _overlay(record: dict | None, receiving: _Receiving) -> None:
+        if record is not None and record["state"] == RECEIVING:
+            record["received"] = receiving.received
+            record["progress_at"] = max(record.get("progress_at", 0.0), receiving.progress_at)
+
+    def _fail(self, key: str, record: dict, reason: str, out: list) -> None:
+        self._drop_bytes(key)
         record.update(state=FAILED, reason=reason, received=0)
         self.store.set_pending(INCOMING, key, record)
         if record["requester"] in self._attached:
@@ -405,7 +485,7 @@ class Rendezvous:
         self._to_peer(record["requester"], ready, out)
 
     def collect(self, peer: str, message: m.Collect, out: list) -> None:
-        record = self.store.pending(INCOMING).get(message.rendezvous)
+        record = self._incoming_record(message.rendezvous)
         if record is None or record["requester"] != peer or record["state"] != READY:
             if record is not None and record["requester"] != peer:
                 self.statistics.refused += 1
@@ -441,10 +521,10 @@ class Rendezvous:
         return pieces
 
     def collected(self, peer: str, message: m.Collected) -> None:
-        record = self.store.pending(INCOMING).get(message.rendezvous)
+        record = self._incoming_record(message.rendezvous)
         if record is None or record["requester"] != peer:
             return
-        self.store.drop_chunks(message.rendezvous)
+        self._drop_bytes(message.rendezvous)
         self.store.set_pending(INCOMING, message.rendezvous, None)
         self.statistics.collected += 1
 
@@ -462,19 +542,30 @@ class Rendezvous:
         if not whereabouts.attached:
             self._not_here(message, now, out)
             return
-        record = {
-            "requester": message.requester,
-            "owner": message.owner,
-            "publication": message.publication,
-            "superpeer": message.requester_superpeer,
-            "position": message.requester_position,
-            "offset": message.offset,
-            "length": message.length,
-            "at": now,
-        }
+        record = self.store.pending_value(OUTGOING, message.rendezvous)
+        if (
+            record is not None
+            and record["superpeer"] == message.requester_superpeer
+            and record["offset"] + record["length"] == message.offset
+        ):
+            # the next window of a transfer under way (``windows_in_flight``): the bytes of the
+            # windows before it still pass, and the owner is asked for this one only
+            record.update(length=record["length"] + message.length, at=now)
+            wanted = {**record, "offset": message.offset, "length": message.length}
+        else:
+            record = wanted = {
+                "requester": message.requester,
+                "owner": message.owner,
+                "publication": message.publication,
+                "superpeer": message.requester_superpeer,
+                "position": message.requester_position,
+                "offset": message.offset,
+                "length": message.length,
+                "at": now,
+            }
         self.store.set_pending(OUTGOING, message.rendezvous, record)
         if message.owner in self._attached:
-            self._want(message.rendezvous, record, out)
+            self._want(message.rendezvous, wanted, out)
 
     def _follow(
         self, message: m.RendezvousRequest, whereabouts: Whereabouts, now: float, out: list
@@ -509,13 +600,13 @@ class Rendezvous:
         """The requester's new access point pulls the bytes held here for the requester (a
         window of them), or says it has them all: then they go."""
         key = message.rendezvous
-        record = self.store.pending(INCOMING).get(key)
+        record = self._incoming_record(key)
         if record is None or record["state"] != HANDED:
             if message.length:
                 self._not_here(message, now, out)
             return
         if message.offset >= record["received"]:
-            self.store.drop_chunks(key)
+            self._drop_bytes(key)
             self.store.set_pending(INCOMING, key, None)
             self.statistics.handed += 1
             return
@@ -546,7 +637,7 @@ class Rendezvous:
         self._to_peer(record["owner"], wanted, out)
 
     def upload(self, peer: str, message: m.Upload, now: float, out: list) -> None:
-        record = self.store.pending(OUTGOING).get(message.rendezvous)
+        record = self.store.pending_value(OUTGOING, message.rendezvous)
         if record is None:
             return  # answered already (a repeat), or never asked
         if record["owner"] != peer:
@@ -633,7 +724,7 @@ class Rendezvous:
         for key, record in sorted(self.store.pending(OUTGOING).items()):
             if record["owner"] == peer:
                 self._want(key, record, out)
-        for key, record in sorted(self.store.pending(INCOMING).items()):
+        for key, record in sorted(self._incoming().items()):
             if record["requester"] != peer:
                 continue
             if record["state"] == READY:
@@ -674,16 +765,17 @@ class Rendezvous:
             )
             self._follow(request, whereabouts, now, out)
         held = []
-        for key, record in sorted(self.store.pending(INCOMING).items()):
+        for key, record in sorted(self._incoming().items()):
             if record["requester"] != peer:
                 continue
             if record["received"] == 0 or record["state"] == FAILED:
-                self.store.drop_chunks(key)
+                self._drop_bytes(key)
                 self.store.set_pending(INCOMING, key, None)
                 continue
             if record["state"] != HANDED:
                 record.update(state=HANDED, at=now)
                 self.store.set_pending(INCOMING, key, record)
+                self._receiving.pop(key, None)
             held.append((key, record["received"]))
         return tuple(held)
 
@@ -693,7 +785,7 @@ class Rendezvous:
         """The previous access point ``node`` of one of our peers holds these rendezvous bytes
         for it (``moved_away``): pull them into the peer's record (its fetch, re-sent after it
         connected, made it or will), or release them at once if the record has as much."""
-        incoming = self.store.pending(INCOMING)
+        incoming = self._incoming()
         for key, size in held:
             pull = {"node": node, "address": address, "held": size, "at": now}
             record = incoming.get(key)
@@ -717,8 +809,8 @@ class Rendezvous:
                     self.statistics.expired += 1
                     self.store.set_pending(kind, key, None)
                     if kind == INCOMING:
-                        self.store.drop_chunks(key)
-        for key, record in self.store.pending(INCOMING).items():
+                        self._drop_bytes(key)
+        for key, record in self._incoming().items():
             if (
                 record["state"] == RECEIVING
                 and now - record["progress_at"] >= self.config.retry_seconds
@@ -730,13 +822,13 @@ class Rendezvous:
     def next_deadline(self) -> float | None:
         due = [
             r["progress_at"] + self.config.retry_seconds
-            for r in self.store.pending(INCOMING).values()
+            for r in self._incoming().values()
             if r["state"] == RECEIVING
         ]
         return min(due, default=None)
 
     def status(self) -> dict[str, object]:
-        incoming = self.store.pending(INCOMING)
+        incoming = self._incoming()
         return {
             "files": len(incoming),
             "ready": sum(1 for r in incoming.values() if r["state"] == READY),
@@ -773,7 +865,7 @@ class Rendezvous:
         )
         collections = sum(
             1
-            for r in self.store.pending(INCOMING).values()
+            for r in self._incoming().values()
             if r["state"] == READY and r["requester"] in self._attached
         )
         return uploads + collections

@@ -26,7 +26,13 @@ What is kept:
 * the publication log: every publication this node accepted as origin, for catch-up and for
   replay after a crash, pruned by age and count;
 * pending work that must survive a crash: handovers not yet answered, peers that moved away
-  (forwarding addresses).
+  (forwarding addresses);
+* rendezvous files (``superpeer.rendezvous``): ``SqliteStore`` keeps each in a plain file of its
+  own (``<data>/state.sqlite-rendezvous/<key>``), written in place as chunks come, not as rows:
+  a 192 KiB row per chunk went through sqlite's log and again into the database, with a commit
+  each (BENCHMARKS.md, "Resource transfer"). A file's bytes are made durable by the next
+  ``sync`` (before the log's, so a record committed with it never counts bytes that a power
+  loss could take; the rendezvous checks what it finds after a restart anyway).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import math
 import os
 import sqlite3
 import struct
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -454,6 +461,18 @@ _SUBSCRIPTION = "subscription:"
 _SUBSCRIBED_AT = "subscribed_at:"
 
 
+def _fsync_path(path: Path) -> None:
+    """fsync the file or directory at ``path``; nothing if it is gone (a file dropped since)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 SYNC_MODES: Final = ("full", "normal")
 """``SqliteStore``'s ``sync``: ``full`` (the log is fsync'd before a commit counts) survives a
 power loss or an operating-system crash; ``normal`` (no fsync but when sqlite checkpoints the
@@ -482,6 +501,12 @@ class SqliteStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             self._db.execute(statement)
+        self._files = Path(f"{path}-rendezvous")
+        """The rendezvous files, one per key."""
+        self._files.mkdir(mode=0o700, exist_ok=True)
+        self._written: set[str] = set()
+        """Rendezvous files written since the last ``sync`` (which fsyncs them)."""
+        self._written_lock = threading.Lock()
         self._open = False
         self._committed = self._synced = 0
         """Transactions committed, and of those the ones a finished ``sync`` covers."""
@@ -499,6 +524,7 @@ class SqliteStore:
             finally:
                 os.close(directory)
             self.sync()
+        self._move_chunk_rows()
 
     def _write(self, sql: str, arguments: Iterable[object] = ()) -> sqlite3.Cursor:
         if not self._open:
@@ -525,10 +551,17 @@ class SqliteStore:
             self.sync()
 
     def sync(self) -> None:
-        """Makes every transaction committed so far durable (with ``sync="normal"``: nothing).
-        Safe on any thread: it fsyncs the log's file descriptor, not the connection."""
+        """Makes every transaction committed so far durable (with ``sync="normal"``: nothing),
+        and the rendezvous files written before it first. Safe on any thread: it fsyncs file
+        descriptors, never the connection."""
         through = self._committed
         if self._log is not None:
+            with self._written_lock:
+                written, self._written = self._written, set()
+            for key in written:
+                _fsync_path(self._files / key)
+            if written:  # and their names, for the files created since
+                _fsync_path(self._files)
             os.fsync(self._log)
         self._synced = max(self._synced, through)
 
@@ -819,22 +852,35 @@ class SqliteStore:
 
     # -- rendezvous files ----------------------------------------------------------------------
     def put_chunk(self, key: str, offset: int, data: bytes) -> None:
-        self._write(
-            "INSERT OR REPLACE INTO rendezvous_chunks VALUES (?, ?, ?)", (key, offset, data)
-        )
+        descriptor = os.open(self._files / key, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.pwrite(descriptor, data, offset)
+        finally:
+            os.close(descriptor)
+        if self.syncs:
+            with self._written_lock:
+                self._written.add(key)
 
     def chunks(self, key: str, start: int, end: int) -> list[tuple[int, bytes]]:
-        # a chunk that begins before ``start`` may reach into the range: look from the last one
-        # that begins at or before it
-        first = self._read(
-            "SELECT MAX(start) FROM rendezvous_chunks WHERE key = ? AND start <= ?", (key, start)
-        )[0][0]
-        rows = self._read(
-            "SELECT start, data FROM rendezvous_chunks WHERE key = ? AND start >= ? AND start < ?"
-            " ORDER BY start",
-            (key, start if first is None else first, end),
-        )
-        return [(offset, bytes(data)) for offset, data in rows if offset + len(data) > start]
+        try:
+            descriptor = os.open(self._files / key, os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        try:
+            data = os.pread(descriptor, max(0, end - start), start)
+        finally:
+            os.close(descriptor)
+        return [(start, data)] if data else []
 
     def drop_chunks(self, key: str) -> None:
-        self._write("DELETE FROM rendezvous_chunks WHERE key = ?", (key,))
+        (self._files / key).unlink(missing_ok=True)
+
+    def _move_chunk_rows(self) -> None:
+        """Rendezvous bytes an earlier version kept as rows go to their files, once."""
+        rows = self._read("SELECT key, start, data FROM rendezvous_chunks")
+        for key, start, data in rows:
+            self.put_chunk(key, start, bytes(data))
+        if rows:
+            self.sync()
+            self._write("DELETE FROM rendezvous_chunks")
+            self.commit()
