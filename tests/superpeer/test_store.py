@@ -111,3 +111,40 @@ def test_acknowledged_mail_is_a_repeat_until_forgotten_per_peer(reopen):
     assert store.put_mail("p", "k2", b"two", 6.0) is None
     store.forget_delivered(10.0)
     assert store.put_mail("p", "k2", b"two", 11.0) is not None
+
+
+def _bytes(store, key: str, start: int, end: int) -> bytes:
+    """The bytes held for ``key`` in [start, end), as ``superpeer.rendezvous`` reads them."""
+    return b"".join(
+        data[max(0, start - offset) : end - offset]
+        for offset, data in store.chunks(key, start, end)
+    )
+
+
+def test_rendezvous_bytes_survive_a_restart_and_go_when_dropped(reopen):
+    store = reopen()
+    store.put_chunk("k", 0, b"abc")
+    store.put_chunk("k", 3, b"defg")
+    store.put_chunk("other", 0, b"xyz")
+    store.drop_chunks("other")
+    store = reopen()
+    assert _bytes(store, "k", 0, 7) == b"abcdefg"
+    assert _bytes(store, "k", 2, 5) == b"cde"
+    assert _bytes(store, "k", 7, 9) == b""
+    assert _bytes(store, "other", 0, 3) == b""
+
+
+def test_rendezvous_bytes_an_earlier_version_kept_as_rows_move_to_their_file(tmp_path):
+    """Rows of the ``rendezvous_chunks`` table (before the bytes went to files) are read into
+    the files when the store opens, and the table is emptied."""
+    path = tmp_path / "state.sqlite"
+    store = SqliteStore(path)
+    store._write("INSERT INTO rendezvous_chunks VALUES (?, ?, ?)", ("k", 0, b"abc"))
+    store._write("INSERT INTO rendezvous_chunks VALUES (?, ?, ?)", ("k", 3, b"def"))
+    store.close()
+    store = SqliteStore(path)
+    try:
+        assert _bytes(store, "k", 0, 6) == b"abcdef"
+        assert store._read("SELECT COUNT(*) FROM rendezvous_chunks") == [(0,)]
+    finally:
+        store.close()
