@@ -18,8 +18,13 @@ every chunk, and the store makes the file's bytes durable before that record (``
 transfer cut anywhere resumes from what the record counts and the file holds (AP asks again after
 ``retry_seconds`` without progress; B, reconnecting, is asked again; after a restart AP hashes the
 bytes it holds once, then goes on). When the file is complete AP checks size and SHA-256 against
-what A's notification said and keeps the file, or drops it and tells A (``FetchFailed``). A collects it (``FileReady`` ->
-``Collect`` -> ``FileChunk`` windows -> ``Collected``), online now or when it comes back.
+what A's notification said and keeps the file, or drops it and tells A (``FetchFailed``). A
+collects it (``FileReady`` -> ``Collect`` -> ``FileChunk`` windows -> ``Collected``), online now
+or when it comes back. A attached while the file comes is told ``FileReady`` when its fetch is
+accepted and collects at once: a ``Collect`` of bytes not here yet waits (in memory) and is
+served as they arrive, so the two relays overlap instead of the second starting when the first
+ends; A checks size and SHA-256 itself before it keeps the file (a file AP refuses is refused
+at A too, and A is told why).
 
 The owner online and the owner offline are the same path; only the wait differs. The transfer is
 relayed through the access points rather than direct between peers: peers need no listening
@@ -142,6 +147,16 @@ class _Receiving:
     progress_at: float
 
 
+@dataclass(slots=True)
+class _Collector:
+    """A requester's ``Collect`` of bytes not here yet: served as they come, from ``next`` up
+    to ``end`` (its window). In memory: a requester that reconnects collects again."""
+
+    peer: str
+    next: int
+    end: int
+
+
 @dataclass
 class RendezvousStatistics:
     requested: int = 0
@@ -189,6 +204,7 @@ class Rendezvous:
         self.statistics = RendezvousStatistics()
         self._attached: set[str] = set()
         self._receiving: dict[str, _Receiving] = {}
+        self._collectors: dict[str, list[_Collector]] = {}
 
     # -- the requester's access point -----------------------------------------------------------
     def fetch(
@@ -245,6 +261,7 @@ class Rendezvous:
             self._complete(key, record, now, out)
         else:
             self._ask(key, record, now, out)
+            self._ready(key, record, out)  # it collects the bytes as they come
 
     def _ask(self, key: str, record: dict, now: float, out: list, *, more: bool = False) -> None:
         """Ask for the next window from what is held (a new start, a retry, a redirection), or
@@ -382,6 +399,7 @@ class Rendezvous:
         receiving.received = record["received"] = end
         receiving.progress_at = record["progress_at"] = now
         self.statistics.relayed += 1
+        self._serve_collectors(key, message.offset, message.data, out)
         if message.superpeer and message.superpeer != record["superpeer"]:
             # from the owner, which moved: the next windows go where it is now
             record["superpeer"] = message.superpeer
@@ -435,6 +453,27 @@ class Rendezvous:
     def _drop_bytes(self, key: str) -> None:
         self.store.drop_chunks(key)
         self._receiving.pop(key, None)
+        self._collectors.pop(key, None)
+
+    def _serve_collectors(self, key: str, offset: int, data: bytes, out: list) -> None:
+        """The requester collecting ``key`` while it is received gets the bytes that just came
+        (``data``, from ``offset``), as far as its ``Collect`` s asked for them (without reading
+        them back: the file is written and read at once only when they were not waiting)."""
+        collectors = self._collectors.get(key)
+        if not collectors:
+            return
+        end = offset + len(data)
+        for collector in collectors:
+            stop = min(end, collector.end)
+            if collector.next >= stop:
+                continue
+            if collector.next >= offset:
+                pieces = [(collector.next, data[collector.next - offset : stop - offset])]
+            else:  # asked for from before these bytes (a Collect repeated): from the file
+                pieces = self._read(key, collector.next, stop)
+            self._send_pieces(collector.peer, key, pieces, collector.end, out)
+            collector.next = stop
+        collectors[:] = [c for c in collectors if c.next < c.end]
 
     def _incoming(self) -> dict[str, dict]:
         """The requesters' records, with the progress of the files being received."""
@@ -485,12 +524,19 @@ class Rendezvous:
         self._to_peer(record["requester"], ready, out)
 
     def collect(self, peer: str, message: m.Collect, out: list) -> None:
-        record = self._incoming_record(message.rendezvous)
-        if record is None or record["requester"] != peer or record["state"] != READY:
+        """Serve a window of the requester's file: what is here now, and (while the file is
+        still being received) the rest of the window as it comes."""
+        key = message.rendezvous
+        record = self._incoming_record(key)
+        if (
+            record is None
+            or record["requester"] != peer
+            or record["state"] not in (READY, RECEIVING)
+        ):
             if record is not None and record["requester"] != peer:
                 self.statistics.refused += 1
             notice = m.FetchFailed(
-                rendezvous=message.rendezvous,
+                rendezvous=key,
                 publication="",
                 owner="",
                 reason="no rendezvous file of yours under that key",
@@ -499,19 +545,26 @@ class Rendezvous:
             return
         start = max(0, message.offset)
         end = min(record["size"], start + min(message.length, self.config.window_bytes))
-        for first, piece in self._read(message.rendezvous, start, end):
-            for at in range(0, len(piece), self.config.chunk_bytes):
-                chunk = piece[at : at + self.config.chunk_bytes]
-                self._to_peer(
-                    peer,
-                    m.FileChunk(
-                        rendezvous=message.rendezvous,
-                        offset=first + at,
-                        data=chunk,
-                        window_end=end,
-                    ),
-                    out,
+        here = min(end, record["received"])
+        self._send_pieces(peer, key, self._read(key, start, here), end, out)
+        if here < end:
+            collector = _Collector(peer=peer, next=max(start, here), end=end)
+            self._collectors.setdefault(key, []).append(collector)
+
+    def _send_pieces(
+        self, peer: str, key: str, pieces: list[tuple[int, bytes]], window_end: int, out: list
+    ) -> None:
+        """``FileChunk`` s of at most ``chunk_bytes`` for the (offset, bytes) ``pieces``."""
+        size = self.config.chunk_bytes
+        for first, piece in pieces:
+            for at in range(0, len(piece), size):
+                chunk = m.FileChunk(
+                    rendezvous=key,
+                    offset=first + at,
+                    data=piece[at : at + size],
+                    window_end=window_end,
                 )
+                self._to_peer(peer, chunk, out)
 
     def _read(self, key: str, start: int, end: int) -> list[tuple[int, bytes]]:
         """The bytes held for ``key`` in [start, end), as (offset, bytes) pieces in order."""
@@ -735,6 +788,10 @@ class Rendezvous:
 
     def detached(self, peer: str) -> None:
         self._attached.discard(peer)
+        for key, collectors in list(self._collectors.items()):
+            collectors[:] = [c for c in collectors if c.peer != peer]
+            if not collectors:
+                del self._collectors[key]
 
     def moved_away(
         self, peer: str, whereabouts: Whereabouts, now: float, out: list

@@ -356,7 +356,9 @@ class UploadWanted:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileReady:
     """To a requester: the resource of ``publication`` is in the access point's rendezvous
-    directory, complete and checked against ``sha256`` and ``size``; collect it (``Collect``)."""
+    directory, complete and checked against ``sha256`` and ``size``, or on its way there (sent
+    when the fetch is accepted too); collect it (``Collect``): a window not all there yet is
+    served as its bytes come. The requester checks ``sha256`` and ``size`` itself."""
 
     KIND: ClassVar[str] = "peer.file_ready"
     rendezvous: str

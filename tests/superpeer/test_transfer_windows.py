@@ -152,3 +152,30 @@ def test_the_requester_refuses_a_corrupted_chunk_and_collects_the_file_again(tmp
     assert progress["state"] == WAITING and progress["received"] == 0
     assert resources.chunk(_chunk(key, 0, data, len(data))) == m.Collected(rendezvous=key, ok=True)
     assert (tmp_path / "paper.pdf").read_bytes() == data
+
+
+def test_an_attached_requester_collects_while_the_file_is_still_coming():
+    """The requester is online: it is told ``FileReady`` when its fetch is accepted and
+    collects the first windows before its access point holds the whole file (the two relays
+    overlap); it keeps the file only once all of it is here and verified."""
+    simulation = _simulation(2)
+    try:
+        run_ops(simulation, SETUP)
+        held_when_sent: list[int] = []
+        enqueue = simulation._enqueue
+
+        def watch(kind, sender, receiver, **fields):
+            if isinstance(fields.get("message"), m.FileChunk):
+                held_when_sent.append(simulation.nodes["sp2"].rendezvous.status()["bytes"])
+            enqueue(kind, sender, receiver, **fields)
+
+        simulation._enqueue = watch
+        run_ops(simulation, [{"op": "fetch", "peer": "reader", "id": "paper"}])
+        size = len(PAPER["file"])
+        assert held_when_sent and min(held_when_sent) < size
+        assert simulation.fetched()["reader"] == ["paper"]
+        reader = simulation.peers["reader"].resources
+        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+        assert simulation.nodes["sp2"].rendezvous.status()["files"] == 0  # collected, forgotten
+    finally:
+        simulation.close()
