@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import crypto
@@ -94,9 +95,37 @@ def network(size: int, root: Path) -> Cluster:
     return cluster
 
 
-def publish_and_fetch(cluster: Cluster, name: str, data: Path) -> tuple[float, float, float]:
-    """Seconds to publish ``data`` with ``name``, to fetch it (the daemon's work) and to run
-    ``peer fetch`` on it once it is here (the command line's start-up)."""
+@dataclass(frozen=True)
+class Timing:
+    published: float
+    """Seconds of ``peer publish --file``."""
+    fetched: float
+    """Seconds of the fetch, as the requester's daemon does it."""
+    command: float
+    """Seconds of ``peer fetch`` of the file once it is here (the command's start-up)."""
+    cpu: dict[str, float]
+    """CPU seconds (user + system, every thread) each daemon spent during the fetch."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system time of process ``pid`` so far, every thread (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def daemons(cluster: Cluster) -> dict[str, int]:
+    """The process ids of the super-peers and of the two peers (owner, requester)."""
+    found = {f"sp{k}": p.pid for k, p in enumerate(cluster.processes) if p is not None}
+    names = ("owner", "requester")
+    found.update(
+        {n: p.pid for n, p in zip(names, cluster.peer_processes, strict=True) if p is not None}
+    )
+    return found
+
+
+def publish_and_fetch(cluster: Cluster, name: str, data: Path) -> Timing:
+    """Publish ``data`` with ``name``, fetch it (the daemon's work, timed with the CPU each
+    daemon spent) and run ``peer fetch`` on it once it is here (the command line's start-up)."""
     document = cluster.root / f"{name}.ttl"
     document.write_text(PAPER.format(name=name))
     started = time.perf_counter()
@@ -108,10 +137,13 @@ def publish_and_fetch(cluster: Cluster, name: str, data: Path) -> tuple[float, f
             raise RuntimeError("the notification did not arrive")
         time.sleep(0.05)
     control = cluster.peer_directories[1] / "control.sock"
+    pids = daemons(cluster)
+    before = {n: cpu_seconds(pid) for n, pid in pids.items()}
     started = time.perf_counter()
     with ControlClient(control, timeout=900.0) as client:
         ok, found = client.call("fetch", publication=name, wait="900")
     fetched = time.perf_counter() - started
+    cpu = {n: cpu_seconds(pid) - before[n] for n, pid in pids.items()}
     if not ok or found["state"] != "done":
         raise RuntimeError(f"the fetch did not complete: {found}")
     started = time.perf_counter()
@@ -119,7 +151,7 @@ def publish_and_fetch(cluster: Cluster, name: str, data: Path) -> tuple[float, f
     command = time.perf_counter() - started
     if found["state"] != "done":
         raise RuntimeError(f"the fetch is not done: {found}")
-    return published, fetched, command
+    return Timing(published=published, fetched=fetched, command=command, cpu=cpu)
 
 
 def messages(cluster: Cluster) -> int:
@@ -148,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if number == 0:
                 baseline = tls_cat(cluster, big)
-                published, fetched, command = publish_and_fetch(cluster, "big", big)
+                timing = publish_and_fetch(cluster, "big", big)
+                published, fetched, command = timing.published, timing.fetched, timing.command
                 megabytes = args.megabytes
                 print(
                     aligned(
@@ -177,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"ratio (fetch + start-up) / cat (time): {(fetched + command) / baseline:.1f}"
                 )
+                spent = ", ".join(f"{n} {seconds:.2f}" for n, seconds in timing.cpu.items())
+                print(f"CPU seconds during the fetch: {spent}")
                 print(
                     "load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}\n".format(*os.getloadavg())
                 )
