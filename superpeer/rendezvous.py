@@ -104,6 +104,10 @@ FAILED: Final = "failed"
 HANDED: Final = "handed"
 """At a requester's previous access point: the bytes held for it, kept for its new access point
 until that one says it has them."""
+MAX_WAITING_COLLECTS: Final = 4
+"""``Collect`` s of bytes not here yet kept per rendezvous (a requester asks for two windows at
+most, ``peer.resources``): beyond it the oldest is forgotten, so a requester that asks again and
+again holds no more of this node's memory."""
 MAX_HOPS: Final = 64
 """A request that followed forwarding addresses for longer than this is answered "not here"
 (the chain is wrong; the requester's access point looks the owner up)."""
@@ -548,8 +552,9 @@ class Rendezvous:
         here = min(end, record["received"])
         self._send_pieces(peer, key, self._read(key, start, here), end, out)
         if here < end:
-            collector = _Collector(peer=peer, next=max(start, here), end=end)
-            self._collectors.setdefault(key, []).append(collector)
+            collectors = self._collectors.setdefault(key, [])
+            collectors.append(_Collector(peer=peer, next=max(start, here), end=end))
+            del collectors[:-MAX_WAITING_COLLECTS]
 
     def _send_pieces(
         self, peer: str, key: str, pieces: list[tuple[int, bytes]], window_end: int, out: list

@@ -13,7 +13,7 @@ import pytest
 import wire
 from peer.resources import DONE, WAITING, Resources
 from superpeer.node import NodeConfig
-from superpeer.rendezvous import RendezvousConfig
+from superpeer.rendezvous import MAX_WAITING_COLLECTS, RendezvousConfig
 from superpeer.sim import Simulation
 from tests.superpeer.test_fetching import PAPER, SETUP, _fetched_file, run_ops
 from wire import messages as m
@@ -177,5 +177,31 @@ def test_an_attached_requester_collects_while_the_file_is_still_coming():
         reader = simulation.peers["reader"].resources
         assert _fetched_file(reader, "paper") == PAPER["file"].encode()
         assert simulation.nodes["sp2"].rendezvous.status()["files"] == 0  # collected, forgotten
+    finally:
+        simulation.close()
+
+
+def test_collects_of_bytes_not_here_yet_are_bounded_per_rendezvous():
+    """The owner is offline, so nothing comes: a requester that asks again and again for
+    windows not here yet holds at most ``MAX_WAITING_COLLECTS`` of them at its access point."""
+    simulation = _simulation(2)
+    try:
+        run_ops(
+            simulation,
+            [
+                *SETUP,
+                {"op": "detach", "peer": "owner"},
+                {"op": "fetch", "peer": "reader", "id": "paper"},
+            ],
+        )
+        reader = simulation.peers["reader"].resources
+        [fetch] = reader.fetches()
+        rendezvous = simulation.nodes["sp2"].rendezvous
+        out: list = []
+        for offset in range(0, 10 * WINDOW, WINDOW):
+            collect = m.Collect(rendezvous=fetch["rendezvous"], offset=offset, length=WINDOW)
+            rendezvous.collect(reader.peer_id, collect, out)
+        assert out == []  # nothing to serve yet, nothing refused
+        assert len(rendezvous._collectors[fetch["rendezvous"]]) == MAX_WAITING_COLLECTS
     finally:
         simulation.close()
