@@ -209,6 +209,9 @@ class Rendezvous:
         self._attached: set[str] = set()
         self._receiving: dict[str, _Receiving] = {}
         self._collectors: dict[str, list[_Collector]] = {}
+        self._relayed: dict[str, int] = {}
+        """At the owner's access point, per rendezvous: where the owner's last upload relayed
+        ended (how far the record's start moves when a next window extends it)."""
 
     # -- the requester's access point -----------------------------------------------------------
     def fetch(
@@ -607,10 +610,15 @@ class Rendezvous:
             and record["offset"] + record["length"] == message.offset
         ):
             # the next window of a transfer under way (``windows_in_flight``): the bytes of the
-            # windows before it still pass, and the owner is asked for this one only
-            record.update(length=record["length"] + message.length, at=now)
+            # windows before it still pass, and the owner is asked for this one only; the
+            # record starts where the uploads reached (an owner that reconnects is asked for
+            # the windows in flight, not for the whole file again)
+            start = max(record["offset"], self._relayed.get(message.rendezvous, 0))
+            end = message.offset + message.length
+            record.update(offset=start, length=end - start, at=now)
             wanted = {**record, "offset": message.offset, "length": message.length}
         else:
+            self._relayed.pop(message.rendezvous, None)
             record = wanted = {
                 "requester": message.requester,
                 "owner": message.owner,
@@ -714,8 +722,10 @@ class Rendezvous:
             hops=0,
             superpeer=self.node_id,
         )
+        self._relayed[message.rendezvous] = message.offset + len(message.data)
         if message.error or message.offset + len(message.data) >= end:
             self.store.set_pending(OUTGOING, message.rendezvous, None)
+            del self._relayed[message.rendezvous]
         self.route(chunk, now, out)
 
     # -- both -------------------------------------------------------------------------------------
@@ -812,6 +822,7 @@ class Rendezvous:
             if record["owner"] != peer:
                 continue
             self.store.set_pending(OUTGOING, key, None)
+            self._relayed.pop(key, None)
             request = m.RendezvousRequest(
                 rendezvous=key,
                 target=self.node_id,

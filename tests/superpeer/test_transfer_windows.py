@@ -205,3 +205,39 @@ def test_collects_of_bytes_not_here_yet_are_bounded_per_rendezvous():
         assert len(rendezvous._collectors[fetch["rendezvous"]]) == MAX_WAITING_COLLECTS
     finally:
         simulation.close()
+
+
+def test_an_owner_that_reconnects_is_asked_for_the_windows_in_flight_not_the_whole_file():
+    """The owner's access point extends its record with each next window, and moves its start
+    to where the uploads reached: the owner, which missed the last requests (its connection
+    went), is asked again from there when it comes back, not from the first byte."""
+    simulation = _simulation(2)
+    try:
+        run_ops(simulation, SETUP)
+        deliver = simulation._peer_receives
+
+        def lose(pending, message):
+            if not (isinstance(message, m.UploadWanted) and message.offset >= 4 * WINDOW):
+                deliver(pending, message)
+
+        simulation._peer_receives = lose
+        run_ops(simulation, [{"op": "fetch", "peer": "reader", "id": "paper"}])
+        assert simulation.nodes["sp2"].rendezvous.status()["bytes"] == 4 * WINDOW
+        asked: list[tuple[int, int]] = []
+
+        def watch(pending, message):
+            if isinstance(message, m.UploadWanted):
+                asked.append((message.offset, message.length))
+            deliver(pending, message)
+
+        simulation._peer_receives = watch
+        run_ops(
+            simulation,
+            [{"op": "detach", "peer": "owner"}, {"op": "attach", "peer": "owner"}],
+        )
+        assert asked[0][0] >= 3 * WINDOW and asked[0][1] <= 3 * WINDOW, asked
+        assert simulation.fetched()["reader"] == ["paper"]
+        reader = simulation.peers["reader"].resources
+        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+    finally:
+        simulation.close()
