@@ -553,7 +553,13 @@ class Rendezvous:
         start = max(0, message.offset)
         end = min(record["size"], start + min(message.length, self.config.window_bytes))
         here = min(end, record["received"])
-        self._send_pieces(peer, key, self._read(key, start, here), end, out)
+        pieces = self._read(key, start, here)
+        if sum(len(piece) for _, piece in pieces) < here - start:
+            # the record counts bytes its file no longer has (a data directory restored without
+            # its rendezvous files): the requester would wait for them for ever
+            self._fail(key, record, "the access point lost the file's bytes; fetch again", out)
+            return
+        self._send_pieces(peer, key, pieces, end, out)
         if here < end:
             collectors = self._collectors.setdefault(key, [])
             collectors.append(_Collector(peer=peer, next=max(start, here), end=end))

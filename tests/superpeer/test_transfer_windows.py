@@ -13,9 +13,9 @@ import pytest
 import wire
 from peer.resources import DONE, WAITING, Resources
 from superpeer.node import NodeConfig
-from superpeer.rendezvous import MAX_WAITING_COLLECTS, RendezvousConfig
+from superpeer.rendezvous import INCOMING, MAX_WAITING_COLLECTS, RendezvousConfig
 from superpeer.sim import Simulation
-from tests.superpeer.test_fetching import PAPER, SETUP, _fetched_file, run_ops
+from tests.superpeer.test_fetching import PAPER, READY_AT_SP2, SETUP, _fetched_file, run_ops
 from wire import messages as m
 
 WINDOW = 7
@@ -95,7 +95,10 @@ def test_a_chunk_corrupted_on_its_way_fails_the_fetch_and_a_new_fetch_completes(
         assert simulation.fetched()["reader"] == []
         assert simulation.nodes["sp2"].rendezvous.statistics.corrupted == 1
         assert simulation.nodes["sp2"].rendezvous.status()["bytes"] == 0
-        run_ops(simulation, [{"op": "fetch", "peer": "reader", "id": "paper"}])
+        run_ops(
+            simulation,
+            [{"op": "attach", "peer": "owner"}, {"op": "fetch", "peer": "reader", "id": "paper"}],
+        )
         assert simulation.fetched()["reader"] == ["paper"]
         assert _fetched_file(reader, "paper") == PAPER["file"].encode()
     finally:
@@ -238,6 +241,31 @@ def test_an_owner_that_reconnects_is_asked_for_the_windows_in_flight_not_the_who
         assert asked[0][0] >= 3 * WINDOW and asked[0][1] <= 3 * WINDOW, asked
         assert simulation.fetched()["reader"] == ["paper"]
         reader = simulation.peers["reader"].resources
+        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+    finally:
+        simulation.close()
+
+
+def test_a_file_whose_bytes_the_access_point_lost_fails_with_the_reason():
+    """The record says the file is complete but its bytes are gone (a data directory restored
+    without its rendezvous files): the requester is told, instead of waiting for ever, and
+    fetching again goes back to the owner."""
+    simulation = _simulation(2)
+    try:
+        run_ops(simulation, READY_AT_SP2)
+        rendezvous = simulation.nodes["sp2"].rendezvous
+        assert rendezvous.status()["ready"] == 1
+        [key] = rendezvous.store.pending(INCOMING)
+        rendezvous.store.drop_chunks(key)
+        run_ops(simulation, [{"op": "attach", "peer": "reader"}])
+        reader = simulation.peers["reader"].resources
+        [fetch] = reader.fetches()
+        assert fetch["state"] == "failed" and "lost the file" in fetch["reason"]
+        run_ops(
+            simulation,
+            [{"op": "attach", "peer": "owner"}, {"op": "fetch", "peer": "reader", "id": "paper"}],
+        )
+        assert simulation.fetched()["reader"] == ["paper"]
         assert _fetched_file(reader, "paper") == PAPER["file"].encode()
     finally:
         simulation.close()
