@@ -21,6 +21,12 @@ from wire import messages as m
 WINDOW = 7
 
 
+def _assert_the_reader_holds_the_paper(simulation: Simulation) -> None:
+    assert simulation.fetched()["reader"] == ["paper"]
+    reader = simulation.peers["reader"].resources
+    assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+
+
 def _simulation(windows_in_flight: int) -> Simulation:
     rendezvous = RendezvousConfig(
         window_bytes=WINDOW, chunk_bytes=3, windows_in_flight=windows_in_flight
@@ -52,9 +58,7 @@ def test_the_next_windows_are_asked_for_while_the_earlier_ones_are_on_their_way(
 
         simulation._enqueue = watch
         run_ops(simulation, [{"op": "fetch", "peer": "reader", "id": "paper"}])
-        assert simulation.fetched()["reader"] == ["paper"]
-        reader = simulation.peers["reader"].resources
-        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+        _assert_the_reader_holds_the_paper(simulation)
         size = len(PAPER["file"])
         assert [offset for offset, _, _ in asked] == list(range(0, size, WINDOW))
         for offset, length, held in asked:
@@ -95,12 +99,8 @@ def test_a_chunk_corrupted_on_its_way_fails_the_fetch_and_a_new_fetch_completes(
         assert simulation.fetched()["reader"] == []
         assert simulation.nodes["sp2"].rendezvous.statistics.corrupted == 1
         assert simulation.nodes["sp2"].rendezvous.status()["bytes"] == 0
-        run_ops(
-            simulation,
-            [{"op": "attach", "peer": "owner"}, {"op": "fetch", "peer": "reader", "id": "paper"}],
-        )
-        assert simulation.fetched()["reader"] == ["paper"]
-        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+        run_ops(simulation, [{"op": "fetch", "peer": "reader", "id": "paper"}])
+        _assert_the_reader_holds_the_paper(simulation)
     finally:
         simulation.close()
 
@@ -176,9 +176,7 @@ def test_an_attached_requester_collects_while_the_file_is_still_coming():
         run_ops(simulation, [{"op": "fetch", "peer": "reader", "id": "paper"}])
         size = len(PAPER["file"])
         assert held_when_sent and min(held_when_sent) < size
-        assert simulation.fetched()["reader"] == ["paper"]
-        reader = simulation.peers["reader"].resources
-        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+        _assert_the_reader_holds_the_paper(simulation)
         assert simulation.nodes["sp2"].rendezvous.status()["files"] == 0  # collected, forgotten
     finally:
         simulation.close()
@@ -239,9 +237,7 @@ def test_an_owner_that_reconnects_is_asked_for_the_windows_in_flight_not_the_who
             [{"op": "detach", "peer": "owner"}, {"op": "attach", "peer": "owner"}],
         )
         assert asked[0][0] >= 3 * WINDOW and asked[0][1] <= 3 * WINDOW, asked
-        assert simulation.fetched()["reader"] == ["paper"]
-        reader = simulation.peers["reader"].resources
-        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+        _assert_the_reader_holds_the_paper(simulation)
     finally:
         simulation.close()
 
@@ -265,7 +261,6 @@ def test_a_file_whose_bytes_the_access_point_lost_fails_with_the_reason():
             simulation,
             [{"op": "attach", "peer": "owner"}, {"op": "fetch", "peer": "reader", "id": "paper"}],
         )
-        assert simulation.fetched()["reader"] == ["paper"]
-        assert _fetched_file(reader, "paper") == PAPER["file"].encode()
+        _assert_the_reader_holds_the_paper(simulation)
     finally:
         simulation.close()
