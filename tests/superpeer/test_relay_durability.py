@@ -2,7 +2,9 @@
 is durable at its origin (its publication log, before the publisher's ``Ack`` and before it is
 forwarded) and at the subscriber's access point (its mail); a super-peer in between keeps it in
 memory only, so it makes no commit and no fsync for it, and a power loss there (its store back
-to what was synced, every frame it held gone) loses nothing: the origin's log covers it.
+to what was synced, every frame it held gone) loses nothing: the origin's log covers it. So does
+it at the access point, which hands a notification from another origin over before its mail is
+synced.
 
 Run on the simulator with every super-peer on a real ``SqliteStore`` (committed after each
 call, as the daemon's group commit does)."""
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from superpeer.sim import Simulation
 from superpeer.sim.network import BOUNCE_SECONDS
+from superpeer.sim.workload import Connect
 from superpeer.store import SqliteStore
 from wire import messages as m
 
@@ -110,15 +113,13 @@ def test_a_relay_writes_and_commits_nothing_for_the_notifications_it_forwards(tm
         assert statements > before[node_id][0]
 
 
-def test_a_power_loss_at_a_relay_loses_nothing_the_publisher_was_told(tmp_path):
-    simulation, origin, access_point = network(tmp_path)
-    simulation.apply(publish(0))
-    (relay, *_) = relays(simulation, origin, access_point)
-    synced = simulation.stores[relay]
+def power_loss_in_a_stream(simulation: Simulation, node_id: str, tmp_path: Path) -> None:
+    """``node_id`` loses its power while 29 publications stream through: its frames and its
+    memory are gone, and its store is as it was synced before the stream (what it wrote during
+    the stream is the unsynced tail); it starts again on that, and its peers connect again."""
+    synced = simulation.stores[node_id]
     assert isinstance(synced, CountedStore)
-    copy = synced.synced_copy(tmp_path / "relay-at-its-last-sync.sqlite")
-    # a stream of publications, some at the relay, some on their way to and from it, when
-    # the power goes: its frames and its memory are gone, its store is as it was synced
+    copy = synced.synced_copy(tmp_path / f"{node_id}-at-its-last-sync.sqlite")
     for number in range(1, 30):
         for step in simulation.planner.plan(publish(number), str, simulation.now):
             simulation._step(step)
@@ -126,16 +127,42 @@ def test_a_power_loss_at_a_relay_loses_nothing_the_publisher_was_told(tmp_path):
     held = [
         p.message
         for p in simulation._queue
-        if relay in (p.sender, p.receiver) and isinstance(p.message, m.Notification)
+        if node_id in (p.sender, p.receiver) and isinstance(p.message, m.Notification)
     ]
-    assert held, "the power loss must catch notifications on the relay's links"
-    simulation._kill(relay)
-    simulation.stores[relay].close()
-    simulation.stores[relay] = CountedStore(copy)
+    assert held, "the power loss must catch notifications on the super-peer's links"
+    attached = [p.name for p in simulation.peers.values() if p.access_point == node_id]
+    simulation._kill(node_id)
+    simulation.stores[node_id].close()
+    simulation.stores[node_id] = CountedStore(copy)
     simulation._advance(simulation.now + BOUNCE_SECONDS)
-    simulation._start(relay)
+    simulation._start(node_id)
+    simulation.run_until_quiet(until=lambda: simulation.nodes[node_id].core is not None)
+    for name in attached:
+        simulation._connect(Connect(name, simulation.ids.index(node_id)))
     simulation.run_until_quiet()
+
+
+def test_a_power_loss_at_a_relay_loses_nothing_the_publisher_was_told(tmp_path):
+    simulation, origin, access_point = network(tmp_path)
+    simulation.apply(publish(0))
+    (relay, *_) = relays(simulation, origin, access_point)
+    power_loss_in_a_stream(simulation, relay, tmp_path)
     answers = simulation.peers["pub"].answers
     assert sum(isinstance(answer, m.Ack) for answer in answers) == 31, answers
     assert simulation.deliveries()["sub"] == sorted(f"d{k}" for k in range(30))
+    assert not simulation.errors
+
+
+def test_a_power_loss_at_the_access_point_loses_nothing_and_repeats_nothing_in_the_inbox(tmp_path):
+    # the access point hands a notification from another origin over before its mail is
+    # synced (README, "What is durable where"): the peer may hold what the store lost, and the
+    # origins' logs bring back what neither holds
+    simulation, _, access_point = network(tmp_path)
+    simulation.apply(publish(0))
+    power_loss_in_a_stream(simulation, access_point, tmp_path)
+    assert simulation.deliveries()["sub"] == sorted(f"d{k}" for k in range(30))
+    # what the peer had and the store lost came again (the simulated inbox, as the peer's,
+    # keeps the first and counts the rest)
+    assert simulation.redeliveries > 0
+    assert not simulation.peers["sub"].gaps
     assert not simulation.errors
