@@ -137,8 +137,9 @@ class GroupCommit(Generic[T]):
         """An input was applied at ``now`` and produced ``outputs``: they leave once it is
         durable (at once if the group is full), those that promise nothing the store keeps at
         once unless an output held before them goes the same way."""
+        early: list[T] = []
         if outputs and not self._dispatching:
-            outputs = self._send_unsynced(now, outputs)
+            early, outputs = self._split_unsynced(outputs)
         if outputs:
             for output in outputs:
                 lane = self._lane(output)
@@ -148,13 +149,22 @@ class GroupCommit(Generic[T]):
         self._inputs += 1
         self._applied += 1
         self._due.set()
+        if early:
+            # after this input's held outputs are in line: an input the dispatch applies
+            # comes after them
+            self._early += len(early)
+            self._dispatching = True
+            try:
+                self._dispatch(now, early)
+            finally:
+                self._dispatching = False
         if self._inputs >= self.max_inputs and not self._dispatching:
             self._bounded += 1
             self.flush()
 
-    def _send_unsynced(self, now: float, outputs: list[T]) -> list[T]:
-        """Dispatch the outputs that may leave before the commit and have nothing held before
-        them on their lane; the rest, in order, to hold."""
+    def _split_unsynced(self, outputs: list[T]) -> tuple[list[T], list[T]]:
+        """The outputs that may leave before the commit and have nothing held before them on
+        their lane, and the rest, in order, to hold."""
         early: list[T] = []
         held: list[T] = []
         blocked: set[Hashable] = set()
@@ -171,14 +181,7 @@ class GroupCommit(Generic[T]):
                 held.append(output)
                 if lane is not None:
                     blocked.add(lane)  # what follows on this lane waits behind it
-        if early:
-            self._early += len(early)
-            self._dispatching = True  # what the dispatch applies is held (``_release``)
-            try:
-                self._dispatch(now, early)
-            finally:
-                self._dispatching = False
-        return held
+        return early, held
 
     def _commit(self, *, synced: bool) -> None:
         """Commit the open group; its outputs wait in ``_written``."""
