@@ -24,16 +24,25 @@ held the first outputs of a group until the bound: 70 ms at p50 for 100 publicat
 subscribers.)
 
 So an output leaves only after a sync that began after the commit of the input that produced
-it, and outputs leave in the order of their inputs, across connections.
+it, and outputs leave in the order of their inputs, across connections (but for the unsynced
+ones, below).
 
 A group is bounded (``max_inputs``): the input that reaches the bound commits and fsyncs on the
 trio thread and sends at once (``flush``), so a burst cannot hold the first outputs of a group
 back for longer than that many inputs take.
+
+Some outputs promise nothing the store must keep first (``unsynced``: the daemon's rule is
+``superpeer.actions.leaves_unsynced``, a notification from another origin handed to an attached
+peer, which that origin's log covers). They leave as soon as their input is applied, without
+waiting for the commit, unless an output held before them goes on the same connection
+(``lane``): a connection's bytes keep the order of the inputs that made them (a peer acknowledges
+its notifications cumulatively: one that overtook a held one would acknowledge that one too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -67,6 +76,8 @@ class GroupStatistics:
     """The most inputs one commit carried."""
     bounded: int
     """Groups that reached ``max_inputs`` and were committed at once."""
+    unsynced: int
+    """Outputs that left before their input's commit (``GroupCommit``'s ``unsynced``)."""
 
 
 @dataclass(slots=True)
@@ -92,6 +103,8 @@ class GroupCommit(Generic[T]):
         *,
         max_inputs: int,
         committed: Callable[[], None] = lambda: None,
+        unsynced: Callable[[T], bool] = lambda _: False,
+        lane: Callable[[T], Hashable | None] = lambda _: None,
     ) -> None:
         if max_inputs < 1:
             raise ValueError("a group holds at least one input")
@@ -100,7 +113,13 @@ class GroupCommit(Generic[T]):
         self._committed = committed
         """Told after each commit: what the inputs applied so far changed can be looked at once
         per group, not once per input (the daemon's next timer deadline)."""
+        self._unsynced = unsynced
+        """Whether an output may leave before its input is durable."""
+        self._lane = lane
+        """The connection an output is written to, in order (None: it keeps no order)."""
         self.max_inputs = max_inputs
+        self._lanes: Counter[Hashable] = Counter()
+        """Per lane, the outputs held (not yet dispatched): an unsynced output waits behind them."""
         self._held: list[tuple[float, list[T]]] = []
         """Outputs of the inputs applied since the last commit."""
         self._written: list[_Written] = []
@@ -112,19 +131,57 @@ class GroupCommit(Generic[T]):
         """Inputs applied, and of those the ones known durable (in order: a prefix)."""
         self._due = trio.Event()
         self._dispatching = False
-        self._groups = self._largest = self._bounded = 0
+        self._groups = self._largest = self._bounded = self._early = 0
 
     def add(self, now: float, outputs: list[T]) -> None:
         """An input was applied at ``now`` and produced ``outputs``: they leave once it is
-        durable (at once if the group is full)."""
+        durable (at once if the group is full), those that promise nothing the store keeps at
+        once unless an output held before them goes the same way."""
+        early: list[T] = []
+        if outputs and not self._dispatching:
+            early, outputs = self._split_unsynced(outputs)
         if outputs:
+            for output in outputs:
+                lane = self._lane(output)
+                if lane is not None:
+                    self._lanes[lane] += 1
             self._held.append((now, outputs))
         self._inputs += 1
         self._applied += 1
         self._due.set()
+        if early:
+            # after this input's held outputs are in line: an input the dispatch applies
+            # comes after them
+            self._early += len(early)
+            self._dispatching = True
+            try:
+                self._dispatch(now, early)
+            finally:
+                self._dispatching = False
         if self._inputs >= self.max_inputs and not self._dispatching:
             self._bounded += 1
             self.flush()
+
+    def _split_unsynced(self, outputs: list[T]) -> tuple[list[T], list[T]]:
+        """The outputs that may leave before the commit and have nothing held before them on
+        their lane, and the rest, in order, to hold."""
+        early: list[T] = []
+        held: list[T] = []
+        blocked: set[Hashable] = set()
+        for output in outputs:
+            lane = self._lane(output)
+            if (
+                lane is not None
+                and lane not in blocked
+                and not self._lanes[lane]
+                and self._unsynced(output)
+            ):
+                early.append(output)
+            else:
+                held.append(output)
+                if lane is not None:
+                    blocked.add(lane)  # what follows on this lane waits behind it
+        return early, held
 
     def _commit(self, *, synced: bool) -> None:
         """Commit the open group; its outputs wait in ``_written``."""
@@ -149,6 +206,12 @@ class GroupCommit(Generic[T]):
                 group = self._written.pop(0)
                 self._durable = max(self._durable, group.applied)
                 for now, outputs in group.outputs:
+                    for output in outputs:
+                        lane = self._lane(output)
+                        if lane is not None:
+                            self._lanes[lane] -= 1
+                            if not self._lanes[lane]:
+                                del self._lanes[lane]
                     self._dispatch(now, outputs)
         finally:
             self._dispatching = False
@@ -186,5 +249,9 @@ class GroupCommit(Generic[T]):
 
     def statistics(self) -> GroupStatistics:
         return GroupStatistics(
-            inputs=self._durable, groups=self._groups, largest=self._largest, bounded=self._bounded
+            inputs=self._durable,
+            groups=self._groups,
+            largest=self._largest,
+            bounded=self._bounded,
+            unsynced=self._early,
         )

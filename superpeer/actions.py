@@ -161,3 +161,28 @@ def in_runtime_order(outputs: list[T]) -> list[T]:
     if not draining:
         return outputs
     return [o for o in outputs if not (isinstance(o, Forgotten) and o.drain)] + draining
+
+
+def leaves_unsynced(output: object, node_id: str) -> bool:
+    """Whether ``output`` of super-peer ``node_id`` may leave before the commit of the input
+    that made it is synced (``superpeer._commits``; README, "What is durable where").
+
+    A notification from another origin handed to an attached peer: that origin logged it
+    durably before it sent it on, and a power loss here loses what this store had not synced
+    whether or not the peer got it first (the restart catches up from the origins' logs, the
+    peer's inbox keeps one copy). One this node is the origin of waits for its own log: lost
+    unsynced, the version it had would be given again to the next publication of the resource,
+    which a subscriber holding this one would then ignore. Everything else waits: what it
+    promises (an ``Ack``, mail dropped on a ``Delivered``, a handover accepted) is on disk first."""
+    if not isinstance(output, ToConnection):
+        return False
+    notify = output.message
+    return isinstance(notify, messages.Notify) and notify.origin != node_id
+
+
+def connection_of(output: object) -> int | None:
+    """The peer connection ``output`` is written to (its bytes go in the order they were made),
+    or None."""
+    if isinstance(output, ToConnection | CloseConnection):
+        return output.connection
+    return None

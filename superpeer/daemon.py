@@ -13,7 +13,9 @@ The runtime moves bytes and reads the clock; every decision is the node's. It
   break, with nothing lost or repeated across it;
 * calls the node's ``timer`` at its ``next_deadline``; commits the store before it sends anything
   an input produced (what a message promises is on disk first), once for all the inputs that
-  arrive together (``superpeer._commits``: group commit, one fsync per group);
+  arrive together (``superpeer._commits``: group commit, one fsync per group), but for a
+  notification from another origin to an attached peer, which promises nothing this store keeps
+  (``superpeer.actions.leaves_unsynced``);
 * writes the trace log (rotating JSON-lines files in the data directory) and ``key=value`` lines
   on stderr (``daemonlog``);
 * pauses while its data directory's disk is nearly full (``superpeer.diskspace``: no input
@@ -59,7 +61,9 @@ from superpeer.actions import (
     Stopped,
     ToConnection,
     ToSuperPeer,
+    connection_of,
     in_runtime_order,
+    leaves_unsynced,
 )
 from superpeer.channel import Inbound, split
 from superpeer.config import SuperPeerConfig
@@ -221,6 +225,8 @@ class SuperPeerDaemon:
             self._carry_out,
             max_inputs=config.store.max_inputs_per_commit,
             committed=self._committed,
+            unsynced=lambda output: leaves_unsynced(output, self.node_id),
+            lane=connection_of,
         )
         self._peers: dict[int, _PeerConnection] = {}
         self._links: Links | None = None

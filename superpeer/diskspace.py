@@ -35,8 +35,9 @@ did not acknowledge is: its senders send it again.
 **Why stop when a write fails all the same** (one group writing more than the reserve, another
 process filling the disk between two looks): the transaction is gone and the node's memory is
 ahead of its store; only a start from the store, which is what a restart does, makes them agree
-again. The group's outputs were never sent (they wait for its commit), so stopping breaks no
-promise. The daemon says which file it could not write and how much space is left, and exits
+again. The group's outputs were never sent (they wait for its commit; but for notifications
+from other origins, which promise nothing this store keeps: their origins' logs hold them), so
+stopping breaks no promise. The daemon says which file it could not write and how much space is left, and exits
 (code 4, ``superpeer.cli``). Started again (systemd's ``Restart=on-failure``) while the disk is
 still short of ``min_free_bytes``, it refuses to start, with the figures, until there is room.
 PostgreSQL does the same when it cannot write its write-ahead log (it stops, and recovers at the

@@ -88,7 +88,7 @@ from superpeer.sim.workload import (
     SuperPeerRestart,
     Want,
 )
-from superpeer.store import MemoryStore
+from superpeer.store import MemoryStore, Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
 from wire.framing import Received
@@ -244,6 +244,7 @@ class Simulation:
         verify_wire: bool = True,
         keep_notifications: bool = True,
         skews: dict[int, float] | None = None,
+        new_store: Callable[[str], Store] | None = None,
     ) -> None:
         if superpeers < 1:
             raise ValueError("a network needs at least one super-peer")
@@ -262,7 +263,10 @@ class Simulation:
         self._random = random.Random(seed) if interleave else None
         self.ids: list[str] = []
         self.nodes: dict[str, SuperPeerNode] = {}
-        self.stores: dict[str, MemoryStore] = {}
+        self.stores: dict[str, Store] = {}
+        self._new_store: Callable[[str], Store] = new_store or (lambda _: MemoryStore())
+        """Makes a new super-peer's store from its node id: a ``MemoryStore`` unless a test
+        needs what a real one does (``SqliteStore``: what each call writes and commits)."""
         self.peers: dict[str, SimPeer] = {}
         self.planner = Planner(0)
         self._queue: list[_Pending] = []
@@ -424,8 +428,7 @@ class Simulation:
     def _superpeer_join(self) -> None:
         node_id = f"sp{len(self.ids)}"
         self.ids.append(node_id)
-        store = MemoryStore()
-        self.stores[node_id] = store
+        self.stores[node_id] = self._new_store(node_id)
         self._start(node_id)
         self.run_until_quiet()
 
@@ -989,6 +992,9 @@ class Simulation:
         return pending.message
 
     def _execute(self, node_id: str, outputs: list) -> None:
+        # what the call wrote is committed before its outputs go, as the daemon's group commit
+        # does (``MemoryStore``: nothing to do)
+        self.stores[node_id].commit()
         node = self.nodes.get(node_id)
         self._unchecked.add(node_id)
         for output in in_runtime_order(outputs):

@@ -223,6 +223,43 @@ async def test_a_group_that_wrote_nothing_leaves_without_a_sync_but_after_those_
     assert journal.count("sync") == 1
 
 
+async def test_what_promises_nothing_kept_leaves_before_the_sync_unless_its_connection_waits():
+    # outputs are "connection:what"; a "!" promises nothing the store keeps (a notification from
+    # another origin): it may leave before its input is durable, never before what its
+    # connection holds from earlier inputs
+    journal, sent = Journal(), []
+    journal.gate = threading.Semaphore(0)
+
+    def dispatch(_now: float, outputs: list[tuple[str, int]]) -> None:
+        for name, written in outputs:
+            assert name.endswith("!") or written <= journal.durable, f"{name} left unsynced"
+            sent.append(name)
+
+    group = GroupCommit(
+        journal,
+        dispatch,
+        max_inputs=100,
+        unsynced=lambda output: output[0].endswith("!"),
+        lane=lambda output: output[0].split(":")[0],
+    )
+    async with committing(group):
+        await syncing(journal, group, "c1:ack")
+        group.add(0.0, [("c2:notify!", journal.write()), ("c2:ack", journal.write())])
+        assert sent == ["c2:notify!"], "at once, while the sync of what came before runs"
+        group.add(0.0, [("c1:notify!", journal.write()), ("c2:later!", journal.write())])
+        assert sent == ["c2:notify!"], "each behind what its connection holds"
+        journal.gate.release()
+        await wait_until(lambda: sent == ["c2:notify!", "c1:ack"])
+        await trio.to_thread.run_sync(journal.syncing.wait)  # the second group's fsync
+        journal.gate.release()
+        await wait_until(lambda: len(sent) == 5)
+        assert sent == ["c2:notify!", "c1:ack", "c2:ack", "c1:notify!", "c2:later!"]
+        group.add(0.0, [("c1:again!", journal.write())])
+        assert sent[-1] == "c1:again!", "nothing held on its connection any more"
+        journal.gate.release()
+    assert group.statistics().unsynced == 2
+
+
 async def test_a_flush_while_the_worker_syncs_syncs_again_before_it_sends():
     journal, sent, group = gated()
     async with committing(group):
