@@ -45,6 +45,7 @@ from poset.predicate_index import PredicateIndex
 from poset.witness_index import WitnessIndex
 from qel.domains import RangeDomain
 from qel.filters import Filter, witness
+from qel.matching import filter_matches
 
 Covers = Callable[[Signed, Signed], bool]
 """``covers(general, specific)`` on nodes and probes (``poset.families.Signed``)."""
@@ -186,6 +187,8 @@ class ChainDecomposition:
             chain = self._chains[chain_id]  # type: ignore[index]
             if skip is not None and chain.family is skip:
                 continue
+            if not probe.admits(self._bottoms.witness(chain_id)):  # type: ignore[arg-type]
+                continue  # the candidates matched only the probe's most selective patterns
             if probe.covers(chain.nodes[-1]):
                 found.append((chain, _first_true(chain, probe.covers)))
         return found
@@ -318,6 +321,12 @@ class Probe:
         """Whether ``node`` matches every witness (necessary for covering the subscription)."""
         general = node.subscription
         return all(qel.matches(general, sample) for sample in self.witnesses)
+
+    def admits(self, sample: qel.Publication) -> bool:
+        """Whether the subscription matches ``sample``: a node whose witness it does not match
+        is not covered by it (the witness matches the node), and a filter match costs a fifth
+        of a covering test."""
+        return any(filter_matches(compiled, sample) for compiled in self.subscription.filters)
 
     def covered_by(self, node: Ranked) -> bool:
         """Whether ``node`` covers the subscription."""

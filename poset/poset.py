@@ -557,7 +557,7 @@ class SubscriptionPoset:
         candidates counted, not built: when the walks win, building them was wasted).
         """
         walks = [_Walk(start, probe) for start in sorted(predecessors, key=_by_id)]
-        weighed = False
+        candidates = None
         rounds = _QUICK_WALK if walks else 0
         done = 0
         while done < rounds:
@@ -565,10 +565,11 @@ class SubscriptionPoset:
                 if walk.step():
                     return walk.maximal()
             done += 1
-            if done == rounds and not weighed:
-                weighed = True
-                rounds = max(rounds, self._chains.bottom_estimate(probe) // len(walks))
-        candidates = self._chains.bottom_candidates(probe)
+            if done == rounds and candidates is None:
+                candidates = self._chains.bottom_candidates(probe)
+                rounds = max(rounds, len(candidates) // len(walks))
+        if candidates is None:
+            candidates = self._chains.bottom_candidates(probe)
         highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates)]
         return _maximal(highest, probe, None)  # type: ignore[arg-type]
 
@@ -645,13 +646,14 @@ class SubscriptionPoset:
         child's remaining parents (then a path already leads from it to the child)."""
         parents = list(node.parent_nodes)
         children = list(node.child_nodes)
+        ancestors = _ancestor_ids(children, node) if parents else {}
         for parent in parents:
             _cut(parent, node)
         for child in children:
             _cut(node, child)
         for child in children:
             for parent in parents:
-                if any(_above(parent, other) for other in child.parent_nodes):
+                if any(_above_other(parent, other, ancestors) for other in child.parent_nodes):
                     continue
                 _link(parent, child)
             if not child.parent_nodes:
@@ -853,6 +855,34 @@ _ANCESTORS_WALKED = 16
 """Most ancestors walked to find the sent nodes above a node before asking the sent index: a
 walk of a few costs less than one look-up (witnesses, index, covering tests). At 10^4, 88% of
 the shapes workload's nodes have at most 16 ancestors, 17% of the listings' (dense covering)."""
+
+
+def _ancestor_ids(children: list[PosetNode], removed: PosetNode) -> dict[int, set[int] | None]:
+    """Per other parent of ``removed``'s children, the ids of its ancestors, None beyond
+    ``_ANCESTORS_WALKED`` of them: whether a parent of ``removed`` covers it is then a look-up,
+    not a covering test (whatever covers a node is its ancestor). Found before ``removed`` is
+    cut out, which changes none of them: ``removed`` is above none of its children's other
+    parents (its edge to the child would not be immediate)."""
+    found: dict[int, set[int] | None] = {}
+    for child in children:
+        for other in child.parent_nodes:
+            if other is not removed and other.id not in found:
+                above = _few_ancestors(other, _ANCESTORS_WALKED)
+                found[other.id] = None if above is None else set(above)
+    return found
+
+
+def _above_other(
+    parent: PosetNode, other: PosetNode, ancestors: dict[int, set[int] | None]
+) -> bool:
+    """Whether a parent of a removed node strictly covers ``other``, a parent of one of its
+    children: one of the removed node's parents, linked to the child meanwhile, never (they
+    are incomparable); else by ``other``'s ancestors when they are few (``_ancestor_ids``), else
+    by a test."""
+    if other.id not in ancestors:
+        return False  # a parent of the removed node, linked to the child meanwhile
+    above = ancestors[other.id]
+    return parent.id in above if above is not None else _above(parent, other)
 
 
 def _above(general: PosetNode, specific: PosetNode) -> bool:

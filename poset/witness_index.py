@@ -213,6 +213,10 @@ class WitnessIndex:
         if not group.keys:
             del self._groups[predicates, tag]
 
+    def witness(self, key: int) -> Publication:
+        """The witness indexed under ``key``."""
+        return self._witnesses[key]
+
     def groups(self, compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
         """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
         may match (``_Group.may_hold``; with no range of ``compiled`` looked at, the same for
