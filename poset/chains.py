@@ -42,7 +42,7 @@ from typing import Protocol
 import qel
 from poset.families import Bounds, Family, Signed, signature
 from poset.predicate_index import PredicateIndex
-from poset.witness_index import WitnessIndex
+from poset.witness_index import Sample, WitnessIndex
 from qel.domains import RangeDomain
 from qel.filters import Filter, witness
 from qel.matching import filter_matches
@@ -322,11 +322,14 @@ class Probe:
         general = node.subscription
         return all(qel.matches(general, sample) for sample in self.witnesses)
 
-    def admits(self, sample: qel.Publication) -> bool:
+    def admits(self, sample: qel.Publication | Sample) -> bool:
         """Whether the subscription matches ``sample``: a node whose witness it does not match
         is not covered by it (the witness matches the node), and a filter match costs a fifth
         of a covering test."""
-        return any(filter_matches(compiled, sample) for compiled in self.subscription.filters)
+        return any(
+            filter_matches(compiled, sample)  # type: ignore[arg-type]  # reads what a Sample has
+            for compiled in self.subscription.filters
+        )
 
     def covered_by(self, node: Ranked) -> bool:
         """Whether ``node`` covers the subscription."""

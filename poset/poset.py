@@ -832,7 +832,9 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
                 return True
             if family.exact:
                 return False
-        elif other is not None:
+        elif other is not None and len(general.subscription.filters) == 1 == len(
+            specific.subscription.filters
+        ):  # else ``projection`` is None: the test decides, and nothing need be kept
             pairs = family.over.get(other, _UNKNOWN)
             if pairs is _UNKNOWN:
                 pairs = family.over[other] = projection(general.subscription, specific.subscription)
