@@ -171,11 +171,6 @@ class ChainDecomposition:
             among = known[1]
         return sorted(self._bottoms.rough_candidates(probe.subscription, among))  # type: ignore[type-var]
 
-    def bottom_estimate(self, probe: Probe) -> int:
-        """At least ``len(bottom_candidates(probe))``, from counts alone (``WitnessIndex``): what
-        a caller weighing the chain search against another needs, without building the set."""
-        return self._bottoms.rough_size(probe.subscription)
-
     def highest_covered(
         self, probe: Probe, candidates: list[Hashable], skip: Family | None = None
     ) -> list[tuple[Chain, int]]:

@@ -257,11 +257,6 @@ class WitnessIndex:
             found |= self._intersected(compiled, None if among is None else among[position])
         return found
 
-    def rough_size(self, subscription: Subscription) -> int:
-        """An upper bound on ``len(rough_candidates(subscription))``: per filter, how many its
-        most selective pattern admits (bisections and lengths, no set built)."""
-        return sum(sized[0][0] for c in subscription.filters if (sized := self._sized(c)))
-
     def _sized(self, compiled: Filter) -> list[tuple[int, _PredicateWitnesses, Domain]] | None:
         """The filter's patterns with how many candidates each gives, fewest first; None when a
         predicate has no witness at all (then no key is a candidate)."""
