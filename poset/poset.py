@@ -648,14 +648,17 @@ class SubscriptionPoset:
         child's remaining parents (then a path already leads from it to the child)."""
         parents = list(node.parent_nodes)
         children = list(node.child_nodes)
-        ancestors = _ancestor_ids(children, node) if parents else {}
+        linked = {parent.id for parent in parents}
+        ancestors: dict[int, dict[int, PosetNode] | None] = {}
         for parent in parents:
             _cut(parent, node)
         for child in children:
             _cut(node, child)
         for child in children:
             for parent in parents:
-                if any(_above_other(parent, other, ancestors) for other in child.parent_nodes):
+                if any(
+                    _above_other(parent, other, linked, ancestors) for other in child.parent_nodes
+                ):
                     continue
                 _link(parent, child)
             if not child.parent_nodes:
@@ -857,36 +860,32 @@ _UNKNOWN = object()
 
 _ANCESTORS_WALKED = 16
 """Most ancestors walked to find the sent nodes above a node before asking the sent index, or
-whether a removed node's parent covers another parent of its child (``_ancestor_ids``) before
+whether a removed node's parent covers another parent of its child (``_above_other``) before
 testing: a walk of a few costs less than one look-up (witnesses, index, covering tests) or one
 test. At 10^4, 88% of
 the shapes workload's nodes have at most 16 ancestors, 17% of the listings' (dense covering)."""
 
 
-def _ancestor_ids(children: list[PosetNode], removed: PosetNode) -> dict[int, set[int] | None]:
-    """Per other parent of ``removed``'s children, the ids of its ancestors, None beyond
-    ``_ANCESTORS_WALKED`` of them: whether a parent of ``removed`` covers it is then a look-up,
-    not a covering test (whatever covers a node is its ancestor). Found before ``removed`` is
-    cut out, which changes none of them: ``removed`` is above none of its children's other
-    parents (its edge to the child would not be immediate)."""
-    found: dict[int, set[int] | None] = {}
-    for child in children:
-        for other in child.parent_nodes:
-            if other is not removed and other.id not in found:
-                above = _few_ancestors(other, _ANCESTORS_WALKED)
-                found[other.id] = None if above is None else set(above)
-    return found
-
-
 def _above_other(
-    parent: PosetNode, other: PosetNode, ancestors: dict[int, set[int] | None]
+    parent: PosetNode,
+    other: PosetNode,
+    linked: set[int],
+    ancestors: dict[int, dict[int, PosetNode] | None],
 ) -> bool:
-    """Whether a parent of a removed node strictly covers ``other``, a parent of one of its
-    children: one of the removed node's parents, linked to the child meanwhile, never (they
-    are incomparable); else by ``other``'s ancestors when they are few (``_ancestor_ids``), else
-    by a test."""
+    """Whether a removed node's parent strictly covers ``other``, another parent of one of its
+    children. Never if ``other`` is one of the ``linked`` parents of the removed node (they are
+    incomparable); in one chain or one family by ``_above`` (ranks, bounds); else by
+    ``other``'s ancestors when there are at most ``_ANCESTORS_WALKED`` (whatever covers a node
+    is its ancestor; kept in ``ancestors`` for the rest of the removal), else by a test.
+
+    The removal's cuts and links change no such node's ancestors: the removed node is above
+    none of them (its edge to their child would not be immediate), nor is any child it had."""
+    if other.id in linked:
+        return False
+    if parent.chain is other.chain or (parent.family is not None and parent.family is other.family):
+        return _above(parent, other)
     if other.id not in ancestors:
-        return False  # a parent of the removed node, linked to the child meanwhile
+        ancestors[other.id] = _few_ancestors(other, _ANCESTORS_WALKED)
     above = ancestors[other.id]
     return parent.id in above if above is not None else _above(parent, other)
 
