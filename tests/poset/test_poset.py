@@ -262,9 +262,11 @@ def _pairs(node) -> list[tuple[str, str]]:
     return list(zip(node.origins[0::2], node.origins[1::2], strict=True))
 
 
-def _ceilings(*bounds: tuple[str, int]) -> qel.Subscription:
+def _ceilings(*bounds: tuple[str, int], either: bool = False) -> qel.Subscription:
+    """Every bound, or (``either``) one of them at least: a DNF of one filter per bound."""
     patterns = ", ".join(f"t(X, ex:{name}, {name.upper()})" for name, _ in bounds)
-    constraint = ", ".join(f"{name.upper()} <= {value}" for name, value in bounds)
+    constraints = [f"{name.upper()} <= {value}" for name, value in bounds]
+    constraint = f"({' ; '.join(constraints)})" if either else ", ".join(constraints)
     return q(f"X : {patterns}, {constraint}")
 
 
@@ -273,11 +275,15 @@ def _ceilings(*bounds: tuple[str, int]) -> qel.Subscription:
 def test_removals_among_nodes_of_many_ancestors_keep_the_hasse_diagram(random):
     """A removal relinks a parent to a child unless it covers another parent of the child, told
     by that parent's ancestors when they are few, by a test beyond ``_ANCESTORS_WALKED`` (20
-    ceilings on each of two predicates, and their pairs: up to 40 ancestors)."""
+    ceilings on each of two predicates, their pairs and DNFs of pairs: up to 60 ancestors), or
+    by bounds between two families of one filter."""
     subscriptions = [_ceilings(("price", 10 * k)) for k in range(1, 21)]
     subscriptions += [_ceilings(("size", 10 * k)) for k in range(1, 21)]
     subscriptions += [_ceilings(("price", 10 * a), ("size", 10 * b)) for a, b in [(1, 1), (2, 1)]]
     subscriptions += [_ceilings(("price", 5), ("size", 5)), _ceilings(("price", 15), ("size", 8))]
+    subscriptions += [
+        _ceilings(("price", 10 * k), ("size", 10 * k), either=True) for k in range(1, 21)
+    ]
     poset = SubscriptionPoset()
     for number, subscription in enumerate(subscriptions):
         poset.insert(subscription, "peer", str(number))
