@@ -866,8 +866,8 @@ _ANCESTORS_WALKED = 16
 """Most ancestors walked to find the sent nodes above a node before asking the sent index, or
 whether a removed node's parent covers another parent of its child (``_above_other``) before
 testing: a walk of a few costs less than one look-up (witnesses, index, covering tests) or one
-test. At 10^4, 88% of
-the shapes workload's nodes have at most 16 ancestors, 17% of the listings' (dense covering)."""
+test of a DNF. At 10^4, 88% of the shapes workload's nodes have at most 16 ancestors, 17% of
+the listings' (dense covering)."""
 
 
 def _above_other(
@@ -881,9 +881,9 @@ def _above_other(
     incomparable); in one chain, or for a ``parent`` of one filter, by ``_above`` (ranks, bounds,
     or one filter's containment: cheap); else, a DNF above, whose test may search cells, by
     ``other``'s ancestors when there are at most ``_ANCESTORS_WALKED`` (whatever covers a node
-    is its ancestor; kept in ``ancestors`` for the rest of the removal), else by a test.
-    (Walking first for every pair made removals on the listings at 10^5, whose nodes have
-    hundreds of ancestors, 40% slower.)
+    is its ancestor; kept in ``ancestors`` for the rest of the removal), else by a test (on
+    the listings at 10^5, whose nodes have hundreds of ancestors, the walk is mostly in vain:
+    removals there are slower than by tests alone, BENCHMARKS.md).
 
     The removal's cuts and links change no such node's ancestors: the removed node is above
     none of them (its edge to their child would not be immediate), nor is any child it had."""

@@ -151,7 +151,6 @@ class _BudgetExhausted(Exception):
 
 class _CellSearch:
     def __init__(self, target: Filter, candidates: list[Filter], budget: int) -> None:
-        self.candidates = candidates
         self.budget = budget
         separator = (
             _separator(target, candidates)
