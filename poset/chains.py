@@ -42,9 +42,10 @@ from typing import Protocol
 import qel
 from poset.families import Bounds, Family, Signed, signature
 from poset.predicate_index import PredicateIndex
-from poset.witness_index import WitnessIndex
+from poset.witness_index import Sample, WitnessIndex
 from qel.domains import RangeDomain
 from qel.filters import Filter, witness
+from qel.matching import filter_matches
 
 Covers = Callable[[Signed, Signed], bool]
 """``covers(general, specific)`` on nodes and probes (``poset.families.Signed``)."""
@@ -170,11 +171,6 @@ class ChainDecomposition:
             among = known[1]
         return sorted(self._bottoms.rough_candidates(probe.subscription, among))  # type: ignore[type-var]
 
-    def bottom_estimate(self, probe: Probe) -> int:
-        """At least ``len(bottom_candidates(probe))``, from counts alone (``WitnessIndex``): what
-        a caller weighing the chain search against another needs, without building the set."""
-        return self._bottoms.rough_size(probe.subscription)
-
     def highest_covered(
         self, probe: Probe, candidates: list[Hashable], skip: Family | None = None
     ) -> list[tuple[Chain, int]]:
@@ -186,6 +182,8 @@ class ChainDecomposition:
             chain = self._chains[chain_id]  # type: ignore[index]
             if skip is not None and chain.family is skip:
                 continue
+            if not probe.admits(self._bottoms.witness(chain_id)):  # type: ignore[arg-type]
+                continue  # the candidates matched only the probe's most selective patterns
             if probe.covers(chain.nodes[-1]):
                 found.append((chain, _first_true(chain, probe.covers)))
         return found
@@ -318,6 +316,15 @@ class Probe:
         """Whether ``node`` matches every witness (necessary for covering the subscription)."""
         general = node.subscription
         return all(qel.matches(general, sample) for sample in self.witnesses)
+
+    def admits(self, sample: qel.Publication | Sample) -> bool:
+        """Whether the subscription matches ``sample``: a node whose witness it does not match
+        is not covered by it (the witness matches the node), and a filter match costs a fifth
+        of a covering test."""
+        return any(
+            filter_matches(compiled, sample)  # type: ignore[arg-type]  # reads what a Sample has
+            for compiled in self.subscription.filters
+        )
 
     def covered_by(self, node: Ranked) -> bool:
         """Whether ``node`` covers the subscription."""

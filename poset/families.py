@@ -47,7 +47,8 @@ class Family:
     """One family (compared by identity); ``exact``: the bounds decide both ways (one filter,
     or filters that are ``_separated``); ``dimensions``: how many of its bounds are finite;
     ``over``: per other family met in a covering test, the ``projection`` of this one's
-    members onto its members (kept while this family lives: a workload has some hundreds)."""
+    members onto its members, for two families of one filter each (kept while this family
+    lives: the listings have some hundreds of families, the shapes one per few nodes)."""
 
     __slots__ = ("__weakref__", "dimensions", "exact", "over")
 
@@ -182,7 +183,13 @@ def projection(general: qel.Subscription, specific: qel.Subscription) -> Project
             return None
         elif not subset(other, domain):
             return False
-    return tuple(pairs)
+    found = tuple(pairs)
+    return _PAIRS.setdefault(found, found)
+
+
+_PAIRS: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}
+"""Each projection's pairs once (``Family.over`` keeps one per pair of families met, and a
+workload of many shapes has thousands of families but some tens of distinct pairs)."""
 
 
 def ranges_within(

@@ -553,11 +553,13 @@ class SubscriptionPoset:
         first to finish answers. The other search tests the chains whose bottom the probe may
         cover (``ChainDecomposition.bottom_candidates``): few for a narrow subscription, every
         chain of a predicate for a broad one. The walks go first, for ``_QUICK_WALK`` rounds;
-        then they go on only while they have cost less than the chain search would (its
-        candidates counted, not built: when the walks win, building them was wasted).
+        then they go on only while they have cost less than the chain search would: one test
+        per candidate chain, its candidates built to count them (an upper bound from counts
+        alone, the most selective pattern's, was 12 times the candidates on the shapes at 10^4,
+        so the walks went on: 152 tests per placement in this search, 77 weighed this way).
         """
         walks = [_Walk(start, probe) for start in sorted(predecessors, key=_by_id)]
-        weighed = False
+        candidates = None
         rounds = _QUICK_WALK if walks else 0
         done = 0
         while done < rounds:
@@ -565,10 +567,11 @@ class SubscriptionPoset:
                 if walk.step():
                     return walk.maximal()
             done += 1
-            if done == rounds and not weighed:
-                weighed = True
-                rounds = max(rounds, self._chains.bottom_estimate(probe) // len(walks))
-        candidates = self._chains.bottom_candidates(probe)
+            if done == rounds and candidates is None:
+                candidates = self._chains.bottom_candidates(probe)
+                rounds = max(rounds, len(candidates) // len(walks))
+        if candidates is None:
+            candidates = self._chains.bottom_candidates(probe)
         highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates)]
         return _maximal(highest, probe, None)  # type: ignore[arg-type]
 
@@ -645,13 +648,21 @@ class SubscriptionPoset:
         child's remaining parents (then a path already leads from it to the child)."""
         parents = list(node.parent_nodes)
         children = list(node.child_nodes)
+        linked = {parent.id for parent in parents}
+        ancestors: dict[int, dict[int, PosetNode] | None] = {}
+        one_filter = all(len(parent.subscription.filters) == 1 for parent in parents)
         for parent in parents:
             _cut(parent, node)
         for child in children:
             _cut(node, child)
         for child in children:
             for parent in parents:
-                if any(_above(parent, other) for other in child.parent_nodes):
+                if one_filter:  # the tests are cheap (``_above_other``): one call less each
+                    if any(_above(parent, other) for other in child.parent_nodes):
+                        continue
+                elif any(
+                    _above_other(parent, other, linked, ancestors) for other in child.parent_nodes
+                ):
                     continue
                 _link(parent, child)
             if not child.parent_nodes:
@@ -830,7 +841,9 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
                 return True
             if family.exact:
                 return False
-        elif other is not None:
+        elif other is not None and len(general.subscription.filters) == 1 == len(
+            specific.subscription.filters
+        ):  # else ``projection`` is None: the test decides, and nothing need be kept
             pairs = family.over.get(other, _UNKNOWN)
             if pairs is _UNKNOWN:
                 pairs = family.over[other] = projection(general.subscription, specific.subscription)
@@ -850,9 +863,38 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
 _UNKNOWN = object()
 
 _ANCESTORS_WALKED = 16
-"""Most ancestors walked to find the sent nodes above a node before asking the sent index: a
-walk of a few costs less than one look-up (witnesses, index, covering tests). At 10^4, 88% of
-the shapes workload's nodes have at most 16 ancestors, 17% of the listings' (dense covering)."""
+"""Most ancestors walked to find the sent nodes above a node before asking the sent index, or
+whether a removed node's parent covers another parent of its child (``_above_other``) before
+testing: a walk of a few costs less than one look-up (witnesses, index, covering tests) or one
+test of a DNF. At 10^4, 88% of the shapes workload's nodes have at most 16 ancestors, 17% of
+the listings' (dense covering)."""
+
+
+def _above_other(
+    parent: PosetNode,
+    other: PosetNode,
+    linked: set[int],
+    ancestors: dict[int, dict[int, PosetNode] | None],
+) -> bool:
+    """Whether a removed node's parent strictly covers ``other``, another parent of one of its
+    children. Never if ``other`` is one of the ``linked`` parents of the removed node (they are
+    incomparable); in one chain, or for a ``parent`` of one filter, by ``_above`` (ranks, bounds,
+    or one filter's containment: cheap); else, a DNF above, whose test may search cells, by
+    ``other``'s ancestors when there are at most ``_ANCESTORS_WALKED`` (whatever covers a node
+    is its ancestor; kept in ``ancestors`` for the rest of the removal), else by a test (on
+    the listings at 10^5, whose nodes have hundreds of ancestors, the walk is mostly in vain:
+    removals there are slower than by tests alone, BENCHMARKS.md).
+
+    The removal's cuts and links change no such node's ancestors: the removed node is above
+    none of them (its edge to their child would not be immediate), nor is any child it had."""
+    if other.id in linked:
+        return False
+    if parent.chain is other.chain or len(parent.subscription.filters) == 1:
+        return _above(parent, other)  # ranks, bounds, or ``filter_within``: cheaper than a walk
+    if other.id not in ancestors:
+        ancestors[other.id] = _few_ancestors(other, _ANCESTORS_WALKED)
+    above = ancestors[other.id]
+    return parent.id in above if above is not None else _above(parent, other)
 
 
 def _above(general: PosetNode, specific: PosetNode) -> bool:

@@ -151,6 +151,18 @@ class _Group:
         )
 
 
+class Sample:
+    """What the index keeps of a witness: its subject and its objects by predicate, which is all
+    that matching it (``qel.matching.filter_matches``) reads; the publication's statements and
+    terms took as much again (a chain bottom each: thousands on a workload of many shapes)."""
+
+    __slots__ = ("subject", "values")
+
+    def __init__(self, publication: Publication) -> None:
+        self.subject = publication.subject
+        self.values = publication.values
+
+
 class WitnessIndex:
     """Maps integer keys to their subscriptions' witnesses; ``covered_candidates(q)`` is a
     superset of the keys whose subscription ``q`` covers (exactly the keys whose first witness
@@ -166,7 +178,7 @@ class WitnessIndex:
 
     def __init__(self) -> None:
         self._predicates: dict[URI, _PredicateWitnesses] = {}
-        self._witnesses: dict[int, Publication] = {}
+        self._witnesses: dict[int, Sample] = {}
         self._groups: dict[tuple[frozenset[URI], Hashable], _Group] = {}
         self.version = 0
         """Changes whenever a group appears: what a caller learnt from ``groups`` holds while
@@ -195,12 +207,12 @@ class WitnessIndex:
             group = self._groups[first.predicates, tag] = _Group(first.predicates, tag, fixed)
             self.version += 1
         group.keys.add(key)
-        self._witnesses[key] = sample
+        self._witnesses[key] = Sample(sample)
 
     def remove(self, key: int, tag: Hashable = None) -> None:
         """Forgets ``key``, added with ``tag``."""
         sample = self._witnesses.pop(key)
-        predicates = frozenset(p for p, _ in sample.statements)
+        predicates = frozenset(sample.values)
         for predicate, kind, value in _values(sample):
             self._predicates[predicate].remove(key, kind, value)
         for predicate in predicates:
@@ -212,6 +224,10 @@ class WitnessIndex:
         group.keys.discard(key)
         if not group.keys:
             del self._groups[predicates, tag]
+
+    def witness(self, key: int) -> Sample:
+        """The witness indexed under ``key``."""
+        return self._witnesses[key]
 
     def groups(self, compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
         """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
@@ -241,11 +257,6 @@ class WitnessIndex:
             found |= self._intersected(compiled, None if among is None else among[position])
         return found
 
-    def rough_size(self, subscription: Subscription) -> int:
-        """An upper bound on ``len(rough_candidates(subscription))``: per filter, how many its
-        most selective pattern admits (bisections and lengths, no set built)."""
-        return sum(sized[0][0] for c in subscription.filters if (sized := self._sized(c)))
-
     def _sized(self, compiled: Filter) -> list[tuple[int, _PredicateWitnesses, Domain]] | None:
         """The filter's patterns with how many candidates each gives, fewest first; None when a
         predicate has no witness at all (then no key is a candidate)."""
@@ -270,7 +281,7 @@ class WitnessIndex:
         if len(compiled.patterns) == 1 and isinstance(compiled.subject, AnyDomain):
             return set(candidates)
         witnesses = self._witnesses
-        return {key for key in candidates if filter_matches(compiled, witnesses[key])}
+        return {key for key in candidates if filter_matches(compiled, witnesses[key])}  # type: ignore[arg-type]
 
     def _intersected(self, compiled: Filter, groups: list[set[Hashable]] | None) -> set[Hashable]:
         """The candidates of the filter's most selective pattern, or the keys of ``groups`` if
@@ -309,9 +320,13 @@ def _count(sized: tuple[int, _PredicateWitnesses, Domain]) -> int:
     return sized[0]
 
 
-def _values(sample: Publication) -> set[tuple[URI, str, object]]:
+def _values(sample: Publication | Sample) -> set[tuple[URI, str, object]]:
     """A witness's statements as the index keys them. Two terms of one predicate can have the
     same kind and value (a plain string and one with a language, say): indexed under one key
     twice, the first removal took both and the second found nothing (a ``KeyError`` that took
     the super-peer down, found by the churn property)."""
-    return {(predicate, term.kind, term.value) for predicate, term in sample.statements}
+    return {
+        (predicate, kind, value)
+        for predicate, objects in sample.values.items()
+        for kind, value in objects
+    }

@@ -260,3 +260,37 @@ def test_a_node_held_under_many_ids_reports_its_sources_as_they_came(steps):
 
 def _pairs(node) -> list[tuple[str, str]]:
     return list(zip(node.origins[0::2], node.origins[1::2], strict=True))
+
+
+def _ceilings(*bounds: tuple[str, int], either: bool = False) -> qel.Subscription:
+    """Every bound, or (``either``) one of them at least: a DNF of one filter per bound."""
+    patterns = ", ".join(f"t(X, ex:{name}, {name.upper()})" for name, _ in bounds)
+    constraints = [f"{name.upper()} <= {value}" for name, value in bounds]
+    constraint = f"({' ; '.join(constraints)})" if either else ", ".join(constraints)
+    return q(f"X : {patterns}, {constraint}")
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_removals_among_nodes_of_many_ancestors_keep_the_hasse_diagram(random):
+    """A removal relinks a parent to a child unless it covers another parent of the child, told
+    by that parent's ancestors when they are few, by a test beyond ``_ANCESTORS_WALKED`` (20
+    ceilings on each of two predicates, their pairs and DNFs of pairs: up to 60 ancestors), or
+    by bounds between two families of one filter."""
+    subscriptions = [_ceilings(("price", 10 * k)) for k in range(1, 21)]
+    subscriptions += [_ceilings(("size", 10 * k)) for k in range(1, 21)]
+    subscriptions += [_ceilings(("price", 10 * a), ("size", 10 * b)) for a, b in [(1, 1), (2, 1)]]
+    subscriptions += [_ceilings(("price", 5), ("size", 5)), _ceilings(("price", 15), ("size", 8))]
+    subscriptions += [
+        _ceilings(("price", 10 * k), ("size", 10 * k), either=True) for k in range(1, 21)
+    ]
+    poset = SubscriptionPoset()
+    for number, subscription in enumerate(subscriptions):
+        poset.insert(subscription, "peer", str(number))
+    gone = list(range(len(subscriptions)))
+    random.shuffle(gone)
+    for done, number in enumerate(gone, 1):
+        poset.remove("peer", str(number))
+        if done % 11 == 0:
+            check_invariants(poset)
+    assert len(poset) == 0
