@@ -18,6 +18,29 @@ routed one dimension per hop toward that position but never through L: from any 
 distance >= 2 from the target two different neighbours are one step closer, and L holds at most
 one of them (L's two positions differ in one bit, two such neighbours in two). The first node that
 knows the holder answers. Then the repairer starts the walk for L.
+
+Overlapping failures. Two neighbours that fail together (or a failure during a departure) must
+not wait on each other: each one's repair would send a step to the other (a walk routed through
+it, a ``Reclaim`` to it as the newcomer that takes the other's place), and the step would be lost
+with it. So nothing that a departure needs is sent to a member known to have failed:
+
+* *Who knows.* A node knows its own neighbours the runtime reported failed; a lookup's answer says
+  whether its answerer knows the holder failed (``LookupReply.failed``); a walk carries what the
+  nodes on its way know (``LeaveWalk.failed_too``), so that a node taking a failed node's step
+  with the table the walk carries knows which of that node's neighbours are dead.
+* *Routing around.* Toward position 0 a walk clears any set bit of its position whose holder is
+  not known failed (the lowest one first, as before); lookups are passed on only to neighbours not
+  known failed (when there is one closer to the target).
+* *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split column,
+  the next column of the search, every way toward 0) waits here until that neighbour has been
+  replaced (it is no longer in this node's table); then the walk starts over from this node's
+  position, with the departing node's table brought up to date from this node's (what it said of
+  the replaced neighbour is stale). Two failed neighbours thus depart one after the other: the
+  one whose departure needs nothing of the other goes first (the newcomer of the last split
+  column: its walk ends at its own base holder).
+* *Once.* A repair may run twice (the runtime's fallback lets another neighbour repair when the
+  first stays silent): a walk for a failed node whose place this node knows to be taken already is
+  dropped.
 """
 
 from __future__ import annotations
@@ -43,6 +66,7 @@ from hypercup.messages import (
     Lookup,
     LookupReply,
     NeighbourUpdate,
+    PeerTable,
     Reclaim,
     Released,
     ReturnTop,
@@ -68,6 +92,53 @@ def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
     )
 
 
+def _split(walk: LeaveWalk, hood: Neighbourhood, column: int) -> bool:
+    """``hood.column_split``, but the departing node's column as the walk has it: a failed
+    newcomer it carries makes it doubled (``_carry_partner``)."""
+    if hood.holder(column) == walk.leaver:
+        return column | top_bit(walk.dimension) not in walk.leaver_positions
+    return hood.column_split(column)
+
+
+def _carried_fields(carried: Departed | None) -> dict[str, object]:
+    """A carried departure as the fields of a ``LeaveWalk`` or ``Reclaim``."""
+    if carried is None:
+        return {}
+    return {
+        "carried": carried.node,
+        "carried_positions": carried.positions,
+        "carried_incarnation": carried.incarnation,
+        "carried_heard": carried.last_heard,
+    }
+
+
+def _departures(message: LeaveWalk | Reclaim) -> list[Departed]:
+    """What taking the place named by a walk or a ``Reclaim`` reports: the leaver's departure,
+    and the one of the failed node it carries, if the walk took that one's position too
+    (``Departures._with_carried``)."""
+    carried = frozenset(message.carried_positions)
+    departed = [
+        Departed(
+            node=message.leaver,
+            positions=tuple(p for p in message.leaver_positions if p not in carried),
+            failed=message.failed,
+            incarnation=message.leaver_incarnation,
+            last_heard=message.leaver_heard,
+        )
+    ]
+    if message.carried and carried <= frozenset(message.leaver_positions):
+        departed.append(
+            Departed(
+                node=message.carried,
+                positions=message.carried_positions,
+                failed=True,
+                incarnation=message.carried_incarnation,
+                last_heard=message.carried_heard,
+            )
+        )
+    return departed
+
+
 class Departures(NodeCore):
     def _start_leave(self, incarnation: int, last_heard: float) -> None:
         """This member leaves: from now on it only waits for ``Released``."""
@@ -89,6 +160,8 @@ class Departures(NodeCore):
         failed: bool,
         incarnation: int,
         last_heard: float = 0.0,
+        failed_too: frozenset[str] = frozenset(),
+        carried: Departed | None = None,
     ) -> LeaveWalk:
         """The walk of a departure, starting at the leaver's lowest position."""
         return LeaveWalk(
@@ -104,6 +177,8 @@ class Departures(NodeCore):
             bit=-1,
             leaver_incarnation=incarnation,
             leaver_heard=last_heard,
+            failed_too=tuple((failed_too | set(self._failed)) - {leaver}),
+            **_carried_fields(carried),
         )
 
     def _on_leave_walk(self, sender: str, walk: LeaveWalk) -> None:
@@ -112,11 +187,98 @@ class Departures(NodeCore):
             # repairs its place already: a second departure of it would take a place twice
             return
         self._require_no_join(sender, walk)
+        if walk.failed and self._replaced(walk):
+            return
         if walk.position not in self._member_hood().positions:
             raise RemoteProtocolError(
                 sender, f"LeaveWalk for position {walk.position}, not held by {self.node_id}"
             )
         self._advance_leave(walk)
+
+    def _replaced(self, walk: LeaveWalk) -> bool:
+        """Whether this node knows the departing node's place to be taken already (a second
+        repair of one failure: dropped, so that the place is taken once)."""
+        hood = self._member_hood()
+        return any(
+            (position in hood.positions or position in hood.holders)
+            and hood.holder(position) != walk.leaver
+            for position in walk.leaver_positions
+        )
+
+    def _known_failed(self, walk: LeaveWalk) -> set[str]:
+        return (set(self._failed) | set(walk.failed_too)) - {walk.leaver, self.node_id}
+
+    def _toward_zero(self, walk: LeaveWalk, hood: Neighbourhood) -> int | None:
+        """The walk's next position toward 0: the lowest set bit cleared, unless its holder is
+        known failed, then the next one; None if every way goes through a failed node."""
+        failed = self._known_failed(walk)
+        position = walk.position
+        first = next_hop_position(position, 0)
+        ways = [first] + [
+            position ^ (1 << bit)
+            for bit in range(hood.dimension)
+            if position >> bit & 1 and position ^ (1 << bit) != first
+        ]
+        for way in ways:
+            if hood.holder(way) not in failed:
+                return way
+        return None
+
+    def _defer(self, walk: LeaveWalk, blocker: str) -> bool:
+        """The walk's next step is for ``blocker``, known failed: it waits here until the
+        blocker has been replaced, if this node will see that (the blocker is its neighbour).
+        False: it cannot wait here, and the step is sent as before."""
+        if blocker not in self._member_hood().peers:
+            return False
+        if any(waiting.leaver == walk.leaver for _, waiting in self._deferred):
+            return True  # another repair of the same departure waits here already
+        gathered = replace(walk, failed_too=tuple(self._known_failed(walk) | {blocker}))
+        self._deferred.append((blocker, gathered))
+        return True
+
+    def _resume_deferred(self) -> None:
+        """Starts over, from this node's position, the walks whose failed blocker has been
+        replaced since they began to wait here."""
+        hood = self._member_hood()
+        waiting, self._deferred = self._deferred, []
+        for blocker, walk in waiting:
+            if blocker in hood.peers and walk.epoch == self._epoch:
+                self._deferred.append((blocker, walk))
+                continue
+            if walk.epoch != self._epoch or (walk.failed and self._replaced(walk)):
+                # the cube changed dimension under it (the runtime repairs the failure again),
+                # or another repair of the same failure took the place
+                continue
+            restarted = replace(
+                walk,
+                leaver_peers=self._brought_up_to_date(walk),
+                failed_too=tuple(self._known_failed(walk) - {blocker}),
+                phase=ROUTE,
+                position=min(hood.positions),
+                bit=-1,
+            )
+            self._guarded(walk.leaver, lambda restarted=restarted: self._advance_leave(restarted))
+
+    def _brought_up_to_date(self, walk: LeaveWalk) -> PeerTable:
+        """The departing node's table, with what this node knows of the positions around the
+        departing node's put over what the walk carried (a neighbour of it replaced while the
+        walk waited)."""
+        hood = self._member_hood()
+        table = peers_from_wire(walk.leaver_peers)
+        around = surrounding_positions(frozenset(walk.leaver_positions), walk.dimension)
+        for position in sorted(around):
+            if position not in hood.positions and position not in hood.holders:
+                continue
+            holder = hood.holder(position)
+            for node, peer in list(table.items()):
+                if node != holder and position in peer.positions:
+                    rest = peer.positions - {position}
+                    if rest:
+                        table[node] = Peer(peer.address, rest)
+                    else:
+                        del table[node]
+            table[holder] = Peer(hood.address_of(holder), hood.positions_of(holder))
+        return peers_to_wire(table)
 
     def _walker(self, walk: LeaveWalk) -> Neighbourhood:
         """Whose knowledge the step at the walk's position uses: the departing node's or ours."""
@@ -138,11 +300,16 @@ class Departures(NodeCore):
             hood = self._walker(walk)
             if walk.phase == ROUTE:
                 if walk.position != 0:
-                    walk = replace(walk, position=next_hop_position(walk.position, 0))
+                    way = self._toward_zero(walk, hood)
+                    if way is None:
+                        way = next_hop_position(walk.position, 0)
+                        if self._defer(walk, hood.holder(way)):
+                            return
+                    walk = replace(walk, position=way)
                     if self._forward_leave(walk, hood):
                         return
                     continue
-                if not hood.column_split(0):
+                if not _split(walk, hood, 0):
                     walk = self._start_shrink(walk, hood)
                     continue
                 walk = replace(walk, phase=SEARCH, bit=hood.dimension - 2)
@@ -152,22 +319,100 @@ class Departures(NodeCore):
             while bit >= 0:
                 candidate = column | (1 << bit)
                 bit -= 1
-                if hood.column_split(candidate):
+                if _split(walk, hood, candidate):
                     higher = candidate
                     break
             walk = replace(walk, bit=bit)
             if higher is None:
-                self._end_leave_walk(walk, hood)
-                return
+                whole = self._with_carried(walk, hood)
+                if whole is None:
+                    self._end_leave_walk(walk, hood)
+                    return
+                walk = whole
+                continue
             walk = replace(walk, position=higher)
+            holder = hood.holder(higher)
+            if holder in self._known_failed(walk):
+                past = self._search_past(walk)
+                if past is not None:
+                    walk, holder, address = past
+                    if holder in (self.node_id, walk.leaver):
+                        continue
+                    self._send(
+                        holder, address, replace(walk, failed_too=tuple(self._known_failed(walk)))
+                    )
+                    return
             if self._forward_leave(walk, hood):
                 return
 
+    @staticmethod
+    def _with_carried(walk: LeaveWalk, hood: Neighbourhood) -> LeaveWalk | None:
+        """A walk that ends at the departing node's own column, whose newcomer it carries
+        (failed too): the whole column departs, so the walk starts over from there with the
+        departing node holding both positions; the search then ends at the split column
+        below, whose newcomer takes the two. None for any other end."""
+        column = walk.position
+        mirror = column | top_bit(walk.dimension)
+        if (
+            not walk.carried
+            or walk.carried_positions != (mirror,)
+            or hood.holder(column) != walk.leaver
+            or hood.holder(mirror) != walk.carried
+        ):
+            return None
+        table = peers_from_wire(walk.leaver_peers)
+        table.pop(walk.carried, None)
+        return replace(
+            walk,
+            leaver_positions=tuple(sorted({*walk.leaver_positions, mirror})),
+            leaver_peers=peers_to_wire(table),
+            phase=ROUTE,
+            position=column,
+            bit=-1,
+        )
+
+    def _search_past(self, walk: LeaveWalk) -> tuple[LeaveWalk, str, str] | None:
+        """The search's step at the column of a member known failed, taken here from what this
+        node and the walk know of the columns above it: the walk past it, with the holder to
+        send it to (so that its departure need not wait for the failed member's replacement).
+        None if a fact is missing, or if the search ends at that column (its failed base
+        holder would have to give its mirror back: that waits for its own departure)."""
+        column = walk.position
+        bit = walk.bit
+        while bit >= 0:
+            candidate = column | (1 << bit)
+            bit -= 1
+            holding = self._known_holding(candidate, (self._member_hood(), _leaver_hood(walk)))
+            if holding is None:
+                return None
+            holder, address, positions = holding
+            if holder == walk.leaver:
+                positions = frozenset(walk.leaver_positions)
+            if candidate | top_bit(walk.dimension) not in positions:
+                return replace(walk, position=candidate, bit=bit), holder, address
+        return None
+
+    @staticmethod
+    def _known_holding(
+        position: int, hoods: tuple[Neighbourhood, ...]
+    ) -> tuple[str, str, frozenset[int]] | None:
+        """Who holds ``position`` (its address and positions), from the first of ``hoods``
+        that knows."""
+        for hood in hoods:
+            if position in hood.positions or position in hood.holders:
+                holder = hood.holder(position)
+                return holder, hood.address_of(holder), hood.positions_of(holder)
+        return None
+
     def _forward_leave(self, walk: LeaveWalk, hood: Neighbourhood) -> bool:
-        """Sends the walk to the holder of its position, unless we take that step ourselves."""
+        """Sends the walk to the holder of its position, unless we take that step ourselves; it
+        waits here instead if that holder is known failed (``_defer``)."""
         holder = hood.holder(walk.position)
         if holder in (self.node_id, walk.leaver):
             return False
+        if holder in self._known_failed(walk) and self._defer(walk, holder):
+            return True
+        walk = replace(walk, failed_too=tuple(self._known_failed(walk)))
         self._send(holder, hood.address_of(holder), walk)
         return True
 
@@ -225,18 +470,16 @@ class Departures(NodeCore):
                     f"which {base} holds"
                 )
             self._take_back(mirror, peers_from_wire(walk.leaver_peers), exclude={walk.leaver})
-            self._out.append(
-                Departed(
-                    node=walk.leaver,
-                    positions=walk.leaver_positions,
-                    failed=walk.failed,
-                    incarnation=walk.leaver_incarnation,
-                    last_heard=walk.leaver_heard,
-                )
-            )
+            self._out.extend(_departures(walk))
             if not walk.failed:
                 self._send(walk.leaver, walk.leaver_address, Released())
             return
+        if (
+            newcomer != self.node_id
+            and newcomer in self._known_failed(walk)
+            and self._defer(walk, newcomer)
+        ):
+            return  # the newcomer failed too: its own departure goes first
         reclaim = Reclaim(
             epoch=walk.epoch,
             dimension=walk.dimension,
@@ -250,6 +493,10 @@ class Departures(NodeCore):
             failed=walk.failed,
             leaver_incarnation=walk.leaver_incarnation,
             leaver_heard=walk.leaver_heard,
+            carried=walk.carried,
+            carried_positions=walk.carried_positions,
+            carried_incarnation=walk.carried_incarnation,
+            carried_heard=walk.carried_heard,
         )
         if newcomer == self.node_id:
             self._on_reclaim(self.node_id, reclaim)
@@ -293,16 +540,8 @@ class Departures(NodeCore):
                 message.base_address, frozenset({message.column, mirror})
             )
             hood.replace(message.leaver_positions, departed)
-        self._announce(before, exclude={message.leaver})
-        self._out.append(
-            Departed(
-                node=message.leaver,
-                positions=message.leaver_positions,
-                failed=message.failed,
-                incarnation=message.leaver_incarnation,
-                last_heard=message.leaver_heard,
-            )
-        )
+        self._announce(before, exclude={departed.node for departed in _departures(message)})
+        self._out.extend(_departures(message))
         if not message.failed:
             self._send(message.leaver, message.leaver_address, Released())
 
@@ -354,6 +593,7 @@ class Departures(NodeCore):
         self._repair = None
         self._take = None
         self._relays = {}
+        self._deferred = []
         self._admitted.clear()
         self._held_back = []
         queued, self._queued = self._queued, []
@@ -393,18 +633,24 @@ class Departures(NodeCore):
         self._repair = PendingRepair(
             failed, hood.peers[failed].address, lost, found, missing, incarnation, last_heard
         )
-        for position in sorted(missing):
+        self._repair.failed_too.update(
+            (node, known) for node, known in self._failed.items() if node != failed
+        )
+        self._look_up(self._repair, missing)
+        if not missing:
+            self._finish_repair()
+
+    def _look_up(self, repair: PendingRepair, positions: set[int]) -> None:
+        for position in sorted(positions):
             self._route_lookup(
                 Lookup(
                     epoch=self._epoch,
                     target=position,
-                    avoid=failed,
+                    avoid=repair.failed,
                     requester=self.node_id,
                     requester_address=self.address,
                 )
             )
-        if not missing:
-            self._finish_repair()
 
     def _route_lookup(self, lookup: Lookup) -> None:
         """Answers if we know who holds the target, else passes the lookup one hop closer to it,
@@ -419,10 +665,13 @@ class Departures(NodeCore):
                 holder=holder,
                 address=hood.address_of(holder),
                 positions=tuple(sorted(hood.positions_of(holder))),
+                failed=holder in self._failed,
+                failed_incarnation=self._failed.get(holder, (0, 0.0))[0],
+                failed_heard=self._failed.get(holder, (0, 0.0))[1],
             )
             self._send(lookup.requester, lookup.requester_address, reply)
             return
-        hops = sorted(
+        closer = sorted(
             (hamming(q, target), q)
             for p in hood.positions
             for q in neighbour_positions(p, hood.dimension)
@@ -430,6 +679,9 @@ class Departures(NodeCore):
             and hamming(q, target) < hamming(p, target)
             and hood.holder(q) != lookup.avoid
         )
+        # around every neighbour known failed too, when there is a way (else as before: the
+        # lookup may be lost, and the repair is tried again)
+        hops = [hop for hop in closer if hood.holder(hop[1]) not in self._failed] or closer
         if not hops:
             raise KnowledgeError(f"{self.node_id} has no way to {target} around {lookup.avoid}")
         holder = hood.holder(hops[0][1])
@@ -444,6 +696,8 @@ class Departures(NodeCore):
         peer = Peer(reply.address, frozenset(reply.positions))
         if repair.found.setdefault(reply.holder, peer) != peer:
             raise RemoteProtocolError(sender, f"contradicts what is known of {reply.holder}")
+        if reply.failed:
+            repair.failed_too[reply.holder] = (reply.failed_incarnation, reply.failed_heard)
         repair.missing.remove(reply.target)
         if not repair.missing:
             self._finish_repair()
@@ -451,6 +705,8 @@ class Departures(NodeCore):
     def _finish_repair(self) -> None:
         repair = self._repair
         assert repair is not None
+        if repair.carried is None and self._carry_partner(repair):
+            return  # the positions around the failed partner are looked up first
         self._repair = None
         self._advance_leave(
             self._new_leave_walk(
@@ -461,5 +717,51 @@ class Departures(NodeCore):
                 failed=True,
                 incarnation=repair.incarnation,
                 last_heard=repair.last_heard,
+                failed_too=frozenset(repair.failed_too),
+                carried=repair.carried,
             )
         )
+
+    def _carry_partner(self, repair: PendingRepair) -> bool:
+        """If the failed node is the base holder of a split column whose newcomer failed too,
+        its walk carries the newcomer (``_with_carried``: if the column is the last split one,
+        neither departure can finish alone, each would hand the column to the other) and the
+        holders around the newcomer's position. Only the base holder's repair carries its
+        newcomer, so that the column is taken out once. Returns whether lookups of the
+        positions around the newcomer are now on their way."""
+        hood = self._member_hood()
+        if len(repair.positions) != 1:
+            return False
+        (base,) = repair.positions
+        top = top_bit(hood.dimension)
+        if base >= top:
+            return False
+        mirror = base | top
+        partner = next(
+            (node for node, peer in repair.found.items() if mirror in peer.positions), None
+        )
+        if partner is None or partner == self.node_id or partner not in repair.failed_too:
+            return False
+        peer = repair.found[partner]
+        incarnation, last_heard = repair.failed_too[partner]
+        repair.carried = Departed(
+            node=partner,
+            positions=tuple(sorted(peer.positions)),
+            failed=True,
+            incarnation=incarnation,
+            last_heard=last_heard,
+        )
+        column = repair.positions | peer.positions
+        known = {position for peer in repair.found.values() for position in peer.positions}
+        for position in surrounding_positions(column, hood.dimension):
+            if position in known:
+                continue
+            if position in hood.positions:
+                repair.found[self.node_id] = Peer(self.address, hood.positions)
+            elif position in hood.holders:
+                holder = hood.holders[position]
+                repair.found[holder] = hood.peers[holder]
+            else:
+                repair.missing.add(position)
+        self._look_up(repair, set(repair.missing))
+        return bool(repair.missing)
