@@ -127,9 +127,14 @@ class NodeCore:
         """Neighbours the runtime reported failed and still in this node's table, with the
         incarnation and last-heard time it gave (for their ``Departed`` if this node ends up
         the last one standing: ``Departures._stand_alone``)."""
-        self._deferred: list[tuple[str, LeaveWalk]] = []
+        self._reclaiming: str | None = None
+        """The newcomer this base holder sent a ``Reclaim`` (it takes a departing node's place
+        and gives our mirror back with ``ReturnTop``): other departures wait until it has,
+        since they read our column (two failures whose walks end at one column)."""
+        self._deferred: list[tuple[str, LeaveWalk, int]] = []
         """Departure walks waiting here until a failed neighbour they would have gone to is
-        replaced (``Departures``, "Overlapping failures"), with that neighbour."""
+        replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks
+        they have waited."""
 
     @property
     def state(self) -> NodeState:
@@ -148,6 +153,7 @@ class NodeCore:
             or self._repair is not None
             or bool(self._held_back)
             or bool(self._deferred)
+            or self._reclaiming is not None
         )
 
     # -- one input ----------------------------------------------------------------------------
@@ -159,7 +165,12 @@ class NodeCore:
         self._out = []
         try:
             action()
-            if self._held_back and self._repair is None and self._state is NodeState.MEMBER:
+            if (
+                self._held_back
+                and self._repair is None
+                and self._reclaiming is None
+                and self._state is NodeState.MEMBER
+            ):
                 self._flush()
             if self._deferred and self._state is NodeState.MEMBER:
                 self._resume_deferred()
@@ -310,6 +321,14 @@ class NodeCore:
         if (departure or isinstance(message, Grow)) and self._changing_tables():
             # a take or relay of this epoch finishes first (a grow can only overtake one when
             # the anchor took its join for lost: ``tick``)
+            self._held_back.append((sender, message))
+            return False
+        if (
+            departure
+            and self._reclaiming is not None
+            and not (isinstance(message, ReturnTop) and sender == self._reclaiming)
+        ):
+            # our mirror is on its way back (``_reclaiming``): this column changes first
             self._held_back.append((sender, message))
             return False
         if departure and self._repair is not None:

@@ -45,7 +45,7 @@ with it. So nothing that a departure needs is sent to a member known to have fai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from hypercup._core import NodeCore, NodeState, PendingRepair
@@ -80,6 +80,10 @@ from hypercup.positions import (
     top_bit,
 )
 
+DEFERRED_TICKS = 2
+"""Ticks of the runtime (``failure_seconds`` each) a departure waits at most for a failed
+neighbour's replacement (``Departures._expire_deferred``)."""
+
 
 def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
     """The departing node's knowledge, as the walk carries it."""
@@ -92,12 +96,95 @@ def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
     )
 
 
-def _split(walk: LeaveWalk, hood: Neighbourhood, column: int) -> bool:
+class StandIn:
+    """A failed node's neighbourhood as far as other nodes' tables tell it, for the walk's steps
+    at its positions (``Departures._stand_in``): it answers what a ``Neighbourhood`` answers
+    where one of ``sources`` knows, and raises ``KnowledgeError`` where none does."""
+
+    def __init__(
+        self,
+        node_id: str,
+        address: str,
+        positions: frozenset[int],
+        walk: LeaveWalk,
+        sources: tuple[Neighbourhood, ...],
+    ) -> None:
+        self.node_id = node_id
+        self.address = address
+        self.positions = positions
+        self.dimension = walk.dimension
+        self._walk = walk
+        self._sources = sources
+
+    def holder(self, position: int) -> str:
+        if position in self.positions:
+            return self.node_id
+        for source in self._sources:
+            if position in source.positions or position in source.holders:
+                return source.holder(position)
+        raise KnowledgeError(f"nobody here knows who holds position {position}")
+
+    def address_of(self, node: str) -> str:
+        if node == self.node_id:
+            return self.address
+        for source in self._sources:
+            if node == source.node_id or node in source.peers:
+                return source.address_of(node)
+        raise KnowledgeError(f"nobody here knows where {node} is")
+
+    def positions_of(self, node: str) -> frozenset[int]:
+        if node == self.node_id:
+            return self.positions
+        if node == self._walk.leaver:
+            return frozenset(self._walk.leaver_positions)
+        for source in self._sources:
+            if node == source.node_id or node in source.peers:
+                return source.positions_of(node)
+        raise KnowledgeError(f"nobody here knows what {node} holds")
+
+    def column_split(self, column: int) -> bool:
+        mirror = column | top_bit(self.dimension)
+        return mirror not in self.positions_of(self.holder(column))
+
+
+Hood = Neighbourhood | StandIn
+"""Whose knowledge a walk's step uses."""
+
+
+def _split(walk: LeaveWalk, hood: Hood, column: int) -> bool:
     """``hood.column_split``, but the departing node's column as the walk has it: a failed
     newcomer it carries makes it doubled (``_carry_partner``)."""
     if hood.holder(column) == walk.leaver:
         return column | top_bit(walk.dimension) not in walk.leaver_positions
     return hood.column_split(column)
+
+
+def _known_better(
+    table: Mapping[str, Peer], hood: Neighbourhood, positions: Iterable[int]
+) -> dict[str, Peer]:
+    """``table`` (a departing node's, as a walk or a ``Reclaim`` carries it) with what ``hood``
+    knows of ``positions`` put over it: a node's own neighbours are the freshest it knows (each
+    change of them is announced to it), while the carried table was gathered when the repair
+    began, and a departure next to it may have finished since (two neighbours failing
+    together: the second one's table still names the first)."""
+    better = dict(table)
+    for position in sorted(positions):
+        if position in hood.positions:
+            holder, peer = hood.node_id, Peer(hood.address, hood.positions)
+        elif position in hood.holders:
+            holder = hood.holders[position]
+            peer = hood.peers[holder]
+        else:
+            continue
+        for node, known in list(better.items()):
+            if node != holder and position in known.positions:
+                rest = known.positions - {position}
+                if rest:
+                    better[node] = Peer(known.address, rest)
+                else:
+                    del better[node]
+        better[holder] = peer
+    return better
 
 
 def _carried_fields(carried: Departed | None) -> dict[str, object]:
@@ -188,6 +275,7 @@ class Departures(NodeCore):
             return
         self._require_no_join(sender, walk)
         if walk.failed and self._replaced(walk):
+            self._correct_stale(walk)
             return
         if walk.position not in self._member_hood().positions:
             raise RemoteProtocolError(
@@ -204,6 +292,30 @@ class Departures(NodeCore):
             and hood.holder(position) != walk.leaver
             for position in walk.leaver_positions
         )
+
+    def _still_in_place(self, walk: LeaveWalk) -> bool:
+        """Whether this node knows the failed departing node to hold its positions still."""
+        hood = self._member_hood()
+        known = [p for p in walk.leaver_positions if p in hood.positions or p in hood.holders]
+        return bool(known) and all(hood.holder(p) == walk.leaver for p in known)
+
+    def _correct_stale(self, walk: LeaveWalk) -> None:
+        """A repair of a place taken already was started on a stale table: the repairer (one of
+        the departing node's neighbours, as the walk names them) missed the announcement of
+        whoever took it (it went to a node that failed too, or crossed its own departure's).
+        Each of them hears who holds the departed node's positions now, as this node knows it;
+        a node that knows better, or that is no neighbour of those, changes nothing."""
+        hood = self._member_hood()
+        holders = {
+            holder: (hood.address_of(holder), tuple(sorted(hood.positions_of(holder))))
+            for position in walk.leaver_positions
+            if (position in hood.positions or position in hood.holders)
+            and (holder := hood.holder(position)) != walk.leaver
+        }
+        update = NeighbourUpdate(epoch=self._epoch, holders=holders, relay=False, ack_id=None)
+        for node, (address, _) in sorted(walk.leaver_peers.items()):
+            if node not in holders and node not in (self.node_id, walk.leaver):
+                self._send(node, address, update)
 
     def _known_failed(self, walk: LeaveWalk) -> set[str]:
         return (set(self._failed) | set(walk.failed_too)) - {walk.leaver, self.node_id}
@@ -230,24 +342,36 @@ class Departures(NodeCore):
         False: it cannot wait here, and the step is sent as before."""
         if blocker not in self._member_hood().peers:
             return False
-        if any(waiting.leaver == walk.leaver for _, waiting in self._deferred):
+        if any(waiting.leaver == walk.leaver for _, waiting, _ in self._deferred):
             return True  # another repair of the same departure waits here already
         gathered = replace(walk, failed_too=tuple(self._known_failed(walk) | {blocker}))
-        self._deferred.append((blocker, gathered))
+        self._deferred.append((blocker, gathered, 0))
         return True
+
+    def _expire_deferred(self) -> None:
+        """A walk that waited ``DEFERRED_TICKS`` ticks for a failed neighbour's replacement is
+        dropped: that replacement waits on something else, and by now the runtime's fallback
+        lets another neighbour repair (or the repairer tries again) with what is known now; a
+        walk resumed later would take a place that such a repair may have taken already."""
+        self._deferred = [
+            (blocker, walk, ticks + 1)
+            for blocker, walk, ticks in self._deferred
+            if ticks + 1 < DEFERRED_TICKS
+        ]
 
     def _resume_deferred(self) -> None:
         """Starts over, from this node's position, the walks whose failed blocker has been
         replaced since they began to wait here."""
         hood = self._member_hood()
         waiting, self._deferred = self._deferred, []
-        for blocker, walk in waiting:
+        for blocker, walk, ticks in waiting:
             if blocker in hood.peers and walk.epoch == self._epoch:
-                self._deferred.append((blocker, walk))
+                self._deferred.append((blocker, walk, ticks))
                 continue
-            if walk.epoch != self._epoch or (walk.failed and self._replaced(walk)):
+            if walk.epoch != self._epoch or (walk.failed and not self._still_in_place(walk)):
                 # the cube changed dimension under it (the runtime repairs the failure again),
-                # or another repair of the same failure took the place
+                # or another repair of the same failure took the place, or this node cannot
+                # tell (the repairer tries again, with what is known then)
                 continue
             restarted = replace(
                 walk,
@@ -263,22 +387,10 @@ class Departures(NodeCore):
         """The departing node's table, with what this node knows of the positions around the
         departing node's put over what the walk carried (a neighbour of it replaced while the
         walk waited)."""
-        hood = self._member_hood()
-        table = peers_from_wire(walk.leaver_peers)
         around = surrounding_positions(frozenset(walk.leaver_positions), walk.dimension)
-        for position in sorted(around):
-            if position not in hood.positions and position not in hood.holders:
-                continue
-            holder = hood.holder(position)
-            for node, peer in list(table.items()):
-                if node != holder and position in peer.positions:
-                    rest = peer.positions - {position}
-                    if rest:
-                        table[node] = Peer(peer.address, rest)
-                    else:
-                        del table[node]
-            table[holder] = Peer(hood.address_of(holder), hood.positions_of(holder))
-        return peers_to_wire(table)
+        return peers_to_wire(
+            _known_better(peers_from_wire(walk.leaver_peers), self._member_hood(), around)
+        )
 
     def _walker(self, walk: LeaveWalk) -> Neighbourhood:
         """Whose knowledge the step at the walk's position uses: the departing node's or ours."""
@@ -294,56 +406,102 @@ class Departures(NodeCore):
         return hood
 
     def _advance_leave(self, walk: LeaveWalk) -> None:
-        """Takes the walk's steps here (ours, and the departing node's) until it must go to
-        another node or ends here."""
+        """Takes the walk's steps here (ours, the departing node's, and those of failed nodes
+        this node can stand in for) until it must go to another node or ends here."""
+        hood: Hood = self._walker(walk)
+        entered: tuple[LeaveWalk, StandIn] | None = None
+        """The walk as it reached the failed node this node stands in for, and that node."""
         while True:
-            hood = self._walker(walk)
-            if walk.phase == ROUTE:
-                if walk.position != 0:
-                    way = self._toward_zero(walk, hood)
-                    if way is None:
-                        way = next_hop_position(walk.position, 0)
-                        if self._defer(walk, hood.holder(way)):
-                            return
-                    walk = replace(walk, position=way)
-                    if self._forward_leave(walk, hood):
-                        return
-                    continue
-                if not _split(walk, hood, 0):
-                    walk = self._start_shrink(walk, hood)
-                    continue
-                walk = replace(walk, phase=SEARCH, bit=hood.dimension - 2)
-            column = walk.position
-            bit = walk.bit
-            higher: int | None = None
-            while bit >= 0:
-                candidate = column | (1 << bit)
-                bit -= 1
-                if _split(walk, hood, candidate):
-                    higher = candidate
-                    break
-            walk = replace(walk, bit=bit)
-            if higher is None:
-                whole = self._with_carried(walk, hood)
-                if whole is None:
-                    self._end_leave_walk(walk, hood)
-                    return
-                walk = whole
-                continue
-            walk = replace(walk, position=higher)
-            holder = hood.holder(higher)
-            if holder in self._known_failed(walk):
-                past = self._search_past(walk)
-                if past is not None:
-                    walk, holder, address = past
-                    if holder in (self.node_id, walk.leaver):
-                        continue
-                    self._send(
-                        holder, address, replace(walk, failed_too=tuple(self._known_failed(walk)))
-                    )
-                    return
-            if self._forward_leave(walk, hood):
+            try:
+                moved = self._step(walk, hood)
+            except KnowledgeError:
+                if entered is None:
+                    raise
+                # a fact about the failed node's neighbourhood is not known here, or its step
+                # would end the walk: the walk waits for its replacement, or goes to it as
+                # before (and the repairer tries again: ``RETRY_REPAIR``)
+                walk, stand_in = entered
+                if not self._defer(walk, stand_in.node_id):
+                    self._send_walk(stand_in.node_id, stand_in.address, walk)
                 return
+            if moved is None:
+                return
+            walk, hood = moved
+            entered = (walk, hood) if isinstance(hood, StandIn) else None
+
+    def _step(self, walk: LeaveWalk, hood: Hood) -> tuple[LeaveWalk, Hood] | None:
+        """One step of the walk with ``hood``'s knowledge: the walk and whose knowledge the next
+        step uses, or None once the walk went on to another node or ended here."""
+        standing_in = isinstance(hood, StandIn)
+        if walk.phase == ROUTE:
+            if walk.position != 0:
+                way = self._toward_zero(walk, hood)
+                walk = replace(
+                    walk, position=next_hop_position(walk.position, 0) if way is None else way
+                )
+                return self._next_hood(walk, hood)
+            if not _split(walk, hood, 0):
+                if standing_in:
+                    raise KnowledgeError("a shrink from a failed node's place")
+                assert isinstance(hood, Neighbourhood)
+                walk = self._start_shrink(walk, hood)
+                return walk, self._walker(walk)
+            walk = replace(walk, phase=SEARCH, bit=hood.dimension - 2)
+        column = walk.position
+        bit = walk.bit
+        higher: int | None = None
+        while bit >= 0:
+            candidate = column | (1 << bit)
+            bit -= 1
+            if _split(walk, hood, candidate):
+                higher = candidate
+                break
+        walk = replace(walk, bit=bit)
+        if higher is None:
+            if standing_in:
+                # the column of a failed base holder, which cannot take its mirror back: its
+                # own departure goes first
+                raise KnowledgeError("the walk ends at a failed node's column")
+            assert isinstance(hood, Neighbourhood)
+            whole = self._with_carried(walk, hood)
+            if whole is None:
+                self._end_leave_walk(walk, hood)
+                return None
+            return whole, self._walker(whole)
+        walk = replace(walk, position=higher)
+        return self._next_hood(walk, hood)
+
+    def _next_hood(self, walk: LeaveWalk, hood: Hood) -> tuple[LeaveWalk, Hood] | None:
+        """Who takes the walk's next step: this node, with its knowledge, the departing node's,
+        or what it knows of a failed node's; otherwise the walk goes on to the holder of its
+        position (or waits here for a failed holder's replacement), and this returns None."""
+        holder = hood.holder(walk.position)
+        if holder in (self.node_id, walk.leaver):
+            return walk, self._walker(walk)
+        if holder in self._known_failed(walk):
+            stand_in = self._stand_in(walk, holder)
+            if stand_in is not None:
+                return walk, stand_in
+            if self._defer(walk, holder):
+                return None
+        self._send_walk(holder, hood.address_of(holder), walk)
+        return None
+
+    def _send_walk(self, to: str, address: str, walk: LeaveWalk) -> None:
+        """The walk goes on to ``to``, with what this node knows of failed members."""
+        self._send(to, address, replace(walk, failed_too=tuple(self._known_failed(walk))))
+
+    def _stand_in(self, walk: LeaveWalk, failed: str) -> StandIn | None:
+        """What is known here of ``failed``'s neighbourhood (this node's table and the departing
+        node's, as the walk carries it), so that this node takes the step at its position
+        instead of sending the walk to it, where it would be lost. None if not even its
+        positions are known here."""
+        sources = (self._member_hood(), _leaver_hood(walk))
+        held = next((source for source in sources if failed in source.peers), None)
+        if held is None:
+            return None
+        peer = held.peers[failed]
+        return StandIn(failed, peer.address, peer.positions, walk, sources)
 
     @staticmethod
     def _with_carried(walk: LeaveWalk, hood: Neighbourhood) -> LeaveWalk | None:
@@ -370,51 +528,6 @@ class Departures(NodeCore):
             position=column,
             bit=-1,
         )
-
-    def _search_past(self, walk: LeaveWalk) -> tuple[LeaveWalk, str, str] | None:
-        """The search's step at the column of a member known failed, taken here from what this
-        node and the walk know of the columns above it: the walk past it, with the holder to
-        send it to (so that its departure need not wait for the failed member's replacement).
-        None if a fact is missing, or if the search ends at that column (its failed base
-        holder would have to give its mirror back: that waits for its own departure)."""
-        column = walk.position
-        bit = walk.bit
-        while bit >= 0:
-            candidate = column | (1 << bit)
-            bit -= 1
-            holding = self._known_holding(candidate, (self._member_hood(), _leaver_hood(walk)))
-            if holding is None:
-                return None
-            holder, address, positions = holding
-            if holder == walk.leaver:
-                positions = frozenset(walk.leaver_positions)
-            if candidate | top_bit(walk.dimension) not in positions:
-                return replace(walk, position=candidate, bit=bit), holder, address
-        return None
-
-    @staticmethod
-    def _known_holding(
-        position: int, hoods: tuple[Neighbourhood, ...]
-    ) -> tuple[str, str, frozenset[int]] | None:
-        """Who holds ``position`` (its address and positions), from the first of ``hoods``
-        that knows."""
-        for hood in hoods:
-            if position in hood.positions or position in hood.holders:
-                holder = hood.holder(position)
-                return holder, hood.address_of(holder), hood.positions_of(holder)
-        return None
-
-    def _forward_leave(self, walk: LeaveWalk, hood: Neighbourhood) -> bool:
-        """Sends the walk to the holder of its position, unless we take that step ourselves; it
-        waits here instead if that holder is known failed (``_defer``)."""
-        holder = hood.holder(walk.position)
-        if holder in (self.node_id, walk.leaver):
-            return False
-        if holder in self._known_failed(walk) and self._defer(walk, holder):
-            return True
-        walk = replace(walk, failed_too=tuple(self._known_failed(walk)))
-        self._send(holder, hood.address_of(holder), walk)
-        return True
 
     def _start_shrink(self, walk: LeaveWalk, hood: Neighbourhood) -> LeaveWalk:
         """Every column is doubled: broadcast ``Shrink`` from position 0, for its holder (us or the
@@ -462,6 +575,11 @@ class Departures(NodeCore):
         mirror = column | top_bit(walk.dimension)
         base = hood.holder(column)
         newcomer = hood.holder(mirror)
+        if newcomer == self.node_id and hood.node_id == self.node_id:
+            # our column is doubled: the search that chose it read an older picture (another
+            # departure ended here first, and our mirror came back): search again from here
+            self._advance_leave(replace(walk, phase=ROUTE, position=column, bit=-1))
+            return
         if newcomer == walk.leaver:
             if base != self.node_id:
                 # the walk's picture of the cube and ours differ (crossed by a rejoin)
@@ -501,6 +619,8 @@ class Departures(NodeCore):
         if newcomer == self.node_id:
             self._on_reclaim(self.node_id, reclaim)
         else:
+            if base == self.node_id:
+                self._reclaiming = newcomer  # until its ReturnTop
             self._send(newcomer, hood.address_of(newcomer), reclaim)
 
     def _take_back(self, mirror: int, donor: dict[str, Peer], exclude: set[str]) -> None:
@@ -522,9 +642,11 @@ class Departures(NodeCore):
                 f"{self.node_id} holds {sorted(hood.positions)} in dimension {hood.dimension}",
             )
         before = hood.addresses()
-        departed = peers_from_wire(message.leaver_peers)
+        departed = _known_better(
+            peers_from_wire(message.leaver_peers), hood, set(hood.holders) - {message.column}
+        )
         if message.base_holder == message.leaver:
-            hood.replace({message.column, mirror}, merge_tables(hood.peers, departed))
+            hood.replace({message.column, mirror}, departed)
         else:
             self._send(
                 message.base_holder,
@@ -553,6 +675,8 @@ class Departures(NodeCore):
             raise RemoteProtocolError(
                 sender, f"returns the mirror {mirror}, which {sender} does not hold next to us"
             )
+        if self._reclaiming == sender:
+            self._reclaiming = None
         self._take_back(mirror, peers_from_wire(message.peers), exclude={message.leaver, sender})
 
     def _announce(self, before: dict[str, str], exclude: set[str]) -> None:
@@ -594,6 +718,7 @@ class Departures(NodeCore):
         self._take = None
         self._relays = {}
         self._deferred = []
+        self._reclaiming = None
         self._admitted.clear()
         self._held_back = []
         queued, self._queued = self._queued, []

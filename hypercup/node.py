@@ -240,6 +240,10 @@ class HypercupNode(Joins, Departures):
             if node_id not in hood.peers:
                 raise LocalProtocolError(f"{node_id} is not a neighbour of {self.node_id}")
             self._release_joins_waiting_on(node_id)
+            if self._reclaiming == node_id:
+                # it died taking a departed node's place: its own repair hands on what it
+                # took, our mirror included
+                self._reclaiming = None
             self._failed[node_id] = (incarnation, last_heard)
             if self._last_one_standing():
                 # whatever it was waiting for (a repair's lookups, another departure's steps)
@@ -274,7 +278,8 @@ class HypercupNode(Joins, Departures):
         """The runtime's clock went on by ``failure_seconds`` (a join takes far less). An
         admitted join still in flight after ``STALE_TICKS`` ticks went to a member that failed
         (its newcomer asks again, through another contact): it is forgotten, so that the cube
-        can grow again."""
+        can grow again. A departure waiting for a failed neighbour's replacement is dropped
+        after ``DEFERRED_TICKS`` (``Departures._expire_deferred``)."""
 
         def action() -> None:
             if self._state is not NodeState.MEMBER:
@@ -284,6 +289,7 @@ class HypercupNode(Joins, Departures):
                     self._join_done(newcomer)
                 else:
                     self._admitted[newcomer] = ticks + 1
+            self._expire_deferred()
 
         return self._run(action)
 
