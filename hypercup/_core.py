@@ -130,7 +130,9 @@ class NodeCore:
         self._reclaiming: str | None = None
         """The newcomer this base holder sent a ``Reclaim`` (it takes a departing node's place
         and gives our mirror back with ``ReturnTop``): other departures wait until it has,
-        since they read our column (two failures whose walks end at one column)."""
+        since they read our column (two failures whose walks end at one column). Given up at
+        the second ``tick`` (the newcomer rejoined instead: its ``ReturnTop`` never comes)."""
+        self._reclaiming_ticks = 0
         self._deferred: list[tuple[str, LeaveWalk, int]] = []
         """Departure walks waiting here until a failed neighbour they would have gone to is
         replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks
@@ -153,7 +155,6 @@ class NodeCore:
             or self._repair is not None
             or bool(self._held_back)
             or bool(self._deferred)
-            or self._reclaiming is not None
         )
 
     # -- one input ----------------------------------------------------------------------------
@@ -165,12 +166,7 @@ class NodeCore:
         self._out = []
         try:
             action()
-            if (
-                self._held_back
-                and self._repair is None
-                and self._reclaiming is None
-                and self._state is NodeState.MEMBER
-            ):
+            if self._held_back and self._repair is None and self._state is NodeState.MEMBER:
                 self._flush()
             if self._deferred and self._state is NodeState.MEMBER:
                 self._resume_deferred()

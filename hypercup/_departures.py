@@ -31,16 +31,25 @@ with it. So nothing that a departure needs is sent to a member known to have fai
 * *Routing around.* Toward position 0 a walk clears any set bit of its position whose holder is
   not known failed (the lowest one first, as before); lookups are passed on only to neighbours not
   known failed (when there is one closer to the target).
-* *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split column,
-  the next column of the search, every way toward 0) waits here until that neighbour has been
-  replaced (it is no longer in this node's table); then the walk starts over from this node's
-  position, with the departing node's table brought up to date from this node's (what it said of
-  the replaced neighbour is stale). Two failed neighbours thus depart one after the other: the
-  one whose departure needs nothing of the other goes first (the newcomer of the last split
-  column: its walk ends at its own base holder).
+* *Standing in.* The search's step at the column of a failed member is taken by the node that
+  would have sent it there, from what it and the walk know of the columns above (``StandIn``);
+  where a fact is missing, or the search would end at that column, the walk waits or goes on
+  as below. (Not on the way to position 0: a member cut off by a partition is "failed" too,
+  and standing in for it there left one side with a member in a view of the cube gone by.)
+* *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split
+  column, the next column of the search, every way toward 0) waits here until that neighbour
+  has been replaced (it is no longer in this node's table), at most ``DEFERRED_TICKS``; then the
+  walk starts over from this node's position, with the departing node's table brought up to
+  date from this node's (what it said of the replaced neighbour is stale). Two failed
+  neighbours thus depart one after the other.
+* *A whole column.* A failed base holder's repair carries its failed newcomer (``carried``): if
+  the walk ends at that column, the two depart together, to the split column below.
+* *One column at a time.* A base holder that sent a ``Reclaim`` holds other departures until its
+  mirror is back (``_reclaiming``), and a search that ends at a column found doubled there (it
+  read an older picture) starts again from there.
 * *Once.* A repair may run twice (the runtime's fallback lets another neighbour repair when the
   first stays silent): a walk for a failed node whose place this node knows to be taken already is
-  dropped.
+  dropped, and the departing node's neighbours (the repairer among them) are told who holds it.
 """
 
 from __future__ import annotations
@@ -348,6 +357,16 @@ class Departures(NodeCore):
         self._deferred.append((blocker, gathered, 0))
         return True
 
+    def _expire_reclaiming(self) -> None:
+        """The mirror this base holder waits for has not come back in a tick or two: the
+        departures held behind it go on."""
+        if self._reclaiming is None:
+            return
+        self._reclaiming_ticks += 1
+        if self._reclaiming_ticks >= DEFERRED_TICKS:
+            self._reclaiming = None
+            self._flush()
+
     def _expire_deferred(self) -> None:
         """A walk that waited ``DEFERRED_TICKS`` ticks for a failed neighbour's replacement is
         dropped: that replacement waits on something else, and by now the runtime's fallback
@@ -439,7 +458,8 @@ class Departures(NodeCore):
                 walk = replace(
                     walk, position=next_hop_position(walk.position, 0) if way is None else way
                 )
-                return self._next_hood(walk, hood)
+                # no stand-in on the way to 0 (the module docstring, "Standing in")
+                return self._next_hood(walk, hood, stand_in=False)
             if not _split(walk, hood, 0):
                 if standing_in:
                     raise KnowledgeError("a shrink from a failed node's place")
@@ -471,7 +491,9 @@ class Departures(NodeCore):
         walk = replace(walk, position=higher)
         return self._next_hood(walk, hood)
 
-    def _next_hood(self, walk: LeaveWalk, hood: Hood) -> tuple[LeaveWalk, Hood] | None:
+    def _next_hood(
+        self, walk: LeaveWalk, hood: Hood, *, stand_in: bool = True
+    ) -> tuple[LeaveWalk, Hood] | None:
         """Who takes the walk's next step: this node, with its knowledge, the departing node's,
         or what it knows of a failed node's; otherwise the walk goes on to the holder of its
         position (or waits here for a failed holder's replacement), and this returns None."""
@@ -479,9 +501,9 @@ class Departures(NodeCore):
         if holder in (self.node_id, walk.leaver):
             return walk, self._walker(walk)
         if holder in self._known_failed(walk):
-            stand_in = self._stand_in(walk, holder)
-            if stand_in is not None:
-                return walk, stand_in
+            standing_in = self._stand_in(walk, holder) if stand_in else None
+            if standing_in is not None:
+                return walk, standing_in
             if self._defer(walk, holder):
                 return None
         self._send_walk(holder, hood.address_of(holder), walk)
@@ -621,6 +643,7 @@ class Departures(NodeCore):
         else:
             if base == self.node_id:
                 self._reclaiming = newcomer  # until its ReturnTop
+                self._reclaiming_ticks = 0
             self._send(newcomer, hood.address_of(newcomer), reclaim)
 
     def _take_back(self, mirror: int, donor: dict[str, Peer], exclude: set[str]) -> None:

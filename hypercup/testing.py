@@ -7,8 +7,7 @@ only timing assumption. An operation (``join``, ``leave``, ``fail``) runs until 
 quiet and returns how many messages it took. ``join_concurrently`` starts several joins before
 delivering anything. Departures are run one at a time, from a quiet network, as the protocol
 assumes. A failed node's queued and future messages are dropped (still counted as sent), and every
-live neighbour is told ``neighbour_failed``, in random order. ``fail_together`` fails several at
-once and notices them in rounds, as a runtime does (``fallback``, ``tick``).
+live neighbour is told ``neighbour_failed``, in random order.
 
 ``check()`` assembles the global ``Topology`` from the nodes' own states and checks that it has the
 cube's shape, that every node's table matches it, that what each node knows of its neighbours'
@@ -24,7 +23,6 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hypercup.errors import LocalProtocolError
 from hypercup.events import Joined, Left, Output, Send, TopologyChanged
 from hypercup.messages import Message
 from hypercup.node import HypercupNode, NodeState
@@ -147,45 +145,6 @@ class Network:
                 self._process(watcher, failed)
 
         return self._operation(notice)
-
-    def fail_together(self, node_ids: Sequence[str], *, max_rounds: int = 40) -> int:
-        """The members ``node_ids`` stop answering at once (overlapping failures). Their live
-        neighbours notice, as a runtime does, round after round: in round k with ``fallback``
-        k (the designated repairer may be among the dead), a ``tick`` at each round (what
-        waits on a failed node is given up after a while) until no member's table names a
-        failed node. Returns the rounds it took; ``NetworkError`` after ``max_rounds``."""
-        for node_id in node_ids:
-            if self._nodes[node_id].state is not NodeState.MEMBER:
-                raise NetworkError(f"{node_id} is not a member")
-        for node_id in node_ids:
-            del self._nodes[node_id]
-            self._failed.add(node_id)
-        dead = set(node_ids)
-        for round_ in range(max_rounds):
-            watching = [
-                (watcher, failed)
-                for watcher in self.members
-                for failed in sorted(dead & set(self._nodes[watcher].known_peers()))
-            ]
-            if not watching:
-                return round_
-            self._random.shuffle(watching)
-
-            def notice(watching=watching, fallback=round_) -> None:
-                for watcher, failed in watching:
-                    node = self._nodes[watcher]
-                    if node.state is not NodeState.MEMBER or failed not in node.known_peers():
-                        continue
-                    try:
-                        outputs = node.neighbour_failed(failed, fallback=fallback)
-                    except LocalProtocolError:
-                        continue  # busy with another departure: asked again next round
-                    self._process(watcher, outputs)
-                for member in self.members:
-                    self._process(member, self._nodes[member].tick())
-
-            self._operation(notice)
-        raise NetworkError(f"{sorted(dead)} still in the members' tables after {max_rounds} rounds")
 
     def _deliver_all(self) -> None:
         """Delivers messages until none is left."""
