@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
 from hypercup.errors import LocalProtocolError, RemoteProtocolError
@@ -75,6 +75,11 @@ class PendingRepair:
     missing: set[int]
     incarnation: int = 0
     last_heard: float = 0.0
+    failed_too: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Holders around the failed node known to have failed too (by the lookups' answerers, or
+    this node), with the incarnation and last-heard time given for them."""
+    carried: Departed | None = None
+    """The failed newcomer of the failed node's column, departing with it."""
 
 
 class NodeCore:
@@ -86,6 +91,8 @@ class NodeCore:
     """Starts a join walk over from this node, in its epoch (defined by ``Joins``)."""
     _start_repair: Callable[[str, int, float], None]
     """Repairs the failure of a neighbour (defined by ``Departures``)."""
+    _resume_deferred: Callable[[], None]
+    """Sends on the departures waiting here for a failed node to be replaced (``Departures``)."""
 
     def __init__(self, node_id: str, address: str) -> None:
         if not node_id or not address:
@@ -120,6 +127,16 @@ class NodeCore:
         """Neighbours the runtime reported failed and still in this node's table, with the
         incarnation and last-heard time it gave (for their ``Departed`` if this node ends up
         the last one standing: ``Departures._stand_alone``)."""
+        self._reclaiming: str | None = None
+        """The newcomer this base holder sent a ``Reclaim`` (it takes a departing node's place
+        and gives our mirror back with ``ReturnTop``): other departures wait until it has,
+        since they read our column (two failures whose walks end at one column). Given up at
+        the second ``tick`` (the newcomer rejoined instead: its ``ReturnTop`` never comes)."""
+        self._reclaiming_ticks = 0
+        self._deferred: list[tuple[str, LeaveWalk, int]] = []
+        """Departure walks waiting here until a failed neighbour they would have gone to is
+        replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks
+        they have waited."""
 
     @property
     def state(self) -> NodeState:
@@ -133,7 +150,12 @@ class NodeCore:
     def busy(self) -> bool:
         """Whether this node takes part in an operation that is not complete (a join it
         admitted, handed over or relays, a repair it runs, or messages it holds back)."""
-        return self._joining_activity() or self._repair is not None or bool(self._held_back)
+        return (
+            self._joining_activity()
+            or self._repair is not None
+            or bool(self._held_back)
+            or bool(self._deferred)
+        )
 
     # -- one input ----------------------------------------------------------------------------
 
@@ -146,6 +168,8 @@ class NodeCore:
             action()
             if self._held_back and self._repair is None and self._state is NodeState.MEMBER:
                 self._flush()
+            if self._deferred and self._state is NodeState.MEMBER:
+                self._resume_deferred()
         except RemoteProtocolError:
             self._state = NodeState.BROKEN
             raise
@@ -293,6 +317,14 @@ class NodeCore:
         if (departure or isinstance(message, Grow)) and self._changing_tables():
             # a take or relay of this epoch finishes first (a grow can only overtake one when
             # the anchor took its join for lost: ``tick``)
+            self._held_back.append((sender, message))
+            return False
+        if (
+            departure
+            and self._reclaiming is not None
+            and not (isinstance(message, ReturnTop) and sender == self._reclaiming)
+        ):
+            # our mirror is on its way back (``_reclaiming``): this column changes first
             self._held_back.append((sender, message))
             return False
         if departure and self._repair is not None:

@@ -18,11 +18,43 @@ routed one dimension per hop toward that position but never through L: from any 
 distance >= 2 from the target two different neighbours are one step closer, and L holds at most
 one of them (L's two positions differ in one bit, two such neighbours in two). The first node that
 knows the holder answers. Then the repairer starts the walk for L.
+
+Overlapping failures. Two neighbours that fail together (or a failure during a departure) must
+not wait on each other: each one's repair would send a step to the other (a walk routed through
+it, a ``Reclaim`` to it as the newcomer that takes the other's place), and the step would be lost
+with it. So nothing that a departure needs is sent to a member known to have failed:
+
+* *Who knows.* A node knows its own neighbours the runtime reported failed; a lookup's answer says
+  whether its answerer knows the holder failed (``LookupReply.failed``); a walk carries what the
+  nodes on its way know (``LeaveWalk.failed_too``), so that a node taking a failed node's step
+  with the table the walk carries knows which of that node's neighbours are dead.
+* *Routing around.* Toward position 0 a walk clears any set bit of its position whose holder is
+  not known failed (the lowest one first, as before); lookups are passed on only to neighbours not
+  known failed (when there is one closer to the target).
+* *Standing in.* The search's step at the column of a failed member is taken by the node that
+  would have sent it there, from what it and the walk know of the columns above (``StandIn``);
+  where a fact is missing, or the search would end at that column, the walk waits or goes on
+  as below. (Not on the way to position 0: a member cut off by a partition is "failed" too,
+  and standing in for it there left one side with a member in a view of the cube gone by.)
+* *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split
+  column, the next column of the search, every way toward 0) waits here until that neighbour
+  has been replaced (it is no longer in this node's table), at most ``DEFERRED_TICKS``; then the
+  walk starts over from this node's position, with the departing node's table brought up to
+  date from this node's (what it said of the replaced neighbour is stale). Two failed
+  neighbours thus depart one after the other.
+* *A whole column.* A failed base holder's repair carries its failed newcomer (``carried``): if
+  the walk ends at that column, the two depart together, to the split column below.
+* *One column at a time.* A base holder that sent a ``Reclaim`` holds other departures until its
+  mirror is back (``_reclaiming``), and a search that ends at a column found doubled there (it
+  read an older picture) starts again from there.
+* *Once.* A repair may run twice (the runtime's fallback lets another neighbour repair when the
+  first stays silent): a walk for a failed node whose place this node knows to be taken already is
+  dropped, and the departing node's neighbours (the repairer among them) are told who holds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from hypercup._core import NodeCore, NodeState, PendingRepair
@@ -43,6 +75,7 @@ from hypercup.messages import (
     Lookup,
     LookupReply,
     NeighbourUpdate,
+    PeerTable,
     Reclaim,
     Released,
     ReturnTop,
@@ -56,6 +89,10 @@ from hypercup.positions import (
     top_bit,
 )
 
+DEFERRED_TICKS = 2
+"""Ticks of the runtime (``failure_seconds`` each) a departure waits at most for a failed
+neighbour's replacement (``Departures._expire_deferred``)."""
+
 
 def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
     """The departing node's knowledge, as the walk carries it."""
@@ -66,6 +103,136 @@ def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
         positions=walk.leaver_positions,
         peers=peers_from_wire(walk.leaver_peers),
     )
+
+
+class StandIn:
+    """A failed node's neighbourhood as far as other nodes' tables tell it, for the walk's steps
+    at its positions (``Departures._stand_in``): it answers what a ``Neighbourhood`` answers
+    where one of ``sources`` knows, and raises ``KnowledgeError`` where none does."""
+
+    def __init__(
+        self,
+        node_id: str,
+        address: str,
+        positions: frozenset[int],
+        walk: LeaveWalk,
+        sources: tuple[Neighbourhood, ...],
+    ) -> None:
+        self.node_id = node_id
+        self.address = address
+        self.positions = positions
+        self.dimension = walk.dimension
+        self._walk = walk
+        self._sources = sources
+
+    def holder(self, position: int) -> str:
+        if position in self.positions:
+            return self.node_id
+        for source in self._sources:
+            if position in source.positions or position in source.holders:
+                return source.holder(position)
+        raise KnowledgeError(f"nobody here knows who holds position {position}")
+
+    def address_of(self, node: str) -> str:
+        if node == self.node_id:
+            return self.address
+        for source in self._sources:
+            if node == source.node_id or node in source.peers:
+                return source.address_of(node)
+        raise KnowledgeError(f"nobody here knows where {node} is")
+
+    def positions_of(self, node: str) -> frozenset[int]:
+        if node == self.node_id:
+            return self.positions
+        if node == self._walk.leaver:
+            return frozenset(self._walk.leaver_positions)
+        for source in self._sources:
+            if node == source.node_id or node in source.peers:
+                return source.positions_of(node)
+        raise KnowledgeError(f"nobody here knows what {node} holds")
+
+    def column_split(self, column: int) -> bool:
+        mirror = column | top_bit(self.dimension)
+        return mirror not in self.positions_of(self.holder(column))
+
+
+Hood = Neighbourhood | StandIn
+"""Whose knowledge a walk's step uses."""
+
+
+def _split(walk: LeaveWalk, hood: Hood, column: int) -> bool:
+    """``hood.column_split``, but the departing node's column as the walk has it: a failed
+    newcomer it carries makes it doubled (``_carry_partner``)."""
+    if hood.holder(column) == walk.leaver:
+        return column | top_bit(walk.dimension) not in walk.leaver_positions
+    return hood.column_split(column)
+
+
+def _known_better(
+    table: Mapping[str, Peer], hood: Neighbourhood, positions: Iterable[int]
+) -> dict[str, Peer]:
+    """``table`` (a departing node's, as a walk or a ``Reclaim`` carries it) with what ``hood``
+    knows of ``positions`` put over it: a node's own neighbours are the freshest it knows (each
+    change of them is announced to it), while the carried table was gathered when the repair
+    began, and a departure next to it may have finished since (two neighbours failing
+    together: the second one's table still names the first)."""
+    better = dict(table)
+    for position in sorted(positions):
+        if position in hood.positions:
+            holder, peer = hood.node_id, Peer(hood.address, hood.positions)
+        elif position in hood.holders:
+            holder = hood.holders[position]
+            peer = hood.peers[holder]
+        else:
+            continue
+        for node, known in list(better.items()):
+            if node != holder and position in known.positions:
+                rest = known.positions - {position}
+                if rest:
+                    better[node] = Peer(known.address, rest)
+                else:
+                    del better[node]
+        better[holder] = peer
+    return better
+
+
+def _carried_fields(carried: Departed | None) -> dict[str, object]:
+    """A carried departure as the fields of a ``LeaveWalk`` or ``Reclaim``."""
+    if carried is None:
+        return {}
+    return {
+        "carried": carried.node,
+        "carried_positions": carried.positions,
+        "carried_incarnation": carried.incarnation,
+        "carried_heard": carried.last_heard,
+    }
+
+
+def _departures(message: LeaveWalk | Reclaim) -> list[Departed]:
+    """What taking the place named by a walk or a ``Reclaim`` reports: the leaver's departure,
+    and the one of the failed node it carries, if the walk took that one's position too
+    (``Departures._with_carried``)."""
+    carried = frozenset(message.carried_positions)
+    departed = [
+        Departed(
+            node=message.leaver,
+            positions=tuple(p for p in message.leaver_positions if p not in carried),
+            failed=message.failed,
+            incarnation=message.leaver_incarnation,
+            last_heard=message.leaver_heard,
+        )
+    ]
+    if message.carried and carried <= frozenset(message.leaver_positions):
+        departed.append(
+            Departed(
+                node=message.carried,
+                positions=message.carried_positions,
+                failed=True,
+                incarnation=message.carried_incarnation,
+                last_heard=message.carried_heard,
+            )
+        )
+    return departed
 
 
 class Departures(NodeCore):
@@ -89,6 +256,8 @@ class Departures(NodeCore):
         failed: bool,
         incarnation: int,
         last_heard: float = 0.0,
+        failed_too: frozenset[str] = frozenset(),
+        carried: Departed | None = None,
     ) -> LeaveWalk:
         """The walk of a departure, starting at the leaver's lowest position."""
         return LeaveWalk(
@@ -104,6 +273,8 @@ class Departures(NodeCore):
             bit=-1,
             leaver_incarnation=incarnation,
             leaver_heard=last_heard,
+            failed_too=tuple((failed_too | set(self._failed)) - {leaver}),
+            **_carried_fields(carried),
         )
 
     def _on_leave_walk(self, sender: str, walk: LeaveWalk) -> None:
@@ -112,11 +283,133 @@ class Departures(NodeCore):
             # repairs its place already: a second departure of it would take a place twice
             return
         self._require_no_join(sender, walk)
+        if walk.failed and self._replaced(walk):
+            self._correct_stale(walk)
+            return
         if walk.position not in self._member_hood().positions:
             raise RemoteProtocolError(
                 sender, f"LeaveWalk for position {walk.position}, not held by {self.node_id}"
             )
         self._advance_leave(walk)
+
+    def _replaced(self, walk: LeaveWalk) -> bool:
+        """Whether this node knows the departing node's place to be taken already (a second
+        repair of one failure: dropped, so that the place is taken once)."""
+        hood = self._member_hood()
+        return any(
+            (position in hood.positions or position in hood.holders)
+            and hood.holder(position) != walk.leaver
+            for position in walk.leaver_positions
+        )
+
+    def _still_in_place(self, walk: LeaveWalk) -> bool:
+        """Whether this node knows the failed departing node to hold its positions still."""
+        hood = self._member_hood()
+        known = [p for p in walk.leaver_positions if p in hood.positions or p in hood.holders]
+        return bool(known) and all(hood.holder(p) == walk.leaver for p in known)
+
+    def _correct_stale(self, walk: LeaveWalk) -> None:
+        """A repair of a place taken already was started on a stale table: the repairer (one of
+        the departing node's neighbours, as the walk names them) missed the announcement of
+        whoever took it (it went to a node that failed too, or crossed its own departure's).
+        Each of them hears who holds the departed node's positions now, as this node knows it;
+        a node that knows better, or that is no neighbour of those, changes nothing."""
+        hood = self._member_hood()
+        holders = {
+            holder: (hood.address_of(holder), tuple(sorted(hood.positions_of(holder))))
+            for position in walk.leaver_positions
+            if (position in hood.positions or position in hood.holders)
+            and (holder := hood.holder(position)) != walk.leaver
+        }
+        update = NeighbourUpdate(epoch=self._epoch, holders=holders, relay=False, ack_id=None)
+        for node, (address, _) in sorted(walk.leaver_peers.items()):
+            if node not in holders and node not in (self.node_id, walk.leaver):
+                self._send(node, address, update)
+
+    def _known_failed(self, walk: LeaveWalk) -> set[str]:
+        return (set(self._failed) | set(walk.failed_too)) - {walk.leaver, self.node_id}
+
+    def _toward_zero(self, walk: LeaveWalk, hood: Neighbourhood) -> int | None:
+        """The walk's next position toward 0: the lowest set bit cleared, unless its holder is
+        known failed, then the next one; None if every way goes through a failed node."""
+        failed = self._known_failed(walk)
+        position = walk.position
+        first = next_hop_position(position, 0)
+        ways = [first] + [
+            position ^ (1 << bit)
+            for bit in range(hood.dimension)
+            if position >> bit & 1 and position ^ (1 << bit) != first
+        ]
+        for way in ways:
+            if hood.holder(way) not in failed:
+                return way
+        return None
+
+    def _defer(self, walk: LeaveWalk, blocker: str) -> bool:
+        """The walk's next step is for ``blocker``, known failed: it waits here until the
+        blocker has been replaced, if this node will see that (the blocker is its neighbour).
+        False: it cannot wait here, and the step is sent as before."""
+        if blocker not in self._member_hood().peers:
+            return False
+        if any(waiting.leaver == walk.leaver for _, waiting, _ in self._deferred):
+            return True  # another repair of the same departure waits here already
+        gathered = replace(walk, failed_too=tuple(self._known_failed(walk) | {blocker}))
+        self._deferred.append((blocker, gathered, 0))
+        return True
+
+    def _expire_reclaiming(self) -> None:
+        """The mirror this base holder waits for has not come back in a tick or two: the
+        departures held behind it go on."""
+        if self._reclaiming is None:
+            return
+        self._reclaiming_ticks += 1
+        if self._reclaiming_ticks >= DEFERRED_TICKS:
+            self._reclaiming = None
+            self._flush()
+
+    def _expire_deferred(self) -> None:
+        """A walk that waited ``DEFERRED_TICKS`` ticks for a failed neighbour's replacement is
+        dropped: that replacement waits on something else, and by now the runtime's fallback
+        lets another neighbour repair (or the repairer tries again) with what is known now; a
+        walk resumed later would take a place that such a repair may have taken already."""
+        self._deferred = [
+            (blocker, walk, ticks + 1)
+            for blocker, walk, ticks in self._deferred
+            if ticks + 1 < DEFERRED_TICKS
+        ]
+
+    def _resume_deferred(self) -> None:
+        """Starts over, from this node's position, the walks whose failed blocker has been
+        replaced since they began to wait here."""
+        hood = self._member_hood()
+        waiting, self._deferred = self._deferred, []
+        for blocker, walk, ticks in waiting:
+            if blocker in hood.peers and walk.epoch == self._epoch:
+                self._deferred.append((blocker, walk, ticks))
+                continue
+            if walk.epoch != self._epoch or (walk.failed and not self._still_in_place(walk)):
+                # the cube changed dimension under it (the runtime repairs the failure again),
+                # or another repair of the same failure took the place, or this node cannot
+                # tell (the repairer tries again, with what is known then)
+                continue
+            restarted = replace(
+                walk,
+                leaver_peers=self._brought_up_to_date(walk),
+                failed_too=tuple(self._known_failed(walk) - {blocker}),
+                phase=ROUTE,
+                position=min(hood.positions),
+                bit=-1,
+            )
+            self._guarded(walk.leaver, lambda restarted=restarted: self._advance_leave(restarted))
+
+    def _brought_up_to_date(self, walk: LeaveWalk) -> PeerTable:
+        """The departing node's table, with what this node knows of the positions around the
+        departing node's put over what the walk carried (a neighbour of it replaced while the
+        walk waited)."""
+        around = surrounding_positions(frozenset(walk.leaver_positions), walk.dimension)
+        return peers_to_wire(
+            _known_better(peers_from_wire(walk.leaver_peers), self._member_hood(), around)
+        )
 
     def _walker(self, walk: LeaveWalk) -> Neighbourhood:
         """Whose knowledge the step at the walk's position uses: the departing node's or ours."""
@@ -132,44 +425,131 @@ class Departures(NodeCore):
         return hood
 
     def _advance_leave(self, walk: LeaveWalk) -> None:
-        """Takes the walk's steps here (ours, and the departing node's) until it must go to
-        another node or ends here."""
+        """Takes the walk's steps here (ours, the departing node's, and those of failed nodes
+        this node can stand in for) until it must go to another node or ends here."""
+        hood: Hood = self._walker(walk)
+        entered: tuple[LeaveWalk, StandIn] | None = None
+        """The walk as it reached the failed node this node stands in for, and that node."""
         while True:
-            hood = self._walker(walk)
-            if walk.phase == ROUTE:
-                if walk.position != 0:
-                    walk = replace(walk, position=next_hop_position(walk.position, 0))
-                    if self._forward_leave(walk, hood):
-                        return
-                    continue
-                if not hood.column_split(0):
-                    walk = self._start_shrink(walk, hood)
-                    continue
-                walk = replace(walk, phase=SEARCH, bit=hood.dimension - 2)
-            column = walk.position
-            bit = walk.bit
-            higher: int | None = None
-            while bit >= 0:
-                candidate = column | (1 << bit)
-                bit -= 1
-                if hood.column_split(candidate):
-                    higher = candidate
-                    break
-            walk = replace(walk, bit=bit)
-            if higher is None:
-                self._end_leave_walk(walk, hood)
+            try:
+                moved = self._step(walk, hood)
+            except KnowledgeError:
+                if entered is None:
+                    raise
+                # a fact about the failed node's neighbourhood is not known here, or its step
+                # would end the walk: the walk waits for its replacement, or goes to it as
+                # before (and the repairer tries again: ``RETRY_REPAIR``)
+                walk, stand_in = entered
+                if not self._defer(walk, stand_in.node_id):
+                    self._send_walk(stand_in.node_id, stand_in.address, walk)
                 return
-            walk = replace(walk, position=higher)
-            if self._forward_leave(walk, hood):
+            if moved is None:
                 return
+            walk, hood = moved
+            entered = (walk, hood) if isinstance(hood, StandIn) else None
 
-    def _forward_leave(self, walk: LeaveWalk, hood: Neighbourhood) -> bool:
-        """Sends the walk to the holder of its position, unless we take that step ourselves."""
+    def _step(self, walk: LeaveWalk, hood: Hood) -> tuple[LeaveWalk, Hood] | None:
+        """One step of the walk with ``hood``'s knowledge: the walk and whose knowledge the next
+        step uses, or None once the walk went on to another node or ended here."""
+        standing_in = isinstance(hood, StandIn)
+        if walk.phase == ROUTE:
+            if walk.position != 0:
+                way = self._toward_zero(walk, hood)
+                walk = replace(
+                    walk, position=next_hop_position(walk.position, 0) if way is None else way
+                )
+                # no stand-in on the way to 0 (the module docstring, "Standing in")
+                return self._next_hood(walk, hood, stand_in=False)
+            if not _split(walk, hood, 0):
+                if standing_in:
+                    raise KnowledgeError("a shrink from a failed node's place")
+                assert isinstance(hood, Neighbourhood)
+                walk = self._start_shrink(walk, hood)
+                return walk, self._walker(walk)
+            walk = replace(walk, phase=SEARCH, bit=hood.dimension - 2)
+        column = walk.position
+        bit = walk.bit
+        higher: int | None = None
+        while bit >= 0:
+            candidate = column | (1 << bit)
+            bit -= 1
+            if _split(walk, hood, candidate):
+                higher = candidate
+                break
+        walk = replace(walk, bit=bit)
+        if higher is None:
+            if standing_in:
+                # the column of a failed base holder, which cannot take its mirror back: its
+                # own departure goes first
+                raise KnowledgeError("the walk ends at a failed node's column")
+            assert isinstance(hood, Neighbourhood)
+            whole = self._with_carried(walk, hood)
+            if whole is None:
+                self._end_leave_walk(walk, hood)
+                return None
+            return whole, self._walker(whole)
+        walk = replace(walk, position=higher)
+        return self._next_hood(walk, hood)
+
+    def _next_hood(
+        self, walk: LeaveWalk, hood: Hood, *, stand_in: bool = True
+    ) -> tuple[LeaveWalk, Hood] | None:
+        """Who takes the walk's next step: this node, with its knowledge, the departing node's,
+        or what it knows of a failed node's; otherwise the walk goes on to the holder of its
+        position (or waits here for a failed holder's replacement), and this returns None."""
         holder = hood.holder(walk.position)
         if holder in (self.node_id, walk.leaver):
-            return False
-        self._send(holder, hood.address_of(holder), walk)
-        return True
+            return walk, self._walker(walk)
+        if holder in self._known_failed(walk):
+            standing_in = self._stand_in(walk, holder) if stand_in else None
+            if standing_in is not None:
+                return walk, standing_in
+            if self._defer(walk, holder):
+                return None
+        self._send_walk(holder, hood.address_of(holder), walk)
+        return None
+
+    def _send_walk(self, to: str, address: str, walk: LeaveWalk) -> None:
+        """The walk goes on to ``to``, with what this node knows of failed members."""
+        self._send(to, address, replace(walk, failed_too=tuple(self._known_failed(walk))))
+
+    def _stand_in(self, walk: LeaveWalk, failed: str) -> StandIn | None:
+        """What is known here of ``failed``'s neighbourhood (this node's table and the departing
+        node's, as the walk carries it), so that this node takes the step at its position
+        instead of sending the walk to it, where it would be lost. None if not even its
+        positions are known here."""
+        sources = (self._member_hood(), _leaver_hood(walk))
+        held = next((source for source in sources if failed in source.peers), None)
+        if held is None:
+            return None
+        peer = held.peers[failed]
+        return StandIn(failed, peer.address, peer.positions, walk, sources)
+
+    @staticmethod
+    def _with_carried(walk: LeaveWalk, hood: Neighbourhood) -> LeaveWalk | None:
+        """A walk that ends at the departing node's own column, whose newcomer it carries
+        (failed too): the whole column departs, so the walk starts over from there with the
+        departing node holding both positions; the search then ends at the split column
+        below, whose newcomer takes the two. None for any other end."""
+        column = walk.position
+        mirror = column | top_bit(walk.dimension)
+        if (
+            not walk.carried
+            or walk.carried_positions != (mirror,)
+            or hood.holder(column) != walk.leaver
+            or hood.holder(mirror) != walk.carried
+        ):
+            return None
+        table = peers_from_wire(walk.leaver_peers)
+        table.pop(walk.carried, None)
+        return replace(
+            walk,
+            leaver_positions=tuple(sorted({*walk.leaver_positions, mirror})),
+            leaver_peers=peers_to_wire(table),
+            phase=ROUTE,
+            position=column,
+            bit=-1,
+        )
 
     def _start_shrink(self, walk: LeaveWalk, hood: Neighbourhood) -> LeaveWalk:
         """Every column is doubled: broadcast ``Shrink`` from position 0, for its holder (us or the
@@ -217,6 +597,11 @@ class Departures(NodeCore):
         mirror = column | top_bit(walk.dimension)
         base = hood.holder(column)
         newcomer = hood.holder(mirror)
+        if newcomer == self.node_id and hood.node_id == self.node_id:
+            # our column is doubled: the search that chose it read an older picture (another
+            # departure ended here first, and our mirror came back): search again from here
+            self._advance_leave(replace(walk, phase=ROUTE, position=column, bit=-1))
+            return
         if newcomer == walk.leaver:
             if base != self.node_id:
                 # the walk's picture of the cube and ours differ (crossed by a rejoin)
@@ -225,18 +610,16 @@ class Departures(NodeCore):
                     f"which {base} holds"
                 )
             self._take_back(mirror, peers_from_wire(walk.leaver_peers), exclude={walk.leaver})
-            self._out.append(
-                Departed(
-                    node=walk.leaver,
-                    positions=walk.leaver_positions,
-                    failed=walk.failed,
-                    incarnation=walk.leaver_incarnation,
-                    last_heard=walk.leaver_heard,
-                )
-            )
+            self._out.extend(_departures(walk))
             if not walk.failed:
                 self._send(walk.leaver, walk.leaver_address, Released())
             return
+        if (
+            newcomer != self.node_id
+            and newcomer in self._known_failed(walk)
+            and self._defer(walk, newcomer)
+        ):
+            return  # the newcomer failed too: its own departure goes first
         reclaim = Reclaim(
             epoch=walk.epoch,
             dimension=walk.dimension,
@@ -250,10 +633,17 @@ class Departures(NodeCore):
             failed=walk.failed,
             leaver_incarnation=walk.leaver_incarnation,
             leaver_heard=walk.leaver_heard,
+            carried=walk.carried,
+            carried_positions=walk.carried_positions,
+            carried_incarnation=walk.carried_incarnation,
+            carried_heard=walk.carried_heard,
         )
         if newcomer == self.node_id:
             self._on_reclaim(self.node_id, reclaim)
         else:
+            if base == self.node_id:
+                self._reclaiming = newcomer  # until its ReturnTop
+                self._reclaiming_ticks = 0
             self._send(newcomer, hood.address_of(newcomer), reclaim)
 
     def _take_back(self, mirror: int, donor: dict[str, Peer], exclude: set[str]) -> None:
@@ -275,9 +665,11 @@ class Departures(NodeCore):
                 f"{self.node_id} holds {sorted(hood.positions)} in dimension {hood.dimension}",
             )
         before = hood.addresses()
-        departed = peers_from_wire(message.leaver_peers)
+        departed = _known_better(
+            peers_from_wire(message.leaver_peers), hood, set(hood.holders) - {message.column}
+        )
         if message.base_holder == message.leaver:
-            hood.replace({message.column, mirror}, merge_tables(hood.peers, departed))
+            hood.replace({message.column, mirror}, departed)
         else:
             self._send(
                 message.base_holder,
@@ -293,16 +685,8 @@ class Departures(NodeCore):
                 message.base_address, frozenset({message.column, mirror})
             )
             hood.replace(message.leaver_positions, departed)
-        self._announce(before, exclude={message.leaver})
-        self._out.append(
-            Departed(
-                node=message.leaver,
-                positions=message.leaver_positions,
-                failed=message.failed,
-                incarnation=message.leaver_incarnation,
-                last_heard=message.leaver_heard,
-            )
-        )
+        self._announce(before, exclude={departed.node for departed in _departures(message)})
+        self._out.extend(_departures(message))
         if not message.failed:
             self._send(message.leaver, message.leaver_address, Released())
 
@@ -314,6 +698,8 @@ class Departures(NodeCore):
             raise RemoteProtocolError(
                 sender, f"returns the mirror {mirror}, which {sender} does not hold next to us"
             )
+        if self._reclaiming == sender:
+            self._reclaiming = None
         self._take_back(mirror, peers_from_wire(message.peers), exclude={message.leaver, sender})
 
     def _announce(self, before: dict[str, str], exclude: set[str]) -> None:
@@ -354,6 +740,8 @@ class Departures(NodeCore):
         self._repair = None
         self._take = None
         self._relays = {}
+        self._deferred = []
+        self._reclaiming = None
         self._admitted.clear()
         self._held_back = []
         queued, self._queued = self._queued, []
@@ -393,18 +781,24 @@ class Departures(NodeCore):
         self._repair = PendingRepair(
             failed, hood.peers[failed].address, lost, found, missing, incarnation, last_heard
         )
-        for position in sorted(missing):
+        self._repair.failed_too.update(
+            (node, known) for node, known in self._failed.items() if node != failed
+        )
+        self._look_up(self._repair, missing)
+        if not missing:
+            self._finish_repair()
+
+    def _look_up(self, repair: PendingRepair, positions: set[int]) -> None:
+        for position in sorted(positions):
             self._route_lookup(
                 Lookup(
                     epoch=self._epoch,
                     target=position,
-                    avoid=failed,
+                    avoid=repair.failed,
                     requester=self.node_id,
                     requester_address=self.address,
                 )
             )
-        if not missing:
-            self._finish_repair()
 
     def _route_lookup(self, lookup: Lookup) -> None:
         """Answers if we know who holds the target, else passes the lookup one hop closer to it,
@@ -419,10 +813,13 @@ class Departures(NodeCore):
                 holder=holder,
                 address=hood.address_of(holder),
                 positions=tuple(sorted(hood.positions_of(holder))),
+                failed=holder in self._failed,
+                failed_incarnation=self._failed.get(holder, (0, 0.0))[0],
+                failed_heard=self._failed.get(holder, (0, 0.0))[1],
             )
             self._send(lookup.requester, lookup.requester_address, reply)
             return
-        hops = sorted(
+        closer = sorted(
             (hamming(q, target), q)
             for p in hood.positions
             for q in neighbour_positions(p, hood.dimension)
@@ -430,6 +827,9 @@ class Departures(NodeCore):
             and hamming(q, target) < hamming(p, target)
             and hood.holder(q) != lookup.avoid
         )
+        # around every neighbour known failed too, when there is a way (else as before: the
+        # lookup may be lost, and the repair is tried again)
+        hops = [hop for hop in closer if hood.holder(hop[1]) not in self._failed] or closer
         if not hops:
             raise KnowledgeError(f"{self.node_id} has no way to {target} around {lookup.avoid}")
         holder = hood.holder(hops[0][1])
@@ -444,6 +844,8 @@ class Departures(NodeCore):
         peer = Peer(reply.address, frozenset(reply.positions))
         if repair.found.setdefault(reply.holder, peer) != peer:
             raise RemoteProtocolError(sender, f"contradicts what is known of {reply.holder}")
+        if reply.failed:
+            repair.failed_too[reply.holder] = (reply.failed_incarnation, reply.failed_heard)
         repair.missing.remove(reply.target)
         if not repair.missing:
             self._finish_repair()
@@ -451,6 +853,8 @@ class Departures(NodeCore):
     def _finish_repair(self) -> None:
         repair = self._repair
         assert repair is not None
+        if repair.carried is None and self._carry_partner(repair):
+            return  # the positions around the failed partner are looked up first
         self._repair = None
         self._advance_leave(
             self._new_leave_walk(
@@ -461,5 +865,51 @@ class Departures(NodeCore):
                 failed=True,
                 incarnation=repair.incarnation,
                 last_heard=repair.last_heard,
+                failed_too=frozenset(repair.failed_too),
+                carried=repair.carried,
             )
         )
+
+    def _carry_partner(self, repair: PendingRepair) -> bool:
+        """If the failed node is the base holder of a split column whose newcomer failed too,
+        its walk carries the newcomer (``_with_carried``: if the column is the last split one,
+        neither departure can finish alone, each would hand the column to the other) and the
+        holders around the newcomer's position. Only the base holder's repair carries its
+        newcomer, so that the column is taken out once. Returns whether lookups of the
+        positions around the newcomer are now on their way."""
+        hood = self._member_hood()
+        if len(repair.positions) != 1:
+            return False
+        (base,) = repair.positions
+        top = top_bit(hood.dimension)
+        if base >= top:
+            return False
+        mirror = base | top
+        partner = next(
+            (node for node, peer in repair.found.items() if mirror in peer.positions), None
+        )
+        if partner is None or partner == self.node_id or partner not in repair.failed_too:
+            return False
+        peer = repair.found[partner]
+        incarnation, last_heard = repair.failed_too[partner]
+        repair.carried = Departed(
+            node=partner,
+            positions=tuple(sorted(peer.positions)),
+            failed=True,
+            incarnation=incarnation,
+            last_heard=last_heard,
+        )
+        column = repair.positions | peer.positions
+        known = {position for peer in repair.found.values() for position in peer.positions}
+        for position in surrounding_positions(column, hood.dimension):
+            if position in known:
+                continue
+            if position in hood.positions:
+                repair.found[self.node_id] = Peer(self.address, hood.positions)
+            elif position in hood.holders:
+                holder = hood.holders[position]
+                repair.found[holder] = hood.peers[holder]
+            else:
+                repair.missing.add(position)
+        self._look_up(repair, set(repair.missing))
+        return bool(repair.missing)

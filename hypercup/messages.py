@@ -71,6 +71,22 @@ def _normalise(message: Any, **values: object) -> None:
         object.__setattr__(message, name, value)
 
 
+def _check_carried(owner: Any) -> None:
+    """``carried``, ``carried_positions``: a failed member departing with the leaver, or none."""
+    if not isinstance(owner.carried, str):
+        raise MessageError(f"{type(owner).__name__}.carried must be a node id: {owner.carried!r}")
+    if owner.carried:
+        _normalise(
+            owner,
+            carried_positions=_positions(owner, "carried_positions", owner.carried_positions),
+        )
+        _check_int(owner, "carried_incarnation", owner.carried_incarnation, 0)
+    elif owner.carried_positions:
+        raise MessageError(f"{type(owner).__name__}.carried_positions without a carried node")
+    else:
+        _normalise(owner, carried_positions=())
+
+
 class _Validated:
     """Checks the fields every message shares; subclasses add their own in ``_validate``."""
 
@@ -305,11 +321,30 @@ class LeaveWalk(_Validated):
     leaver_heard: float = 0.0
     """When the departing node was last heard from, as the node that started the walk said
     (``Departed.last_heard``). The protocol does not use it."""
+    carried: str = ""
+    """A failed member that departs with ``leaver`` (``hypercup._departures``, "Overlapping
+    failures"): the newcomer that held the mirror of the leaver's column, failed too. Its
+    positions are among ``leaver_positions``; whoever takes them reports it departed too."""
+    carried_positions: tuple[int, ...] = ()
+    carried_incarnation: int = 0
+    carried_heard: float = 0.0
+    failed_too: tuple[str, ...] = ()
+    """Other members the nodes on the walk's way know to have failed (their own failed
+    neighbours, and those named by the repair's lookups): the walk is never sent to one of
+    them, since it would be lost with it (``hypercup._departures``, "Overlapping failures")."""
 
     def _validate(self) -> None:
         if self.phase not in _PHASES:
             raise MessageError(f"LeaveWalk.phase must be one of {_PHASES}: {self.phase!r}")
         _check_int(self, "bit", self.bit, -1)
+        if not isinstance(self.failed_too, list | tuple):
+            raise MessageError(
+                f"LeaveWalk.failed_too must be a list of node ids: {self.failed_too!r}"
+            )
+        for node in self.failed_too:
+            _check_str(self, "failed_too", node)
+        _normalise(self, failed_too=tuple(sorted(set(self.failed_too))))
+        _check_carried(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -332,6 +367,14 @@ class Reclaim(_Validated):
     failed: bool
     leaver_incarnation: int = 0
     leaver_heard: float = 0.0
+    carried: str = ""
+    """As ``LeaveWalk.carried``."""
+    carried_positions: tuple[int, ...] = ()
+    carried_incarnation: int = 0
+    carried_heard: float = 0.0
+
+    def _validate(self) -> None:
+        _check_carried(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -374,6 +417,13 @@ class LookupReply(_Validated):
     holder: str
     address: str
     positions: tuple[int, ...]
+    failed: bool = False
+    """Whether the answering node's runtime reported ``holder`` failed (a neighbour of the node
+    being repaired that failed too: the repair's walk must not be sent to it)."""
+    failed_incarnation: int = 0
+    failed_heard: float = 0.0
+    """With ``failed``: the incarnation and last-heard time the answerer's runtime gave (for the
+    ``Departed`` of a failed node carried by the repair: ``LeaveWalk.carried``)."""
 
 
 Message = (

@@ -100,11 +100,21 @@ link); nothing else is assumed about timing.
   lookup routed through one, a ``Reclaim`` sent to one). It takes the cube alone at once:
   position 0 of dimension 0, in a new epoch (what the old cube still has in flight is dropped
   or refused), what it was in the middle of dropped, and a ``Departed`` for each of them.
+* Overlapping failures (two neighbours crashing at once, a failure during a departure): nothing
+  a departure needs is sent to a member known to have failed (``hypercup._departures``,
+  "Overlapping failures"). Walks route around it, take its step from what the nodes around
+  know (a stand-in, in the search), or wait at a neighbour of it until it is replaced; a failed column's
+  newcomer departs with its failed base holder; a base holder holds other departures until its
+  mirror is back (``_reclaiming``); a walk for a place taken already is dropped, and the
+  repairer that started it on a stale table is told who holds it.
 * Limitation: concurrent departures are serialised only where they meet (a node holds one back
   while it runs another); two repairs that never meet can still cross a grow or a shrink, and a
   newcomer that asked a second contact after a silent first one can be taken twice. These end in
   ``RemoteProtocolError`` at some node, which the runtime answers by rejoining; the runtime also
   rejoins a node whose protocol stays busy too long (``superpeer.node``: the wedge watchdog).
+  Under arbitrary interleavings of the links two neighbours failing at once still end that way
+  in some cases; with the runtime's timing (the simulator, ``bench.overlapping``) they are
+  repaired within seconds but where a shrink or a grow crosses a repair.
 * A newcomer holds back every message until its ``Welcome`` arrives, but a ``JoinRequest``: a
   node out of the cube (idle, joining or leaving) answers it ``JoinRefused``, and the asker tries
   another contact (two super-peers rejoining at once may pick each other).
@@ -240,6 +250,10 @@ class HypercupNode(Joins, Departures):
             if node_id not in hood.peers:
                 raise LocalProtocolError(f"{node_id} is not a neighbour of {self.node_id}")
             self._release_joins_waiting_on(node_id)
+            if self._reclaiming == node_id:
+                # it died taking a departed node's place: its own repair hands on what it
+                # took, our mirror included
+                self._reclaiming = None
             self._failed[node_id] = (incarnation, last_heard)
             if self._last_one_standing():
                 # whatever it was waiting for (a repair's lookups, another departure's steps)
@@ -274,7 +288,8 @@ class HypercupNode(Joins, Departures):
         """The runtime's clock went on by ``failure_seconds`` (a join takes far less). An
         admitted join still in flight after ``STALE_TICKS`` ticks went to a member that failed
         (its newcomer asks again, through another contact): it is forgotten, so that the cube
-        can grow again."""
+        can grow again. A departure waiting for a failed neighbour's replacement is dropped
+        after ``DEFERRED_TICKS`` (``Departures._expire_deferred``)."""
 
         def action() -> None:
             if self._state is not NodeState.MEMBER:
@@ -284,6 +299,8 @@ class HypercupNode(Joins, Departures):
                     self._join_done(newcomer)
                 else:
                     self._admitted[newcomer] = ticks + 1
+            self._expire_deferred()
+            self._expire_reclaiming()
 
         return self._run(action)
 

@@ -63,6 +63,8 @@ MAX_PROBE_SECONDS: Final = 30.0
 within about that long even by a member that lost just one)."""
 MEETING_SECONDS: Final = 60.0
 """How long a meeting with a member of another cube counts toward leaving for it."""
+MEMBERS_NAMED: Final = 3
+"""How many of its neighbours a member names in an ``Evicted`` to a member of a weaker cube."""
 
 
 class Merges(NodeBase):
@@ -118,10 +120,18 @@ class Merges(NodeBase):
     def _evict(self, sender: str, incarnation: int, now: float, out: list[Output]) -> None:
         """``sender``'s ``incarnation`` departed this cube (or is in another one): tell it, and
         which cube this is."""
+        core = self.core
+        neighbours = sorted(core.view.neighbours()) if core is not None else []
+        members = tuple(
+            (node, self.addresses[node])
+            for node in neighbours[:MEMBERS_NAMED]
+            if node != sender and self.addresses.get(node)
+        )
         evicted = m.Evicted(
             reason=f"{sender} incarnation {incarnation} is not a member of this cube",
             incarnation=incarnation,
             address=self.address,
+            members=members,
             **self._identity_fields(),  # type: ignore[arg-type]
         )
         self._send(sender, evicted, now, out)
@@ -153,6 +163,31 @@ class Merges(NodeBase):
         self._met(
             theirs, mine, sender, incarnation=incarnation, address=message.address, now=now, out=out
         )
+        if self._merging is None and stronger(theirs, mine):
+            self._probe_members(theirs, message.members, now, out)
+
+    def _probe_members(
+        self,
+        theirs: tuple[int, str],
+        members: tuple[tuple[str, str], ...],
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """Probes the members of the stronger cube that one of them named (``Evicted.members``)
+        and that this node has not heard from in this meeting: their answers are the second
+        member it must reach itself before its cube merges (``_met``)."""
+        met = self._meetings.get(theirs, {})
+        probed = self._probed_members.setdefault(theirs, {})
+        for node, address in members:
+            if node == self.node_id or node in met or not address:
+                continue
+            if now - probed.get(node, -MEETING_SECONDS) < MEETING_SECONDS:
+                continue  # asked already in this meeting
+            probed[node] = now
+            self.addresses.setdefault(node, address)
+            probe = m.Heartbeat(wall=now, **self._identity_fields())  # type: ignore[arg-type]
+            self._send(node, probe, now, out, address=address)
+            out.append(Forgotten(node))  # once drained: no link kept
 
     def _met(
         self,
@@ -166,7 +201,20 @@ class Merges(NodeBase):
         out: list[Output],
     ) -> None:
         """Another cube (``theirs``) met this one through ``sender`` (its ``incarnation``, as
-        its link said): the weaker one joins the stronger (``stronger``)."""
+        its link said): the weaker one joins the stronger (``stronger``). Not when the other
+        root is a member this cube declared failed less than ``failure_seconds`` ago and the
+        sender is not one it lost: the sender is a member of this cube that has not heard of
+        the root's successor yet (the news goes down the tree a heartbeat per hop), and would
+        otherwise be taken for another cube (two neighbours failing together, one of them the
+        root)."""
+        lost = self._lost.get(theirs[1])
+        if (
+            lost is not None
+            and now - lost[1] < self.config.failure_seconds
+            and sender not in self._lost
+            and sender not in self.departed
+        ):
+            return
         if not stronger(theirs, mine):
             # this one stays; the other hears so (and dissolves) when it is told which this is
             self._evict(sender, incarnation, now, out)
@@ -255,6 +303,7 @@ class Merges(NodeBase):
         self.departed.clear()
         self._reported_roots.clear()
         self._meetings.clear()
+        self._probed_members.clear()
         self._apart_hint = None
         self._merged_from = (root, since)
         self._rejoin(

@@ -294,6 +294,9 @@ class NodeBase:
         the root of the cube it leaves."""
         self._meetings: dict[tuple[int, str], dict[str, tuple[str, float]]] = {}
         """Per other cube met (dimension, root), its members heard from: address, when."""
+        self._probed_members: dict[tuple[int, str], dict[str, float]] = {}
+        """Per other cube met, the members of it this node probed because one of them named
+        them (``Evicted.members``), and when."""
         self._merged_from: tuple[str, float | None] | None = None
         """The last merge: the root of the cube this node left, and from when it catches up
         (from every origin: a side that churned while apart may have missed its own side's

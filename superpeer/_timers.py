@@ -33,7 +33,9 @@ class Timers(Backlog):
                 due = at
         if self._leaving_since is not None and self.topology.state is NodeState.LEAVING:
             due = min(due, self._leaving_since + self.config.wedged_seconds)
-        if self._join_contact is not None:
+        if self._join_contact is not None and self.topology.state is NodeState.JOINING:
+            # (only while joining, as ``timer`` handles it: a deadline the timer does nothing
+            # about would be asked for again at once, for ever)
             due = min(due, self._join_contact[1] + self.config.failure_seconds)
             if self._joining_since is not None:
                 due = min(due, self._joining_since + self.config.wedged_seconds)
@@ -149,7 +151,7 @@ class Timers(Backlog):
         if (
             self._leaving_since is not None
             and self.topology.state is NodeState.LEAVING
-            and now - self._leaving_since >= self.config.wedged_seconds
+            and now >= self._leaving_since + self.config.wedged_seconds
         ):
             self._left_anyway("no release after wedged_seconds", now, out)
             return out
@@ -163,11 +165,13 @@ class Timers(Backlog):
                 self._join_at = None
         if self._join_contact is not None and self.topology.state is NodeState.JOINING:
             contact, heard = self._join_contact
-            if now - heard >= self.config.failure_seconds:
+            # (the deadlines' own sums: ``now - heard >= failure_seconds`` can miss by an ulp
+            # at the deadline, and the timer is then asked for that deadline again, for ever)
+            if now >= heard + self.config.failure_seconds:
                 self._abandon_join(contact, now, out)
             elif (
                 self._joining_since is not None
-                and now - self._joining_since >= self.config.wedged_seconds
+                and now >= self._joining_since + self.config.wedged_seconds
             ):
                 # members talk to it as a neighbour already, its contact too: the Welcome that
                 # made it one was lost (a link that dropped it as meant for an older incarnation)
@@ -239,7 +243,7 @@ class Timers(Backlog):
             ):
                 self._send(neighbour, self._heartbeat(neighbour, now), now, out)
             heard = self._last_heard.setdefault(neighbour, now)
-            silent = now - heard >= self.config.failure_seconds
+            silent = now >= heard + self.config.failure_seconds
             suspected = neighbour in self._suspected
             if not ((silent and not suspected) or (suspected and retry)):
                 continue
@@ -281,7 +285,7 @@ class Timers(Backlog):
             return
         if self._lagging_since is None:
             self._lagging_since = now
-        elif now - self._lagging_since >= self.config.failure_seconds:
+        elif now >= self._lagging_since + self.config.failure_seconds:
             log.warning("event=missed_change node=%s epoch=%d", self.node_id, self.topology.epoch)
             self._lagging_since = now
             self._topology(self.topology.ask_for_missed_changes(self.addresses), now, out)

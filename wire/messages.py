@@ -578,6 +578,10 @@ class Evicted:
     receiver's own, the receiver was replaced while unreachable and rejoins."""
     dimension: int = -1
     address: str = ""
+    members: tuple[tuple[str, str], ...] = ()
+    """Other members of the sender's cube (node, address), its neighbours: a receiver in the
+    weaker cube probes them, so that it hears from a second member of the stronger one (it
+    leaves its cube only for one it reaches twice over) even when it lost nobody else there."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
