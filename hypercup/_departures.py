@@ -599,8 +599,15 @@ class Departures(NodeCore):
         newcomer = hood.holder(mirror)
         if newcomer == self.node_id and hood.node_id == self.node_id:
             # our column is doubled: the search that chose it read an older picture (another
-            # departure ended here first, and our mirror came back): search again from here
-            self._advance_leave(replace(walk, phase=ROUTE, position=column, bit=-1))
+            # departure ended here first, and our mirror came back): search again from here,
+            # with the departing node's table brought up to date (else its picture, which the
+            # steps at its positions read, leads back here); if it has nothing newer, the walk
+            # is dropped (a repair is tried again, a leaver's wait ends in ``wedged_seconds``)
+            table = self._brought_up_to_date(walk)
+            if table != walk.leaver_peers:
+                self._advance_leave(
+                    replace(walk, leaver_peers=table, phase=ROUTE, position=column, bit=-1)
+                )
             return
         if newcomer == walk.leaver:
             if base != self.node_id:
