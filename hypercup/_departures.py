@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Literal
 
 from hypercup._core import NodeCore, NodeState, PendingRepair
 from hypercup._neighbourhood import (
@@ -166,6 +167,12 @@ def _split(walk: LeaveWalk, hood: Hood, column: int) -> bool:
     if hood.holder(column) == walk.leaver:
         return column | top_bit(walk.dimension) not in walk.leaver_positions
     return hood.column_split(column)
+
+
+def _waited_out(ticks: int) -> bool:
+    """Whether a wait here (a deferred walk, a base holder's reclaim) has seen enough ticks,
+    the one now counted included: one rule for every wait of a departure on another."""
+    return ticks >= DEFERRED_TICKS
 
 
 def _known_better(
@@ -283,7 +290,7 @@ class Departures(NodeCore):
             # repairs its place already: a second departure of it would take a place twice
             return
         self._require_no_join(sender, walk)
-        if walk.failed and self._replaced(walk):
+        if walk.failed and self._place(walk) == "taken":
             self._correct_stale(walk)
             return
         if walk.position not in self._member_hood().positions:
@@ -292,21 +299,16 @@ class Departures(NodeCore):
             )
         self._advance_leave(walk)
 
-    def _replaced(self, walk: LeaveWalk) -> bool:
-        """Whether this node knows the departing node's place to be taken already (a second
-        repair of one failure: dropped, so that the place is taken once)."""
-        hood = self._member_hood()
-        return any(
-            (position in hood.positions or position in hood.holders)
-            and hood.holder(position) != walk.leaver
-            for position in walk.leaver_positions
-        )
-
-    def _still_in_place(self, walk: LeaveWalk) -> bool:
-        """Whether this node knows the failed departing node to hold its positions still."""
+    def _place(self, walk: LeaveWalk) -> Literal["taken", "held", "unknown"]:
+        """What this node knows of the failed departing node's positions: ``"taken"`` (one of
+        them is held by another node already: a second repair of one failure, dropped so that
+        the place is taken once), ``"held"`` (every one it knows is the departing node's still)
+        or ``"unknown"`` (it knows none of them)."""
         hood = self._member_hood()
         known = [p for p in walk.leaver_positions if p in hood.positions or p in hood.holders]
-        return bool(known) and all(hood.holder(p) == walk.leaver for p in known)
+        if any(hood.holder(p) != walk.leaver for p in known):
+            return "taken"
+        return "held" if known else "unknown"
 
     def _correct_stale(self, walk: LeaveWalk) -> None:
         """A repair of a place taken already was started on a stale table: the repairer (one of
@@ -363,7 +365,7 @@ class Departures(NodeCore):
         if self._reclaiming is None:
             return
         self._reclaiming_ticks += 1
-        if self._reclaiming_ticks >= DEFERRED_TICKS:
+        if _waited_out(self._reclaiming_ticks):
             self._reclaiming = None
             self._flush()
 
@@ -375,7 +377,7 @@ class Departures(NodeCore):
         self._deferred = [
             (blocker, walk, ticks + 1)
             for blocker, walk, ticks in self._deferred
-            if ticks + 1 < DEFERRED_TICKS
+            if not _waited_out(ticks + 1)
         ]
 
     def _resume_deferred(self) -> None:
@@ -387,7 +389,7 @@ class Departures(NodeCore):
             if blocker in hood.peers and walk.epoch == self._epoch:
                 self._deferred.append((blocker, walk, ticks))
                 continue
-            if walk.epoch != self._epoch or (walk.failed and not self._still_in_place(walk)):
+            if walk.epoch != self._epoch or (walk.failed and self._place(walk) != "held"):
                 # the cube changed dimension under it (the runtime repairs the failure again),
                 # or another repair of the same failure took the place, or this node cannot
                 # tell (the repairer tries again, with what is known then)
@@ -458,8 +460,7 @@ class Departures(NodeCore):
                 walk = replace(
                     walk, position=next_hop_position(walk.position, 0) if way is None else way
                 )
-                # no stand-in on the way to 0 (the module docstring, "Standing in")
-                return self._next_hood(walk, hood, stand_in=False)
+                return self._next_hood(walk, hood)
             if not _split(walk, hood, 0):
                 if standing_in:
                     raise KnowledgeError("a shrink from a failed node's place")
@@ -491,9 +492,7 @@ class Departures(NodeCore):
         walk = replace(walk, position=higher)
         return self._next_hood(walk, hood)
 
-    def _next_hood(
-        self, walk: LeaveWalk, hood: Hood, *, stand_in: bool = True
-    ) -> tuple[LeaveWalk, Hood] | None:
+    def _next_hood(self, walk: LeaveWalk, hood: Hood) -> tuple[LeaveWalk, Hood] | None:
         """Who takes the walk's next step: this node, with its knowledge, the departing node's,
         or what it knows of a failed node's; otherwise the walk goes on to the holder of its
         position (or waits here for a failed holder's replacement), and this returns None."""
@@ -501,7 +500,9 @@ class Departures(NodeCore):
         if holder in (self.node_id, walk.leaver):
             return walk, self._walker(walk)
         if holder in self._known_failed(walk):
-            standing_in = self._stand_in(walk, holder) if stand_in else None
+            # a stand-in only while searching, not on the way to 0 (the module docstring,
+            # "Standing in")
+            standing_in = self._stand_in(walk, holder) if walk.phase == SEARCH else None
             if standing_in is not None:
                 return walk, standing_in
             if self._defer(walk, holder):
