@@ -25,6 +25,7 @@ import dataclasses
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,6 +125,7 @@ class RemotePeer:
     resource_events: list[object] = field(default_factory=list)
     """Every resource message received, in order."""
     _resources_changed: trio.Event = field(default_factory=trio.Event)
+    _received_more: trio.Event = field(default_factory=trio.Event)
     _connection: _Connection | None = None
     _established: trio.Event = field(default_factory=trio.Event)
     _seen: set[tuple[str, str, int]] = field(default_factory=set)
@@ -332,6 +334,14 @@ class RemotePeer:
         kind = type(message).KIND  # type: ignore[attr-defined]
         self.received[kind] += 1
         self.received_bytes[kind] += len(wire.encode(message))
+        self._received_more.set()
+        self._received_more = trio.Event()
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Until ``condition`` holds, tested again each time this peer receives a message (what
+        it counts, its notifications and answers, changes only then)."""
+        while not condition():
+            await self._received_more.wait()
 
     async def request(self, message: object) -> object:
         """Send a request; its answer (None for ``Leave``, which has none)."""

@@ -57,8 +57,7 @@ async def test_every_publication_acknowledged_before_a_kill_is_in_the_store(tmp_
                 # as fast as taken, fewer unanswered than a connection may have queued (1,000):
                 # groups of inputs are still being applied when the first answers leave
                 for number in range(2000):
-                    while number - answered() >= 900:
-                        await trio.sleep(0.001)
+                    await publisher.wait_until(lambda number=number: number - answered() < 900)
                     try:
                         await publisher.request_nowait(m.Publish(publication=publication(number)))
                     except DriverError:
@@ -69,8 +68,7 @@ async def test_every_publication_acknowledged_before_a_kill_is_in_the_store(tmp_
             killed = False
             nursery.start_soon(publish)
             with trio.fail_after(60):
-                while answered() < 150:
-                    await trio.sleep(0.001)
+                await publisher.wait_until(lambda: answered() >= 150)
             # one connection's answers come in the order of its requests: these many first ones
             acknowledged = {f"n{k}" for k in range(answered())}
             killed = True
@@ -97,8 +95,8 @@ async def test_no_group_passes_the_configured_bound(tmp_path):
             for number in range(200):
                 await publisher.request_nowait(m.Publish(publication=publication(number)))
             with trio.fail_after(60):
-                while len(subscriber.notifications) < 200 or publisher.received[m.Ack.KIND] < 201:
-                    await trio.sleep(0.01)
+                await subscriber.wait_until(lambda: len(subscriber.notifications) >= 200)
+                await publisher.wait_until(lambda: publisher.received[m.Ack.KIND] >= 201)
             commits = cluster.status(0)["commits"]
             nursery.cancel_scope.cancel()
     assert commits["largest"] <= 4 and commits["bounded"] > 0, commits
@@ -129,8 +127,10 @@ async def test_a_notification_from_another_origin_reaches_its_subscriber_before_
             for number in range(50):
                 await publisher.request(m.Publish(publication=publication(number)))
             with trio.fail_after(60):
-                while len(near.notifications) < 50 or len(far.notifications) < 50:
-                    await trio.sleep(0.01)
+                for subscriber in (near, far):
+                    await subscriber.wait_until(
+                        lambda subscriber=subscriber: len(subscriber.notifications) >= 50
+                    )
             origin, access_point = cluster.status(0)["commits"], cluster.status(1)["commits"]
             nursery.cancel_scope.cancel()
     assert origin["unsynced"] == 0, origin
