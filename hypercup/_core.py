@@ -32,6 +32,7 @@ from hypercup.messages import (
     JoinWalk,
     LeaveWalk,
     Lookup,
+    LookupReply,
     Message,
     Reclaim,
     Released,
@@ -133,6 +134,11 @@ class NodeCore:
         since they read our column (two failures whose walks end at one column). Given up at
         the second ``tick`` (the newcomer rejoined instead: its ``ReturnTop`` never comes)."""
         self._reclaiming_ticks = 0
+        self._repairers: dict[str, tuple[str, int, bool]] = {}
+        """Failed departing nodes whose repair walk this node stepped (or started) lately, with
+        the member that started it, the ticks since, and whether it came from another node:
+        another repairer's walk for the same failure is dropped here
+        (``Departures._another_repair``)."""
         self._deferred: list[tuple[str, LeaveWalk, int]] = []
         """Departure walks waiting here until a failed neighbour they would have gone to is
         replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks
@@ -327,10 +333,13 @@ class NodeCore:
             # our mirror is on its way back (``_reclaiming``): this column changes first
             self._held_back.append((sender, message))
             return False
-        if departure and self._repair is not None:
+        if departure and self._repair is not None and not isinstance(message, Shrink):
             # a departure waits for the takes this node takes part in (they change the columns
             # the departure reads; a take that waits on a failed member goes on without it:
-            # ``_release_joins_waiting_on``) and for the repair it runs itself
+            # ``_release_joins_waiting_on``) and for the repair it runs itself. Not a shrink,
+            # as not a grow: the repair starts over in the new cube (``_apply``), while its
+            # lookups of the old one would be dropped where they arrive and it would wait on
+            # them for ever, lagging an epoch behind
             self._held_back.append((sender, message))
             return False
         if isinstance(message, JoinWalk) and self._repair is not None:
@@ -343,9 +352,15 @@ class NodeCore:
         if isinstance(message, Grow | Shrink) and message.resent and required < self._epoch:
             return True  # it reached this node by the tree after all
         restartable = isinstance(message, JoinWalk)
-        if isinstance(message, Lookup) and required is not None and required < self._epoch:
+        if (
+            isinstance(message, Lookup | LookupReply)
+            and required is not None
+            and required < self._epoch
+        ):
             # the cube changed under a repair (a shrink or grow overtook it): its requester gets
-            # no answer, its repair stalls and the runtime's watchdog takes over (rejoin)
+            # no answer, and started its repair over in the new cube if the change reached it
+            # (``_apply``), else it lags and asks for the change; an answer to the old one is
+            # for a repair that is no more
             return True
         if required is not None and required < self._epoch and not restartable:
             raise RemoteProtocolError(

@@ -280,6 +280,7 @@ class Departures(NodeCore):
             bit=-1,
             leaver_incarnation=incarnation,
             leaver_heard=last_heard,
+            repairer=self.node_id if failed else "",
             failed_too=tuple((failed_too | set(self._failed)) - {leaver}),
             **_carried_fields(carried),
         )
@@ -292,6 +293,8 @@ class Departures(NodeCore):
         self._require_no_join(sender, walk)
         if walk.failed and self._place(walk) == "taken":
             self._correct_stale(walk)
+            return
+        if self._another_repair(walk):
             return
         if walk.position not in self._member_hood().positions:
             raise RemoteProtocolError(
@@ -309,6 +312,34 @@ class Departures(NodeCore):
         if any(hood.holder(p) != walk.leaver for p in known):
             return "taken"
         return "held" if known else "unknown"
+
+    def _another_repair(self, walk: LeaveWalk, *, own: bool = False) -> bool:
+        """Whether ``walk`` repairs a failure whose repair by another member passed here lately:
+        then it is dropped, since the two would take the place twice (neither knows yet that
+        the other's ended: a fallback repairer's started beside the designated one's). Only
+        the holder of position 0 keeps this account: every walk goes there first (but around
+        a failed holder), and the search from there is one path.
+
+        What passed is noted for ``DEFERRED_TICKS`` ticks. A walk this node started itself
+        (``own``), or that came back to it, is noted too, but gives way to another repairer's
+        walk that comes in: it may have been lost further on (sent to a member cut off), and
+        if it was not, the other one meets it on the one path or finds the place taken. A
+        walk lost after passing here holds the others back for those ticks at most."""
+        if not (walk.failed and walk.repairer) or 0 not in self._member_hood().positions:
+            return False
+        own = own or walk.repairer == self.node_id
+        noted = self._repairers.get(walk.leaver)
+        if noted is not None and noted[0] != walk.repairer and (own or noted[2]):
+            return True
+        self._repairers[walk.leaver] = (walk.repairer, 0, not own)
+        return False
+
+    def _expire_repairers(self) -> None:
+        self._repairers = {
+            leaver: (repairer, ticks + 1, received)
+            for leaver, (repairer, ticks, received) in self._repairers.items()
+            if not _waited_out(ticks + 1)
+        }
 
     def _correct_stale(self, walk: LeaveWalk) -> None:
         """A repair of a place taken already was started on a stale table: the repairer (one of
@@ -749,6 +780,7 @@ class Departures(NodeCore):
         self._take = None
         self._relays = {}
         self._deferred = []
+        self._repairers = {}
         self._reclaiming = None
         self._admitted.clear()
         self._held_back = []
@@ -861,22 +893,28 @@ class Departures(NodeCore):
     def _finish_repair(self) -> None:
         repair = self._repair
         assert repair is not None
+        if repair.failed not in self._member_hood().peers:
+            # its place was taken while the holders around it were looked up: another repair
+            # of the same failure ended first (a fallback repairer's beside the designated
+            # one's), and a walk now would take the place a second time
+            self._repair = None
+            return
         if repair.carried is None and self._carry_partner(repair):
             return  # the positions around the failed partner are looked up first
         self._repair = None
-        self._advance_leave(
-            self._new_leave_walk(
-                repair.failed,
-                repair.failed_address,
-                repair.positions,
-                repair.found,
-                failed=True,
-                incarnation=repair.incarnation,
-                last_heard=repair.last_heard,
-                failed_too=frozenset(repair.failed_too),
-                carried=repair.carried,
-            )
+        walk = self._new_leave_walk(
+            repair.failed,
+            repair.failed_address,
+            repair.positions,
+            repair.found,
+            failed=True,
+            incarnation=repair.incarnation,
+            last_heard=repair.last_heard,
+            failed_too=frozenset(repair.failed_too),
+            carried=repair.carried,
         )
+        if not self._another_repair(walk, own=True):
+            self._advance_leave(walk)
 
     def _carry_partner(self, repair: PendingRepair) -> bool:
         """If the failed node is the base holder of a split column whose newcomer failed too,

@@ -328,6 +328,11 @@ class LeaveWalk(_Validated):
     carried_positions: tuple[int, ...] = ()
     carried_incarnation: int = 0
     carried_heard: float = 0.0
+    repairer: str = ""
+    """The member that started the repair of a failed ``leaver`` ("" for a departure the
+    leaver announced, or a sender that does not say): a second repair of one failure, started
+    beside the first by a fallback repairer, is dropped where the two meet
+    (``hypercup._departures``, "Once")."""
     failed_too: tuple[str, ...] = ()
     """Other members the nodes on the walk's way know to have failed (their own failed
     neighbours, and those named by the repair's lookups): the walk is never sent to one of

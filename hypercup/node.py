@@ -301,6 +301,7 @@ class HypercupNode(Joins, Departures):
                     self._admitted[newcomer] = ticks + 1
             self._expire_deferred()
             self._expire_reclaiming()
+            self._expire_repairers()
 
         return self._run(action)
 
