@@ -94,7 +94,7 @@ from typing import Any, Final
 import qel
 from deploy.cluster import Cluster, ClusterError, free_ports
 from deploy.driver import cube_problems, quiet_problems
-from deploy.hosts import NetnsHosts
+from deploy.hosts import HostsError, NetnsHosts, slow_unavailable, unavailable
 from deploy.proxy import Proxies
 from peer.control import ControlClient, ControlUnavailable
 from superpeer.cli import ControlUnavailable as SuperPeerUnavailable
@@ -337,9 +337,9 @@ class Run:
             self.faults.append(record)
         try:
             self._inject(fault, record)
-        except (ClusterError, *UNREACHABLE) as error:
-            # a daemon that would not come back (it is also a crash, if it exited): the fault
-            # is recorded with why, and the run goes on
+        except (ClusterError, HostsError, *UNREACHABLE) as error:
+            # a daemon that would not come back (it is also a crash, if it exited), or a host
+            # that would not take the fault: it is recorded with why, and the run goes on
             record.note += f" failed: {error}"
         finally:
             with self._lock:
@@ -909,6 +909,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", help="keep the daemons' data here (default: a temp dir)")
     args = parser.parse_args(argv)
     every = [f for f in FAULTS if args.hosts == "netns" or f not in HOSTS_ONLY]
+    no_slow = slow_unavailable() if args.hosts == "netns" and unavailable() is None else None
+    if no_slow is not None:
+        if args.faults and "slow" in args.faults.split(","):
+            parser.error(f"slow on --hosts netns: {no_slow}")
+        every.remove("slow")
+        print(f"slow is left out of the default kinds: {no_slow}", file=sys.stderr)
     faults = [f for f in args.faults.split(",") if f] if args.faults else every
     unknown = sorted(set(faults) - set(FAULTS))
     if unknown:

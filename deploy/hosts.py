@@ -63,6 +63,25 @@ def unavailable() -> str | None:
     return None
 
 
+def slow_unavailable() -> str | None:
+    """Why ``slow`` cannot delay packets here (None: it can): the kernel may lack ``netem``
+    (``sch_netem``), as some container and microVM kernels do. Asked once, in a namespace of
+    its own, before a run plans any ``slow``."""
+    if shutil.which("tc") is None:
+        return "slow needs tc (iproute2)"
+    probe = f"netem{os.getpid() % 100000}"
+    try:
+        _run(["ip", "netns", "add", probe])
+        inside = ["ip", "netns", "exec", probe]
+        _run([*inside, "ip", "link", "set", "lo", "up"])
+        _run([*inside, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"])
+    except HostsError as error:
+        return f"this kernel cannot delay packets (tc netem): {error}"
+    finally:
+        _run(["ip", "netns", "del", probe], check=False)
+    return None
+
+
 def _run(command: list[str], *, check: bool = True, stdin: str | None = None) -> str:
     done = subprocess.run(command, capture_output=True, text=True, input=stdin, check=False)
     if check and done.returncode != 0:
