@@ -179,8 +179,8 @@ def _known_better(
     table: Mapping[str, Peer], hood: Neighbourhood, positions: Iterable[int]
 ) -> dict[str, Peer]:
     """``table`` (a departing node's, as a walk or a ``Reclaim`` carries it) with what ``hood``
-    knows of ``positions`` put over it: a node's own neighbours are the freshest it knows (each
-    change of them is announced to it), while the carried table was gathered when the repair
+    knows of ``positions`` put over it: a node's own neighbours, and every position they hold,
+    are the freshest it knows (each change of them is announced to it), while the carried table was gathered when the repair
     began, and a departure next to it may have finished since (two neighbours failing
     together: the second one's table still names the first)."""
     better = dict(table)
@@ -191,7 +191,13 @@ def _known_better(
             holder = hood.holders[position]
             peer = hood.peers[holder]
         else:
-            continue
+            # a position beyond our neighbour positions that a neighbour of ours holds too,
+            # as it announced its positions to us
+            claimants = [node for node, known in hood.peers.items() if position in known.positions]
+            if len(claimants) != 1:
+                continue
+            (holder,) = claimants
+            peer = hood.peers[holder]
         for node, known in list(better.items()):
             if node != holder and position in known.positions:
                 rest = known.positions - {position}
@@ -346,7 +352,11 @@ class Departures(NodeCore):
         the departing node's neighbours, as the walk names them) missed the announcement of
         whoever took it (it went to a node that failed too, or crossed its own departure's).
         Each of them hears who holds the departed node's positions now, as this node knows it;
-        a node that knows better, or that is no neighbour of those, changes nothing."""
+        a node that knows better, or that is no neighbour of those, changes nothing. And the
+        holders hear what the repairer holds now (its own entry in the table it sent is
+        fresh): it may have taken a place next to theirs that they were never told of, the
+        announcement having gone to the stale neighbour, and they would repair that place as
+        a failure of its old holder, a second time."""
         hood = self._member_hood()
         holders = {
             holder: (hood.address_of(holder), tuple(sorted(hood.positions_of(holder))))
@@ -358,6 +368,14 @@ class Departures(NodeCore):
         for node, (address, _) in sorted(walk.leaver_peers.items()):
             if node not in holders and node not in (self.node_id, walk.leaver):
                 self._send(node, address, update)
+        repairer = walk.leaver_peers.get(walk.repairer)
+        if repairer is not None:
+            told = NeighbourUpdate(
+                epoch=self._epoch, holders={walk.repairer: repairer}, relay=False, ack_id=None
+            )
+            for holder, (address, _) in sorted(holders.items()):
+                if holder not in (self.node_id, walk.repairer):
+                    self._send(holder, address, told)
 
     def _known_failed(self, walk: LeaveWalk) -> set[str]:
         return (set(self._failed) | set(walk.failed_too)) - {walk.leaver, self.node_id}
@@ -648,7 +666,11 @@ class Departures(NodeCore):
                     f"{self.node_id} ends {walk.leaver}'s departure at column {column}, "
                     f"which {base} holds"
                 )
-            self._take_back(mirror, peers_from_wire(walk.leaver_peers), exclude={walk.leaver})
+            # its table brought up to date: a departure next to it may have ended since the
+            # walk began (two failures overlapping), and its picture would claim a position
+            # twice beside ours
+            donor = peers_from_wire(self._brought_up_to_date(walk))
+            self._take_back(mirror, donor, exclude={walk.leaver})
             self._out.extend(_departures(walk))
             if not walk.failed:
                 self._send(walk.leaver, walk.leaver_address, Released())
