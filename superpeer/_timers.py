@@ -216,7 +216,7 @@ class Timers(Backlog):
                 # silent that long, its neighbours have most likely declared it failed and
                 # repaired its place; holding on to it (when no eviction reaches it) would keep
                 # a second member at those positions (alone in the cube, nobody replaced it)
-                self._rejoin(f"stalled for {stalled:.1f} s", now, out)
+                self._rejoin(f"stalled for {stalled:.1f} s", now, out, still_held=True)
                 return
             for neighbour in self._last_heard:
                 self._last_heard[neighbour] = now

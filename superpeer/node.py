@@ -902,11 +902,15 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         *,
         contacts: list[tuple[str, str]] | None = None,
         since: float | None = None,
+        still_held: bool = False,
     ) -> None:
         """Out of the cube while alive (evicted, or the protocol broke): start again as a new
         incarnation, on the durable state, through the members this node knows (``contacts``
         first: the stronger cube of a merge), catching up from ``since`` (by default from when
-        it last heard from a neighbour: the hybrid time that frame carried, ``clocks``, 5)."""
+        it last heard from a neighbour: the hybrid time that frame carried, ``clocks``, 5).
+        ``still_held``: the cube has likely not replaced this incarnation yet (it stalled past
+        ``failure_seconds``): it joins through its old neighbours first, as a restarted node
+        does."""
         log.error("event=rejoin node=%s reason=%r", self.node_id, reason)
         self.statistics.rejoins += 1
         self._could_not_stay(now)
@@ -943,6 +947,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         # the members we heard from last are the likeliest to answer
         known.sort(key=lambda c: -self._last_heard.get(c[0], -math.inf))
         contacts = first + known
+        # the neighbours of the incarnation that rejoins (none for a merge: the stronger
+        # cube's members come first)
+        neighbours = set(self._last_heard) if still_held and not first else set()
         for connection in list(self._peer_connection.values()):
             goodbye = m.Goodbye(reason="the super-peer is rejoining the network")
             out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
@@ -964,7 +971,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self._before_member.clear()
         self._restored_since = since
         self._contacts = contacts
-        self._old_neighbours = set()  # the cube replaced this incarnation already
+        # as after a restart: through the old neighbours first, for a while, if the cube may
+        # not have replaced this incarnation yet: they refuse until its place is repaired, where
+        # a member that never knew it would admit it into a cube still repairing its old place,
+        # and it would hold two (a pause overlapping a neighbour's crash). Not after a wedge or
+        # a cut: the old neighbours may be where it cannot reach
+        self._old_neighbours = neighbours & {node for node, _ in contacts}
+        self._old_neighbours_until = now + 5 * self.config.failure_seconds
         if contacts:
             self._join(now, out)
         else:
