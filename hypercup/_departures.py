@@ -300,8 +300,6 @@ class Departures(NodeCore):
         if walk.failed and self._place(walk) == "taken":
             self._correct_stale(walk)
             return
-        if self._another_repair(walk):
-            return
         if walk.position not in self._member_hood().positions:
             raise RemoteProtocolError(
                 sender, f"LeaveWalk for position {walk.position}, not held by {self.node_id}"
@@ -319,31 +317,25 @@ class Departures(NodeCore):
             return "taken"
         return "held" if known else "unknown"
 
-    def _another_repair(self, walk: LeaveWalk, *, own: bool = False) -> bool:
-        """Whether ``walk`` repairs a failure whose repair by another member passed here lately:
-        then it is dropped, since the two would take the place twice (neither knows yet that
-        the other's ended: a fallback repairer's started beside the designated one's). Only
-        the holder of position 0 keeps this account: every walk goes there first (but around
-        a failed holder), and the search from there is one path.
-
-        What passed is noted for ``DEFERRED_TICKS`` ticks. A walk this node started itself
-        (``own``), or that came back to it, is noted too, but gives way to another repairer's
-        walk that comes in: it may have been lost further on (sent to a member cut off), and
-        if it was not, the other one meets it on the one path or finds the place taken. A
-        walk lost after passing here holds the others back for those ticks at most."""
-        if not (walk.failed and walk.repairer) or 0 not in self._member_hood().positions:
+    def _another_repair(self, walk: LeaveWalk) -> bool:
+        """Whether ``walk``, about to end here, repairs a failure whose repair by another member
+        ended here lately: then it is dropped, since the two would take the place twice (a
+        fallback repairer's walk begun beside the designated one's, neither knowing yet that
+        the other's ended; both searches lead to the same column). Otherwise it is noted, for
+        ``DEFERRED_TICKS`` ticks. A walk of the same repairer goes on: it tries again after
+        its first was lost further on (a ``Reclaim`` sent to a member that failed)."""
+        if not (walk.failed and walk.repairer):
             return False
-        own = own or walk.repairer == self.node_id
         noted = self._repairers.get(walk.leaver)
-        if noted is not None and noted[0] != walk.repairer and (own or noted[2]):
+        if noted is not None and noted[0] != walk.repairer:
             return True
-        self._repairers[walk.leaver] = (walk.repairer, 0, not own)
+        self._repairers[walk.leaver] = (walk.repairer, 0)
         return False
 
     def _expire_repairers(self) -> None:
         self._repairers = {
-            leaver: (repairer, ticks + 1, received)
-            for leaver, (repairer, ticks, received) in self._repairers.items()
+            leaver: (repairer, ticks + 1)
+            for leaver, (repairer, ticks) in self._repairers.items()
             if not _waited_out(ticks + 1)
         }
 
@@ -643,6 +635,8 @@ class Departures(NodeCore):
 
     def _end_leave_walk(self, walk: LeaveWalk, hood: Neighbourhood) -> None:
         """At the last split column: its newcomer takes the departing node's place."""
+        if self._another_repair(walk):
+            return
         column = walk.position
         mirror = column | top_bit(walk.dimension)
         base = hood.holder(column)
@@ -935,8 +929,7 @@ class Departures(NodeCore):
             failed_too=frozenset(repair.failed_too),
             carried=repair.carried,
         )
-        if not self._another_repair(walk, own=True):
-            self._advance_leave(walk)
+        self._advance_leave(walk)
 
     def _carry_partner(self, repair: PendingRepair) -> bool:
         """If the failed node is the base holder of a split column whose newcomer failed too,
