@@ -48,8 +48,12 @@ with it. So nothing that a departure needs is sent to a member known to have fai
   mirror is back (``_reclaiming``), and a search that ends at a column found doubled there (it
   read an older picture) starts again from there.
 * *Once.* A repair may run twice (the runtime's fallback lets another neighbour repair when the
-  first stays silent): a walk for a failed node whose place this node knows to be taken already is
-  dropped, and the departing node's neighbours (the repairer among them) are told who holds it.
+  first stays silent, or while a departure held the first back): a walk for a failed node whose
+  place this node knows to be taken already is dropped, the departing node's neighbours (the
+  repairer among them) are told who holds it, and its holders what the repairer holds (they may
+  never have heard); a repair whose failed node was replaced while its lookups were out ends
+  there; and where a walk ends, another repairer's walk for the same failure (``repairer``)
+  is dropped for ``DEFERRED_TICKS`` ticks (both searches lead to one column).
 """
 
 from __future__ import annotations
