@@ -253,12 +253,33 @@ class ChainDecomposition:
         """Chains whose top matches every witness of the probe, and every chain of each family
         but ``skip`` whose hull does: a superset of those whose top covers it, but for the
         chains of ``skip`` (which its own hull always covers: a member's family has some 2
-        sqrt(n) chains, and skipping them one by one was a tenth of a member's placement)."""
-        candidates = _matching_all(self._tops, probe.witnesses)
+        sqrt(n) chains, and skipping them one by one was a tenth of a member's placement).
+
+        The tops are matched against the first witness in the index, and while at most
+        ``_MATCHED_ONE_BY_ONE`` are left, against the others one by one."""
+        first, *others = probe.witnesses
+        candidates = self._tops.match(first)
+        for sample in others:
+            if len(candidates) > _MATCHED_ONE_BY_ONE:
+                candidates &= self._tops.match(sample)
+            else:
+                chains = self._chains
+                candidates = {
+                    chain_id
+                    for chain_id in candidates
+                    if qel.matches(chains[chain_id].nodes[0].subscription, sample)  # type: ignore[index]
+                }
         for family in _matching_all(self._hulls, probe.witnesses):
             if family is not skip:
                 candidates.update(self._families[family])  # type: ignore[index]
         return candidates
+
+
+_MATCHED_ONE_BY_ONE = 32
+"""Most candidate tops matched against a witness one by one rather than by a look-up in the
+index of tops: on the shapes at 10^4 a look-up costs as much as matching some fifty
+subscriptions (a witness's values stab thousands of ranges), and a DNF probe has a witness per
+filter (1.8 on average); 16.6 tops match one witness there."""
 
 
 def _matching_all(index: PredicateIndex, samples: tuple[qel.Publication, ...]) -> set[Hashable]:

@@ -832,7 +832,18 @@ def _covers(general: qel.Subscription, specific: qel.Subscription) -> bool:
 def _covers_signed(general: Signed, specific: Signed) -> bool:
     """``_covers`` on nodes and probes: a comparison of bounds within a family, or across two
     families of one filter when their fixed parts allow (``poset.families.projection``), the
-    test otherwise."""
+    test otherwise.
+
+    First, what refutes most pairs on shapes of every kind (60% of the tests of a placement):
+    every filter of a subscription has the predicates of its triple patterns, so ``general``
+    covers ``specific`` only if it uses no predicate that ``specific`` lacks (a publication of
+    ``specific`` need carry no other); one C-level subset test of two interned frozensets,
+    instead of the calls down to ``filter_covered``'s own."""
+    if (
+        not general.subscription.filters[0].predicates
+        <= specific.subscription.filters[0].predicates
+    ):
+        return False
     family = general.family
     if family is not None:
         other = specific.family

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from math import inf
+from operator import itemgetter
 
 from sortedcontainers import SortedList
 
@@ -91,7 +92,10 @@ class _PredicateWitnesses:
             if not entries:
                 return ()
             start, stop = _span(entries, domain)
-            return [key for _, key in entries.islice(start, stop)] if start < stop else ()
+            # a slice of a SortedList is built from its sublists' slices, and the keys taken
+            # from it, in C: the most selective pattern of a shape is often a range that
+            # thousands of witnesses fall in (an ``islice`` and a comprehension took twice as long)
+            return map(_KEY, entries[start:stop]) if start < stop else ()
         return [
             key
             for (kind, value), keys in self.by_value.items()
@@ -99,6 +103,9 @@ class _PredicateWitnesses:
             for key in keys
         ]
 
+
+_KEY = itemgetter(1)
+"""An entry's key (entries are ``(value, key)``)."""
 
 _AFTER = (inf,)
 """Appended to a value, sorts after every entry of that value (keys are finite integers)."""

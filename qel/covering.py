@@ -62,7 +62,7 @@ def filter_covered(
         return True
     if len(usable) == 1 and len(target.predicates) == len(target.patterns):
         return False  # ``filter_within`` is exact against one filter when no predicate repeats
-    if _corner_refutes(target, usable):
+    if _corner_refutes(target, usable) or _escape_refutes(target, usable):
         return False
     return _CellSearch(target, usable, budget).run()
 
@@ -83,12 +83,8 @@ def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
     subscriptions where one alternative is wider (``P <= 900000 ; S >= 50`` against
     ``P <= 800000 ; S >= 50``): the search would build and walk the cells to find that corner.
     """
-    subject = target.subject
-    if isinstance(subject, AnyDomain):
-        subject_cell = _FRESH
-    elif isinstance(subject, PointDomain):
-        subject_cell = (subject.kind, subject.value)
-    else:
+    subject_cell = _subject_cell(target)
+    if subject_cell is None:
         return False
     for point in (_corner(target, True), _corner(target, False), _corner(target, None)):
         if point is not None and not any(
@@ -97,6 +93,17 @@ def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
         ):
             return True
     return False
+
+
+def _subject_cell(target: Filter) -> Cell | None:
+    """The subject of every point ``_corner_refutes`` and ``_escape_refutes`` try: the fresh
+    term for any subject, the fixed one itself; None (nothing tried) for another domain."""
+    subject = target.subject
+    if isinstance(subject, AnyDomain):
+        return _FRESH
+    if isinstance(subject, PointDomain):
+        return (subject.kind, subject.value)
+    return None
 
 
 def _corner(target: Filter, upper: bool | None) -> dict[object, list[Cell]] | None:
@@ -132,17 +139,145 @@ def _corner(target: Filter, upper: bool | None) -> dict[object, list[Cell]] | No
             cell = (KIND_STRING, WITNESS_SEPARATOR + joined + WITNESS_SEPARATOR)
         else:
             return None
-        point.setdefault(predicate, []).append(cell)
+        point.setdefault(predicate.value, []).append(cell)
     return point
 
 
 def _admits_point(candidate: Filter, point: dict[object, list[Cell]]) -> bool:
     """Whether ``candidate``'s patterns accept the publication with these objects."""
     for predicate, domain in candidate.patterns:
-        cells = point.get(predicate)
+        cells = point.get(predicate.value)
         if cells is None or not any(domain.admits(*cell) for cell in cells):
             return False
     return True
+
+
+_ESCAPE_STEPS: Final = 64
+"""Most steps ``_escape_refutes`` takes looking for its point before leaving it to the search."""
+
+
+def _escape_refutes(target: Filter, candidates: list[Filter]) -> bool:
+    """Whether a point of ``target`` that each candidate rejects on some predicate is found
+    among few: per pattern, its value in the topmost cell of its range (the cells that the
+    candidates' bounds cut out, as the search's), in the bottommost, or its middle (a fixed
+    value, a fresh term, a ``contains`` string: the one cell ``_corner`` takes); then a small
+    search for a choice per pattern that escapes every candidate.
+
+    Why: after the corners, the covering tests that reach the cell search on shapes of every
+    kind mostly answer "no" (the search's set-up then costs more than its walk), and their
+    counterexample mixes corners: ``mileage <= 101505, consumption < 12.96`` against
+    ``mileage <= 50000 ; 11.42 <= consumption < 14.09`` escapes the first alternative at the top
+    of the mileage and the second at the bottom of the consumption, which neither corner alone
+    does. Sound: the point is built inside ``target`` and checked against every candidate
+    (``_admits_point``) before it refutes; when nothing is found the search decides. Only for a
+    target whose predicates do not repeat (one value per predicate: a candidate rejects the
+    point iff one of its patterns rejects that predicate's value)."""
+    if len(target.patterns) != len(target.predicates):
+        return False
+    subject_cell = _subject_cell(target)
+    if subject_cell is None:
+        return False
+    middle = _corner(target, None)
+    assert middle is not None, "a middle is always decided"
+    options: dict[str, list[Cell]] = {}
+    for predicate, domain in target.patterns:
+        name = predicate.value
+        cells = middle[name]
+        if type(domain) is RangeDomain:
+            for upper in (True, False):
+                value = _end_cell(domain, name, candidates, upper)
+                if value is not None and (domain.kind, value) not in cells:
+                    cells = [*cells, (domain.kind, value)]
+        options[name] = cells
+    # per candidate still to escape, per predicate, the options it rejects there (bits)
+    rejects: list[dict[str, int]] = []
+    for candidate in candidates:
+        if not candidate.subject.admits(*subject_cell):
+            continue
+        where: dict[str, int] = {}
+        for predicate, domain in candidate.patterns:
+            name = predicate.value
+            refused = where.get(name, 0)
+            for option, cell in enumerate(options[name]):
+                if not domain.admits(*cell):
+                    refused |= 1 << option
+            if refused:
+                where[name] = refused
+        if not where:
+            return False  # it admits every option of every pattern: no point here escapes it
+        rejects.append(where)
+    choice: dict[str, int] = {}
+    if not _escape(rejects, 0, choice, [_ESCAPE_STEPS]):
+        return False
+    point = {name: [cells[choice.get(name, 0)]] for name, cells in options.items()}
+    return not any(
+        candidate.subject.admits(*subject_cell) and _admits_point(candidate, point)
+        for candidate in candidates
+    )
+
+
+def _end_cell(
+    domain: RangeDomain, name: str, candidates: list[Filter], upper: bool
+) -> object | None:
+    """A value of ``domain`` (the range of predicate ``name``) in its topmost (``upper``) or
+    bottommost cell among the candidates' bounds on that predicate: an included end itself, an
+    infinity for an unbounded number range, else a value beyond the last bound inside before
+    that end (None for an unbounded date range with no bound inside: the middle stands)."""
+    end, inclusive = (
+        (domain.high, domain.high_inclusive) if upper else (domain.low, domain.low_inclusive)
+    )
+    if end is not None and inclusive:
+        return end
+    kind = domain.kind
+    if end is None and kind == KIND_NUMBER:
+        return _INFINITE[upper]
+    other = domain.low if upper else domain.high
+    marks = [] if other is None else [other]
+    for candidate in candidates:
+        for predicate, held in candidate.patterns:
+            if type(held) is RangeDomain and held.kind == kind and predicate.value == name:
+                marks += [
+                    b for b in (held.low, held.high) if b is not None and domain.admits(kind, b)
+                ]
+    if end is None:
+        if not marks:
+            return None
+        value = max(marks) + 1 if upper else min(marks) - 1  # type: ignore[type-var, operator]
+    elif marks:
+        value = _between(max(marks), end) if upper else _between(end, min(marks))  # type: ignore[type-var, arg-type]
+    else:
+        value = end - 1 if upper else end + 1  # type: ignore[operator]
+    return value if domain.admits(kind, value) else None
+
+
+def _escape(
+    rejects: list[dict[str, int]], at: int, choice: dict[str, int], steps: list[int]
+) -> bool:
+    """Whether options can be chosen (``choice``: predicate -> option; the middle where none
+    is, which no candidate relies on) so that every candidate from ``at`` on rejects one chosen
+    option, given those already chosen; a depth-first search of at most ``steps[0]`` steps
+    (False when they run out: the cell search then decides)."""
+    if at == len(rejects):
+        return True
+    steps[0] -= 1
+    if steps[0] < 0:
+        return False
+    where = rejects[at]
+    for name, refused in where.items():
+        if name in choice and refused >> choice[name] & 1:
+            return _escape(rejects, at + 1, choice, steps)
+    for name, refused in where.items():
+        if name in choice:
+            continue  # chosen for an earlier candidate, and not an option this one refuses
+        option = 0
+        while refused >> option:
+            if refused >> option & 1:
+                choice[name] = option
+                if _escape(rejects, at + 1, choice, steps):
+                    return True
+                del choice[name]
+            option += 1
+    return False
 
 
 class _BudgetExhausted(Exception):

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import event, given, settings
 
 import qel
-from qel.covering import _corner_refutes
+from qel.covering import _corner_refutes, _escape_refutes
 from tests.strategies import small_publications, subscriptions, universe
 
 DC = "@prefix ex: <http://example.org/> .\n"
@@ -157,3 +157,30 @@ def test_the_middle_of_the_target_refutes_before_the_search(general, specific):
     (target,) = q(specific).filters
     assert _corner_refutes(target, candidates)
     assert not qel.covers(q(general), q(specific))
+
+
+def test_a_point_mixing_corners_refutes_before_the_search():
+    general = q("X : t(X, ex:m, M), t(X, ex:c, C), (M <= 50 ; C >= 11, C < 14)")
+    specific = q("X : t(X, ex:m, M), t(X, ex:c, C), M <= 100, C < 13")
+    candidates = list(general.filters)
+    (target,) = specific.filters
+    assert not _corner_refutes(target, candidates)  # M = 100, C = 12 is in the second
+    assert _escape_refutes(target, candidates)  # M = 100 escapes the first, C = -inf the second
+    assert not qel.covers(general, specific)
+
+
+@settings(max_examples=300)
+@given(subscriptions(), subscriptions())
+def test_an_escaping_point_refutes_only_what_does_not_cover(general, specific):
+    """``_escape_refutes`` is sound: whenever it finds its point, the oracle finds a
+    counterexample too (completeness is the search's, tested above through ``covers``)."""
+    usable = [
+        (target, [h for h in general.filters if h.predicates <= target.predicates])
+        for target in specific.filters
+    ]
+    refuted = any(
+        _escape_refutes(target, candidates) for target, candidates in usable if candidates
+    )
+    event(f"escape refutes={refuted}")
+    if refuted:
+        assert not oracle_covers(general, specific)
