@@ -88,9 +88,9 @@ from peer.state import StateStore, parse_state
 from wire import messages as m
 from wire.codec import WireLimits
 from wire.requests import Request, request_label
+from wire.streams import receive
 
 log = logging.getLogger("peer.client")
-READ_SIZE = 65536
 MOVES_KEPT = 20
 Answer = m.Ack | m.Refused | m.Located
 
@@ -549,7 +549,7 @@ class PeerClient:
     async def _read(self, connection: _Connection) -> None:
         while True:
             try:
-                data = await connection.stream.receive_some(READ_SIZE)
+                data = await receive(connection.stream)
             except trio.BrokenResourceError as error:
                 connection.end(f"the connection broke: {error}")
                 return

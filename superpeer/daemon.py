@@ -78,9 +78,9 @@ from superpeer.tracelog import TraceLog
 from wire import messages as m
 from wire.codec import WireError
 from wire.framing import FrameDecoder, FrameError, Received, frame
+from wire.streams import receive
 
 log = logging.getLogger("superpeer")
-READ_SIZE = 65536
 _BROKEN = (
     trio.BrokenResourceError,
     trio.ClosedResourceError,
@@ -343,7 +343,7 @@ class SuperPeerDaemon:
             )
             await stream.send_all(frame(wire.encode(probe), self.limits))
             while True:
-                data = await stream.receive_some(READ_SIZE)
+                data = await receive(stream)
                 if not data:
                     raise DaemonError("closed before welcoming")
                 for payload in decoder.feed(data):
@@ -671,7 +671,7 @@ class SuperPeerDaemon:
     ) -> list[bytes]:
         """The frames of the first read that completes one (the first says who is calling)."""
         while True:
-            data = await stream.receive_some(READ_SIZE)
+            data = await receive(stream)
             if not data:
                 return []
             try:
@@ -699,8 +699,10 @@ class SuperPeerDaemon:
                 return
         connection = self._peers[connection_id]
         while True:
-            await trio.sleep_until(connection.paused_until)  # over its rate: backpressure
-            data = await stream.receive_some(READ_SIZE)
+            if connection.paused_until > trio.current_time():  # over its rate: backpressure
+                await trio.sleep_until(connection.paused_until)  # (a past deadline still costs
+                # a pass through trio's deadlines and a Cancelled: not on every read)
+            data = await receive(stream)
             if not data:
                 return
             try:
@@ -808,7 +810,7 @@ class SuperPeerDaemon:
             ack = self._inbound.ack_due(sender, incarnation, idle=True)
             if ack is not None:
                 await stream.send_all(frame(wire.encode(m.ChannelAck(received=ack)), self.limits))
-            data = await stream.receive_some(READ_SIZE)
+            data = await receive(stream)
             if not data:
                 return
             self.node.superpeer_heard(sender, self.clock())
@@ -879,7 +881,7 @@ class SuperPeerDaemon:
         try:
             async with stream:
                 while True:
-                    data = await stream.receive_some(READ_SIZE)
+                    data = await receive(stream)
                     if not data:
                         return
                     for payload in decoder.feed(data):
