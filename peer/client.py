@@ -215,6 +215,9 @@ class _Connection:
         those submitted after them, which wait their turn (the user's order is kept)."""
         self.retrying = 0
         """How many wait in ``retry_out``."""
+        self.transfer_in, self.transfer_out = trio.open_memory_channel[ResourceMessage](math.inf)
+        """Transfer steps for the worker thread, in order (``PeerClient._transfer``); what waits
+        is at most the windows the access point serves at once."""
 
     def end(self, reason: str, reply: bytes = b"") -> None:
         if self.reason is None:
@@ -470,6 +473,7 @@ class PeerClient:
                         nursery.start_soon(self._write, connection)
                         nursery.start_soon(self._watch, connection)
                         nursery.start_soon(self._retry, connection)
+                        nursery.start_soon(self._transfer, connection)
             finally:
                 self._teardown(connection)
             if connection.reply and not connection.writing:
@@ -593,7 +597,7 @@ class PeerClient:
         elif isinstance(event, Clocked):
             self._clocked(connection, event.message)
         elif isinstance(event, ResourceTraffic):
-            await self._resource(connection, event.message)
+            connection.transfer_in.send_nowait(event.message)
         elif isinstance(event, ExpiredNotice):
             log.warning("event=notifications_expired count=%d reason=%r", event.count, event.reason)
             await _in_thread(self.store.add_expired, event.count)
@@ -656,47 +660,36 @@ class PeerClient:
             if answer:
                 connection.queue_in.send_nowait(answer)
 
-    async def _resource(self, connection: _Connection, message: ResourceMessage) -> None:
-        """A transfer step (``peer.resources`` decides, in a worker thread: it reads and writes
-        files); what it answers goes out on this connection, in order."""
-        resources = self.resources
-        if resources is None:
-            log.warning("event=resource_ignored kind=%s", type(message).KIND)
-            return
-        replies: list[m.Upload | m.Collect | m.Collected]
-        if isinstance(message, m.UploadWanted):
-            log.info(
-                "event=upload publication=%r requester=%s offset=%d length=%d",
-                message.publication,
-                message.requester,
-                message.offset,
-                message.length,
-            )
-            replies = await trio.to_thread.run_sync(lambda: list(resources.upload(message)))
-        elif isinstance(message, m.FileReady):
-            replies = [await trio.to_thread.run_sync(resources.ready, message)]
-        elif isinstance(message, m.FileChunk):
-            with trio.CancelScope(shield=True):
-                reply = await trio.to_thread.run_sync(resources.chunk, message)
-            replies = [] if reply is None else [reply]
-        else:
-            log.warning(
-                "event=fetch_failed publication=%r owner=%s reason=%r",
-                message.publication,
-                message.owner,
-                message.reason,
-            )
-            await trio.to_thread.run_sync(resources.failed, message)
-            replies = []
-        for reply in replies:
-            if isinstance(reply, m.Collected):
-                log.info("event=fetched rendezvous=%s ok=%s", reply.rendezvous, reply.ok)
-            data = connection.session.transfer(reply)
-            if data:
-                connection.queue_in.send_nowait(data)
-        if isinstance(message, m.FetchFailed) or any(isinstance(r, m.Collected) for r in replies):
-            self._resources_changed.set()
-            self._resources_changed = trio.Event()
+    async def _transfer(self, connection: _Connection) -> None:
+        """Transfer steps, in order, a batch per worker-thread run: what arrived while the thread
+        handled the previous batch goes together (one run per 192 KiB chunk cost the requester
+        more than the chunk: the run waits for the interpreter lock on both sides). What the
+        steps answer goes out on this connection, in order."""
+        async for message in connection.transfer_out:
+            batch = [message]
+            while True:
+                try:
+                    batch.append(connection.transfer_out.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            resources = self.resources
+            if resources is None:
+                for ignored in batch:
+                    log.warning("event=resource_ignored kind=%s", type(ignored).KIND)
+                continue
+            with trio.CancelScope(shield=True):  # a chunk written is answered
+                replies = await trio.to_thread.run_sync(_transfer_steps, resources, batch)
+            for reply in replies:
+                if isinstance(reply, m.Collected):
+                    log.info("event=fetched rendezvous=%s ok=%s", reply.rendezvous, reply.ok)
+                data = connection.session.transfer(reply)
+                if data:
+                    connection.queue_in.send_nowait(data)
+            if any(isinstance(s, m.FetchFailed) for s in batch) or any(
+                isinstance(r, m.Collected) for r in replies
+            ):
+                self._resources_changed.set()
+                self._resources_changed = trio.Event()
 
     async def wait_for_resources(self) -> None:
         """Returns when a fetch completed or failed."""
@@ -1052,6 +1045,39 @@ class PeerClient:
             clock_offset=self.clock_offset.offset,
             clock_error=self.clock_offset.error,
         )
+
+
+def _transfer_steps(
+    resources: Resources, steps: list[ResourceMessage]
+) -> list[m.Upload | m.Collect | m.Collected]:
+    """What ``peer.resources`` answers to each transfer step, in order (it reads and writes
+    files: run in a worker thread)."""
+    replies: list[m.Upload | m.Collect | m.Collected] = []
+    for message in steps:
+        if isinstance(message, m.UploadWanted):
+            log.info(
+                "event=upload publication=%r requester=%s offset=%d length=%d",
+                message.publication,
+                message.requester,
+                message.offset,
+                message.length,
+            )
+            replies.extend(resources.upload(message))
+        elif isinstance(message, m.FileReady):
+            replies.append(resources.ready(message))
+        elif isinstance(message, m.FileChunk):
+            reply = resources.chunk(message)
+            if reply is not None:
+                replies.append(reply)
+        else:
+            log.warning(
+                "event=fetch_failed publication=%r owner=%s reason=%r",
+                message.publication,
+                message.owner,
+                message.reason,
+            )
+            resources.failed(message)
+    return replies
 
 
 async def _in_thread(function: Callable[..., None], *args: object) -> str | None:
