@@ -88,7 +88,7 @@ from peer.state import StateStore, parse_state
 from wire import messages as m
 from wire.codec import WireLimits
 from wire.requests import Request, request_label
-from wire.streams import receive
+from wire.streams import WideReads, receive
 
 log = logging.getLogger("peer.client")
 MOVES_KEPT = 20
@@ -215,6 +215,9 @@ class _Connection:
         those submitted after them, which wait their turn (the user's order is kept)."""
         self.retrying = 0
         """How many wait in ``retry_out``."""
+        self.taken: Ticket | _Leave | None = None
+        """An item taken from ``queue_out`` behind frames being written, not handled yet (if
+        that write ends the connection, the teardown answers it with those still queued)."""
         self.transfer_in, self.transfer_out = trio.open_memory_channel[ResourceMessage](math.inf)
         """Transfer steps for the worker thread, in order (``PeerClient._transfer``); what waits
         is at most the windows the access point serves at once."""
@@ -375,7 +378,7 @@ class PeerClient:
         """The TLS channel over ``stream``, its server authenticated (CA or pin). On any failure,
         cancellation included, the connection is closed before a byte of the protocol was
         sent."""
-        secure = trio.SSLStream(stream, tls.context, server_hostname=self.superpeer[0])
+        secure = trio.SSLStream(WideReads(stream), tls.context, server_hostname=self.superpeer[0])
         try:
             refusal = await self._authenticate(secure, tls)
         except BaseException:
@@ -501,11 +504,15 @@ class PeerClient:
         reason = connection.reason or "the peer daemon is stopping"
         connection.queue_in.close()
         unanswered = connection.session.close()
+        queued: list[Ticket | _Leave | bytes] = (
+            [] if connection.taken is None else [connection.taken]
+        )
         while True:
             try:
-                item = connection.queue_out.receive_nowait()
+                queued.append(connection.queue_out.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
+        for item in queued:
             if isinstance(item, bytes):
                 continue  # a handshake frame: nobody waits for it
             failure = RequestFailed(f"not connected to the access point ({reason})", sent=False)
@@ -901,9 +908,9 @@ class PeerClient:
             trio.current_time(), wall=self._wall_clock(), clock=self._carried_clock
         )
         await self._send(connection, hello)
-        async for item in connection.queue_out:
-            if isinstance(item, bytes):
-                await self._send(connection, item)
+        async for first in connection.queue_out:
+            item = await self._send_frames(connection, first)
+            if item is None:
                 continue
             if isinstance(item, _Leave):
                 connection.leaving = item
@@ -926,6 +933,29 @@ class PeerClient:
                 continue
             data = connection.session.send(item.outgoing, item, trio.current_time())
             await self._send(connection, data)
+
+    async def _send_frames(
+        self, connection: _Connection, item: Ticket | _Leave | bytes
+    ) -> Ticket | _Leave | None:
+        """Writes ``item`` if it is frames, with the frames queued behind it, in one write (a
+        window's chunks, acknowledgements: one TLS write, not one each); returns the first item
+        that is not frames (None: there was none), kept in ``connection.taken`` meanwhile."""
+        if not isinstance(item, bytes):
+            return item
+        batch = [item]
+        while True:
+            try:
+                taken = connection.queue_out.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                await self._send(connection, b"".join(batch))
+                return None
+            if not isinstance(taken, bytes):
+                break
+            batch.append(taken)
+        connection.taken = taken
+        await self._send(connection, b"".join(batch))
+        connection.taken = None
+        return taken
 
     async def _send(self, connection: _Connection, data: bytes) -> None:
         connection.writing = True

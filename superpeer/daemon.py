@@ -78,7 +78,7 @@ from superpeer.tracelog import TraceLog
 from wire import messages as m
 from wire.codec import WireError
 from wire.framing import FrameDecoder, FrameError, Received, frame
-from wire.streams import receive
+from wire.streams import WideReads, receive
 
 log = logging.getLogger("superpeer")
 _BROKEN = (
@@ -371,7 +371,7 @@ class SuperPeerDaemon:
         stream: trio.abc.Stream = await trio.open_tcp_stream(host, int(port))
         if self._client_context is None:
             return stream
-        secure = trio.SSLStream(stream, self._client_context, server_hostname=host)
+        secure = trio.SSLStream(WideReads(stream), self._client_context, server_hostname=host)
         try:
             with trio.fail_after(self.config.limits.admission_seconds):
                 await secure.do_handshake()
@@ -629,7 +629,7 @@ class SuperPeerDaemon:
         remote: str,
     ) -> None:
         if self._server_context is not None:
-            secure = trio.SSLStream(stream, self._server_context, server_side=True)
+            secure = trio.SSLStream(WideReads(stream), self._server_context, server_side=True)
             try:
                 await secure.do_handshake()
             except (trio.BrokenResourceError, ssl.SSLError) as error:
