@@ -92,6 +92,9 @@ from wire.streams import WideReads, receive
 
 log = logging.getLogger("peer.client")
 MOVES_KEPT = 20
+WRITE_BATCH_BYTES = 256 * 1024
+"""Frames queued together leave in one write up to this size (a window's chunks in a few
+writes, not in one copy of 4 MiB)."""
 Answer = m.Ack | m.Refused | m.Located
 
 
@@ -937,13 +940,15 @@ class PeerClient:
     async def _send_frames(
         self, connection: _Connection, item: Ticket | _Leave | bytes
     ) -> Ticket | _Leave | None:
-        """Writes ``item`` if it is frames, with the frames queued behind it, in one write (a
-        window's chunks, acknowledgements: one TLS write, not one each); returns the first item
-        that is not frames (None: there was none), kept in ``connection.taken`` meanwhile."""
+        """Writes ``item`` if it is frames, with the frames queued behind it, in one write
+        (acknowledgements, transfer steps: one TLS write, not one each) that takes no more once
+        it holds ``WRITE_BATCH_BYTES``; returns the first item that is not frames (None: there
+        was none, or the write was full), kept in ``connection.taken`` meanwhile."""
         if not isinstance(item, bytes):
             return item
         batch = [item]
-        while True:
+        size = len(item)
+        while size < WRITE_BATCH_BYTES:
             try:
                 taken = connection.queue_out.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel):
@@ -952,6 +957,10 @@ class PeerClient:
             if not isinstance(taken, bytes):
                 break
             batch.append(taken)
+            size += len(taken)
+        else:
+            await self._send(connection, b"".join(batch))
+            return None
         connection.taken = taken
         await self._send(connection, b"".join(batch))
         connection.taken = None
