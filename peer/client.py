@@ -88,10 +88,13 @@ from peer.state import StateStore, parse_state
 from wire import messages as m
 from wire.codec import WireLimits
 from wire.requests import Request, request_label
+from wire.streams import WideReads, receive
 
 log = logging.getLogger("peer.client")
-READ_SIZE = 65536
 MOVES_KEPT = 20
+WRITE_BATCH_BYTES = 256 * 1024
+"""Frames queued together leave in one write up to this size (a window's chunks in a few
+writes, not in one copy of 4 MiB)."""
 Answer = m.Ack | m.Refused | m.Located
 
 
@@ -215,6 +218,12 @@ class _Connection:
         those submitted after them, which wait their turn (the user's order is kept)."""
         self.retrying = 0
         """How many wait in ``retry_out``."""
+        self.taken: Ticket | _Leave | None = None
+        """An item taken from ``queue_out`` behind frames being written, not handled yet (if
+        that write ends the connection, the teardown answers it with those still queued)."""
+        self.transfer_in, self.transfer_out = trio.open_memory_channel[ResourceMessage](math.inf)
+        """Transfer steps for the worker thread, in order (``PeerClient._transfer``); what waits
+        is at most the windows the access point serves at once."""
 
     def end(self, reason: str, reply: bytes = b"") -> None:
         if self.reason is None:
@@ -372,7 +381,7 @@ class PeerClient:
         """The TLS channel over ``stream``, its server authenticated (CA or pin). On any failure,
         cancellation included, the connection is closed before a byte of the protocol was
         sent."""
-        secure = trio.SSLStream(stream, tls.context, server_hostname=self.superpeer[0])
+        secure = trio.SSLStream(WideReads(stream), tls.context, server_hostname=self.superpeer[0])
         try:
             refusal = await self._authenticate(secure, tls)
         except BaseException:
@@ -470,6 +479,7 @@ class PeerClient:
                         nursery.start_soon(self._write, connection)
                         nursery.start_soon(self._watch, connection)
                         nursery.start_soon(self._retry, connection)
+                        nursery.start_soon(self._transfer, connection)
             finally:
                 self._teardown(connection)
             if connection.reply and not connection.writing:
@@ -497,11 +507,15 @@ class PeerClient:
         reason = connection.reason or "the peer daemon is stopping"
         connection.queue_in.close()
         unanswered = connection.session.close()
+        queued: list[Ticket | _Leave | bytes] = (
+            [] if connection.taken is None else [connection.taken]
+        )
         while True:
             try:
-                item = connection.queue_out.receive_nowait()
+                queued.append(connection.queue_out.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
+        for item in queued:
             if isinstance(item, bytes):
                 continue  # a handshake frame: nobody waits for it
             failure = RequestFailed(f"not connected to the access point ({reason})", sent=False)
@@ -549,7 +563,7 @@ class PeerClient:
     async def _read(self, connection: _Connection) -> None:
         while True:
             try:
-                data = await connection.stream.receive_some(READ_SIZE)
+                data = await receive(connection.stream)
             except trio.BrokenResourceError as error:
                 connection.end(f"the connection broke: {error}")
                 return
@@ -593,7 +607,7 @@ class PeerClient:
         elif isinstance(event, Clocked):
             self._clocked(connection, event.message)
         elif isinstance(event, ResourceTraffic):
-            await self._resource(connection, event.message)
+            connection.transfer_in.send_nowait(event.message)
         elif isinstance(event, ExpiredNotice):
             log.warning("event=notifications_expired count=%d reason=%r", event.count, event.reason)
             await _in_thread(self.store.add_expired, event.count)
@@ -656,47 +670,36 @@ class PeerClient:
             if answer:
                 connection.queue_in.send_nowait(answer)
 
-    async def _resource(self, connection: _Connection, message: ResourceMessage) -> None:
-        """A transfer step (``peer.resources`` decides, in a worker thread: it reads and writes
-        files); what it answers goes out on this connection, in order."""
-        resources = self.resources
-        if resources is None:
-            log.warning("event=resource_ignored kind=%s", type(message).KIND)
-            return
-        replies: list[m.Upload | m.Collect | m.Collected]
-        if isinstance(message, m.UploadWanted):
-            log.info(
-                "event=upload publication=%r requester=%s offset=%d length=%d",
-                message.publication,
-                message.requester,
-                message.offset,
-                message.length,
-            )
-            replies = await trio.to_thread.run_sync(lambda: list(resources.upload(message)))
-        elif isinstance(message, m.FileReady):
-            replies = [await trio.to_thread.run_sync(resources.ready, message)]
-        elif isinstance(message, m.FileChunk):
-            with trio.CancelScope(shield=True):
-                reply = await trio.to_thread.run_sync(resources.chunk, message)
-            replies = [] if reply is None else [reply]
-        else:
-            log.warning(
-                "event=fetch_failed publication=%r owner=%s reason=%r",
-                message.publication,
-                message.owner,
-                message.reason,
-            )
-            await trio.to_thread.run_sync(resources.failed, message)
-            replies = []
-        for reply in replies:
-            if isinstance(reply, m.Collected):
-                log.info("event=fetched rendezvous=%s ok=%s", reply.rendezvous, reply.ok)
-            data = connection.session.transfer(reply)
-            if data:
-                connection.queue_in.send_nowait(data)
-        if isinstance(message, m.FetchFailed) or any(isinstance(r, m.Collected) for r in replies):
-            self._resources_changed.set()
-            self._resources_changed = trio.Event()
+    async def _transfer(self, connection: _Connection) -> None:
+        """Transfer steps, in order, a batch per worker-thread run: what arrived while the thread
+        handled the previous batch goes together (one run per 192 KiB chunk cost the requester
+        more than the chunk: the run waits for the interpreter lock on both sides). What the
+        steps answer goes out on this connection, in order."""
+        async for message in connection.transfer_out:
+            batch = [message]
+            while True:
+                try:
+                    batch.append(connection.transfer_out.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            resources = self.resources
+            if resources is None:
+                for ignored in batch:
+                    log.warning("event=resource_ignored kind=%s", type(ignored).KIND)
+                continue
+            with trio.CancelScope(shield=True):  # a chunk written is answered
+                replies = await trio.to_thread.run_sync(_transfer_steps, resources, batch)
+            for reply in replies:
+                if isinstance(reply, m.Collected):
+                    log.info("event=fetched rendezvous=%s ok=%s", reply.rendezvous, reply.ok)
+                data = connection.session.transfer(reply)
+                if data:
+                    connection.queue_in.send_nowait(data)
+            if any(isinstance(s, m.FetchFailed) for s in batch) or any(
+                isinstance(r, m.Collected) for r in replies
+            ):
+                self._resources_changed.set()
+                self._resources_changed = trio.Event()
 
     async def wait_for_resources(self) -> None:
         """Returns when a fetch completed or failed."""
@@ -908,9 +911,9 @@ class PeerClient:
             trio.current_time(), wall=self._wall_clock(), clock=self._carried_clock
         )
         await self._send(connection, hello)
-        async for item in connection.queue_out:
-            if isinstance(item, bytes):
-                await self._send(connection, item)
+        async for first in connection.queue_out:
+            item = await self._send_frames(connection, first)
+            if item is None:
                 continue
             if isinstance(item, _Leave):
                 connection.leaving = item
@@ -933,6 +936,35 @@ class PeerClient:
                 continue
             data = connection.session.send(item.outgoing, item, trio.current_time())
             await self._send(connection, data)
+
+    async def _send_frames(
+        self, connection: _Connection, item: Ticket | _Leave | bytes
+    ) -> Ticket | _Leave | None:
+        """Writes ``item`` if it is frames, with the frames queued behind it, in one write
+        (acknowledgements, transfer steps: one TLS write, not one each) that takes no more once
+        it holds ``WRITE_BATCH_BYTES``; returns the first item that is not frames (None: there
+        was none, or the write was full), kept in ``connection.taken`` meanwhile."""
+        if not isinstance(item, bytes):
+            return item
+        batch = [item]
+        size = len(item)
+        while size < WRITE_BATCH_BYTES:
+            try:
+                taken = connection.queue_out.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                await self._send(connection, b"".join(batch))
+                return None
+            if not isinstance(taken, bytes):
+                break
+            batch.append(taken)
+            size += len(taken)
+        else:
+            await self._send(connection, b"".join(batch))
+            return None
+        connection.taken = taken
+        await self._send(connection, b"".join(batch))
+        connection.taken = None
+        return taken
 
     async def _send(self, connection: _Connection, data: bytes) -> None:
         connection.writing = True
@@ -1052,6 +1084,39 @@ class PeerClient:
             clock_offset=self.clock_offset.offset,
             clock_error=self.clock_offset.error,
         )
+
+
+def _transfer_steps(
+    resources: Resources, steps: list[ResourceMessage]
+) -> list[m.Upload | m.Collect | m.Collected]:
+    """What ``peer.resources`` answers to each transfer step, in order (it reads and writes
+    files: run in a worker thread)."""
+    replies: list[m.Upload | m.Collect | m.Collected] = []
+    for message in steps:
+        if isinstance(message, m.UploadWanted):
+            log.info(
+                "event=upload publication=%r requester=%s offset=%d length=%d",
+                message.publication,
+                message.requester,
+                message.offset,
+                message.length,
+            )
+            replies.extend(resources.upload(message))
+        elif isinstance(message, m.FileReady):
+            replies.append(resources.ready(message))
+        elif isinstance(message, m.FileChunk):
+            reply = resources.chunk(message)
+            if reply is not None:
+                replies.append(reply)
+        else:
+            log.warning(
+                "event=fetch_failed publication=%r owner=%s reason=%r",
+                message.publication,
+                message.owner,
+                message.reason,
+            )
+            resources.failed(message)
+    return replies
 
 
 async def _in_thread(function: Callable[..., None], *args: object) -> str | None:

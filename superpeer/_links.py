@@ -26,6 +26,7 @@ from superpeer.channel import ChannelOverflow, Outbound
 from wire import messages as m
 from wire.codec import WireError, WireLimits
 from wire.framing import FrameDecoder, FrameError, frame
+from wire.streams import receive
 
 log = logging.getLogger("superpeer")
 _BROKEN = (
@@ -37,7 +38,6 @@ _BROKEN = (
     WireError,
 )
 """What a broken or misbehaving connection raises: the link is down, the daemon goes on."""
-READ_SIZE = 65536
 
 
 class LinkFailed(Exception):
@@ -192,7 +192,7 @@ class Links:
         self, stream: trio.abc.Stream, decoder: FrameDecoder, link: Link
     ) -> m.Welcome:
         while True:
-            data = await stream.receive_some(READ_SIZE)
+            data = await receive(stream)
             if not data:
                 raise LinkFailed("closed before welcoming")
             for payload in decoder.feed(data):
@@ -215,7 +215,7 @@ class Links:
 
     async def _read_acks(self, stream: trio.abc.Stream, decoder: FrameDecoder, link: Link) -> None:
         while True:
-            data = await stream.receive_some(READ_SIZE)
+            data = await receive(stream)
             if not data:
                 raise LinkFailed("the other side closed the connection")
             for payload in decoder.feed(data):

@@ -78,9 +78,9 @@ from superpeer.tracelog import TraceLog
 from wire import messages as m
 from wire.codec import WireError
 from wire.framing import FrameDecoder, FrameError, Received, frame
+from wire.streams import WideReads, receive
 
 log = logging.getLogger("superpeer")
-READ_SIZE = 65536
 _BROKEN = (
     trio.BrokenResourceError,
     trio.ClosedResourceError,
@@ -343,7 +343,7 @@ class SuperPeerDaemon:
             )
             await stream.send_all(frame(wire.encode(probe), self.limits))
             while True:
-                data = await stream.receive_some(READ_SIZE)
+                data = await receive(stream)
                 if not data:
                     raise DaemonError("closed before welcoming")
                 for payload in decoder.feed(data):
@@ -371,7 +371,7 @@ class SuperPeerDaemon:
         stream: trio.abc.Stream = await trio.open_tcp_stream(host, int(port))
         if self._client_context is None:
             return stream
-        secure = trio.SSLStream(stream, self._client_context, server_hostname=host)
+        secure = trio.SSLStream(WideReads(stream), self._client_context, server_hostname=host)
         try:
             with trio.fail_after(self.config.limits.admission_seconds):
                 await secure.do_handshake()
@@ -629,7 +629,7 @@ class SuperPeerDaemon:
         remote: str,
     ) -> None:
         if self._server_context is not None:
-            secure = trio.SSLStream(stream, self._server_context, server_side=True)
+            secure = trio.SSLStream(WideReads(stream), self._server_context, server_side=True)
             try:
                 await secure.do_handshake()
             except (trio.BrokenResourceError, ssl.SSLError) as error:
@@ -671,7 +671,7 @@ class SuperPeerDaemon:
     ) -> list[bytes]:
         """The frames of the first read that completes one (the first says who is calling)."""
         while True:
-            data = await stream.receive_some(READ_SIZE)
+            data = await receive(stream)
             if not data:
                 return []
             try:
@@ -699,8 +699,10 @@ class SuperPeerDaemon:
                 return
         connection = self._peers[connection_id]
         while True:
-            await trio.sleep_until(connection.paused_until)  # over its rate: backpressure
-            data = await stream.receive_some(READ_SIZE)
+            if connection.paused_until > trio.current_time():  # over its rate: backpressure
+                await trio.sleep_until(connection.paused_until)  # (a past deadline still costs
+                # a pass through trio's deadlines and a Cancelled: not on every read)
+            data = await receive(stream)
             if not data:
                 return
             try:
@@ -808,7 +810,7 @@ class SuperPeerDaemon:
             ack = self._inbound.ack_due(sender, incarnation, idle=True)
             if ack is not None:
                 await stream.send_all(frame(wire.encode(m.ChannelAck(received=ack)), self.limits))
-            data = await stream.receive_some(READ_SIZE)
+            data = await receive(stream)
             if not data:
                 return
             self.node.superpeer_heard(sender, self.clock())
@@ -879,7 +881,7 @@ class SuperPeerDaemon:
         try:
             async with stream:
                 while True:
-                    data = await stream.receive_some(READ_SIZE)
+                    data = await receive(stream)
                     if not data:
                         return
                     for payload in decoder.feed(data):

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.process
 DC = "http://purl.org/dc/elements/1.1/"
 RATE, BURST, COUNT = 200.0, 10, 300
 READ = 65536
-"""What the daemon reads at once (``superpeer.daemon.READ_SIZE``): what one read brought is
+"""What the daemon reads at once (``wire.streams.READ_BYTES``): what one read brought is
 handled, the pause comes before the next."""
 SIZE = 1000
 SETTINGS = f"""[limits]

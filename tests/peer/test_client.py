@@ -3,6 +3,8 @@ re-send, notifications, refusals, reconnection, requests left in doubt), and aga
 point played by hand on in-memory streams with trio's autojump clock (timeouts, protocol
 violations, requests queued behind a stuck write), so no test waits for real time."""
 
+import dataclasses
+
 import pytest
 import trio
 import trio.testing
@@ -335,6 +337,30 @@ async def test_a_request_stuck_in_a_write_is_in_doubt_and_the_queued_ones_were_n
     with pytest.raises(RequestFailed, match="not connected") as not_sent:
         await queued.wait()
     assert (in_doubt.value.sent, not_sent.value.sent) == (True, False)
+
+
+async def test_a_request_taken_behind_frames_whose_write_breaks_fails_unsent(tmp_path, nursery):
+    """The writer sends the frames queued together in one write and takes the request behind
+    them meanwhile: when that write breaks the connection, the request was not sent and says so
+    (it was no longer in the queue the teardown answers). Real clock: the inbox write runs in a
+    thread."""
+    access_point, client = serve_hand_played(tmp_path, nursery, lockstep=True)
+    first = await access_point.accept()
+    await first.welcome()
+    writing = client.submit(PeerRequest(message=m.Unsubscribe(id="a")))
+    await trio.testing.wait_all_tasks_blocked()  # the writer is in the write of "a"
+    await first.send(dataclasses.replace(notify(), delivery=1))
+    await client.wait_for_record_after(0)
+    await trio.testing.wait_all_tasks_blocked()  # its ``Delivered`` is queued behind "a"
+    queued = client.submit(PeerRequest(message=m.Unsubscribe(id="b")))
+    assert await first.receive() == m.Unsubscribe(id="a")
+    await trio.testing.wait_all_tasks_blocked()  # in the write of the acknowledgement
+    await first.stream.aclose()
+    with pytest.raises(RequestFailed, match="not connected") as not_sent:
+        await queued.wait()
+    assert not not_sent.value.sent
+    with pytest.raises(RequestFailed):
+        await writing.wait()
 
 
 async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(tmp_path, nursery):
