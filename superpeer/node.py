@@ -950,7 +950,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         # the neighbours of the incarnation that rejoins (none for a merge: the stronger
         # cube's members come first)
         neighbours = set(self._last_heard) if still_held and not first else set()
-        for connection in list(self._peer_connection.values()):
+        # every peer connection, those still identifying too: one admitted before the rejoin
+        # would finish its identification at a super-peer without a core (an assertion on
+        # a daemon in the chaos run); the peers come back, or fail over, as after a Goodbye
+        for connection in list(self._connections):
             goodbye = m.Goodbye(reason="the super-peer is rejoining the network")
             out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
             self._close(connection, "rejoining", now, out)

@@ -7,7 +7,13 @@ import pytest
 import wire
 from hypercup import JoinRequest
 from superpeer._node_base import PlannedCatchUp
-from superpeer.actions import Forgotten, ToSuperPeer, in_runtime_order
+from superpeer.actions import (
+    CloseConnection,
+    Forgotten,
+    ToConnection,
+    ToSuperPeer,
+    in_runtime_order,
+)
 from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
 from superpeer.store import MemoryStore
@@ -424,6 +430,26 @@ def test_a_rejoin_asks_again_from_where_an_unanswered_catch_up_began():
     node._rejoin("evicted", now, out)
     assert node._restored_since is not None and node._restored_since <= cut_at
     assert not node._unanswered
+
+
+def test_a_rejoin_closes_the_peer_connections_still_identifying_too():
+    # found by the chaos run on hosts of their own: a connection admitted (its Hello taken)
+    # before its super-peer rejoined finished identifying afterwards, at a node without a core,
+    # and met an assertion; a rejoin now says Goodbye to every peer connection, identified or
+    # not, and the peer comes back when the node serves again
+    simulation = subscribed(Simulation(3), publisher_at=1, reader_at=0)
+    node = simulation.nodes["sp0"]
+    now = simulation._clock("sp0")
+    identifying = node.accept("10.0.0.9:5000", now)
+    assert identifying is not None
+    identified = set(node._peer_connection.values())
+    assert identified, "the reader is attached here"
+    out: list = []
+    node._rejoin("stalled", now, out)
+    closed = {o.connection for o in out if isinstance(o, CloseConnection)}
+    goodbyes = {o.connection for o in out if isinstance(o, ToConnection)}
+    assert closed == goodbyes == identified | {identifying}
+    assert not node._connections and not node._unidentified
 
 
 def test_a_super_peer_found_again_after_it_was_lost_is_asked_for_what_it_published():
