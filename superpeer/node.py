@@ -144,7 +144,7 @@ from superpeer._node_base import (
 from superpeer._reports import Reports
 from superpeer._restoring import prepare_restore, stored_subscriptions
 from superpeer._timers import Timers
-from superpeer.access import AccessPointSession, Ended, Established, Reply, Request
+from superpeer.access import AccessPointSession, AccessState, Ended, Established, Reply, Request
 from superpeer.actions import (
     CloseConnection,
     Deliver,
@@ -952,8 +952,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         neighbours = set(self._last_heard) if still_held and not first else set()
         # every peer connection, those still identifying too: one admitted before the rejoin
         # would finish its identification at a super-peer without a core (an assertion on
-        # a daemon in the chaos run); the peers come back, or fail over, as after a Goodbye
-        for connection in list(self._connections):
+        # a daemon in the chaos run); the peers come back, or fail over, as after a Goodbye.
+        # Not one that has not said Hello: it may be a super-peer's, whose link the runtime
+        # takes over when its Hello comes (and a peer's Hello is then refused: not serving)
+        for connection, entry in list(self._connections.items()):
+            if entry.session.state is AccessState.AWAIT_HELLO:
+                continue
             goodbye = m.Goodbye(reason="the super-peer is rejoining the network")
             out.append(ToConnection(connection, goodbye, wire.encode(goodbye)))
             self._close(connection, "rejoining", now, out)
