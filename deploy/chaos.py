@@ -914,7 +914,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.faults and "slow" in args.faults.split(","):
             parser.error(f"slow on --hosts netns: {no_slow}")
         every.remove("slow")
-        print(f"slow is left out of the default kinds: {no_slow}", file=sys.stderr)
+        if not args.faults:
+            print(f"slow is left out of the default kinds: {no_slow}", file=sys.stderr)
     faults = [f for f in args.faults.split(",") if f] if args.faults else every
     unknown = sorted(set(faults) - set(FAULTS))
     if unknown:

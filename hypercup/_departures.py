@@ -184,7 +184,8 @@ def _known_better(
 ) -> dict[str, Peer]:
     """``table`` (a departing node's, as a walk or a ``Reclaim`` carries it) with what ``hood``
     knows of ``positions`` put over it: a node's own neighbours, and every position they hold,
-    are the freshest it knows (each change of them is announced to it), while the carried table was gathered when the repair
+    are the freshest it knows (each change of them is announced to it), while the carried
+    table was gathered when the repair
     began, and a departure next to it may have finished since (two neighbours failing
     together: the second one's table still names the first)."""
     better = dict(table)

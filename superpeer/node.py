@@ -215,16 +215,20 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         # incarnation's place is repaired, where another member might admit this one into a
         # cube still repairing it
         self._contacts = [c for c in contacts if c[0] != self.node_id]
-        self._old_neighbours = {node for node, _ in old_neighbours} & {
-            node for node, _ in self._contacts
-        }
-        self._old_neighbours_until = now + 5 * self.config.failure_seconds
+        self._join_through({node for node, _ in old_neighbours}, now)
         if not self._contacts:
             self._topology(self.topology.create(), now, out)
         else:
             self._join(now, out)
         self._housekeeping_at = now
         return out
+
+    def _join_through(self, old_neighbours: set[str], now: float) -> None:
+        """The joins of the next ``5 * failure_seconds`` go through those of ``old_neighbours``
+        among the contacts only (``_join``): they refuse while the cube still repairs this
+        node's old place, where a member that never knew it would admit it a second time."""
+        self._old_neighbours = old_neighbours & {node for node, _ in self._contacts}
+        self._old_neighbours_until = now + 5 * self.config.failure_seconds
 
     def _join(self, now: float, out: list[Output]) -> None:
         self._join_at = None
@@ -983,8 +987,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         # a member that never knew it would admit it into a cube still repairing its old place,
         # and it would hold two (a pause overlapping a neighbour's crash). Not after a wedge or
         # a cut: the old neighbours may be where it cannot reach
-        self._old_neighbours = neighbours & {node for node, _ in contacts}
-        self._old_neighbours_until = now + 5 * self.config.failure_seconds
+        self._join_through(neighbours, now)
         if contacts:
             self._join(now, out)
         else:
