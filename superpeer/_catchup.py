@@ -115,8 +115,8 @@ class CatchUps(NodeBase):
                 if origin == self.node_id:
                     self._catch_up_locally(entries, now, out)
                     continue
-                if self.departed.get(origin, -1) >= core.origin_versions.get(origin, (0, 0))[0]:
-                    continue
+                if self.departed.get(origin, -1) >= self._newest_incarnation(origin):
+                    continue  # declared failed, and not heard of since: nobody to ask
                 address = core.origin_addresses.get(origin) or self.addresses.get(origin, "")
                 chunks = fitting(
                     entries,
@@ -131,6 +131,15 @@ class CatchUps(NodeBase):
                     asked = {entry[0] for entry in chunk}
                     self._unanswered[request.request] = (earliest, asked, now, origin)
                     self._send(origin, request, now, out, address=address)
+
+    def _newest_incarnation(self, origin: str) -> int:
+        """The newest incarnation of ``origin`` this node heard of: on a link (``Hello``), from
+        its advertisement (``Elements``) or its return (``sp.returned``). A publisher's access
+        point cut off alone, whose publisher left or moved while it was, rejoins with nothing
+        to advertise: only its return says it is back (chaos, issue 33)."""
+        core = self.core
+        advertised = core.origin_versions.get(origin, (0, 0))[0] if core is not None else 0
+        return max(advertised, self.incarnations.get(origin, 0), self.returned.get(origin, 0))
 
     def _matches(
         self, entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list

@@ -358,6 +358,12 @@ class NodeBase:
         """Neighbours the topology input being handled dropped from the table, with their
         incarnation there: the ``Departed`` that follows names the departed node's."""
         self.departed: dict[str, int] = {}
+        """Super-peers declared failed, with the incarnation that failed: it is evicted if it
+        speaks again, and its log is not asked for catch-ups until a newer one is heard of."""
+        self.returned: dict[str, int] = {}
+        """The incarnation each super-peer announced itself back in (``sp.returned``): a node
+        that comes back with no advertisement spreads no ``Elements`` to say it is alive, and
+        its log holds what it accepted while apart."""
         self._left: dict[str, int] = {}
         """Super-peers that left cleanly, with the incarnation that left: once out of our view,
         nothing more is sent to them (a link to a process that exited would wait forever)."""

@@ -192,7 +192,11 @@ class SuperPeerDaemon:
             self._server_context = self.identity.server_context()
             self._client_context = self.identity.client_context()
         self.limits = config.wire_limits()
-        self.store = SqliteStore(self.directory / "state.sqlite", sync=config.store.sync)
+        self.store = SqliteStore(
+            self.directory / "state.sqlite",
+            sync=config.store.sync,
+            max_log_bytes=min(config.store.max_log_bytes, config.store.min_free_bytes // 4),
+        )
         self.disk.reclaim = self.store.reclaim
         self.trace = (
             TraceLog(

@@ -815,6 +815,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 since = mine
             self._plan_catchup(message.positions, since, now)
         elif isinstance(message, m.Returned):
+            self.returned[message.origin] = max(
+                message.incarnation, self.returned.get(message.origin, 0)
+            )
             self._returned(message, now, out)
             self._returned_from_apart(message, now)
         elif isinstance(message, m.Merge):

@@ -491,7 +491,9 @@ class SqliteStore:
     ``commit(synced=False)`` writes the transaction to the log, ``sync`` (which touches only a
     file descriptor, never the sqlite connection) makes every transaction written so far durable."""
 
-    def __init__(self, path: str | Path, *, sync: str = "full") -> None:
+    def __init__(
+        self, path: str | Path, *, sync: str = "full", max_log_bytes: int = 4 * 1024 * 1024
+    ) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
         self.syncs = sync == "full"
@@ -499,6 +501,12 @@ class SqliteStore:
         self._db = sqlite3.connect(str(path), isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # the log is checkpointed once it holds ``max_log_bytes`` (sqlite's default is 1,000
+        # pages), and truncated back to that size after, so it never grows past what the disk
+        # guard keeps in reserve (``StoreSettings.max_log_bytes``)
+        (page_size,) = self._db.execute("PRAGMA page_size").fetchone()
+        self._db.execute(f"PRAGMA wal_autocheckpoint={max(1, max_log_bytes // page_size)}")
+        self._db.execute(f"PRAGMA journal_size_limit={int(max_log_bytes)}")
         for statement in _SCHEMA:
             self._db.execute(statement)
         self._files = Path(f"{path}-rendezvous")

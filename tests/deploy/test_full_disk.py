@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -344,6 +345,8 @@ def test_a_paused_super_peer_is_repaired_around_and_rejoins_losing_nothing(tmp_p
         with Cluster(2, directory=tmp_path / "cluster", settings=settings) as cluster:
             trio.run(pause_and_rejoin, cluster, disk)
     finally:
+        if (disk / "stderr.log").exists():  # the small disk goes: keep what sp1 said
+            shutil.copy(disk / "stderr.log", tmp_path / "sp1-stderr.log")
         unmount(disk)
 
 
@@ -381,6 +384,7 @@ async def pause_and_rejoin(cluster: Cluster, disk: Path) -> None:
         await publish(5)
         await subscriber.connect(nursery, cluster.addresses[1])
         await wait_quiet(cluster, [publisher, subscriber], timeout=120)
+        assert cluster.live() == [0, 1], (disk / "stderr.log").read_text()[-3000:]
         received = [n.publication.id for n in subscriber.notifications]
         assert sorted(received) == sorted(acknowledged) and subscriber.redeliveries == 0
         nursery.cancel_scope.cancel()

@@ -172,3 +172,7 @@ def test_the_reserve_is_configured_in_the_store_section():
         config_from_mapping({"store": {"min_free_bytes": 100, "resume_free_bytes": 10}})
     with pytest.raises(ConfigError, match=r"store\.min_free_bytes must be positive"):
         config_from_mapping({"store": {"min_free_bytes": 0}})
+    assert config_from_mapping({}).store.max_log_bytes == 4 * 2**20
+    assert config_from_mapping({"store": {"max_log_bytes": 2**20}}).store.max_log_bytes == 2**20
+    with pytest.raises(ConfigError, match=r"store\.max_log_bytes \(1000\) must be at least 65536"):
+        config_from_mapping({"store": {"max_log_bytes": 1000}})

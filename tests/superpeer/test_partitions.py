@@ -177,3 +177,31 @@ def test_the_simulator_waits_for_a_merge_under_way():
         simulation.apply(op)
     assert all(node._merging is None for node in simulation.nodes.values())
     check_routing(simulation)
+
+
+@pytest.mark.parametrize("gone", ["leave", "move"])
+def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone):
+    """The publisher's access point is cut off alone while it publishes, and the publisher
+    leaves (or moves to the other side) before the heal: the access point rejoins with nothing
+    to advertise, so no ``Elements`` says it is back; its return does, and the subscriber's
+    access point asks its log for what it accepted while apart (the chaos run on hosts of
+    their own lost those: the origin still counted as failed)."""
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "join", "peer": "sub", "superpeer": 2},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        *[publish(n, "pub") for n in range(3)],
+        {"op": "partition", "groups": [[0], [1, 2, 3]]},
+    ]
+    for n in range(3, 23):
+        ops += [publish(n, "pub"), {"op": "wait", "seconds": 0.5}]
+    away = {"op": "leave", "peer": "pub"}
+    if gone == "move":
+        away = {"op": "move", "peer": "pub", "superpeer": 3}
+    ops += [away, {"op": "wait", "seconds": 1}, {"op": "heal"}, {"op": "wait", "seconds": 60}]
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(4, ops)
+    assert len(simulation.deliveries()["sub"]) == 23

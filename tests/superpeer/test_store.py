@@ -148,3 +148,20 @@ def test_rendezvous_bytes_an_earlier_version_kept_as_rows_move_to_their_file(tmp
         assert store._read("SELECT COUNT(*) FROM rendezvous_chunks") == [(0,)]
     finally:
         store.close()
+
+
+def test_a_stream_of_small_commits_keeps_the_write_ahead_log_within_its_bound(tmp_path):
+    """Each commit appends every page it touched to sqlite's log: 300 notifications kept and
+    acknowledged one commit each grew it past 4 MB on a 2 MB disk (the full-disk test's
+    paused super-peer died of it after it went on). Checkpointed at ``max_log_bytes``, the
+    log stays within that and one commit's pages."""
+    bound = 96 * 1024
+    store = SqliteStore(tmp_path / "state.sqlite", max_log_bytes=bound)
+    log = tmp_path / "state.sqlite-wal"
+    largest = 0
+    for n in range(300):
+        store.put_mail("p", f"k{n}", bytes(4000), float(n))
+        store.commit()
+        largest = max(largest, log.stat().st_size)
+    assert largest <= bound + 64 * 1024
+    store.close()
