@@ -43,7 +43,9 @@ rules:
 * **Filling in.** A member of the weaker cube catches up, from every origin's log, on what was
   published since it first lost a super-peer of the other side (the earliest lost one's time,
   less the margin). It announces itself with ``sp.returned`` naming the cube it comes from and
-  that time; every member that was not in that cube asks it for what it published since. Repeats
+  that time; every member that was not in that cube asks it for what it published since (the
+  ``sp.returned`` itself says the origin is back: one whose publishers left or moved while it was
+  apart has nothing to advertise, and a catch-up would otherwise skip it as failed). Repeats
   are dropped; a log that no longer reaches back that far answers with a gap notice
   (``superpeer._catchup``).
 """
