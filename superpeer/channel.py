@@ -53,18 +53,19 @@ class ChannelOverflow(RuntimeError):
 def sequenced(
     sequence: int, message: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS, clock: float = 0.0
 ) -> bytes:
-    return frame(HEADER.pack(sequence, clock) + message, limits)
+    return frame(message, limits, head=HEADER.pack(sequence, clock))
 
 
-def split(payload: bytes) -> tuple[int, float, bytes]:
+def split(payload: bytes) -> tuple[int, float, memoryview]:
     """The sequence number, the sender's hybrid time and the encoded message of a sequenced
-    frame's payload."""
+    frame's payload (a view of it: the message is decoded, not kept, and a chunk of a file is
+    not copied once more for that)."""
     if len(payload) <= HEADER.size:
         raise FrameError("a sequenced frame carries a sequence number, a time and a message")
     number, clock = HEADER.unpack_from(payload)
     if not math.isfinite(clock):
         raise FrameError(f"a sequenced frame carries a finite time, not {clock!r}")
-    return number, clock, payload[HEADER.size :]
+    return number, clock, memoryview(payload)[HEADER.size :]
 
 
 @dataclass

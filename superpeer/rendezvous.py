@@ -212,6 +212,12 @@ class Rendezvous:
         self._relayed: dict[str, int] = {}
         """At the owner's access point, per rendezvous: where the owner's last upload relayed
         ended (how far the record's start moves when a next window extends it)."""
+        self._tables: dict[str, dict[str, dict]] = {}
+        """The records of each kind (``INCOMING``, ``OUTGOING``, ``OFFERED``), read from the
+        store once and written through to it (``_put``): a chunk relayed or received, and the
+        timer's deadline asked after each group commit, read no row and decode no JSON. This
+        object is the only writer of those kinds, so the copy is the store's, plus what is
+        ahead of it in memory anyway (a file's progress between two writes of its record)."""
 
     # -- the requester's access point -----------------------------------------------------------
     def fetch(
@@ -254,11 +260,11 @@ class Rendezvous:
             record["state"] = READY if record["received"] == record["size"] else RECEIVING
         record.setdefault("superpeer", message.superpeer)
         record["progress_at"] = now
-        offered = self.store.pending(OFFERED).get(key)
+        offered = self._get(OFFERED, key)
         if offered is not None:
-            self.store.set_pending(OFFERED, key, None)
+            self._put(OFFERED, key, None)
             record["pull"] = offered
-        self.store.set_pending(INCOMING, key, record)
+        self._put(INCOMING, key, record)
         self.statistics.requested += 1
         self._to_peer(peer, m.Ack(request=request), out)
         if record["state"] == READY:
@@ -319,7 +325,7 @@ class Rendezvous:
         if not requests:
             return
         record["asked_until"] = offset
-        self.store.set_pending(INCOMING, key, record)
+        self._put(INCOMING, key, record)
         for request in requests:
             self._toward(request, address, now, out)
 
@@ -330,7 +336,7 @@ class Rendezvous:
         if pull is None or (record["received"] < pull["held"] and record["state"] == RECEIVING):
             return
         del record["pull"]
-        self.store.set_pending(INCOMING, key, record)
+        self._put(INCOMING, key, record)
         where = self._where()
         if where is None:
             return
@@ -357,7 +363,7 @@ class Rendezvous:
         if now - record.get("looked_up_at", -math.inf) < self.config.retry_seconds:
             return
         record["looked_up_at"] = now
-        self.store.set_pending(INCOMING, key, record)
+        self._put(INCOMING, key, record)
         self.statistics.looked_up += 1
         self._look_up(record["owner"], key, now, out)
 
@@ -369,7 +375,7 @@ class Rendezvous:
             return
         record["superpeer"] = superpeer
         record["progress_at"] = now
-        self.store.set_pending(INCOMING, key, record)
+        self._put(INCOMING, key, record)
         self._ask(key, record, now, out)
 
     def chunk_in(
@@ -386,7 +392,7 @@ class Rendezvous:
             if record.get("pull", {}).get("node") == message.superpeer:
                 # the previous access point lost its copy: ask the owner
                 del record["pull"]
-                self.store.set_pending(INCOMING, key, record)
+                self._put(INCOMING, key, record)
                 self._ask(key, record, now, out)
             else:
                 self._owner_elsewhere(key, record, now, out)
@@ -410,7 +416,7 @@ class Rendezvous:
         if message.superpeer and message.superpeer != record["superpeer"]:
             # from the owner, which moved: the next windows go where it is now
             record["superpeer"] = message.superpeer
-            self.store.set_pending(INCOMING, key, record)
+            self._put(INCOMING, key, record)
         if end == record["size"]:
             self._complete(key, record, now, out)
         elif (
@@ -429,7 +435,7 @@ class Rendezvous:
             )
             return
         record["state"] = READY
-        self.store.set_pending(INCOMING, key, record)
+        self._put(INCOMING, key, record)
         self.statistics.completed += 1
         self._release(key, record, now, out)
         self._ready(key, record, out)
@@ -482,15 +488,34 @@ class Rendezvous:
             collector.next = stop
         collectors[:] = [c for c in collectors if c.next < c.end]
 
+    def _table(self, kind: str) -> dict[str, dict]:
+        """The records of ``kind`` by rendezvous key (read from the store the first time)."""
+        table = self._tables.get(kind)
+        if table is None:
+            table = self._tables[kind] = self.store.pending(kind)
+        return table
+
+    def _get(self, kind: str, key: str) -> dict | None:
+        return self._table(kind).get(key)
+
+    def _put(self, kind: str, key: str, value: dict | None) -> None:
+        """Write ``value`` (None: delete) through to the store, durable with its transaction."""
+        self.store.set_pending(kind, key, value)
+        table = self._table(kind)
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = value
+
     def _incoming(self) -> dict[str, dict]:
         """The requesters' records, with the progress of the files being received."""
-        records = self.store.pending(INCOMING)
+        records = dict(self._table(INCOMING))
         for key, receiving in self._receiving.items():
             self._overlay(records.get(key), receiving)
         return records
 
     def _incoming_record(self, key: str) -> dict | None:
-        record = self.store.pending_value(INCOMING, key)
+        record = self._get(INCOMING, key)
         receiving = self._receiving.get(key)
         if receiving is not None:
             self._overlay(record, receiving)
@@ -505,7 +530,7 @@ class Rendezvous:
     def _fail(self, key: str, record: dict, reason: str, out: list) -> None:
         self._drop_bytes(key)
         record.update(state=FAILED, reason=reason, received=0)
-        self.store.set_pending(INCOMING, key, record)
+        self._put(INCOMING, key, record)
         if record["requester"] in self._attached:
             self._failed_notice(key, record, out)
 
@@ -592,7 +617,7 @@ class Rendezvous:
         if record is None or record["requester"] != peer:
             return
         self._drop_bytes(message.rendezvous)
-        self.store.set_pending(INCOMING, message.rendezvous, None)
+        self._put(INCOMING, message.rendezvous, None)
         self.statistics.collected += 1
 
     # -- the owner's access point ---------------------------------------------------------------
@@ -609,7 +634,7 @@ class Rendezvous:
         if not whereabouts.attached:
             self._not_here(message, now, out)
             return
-        record = self.store.pending_value(OUTGOING, message.rendezvous)
+        record = self._get(OUTGOING, message.rendezvous)
         if (
             record is not None
             and record["superpeer"] == message.requester_superpeer
@@ -635,7 +660,7 @@ class Rendezvous:
                 "length": message.length,
                 "at": now,
             }
-        self.store.set_pending(OUTGOING, message.rendezvous, record)
+        self._put(OUTGOING, message.rendezvous, record)
         if message.owner in self._attached:
             self._want(message.rendezvous, wanted, out)
 
@@ -679,7 +704,7 @@ class Rendezvous:
             return
         if message.offset >= record["received"]:
             self._drop_bytes(key)
-            self.store.set_pending(INCOMING, key, None)
+            self._put(INCOMING, key, None)
             self.statistics.handed += 1
             return
         end = min(
@@ -709,7 +734,7 @@ class Rendezvous:
         self._to_peer(record["owner"], wanted, out)
 
     def upload(self, peer: str, message: m.Upload, now: float, out: list) -> None:
-        record = self.store.pending_value(OUTGOING, message.rendezvous)
+        record = self._get(OUTGOING, message.rendezvous)
         if record is None:
             return  # answered already (a repeat), or never asked
         if record["owner"] != peer:
@@ -730,7 +755,7 @@ class Rendezvous:
         )
         self._relayed[message.rendezvous] = message.offset + len(message.data)
         if message.error or message.offset + len(message.data) >= end:
-            self.store.set_pending(OUTGOING, message.rendezvous, None)
+            self._put(OUTGOING, message.rendezvous, None)
             del self._relayed[message.rendezvous]
         self.route(chunk, now, out)
 
@@ -795,7 +820,7 @@ class Rendezvous:
     def attached(self, peer: str, out: list) -> None:
         """``peer`` connected here: what waits for it, as owner and as requester."""
         self._attached.add(peer)
-        for key, record in sorted(self.store.pending(OUTGOING).items()):
+        for key, record in sorted(self._table(OUTGOING).items()):
             if record["owner"] == peer:
                 self._want(key, record, out)
         for key, record in sorted(self._incoming().items()):
@@ -805,7 +830,7 @@ class Rendezvous:
                 self._ready(key, record, out)
             elif record["state"] == FAILED:
                 self._failed_notice(key, record, out)
-                self.store.set_pending(INCOMING, key, None)
+                self._put(INCOMING, key, None)
 
     def detached(self, peer: str) -> None:
         self._attached.discard(peer)
@@ -824,10 +849,10 @@ class Rendezvous:
         come back); a record with no bytes goes (its new access point asks the owner itself:
         the peer re-sends its fetches). Returns what is held here for it: (key, bytes), for
         ``HandoverDone.rendezvous`` (again in full when the handover is asked again)."""
-        for key, record in sorted(self.store.pending(OUTGOING).items()):
+        for key, record in sorted(self._table(OUTGOING).items()):
             if record["owner"] != peer:
                 continue
-            self.store.set_pending(OUTGOING, key, None)
+            self._put(OUTGOING, key, None)
             self._relayed.pop(key, None)
             request = m.RendezvousRequest(
                 rendezvous=key,
@@ -849,11 +874,11 @@ class Rendezvous:
                 continue
             if record["received"] == 0 or record["state"] == FAILED:
                 self._drop_bytes(key)
-                self.store.set_pending(INCOMING, key, None)
+                self._put(INCOMING, key, None)
                 continue
             if record["state"] != HANDED:
                 record.update(state=HANDED, at=now)
-                self.store.set_pending(INCOMING, key, record)
+                self._put(INCOMING, key, record)
                 self._receiving.pop(key, None)
             held.append((key, record["received"]))
         return tuple(held)
@@ -869,10 +894,10 @@ class Rendezvous:
             pull = {"node": node, "address": address, "held": size, "at": now}
             record = incoming.get(key)
             if record is None or record["state"] == FAILED:
-                self.store.set_pending(OFFERED, key, pull)
+                self._put(OFFERED, key, pull)
                 continue
             record["pull"] = pull
-            self.store.set_pending(INCOMING, key, record)
+            self._put(INCOMING, key, record)
             if record["state"] == RECEIVING and record["received"] < size:
                 record["progress_at"] = now
                 self._ask(key, record, now, out)
@@ -883,10 +908,10 @@ class Rendezvous:
         """Ask again for stalled transfers; drop what outlived ``retention_seconds``."""
         horizon = now - self.config.retention_seconds
         for kind in (INCOMING, OUTGOING, OFFERED):
-            for key, record in self.store.pending(kind).items():
+            for key, record in list(self._table(kind).items()):
                 if record["at"] < horizon:
                     self.statistics.expired += 1
-                    self.store.set_pending(kind, key, None)
+                    self._put(kind, key, None)
                     if kind == INCOMING:
                         self._drop_bytes(key)
         for key, record in self._incoming().items():
@@ -895,7 +920,7 @@ class Rendezvous:
                 and now - record["progress_at"] >= self.config.retry_seconds
             ):
                 record["progress_at"] = now
-                self.store.set_pending(INCOMING, key, record)
+                self._put(INCOMING, key, record)
                 self._ask(key, record, now, out)
 
     def next_deadline(self) -> float | None:
@@ -916,7 +941,7 @@ class Rendezvous:
             "reserved_bytes": sum(r["size"] for r in incoming.values() if r["state"] != FAILED),
             "max_bytes": self.config.max_bytes,
             "retention_seconds": self.config.retention_seconds,
-            "waiting_for_owners": len(self.store.pending(OUTGOING)),
+            "waiting_for_owners": len(self._table(OUTGOING)),
             "in_progress": self.in_progress(),
             "statistics": {
                 "requested": self.statistics.requested,
@@ -939,9 +964,7 @@ class Rendezvous:
         requester told to collect): work under way, not a wait for someone to come back. A
         network whose access points all say 0, with no backbone frame in flight, has moved
         every byte it can move (``deploy.driver.quiet_problems``)."""
-        uploads = sum(
-            1 for r in self.store.pending(OUTGOING).values() if r["owner"] in self._attached
-        )
+        uploads = sum(1 for r in self._table(OUTGOING).values() if r["owner"] in self._attached)
         collections = sum(
             1
             for r in self._incoming().values()

@@ -515,6 +515,10 @@ class SqliteStore:
         self._written: set[str] = set()
         """Rendezvous files written since the last ``sync`` (which fsyncs them)."""
         self._written_lock = threading.Lock()
+        self._writing: tuple[str, int] | None = None
+        """The rendezvous file written last and its open descriptor: a file comes chunk after
+        chunk, so it is opened once per transfer, not once per chunk (one kept: a node
+        receiving several files at once opens each again when it switches)."""
         self._open = False
         self._committed = self._synced = 0
         """Transactions committed, and of those the ones a finished ``sync`` covers."""
@@ -590,6 +594,7 @@ class SqliteStore:
 
     def close(self) -> None:
         self.commit()
+        self._stop_writing()
         self._db.close()
         if self._log is not None:
             os.close(self._log)
@@ -860,11 +865,11 @@ class SqliteStore:
 
     # -- rendezvous files ----------------------------------------------------------------------
     def put_chunk(self, key: str, offset: int, data: bytes) -> None:
-        descriptor = os.open(self._files / key, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            os.pwrite(descriptor, data, offset)
-        finally:
-            os.close(descriptor)
+        if self._writing is None or self._writing[0] != key:
+            self._stop_writing()
+            descriptor = os.open(self._files / key, os.O_WRONLY | os.O_CREAT, 0o600)
+            self._writing = (key, descriptor)
+        os.pwrite(self._writing[1], data, offset)
         if self.syncs:
             with self._written_lock:
                 self._written.add(key)
@@ -881,7 +886,14 @@ class SqliteStore:
         return [(start, data)] if data else []
 
     def drop_chunks(self, key: str) -> None:
+        if self._writing is not None and self._writing[0] == key:
+            self._stop_writing()
         (self._files / key).unlink(missing_ok=True)
+
+    def _stop_writing(self) -> None:
+        if self._writing is not None:
+            os.close(self._writing[1])
+            self._writing = None
 
     def _move_chunk_rows(self) -> None:
         """Rendezvous bytes an earlier version kept as rows go to their files, once."""

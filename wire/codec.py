@@ -223,7 +223,9 @@ def _immutable(hint: object) -> bool:
     return all(_immutable(arg) for arg in typing.get_args(hint) if arg is not Ellipsis)
 
 
-def decode(data: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> tuple[object, str]:
+def decode(
+    data: bytes | memoryview, limits: WireLimits = DEFAULT_WIRE_LIMITS
+) -> tuple[object, str]:
     """The message and its id; ``WireError`` for anything malformed."""
     if len(data) > limits.max_frame_bytes:
         raise WireError(f"message of {len(data)} bytes exceeds max_frame_bytes")

@@ -31,13 +31,16 @@ class LinkClosed(RuntimeError):
     """Local misuse: the link was already closed or broken."""
 
 
-def frame(payload: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS) -> bytes:
-    if not payload or len(payload) > limits.max_frame_bytes:
+def frame(payload: bytes, limits: WireLimits = DEFAULT_WIRE_LIMITS, *, head: bytes = b"") -> bytes:
+    """The frame of ``head + payload`` (a header of the payload's own, ``superpeer.channel``'s
+    sequence number and time), built with one copy of ``payload``: a chunk of a file is
+    hundreds of kilobytes, and every copy of it is paid at every relay."""
+    length = len(head) + len(payload)
+    if not payload or length > limits.max_frame_bytes:
         raise FrameError(
-            f"a frame carries 1..{limits.max_frame_bytes} bytes (max_frame_bytes), "
-            f"not {len(payload)}"
+            f"a frame carries 1..{limits.max_frame_bytes} bytes (max_frame_bytes), not {length}"
         )
-    return HEADER.pack(len(payload)) + payload
+    return HEADER.pack(length) + head + payload
 
 
 class FrameDecoder:
@@ -52,21 +55,31 @@ class FrameDecoder:
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[bytes]:
+        """The frames ``data`` completes, in order. Each frame's bytes are copied out of the
+        buffer once (through a view, not a slice and then ``bytes``), and what they took is
+        cut from the buffer once per call, not once per frame."""
         self._buffer += data
         frames = []
-        while len(self._buffer) >= HEADER.size:
-            (length,) = HEADER.unpack_from(self._buffer)
-            if length == 0 or length > self.limits.max_frame_bytes:
-                self._buffer.clear()
-                raise FrameError(
-                    f"a frame announces {length} bytes; the limit is "
-                    f"{self.limits.max_frame_bytes} (max_frame_bytes) and frames are never empty"
-                )
-            end = HEADER.size + length
-            if len(self._buffer) < end:
-                break
-            frames.append(bytes(self._buffer[HEADER.size : end]))
-            del self._buffer[:end]
+        start = 0
+        refused = None
+        with memoryview(self._buffer) as view:
+            while len(view) - start >= HEADER.size:
+                (length,) = HEADER.unpack_from(view, start)
+                if length == 0 or length > self.limits.max_frame_bytes:
+                    refused = length
+                    break
+                end = start + HEADER.size + length
+                if len(view) < end:
+                    break
+                frames.append(bytes(view[start + HEADER.size : end]))
+                start = end
+        if refused is not None:
+            self._buffer.clear()
+            raise FrameError(
+                f"a frame announces {refused} bytes; the limit is "
+                f"{self.limits.max_frame_bytes} (max_frame_bytes) and frames are never empty"
+            )
+        del self._buffer[:start]
         return frames
 
 

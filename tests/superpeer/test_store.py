@@ -134,6 +134,25 @@ def test_rendezvous_bytes_survive_a_restart_and_go_when_dropped(reopen):
     assert _bytes(store, "other", 0, 3) == b""
 
 
+def test_rendezvous_files_written_in_turns_and_one_dropped_while_written(reopen):
+    """Chunks of two files in turns (the store keeps the descriptor of the file written last
+    open: it switches), one file dropped while it is being written and then written again
+    from nothing, and a restart: every file holds what was written to it, the dropped one
+    only what came after."""
+    store = reopen()
+    store.put_chunk("a", 0, b"ab")
+    store.put_chunk("b", 0, b"xy")
+    store.put_chunk("a", 2, b"cd")
+    store.put_chunk("b", 2, b"zw")
+    store.drop_chunks("b")
+    assert _bytes(store, "b", 0, 4) == b""
+    store.put_chunk("b", 0, b"new")
+    assert _bytes(store, "a", 0, 4) == b"abcd"
+    store = reopen()
+    assert _bytes(store, "a", 0, 4) == b"abcd"
+    assert _bytes(store, "b", 0, 4) == b"new"
+
+
 def test_rendezvous_bytes_an_earlier_version_kept_as_rows_move_to_their_file(tmp_path):
     """Rows of the ``rendezvous_chunks`` table (before the bytes went to files) are read into
     the files when the store opens, and the table is emptied."""

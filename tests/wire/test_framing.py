@@ -32,6 +32,33 @@ def test_frames_split_at_any_boundary():
         assert decoder.buffered == 0
 
 
+@settings(max_examples=200)
+@given(
+    st.lists(st.tuples(st.binary(max_size=8), st.binary(min_size=1, max_size=40)), max_size=8),
+    st.lists(st.integers(min_value=0, max_value=400), max_size=6),
+)
+def test_frames_with_heads_come_out_whole_in_order_however_the_stream_is_cut(framed, cuts):
+    """A frame built of a head and a payload (``frame(payload, head=...)``, how a sequenced
+    frame is built) reads as the two together; many frames fed in pieces cut anywhere give back
+    exactly those payloads, in order, and leave nothing buffered."""
+    stream = b"".join(frame(payload, head=head) for head, payload in framed)
+    decoder = FrameDecoder()
+    got: list[bytes] = []
+    start = 0
+    for cut in [*sorted(c for c in cuts if c <= len(stream)), len(stream)]:
+        got += decoder.feed(stream[start:cut])
+        start = cut
+    assert got == [head + payload for head, payload in framed]
+    assert decoder.buffered == 0
+
+
+def test_a_head_counts_toward_the_frame_limit():
+    limits = wire.WireLimits(max_frame_bytes=10)
+    assert frame(b"12345", limits, head=b"abcde") == struct.pack(">I", 10) + b"abcde12345"
+    with pytest.raises(FrameError, match="not 11"):
+        frame(b"123456", limits, head=b"abcde")
+
+
 def test_an_oversized_frame_is_refused_from_its_header_alone():
     decoder = FrameDecoder(wire.WireLimits(max_frame_bytes=100))
     with pytest.raises(FrameError, match="announces 101 bytes; the limit is 100"):
