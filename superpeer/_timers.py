@@ -262,10 +262,12 @@ class Timers(Backlog):
         says which cube this is (``superpeer._merging``)."""
         self._clock_sampled[neighbour] = now
         echo, received = self._heartbeat_echo.get(neighbour, (0.0, now))
+        positions = tuple(sorted(self.core.view.positions)) if self.core is not None else ()
         return m.Heartbeat(
             wall=now,
             echo=echo,
             held=max(0.0, now - received),
+            positions=positions,
             **self._identity_fields(),  # type: ignore[arg-type]
         )
 
