@@ -40,6 +40,13 @@ rules:
   alone): it rejoins, as before. A rejoin is a new incarnation on its durable state
   (``SuperPeerNode._rejoin``): its peers reconnect, its subscriptions and advertisements are
   routed in the one cube.
+* **Stale holders.** Two overlapping repairs can leave a member holding a place the cube gave
+  to another, with nothing telling it: it goes on heartbeating the neighbours of that place,
+  under the same root. A neighbour's heartbeat says which positions its sender holds
+  (``Heartbeat.positions``); a member that is not the sender's neighbour in its own view, whose
+  table gives one of those positions to another neighbour, alive and not suspected, for
+  ``failure_seconds`` on end while its own protocol is idle, answers ``Evicted`` (naming the
+  holder); the stale member, evicted by a neighbour of its own view, rejoins.
 * **Filling in.** A member of the weaker cube catches up, from every origin's log, on what was
   published since it first lost a super-peer of the other side (the earliest lost one's time,
   less the margin). It announces itself with ``sp.returned`` naming the cube it comes from and
