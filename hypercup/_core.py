@@ -162,6 +162,31 @@ class NodeCore:
             or bool(self._deferred)
         )
 
+    def activity(self) -> str:
+        """What keeps this node ``busy``, in words (for the errors that refuse a departure while
+        it is, and the runtime's log: a chaos run's wedged nodes say what they waited on)."""
+        parts = []
+        if self._take is not None:
+            waiting = ", ".join(sorted(set(self._take.outstanding.values())))
+            parts.append(f"its mirror handed to {self._take.newcomer}, acks due from {waiting}")
+        if self._relays:
+            newcomers = ", ".join(sorted({relay[3] for relay in self._relays.values()}))
+            parts.append(f"{len(self._relays)} updates relayed to {newcomers}")
+        if self._admitted:
+            parts.append(f"joins admitted of {', '.join(sorted(self._admitted))}")
+        if self._queued:
+            parts.append(f"{len(self._queued)} joins queued for a grow")
+        if self._repair is not None:
+            missing = sorted(self._repair.missing)
+            parts.append(f"the repair of {self._repair.failed} (positions {missing} looked up)")
+        if self._held_back:
+            kinds = ", ".join(sorted({type(message).__name__ for _, message in self._held_back}))
+            parts.append(f"{len(self._held_back)} messages held back ({kinds})")
+        if self._deferred:
+            leavers = ", ".join(sorted({walk.leaver for _, walk, _ in self._deferred}))
+            parts.append(f"the departures of {leavers} deferred")
+        return "; ".join(parts) or "nothing"
+
     # -- one input ----------------------------------------------------------------------------
 
     def _run(self, action: Callable[[], None]) -> list[Output]:

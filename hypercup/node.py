@@ -221,8 +221,8 @@ class HypercupNode(Joins, Departures):
             hood = self._member_hood("leave")
             if self.busy():
                 raise LocalProtocolError(
-                    f"{self.node_id} cannot leave while it takes part in another operation: the "
-                    "protocol assumes a departure runs alone"
+                    f"{self.node_id} cannot leave while it takes part in another operation "
+                    f"({self.activity()}): the protocol assumes a departure runs alone"
                 )
             if not hood.peers:
                 self._state = NodeState.LEFT
@@ -275,7 +275,8 @@ class HypercupNode(Joins, Departures):
             if self._changing_tables() or self._repair is not None or self._held_back:
                 raise LocalProtocolError(
                     f"{self.node_id} cannot repair the failure of {node_id} while it takes part in "
-                    "another operation: the protocol assumes a departure runs alone"
+                    f"another operation ({self.activity()}): the protocol assumes a departure "
+                    "runs alone"
                 )
             self._repairs_started[node_id] = fallback
             # the failed node's positions, as others announced them, may not fit (a restart

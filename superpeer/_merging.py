@@ -40,6 +40,13 @@ rules:
   alone): it rejoins, as before. A rejoin is a new incarnation on its durable state
   (``SuperPeerNode._rejoin``): its peers reconnect, its subscriptions and advertisements are
   routed in the one cube.
+* **Stale holders.** Two overlapping repairs can leave a member holding a place the cube gave
+  to another, with nothing telling it: it goes on heartbeating the neighbours of that place,
+  under the same root. A neighbour's heartbeat says which positions its sender holds
+  (``Heartbeat.positions``); a member that is not the sender's neighbour in its own view, whose
+  table gives one of those positions to another neighbour, alive and not suspected, for
+  ``failure_seconds`` on end while its own protocol is idle, answers ``Evicted`` (naming the
+  holder); the stale member, evicted by a neighbour of its own view, rejoins.
 * **Filling in.** A member of the weaker cube catches up, from every origin's log, on what was
   published since it first lost a super-peer of the other side (the earliest lost one's time,
   less the margin). It announces itself with ``sp.returned`` naming the cube it comes from and
@@ -114,14 +121,51 @@ class Merges(NodeBase):
             return
         if heartbeat.root == mine[1]:
             self._found(sender, now)  # a member of this cube after all
+            self._check_claim(sender, incarnation, heartbeat.positions, now, out)
             return
         theirs = (heartbeat.dimension, heartbeat.root)
         self._met(theirs, mine, sender, incarnation=incarnation, now=now, out=out)
 
+    def _check_claim(
+        self, sender: str, incarnation: int, claimed: tuple[int, ...], now: float, out: list[Output]
+    ) -> None:
+        """A member that is not this node's neighbour sent it a neighbour's heartbeat: its view
+        puts it next to this node. If this node's table gives a position it claims to another
+        neighbour, alive and unsuspected, and goes on doing so for ``failure_seconds`` while
+        nothing changes here, the claim is stale: two overlapping repairs took one place twice
+        and nothing told the loser. It is told (``Evicted``: a neighbour in its own view evicts
+        it, so it rejoins)."""
+        view = self.topology.view()
+        others = sorted(
+            {
+                view.table[p]
+                for p in claimed
+                if view.table.get(p, sender) != sender and view.table[p] not in self._suspected
+            }
+        )
+        if not others or self.topology.busy():
+            self._stale_claims.pop(sender, None)
+            return
+        since = self._stale_claims.setdefault(sender, now)
+        if now - since < self.config.failure_seconds:
+            return
+        del self._stale_claims[sender]
+        log.warning(
+            "event=stale_claim node=%s member=%s positions=%s held_by=%s",
+            self.node_id,
+            sender,
+            list(claimed),
+            others,
+        )
+        reason = f"{self.node_id}'s table gives positions {list(claimed)} to {', '.join(others)}"
+        self._evict(sender, incarnation, now, out, reason=reason)
+
     # == meetings ===================================================================================
-    def _evict(self, sender: str, incarnation: int, now: float, out: list[Output]) -> None:
-        """``sender``'s ``incarnation`` departed this cube (or is in another one): tell it, and
-        which cube this is."""
+    def _evict(
+        self, sender: str, incarnation: int, now: float, out: list[Output], *, reason: str = ""
+    ) -> None:
+        """``sender``'s ``incarnation`` departed this cube (or is in another one, or holds a
+        place it holds no more: ``reason``): tell it, and which cube this is."""
         core = self.core
         neighbours = sorted(core.view.neighbours()) if core is not None else []
         members = tuple(
@@ -130,7 +174,7 @@ class Merges(NodeBase):
             if node != sender and self.addresses.get(node)
         )
         evicted = m.Evicted(
-            reason=f"{sender} incarnation {incarnation} is not a member of this cube",
+            reason=reason or f"{sender} incarnation {incarnation} is not a member of this cube",
             incarnation=incarnation,
             address=self.address,
             members=members,
@@ -304,6 +348,7 @@ class Merges(NodeBase):
         # found again (a cube may merge into another while both are still apart from a third)
         self.departed.clear()
         self._reported_roots.clear()
+        self._stale_claims.clear()
         self._meetings.clear()
         self._probed_members.clear()
         self._apart_hint = None

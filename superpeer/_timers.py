@@ -220,8 +220,9 @@ class Timers(Backlog):
                 return
             for neighbour in self._last_heard:
                 self._last_heard[neighbour] = now
-        if self._wedged(now):
-            self._rejoin("the topology protocol is wedged", now, out)
+        wedged = self._wedged(now)
+        if wedged is not None:
+            self._rejoin(f"the topology protocol is wedged: {wedged}", now, out)
             return
         self._catch_up_epochs(now, out)
         if now >= self._tick_at:
@@ -261,10 +262,12 @@ class Timers(Backlog):
         says which cube this is (``superpeer._merging``)."""
         self._clock_sampled[neighbour] = now
         echo, received = self._heartbeat_echo.get(neighbour, (0.0, now))
+        positions = tuple(sorted(self.core.view.positions)) if self.core is not None else ()
         return m.Heartbeat(
             wall=now,
             echo=echo,
             held=max(0.0, now - received),
+            positions=positions,
             **self._identity_fields(),  # type: ignore[arg-type]
         )
 
@@ -290,21 +293,26 @@ class Timers(Backlog):
             self._lagging_since = now
             self._topology(self.topology.ask_for_missed_changes(self.addresses), now, out)
 
-    def _wedged(self, now: float) -> bool:
-        """Whether the topology protocol has been busy, or a failed neighbour unrepaired, for
-        longer than any operation takes: what HyperCuP cannot untangle (two neighbouring
-        members failing at once, a grow or shrink overtaking a repair) leaves it so. A
-        crash-recovery is the way out: this node rejoins (as after a stall), its neighbours
-        repair its place, or, if every member is wedged, they start a new cube."""
-        unrepaired = min(self._suspected.values(), default=None)
-        if unrepaired is not None and now - unrepaired > self.config.wedged_seconds:
-            return True
+    def _wedged(self, now: float) -> str | None:
+        """Why the topology protocol is wedged (None if it is not): busy, or a failed neighbour
+        unrepaired, for longer than any operation takes: what HyperCuP cannot untangle (two
+        neighbouring members failing at once, a grow or shrink overtaking a repair) leaves it
+        so. A crash-recovery is the way out: this node rejoins (as after a stall), its
+        neighbours repair its place, or, if every member is wedged, they start a new cube. The
+        reason names what it waited on (``HypercupNode.activity``), for the log."""
+        wedged = self.config.wedged_seconds
+        if self._suspected:
+            unrepaired, since = min(self._suspected.items(), key=lambda item: item[1])
+            if now - since > wedged:
+                return f"{unrepaired} unrepaired for {now - since:.0f} s"
         if not self.topology.busy():
             self._busy_since = None
-            return False
+            return None
         if self._busy_since is None:
             self._busy_since = now
-        return now - self._busy_since > self.config.wedged_seconds
+        if now - self._busy_since > wedged:
+            return f"busy for {now - self._busy_since:.0f} s with {self.topology.activity()}"
+        return None
 
     def _replay_due(self, now: float, out: list[Output]) -> None:
         core = self.core

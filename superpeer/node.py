@@ -976,6 +976,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self.core = None
         self._last_heard.clear()
         self._suspected.clear()
+        self._stale_claims.clear()
         self._neighbour_incarnations.clear()  # the next cube's neighbours are new acquaintances
         self._busy_since = None
         self._lagging_since = None

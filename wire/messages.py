@@ -516,6 +516,10 @@ class Heartbeat:
     ``dimension``: what two cubes that meet after a partition compare (``superpeer._merging``);
     a member learns it from its parent in the tree of position 0. Empty: not known."""
     dimension: int = -1
+    positions: tuple[int, ...] = ()
+    """The positions the sender holds, in a heartbeat to a neighbour (empty in a probe): a
+    member whose table gives one of them to another live member tells the sender it holds that
+    place no more (``superpeer._merging``, "Stale holders")."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

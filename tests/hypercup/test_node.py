@@ -266,13 +266,15 @@ def test_a_node_refuses_to_leave_in_the_middle_of_a_join() -> None:
     (update,) = messages(outputs, "b")
     assert welcome.position == 2 and update.relay
     assert a.busy()
-    with pytest.raises(LocalProtocolError, match="departure runs alone"):
+    assert a.activity() == "its mirror handed to c, acks due from b"
+    with pytest.raises(LocalProtocolError, match=r"\(its mirror handed to c, .*runs alone"):
         a.leave()
     (ack,) = messages(b.receive("a", update), "a")
     assert ack == UpdateAck(epoch=2, ack_id=update.ack_id)
     (done,) = messages(a.receive("b", ack), "b")  # b admitted the walk: it is the anchor
     assert isinstance(done, JoinDone)
     assert not a.busy() and b.busy()
+    assert a.activity() == "nothing" and b.activity() == "joins admitted of c"
     assert b.receive("a", done) == []
     assert not b.busy()
 

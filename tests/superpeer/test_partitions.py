@@ -12,6 +12,8 @@ from superpeer.sim import Simulation
 from tests.superpeer.invariants import check_routing
 from tests.superpeer.oracle import expected_deliveries
 from tests.superpeer.test_clocks import BROAD, publish
+from wire import messages as m
+from wire.framing import Received
 
 HEAL_BOUND = 30.0
 """Seconds after a heal within which the super-peers are one cube again (the README's bound)."""
@@ -205,3 +207,44 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
         simulation.apply(dict(op))
     assert simulation.deliveries() == expected_deliveries(4, ops)
     assert len(simulation.deliveries()["sub"]) == 23
+
+
+def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and_rejoins():
+    """Two overlapping repairs can leave a member holding a place the cube gave to another,
+    with nothing telling it (the 16-super-peer chaos run ended with two members at position
+    8). Its heartbeats say which positions it holds: a member whose table gives one of them to
+    another live neighbour, for ``failure_seconds`` on end, evicts it, and it rejoins."""
+    simulation = Simulation(8, seed=1)
+    simulation.run_until_quiet()
+    receiver = simulation.nodes["sp0"]
+    view = receiver.topology.view()
+    position, holder = min(view.table.items())
+    claimer = next(
+        k
+        for k in sorted(simulation.nodes)
+        if k not in (receiver.node_id, holder) and not receiver.topology.is_neighbour(k)
+    )
+    dimension, root = receiver.cube_identity()
+    incarnation = simulation.nodes[claimer].incarnation
+
+    def heartbeat(positions: tuple[int, ...], at: float) -> list:
+        claim = m.Heartbeat(wall=at, root=root, dimension=dimension, positions=positions)
+        return receiver.superpeer_message(claimer, incarnation, Received(claim, "h"), at)
+
+    def evictions(outputs: list) -> list:
+        return [o.message for o in outputs if isinstance(getattr(o, "message", None), m.Evicted)]
+
+    now = simulation._clock("sp0")
+    own = tuple(sorted(simulation.nodes[claimer].core.view.positions))
+    assert not evictions(heartbeat(own, now) + heartbeat(own, now + 10))  # its own place
+    assert not evictions(heartbeat((position,), now + 11))  # once is a race, not a claim
+    [evicted] = evictions(heartbeat((position,), now + 11 + receiver.config.failure_seconds))
+    assert holder in evicted.reason and evicted.incarnation == incarnation
+    outputs = simulation.nodes[claimer].superpeer_message(
+        "sp0", receiver.incarnation, Received(evicted, "e"), simulation._clock(claimer)
+    )
+    assert simulation.nodes[claimer].incarnation > incarnation  # it rejoins
+    simulation._execute(claimer, outputs)
+    simulation.run_until_quiet()
+    cubes = simulation.cubes()
+    assert len(cubes) == 1 and set(next(iter(cubes.values()))) == set(simulation.nodes)
