@@ -48,6 +48,7 @@ def test_matching_the_closure_is_matching_owlrls_closure(axioms, publication, su
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(
     schema_axioms(),
@@ -65,6 +66,7 @@ def test_covering_stays_sound_under_entailment(axioms, publication, general, spe
         assert qel.matches(general, entailed)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(
     schema_axioms(),

@@ -104,6 +104,7 @@ def fail_while_joining(simulation: Simulation, victim: int, steps: int) -> None:
     simulation.run_until_quiet()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=30,
     deadline=None,
@@ -290,6 +291,7 @@ def test_a_crash_while_a_neighbour_is_cut_off_leaves_one_cube_quickly_after_the_
     assert_one_cube(simulation, alive)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=25,
     deadline=None,
