@@ -126,6 +126,7 @@ def allowed_matching(ad, subscription):
     return None
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(advertisements(), subscriptions())
 def test_advertisement_covering_is_sound_in_the_may_direction(ad, subscription):
