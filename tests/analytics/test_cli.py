@@ -94,6 +94,7 @@ def test_log_directory_without_trace_files(
     assert "logs: no trace files (*.jsonl" in err
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_trace_files_without_lines(
     spark: SparkSession, capsys: pytest.CaptureFixture[str], tmp_path: Path
@@ -131,6 +132,7 @@ def report(spark: SparkSession, traces: Path, tmp_path_factory: pytest.TempPathF
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_report_files_exist(report: Path) -> None:
     for name in ("report.md", "report.html", *PLOTS):
@@ -141,6 +143,7 @@ def test_report_files_exist(report: Path) -> None:
             assert len(list(folder.glob(f"part-*.{suffix}"))) == 1, folder
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.parametrize("plot", PLOTS)
 def test_plots_are_png_images(report: Path, plot: str) -> None:
@@ -152,6 +155,7 @@ def test_plots_are_png_images(report: Path, plot: str) -> None:
         assert image.size[0] >= 600 and image.size[1] >= 400
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_html_names_every_section_and_shows_every_plot(report: Path) -> None:
     page = (report / "report.html").read_text(encoding="utf-8")
@@ -161,6 +165,7 @@ def test_html_names_every_section_and_shows_every_plot(report: Path) -> None:
         assert f'<img src="{plot}"' in page, plot
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_markdown_names_every_section_and_links_every_plot(report: Path) -> None:
     text = (report / "report.md").read_text(encoding="utf-8")
@@ -171,6 +176,7 @@ def test_markdown_names_every_section_and_links_every_plot(report: Path) -> None
     assert "| duplicate deliveries (peer, publication); must be 0 | 0 |" in text
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_parquet_copy_is_partitioned_by_date_and_node(report: Path) -> None:
     partitions = {
@@ -179,6 +185,7 @@ def test_parquet_copy_is_partitioned_by_date_and_node(report: Path) -> None:
     assert partitions == {f"date=2026-01-01/node=sp{k}" for k in range(WORKLOAD["superpeers"])}
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_tables_hold_the_simulators_own_message_counts(spark: SparkSession, report: Path) -> None:
     """The per-kind table, read back from Parquet and from CSV, against the counts the simulator

@@ -332,6 +332,7 @@ def test_the_workload_exercises_every_figure(expected: dict[str, list[tuple]]) -
     assert len(expected["latency_over_time"]) > 5 and len(expected["hops"]) > 3
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_bucket_size(figures: Figures, expected: dict[str, list[tuple]]) -> None:
     first, last = expected["overview"][0][2], expected["overview"][0][3]
@@ -345,6 +346,7 @@ def test_bucket_size(figures: Figures, expected: dict[str, list[tuple]]) -> None
     assert span > smaller * MAX_BUCKETS
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.parametrize("name", list(SCHEMAS))
 def test_figure_agrees_with_plain_python(
@@ -355,6 +357,7 @@ def test_figure_agrees_with_plain_python(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_the_growing_tables_first_rows_reach_the_driver(
     figures: Figures, expected: dict[str, list[tuple]]
@@ -367,6 +370,7 @@ def test_the_growing_tables_first_rows_reach_the_driver(
     assert [tuple(r) for r in figures.shown["traffic_per_second"]] == [busiest]
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_one_analysis_is_a_handful_of_spark_jobs(spark: SparkSession, traces: Path) -> None:
     """Two passes: the tallies, then one query for the rest, whose two broadcasts (the
@@ -381,6 +385,7 @@ def test_one_analysis_is_a_handful_of_spark_jobs(spark: SparkSession, traces: Pa
     assert len(context.statusTracker().getJobIdsForGroup("one-analysis")) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_figures_match_the_simulators_own_counts(
     figures: Figures, expected: dict[str, list[tuple]]
@@ -401,6 +406,7 @@ def test_figures_match_the_simulators_own_counts(
 
 
 # -- other inputs ---------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.spark
 def test_invalid_lines_are_counted_shown_and_left_out(
     spark: SparkSession, corrupt_traces: Path, expected: dict[str, list[tuple]]
@@ -417,6 +423,7 @@ def test_invalid_lines_are_counted_shown_and_left_out(
     assert_same_figures(actual, with_garbage)
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_gzip_input_in_subfolders(
     spark: SparkSession, gzip_traces: Path, expected: dict[str, list[tuple]]

@@ -18,7 +18,7 @@ from analytics.load import TraceInputError, read_traces
 
 from .test_figures import assert_same_figures, collect_all, expected_tables
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -96,6 +96,7 @@ def test_command_line_without_java_fails_before_starting_spark(
     assert not (tmp_path / "report").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_sizing_by_the_input(spark: SparkSession) -> None:
     """Small traces are kept as rows, traces larger than memory as columns; the test session's

@@ -29,7 +29,7 @@ from analytics.figures import (
 )
 from analytics.schema import INVALID_COLUMN, TRACE_SCHEMA
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def events(spark: SparkSession, *records: dict[str, Any]) -> DataFrame:

@@ -18,7 +18,7 @@ from deploy.driver import DriverError, RemotePeer, cube_problems, quiet_problems
 from qel.terms import XSD_INTEGER
 from wire import messages as m
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 SETTINGS = """[limits]
 heartbeat_seconds = 0.5

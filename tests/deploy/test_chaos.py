@@ -153,6 +153,7 @@ async def test_the_proxy_passes_slows_stalls_and_cuts(autojump_clock) -> None:
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.slow
 def test_sixty_seconds_of_every_fault_kind_lose_nothing(tmp_path) -> None:
     """Every kind that loopback can make (partitions need hosts of their own: the test below),
     ``skew`` too where Debian's faketime is installed (``.ci/run`` installs it;

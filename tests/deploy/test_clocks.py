@@ -17,6 +17,7 @@ from deploy.cluster import Cluster, ClusterError, faketime_library
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.process,
+    pytest.mark.slow,
     pytest.mark.skipif(
         faketime_library() is None,
         reason="skewed clocks need Debian's faketime (apt-get install faketime; .ci/run does)",
@@ -24,7 +25,6 @@ pytestmark = [
 ]
 
 
-@pytest.mark.slow
 def test_every_daemon_on_its_own_clock_loses_nothing(tmp_path) -> None:
     """Four super-peers and four peer daemons, each clock drawn within ten minutes either way;
     peers subscribe, withdraw and subscribe again while they publish throughout; peers move

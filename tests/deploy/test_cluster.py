@@ -31,7 +31,7 @@ from tests.superpeer.oracle import (
 )
 from wire import messages as m
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("seed", [1])  # one workload: a second of the same shape took a minute

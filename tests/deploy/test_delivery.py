@@ -5,7 +5,7 @@ import pytest
 
 from deploy.delivery import backlog, failed, failover, faults, moves
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("kind", ["kill", "term"])

@@ -87,6 +87,7 @@ async def test_every_publication_acknowledged_before_a_kill_is_in_the_store(tmp_
     assert set(acknowledged) <= logged, sorted(set(acknowledged) - logged)[:10]
 
 
+@pytest.mark.slow
 async def test_no_group_passes_the_configured_bound(tmp_path):
     settings = "[store]\nmax_inputs_per_commit = 4\n"
     with Cluster(1, trace=False, tls=False, directory=tmp_path, settings=settings) as cluster:
@@ -104,6 +105,7 @@ async def test_no_group_passes_the_configured_bound(tmp_path):
     assert commits["inputs"] > 200, commits
 
 
+@pytest.mark.slow
 async def test_a_notification_from_another_origin_reaches_its_subscriber_before_the_mail_fsync(
     tmp_path,
 ):

@@ -14,7 +14,7 @@ from deploy.cluster import Cluster
 from tests.deploy.replaying import replayed_and_simulated
 from tests.superpeer.oracle import expected_changes
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 SCHEMA = """@prefix ex: <http://example.org/> .
 @prefix dc: <http://purl.org/dc/elements/1.1/> .

@@ -169,6 +169,7 @@ async def every_acknowledged_once(
     assert len(received) - len(acknowledged) <= 1  # the request whose answer never came
 
 
+@pytest.mark.slow
 def test_a_nearly_full_disk_pauses_the_super_peer_until_space_is_back(small_disk, tmp_path):
     low, high = 384 * 1024, 768 * 1024
     daemon = Daemon(small_disk / "sp0", tmp_path, RESERVE.format(low=low, high=high))
@@ -211,6 +212,7 @@ def test_a_nearly_full_disk_pauses_the_super_peer_until_space_is_back(small_disk
     assert "event=disk_space_back node=sp0 action=resumed" in daemon.log
 
 
+@pytest.mark.slow
 def test_a_write_that_finds_the_disk_full_stops_the_super_peer_saying_why(small_disk, tmp_path):
     """No reserve to speak of (1 byte): the commit that finds the disk full stops the daemon
     (exit 4) with the file and the space left; started again, it refuses while the disk is

@@ -29,7 +29,7 @@ from superpeer.cli import control
 from wire import messages as m
 from wire.framing import FrameDecoder, frame
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 ADMISSION = 4.0
 """``admission_seconds`` of the hostile clusters (TLS, Hello and identification, in all): long

@@ -21,7 +21,7 @@ from deploy.driver import wait_quiet
 from deploy.replay import Replay
 from superpeer.sim.generate import generate
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 TIMING = {"sp.heartbeat", "link.clock"}
 """Kinds whose counts depend on timing (sent whenever a link is idle; a clock sample every

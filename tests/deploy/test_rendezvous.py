@@ -23,7 +23,7 @@ from qel.resources import rendezvous_key
 from superpeer.sim.fetching import fetch_request, open_resources
 from wire import messages as m
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 PEER = [sys.executable, "-m", "peer.cli"]
 PAPER = """
 @prefix dc: <http://purl.org/dc/elements/1.1/> .

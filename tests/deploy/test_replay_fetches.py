@@ -50,6 +50,7 @@ def check(directory: Path, superpeers: int, operations: list[dict]) -> dict:
     return report
 
 
+@pytest.mark.slow
 def test_a_reader_back_to_kept_mail_asks_its_fetches_again_as_it_acknowledges_it(tmp_path):
     """The reader asks for five files while their owner is offline and goes away; sixty
     notifications are kept for it; it comes back: its fetches go out again while the kept mail

@@ -20,7 +20,7 @@ from deploy.driver import DriverError, RemotePeer, peer_key, wait_quiet
 from wire import messages as m
 from wire.framing import Link, Received, Violation
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 SUBSCRIPTION = qel.parse_subscription("X : t(X, dc:title, T)")
 SCHEMAS = qel.parse_advertisement({"schemas": ["dc"]})

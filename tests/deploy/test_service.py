@@ -38,6 +38,7 @@ def test_the_example_configuration_is_valid_and_says_what_it_means(tmp_path):
     assert f"TLS with key {identity / 'key.pem'}" in result.stdout
 
 
+@pytest.mark.slow
 def test_check_config_names_what_is_wrong(tmp_path):
     (tmp_path / "typo.toml").write_text('[http]\nlisten = "127.0.0.1:9400"\nmetric = true\n')
     result = check_config(str(tmp_path / "typo.toml"))

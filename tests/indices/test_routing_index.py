@@ -1,6 +1,7 @@
 """Advertisement routing indices: reference counts, the paper's Figure 4 setting, and the covering
 look-up against brute force over every origin."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,7 @@ def test_withdrawing_an_unknown_claim_changes_nothing():
     assert index.elements("me") == ad({"schemas": ["dc"]})
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(
     st.lists(advertisements(), min_size=1, max_size=6),

@@ -292,6 +292,7 @@ async def test_peers_publish_and_subscribe_through_the_real_superpeer(tmp_path, 
     assert superpeer.count("event=violation") == 0
 
 
+@pytest.mark.slow
 async def test_registration_then_reidentification_after_a_daemon_restart(
     tmp_path, processes, tls_world
 ):
@@ -357,6 +358,7 @@ async def test_registration_then_reidentification_after_a_daemon_restart(
             assert body.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 async def test_a_peer_locates_another_while_it_is_online(tmp_path, processes, tls_world):
     """``peer locate`` through the real super-peer: online with the address the super-peer sees
     the other peer's connection come from, then not online once that peer's daemon stopped."""
@@ -410,6 +412,7 @@ async def test_a_peer_locates_another_while_it_is_online(tmp_path, processes, tl
     assert superpeer.count("event=violation") == 0
 
 
+@pytest.mark.slow
 async def test_keygen_and_what_stops_peer_run(tmp_path):
     data = tmp_path / "alice"
     pin = ("--pin", "pk1-fvyrmqvxe2yeialcpsu7xlbs6xefgd5rsa6mjwycewdrpeq2jcaq")
@@ -438,6 +441,7 @@ async def test_keygen_and_what_stops_peer_run(tmp_path):
     assert b"Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 async def test_a_wrong_pin_or_a_foreign_ca_fails_clearly_and_sends_nothing(
     tmp_path, processes, tls_world
 ):
@@ -470,6 +474,7 @@ async def test_a_wrong_pin_or_a_foreign_ca_fails_clearly_and_sends_nothing(
         assert not (tmp_path / directory / "identity" / "private-id").exists()
 
 
+@pytest.mark.slow
 async def test_a_daemon_restarted_mid_run_keeps_its_inbox_and_stores_nothing_twice(
     tmp_path, processes, access_point: FakeAccessPoint
 ):
@@ -505,6 +510,7 @@ async def test_a_daemon_restarted_mid_run_keeps_its_inbox_and_stores_nothing_twi
     assert b"no peer daemon is running" in done.stderr
 
 
+@pytest.mark.slow
 async def test_a_malformed_control_client_does_not_disturb_a_well_behaved_one(
     tmp_path, processes, access_point: FakeAccessPoint
 ):
@@ -535,6 +541,7 @@ async def test_a_malformed_control_client_does_not_disturb_a_well_behaved_one(
         assert json.loads(done.stdout)["connected"] is True
 
 
+@pytest.mark.slow
 async def test_clear_failures_when_the_network_or_the_daemon_is_missing(tmp_path, processes):
     data = tmp_path / "alice"
     done = await peer(data, "subscribe", TITLE_QUERY)
@@ -561,6 +568,7 @@ async def test_clear_failures_when_the_network_or_the_daemon_is_missing(tmp_path
     assert any("already running" in line for line in second.lines)
 
 
+@pytest.mark.slow
 async def test_an_offline_subscriber_hears_the_update_and_the_retraction_when_it_returns(
     tmp_path, processes
 ):
@@ -608,6 +616,7 @@ async def test_an_offline_subscriber_hears_the_update_and_the_retraction_when_it
     assert "2005" in record["ntriples"]
 
 
+@pytest.mark.slow
 async def test_an_extension_is_news_only_for_subscriptions_made_with_on_change(tmp_path, processes):
     """``peer subscribe --on change`` on the real daemons: a description in two steps
     (``peer publish --extends``) is heard of once by a plain subscription (when it starts
@@ -663,6 +672,7 @@ async def test_run_with_log_format_json_writes_one_object_per_line(tmp_path, pro
     assert float(disconnected["retry_in"]) > 0
 
 
+@pytest.mark.slow
 async def test_expired_subscriptions_and_publications_are_not_delivered(tmp_path, processes):
     """``--expires`` on the real daemons: a subscription stops matching when it expires (its
     access point retracts it on its timer), and a publication that expires while the subscriber's
@@ -712,6 +722,7 @@ async def test_expired_subscriptions_and_publications_are_not_delivered(tmp_path
     assert alice.count("publication='r4'") == 0
 
 
+@pytest.mark.slow
 async def test_peer_ui_opens_the_app_and_the_stop_commands_answer_in_sentences(tmp_path, processes):
     """``peer ui`` opens the running daemon's web app with ``webbrowser`` (here ``$BROWSER``, a
     script that notes what it was asked to open); ``peer stop`` and ``superpeer stop`` answer in

@@ -82,6 +82,7 @@ def boundary_publications(draw, subs):
     return qel.Publication(subject, frozenset(statements))
 
 
+@pytest.mark.slow
 @settings(max_examples=150)
 @given(
     st.lists(subscriptions(repeat_predicates=True), min_size=1, max_size=12),
@@ -177,6 +178,7 @@ def test_keys_sharing_filters_go_from_one_to_a_tuple_to_a_set_and_back(forms, ch
     assert_empty(index.statistics())
 
 
+@pytest.mark.slow
 def test_digital_library_workload_against_brute_force():
     library = DigitalLibrary(seed=3)
     texts = [library.subscription() for _ in range(3000)]

@@ -126,6 +126,7 @@ def allowed_matching(ad, subscription):
     return None
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(advertisements(), subscriptions())
 def test_advertisement_covering_is_sound_in_the_may_direction(ad, subscription):
@@ -133,6 +134,7 @@ def test_advertisement_covering_is_sound_in_the_may_direction(ad, subscription):
         assert qel.advertisement_covers(ad, subscription)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(advertisements(), subscriptions(), subscriptions())
 def test_advertisement_covering_is_monotone(ad, general, specific):

@@ -32,6 +32,7 @@ def _schema(axioms: frozenset[qel.Axiom]) -> tuple[qel.Schema, object]:
     return qel.Schema(parsed), schema_graph([(text, "nt")])
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(schema_axioms(), self_describing_publications())
 def test_the_closure_is_owlrls_rdfs_closure_about_the_subject(axioms, publication):
@@ -39,6 +40,7 @@ def test_the_closure_is_owlrls_rdfs_closure_about_the_subject(axioms, publicatio
     assert schema.entail(publication) == closure(publication, graph)
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(schema_axioms(), self_describing_publications(), subscriptions(max_patterns=2))
 def test_matching_the_closure_is_matching_owlrls_closure(axioms, publication, subscription):
@@ -48,6 +50,7 @@ def test_matching_the_closure_is_matching_owlrls_closure(axioms, publication, su
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(
     schema_axioms(),
@@ -65,6 +68,7 @@ def test_covering_stays_sound_under_entailment(axioms, publication, general, spe
         assert qel.matches(general, entailed)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(
     schema_axioms(),

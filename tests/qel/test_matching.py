@@ -1,5 +1,6 @@
 """``matches`` against rdflib's own SPARQL engine (an independent oracle), plus the value semantics."""
 
+import pytest
 import rdflib
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,6 +55,7 @@ def rdflib_ask(subscription: qel.Subscription, publication: qel.Publication) -> 
     return bool(graph.query(oracle_sparql(subscription)).askAnswer)
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(
     subscriptions(sparql_safe=True, repeat_predicates=True),
@@ -63,6 +65,7 @@ def test_matches_agrees_with_rdflib_sparql(subscription, publication):
     assert qel.matches(subscription, publication) == rdflib_ask(subscription, publication)
 
 
+@pytest.mark.slow
 @given(subscriptions(repeat_predicates=True))
 def test_sparql_text_round_trips(subscription):
     assert qel.parse_subscription(subscription.to_sparql()) == subscription

@@ -61,6 +61,7 @@ def test_a_bounced_super_peer_loses_nothing(superpeers, bounced, subscriber, pub
     assert sorted(simulation.deliveries()["sub"]) == ["after", "before", "last"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("superpeers", [4, 8])
 def test_what_is_published_while_a_relay_is_down_is_caught_up(superpeers):
     """The repairer announced the departure in the view that still had the dead node in its

@@ -145,6 +145,7 @@ def run(
     return simulation
 
 
+@pytest.mark.slow
 @settings(max_examples=150)
 @given(workloads(), st.booleans(), st.integers(0, 3), clocks())
 def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, seed, skews):
@@ -164,6 +165,7 @@ def test_every_peer_receives_exactly_what_the_oracle_says(workload, interleave, 
     assert simulation.report()["locations"] == expected_locations(superpeers, ops)
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(workloads())
 def test_after_everyone_unsubscribes_no_routing_state_is_left(workload):
@@ -265,6 +267,7 @@ def cuts(draw: st.DrawFn, count: int) -> list[list[int]]:
     return [side, other]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(churning_workloads(), st.booleans(), st.integers(0, 3), clocks())
 def test_deliveries_survive_backbone_churn(workload, interleave, seed, skews):
@@ -709,6 +712,7 @@ def owners_moving(draw: st.DrawFn) -> tuple[int, list[dict]]:
     return superpeers, ops
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(owners_moving(), st.booleans())
 def test_an_owner_changes_its_resources_wherever_it_moves(workload, interleave):

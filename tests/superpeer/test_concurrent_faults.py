@@ -104,6 +104,7 @@ def fail_while_joining(simulation: Simulation, victim: int, steps: int) -> None:
     simulation.run_until_quiet()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=30,
     deadline=None,
@@ -242,6 +243,7 @@ rules for overlapping failures (``hypercup._departures``), 135 to 200 s in most 
 wedge watchdog, then every neighbour of theirs rejoining)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("superpeers", [8, 16])
 @pytest.mark.parametrize("seed", range(10))
 def test_two_neighbours_that_crash_at_once_leave_one_cube_quickly(superpeers, seed):
@@ -254,6 +256,7 @@ def test_two_neighbours_that_crash_at_once_leave_one_cube_quickly(superpeers, se
     assert_one_cube(simulation, alive)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("superpeers", [8, 12, 16])
 @pytest.mark.parametrize("seed", range(10))
 def test_a_crash_while_a_neighbour_is_cut_off_leaves_one_cube_quickly_after_the_heal(
@@ -290,6 +293,7 @@ def test_a_crash_while_a_neighbour_is_cut_off_leaves_one_cube_quickly_after_the_
     assert_one_cube(simulation, alive)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=25,
     deadline=None,

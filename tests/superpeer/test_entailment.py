@@ -41,6 +41,7 @@ def with_schemas(draw: st.DrawFn, base: st.SearchStrategy) -> tuple[int, list[di
     return superpeers, mixed
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(with_schemas(workloads()), st.booleans(), st.integers(0, 3))
 def test_every_peer_receives_what_the_closure_under_the_schemas_matches(workload, interleave, seed):
@@ -54,6 +55,7 @@ def test_every_peer_receives_what_the_closure_under_the_schemas_matches(workload
     check_routing(simulation)  # schemas included: every member knows every live origin's
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(with_schemas(churning_workloads()), st.booleans(), st.integers(0, 3))
 def test_schemas_survive_backbone_churn(workload, interleave, seed):

@@ -2,6 +2,7 @@
 subscriptions stop matching when they expire, a detached subscriber gets an expired
 publication's changes only if it came back before the expiry, and the network's timers do it."""
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -59,6 +60,7 @@ def expiring_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     return superpeers, ops
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(expiring_workloads(), st.booleans())
 def test_expired_subscriptions_and_publications_are_not_delivered(workload, interleave):

@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -150,12 +151,14 @@ def fetches_while_the_owner_is_away(superpeers: int, ops: list[dict]) -> int:
     return count
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(fetching_workloads(), st.booleans(), st.integers(0, 3))
 def test_every_fetch_the_oracle_expects_completes_verified(workload, interleave, seed):
     check_fetches(workload, interleave, seed)
 
 
+@pytest.mark.slow
 @settings(max_examples=30)
 @given(moving_workloads(), st.booleans(), st.integers(0, 3))
 def test_fetches_complete_when_requesters_and_owners_move(workload, interleave, seed):
@@ -165,6 +168,7 @@ def test_fetches_complete_when_requesters_and_owners_move(workload, interleave, 
     check_fetches(workload, interleave, seed)
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(coming_and_going(), st.booleans(), st.integers(0, 3))
 def test_fetches_complete_when_owners_and_readers_come_and_go(workload, interleave, seed):

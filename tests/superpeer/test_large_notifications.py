@@ -175,6 +175,7 @@ def axioms(prefix: str, count: int) -> str:
     )
 
 
+@pytest.mark.slow
 def test_an_advertisement_that_would_make_the_origins_elements_too_large_is_refused():
     """Two peers of one super-peer advertise 570 KB each: each advertisement fits a frame, the
     origin's ``Elements`` of both (1.4 MB) does not. It was acknowledged, and dropped on its way

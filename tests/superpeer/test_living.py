@@ -77,6 +77,7 @@ def living_workloads(draw: st.DrawFn) -> tuple[int, list[dict]]:
     return superpeers, ops
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(living_workloads(), st.booleans())
 def test_every_subscriber_hears_each_change_once_with_its_kind(workload, interleave):
@@ -127,6 +128,7 @@ def described_in_steps(draw: st.DrawFn) -> tuple[int, list[dict]]:
     return superpeers, ops
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(described_in_steps(), st.booleans())
 def test_a_peer_hears_added_once_while_its_subscriptions_match(workload, interleave):

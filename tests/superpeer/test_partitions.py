@@ -57,6 +57,7 @@ def heal_time(simulation: Simulation, ops: list[dict], heal: dict) -> float:
         simulation.apply({"op": "wait", "seconds": 0.25})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("superpeers", "groups"),
     [
@@ -117,6 +118,7 @@ def test_a_relay_killed_for_good_loses_nothing_it_was_relaying():
     assert len(simulation.deliveries()["sub"]) == 40
 
 
+@pytest.mark.slow
 def test_a_partition_longer_than_the_log_is_told_as_a_gap():
     """Each origin keeps 30 s of log here; the cut lasts longer: what the other side published
     more than that before the heal is gone from the logs, and each subscriber hears so (a gap

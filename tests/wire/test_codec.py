@@ -199,6 +199,7 @@ def plausible_envelopes(draw: st.DrawFn) -> bytes:
     return msgpack.packb([version, kind, draw(st.text(max_size=5)), payload], use_bin_type=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=1000)
 @given(plausible_envelopes() | plain.map(lambda v: msgpack.packb(v, use_bin_type=True)))
 def test_random_msgpack_objects_give_wire_errors_only(data):
