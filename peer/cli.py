@@ -936,6 +936,11 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
     print(
         f"  inbox: {_plural(inbox['records'], 'notification', 'notifications')}, "
         f"{_plural(inbox['duplicates_ignored'], 'repeat', 'repeats')} ignored"
+        + (
+            f", {inbox['withdrawn_ignored']} for withdrawn subscriptions ignored"
+            if inbox.get("withdrawn_ignored")
+            else ""
+        )
         + (f", {inbox['unreadable']} unreadable" if inbox["unreadable"] else "")
     )
     counters = status["counters"]

@@ -84,7 +84,7 @@ from peer.session import (
     new_lookup_id,
     plan_resend,
 )
-from peer.state import StateStore, parse_state
+from peer.state import StateStore, parse_state, withdrawn_before
 from wire import messages as m
 from wire.codec import WireLimits
 from wire.requests import Request, request_label
@@ -881,6 +881,17 @@ class PeerClient:
         return answered
 
     async def _store(self, notify: m.Notify) -> None:
+        if notify.kind != m.GAP and withdrawn_before(
+            self.store.current, notify.subscriptions, notify.published_at
+        ):
+            self.inbox.withdrawn += 1
+            log.info(
+                "event=withdrawn_ignored publication=%r owner=%s subscriptions=%s",
+                notify.publication.id,
+                notify.owner,
+                ",".join(notify.subscriptions),
+            )
+            return
         pending = self.inbox.prepare(notify, self._wall_clock())
         if pending is None:
             log.info(

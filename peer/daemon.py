@@ -829,6 +829,7 @@ class PeerService:
             "inbox": {
                 "records": self.inbox.count,
                 "duplicates_ignored": self.inbox.duplicates,
+                "withdrawn_ignored": self.inbox.withdrawn,
                 "unreadable": self.inbox.unreadable,
             },
             "counters": {

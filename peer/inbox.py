@@ -88,6 +88,9 @@ class Inbox:
         self.directory = directory
         self.duplicates = 0
         """Notifications ignored because their publication was already stored (this run)."""
+        self.withdrawn = 0
+        """Notifications ignored because every subscription they name had been withdrawn when
+        they were published (``peer.state.withdrawn_before``; this run)."""
         self.unreadable = 0
         """Record files found damaged when the inbox was opened (kept, skipped, logged)."""
         self._versions: dict[str, int] = {}

@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
@@ -67,6 +67,11 @@ WITHDRAWALS_KEPT_SECONDS: Final = 3600.0
 MAX_WITHDRAWALS: Final = 256
 """At most this many withdrawals are kept (the most recent): each costs a request per
 connection."""
+WITHDRAWN_MARGIN_SECONDS: Final = 5.0
+"""A notification published this long after the withdrawal of every subscription it names is
+not kept (``withdrawn_before``): the access points' catch-up margin, by which the hybrid times
+of a publication and of a withdrawal made at about the same moment at two super-peers may be
+out of order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +224,23 @@ class PeerState:
             active_since,
             {k: Withdrawal.from_plain(v) for k, v in withdrawn.items()},
         )
+
+
+def withdrawn_before(state: PeerState, subscriptions: Iterable[str], published_at: float) -> bool:
+    """Whether every subscription a notification names was withdrawn, and not made again,
+    ``WITHDRAWN_MARGIN_SECONDS`` or more before it was published (hybrid times both). An old
+    access point that never handed the peer over keeps routing to the subscriptions it still
+    holds for it, and hands that mail over when the peer comes back (a chaos run on 16
+    super-peers delivered 21 such notifications, up to 124 s after their withdrawals): the
+    peer, which knows its withdrawals, does not keep them. Not for an id it knows nothing of
+    (withdrawn longer ago than it keeps withdrawals): that one is kept."""
+    named = list(subscriptions)
+    return bool(named) and all(
+        sid not in state.subscriptions
+        and sid in state.withdrawn
+        and published_at >= state.withdrawn[sid].withdrawn_at + WITHDRAWN_MARGIN_SECONDS
+        for sid in named
+    )
 
 
 class StateStore:

@@ -460,3 +460,38 @@ async def test_a_request_refused_for_the_rate_too_often_ends_refused_with_the_re
     answer = await ticket.wait()
     assert isinstance(answer, m.Refused) and answer.reason == "more lookups"
     assert client.statistics().refused == 1
+
+
+async def test_a_notification_published_after_its_subscriptions_were_withdrawn_is_not_kept(
+    tmp_path, access_point, nursery
+):
+    """An old access point that never handed the peer over keeps routing to the subscriptions
+    it still holds for it and hands that mail over later (a chaos run delivered some up to
+    124 s after their withdrawal): the peer knows when it withdrew them, and keeps only what
+    was published before (within the margin), or names a subscription it holds or knows
+    nothing of."""
+    withdrawn = 1764108000.0
+    client = make_client(tmp_path, access_point.port)
+    client.store.add_subscription("s1", TITLE_QUERY)
+    client.store.set_active_since("s1", withdrawn - 100)
+    client.store.remove_subscription("s1", withdrawn_at=withdrawn, now=withdrawn)
+    client.store.add_subscription("s2", TITLE_QUERY)
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+
+    def at(n: int, published_at: float, subscriptions: tuple[str, ...]) -> m.Notify:
+        item = dataclasses.replace(publication(), id=f"n{n}")
+        return dataclasses.replace(
+            notify(item, subscriptions=subscriptions), published_at=published_at
+        )
+
+    for message in (
+        at(1, withdrawn + 30, ("s1",)),  # withdrawn 30 s before: not kept
+        at(2, withdrawn + 1, ("s1",)),  # within the margin: kept
+        at(3, withdrawn + 30, ("s1", "s2")),  # s2 is held: kept
+        at(4, withdrawn + 30, ("s7",)),  # nothing known of s7: kept
+    ):
+        await access_point.deliver("alice", message)
+    await barrier(client)
+    kept = [r["publication"] for r in client.inbox.records_after(0, max_bytes=10**6)]
+    assert kept == ["n2", "n3", "n4"] and client.inbox.withdrawn == 1

@@ -107,7 +107,12 @@ async def test_the_commands_against_an_access_point(tmp_path, access_point, nurs
     assert status["connected"]
     assert status["superpeer_id"] == "sp-fake"
     assert set(status["subscriptions"]) >= {"s1"}
-    assert status["inbox"] == {"records": 1, "duplicates_ignored": 0, "unreadable": 0}
+    assert status["inbox"] == {
+        "records": 1,
+        "duplicates_ignored": 0,
+        "withdrawn_ignored": 0,
+        "unreadable": 0,
+    }
     code, out, _ = await run_cli("status", *a)
     assert code == 0
     assert "connected to sp-fake since" in out

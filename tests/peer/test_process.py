@@ -496,7 +496,12 @@ async def test_a_daemon_restarted_mid_run_keeps_its_inbox_and_stores_nothing_twi
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(r["sequence"], r["publication"]) for r in records] == [(1, "n1"), (2, "n2")]
     status = json.loads((await peer(data, "status", "--json")).stdout)
-    assert status["inbox"] == {"records": 2, "duplicates_ignored": 1, "unreadable": 0}
+    assert status["inbox"] == {
+        "records": 2,
+        "duplicates_ignored": 1,
+        "withdrawn_ignored": 0,
+        "unreadable": 0,
+    }
     assert status["subscriptions"] == {"s1": TITLE_QUERY}
     subscribe = m.Subscribe(id="s1", subscription=qel.parse_subscription(TITLE_QUERY))
     # sent by the command, then again on the new connection
