@@ -41,7 +41,10 @@ Two levels:
    subscriptions that contain them: the key itself while it is the only one (as it nearly always
    is when subscriptions are mostly distinct), a tuple while they are few (a set of one key takes
    four times the memory), a set beyond ``_FEW_KEYS``. The filters form a trie over their sorted
-   ids. Matching walks
+   ids, with every run of nodes that continue one path only held as one node (a radix trie: its
+   ``skip``, the ids of the run past the first): with mostly distinct ranges most filters share
+   only their first ids, and a node per id of their own took some 280 bytes each (a node and a
+   dictionary of one child), two thirds of the trie on the shapes workload. Matching walks
    only the trie nodes whose path is satisfied, intersecting each node's child ids with the
    satisfied ids (a C-level intersection of the smaller side against the larger). A publication
    therefore costs the patterns it satisfies plus the trie prefixes it satisfies, which is the
@@ -414,11 +417,14 @@ class _Node:
     """A trie node: ``children`` continue longer filters; ``one`` holds the key of each filter
     with one key, ``ends`` the keys of each filter with several, under the filter's last pattern
     id. A mapping that is empty is the shared ``_EMPTY`` (most trie nodes end filters and
-    continue none: an empty dictionary each took 64 bytes)."""
+    continue none: an empty dictionary each took 64 bytes). ``skip`` holds the ids that follow
+    the one its parent keys it by, up to the node (the run of a radix trie; a node of the trie,
+    but for the root, ends a filter or has two children or more)."""
 
-    __slots__ = ("children", "ends", "one")
+    __slots__ = ("children", "ends", "one", "skip")
 
-    def __init__(self) -> None:
+    def __init__(self, skip: Path = ()) -> None:
+        self.skip = skip
         self.children: dict[int, _Node] = _EMPTY  # type: ignore[assignment]
         self.ends: dict[int, Keys] = _EMPTY  # type: ignore[assignment]
         self.one: dict[int, Hashable] = _EMPTY  # type: ignore[assignment]
@@ -557,11 +563,9 @@ class PredicateIndex:
         path = sorted(pids)
         if not path:
             return ()
-        node = self._root
-        for pid in path[:-1]:
-            node = node.children.get(pid)  # type: ignore[assignment]
-            if node is None:
-                return ()
+        node = self._find(tuple(path[:-1]))  # type: ignore[assignment]
+        if node is None:
+            return ()
         last = path[-1]
         one = node.one.get(last)
         if one is not None:
@@ -611,6 +615,9 @@ class PredicateIndex:
         stack = [self._root]
         while stack:
             node = stack.pop()
+            skip = node.skip
+            if skip and not satisfied.issuperset(skip):
+                continue
             one = node.one
             if one:
                 groups.append(list(map(one.__getitem__, one.keys() & satisfied)))
@@ -658,6 +665,7 @@ class PredicateIndex:
             *(entry for held in texts for entry in held.substrings.values()),
             *nodes,
             *(part for node in nodes for part in (node.children, node.ends, node.one)),
+            *(node.skip for node in nodes if node.skip),
         ]
         return PredicateIndexStatistics(
             subscriptions=len(self._subscriptions),
@@ -723,37 +731,94 @@ class PredicateIndex:
         """The node ending the filter's path, and whether the filter is new (then added to the
         trie with no keys yet). The trie is the only index of the distinct filters: a dictionary
         from path to node took some 50 bytes per subscription, a walk down costs a look-up per
-        pattern."""
+        node. A new path's own ids past the shared ones become one node; a run it leaves in the
+        middle is split there."""
+        prefix = path[:-1]
         node = self._root
-        for pid in path[:-1]:
-            child = node.children.get(pid)
+        at = 0
+        while at < len(prefix):
+            child = node.children.get(prefix[at])
             if child is None:
                 if not node.children:
                     node.children = {}
-                child = node.children[pid] = _Node()
+                child = node.children[prefix[at]] = _Node(prefix[at + 1 :])
+                node = child
+                break
+            skip = child.skip
+            shared = _shared_length(skip, prefix, at + 1)
+            if shared < len(skip):
+                middle = _Node(skip[:shared])
+                middle.children = {skip[shared]: child}
+                child.skip = skip[shared + 1 :]
+                node.children[prefix[at]] = middle
+                child = middle
             node = child
+            at += 1 + shared
         return node, path[-1] not in node.one and path[-1] not in node.ends
+
+    def _find(self, prefix: Path) -> _Node | None:
+        """The node whose path is ``prefix``, if the trie has one."""
+        node = self._root
+        at = 0
+        while at < len(prefix):
+            child = node.children.get(prefix[at])
+            if child is None:
+                return None
+            skip = child.skip
+            end = at + 1 + len(skip)
+            if prefix[at + 1 : end] != skip:
+                return None
+            node = child
+            at = end
+        return node
 
     def _end(self, path: Path) -> _Node:
         """The node ending a filter's path (which is in the trie)."""
-        node = self._root
-        for pid in path[:-1]:
-            node = node.children[pid]
+        node = self._find(path[:-1])
+        assert node is not None, "the filter is in the trie"
         return node
 
     def _delete(self, path: Path) -> None:
-        """Prunes the trie nodes a removed filter leaves empty."""
-        trail = [self._root]
-        for pid in path[:-1]:
-            trail.append(trail[-1].children[pid])
-        for depth in range(len(path) - 1, 0, -1):
-            node = trail[depth]
-            if node.children or node.ends or node.one:
-                break
-            parent = trail[depth - 1]
-            del parent.children[path[depth - 1]]
+        """Prunes the trie nodes a removed filter leaves empty, and joins a node left with one
+        child and no filter to that child (the trie stays as if the filter had never been)."""
+        trail = [(self._root, -1)]
+        prefix = path[:-1]
+        at = 0
+        while at < len(prefix):
+            child = trail[-1][0].children[prefix[at]]
+            trail.append((child, prefix[at]))
+            at += 1 + len(child.skip)
+        for depth in range(len(trail) - 1, 0, -1):
+            node, pid = trail[depth]
+            parent = trail[depth - 1][0]
+            if node.ends or node.one:
+                _join_only_child(parent, pid, node)
+                return
+            if node.children:
+                _join_only_child(parent, pid, node)
+                return
+            del parent.children[pid]
             if not parent.children:
                 parent.children = _EMPTY  # type: ignore[assignment]
+
+
+def _shared_length(skip: Path, prefix: Path, start: int) -> int:
+    """How many ids of ``skip`` ``prefix`` repeats from ``start`` on."""
+    shared = 0
+    for pid in skip:
+        if start + shared >= len(prefix) or prefix[start + shared] != pid:
+            break
+        shared += 1
+    return shared
+
+
+def _join_only_child(parent: _Node, pid: int, node: _Node) -> None:
+    """Joins ``node`` (under ``pid`` in ``parent``) to its only child if it ends no filter."""
+    if node.ends or node.one or len(node.children) != 1:
+        return
+    (first, child), *_ = node.children.items()
+    child.skip = (*node.skip, first, *child.skip)
+    parent.children[pid] = child
 
 
 def _with_key(node: _Node, last: int, key: Hashable, new: bool) -> None:
