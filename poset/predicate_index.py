@@ -419,7 +419,10 @@ class _Node:
     id. A mapping that is empty is the shared ``_EMPTY`` (most trie nodes end filters and
     continue none: an empty dictionary each took 64 bytes). ``skip`` holds the ids that follow
     the one its parent keys it by, up to the node (the run of a radix trie; a node of the trie,
-    but for the root, ends a filter or has two children or more)."""
+    but for the root, ends a filter or has two children or more). ``one`` is a pair ``(last id,
+    key)`` while it holds one filter, as most do (a dictionary of one took 224 bytes, a pair 56:
+    some 400 bytes per subscription on the shapes workload, its two indexes together), a
+    dictionary from two on (``_add_one``, ``_pop_one``)."""
 
     __slots__ = ("children", "ends", "one", "skip")
 
@@ -427,7 +430,7 @@ class _Node:
         self.skip = skip
         self.children: dict[int, _Node] = _EMPTY  # type: ignore[assignment]
         self.ends: dict[int, Keys] = _EMPTY  # type: ignore[assignment]
-        self.one: dict[int, Hashable] = _EMPTY  # type: ignore[assignment]
+        self.one: dict[int, Hashable] | tuple[int, Hashable] = _EMPTY  # type: ignore[assignment]
 
 
 def _identity(name: str | None, domain: Domain) -> tuple[int, Identity]:
@@ -567,7 +570,7 @@ class PredicateIndex:
         if node is None:
             return ()
         last = path[-1]
-        one = node.one.get(last)
+        one = _one_key(node, last)
         if one is not None:
             return (one,)
         keys = node.ends.get(last, ())
@@ -596,10 +599,11 @@ class PredicateIndex:
 
     def match_groups(self, publication: Publication) -> list[Keys]:
         """The same answer as ``match``, as the keys of the matching filters (tuples, sets, and
-        a list per trie node of the keys of its matching filters with one key), without building
-        their union: finding them costs in proportion to what the publication
-        satisfies, while a union costs in proportion to the number of matching keys. A key may be
-        in several groups; the sets belong to the index and must not be changed."""
+        a list per trie node of the keys of its matching filters with one key, and one list for
+        the nodes that end one filter), without building their union: finding them costs in
+        proportion to what the publication satisfies, while a union costs in proportion to the
+        number of matching keys. A key may be in several groups; the sets belong to the index and
+        must not be changed."""
         if self._dirty:
             for table in self._dirty:
                 table.refresh()
@@ -612,6 +616,8 @@ class PredicateIndex:
             if table is not None:
                 table.collect(objects, satisfied)
         groups: list[Keys] = []
+        single: list[Hashable] = []  # the keys of the matching filters held as pairs
+        groups.append(single)
         stack = [self._root]
         while stack:
             node = stack.pop()
@@ -620,7 +626,11 @@ class PredicateIndex:
                 continue
             one = node.one
             if one:
-                groups.append(list(map(one.__getitem__, one.keys() & satisfied)))
+                if type(one) is tuple:
+                    if one[0] in satisfied:
+                        single.append(one[1])
+                else:
+                    groups.append(list(map(one.__getitem__, one.keys() & satisfied)))
             ends = node.ends
             if ends:
                 groups.extend(map(ends.__getitem__, ends.keys() & satisfied))
@@ -669,7 +679,9 @@ class PredicateIndex:
         ]
         return PredicateIndexStatistics(
             subscriptions=len(self._subscriptions),
-            filters=sum(len(node.ends) + len(node.one) for node in nodes),
+            filters=sum(
+                len(node.ends) + (1 if type(node.one) is tuple else len(node.one)) for node in nodes
+            ),
             patterns=len(self._by_id),
             predicates=len(self._tables),
             hash_entries=sum(len(table.points) for table in tables),
@@ -754,7 +766,7 @@ class PredicateIndex:
                 child = middle
             node = child
             at += 1 + shared
-        return node, path[-1] not in node.one and path[-1] not in node.ends
+        return node, _one_key(node, path[-1]) is None and path[-1] not in node.ends
 
     def _find(self, prefix: Path) -> _Node | None:
         """The node whose path is ``prefix``, if the trie has one."""
@@ -825,14 +837,10 @@ def _with_key(node: _Node, last: int, key: Hashable, new: bool) -> None:
     """Adds ``key`` to the keys of the filter that ends at ``node`` with ``last`` (``new``: it
     has none yet)."""
     if new:
-        if not node.one:
-            node.one = {}
-        node.one[last] = key
+        _add_one(node, last, key)
         return
-    if last in node.one:
-        first = node.one.pop(last)
-        if not node.one:
-            node.one = _EMPTY  # type: ignore[assignment]
+    if _one_key(node, last) is not None:
+        first = _pop_one(node, last)
         if not node.ends:
             node.ends = {}
         node.ends[last] = (first, key)
@@ -849,9 +857,7 @@ def _without_key(node: _Node, last: int, key: Hashable) -> bool:
     the filter has keys left (else it is gone from ``node``)."""
     keys = node.ends.get(last)
     if keys is None:
-        del node.one[last]
-        if not node.one:
-            node.one = _EMPTY  # type: ignore[assignment]
+        _pop_one(node, last)
         return False
     if type(keys) is tuple:
         keys = tuple(held for held in keys if held != key)
@@ -863,7 +869,36 @@ def _without_key(node: _Node, last: int, key: Hashable) -> bool:
     del node.ends[last]
     if not node.ends:
         node.ends = _EMPTY  # type: ignore[assignment]
-    if not node.one:
-        node.one = {}
-    node.one[last] = next(iter(keys))
+    _add_one(node, last, next(iter(keys)))
     return True
+
+
+def _one_key(node: _Node, last: int) -> Hashable | None:
+    """The key of the filter of one key that ends at ``node`` with ``last``, if any."""
+    one = node.one
+    if type(one) is tuple:
+        return one[1] if one[0] == last else None
+    return one.get(last)  # type: ignore[union-attr]
+
+
+def _add_one(node: _Node, last: int, key: Hashable) -> None:
+    """Records the filter ending at ``node`` with ``last`` as having the one key ``key``."""
+    one = node.one
+    if not one:
+        node.one = (last, key)
+    elif type(one) is tuple:
+        node.one = {one[0]: one[1], last: key}
+    else:
+        one[last] = key  # type: ignore[index]
+
+
+def _pop_one(node: _Node, last: int) -> Hashable:
+    """Forgets the filter of one key ending at ``node`` with ``last``; its key."""
+    one = node.one
+    if type(one) is tuple:
+        node.one = _EMPTY  # type: ignore[assignment]
+        return one[1]
+    key = one.pop(last)  # type: ignore[union-attr]
+    if len(one) == 1:
+        node.one = next(iter(one.items()))  # type: ignore[union-attr]
+    return key

@@ -55,11 +55,13 @@ def assert_agrees(index, subs, publications_):
 
 def assert_radix(index: PredicateIndex) -> None:
     """Whatever was added and removed, the trie is a radix trie: every node but the root ends a
-    filter or has two children or more (a run of nodes on one path is one node)."""
+    filter or has two children or more (a run of nodes on one path is one node); and a node's
+    filters of one key are a pair while there is one (a dictionary from two on)."""
     stack = list(index._root.children.values())
     while stack:
         node = stack.pop()
         assert node.one or node.ends or len(node.children) >= 2, "a node on one path only"
+        assert type(node.one) is tuple or len(node.one) != 1, "one filter in a dictionary"
         stack.extend(node.children.values())
 
 
