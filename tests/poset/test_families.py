@@ -6,8 +6,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset import families
 from poset.chains import Probe
-from poset.families import covers_by_family
+from poset.families import covers_by_family, projected
 from poset.poset import SubscriptionPoset, _covers_signed
 from tests.poset.test_poset import check_invariants
 
@@ -88,7 +89,7 @@ def test_covering_across_two_families_is_qel_covers(data, template, other):
             expected = qel.covers(general.subscription, specific.subscription)
             assert _covers_signed(general, specific) == expected
     if first.family is not None and second.family is not None:
-        event(f"projection: {type(first.family.over.get(second.family)).__name__}")
+        event(f"projection: {type(projected(first, second)).__name__}")
 
 
 @settings(max_examples=40, deadline=None)
@@ -104,3 +105,26 @@ def test_posets_of_families_hold_the_hasse_diagram(data, template, other):
     for number in data.draw(st.sets(st.integers(0, len(subscriptions) - 1))):
         poset.remove("peer", str(number))
     check_invariants(poset)
+
+
+def test_the_projections_kept_are_bounded_and_answers_stay_exact(monkeypatch):
+    """Past ``PROJECTIONS_KEPT`` pairs of families the kept projections are forgotten, and
+    covering across families answers as ``qel.covers`` throughout."""
+    monkeypatch.setattr(families, "PROJECTIONS_KEPT", 3)
+    monkeypatch.setattr(families, "_PROJECTIONS", {})
+    prefix = "@prefix ex: <http://example.org/> .\n"
+    texts = [
+        'X : t(X, ex:city, C), t(X, ex:price, P), C = "a", P <= 5',
+        'X : t(X, ex:city, C), t(X, ex:price, P), C = "b", P <= 7',
+        "X : t(X, ex:city, C), t(X, ex:price, P), P <= 9",
+        "X : t(X, ex:city, C), t(X, ex:price, P), P >= 2, P <= 6",
+        "X : t(X, ex:price, P), P < 8",
+        'X : t(X, ex:city, C), C = "a"',
+    ]
+    probes = [Probe(qel.parse_subscription(prefix + text), _covers_signed) for text in texts]
+    for _ in range(2):
+        for general in probes:
+            for specific in probes:
+                expected = qel.covers(general.subscription, specific.subscription)
+                assert _covers_signed(general, specific) == expected
+                assert len(families._PROJECTIONS) <= 3
