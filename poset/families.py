@@ -78,7 +78,10 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
         patterns: list[object] = []
         for predicate, domain in compiled.patterns:
             if type(domain) is RangeDomain:
-                patterns.append((predicate, domain.kind, domain.low is None, domain.high is None))
+                part = (predicate, domain.kind, domain.low is None, domain.high is None)
+                if len(_RANGE_PARTS) < RANGE_PARTS_KEPT:
+                    part = _RANGE_PARTS.setdefault(part, part)
+                patterns.append(part)
                 bounds.append(domain.low)
                 bounds.append(domain.high)
                 if domain.low_inclusive:
@@ -95,6 +98,17 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
         family = Family(_separated(key), sum(bound is not None for bound in bounds))
         _FAMILIES[key] = family
     return family, tuple(bounds), flags
+
+
+RANGE_PARTS_KEPT = 4096
+"""Most distinct range parts of family keys kept once each (``_RANGE_PARTS``)."""
+
+_RANGE_PARTS: dict[tuple[object, ...], tuple[object, ...]] = {}
+"""Each range part of a family's key, ``(predicate, kind, low open, high open)``, once: a
+family's key holds one per range, and on a workload of many shapes nearly every subscription
+has a family of its own (some 150 bytes per subscription at 10^4), while the distinct parts
+are a few per numeric predicate. Bounded (``RANGE_PARTS_KEPT``): past it, parts are not
+shared, which changes nothing but memory."""
 
 
 def _separated(shape: tuple[object, ...]) -> bool:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import qel
 from poset import families
 from poset.chains import Probe
-from poset.families import covers_by_family, projected
+from poset.families import covers_by_family, projected, signature
 from poset.poset import SubscriptionPoset, _covers_signed
 from tests.poset.test_poset import check_invariants
 
@@ -128,3 +128,16 @@ def test_the_projections_kept_are_bounded_and_answers_stay_exact(monkeypatch):
                 expected = qel.covers(general.subscription, specific.subscription)
                 assert _covers_signed(general, specific) == expected
                 assert len(families._PROJECTIONS) <= 3
+
+
+def test_range_parts_past_their_bound_are_not_shared_and_families_stay_one(monkeypatch):
+    """Past ``RANGE_PARTS_KEPT`` the range parts of family keys are not shared; two members of
+    one family still get the one family (keys compare by value)."""
+    monkeypatch.setattr(families, "RANGE_PARTS_KEPT", 0)
+    prefix = "@prefix ex: <http://example.org/> .\n"
+    first, second = (
+        qel.parse_subscription(prefix + f"X : t(X, ex:unshared-part, P), P <= {bound}")
+        for bound in (5, 7)
+    )
+    assert signature(first)[0] is signature(second)[0] is not None
+    assert signature(first)[1:] != signature(second)[1:]
