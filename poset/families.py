@@ -45,13 +45,16 @@ none: always), ``None`` when the general test must decide."""
 
 class Family:
     """One family (compared by identity); ``exact``: the bounds decide both ways (one filter,
-    or filters that are ``_separated``); ``dimensions``: how many of its bounds are finite."""
+    or filters that are ``_separated``); ``dimensions``: how many of its bounds are finite;
+    ``over``: per other family met in a covering test, the ``projection`` of this one's
+    members onto its members (``projected``; None while there is none)."""
 
-    __slots__ = ("__weakref__", "dimensions", "exact")
+    __slots__ = ("__weakref__", "dimensions", "exact", "over")
 
     def __init__(self, exact: bool, dimensions: int) -> None:
         self.exact = exact
         self.dimensions = dimensions
+        self.over: dict[Family, Projection] | None = None
 
 
 _FAMILIES: weakref.WeakValueDictionary[tuple[object, ...], Family] = weakref.WeakValueDictionary()
@@ -202,24 +205,42 @@ _PAIRS: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}
 workload of many shapes has thousands of families but some tens of distinct pairs)."""
 
 PROJECTIONS_KEPT = 4096
-"""Most pairs of families whose ``projection`` is kept (``projected``)."""
+"""Most projections kept in all families' ``over`` (``projected``)."""
 
-_PROJECTIONS: dict[tuple[Family, Family], Projection] = {}
+
+class _Kept:
+    """How many projections were kept since every family's were last forgotten (families that
+    died took theirs with them: an upper bound)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+_KEPT = _Kept()
 
 
 def projected(general: Signed, specific: Signed) -> Projection:
     """``projection`` of the families of ``general`` and ``specific`` (of one filter each),
-    kept for the pairs of families met since the kept ones last reached ``PROJECTIONS_KEPT``
-    (then they are forgotten at once: a cache with an order of use cost more than the
-    projections it spares). Why bounded: the listings meet some thousand pairs, 99% of their
+    kept in ``general``'s family until ``PROJECTIONS_KEPT`` have been kept in all, when every
+    family forgets them at once (a cache with an order of use cost more than the projections
+    it spares). Why bounded: the listings meet some thousand pairs of families, 99% of their
     look-ups found kept; the shapes meet a pair per few tests, 71% of them once, and keeping
     every pair for as long as its family lived took 243 bytes per subscription at 10^4."""
-    key = (general.family, specific.family)
-    found = _PROJECTIONS.get(key, _UNKNOWN)  # type: ignore[arg-type]
+    family, other = general.family, specific.family
+    over = family.over  # type: ignore[union-attr]
+    found = _UNKNOWN if over is None else over.get(other, _UNKNOWN)  # type: ignore[arg-type]
     if found is _UNKNOWN:
-        if len(_PROJECTIONS) >= PROJECTIONS_KEPT:
-            _PROJECTIONS.clear()
-        found = _PROJECTIONS[key] = projection(general.subscription, specific.subscription)  # type: ignore[index]
+        if _KEPT.count >= PROJECTIONS_KEPT:
+            for held in list(_FAMILIES.values()):
+                held.over = None
+            _KEPT.count = 0
+        if family.over is None:  # type: ignore[union-attr]
+            family.over = {}  # type: ignore[union-attr]
+        found = projection(general.subscription, specific.subscription)
+        family.over[other] = found  # type: ignore[union-attr, index]
+        _KEPT.count += 1
     return found  # type: ignore[return-value]
 
 
