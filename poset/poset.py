@@ -855,7 +855,10 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
         elif other is not None and len(general.subscription.filters) == 1 == len(
             specific.subscription.filters
         ):  # else ``projection`` is None: the test decides, and nothing need be kept
-            pairs = projected(general, specific)
+            over = family.over  # ``projected``'s look-up, inlined (a call each cost the listings)
+            pairs = _UNKNOWN if over is None else over.get(other, _UNKNOWN)
+            if pairs is _UNKNOWN:
+                pairs = projected(general, specific)
             if pairs is False:
                 return False
             if pairs is not None:
@@ -868,6 +871,8 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
                 )
     return _covers(general.subscription, specific.subscription)
 
+
+_UNKNOWN = object()
 
 _ANCESTORS_WALKED = 16
 """Most ancestors walked to find the sent nodes above a node before asking the sent index, or
