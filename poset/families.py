@@ -47,15 +47,14 @@ class Family:
     """One family (compared by identity); ``exact``: the bounds decide both ways (one filter,
     or filters that are ``_separated``); ``dimensions``: how many of its bounds are finite;
     ``over``: per other family met in a covering test, the ``projection`` of this one's
-    members onto its members, for two families of one filter each (kept while this family
-    lives: the listings have some hundreds of families, the shapes one per few nodes)."""
+    members onto its members (``projected``; None while there is none)."""
 
     __slots__ = ("__weakref__", "dimensions", "exact", "over")
 
     def __init__(self, exact: bool, dimensions: int) -> None:
         self.exact = exact
         self.dimensions = dimensions
-        self.over: dict[Family, Projection] = {}
+        self.over: dict[Family, Projection] | None = None
 
 
 _FAMILIES: weakref.WeakValueDictionary[tuple[object, ...], Family] = weakref.WeakValueDictionary()
@@ -82,7 +81,10 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
         patterns: list[object] = []
         for predicate, domain in compiled.patterns:
             if type(domain) is RangeDomain:
-                patterns.append((predicate, domain.kind, domain.low is None, domain.high is None))
+                part = (predicate, domain.kind, domain.low is None, domain.high is None)
+                if len(_RANGE_PARTS) < RANGE_PARTS_KEPT:
+                    part = _RANGE_PARTS.setdefault(part, part)
+                patterns.append(part)
                 bounds.append(domain.low)
                 bounds.append(domain.high)
                 if domain.low_inclusive:
@@ -99,6 +101,17 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
         family = Family(_separated(key), sum(bound is not None for bound in bounds))
         _FAMILIES[key] = family
     return family, tuple(bounds), flags
+
+
+RANGE_PARTS_KEPT = 4096
+"""Most distinct range parts of family keys kept once each (``_RANGE_PARTS``)."""
+
+_RANGE_PARTS: dict[tuple[object, ...], tuple[object, ...]] = {}
+"""Each range part of a family's key, ``(predicate, kind, low open, high open)``, once: a
+family's key holds one per range, and on a workload of many shapes nearly every subscription
+has a family of its own (some 150 bytes per subscription at 10^4), while the distinct parts
+are a few per numeric predicate. Bounded (``RANGE_PARTS_KEPT``): past it, parts are not
+shared, which changes nothing but memory."""
 
 
 def _separated(shape: tuple[object, ...]) -> bool:
@@ -188,8 +201,50 @@ def projection(general: qel.Subscription, specific: qel.Subscription) -> Project
 
 
 _PAIRS: dict[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]] = {}
-"""Each projection's pairs once (``Family.over`` keeps one per pair of families met, and a
+"""Each projection's pairs once (``projected`` keeps one per pair of families met, and a
 workload of many shapes has thousands of families but some tens of distinct pairs)."""
+
+PROJECTIONS_KEPT = 4096
+"""Most projections kept in all families' ``over`` (``projected``)."""
+
+
+class _Kept:
+    """How many projections were kept since every family's were last forgotten (families that
+    died took theirs with them: an upper bound)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+_KEPT = _Kept()
+
+
+def projected(general: Signed, specific: Signed) -> Projection:
+    """``projection`` of the families of ``general`` and ``specific`` (of one filter each),
+    kept in ``general``'s family until ``PROJECTIONS_KEPT`` have been kept in all, when every
+    family forgets them at once (a cache with an order of use cost more than the projections
+    it spares). Why bounded: the listings meet some thousand pairs of families, 99% of their
+    look-ups found kept; the shapes meet a pair per few tests, 71% of them once, and keeping
+    every pair for as long as its family lived took 243 bytes per subscription at 10^4."""
+    family, other = general.family, specific.family
+    over = family.over  # type: ignore[union-attr]
+    found = _UNKNOWN if over is None else over.get(other, _UNKNOWN)  # type: ignore[arg-type]
+    if found is _UNKNOWN:
+        if _KEPT.count >= PROJECTIONS_KEPT:
+            for held in list(_FAMILIES.values()):
+                held.over = None
+            _KEPT.count = 0
+        if family.over is None:  # type: ignore[union-attr]
+            family.over = {}  # type: ignore[union-attr]
+        found = projection(general.subscription, specific.subscription)
+        family.over[other] = found  # type: ignore[union-attr, index]
+        _KEPT.count += 1
+    return found  # type: ignore[return-value]
+
+
+_UNKNOWN = object()
 
 
 def ranges_within(

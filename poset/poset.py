@@ -51,7 +51,7 @@ import qel
 from poset.chains import Chain, ChainDecomposition, Probe
 from poset.dominance import FamilyPoints, point
 from poset.edges import Edges, EdgeView, added, removed
-from poset.families import Bounds, Family, Signed, bounds_within, projection, ranges_within
+from poset.families import Bounds, Family, Signed, bounds_within, projected, ranges_within
 from poset.generality import generality_key
 from poset.predicate_index import Held, PredicateIndex
 from poset.sent_index import SentIndex
@@ -855,9 +855,10 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
         elif other is not None and len(general.subscription.filters) == 1 == len(
             specific.subscription.filters
         ):  # else ``projection`` is None: the test decides, and nothing need be kept
-            pairs = family.over.get(other, _UNKNOWN)
+            over = family.over  # ``projected``'s look-up, inlined (a call each cost the listings)
+            pairs = _UNKNOWN if over is None else over.get(other, _UNKNOWN)
             if pairs is _UNKNOWN:
-                pairs = family.over[other] = projection(general.subscription, specific.subscription)
+                pairs = projected(general, specific)
             if pairs is False:
                 return False
             if pairs is not None:

@@ -41,7 +41,10 @@ Two levels:
    subscriptions that contain them: the key itself while it is the only one (as it nearly always
    is when subscriptions are mostly distinct), a tuple while they are few (a set of one key takes
    four times the memory), a set beyond ``_FEW_KEYS``. The filters form a trie over their sorted
-   ids. Matching walks
+   ids, with every run of nodes that continue one path only held as one node (a radix trie: its
+   ``skip``, the ids of the run past the first): with mostly distinct ranges most filters share
+   only their first ids, and a node per id of their own took some 280 bytes each (a node and a
+   dictionary of one child), two thirds of the trie on the shapes workload. Matching walks
    only the trie nodes whose path is satisfied, intersecting each node's child ids with the
    satisfied ids (a C-level intersection of the smaller side against the larger). A publication
    therefore costs the patterns it satisfies plus the trie prefixes it satisfies, which is the
@@ -414,14 +417,20 @@ class _Node:
     """A trie node: ``children`` continue longer filters; ``one`` holds the key of each filter
     with one key, ``ends`` the keys of each filter with several, under the filter's last pattern
     id. A mapping that is empty is the shared ``_EMPTY`` (most trie nodes end filters and
-    continue none: an empty dictionary each took 64 bytes)."""
+    continue none: an empty dictionary each took 64 bytes). ``skip`` holds the ids that follow
+    the one its parent keys it by, up to the node (the run of a radix trie; a node of the trie,
+    but for the root, ends a filter or has two children or more). ``one`` is a pair ``(last id,
+    key)`` while it holds one filter, as most do (a dictionary of one took 224 bytes, a pair 56:
+    some 400 bytes per subscription on the shapes workload, its two indexes together), a
+    dictionary from two on (``_add_one``, ``_pop_one``)."""
 
-    __slots__ = ("children", "ends", "one")
+    __slots__ = ("children", "ends", "one", "skip")
 
-    def __init__(self) -> None:
+    def __init__(self, skip: Path = ()) -> None:
+        self.skip = skip
         self.children: dict[int, _Node] = _EMPTY  # type: ignore[assignment]
         self.ends: dict[int, Keys] = _EMPTY  # type: ignore[assignment]
-        self.one: dict[int, Hashable] = _EMPTY  # type: ignore[assignment]
+        self.one: dict[int, Hashable] | tuple[int, Hashable] = _EMPTY  # type: ignore[assignment]
 
 
 def _identity(name: str | None, domain: Domain) -> tuple[int, Identity]:
@@ -557,13 +566,11 @@ class PredicateIndex:
         path = sorted(pids)
         if not path:
             return ()
-        node = self._root
-        for pid in path[:-1]:
-            node = node.children.get(pid)  # type: ignore[assignment]
-            if node is None:
-                return ()
+        node = self._find(tuple(path[:-1]))  # type: ignore[assignment]
+        if node is None:
+            return ()
         last = path[-1]
-        one = node.one.get(last)
+        one = _one_key(node, last)
         if one is not None:
             return (one,)
         keys = node.ends.get(last, ())
@@ -592,10 +599,11 @@ class PredicateIndex:
 
     def match_groups(self, publication: Publication) -> list[Keys]:
         """The same answer as ``match``, as the keys of the matching filters (tuples, sets, and
-        a list per trie node of the keys of its matching filters with one key), without building
-        their union: finding them costs in proportion to what the publication
-        satisfies, while a union costs in proportion to the number of matching keys. A key may be
-        in several groups; the sets belong to the index and must not be changed."""
+        a list per trie node of the keys of its matching filters with one key, and one list for
+        the nodes that end one filter), without building their union: finding them costs in
+        proportion to what the publication satisfies, while a union costs in proportion to the
+        number of matching keys. A key may be in several groups; the sets belong to the index and
+        must not be changed."""
         if self._dirty:
             for table in self._dirty:
                 table.refresh()
@@ -608,12 +616,21 @@ class PredicateIndex:
             if table is not None:
                 table.collect(objects, satisfied)
         groups: list[Keys] = []
+        single: list[Hashable] = []  # the keys of the matching filters held as pairs
+        groups.append(single)
         stack = [self._root]
         while stack:
             node = stack.pop()
+            skip = node.skip
+            if skip and not satisfied.issuperset(skip):
+                continue
             one = node.one
             if one:
-                groups.append(list(map(one.__getitem__, one.keys() & satisfied)))
+                if type(one) is tuple:
+                    if one[0] in satisfied:
+                        single.append(one[1])
+                else:
+                    groups.append(list(map(one.__getitem__, one.keys() & satisfied)))
             ends = node.ends
             if ends:
                 groups.extend(map(ends.__getitem__, ends.keys() & satisfied))
@@ -658,10 +675,13 @@ class PredicateIndex:
             *(entry for held in texts for entry in held.substrings.values()),
             *nodes,
             *(part for node in nodes for part in (node.children, node.ends, node.one)),
+            *(node.skip for node in nodes if node.skip),
         ]
         return PredicateIndexStatistics(
             subscriptions=len(self._subscriptions),
-            filters=sum(len(node.ends) + len(node.one) for node in nodes),
+            filters=sum(
+                len(node.ends) + (1 if type(node.one) is tuple else len(node.one)) for node in nodes
+            ),
             patterns=len(self._by_id),
             predicates=len(self._tables),
             hash_entries=sum(len(table.points) for table in tables),
@@ -723,51 +743,104 @@ class PredicateIndex:
         """The node ending the filter's path, and whether the filter is new (then added to the
         trie with no keys yet). The trie is the only index of the distinct filters: a dictionary
         from path to node took some 50 bytes per subscription, a walk down costs a look-up per
-        pattern."""
+        node. A new path's own ids past the shared ones become one node; a run it leaves in the
+        middle is split there."""
+        prefix = path[:-1]
         node = self._root
-        for pid in path[:-1]:
-            child = node.children.get(pid)
+        at = 0
+        while at < len(prefix):
+            child = node.children.get(prefix[at])
             if child is None:
                 if not node.children:
                     node.children = {}
-                child = node.children[pid] = _Node()
+                child = node.children[prefix[at]] = _Node(prefix[at + 1 :])
+                node = child
+                break
+            skip = child.skip
+            shared = _shared_length(skip, prefix, at + 1)
+            if shared < len(skip):
+                middle = _Node(skip[:shared])
+                middle.children = {skip[shared]: child}
+                child.skip = skip[shared + 1 :]
+                node.children[prefix[at]] = middle
+                child = middle
             node = child
-        return node, path[-1] not in node.one and path[-1] not in node.ends
+            at += 1 + shared
+        return node, _one_key(node, path[-1]) is None and path[-1] not in node.ends
+
+    def _find(self, prefix: Path) -> _Node | None:
+        """The node whose path is ``prefix``, if the trie has one."""
+        node = self._root
+        at = 0
+        while at < len(prefix):
+            child = node.children.get(prefix[at])
+            if child is None:
+                return None
+            skip = child.skip
+            end = at + 1 + len(skip)
+            if prefix[at + 1 : end] != skip:
+                return None
+            node = child
+            at = end
+        return node
 
     def _end(self, path: Path) -> _Node:
         """The node ending a filter's path (which is in the trie)."""
-        node = self._root
-        for pid in path[:-1]:
-            node = node.children[pid]
+        node = self._find(path[:-1])
+        assert node is not None, "the filter is in the trie"
         return node
 
     def _delete(self, path: Path) -> None:
-        """Prunes the trie nodes a removed filter leaves empty."""
-        trail = [self._root]
-        for pid in path[:-1]:
-            trail.append(trail[-1].children[pid])
-        for depth in range(len(path) - 1, 0, -1):
-            node = trail[depth]
-            if node.children or node.ends or node.one:
-                break
-            parent = trail[depth - 1]
-            del parent.children[path[depth - 1]]
+        """Prunes the trie nodes a removed filter leaves empty, and joins a node left with one
+        child and no filter to that child (the trie stays as if the filter had never been)."""
+        trail = [(self._root, -1)]
+        prefix = path[:-1]
+        at = 0
+        while at < len(prefix):
+            child = trail[-1][0].children[prefix[at]]
+            trail.append((child, prefix[at]))
+            at += 1 + len(child.skip)
+        for depth in range(len(trail) - 1, 0, -1):
+            node, pid = trail[depth]
+            parent = trail[depth - 1][0]
+            if node.ends or node.one:
+                _join_only_child(parent, pid, node)
+                return
+            if node.children:
+                _join_only_child(parent, pid, node)
+                return
+            del parent.children[pid]
             if not parent.children:
                 parent.children = _EMPTY  # type: ignore[assignment]
+
+
+def _shared_length(skip: Path, prefix: Path, start: int) -> int:
+    """How many ids of ``skip`` ``prefix`` repeats from ``start`` on."""
+    shared = 0
+    for pid in skip:
+        if start + shared >= len(prefix) or prefix[start + shared] != pid:
+            break
+        shared += 1
+    return shared
+
+
+def _join_only_child(parent: _Node, pid: int, node: _Node) -> None:
+    """Joins ``node`` (under ``pid`` in ``parent``) to its only child if it ends no filter."""
+    if node.ends or node.one or len(node.children) != 1:
+        return
+    (first, child), *_ = node.children.items()
+    child.skip = (*node.skip, first, *child.skip)
+    parent.children[pid] = child
 
 
 def _with_key(node: _Node, last: int, key: Hashable, new: bool) -> None:
     """Adds ``key`` to the keys of the filter that ends at ``node`` with ``last`` (``new``: it
     has none yet)."""
     if new:
-        if not node.one:
-            node.one = {}
-        node.one[last] = key
+        _add_one(node, last, key)
         return
-    if last in node.one:
-        first = node.one.pop(last)
-        if not node.one:
-            node.one = _EMPTY  # type: ignore[assignment]
+    if _one_key(node, last) is not None:
+        first = _pop_one(node, last)
         if not node.ends:
             node.ends = {}
         node.ends[last] = (first, key)
@@ -784,9 +857,7 @@ def _without_key(node: _Node, last: int, key: Hashable) -> bool:
     the filter has keys left (else it is gone from ``node``)."""
     keys = node.ends.get(last)
     if keys is None:
-        del node.one[last]
-        if not node.one:
-            node.one = _EMPTY  # type: ignore[assignment]
+        _pop_one(node, last)
         return False
     if type(keys) is tuple:
         keys = tuple(held for held in keys if held != key)
@@ -798,7 +869,36 @@ def _without_key(node: _Node, last: int, key: Hashable) -> bool:
     del node.ends[last]
     if not node.ends:
         node.ends = _EMPTY  # type: ignore[assignment]
-    if not node.one:
-        node.one = {}
-    node.one[last] = next(iter(keys))
+    _add_one(node, last, next(iter(keys)))
     return True
+
+
+def _one_key(node: _Node, last: int) -> Hashable | None:
+    """The key of the filter of one key that ends at ``node`` with ``last``, if any."""
+    one = node.one
+    if type(one) is tuple:
+        return one[1] if one[0] == last else None
+    return one.get(last)  # type: ignore[union-attr]
+
+
+def _add_one(node: _Node, last: int, key: Hashable) -> None:
+    """Records the filter ending at ``node`` with ``last`` as having the one key ``key``."""
+    one = node.one
+    if not one:
+        node.one = (last, key)
+    elif type(one) is tuple:
+        node.one = {one[0]: one[1], last: key}
+    else:
+        one[last] = key  # type: ignore[index]
+
+
+def _pop_one(node: _Node, last: int) -> Hashable:
+    """Forgets the filter of one key ending at ``node`` with ``last``; its key."""
+    one = node.one
+    if type(one) is tuple:
+        node.one = _EMPTY  # type: ignore[assignment]
+        return one[1]
+    key = one.pop(last)  # type: ignore[union-attr]
+    if len(one) == 1:
+        node.one = next(iter(one.items()))  # type: ignore[union-attr]
+    return key

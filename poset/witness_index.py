@@ -23,7 +23,7 @@ from qel.domains import AnyDomain, Domain, PointDomain, RangeDomain
 from qel.filters import Filter, witness
 from qel.matching import filter_matches
 from qel.model import Publication
-from qel.terms import KIND_STRING, URI, Term
+from qel.terms import KIND_DATE, KIND_NUMBER, KIND_STRING, URI, Term
 
 
 @dataclass
@@ -35,8 +35,12 @@ class _PredicateWitnesses:
     then still have a total order, so removing one is a bisection, not a scan of its equals
     (which made removal linear in the busiest value: 15% of a bulk build at 10^5).
 
-    ``by_value`` holds the keys of one value as a tuple while they are few (most values are
-    one chain bottom's: a set of one key takes 216 bytes), a set beyond ``_FEW_KEYS``."""
+    ``by_value`` holds the keys of one string or URI as a tuple while they are few (most values
+    are one chain bottom's: a set of one key takes 216 bytes), a set beyond ``_FEW_KEYS``:
+    what a fixed value or ``contains`` looks up. A number's or a date's keys are the entries
+    between two bisections instead (``_equal``): with ranges, nearly every witness has a value
+    of its own there (a range's middle), and a dictionary entry each beside the entries took
+    some 250 bytes per subscription on the shapes workload."""
 
     by_value: dict[tuple[str, object], tuple[Hashable, ...] | set[Hashable]] = field(
         default_factory=dict
@@ -46,22 +50,25 @@ class _PredicateWitnesses:
 
     def add(self, key: int, kind: str, value: object) -> None:
         self.holders.add(key)
+        self.ordered.setdefault(kind, SortedList()).add((value, key))
+        if kind in _ORDERED_ONLY:
+            return
         bucket = self.by_value.get((kind, value), ())
         if type(bucket) is tuple:
             grown = (*bucket, key) if len(bucket) < _FEW_KEYS else {*bucket, key}
             self.by_value[kind, value] = grown
         else:
             bucket.add(key)
-        self.ordered.setdefault(kind, SortedList()).add((value, key))
 
     def remove(self, key: int, kind: str, value: object) -> None:
-        bucket = self.by_value[kind, value]
-        if type(bucket) is tuple:
-            bucket = self.by_value[kind, value] = tuple(held for held in bucket if held != key)
-        else:
-            bucket.discard(key)
-        if not bucket:
-            del self.by_value[kind, value]
+        if kind not in _ORDERED_ONLY:
+            bucket = self.by_value[kind, value]
+            if type(bucket) is tuple:
+                bucket = self.by_value[kind, value] = tuple(h for h in bucket if h != key)
+            else:
+                bucket.discard(key)
+            if not bucket:
+                del self.by_value[kind, value]
         entries = self.ordered[kind]
         entries.remove((value, key))
         if not entries:
@@ -73,6 +80,9 @@ class _PredicateWitnesses:
         if isinstance(domain, AnyDomain):
             return len(self.holders)
         if isinstance(domain, PointDomain):
+            if domain.kind in _ORDERED_ONLY:
+                start, stop = self._equal(domain)
+                return stop - start
             return len(self.by_value.get((domain.kind, domain.value), ()))
         if isinstance(domain, RangeDomain):
             entries = self.ordered.get(domain.kind)
@@ -86,6 +96,9 @@ class _PredicateWitnesses:
         if isinstance(domain, AnyDomain):
             return self.holders
         if isinstance(domain, PointDomain):
+            if domain.kind in _ORDERED_ONLY:
+                start, stop = self._equal(domain)
+                return map(_KEY, self.ordered[domain.kind][start:stop]) if start < stop else ()
             return self.by_value.get((domain.kind, domain.value), ())
         if isinstance(domain, RangeDomain):
             entries = self.ordered.get(domain.kind)
@@ -103,6 +116,18 @@ class _PredicateWitnesses:
             for key in keys
         ]
 
+    def _equal(self, domain: PointDomain) -> tuple[int, int]:
+        """The slice of the entries of the point's kind (a number or a date) that hold its
+        value."""
+        entries = self.ordered.get(domain.kind)
+        if not entries:
+            return 0, 0
+        value = domain.value
+        return entries.bisect_left((value,)), entries.bisect_left((value, *_AFTER))
+
+
+_ORDERED_ONLY = frozenset({KIND_NUMBER, KIND_DATE})
+"""The kinds whose values ``_PredicateWitnesses.by_value`` leaves to the sorted entries."""
 
 _KEY = itemgetter(1)
 """An entry's key (entries are ``(value, key)``)."""

@@ -6,8 +6,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset import families
 from poset.chains import Probe
-from poset.families import covers_by_family
+from poset.families import covers_by_family, projected, signature
 from poset.poset import SubscriptionPoset, _covers_signed
 from tests.poset.test_poset import check_invariants
 
@@ -88,7 +89,7 @@ def test_covering_across_two_families_is_qel_covers(data, template, other):
             expected = qel.covers(general.subscription, specific.subscription)
             assert _covers_signed(general, specific) == expected
     if first.family is not None and second.family is not None:
-        event(f"projection: {type(first.family.over.get(second.family)).__name__}")
+        event(f"projection: {type(projected(first, second)).__name__}")
 
 
 @settings(max_examples=40, deadline=None)
@@ -104,3 +105,42 @@ def test_posets_of_families_hold_the_hasse_diagram(data, template, other):
     for number in data.draw(st.sets(st.integers(0, len(subscriptions) - 1))):
         poset.remove("peer", str(number))
     check_invariants(poset)
+
+
+def test_the_projections_kept_are_bounded_and_answers_stay_exact(monkeypatch):
+    """Past ``PROJECTIONS_KEPT`` pairs of families the kept projections are forgotten, and
+    covering across families answers as ``qel.covers`` throughout."""
+    monkeypatch.setattr(families, "PROJECTIONS_KEPT", 3)
+    for family in list(families._FAMILIES.values()):  # what earlier tests left kept
+        monkeypatch.setattr(family, "over", None)
+    monkeypatch.setattr(families._KEPT, "count", 0)
+    prefix = "@prefix ex: <http://example.org/> .\n"
+    texts = [
+        'X : t(X, ex:city, C), t(X, ex:price, P), C = "a", P <= 5',
+        'X : t(X, ex:city, C), t(X, ex:price, P), C = "b", P <= 7',
+        "X : t(X, ex:city, C), t(X, ex:price, P), P <= 9",
+        "X : t(X, ex:city, C), t(X, ex:price, P), P >= 2, P <= 6",
+        "X : t(X, ex:price, P), P < 8",
+        'X : t(X, ex:city, C), C = "a"',
+    ]
+    probes = [Probe(qel.parse_subscription(prefix + text), _covers_signed) for text in texts]
+    for _ in range(2):
+        for general in probes:
+            for specific in probes:
+                expected = qel.covers(general.subscription, specific.subscription)
+                assert _covers_signed(general, specific) == expected
+                kept = sum(len(f.over or ()) for f in list(families._FAMILIES.values()))
+                assert kept <= 3
+
+
+def test_range_parts_past_their_bound_are_not_shared_and_families_stay_one(monkeypatch):
+    """Past ``RANGE_PARTS_KEPT`` the range parts of family keys are not shared; two members of
+    one family still get the one family (keys compare by value)."""
+    monkeypatch.setattr(families, "RANGE_PARTS_KEPT", 0)
+    prefix = "@prefix ex: <http://example.org/> .\n"
+    first, second = (
+        qel.parse_subscription(prefix + f"X : t(X, ex:unshared-part, P), P <= {bound}")
+        for bound in (5, 7)
+    )
+    assert signature(first)[0] is signature(second)[0] is not None
+    assert signature(first)[1:] != signature(second)[1:]

@@ -50,6 +50,19 @@ def index_of(subs: dict[object, qel.Subscription]) -> PredicateIndex:
 def assert_agrees(index, subs, publications_):
     for publication in publications_:
         assert index.match(publication) == expected(subs, publication)
+    assert_radix(index)
+
+
+def assert_radix(index: PredicateIndex) -> None:
+    """Whatever was added and removed, the trie is a radix trie: every node but the root ends a
+    filter or has two children or more (a run of nodes on one path is one node); and a node's
+    filters of one key are a pair while there is one (a dictionary from two on)."""
+    stack = list(index._root.children.values())
+    while stack:
+        node = stack.pop()
+        assert node.one or node.ends or len(node.children) >= 2, "a node on one path only"
+        assert type(node.one) is tuple or len(node.one) != 1, "one filter in a dictionary"
+        stack.extend(node.children.values())
 
 
 def assert_empty(statistics: PredicateIndexStatistics) -> None:
