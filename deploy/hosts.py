@@ -32,6 +32,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -104,6 +105,10 @@ class NetnsHosts:
         self._next_cut = 0
         self._dropping: dict[str, set[str]] = {}
         """Per host, the hosts whose packets it drops now."""
+        self._lock = threading.RLock()
+        """Overlapping faults cut and heal from threads of their own: the rules a host holds are
+        computed and installed by one at a time (two heals interleaved once left a host dropping
+        everything from a cut that had ended, for good, since ``_dropping`` said otherwise)."""
 
     # -- setting up ---------------------------------------------------------------------------
     def __enter__(self) -> NetnsHosts:
@@ -127,6 +132,10 @@ class NetnsHosts:
 
     def add(self, name: str) -> str:
         """A host named ``name``: its namespace, its address on the bridge (returned)."""
+        with self._lock:
+            return self._add_host(name)
+
+    def _add_host(self, name: str) -> str:
         if name in self.addresses:
             return self.addresses[name]
         number = len(self.addresses) + 1
@@ -173,33 +182,37 @@ class NetnsHosts:
         off from every other one); the cut's number, for ``heal``."""
         sides = [set(group) for group in groups]
         pairs = set()
-        for name in self.addresses:
-            mine = [side for side in sides if name in side]
-            reach = set().union(*mine) if mine else set()
-            pairs |= {(name, other) for other in set(self.addresses) - reach - {name}}
-        return self._add(pairs)
+        with self._lock:
+            for name in self.addresses:
+                mine = [side for side in sides if name in side]
+                reach = set().union(*mine) if mine else set()
+                pairs |= {(name, other) for other in set(self.addresses) - reach - {name}}
+            return self._add(pairs)
 
     def isolate(self, name: str) -> int:
         """``name`` reaches nobody and nobody reaches it."""
-        others = set(self.addresses) - {name}
-        return self._add({(name, o) for o in others} | {(o, name) for o in others})
+        with self._lock:
+            others = set(self.addresses) - {name}
+            return self._add({(name, o) for o in others} | {(o, name) for o in others})
 
     def cut_pair(self, first: str, second: str) -> int:
         return self._add({(first, second), (second, first)})
 
     def heal(self, cut: int | None = None) -> None:
         """The cut numbered ``cut`` ends (every cut, with None)."""
-        if cut is None:
-            self._cuts.clear()
-        else:
-            self._cuts.pop(cut, None)
-        self._apply()
+        with self._lock:
+            if cut is None:
+                self._cuts.clear()
+            else:
+                self._cuts.pop(cut, None)
+            self._apply()
 
     def _add(self, pairs: set[tuple[str, str]]) -> int:
-        self._next_cut += 1
-        self._cuts[self._next_cut] = pairs
-        self._apply()
-        return self._next_cut
+        with self._lock:
+            self._next_cut += 1
+            self._cuts[self._next_cut] = pairs
+            self._apply()
+            return self._next_cut
 
     def _apply(self) -> None:
         wanted: dict[str, set[str]] = {name: set() for name in self.addresses}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -112,3 +113,44 @@ def test_slow_delays_packets_or_a_run_that_asks_for_it_says_why_it_cannot():
     refused = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
     assert refused.returncode == 2, refused.stderr
     assert "slow on --hosts netns" in refused.stderr and "netem" in refused.stderr
+
+
+def rules_left(hosts: NetnsHosts) -> dict[str, str]:
+    """The cut rules each host holds now, as nftables lists them (none: not listed)."""
+    held = {}
+    for name in NAMES:
+        listed = subprocess.run(
+            [*hosts.prefix(name), "nft", "list", "ruleset"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        if "drop" in listed:
+            held[name] = listed
+    return held
+
+
+def test_cuts_and_heals_from_threads_at_once_leave_no_rule_behind(hosts):
+    """Overlapping faults cut and heal from threads of their own. Interleaved, two heals once
+    left a host dropping everything from a cut that had ended: a super-peer stayed cut off from
+    the rest for the rest of a chaos run."""
+    shapes = [
+        [["a", "b"], ["c", "d"]],
+        [["a"], ["b", "c", "d"]],
+        [["a", "b", "c"], ["c", "d"]],
+        [["a", "d"], ["b", "c"]],
+    ]
+
+    def cut_and_heal(turn: int) -> None:
+        for round_ in range(6):
+            shape = shapes[(turn + round_) % len(shapes)]
+            cut = hosts.isolate(NAMES[turn]) if round_ % 3 == 2 else hosts.partition(shape)
+            hosts.heal(cut)
+
+    threads = [threading.Thread(target=cut_and_heal, args=(turn,)) for turn in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert rules_left(hosts) == {}
+    assert reachable(hosts) == EVERY
