@@ -135,15 +135,18 @@ class Merges(NodeBase):
         nothing changes here, the claim is stale: two overlapping repairs took one place twice
         and nothing told the loser. It is told (``Evicted``: a neighbour in its own view evicts
         it, so it rejoins)."""
-        view = self.topology.view()
+        if not claimed or self.topology.busy():  # a merge probe claims none
+            self._stale_claims.pop(sender, None)
+            return
+        table = self.topology.view().table
         others = sorted(
             {
-                view.table[p]
+                table[p]
                 for p in claimed
-                if view.table.get(p, sender) != sender and view.table[p] not in self._suspected
+                if table.get(p, sender) != sender and table[p] not in self._suspected
             }
         )
-        if not others or self.topology.busy():
+        if not others:
             self._stale_claims.pop(sender, None)
             return
         since = self._stale_claims.setdefault(sender, now)
