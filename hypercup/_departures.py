@@ -33,9 +33,22 @@ with it. So nothing that a departure needs is sent to a member known to have fai
   known failed (when there is one closer to the target).
 * *Standing in.* The search's step at the column of a failed member is taken by the node that
   would have sent it there, from what it and the walk know of the columns above (``StandIn``);
-  where a fact is missing, or the search would end at that column, the walk waits or goes on
-  as below. (Not on the way to position 0: a member cut off by a partition is "failed" too,
-  and standing in for it there left one side with a member in a view of the cube gone by.)
+  where a fact is missing, or the search would end at that column, the walk passes over it,
+  is handed on, waits or goes on as below. (Not on the way to position 0: a member cut off by
+  a partition is "failed" too, and standing in for it there left one side with a member in a
+  view of the cube gone by.)
+* *Passing over.* A search that would end at the column of a failed base holder (the last
+  split column; its newcomer alive) ends at the split column below instead: that base holder
+  cannot take its mirror back, and its own departure may be waiting on this one (its walk
+  routes to position 0, whose holder is the node departing now: a kill and a pause together
+  wedged both until the watchdog). Its own departure, after, ends at its column, whose
+  newcomer takes it back: the cube is the one the two departures in the other order make.
+* *Handing on.* A step at a failed member's position that the node holding the walk cannot
+  take (a fact is missing) and cannot wait for (the failed member is not its neighbour) goes
+  to a live neighbour of the failed member instead of to the failed member, where it would be
+  lost. That neighbour knows more of the failed member's neighbourhood: it stands in for it
+  with its own table, and waits there for its replacement if it still cannot take the step
+  (a neighbour never hands on again).
 * *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split
   column, the next column of the search, every way toward 0) waits here until that neighbour
   has been replaced (it is no longer in this node's table), at most ``DEFERRED_TICKS``; then the
@@ -159,6 +172,10 @@ class StandIn:
     def column_split(self, column: int) -> bool:
         mirror = column | top_bit(self.dimension)
         return mirror not in self.positions_of(self.holder(column))
+
+
+class ColumnEnd(KnowledgeError):
+    """The search would end at the column of the failed node a walk stands in for."""
 
 
 Hood = Neighbourhood | StandIn
@@ -306,6 +323,8 @@ class Departures(NodeCore):
             self._correct_stale(walk)
             return
         if walk.position not in self._member_hood().positions:
+            if self._stand_in_handed(walk):
+                return
             raise RemoteProtocolError(
                 sender, f"LeaveWalk for position {walk.position}, not held by {self.node_id}"
             )
@@ -475,26 +494,86 @@ class Departures(NodeCore):
     def _advance_leave(self, walk: LeaveWalk) -> None:
         """Takes the walk's steps here (ours, the departing node's, and those of failed nodes
         this node can stand in for) until it must go to another node or ends here."""
-        hood: Hood = self._walker(walk)
-        entered: tuple[LeaveWalk, StandIn] | None = None
-        """The walk as it reached the failed node this node stands in for, and that node."""
+        self._advance_from(walk, self._walker(walk))
+
+    def _advance_from(self, walk: LeaveWalk, hood: Hood) -> None:
+        """``_advance_leave`` from a step with ``hood``'s knowledge: this node's, the departing
+        node's, or a failed node's it was handed on (``_stand_in_handed``)."""
+        entered: tuple[LeaveWalk, StandIn, Hood | None] | None = None
+        """The walk as it reached the failed node this node stands in for, that node, and whose
+        knowledge took the step before (None: another node's, which handed the walk on)."""
+        if isinstance(hood, StandIn):
+            entered = (walk, hood, None)
         while True:
             try:
                 moved = self._step(walk, hood)
-            except KnowledgeError:
+            except KnowledgeError as error:
                 if entered is None:
                     raise
-                # a fact about the failed node's neighbourhood is not known here, or its step
-                # would end the walk: the walk waits for its replacement, or goes to it as
-                # before (and the repairer tries again: ``RETRY_REPAIR``)
-                walk, stand_in = entered
-                if not self._defer(walk, stand_in.node_id):
+                walk, stand_in, before = entered
+                if isinstance(error, ColumnEnd) and self._passable(walk, stand_in):
+                    # the failed base holder of the last split column: the search ends at the
+                    # split column below (the module docstring, "Passing over")
+                    walk = replace(walk, position=walk.position & ~(1 << (walk.bit + 1)))
+                    moved = (
+                        (walk, before) if before is not None else self._next_hood(walk, stand_in)
+                    )
+                elif self._defer(walk, stand_in.node_id) or self._hand_on(walk, stand_in):
+                    return
+                else:
+                    # a fact about the failed node's neighbourhood is not known here, or its
+                    # step would end the walk: the walk goes to it as before (and the repairer
+                    # tries again: ``RETRY_REPAIR``)
                     self._send_walk(stand_in.node_id, stand_in.address, walk)
-                return
+                    return
             if moved is None:
                 return
-            walk, hood = moved
-            entered = (walk, hood) if isinstance(hood, StandIn) else None
+            previous, (walk, hood) = hood, moved
+            entered = (walk, hood, previous) if isinstance(hood, StandIn) else None
+
+    def _hand_on(self, walk: LeaveWalk, failed: StandIn) -> bool:
+        """A step at ``failed``'s position that this node, not its neighbour, cannot take: it
+        goes to a live neighbour of it known here, which knows more of its neighbourhood (and
+        can wait there for its replacement): the module docstring, "Handing on". False if
+        none is known."""
+        dead = self._known_failed(walk) | {walk.leaver, self.node_id, failed.node_id}
+        around = sorted(surrounding_positions(failed.positions, walk.dimension))
+        for position in around:
+            try:
+                holder = failed.holder(position)
+            except KnowledgeError:
+                continue
+            if holder not in dead:
+                self._send_walk(holder, failed.address_of(holder), walk)
+                return True
+        return False
+
+    def _stand_in_handed(self, walk: LeaveWalk) -> bool:
+        """A walk handed on to this node for a failed neighbour's step (``_hand_on``): taken
+        here, with what this node knows of it. False if the walk's position is not a failed
+        neighbour's here."""
+        hood = self._member_hood()
+        holder = hood.holders.get(walk.position)
+        if walk.phase != SEARCH or walk.epoch != self._epoch or holder is None:
+            return False
+        if holder not in self._known_failed(walk):
+            return False
+        stand_in = self._stand_in(walk, holder)
+        if stand_in is None:
+            return False
+        self._advance_from(walk, stand_in)
+        return True
+
+    def _passable(self, walk: LeaveWalk, failed: StandIn) -> bool:
+        """Whether the search may pass over ``failed``'s column, where it would end: the
+        column's newcomer is known here and not known failed (a failed newcomer departs with
+        its base: ``_carry_partner``)."""
+        mirror = walk.position | top_bit(walk.dimension)
+        try:
+            newcomer = failed.holder(mirror)
+        except KnowledgeError:
+            return False
+        return newcomer != walk.leaver and newcomer not in self._known_failed(walk)
 
     def _step(self, walk: LeaveWalk, hood: Hood) -> tuple[LeaveWalk, Hood] | None:
         """One step of the walk with ``hood``'s knowledge: the walk and whose knowledge the next
@@ -526,9 +605,8 @@ class Departures(NodeCore):
         walk = replace(walk, bit=bit)
         if higher is None:
             if standing_in:
-                # the column of a failed base holder, which cannot take its mirror back: its
-                # own departure goes first
-                raise KnowledgeError("the walk ends at a failed node's column")
+                # the column of a failed base holder, which cannot take its mirror back
+                raise ColumnEnd("the walk ends at a failed node's column")
             assert isinstance(hood, Neighbourhood)
             whole = self._with_carried(walk, hood)
             if whole is None:

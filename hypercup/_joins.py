@@ -147,6 +147,19 @@ class Joins(NodeCore):
                     break
             walk = replace(walk, bit=bit)
             if lower is None:
+                if walk.newcomer in hood.peers:
+                    # its old incarnation holds a place next to this column still (a repair
+                    # not done yet): two entries of one name in the tables around it
+                    refusal = (
+                        f"{walk.newcomer} is still a member here (its old incarnation is being "
+                        "repaired)"
+                    )
+                    self._send(
+                        walk.newcomer,
+                        walk.newcomer_address,
+                        JoinRefused(reason=refusal, member=True),
+                    )
+                    return
                 self._take_over(walk)
                 return
             walk = replace(walk, position=lower)

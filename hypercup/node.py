@@ -82,7 +82,10 @@ link); nothing else is assumed about timing.
   ``neighbour_failed`` completes the takes and relays that waited for its acknowledgement; the
   anchor forgets an admitted join still in flight after ``STALE_TICKS`` of the runtime's
   ``tick`` (its walk went to a failed member; the newcomer asks again); a walk of an earlier
-  epoch starts over.
+  epoch starts over. A newcomer whose old incarnation still holds a place in the table of the
+  member that would give it a column (a restart before its repair ended) is refused there
+  (``JoinRefused``; it asks again): one name twice in the tables around a column left repairs
+  of the old place looping on the new one.
 * Failures during a change of dimension. A ``Grow`` or ``Shrink`` sent down a tree through a
   failed member never reaches that member's subtree; a node that holds messages of an epoch it
   has not reached is ``lagging``, and the runtime asks their senders (``ask_for_missed_changes``:

@@ -15,8 +15,10 @@ import pytest
 from hypothesis import Phase, assume, given, settings
 from hypothesis import strategies as st
 
+from bench.overlapping import time_to_one_cube
 from hypercup import Topology
 from superpeer.config import ConfigError, config_from_mapping
+from superpeer.node import NodeConfig
 from superpeer.sim import Simulation
 from superpeer.store import MemoryStore
 from tests.superpeer.invariants import check_routing
@@ -325,3 +327,16 @@ def test_deliveries_survive_two_neighbours_failing_at_once(workload, data):
         superpeers, ops[:cut] + faults + ops[cut:] + back
     )
     check_routing(simulation)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("superpeers", "seed"), [(8, 2), (8, 7)])
+def test_a_killed_member_and_a_paused_neighbour_are_repaired_without_the_watchdog(superpeers, seed):
+    # bench.overlapping's kill-pause: the killed one's repair routes to position 0, held by the
+    # paused one, whose own repair ended at the killed one's column; each waited on the other
+    # until the wedge watchdog rejoined their neighbours (135 s and 84 s). Now the paused one's
+    # search passes over the killed base holder's column and is handed on to a live neighbour
+    # of it ("Passing over", "Handing on"), and the killed one, restarted, is not given a
+    # column beside its old place before that place is repaired
+    took = time_to_one_cube(superpeers, seed, fault="kill-pause")
+    assert took < NodeConfig().wedged_seconds / 2
