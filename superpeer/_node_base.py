@@ -442,6 +442,11 @@ class NodeBase:
         self._handover_due: dict[str, float] = {}
         """Pending handovers (request -> when to ask again)."""
         self._handover_tries: dict[str, int] = {}
+        self._refused_for_now: dict[str, tuple[str, m.Handover]] = {}
+        """Per peer attached here, the latest handover refused because of that (sender, its
+        request): the connection may be dead without this node knowing yet, and the request
+        is answered when it ends (``Migrations._handed_when_detached``). Not kept on disk: the
+        asker asks again until answered."""
         self._awaiting: set[str] = set()
         """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._handed_in: dict[str, set[str]] = {}

@@ -65,7 +65,14 @@ Rules, beyond the routing core's:
   follows the peer's forwarding address, kept for ``retention_seconds``; a handover that
   describes a move older than the peer's latest arrival (both times on the peer's clock) is
   refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
-  the previous one follow them too. If the previous one does not answer within
+  the previous one follow them too. A previous one that holds the peer attached refuses for now
+  (``HandoverDone.retry``): its connection may be dead without its knowing yet (a partition cut
+  it from the peer; a final refusal once left it the peer's old subscriptions, and their mail,
+  for 36 minutes in a chaos run). It remembers the latest such request and answers it, checked
+  afresh, when that connection ends; this node keeps the request, catches up from the origins
+  meanwhile and asks again on its timer (the previous one may restart and forget). A peer that
+  connects to the previous one again came back (its ``Moved`` follows): the request is
+  forgotten there, and this node, asked for the peer in turn, forgets its own request. If the previous one does not answer within
   ``handover_seconds``, the node asks the origins for what was published since the peer last heard
   from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
   it kept is handed over.
@@ -1388,6 +1395,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if self.core is not None and peer in self.core.peers:
                 self._core(self.core.detach(peer, now), now, out)
             log.info("event=peer_detached peer=%s", peer)
+            self._handed_when_detached(peer, now, out)
         return out
 
     def _forget_connection(self, connection: int) -> None:
@@ -1460,6 +1468,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if self._unidentified[entry.host] <= 0:
                 del self._unidentified[entry.host]
         previous = self._peer_connection.get(peer)
+        # it came back here after a move (its ``Moved`` follows): a handover refused while its
+        # old connection seemed alive is not answered when that one closes
+        self._refused_for_now.pop(peer, None)
         if previous is not None:
             self._close(previous, "the peer connected again (the newest connection wins)", now, out)
         self._peer_connection[peer] = connection
