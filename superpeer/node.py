@@ -64,18 +64,19 @@ Rules, beyond the routing core's:
   for the peer (its tree before the subscriptions go, a late catch-up, mail from further back)
   follows the peer's forwarding address, kept for ``retention_seconds``; a handover that
   describes a move older than the peer's latest arrival (both times on the peer's clock) is
-  refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
-  the previous one follow them too. A previous one that holds the peer attached refuses for now
-  (``HandoverDone.retry``): its connection may be dead without its knowing yet (a partition cut
-  it from the peer; a final refusal once left it the peer's old subscriptions, and their mail,
-  for 36 minutes in a chaos run). It remembers the latest such request and answers it, checked
-  afresh, when that connection ends; this node keeps the request, catches up from the origins
-  meanwhile and asks again on its timer (the previous one may restart and forget). A peer that
-  connects to the previous one again came back (its ``Moved`` follows): the request is
-  forgotten there, and this node, asked for the peer in turn, forgets its own request. If the previous one does not answer within
-  ``handover_seconds``, the node asks the origins for what was published since the peer last heard
-  from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
-  it kept is handed over.
+  refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups
+  (``superpeer.locating``) and rendezvous requests that reach the previous one follow them too.
+  If the previous one does not answer within ``handover_seconds``, the node asks the origins for
+  what was published since the peer last heard from it, and keeps asking the previous one
+  (durably) until it answers: when it comes back, what it kept is handed over. A previous one
+  that holds the peer attached refuses for now (``HandoverDone.retry``): its connection may be
+  dead without its knowing yet (a partition cut it from the peer; a final refusal once left it
+  the peer's old subscriptions, and the mail they matched, for 36 minutes in a chaos run). It
+  remembers the latest such request and answers it, checked afresh, when that connection ends;
+  this node treats the refusal as no answer yet (the catch-up, then asking again: the previous
+  one may restart and forget). A peer that connects to the previous one again came back (its
+  ``Moved`` follows): the request is forgotten there, and this node, asked for the peer in
+  turn, forgets its own.
 * **Never hold the loop** (``superpeer._backlog``). Inputs that place subscriptions in the
   poset (``sp.forward``, ``peer.subscribe``, each subscription of an ``sp.adopt``) spend an allowance of
   ``placements_per_step``, renewed by each ``timer`` call; once it is spent, the input and

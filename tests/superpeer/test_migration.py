@@ -711,8 +711,10 @@ def test_a_handover_refused_while_the_old_connection_seemed_alive_completes_once
     subscriptions go after ``settle_seconds``), and the new one drops what matched only what
     the peer withdrew there before it was published."""
     simulation, closes = refused_while_attached_at_sp0()
+    noticed = simulation.now
     release(simulation, closes)  # sp0 notices the dead connection
     assert "sub" not in simulation.cores["sp0"].peers, "handed over: its old subscriptions went"
+    assert simulation.now - noticed <= simulation.node_config.routing.settle_seconds + 0.1
     assert simulation.stores["sp0"].mail_counts() == {}
     assert not simulation.nodes["sp1"]._handovers_of("sub")
     simulation.apply(BACK_TO_SP0)
