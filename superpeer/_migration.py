@@ -18,6 +18,7 @@ from superpeer._node_base import (
     NodeBase,
     Output,
     PlannedCatchUp,
+    RefusedForNow,
     decoded_as,
     log,
 )
@@ -137,6 +138,7 @@ class Migrations(NodeBase):
         self._awaiting.discard(request)
 
     def _handover_timer(self, now: float, out: list[Output]) -> None:
+        self._close_silent(now, out)
         pending = self.store.pending(HANDOVERS)
         for request, due in sorted(self._handover_due.items()):
             if due > now:
@@ -198,7 +200,7 @@ class Migrations(NodeBase):
         if refusal is not None:
             retry = refusal == ATTACHED_HERE
             if retry:
-                self._refused_for_now[message.peer] = (sender, message)
+                self._refuse_for_now(sender, message, now, out)
             log.warning(
                 "event=handover_refused node=%s peer=%s to=%s reason=%r",
                 self.node_id,
@@ -273,6 +275,31 @@ class Migrations(NodeBase):
             "event=handover node=%s peer=%s to=%s kept=%d", self.node_id, peer, sender, len(kept)
         )
 
+    def _refuse_for_now(
+        self, sender: str, message: m.Handover, now: float, out: list[Output]
+    ) -> None:
+        """Remember the latest handover refused because ``message.peer`` is attached here, and
+        find out whether it is: a signed move statement says the peer went elsewhere, and a
+        connection cut by a partition looks alive until the operating system gives up on it
+        (minutes: 36 in a chaos run). The peer is sent a ``Clock``; a connection silent for
+        ``failure_seconds`` after it is closed (``_close_silent``)."""
+        peer = message.peer
+        known = self._refused_for_now.get(peer)
+        silent_by = known.silent_by if known is not None else None
+        if silent_by is None:
+            self._clock_to_peer(peer, self._peer_connection[peer], now, out)
+            silent_by = now + self.config.failure_seconds
+        self._refused_for_now[peer] = RefusedForNow(sender, message, silent_by)
+
+    def _close_silent(self, now: float, out: list[Output]) -> None:
+        """The connections of peers a handover said had moved, silent since they were asked
+        for a ``Clock``: dead, so closed; their handovers are answered as they close."""
+        for peer, refused in sorted(self._refused_for_now.items()):
+            if refused.silent_by is None or refused.silent_by > now:
+                continue
+            reason = "silent since a handover said the peer moved to " + refused.asker
+            self._close(self._peer_connection[peer], reason, now, out)
+
     def _handed_when_detached(self, peer: str, now: float, out: list[Output]) -> None:
         """``peer``'s connection here ended: the handover refused while it was attached is
         answered now, checked as if it had just come (the peer may have come back here since,
@@ -280,7 +307,7 @@ class Migrations(NodeBase):
         ``_established`` dropped the refusal if the peer connected here again."""
         refused = self._refused_for_now.pop(peer, None)
         if refused is not None:
-            self._handover_out(*refused, now, out)
+            self._handover_out(refused.asker, refused.request, now, out)
 
     def _unvouched_since(self, peer: str) -> float:
         """From when the mail kept here for ``peer`` may lack what it was owed (hybrid time; 0:

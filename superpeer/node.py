@@ -73,8 +73,9 @@ Rules, beyond the routing core's:
   dead without its knowing yet (a partition cut it from the peer; a final refusal once left it
   the peer's old subscriptions, and the mail they matched, for 36 minutes in a chaos run). It
   remembers the latest such request and answers it, checked afresh, when that connection ends;
-  this node treats the refusal as no answer yet (the catch-up, then asking again: the previous
-  one may restart and forget). A peer that connects to the previous one again came back (its
+  and it sends the peer a ``Clock`` with the refusal: a connection that stays silent for
+  ``failure_seconds`` after it is closed as dead. This node treats the refusal as no answer yet
+  (the catch-up, then asking again: the previous one may restart and forget). A peer that connects to the previous one again came back (its
   ``Moved`` follows): the request is forgotten there, and this node, asked for the peer in
   turn, forgets its own.
 * **Never hold the loop** (``superpeer._backlog``). Inputs that place subscriptions in the
@@ -1421,6 +1422,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         elif isinstance(event, Established):
             self._established(connection, entry, event, now, out)
         elif isinstance(event, Request):
+            refused = self._refused_for_now.get(entry.session.peer or "")
+            if refused is not None:
+                refused.silent_by = None  # its connection is alive (``_refuse_for_now``)
             self._request(connection, entry, event, now, out)
         elif isinstance(event, Ended):
             if event.auth_failure is not None:
