@@ -280,9 +280,11 @@ class Migrations(NodeBase):
     ) -> None:
         """Remember the latest handover refused because ``message.peer`` is attached here, and
         find out whether it is: a signed move statement says the peer went elsewhere, and a
-        connection cut by a partition looks alive until the operating system gives up on it
-        (minutes: 36 in a chaos run). The peer is sent a ``Clock``; a connection silent for
-        ``failure_seconds`` after it is closed (``_close_silent``)."""
+        connection cut by a partition looks alive until the operating system gives up on it,
+        many minutes later. The peer is sent a ``Clock``, which a live peer answers; a
+        connection silent for ``failure_seconds`` after it is closed (``_close_silent``). A
+        live one wrongly closed costs a reconnection, not a handover: the one peer that can be
+        live here is one that came back, and its move statement here makes the request stale."""
         peer = message.peer
         known = self._refused_for_now.get(peer)
         silent_by = known.silent_by if known is not None else None

@@ -75,9 +75,10 @@ Rules, beyond the routing core's:
   remembers the latest such request and answers it, checked afresh, when that connection ends;
   and it sends the peer a ``Clock`` with the refusal: a connection that stays silent for
   ``failure_seconds`` after it is closed as dead. This node treats the refusal as no answer yet
-  (the catch-up, then asking again: the previous one may restart and forget). A peer that connects to the previous one again came back (its
-  ``Moved`` follows): the request is forgotten there, and this node, asked for the peer in
-  turn, forgets its own.
+  (the catch-up, then asking again: the previous one may restart and forget). A peer that
+  connects to the previous one again came back (its ``Moved`` follows): the request is forgotten
+  there, and this node, asked for the peer in turn, forgets its own; a later copy of it is
+  refused as stale once that connection ends, however it ends.
 * **Never hold the loop** (``superpeer._backlog``). Inputs that place subscriptions in the
   poset (``sp.forward``, ``peer.subscribe``, each subscription of an ``sp.adopt``) spend an allowance of
   ``placements_per_step``, renewed by each ``timer`` call; once it is spent, the input and

@@ -766,7 +766,8 @@ def test_a_peer_that_comes_back_over_a_refused_handover_stays_where_it_is():
     late copy of its request is refused for now again, and the peer, alive, answers the
     ``Clock`` that comes with the refusal: its connection stays. (The mail sp0 kept for ``s1``
     reaches the peer as it attaches, before it tells sp0 it withdrew ``s1``: the peer's inbox
-    filters what was published after that, ``withdrawn_before``.)"""
+    filters what was published after that, ``withdrawn_before``.) When that connection ends,
+    the late request is found stale."""
     simulation, closes = refused_while_attached_at_sp0()
     [(request, entry)] = simulation.nodes["sp1"]._handovers_of("sub").items()
     simulation.apply(BACK_TO_SP0)
@@ -783,3 +784,6 @@ def test_a_peer_that_comes_back_over_a_refused_handover_stays_where_it_is():
     simulation.apply({"op": "wait", "seconds": 2 * simulation.node_config.failure_seconds})
     assert simulation.peers["sub"].connection == connection
     assert simulation.cores["sp0"].peers["sub"].attached
+    simulation.apply({"op": "detach", "peer": "sub"})
+    assert "sub" in simulation.cores["sp0"].peers, "the late request was stale: nothing handed"
+    assert not simulation.nodes["sp0"]._refused_for_now
