@@ -18,6 +18,7 @@ from superpeer._node_base import (
     NodeBase,
     Output,
     PlannedCatchUp,
+    RefusedForNow,
     decoded_as,
     log,
 )
@@ -27,6 +28,10 @@ from wire import messages as m
 QUICK_HANDOVER_TRIES = 3
 """A handover answered with less than it said it sent is asked again at once this many times
 (mail lost on a link that broke); after that, when its timer says (``_ask_handover``)."""
+
+ATTACHED_HERE = "the peer is attached here now"
+"""The one refusal that may not last (``HandoverDone.retry``): the connection a previous access
+point holds may be dead without its knowing yet (a partition cut it from the peer)."""
 
 
 class Migrations(NodeBase):
@@ -133,6 +138,7 @@ class Migrations(NodeBase):
         self._awaiting.discard(request)
 
     def _handover_timer(self, now: float, out: list[Output]) -> None:
+        self._close_silent(now, out)
         pending = self.store.pending(HANDOVERS)
         for request, due in sorted(self._handover_due.items()):
             if due > now:
@@ -142,17 +148,22 @@ class Migrations(NodeBase):
                 self._forget_handover(request)
                 continue
             self._awaiting.discard(request)
-            if not entry["caught_up"]:
-                # the previous access point does not answer: take from the origins what was
-                # published since the peer last heard from it; keep asking it for what it kept
-                entry["caught_up"] = True
-                self.store.set_pending(HANDOVERS, request, entry)
-                self._catchups.append(self._moved_catchup(entry, now))
+            self._catch_up_meanwhile(request, entry, now)
             if now - entry["asked_at"] > self.config.retention_seconds:
                 self._forget_handover(request)
                 continue
             self._ask_handover(request, entry, now, out)
         self._release_held(now, out)
+
+    def _catch_up_meanwhile(self, request: str, entry: dict, now: float) -> None:
+        """The previous access point does not answer, or refuses for now: take from the
+        origins what was published since the peer last heard from it (once); the request stays,
+        and what it kept comes when it answers (repeats are dropped)."""
+        if entry["caught_up"]:
+            return
+        entry["caught_up"] = True
+        self.store.set_pending(HANDOVERS, request, entry)
+        self._catchups.append(self._moved_catchup(entry, now))
 
     def _moved_catchup(
         self, entry: dict, now: float, *, since: float | None = None
@@ -187,6 +198,9 @@ class Migrations(NodeBase):
         """A peer of ours moved to ``sender``: hand over what we keep and forget it."""
         refusal = self._check_handover(sender, message)
         if refusal is not None:
+            retry = refusal == ATTACHED_HERE
+            if retry:
+                self._refuse_for_now(sender, message, now, out)
             log.warning(
                 "event=handover_refused node=%s peer=%s to=%s reason=%r",
                 self.node_id,
@@ -200,12 +214,19 @@ class Migrations(NodeBase):
                 accepted=False,
                 reason=refusal,
                 expired=0,
+                retry=retry,
             )
             self._send(sender, done, now, out, address=message.address)
             return
         peer = message.peer
         self.statistics.handovers_out += 1
+        self._refused_for_now.pop(peer, None)
         unvouched = self._unvouched_since(peer)  # before the handover drops its pending parts
+        for request, asked in self._handovers_of(peer).items():
+            if self._holder(asked["previous"], asked["address"])[0] == sender:
+                # the peer went back to the super-peer this node was asking for its state: what
+                # that one keeps is the peer's own there again (it would refuse as stale)
+                self._forget_handover(request)
         kept, through = self.mail.handed_over(peer)
         expired = self.store.take_expired(peer)
         self._send_mail(
@@ -254,6 +275,42 @@ class Migrations(NodeBase):
             "event=handover node=%s peer=%s to=%s kept=%d", self.node_id, peer, sender, len(kept)
         )
 
+    def _refuse_for_now(
+        self, sender: str, message: m.Handover, now: float, out: list[Output]
+    ) -> None:
+        """Remember the latest handover refused because ``message.peer`` is attached here, and
+        find out whether it is: a signed move statement says the peer went elsewhere, and a
+        connection cut by a partition looks alive until the operating system gives up on it,
+        many minutes later. The peer is sent a ``Clock``, which a live peer answers; a
+        connection silent for ``failure_seconds`` after it is closed (``_close_silent``). A
+        live one wrongly closed costs a reconnection, not a handover: the one peer that can be
+        live here is one that came back, and its move statement here makes the request stale."""
+        peer = message.peer
+        known = self._refused_for_now.get(peer)
+        silent_by = known.silent_by if known is not None else None
+        if silent_by is None:
+            self._clock_to_peer(peer, self._peer_connection[peer], now, out)
+            silent_by = now + self.config.failure_seconds
+        self._refused_for_now[peer] = RefusedForNow(sender, message, silent_by)
+
+    def _close_silent(self, now: float, out: list[Output]) -> None:
+        """The connections of peers a handover said had moved, silent since they were asked
+        for a ``Clock``: dead, so closed; their handovers are answered as they close."""
+        for peer, refused in sorted(self._refused_for_now.items()):
+            if refused.silent_by is None or refused.silent_by > now:
+                continue
+            reason = "silent since a handover said the peer moved to " + refused.asker
+            self._close(self._peer_connection[peer], reason, now, out)
+
+    def _handed_when_detached(self, peer: str, now: float, out: list[Output]) -> None:
+        """``peer``'s connection here ended: the handover refused while it was attached is
+        answered now, checked as if it had just come (the peer may have come back here since,
+        or left). Called by the one place a peer detaches (``_connection_closed``), after
+        ``_established`` dropped the refusal if the peer connected here again."""
+        refused = self._refused_for_now.pop(peer, None)
+        if refused is not None:
+            self._handover_out(refused.asker, refused.request, now, out)
+
     def _unvouched_since(self, peer: str) -> float:
         """From when the mail kept here for ``peer`` may lack what it was owed (hybrid time; 0:
         from no time). Such mail is still to come by a catch-up covering the peer: one planned
@@ -279,7 +336,7 @@ class Migrations(NodeBase):
         if message.superpeer != sender:
             return f"the handover names {message.superpeer}, but {sender} sent it"
         if peer in self._peer_connection:
-            return "the peer is attached here now"
+            return ATTACHED_HERE
         arrival = self.store.pending(MOVES).get(peer)
         if arrival is not None and arrival["since"] > message.since:
             # the move it describes is older than the peer's latest arrival here (both times
@@ -320,6 +377,19 @@ class Migrations(NodeBase):
         self, sender: str, message: m.HandoverDone, now: float, out: list[Output]
     ) -> None:
         entry = self.store.pending(HANDOVERS).get(message.request)
+        if not message.accepted and message.retry and entry is not None:
+            # the peer is attached there still, over a connection that may be dead: the
+            # previous one answers when it ends, this node asks again meanwhile (its timer)
+            log.info(
+                "event=handover_deferred node=%s peer=%s from=%s",
+                self.node_id,
+                message.peer,
+                sender,
+            )
+            self._awaiting.discard(message.request)
+            self._catch_up_meanwhile(message.request, entry, now)
+            self._release_held(now, out)
+            return
         if message.accepted:
             received = len(self._handed_in.get(message.request, ()))
             if received < message.count:

@@ -176,6 +176,19 @@ class NodeConfig:
 
 
 @dataclass
+class RefusedForNow:
+    """A handover refused because its peer is attached here (``Migrations._handover_out``),
+    answered when the peer's connection ends."""
+
+    asker: str
+    request: m.Handover
+    silent_by: float | None
+    """The refusal sent the peer a ``Clock``, which a live peer answers: unless the peer says
+    something on its connection first, the connection is closed as dead at this time (None: it
+    did, the peer is there)."""
+
+
+@dataclass
 class ForwardingAddress:
     """Where a peer that moved away went (its forwarding address)."""
 
@@ -442,6 +455,10 @@ class NodeBase:
         self._handover_due: dict[str, float] = {}
         """Pending handovers (request -> when to ask again)."""
         self._handover_tries: dict[str, int] = {}
+        self._refused_for_now: dict[str, RefusedForNow] = {}
+        """Per peer attached here, the latest handover refused because of that: the connection
+        may be dead without this node knowing yet (``Migrations._handed_when_detached``). Not
+        kept on disk: the asker asks again until answered."""
         self._awaiting: set[str] = set()
         """Handovers whose first answer (or the catch-up instead) is still awaited."""
         self._handed_in: dict[str, set[str]] = {}

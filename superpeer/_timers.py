@@ -63,6 +63,9 @@ class Timers(Backlog):
                 due = min(due, at)
         for at in self._handover_due.values():
             due = min(due, at)
+        for refused in self._refused_for_now.values():
+            if refused.silent_by is not None:
+                due = min(due, refused.silent_by)
         at = self.locator.next_deadline()
         if at is not None and at < due:
             due = at

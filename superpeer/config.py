@@ -230,10 +230,16 @@ class StoreSettings:
     """How often the free space is looked at, besides after each group commit."""
     max_log_bytes: int = 4 * 1024 * 1024
     """The write-ahead log is checkpointed (copied into the database, then truncated) once it
-    holds this many bytes, and at most a quarter of ``min_free_bytes``: every commit appends the
-    pages it touched to the log, so a stream of small commits grows it about four times faster
-    than the data it writes (16 KB per 4 KB notification kept), and the free space the pause
-    keeps in reserve must hold it (``superpeer.diskspace``)."""
+    holds this many bytes, capped by the reserve (``log_bound``)."""
+
+    @property
+    def log_bound(self) -> int:
+        """The size at which the store checkpoints its write-ahead log: ``max_log_bytes``, but
+        at most a quarter of ``min_free_bytes``. Every commit appends the pages it touched to the
+        log, so a stream of small commits grows it about four times faster than the data it
+        writes (16 KB per 4 KB notification kept), and the free space the pause keeps in reserve
+        must hold it (``superpeer.diskspace``)."""
+        return min(self.max_log_bytes, self.min_free_bytes // 4)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

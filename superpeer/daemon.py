@@ -195,7 +195,7 @@ class SuperPeerDaemon:
         self.store = SqliteStore(
             self.directory / "state.sqlite",
             sync=config.store.sync,
-            max_log_bytes=min(config.store.max_log_bytes, config.store.min_free_bytes // 4),
+            max_log_bytes=config.store.log_bound,
         )
         self.disk.reclaim = self.store.reclaim
         self.trace = (

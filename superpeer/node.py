@@ -64,11 +64,21 @@ Rules, beyond the routing core's:
   for the peer (its tree before the subscriptions go, a late catch-up, mail from further back)
   follows the peer's forwarding address, kept for ``retention_seconds``; a handover that
   describes a move older than the peer's latest arrival (both times on the peer's clock) is
-  refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups (``superpeer.locating``) and rendezvous requests that reach
-  the previous one follow them too. If the previous one does not answer within
-  ``handover_seconds``, the node asks the origins for what was published since the peer last heard
-  from it, and keeps asking the previous one (durably) until it answers: when it comes back, what
-  it kept is handed over.
+  refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups
+  (``superpeer.locating``) and rendezvous requests that reach the previous one follow them too.
+  If the previous one does not answer within ``handover_seconds``, the node asks the origins for
+  what was published since the peer last heard from it, and keeps asking the previous one
+  (durably) until it answers: when it comes back, what it kept is handed over. A previous one
+  that holds the peer attached refuses for now (``HandoverDone.retry``): its connection may be
+  dead without its knowing yet (a partition cut it from the peer; a final refusal once left it
+  the peer's old subscriptions, and the mail they matched, for 36 minutes in a chaos run). It
+  remembers the latest such request and answers it, checked afresh, when that connection ends;
+  and it sends the peer a ``Clock`` with the refusal: a connection that stays silent for
+  ``failure_seconds`` after it is closed as dead. This node treats the refusal as no answer yet
+  (the catch-up, then asking again: the previous one may restart and forget). A peer that
+  connects to the previous one again came back (its ``Moved`` follows): the request is forgotten
+  there, and this node, asked for the peer in turn, forgets its own; a later copy of it is
+  refused as stale once that connection ends, however it ends.
 * **Never hold the loop** (``superpeer._backlog``). Inputs that place subscriptions in the
   poset (``sp.forward``, ``peer.subscribe``, each subscription of an ``sp.adopt``) spend an allowance of
   ``placements_per_step``, renewed by each ``timer`` call; once it is spent, the input and
@@ -1388,6 +1398,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if self.core is not None and peer in self.core.peers:
                 self._core(self.core.detach(peer, now), now, out)
             log.info("event=peer_detached peer=%s", peer)
+            self._handed_when_detached(peer, now, out)
         return out
 
     def _forget_connection(self, connection: int) -> None:
@@ -1412,6 +1423,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         elif isinstance(event, Established):
             self._established(connection, entry, event, now, out)
         elif isinstance(event, Request):
+            refused = self._refused_for_now.get(entry.session.peer or "")
+            if refused is not None:
+                refused.silent_by = None  # its connection is alive (``_refuse_for_now``)
             self._request(connection, entry, event, now, out)
         elif isinstance(event, Ended):
             if event.auth_failure is not None:
@@ -1460,6 +1474,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if self._unidentified[entry.host] <= 0:
                 del self._unidentified[entry.host]
         previous = self._peer_connection.get(peer)
+        # it came back here after a move (its ``Moved`` follows): a handover refused while its
+        # old connection seemed alive is not answered when that one closes
+        self._refused_for_now.pop(peer, None)
         if previous is not None:
             self._close(previous, "the peer connected again (the newest connection wins)", now, out)
         self._peer_connection[peer] = connection

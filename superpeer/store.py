@@ -503,7 +503,7 @@ class SqliteStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         # the log is checkpointed once it holds ``max_log_bytes`` (sqlite's default is 1,000
         # pages), and truncated back to that size after, so it never grows past what the disk
-        # guard keeps in reserve (``StoreSettings.max_log_bytes``)
+        # guard keeps in reserve (``StoreSettings.log_bound``)
         (page_size,) = self._db.execute("PRAGMA page_size").fetchone()
         self._db.execute(f"PRAGMA wal_autocheckpoint={max(1, max_log_bytes // page_size)}")
         self._db.execute(f"PRAGMA journal_size_limit={int(max_log_bytes)}")

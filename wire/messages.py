@@ -693,6 +693,10 @@ class HandoverDone:
     peer was owed (a catch-up covering the peer was still to come there: after a restart, a
     broken route, a move of its own whose handover had not come): the asker catches up from
     the origins from then. 0: it vouches for all of it."""
+    retry: bool = False
+    """Refused for now: the peer is attached to the sender, over a connection that may be dead
+    without the sender knowing yet (a partition cut it). The asker keeps its request (and asks
+    again on its timer); the sender answers it when that connection ends."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

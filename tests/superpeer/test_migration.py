@@ -74,13 +74,18 @@ def arrives_late(simulation: Simulation, publication: qel.Publication, published
         hops=1,
         published_at=published_at,
     )
+    sp1_to_sp0(simulation, late)
+
+
+def sp1_to_sp0(simulation: Simulation, message: object) -> None:
+    """``message`` from sp1 reaches sp0 now (it was held up on the link)."""
     simulation._enqueue(
         "sp",
         "sp1",
         "sp0",
         incarnation=simulation.nodes["sp1"].incarnation,
-        data=wire.encode(late),
-        message=late,
+        data=wire.encode(message),
+        message=message,
     )
 
 
@@ -639,3 +644,146 @@ def test_a_peer_whose_access_point_died_gets_what_it_kept_from_the_origins_logs(
     assert simulation.deliveries() == expected_deliveries(3, ops)
     assert sorted(simulation.deliveries()["sub"]) == [f"n{n}" for n in range(5)]
     assert simulation.peers["sub"].filtered == 0
+
+
+def moving_while_the_old_connection_dies_silently(simulation: Simulation, move: dict) -> list:
+    """Apply ``move``, but the old access point does not hear that the peer's connection
+    closed (a partition cut it, or it died without a word): the close is held, for the test to
+    release when that access point notices."""
+    for step in simulation.planner.plan(move, str, simulation.now):
+        simulation._step(step)
+    held = [p for p in simulation._queue if p.kind == "close_in"]
+    simulation._queue = [p for p in simulation._queue if p.kind != "close_in"]
+    heapq.heapify(simulation._queue)
+    simulation.run_until_quiet()
+    return held
+
+
+SUBSCRIBED_AT_SP0 = [
+    {"op": "join", "peer": "sub", "superpeer": 0},
+    {"op": "join", "peer": "pub", "superpeer": 2},
+    {"op": "advertise", "peer": "pub", **BROAD},
+    {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+]
+MOVED_TO_SP1 = {"op": "move", "peer": "sub", "superpeer": 1}
+BACK_TO_SP0 = {"op": "move", "peer": "sub", "superpeer": 0}
+CHANGED_AT_SP1 = [
+    {"op": "publish", "peer": "pub", "id": "owed", "format": "nt", "data": document(0)},
+    {"op": "unsubscribe", "peer": "sub", "id": "s1"},
+    {"op": "subscribe", "peer": "sub", "id": "s2", "query": "X : t(X, dc:creator, C)"},
+    *[
+        {"op": "publish", "peer": "pub", "id": f"n{n}", "format": "nt", "data": document(n)}
+        for n in range(1, 4)
+    ],
+    {
+        "op": "publish",
+        "peer": "pub",
+        "id": "c",
+        "format": "nt",
+        "data": f'<http://example.org/c> <{DC}creator> "Nejdl" .',
+    },
+]
+"""At the new access point the peer drops ``s1`` for ``s2``; ``owed`` was published while
+``s1`` stood, ``n1`` to ``n3`` match ``s1`` only (after it went), ``c`` matches ``s2``."""
+
+
+def refused_while_attached_at_sp0() -> tuple[Simulation, list]:
+    """``sub`` moved from sp0 to sp1, and sp0, which did not hear the old connection close,
+    refused the handover; then the peer changed its subscriptions at sp1 and ``pub``
+    published (all before sp0's ``Clock`` to the peer went unanswered for ``failure_seconds``).
+    Returns the simulation and the held close."""
+    simulation = Simulation(3)
+    for op in SUBSCRIBED_AT_SP0:
+        simulation.apply(op)
+    closes = moving_while_the_old_connection_dies_silently(simulation, MOVED_TO_SP1)
+    assert [p.receiver for p in closes] == ["sp0"]
+    assert "sub" in simulation.cores["sp0"].peers, "sp0 refused: the peer is attached there"
+    assert simulation.nodes["sp1"]._handovers_of("sub"), "sp1 keeps its request"
+    for op in CHANGED_AT_SP1:
+        simulation.apply(op)
+    assert "sub" in simulation.cores["sp0"].peers
+    return simulation, closes
+
+
+def back_at_sp0_without_stale_mail(simulation: Simulation) -> None:
+    """The peer comes back to sp0: it gets nothing for the subscription it withdrew at sp1,
+    and everything it was owed, once."""
+    simulation.apply(BACK_TO_SP0)
+    assert simulation.peers["sub"].filtered == 0, "nothing for the withdrawn subscription"
+    ops = [*SUBSCRIBED_AT_SP0, MOVED_TO_SP1, *CHANGED_AT_SP1, BACK_TO_SP0]
+    assert simulation.deliveries() == expected_deliveries(3, ops)
+    assert simulation.deliveries()["sub"] == ["c", "owed"]
+
+
+def test_a_handover_refused_while_the_old_connection_seemed_alive_completes_once_it_is_dead():
+    """``deploy.chaos``: the old access point, cut off from the peer, still held its connection
+    and refused the handover ("the peer is attached here now"); the new one took that as final,
+    and the old one kept the peer's old subscriptions (36 minutes) and the mail they matched,
+    published after the peer withdrew them elsewhere: 1,198 notifications when the peer came
+    back, 21 for nothing it still subscribed to. The refusal holds only while the peer is
+    attached there: the old access point answers the request when the connection ends (its
+    subscriptions go after ``settle_seconds``), and the new one drops what matched only what
+    the peer withdrew there before it was published."""
+    simulation, closes = refused_while_attached_at_sp0()
+    noticed = simulation.now
+    release(simulation, closes)  # the runtime tells sp0 the connection ended
+    assert "sub" not in simulation.cores["sp0"].peers, "handed over: its old subscriptions went"
+    assert simulation.now - noticed <= simulation.node_config.routing.settle_seconds + 0.1
+    assert simulation.stores["sp0"].mail_counts() == {}
+    assert not simulation.nodes["sp1"]._handovers_of("sub")
+    back_at_sp0_without_stale_mail(simulation)
+
+
+def test_a_connection_silent_after_a_refused_handover_is_closed_as_dead():
+    """The runtime does not notice (a half-open connection lives until the operating system
+    gives up on it, minutes later): the old access point asked the peer for a ``Clock`` as it
+    refused, and closes the connection once it has been silent for ``failure_seconds``."""
+    simulation, _ = refused_while_attached_at_sp0()
+    config = simulation.node_config
+    simulation.apply({"op": "wait", "seconds": config.failure_seconds})
+    assert "sub" not in simulation.cores["sp0"].peers, "closed, handed over, forgotten"
+    assert simulation.stores["sp0"].mail_counts() == {}
+    assert not simulation.nodes["sp1"]._handovers_of("sub")
+    back_at_sp0_without_stale_mail(simulation)
+
+
+def test_a_handover_refused_for_now_is_asked_again_when_the_old_access_point_restarts():
+    """The old access point restarted with the refusal in mind only (the peer is detached
+    there since): the new access point kept its request, asks again when the old one says it
+    is back (``Returned``), and gets what was kept."""
+    simulation, _ = refused_while_attached_at_sp0()
+    simulation.apply({"op": "superpeer_bounce", "superpeer": 0})
+    assert "sub" not in simulation.cores["sp0"].peers
+    assert simulation.stores["sp0"].mail_counts() == {}
+    assert not simulation.nodes["sp1"]._handovers_of("sub")
+    back_at_sp0_without_stale_mail(simulation)
+
+
+def test_a_peer_that_comes_back_over_a_refused_handover_stays_where_it_is():
+    """The peer came back to the old access point (a new connection: the old one closes as
+    it attaches) before the refused handover was answered: nothing is handed over to where
+    it no longer is, and the new access point, which hands the peer back, stops asking. A
+    late copy of its request is refused for now again, and the peer, alive, answers the
+    ``Clock`` that comes with the refusal: its connection stays. (The mail sp0 kept for ``s1``
+    reaches the peer as it attaches, before it tells sp0 it withdrew ``s1``: the peer's inbox
+    filters what was published after that, ``withdrawn_before``.) When that connection ends,
+    the late request is found stale."""
+    simulation, closes = refused_while_attached_at_sp0()
+    [(request, entry)] = simulation.nodes["sp1"]._handovers_of("sub").items()
+    simulation.apply(BACK_TO_SP0)
+    release(simulation, closes)  # that connection is gone already
+    assert simulation.cores["sp0"].peers["sub"].attached
+    assert list(simulation.cores["sp0"].subscriptions_of("sub")) == ["s2"]
+    assert not simulation.nodes["sp1"]._handovers_of("sub")
+    ops = [*SUBSCRIBED_AT_SP0, MOVED_TO_SP1, *CHANGED_AT_SP1, BACK_TO_SP0]
+    assert simulation.deliveries() == expected_deliveries(3, ops)
+    sp1_to_sp0(simulation, simulation.nodes["sp1"]._handover_request(request, "sub", entry))
+    connection = simulation.peers["sub"].connection
+    simulation.run_until_quiet()
+    assert simulation.nodes["sp0"]._refused_for_now["sub"].silent_by is None, "it answered"
+    simulation.apply({"op": "wait", "seconds": 2 * simulation.node_config.failure_seconds})
+    assert simulation.peers["sub"].connection == connection
+    assert simulation.cores["sp0"].peers["sub"].attached
+    simulation.apply({"op": "detach", "peer": "sub"})
+    assert "sub" in simulation.cores["sp0"].peers, "the late request was stale: nothing handed"
+    assert not simulation.nodes["sp0"]._refused_for_now
