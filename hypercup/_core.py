@@ -76,6 +76,8 @@ class PendingRepair:
     missing: set[int]
     incarnation: int = 0
     last_heard: float = 0.0
+    ticks: int = 0
+    """The runtime's ticks since its lookups were last sent (``Departures._ask_lookups_again``)."""
     failed_too: dict[str, tuple[int, float]] = field(default_factory=dict)
     """Holders around the failed node known to have failed too (by the lookups' answerers, or
     this node), with the incarnation and last-heard time given for them."""
@@ -142,6 +144,11 @@ class NodeCore:
         """Departure walks waiting here until a failed neighbour they would have gone to is
         replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks
         they have waited."""
+        self._lookups_asked: dict[int, int] = {}
+        """Positions this node's repairs looked up lately, with the ticks since (forgotten after
+        ``STALE_LOOKUP_TICKS``): an answer that comes after another one for the same position
+        (the lookup was sent again: ``Departures._ask_lookups_again``) or after the repair
+        ended is dropped, not taken for a protocol error."""
 
     @property
     def state(self) -> NodeState:

@@ -49,6 +49,10 @@ with it. So nothing that a departure needs is sent to a member known to have fai
   lost. That neighbour knows more of the failed member's neighbourhood: it stands in for it
   with its own table, and waits there for its replacement if it still cannot take the step
   (a neighbour never hands on again).
+* *Asking again.* A lookup passed to a member that failed (or was paused) before anyone knew is
+  lost: a repair whose lookups are not all answered after ``DEFERRED_TICKS`` ticks sends the
+  missing ones again, routed around the members known failed by then; an answer that comes
+  twice, or after the repair ended, is dropped (``_lookups_asked``).
 * *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split
   column, the next column of the search, every way toward 0) waits here until that neighbour
   has been replaced (it is no longer in this node's table), at most ``DEFERRED_TICKS``; then the
@@ -107,6 +111,8 @@ from hypercup.positions import (
     top_bit,
 )
 
+STALE_LOOKUP_TICKS = 5
+"""Ticks after which a lookup's answer is no longer expected (``NodeCore._lookups_asked``)."""
 DEFERRED_TICKS = 2
 """Ticks of the runtime (``failure_seconds`` each) a departure waits at most for a failed
 neighbour's replacement (``Departures._expire_deferred``)."""
@@ -928,7 +934,9 @@ class Departures(NodeCore):
             self._finish_repair()
 
     def _look_up(self, repair: PendingRepair, positions: set[int]) -> None:
+        repair.ticks = 0
         for position in sorted(positions):
+            self._lookups_asked[position] = 0
             self._route_lookup(
                 Lookup(
                     epoch=self._epoch,
@@ -974,9 +982,29 @@ class Departures(NodeCore):
         holder = hood.holder(hops[0][1])
         self._send(holder, hood.address_of(holder), lookup)
 
+    def _ask_lookups_again(self) -> None:
+        """A repair whose lookups are not all answered after ``DEFERRED_TICKS`` ticks sends the
+        missing ones again, routed around the members known failed by now: a lookup passed to
+        a member that failed (or was paused) before anyone knew is lost, and the repair would
+        otherwise wait on it until the wedge watchdog (seen on daemons: a kill and a pause
+        together). Answers to both are fine (``_lookups_asked``)."""
+        repair = self._repair
+        for position, ticks in list(self._lookups_asked.items()):
+            if ticks + 1 >= STALE_LOOKUP_TICKS:
+                del self._lookups_asked[position]
+            else:
+                self._lookups_asked[position] = ticks + 1
+        if repair is None or not repair.missing:
+            return
+        repair.ticks += 1
+        if _waited_out(repair.ticks):
+            self._look_up(repair, set(repair.missing))
+
     def _on_lookup_reply(self, sender: str, reply: LookupReply) -> None:
         repair = self._repair
         if repair is None or reply.target not in repair.missing:
+            if reply.target in self._lookups_asked:
+                return  # asked again and answered twice, or answered after the repair ended
             raise RemoteProtocolError(
                 sender, f"answers a lookup of {reply.target} nobody asked for"
             )

@@ -293,7 +293,8 @@ class HypercupNode(Joins, Departures):
         admitted join still in flight after ``STALE_TICKS`` ticks went to a member that failed
         (its newcomer asks again, through another contact): it is forgotten, so that the cube
         can grow again. A departure waiting for a failed neighbour's replacement is dropped
-        after ``DEFERRED_TICKS`` (``Departures._expire_deferred``)."""
+        after ``DEFERRED_TICKS`` (``Departures._expire_deferred``), and a repair's lookups not
+        all answered by then are sent again (``Departures._ask_lookups_again``)."""
 
         def action() -> None:
             if self._state is not NodeState.MEMBER:
@@ -304,6 +305,7 @@ class HypercupNode(Joins, Departures):
                 else:
                     self._admitted[newcomer] = ticks + 1
             self._expire_deferred()
+            self._ask_lookups_again()
             self._expire_reclaiming()
             self._expire_repairers()
 

@@ -18,6 +18,7 @@ from hypercup import (
     LeaveWalk,
     Left,
     LocalProtocolError,
+    Lookup,
     LookupReply,
     NeighbourUpdate,
     NodeState,
@@ -535,3 +536,39 @@ def test_a_leave_walk_of_a_node_this_one_repairs_as_failed_is_dropped() -> None:
     repairer = network.node(walk.to)
     assert repairer.neighbour_failed(leaver.node_id, fallback=1), "it repairs"
     assert repairer.receive(leaver.node_id, walk.message) == []
+
+
+def lookups(outputs: list) -> list[Send]:
+    return [o for o in outputs if isinstance(o, Send) and isinstance(o.message, Lookup)]
+
+
+def answered(network: Network, requester: str, sent: Send) -> LookupReply:
+    """The answer to a lookup ``requester`` sent, passed from hop to hop until a member knows."""
+    sender, hop = requester, sent
+    while isinstance(hop.message, Lookup):
+        receiver = hop.to
+        (hop,) = network.node(receiver).receive(sender, hop.message)
+        sender = receiver
+    assert hop.to == requester and isinstance(hop.message, LookupReply)
+    return hop.message
+
+
+def test_a_repair_whose_lookups_were_lost_asks_again_and_takes_a_late_answer_calmly() -> None:
+    # a lookup passed to a member that failed, or was paused, before anyone knew is lost: the
+    # repair waited on it until the wedge watchdog (a kill and a pause together, on daemons)
+    network = cube(8)
+    topology = network.check()
+    failed = topology.holder(5)  # d = 3, every column split: the repairer at 4
+    name = topology.holder(4)
+    repairer = network.node(name)
+    first = lookups(repairer.neighbour_failed(failed))
+    assert first, "the holders around the failed node not known here are looked up"
+    late = [answered(network, name, sent) for sent in first]  # held up, they come later
+    assert lookups(repairer.tick()) == [] and repairer.busy(), "one tick: still waiting"
+    again = lookups(repairer.tick())
+    assert sorted(s.message.target for s in again) == sorted(s.message.target for s in first)
+    for sent in again:
+        repairer.receive(sent.to, answered(network, name, sent))
+    for reply in late:
+        assert repairer.receive("anyone", reply) == [], "answered twice: the late one is dropped"
+    assert repairer.state is NodeState.MEMBER
