@@ -132,11 +132,9 @@ def _corner_refutes(target: Target, candidates: list[Filter]) -> bool:
     subject_cell = target.subject_cell
     if subject_cell is None:
         return False
+    admitting = [candidate for candidate in candidates if candidate.subject.admits(*subject_cell)]
     for point in target.corners():
-        if not any(
-            candidate.subject.admits(*subject_cell) and _admits_point(candidate, point)
-            for candidate in candidates
-        ):
+        if not any(_admits_point(candidate, point) for candidate in admitting):
             return True
     return False
 
