@@ -879,7 +879,7 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
     return _covers(
         general.subscription,
         specific.subscription,
-        specific.targets if type(specific) is Probe else None,  # type: ignore[attr-defined]
+        specific.targets if type(specific) is Probe else None,
     )
 
 

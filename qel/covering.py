@@ -56,29 +56,30 @@ def filter_covered(
 ) -> bool:
     """Whether every publication matching ``target`` matches one of ``candidates``; ``target``
     as a ``Target`` when the caller tests it against many (what it derives is then reused)."""
-    if type(target) is Target:
-        prepared, target = target, target.filter
+    if isinstance(target, Target):
+        prepared: Target | None = target
+        compiled = target.filter
     else:
-        prepared = None
-    usable = [h for h in candidates if h.predicates <= target.predicates]  # type: ignore[union-attr]
+        prepared, compiled = None, target
+    usable = [h for h in candidates if h.predicates <= compiled.predicates]
     if not usable:
         return False
-    if any(filter_within(target, h) for h in usable):  # type: ignore[arg-type]
+    if any(filter_within(compiled, h) for h in usable):
         return True
-    if len(usable) == 1 and len(target.predicates) == len(target.patterns):  # type: ignore[union-attr]
+    if len(usable) == 1 and len(compiled.predicates) == len(compiled.patterns):
         return False  # ``filter_within`` is exact against one filter when no predicate repeats
     if prepared is None:
-        prepared = Target(target)  # type: ignore[arg-type]
+        prepared = Target(compiled)
     if _corner_refutes(prepared, usable) or _escape_refutes(prepared, usable):
         return False
-    return _CellSearch(prepared.filter, usable, budget).run()
+    return _CellSearch(compiled, usable, budget).run()
 
 
 class Target:
     """A filter as the target of covering tests, with what every test against it derives from
     it alone, computed on first use and then kept: the subject of the points tried
     (``_subject_cell``) and its corners and middle (``_corner``). Why: placing a subscription
-    tests it against some seventy nodes, and each test that reached the corners built the same
+    tests it against tens of nodes, and each test that reached the corners built the same
     three points again (a placement holds one ``Target`` per filter of its subscription, for as
     long as it lasts; a held node keeps none, which would cost memory per subscription). The
     filter is immutable, so what is kept is what would be built again: the answers are those of
