@@ -43,6 +43,7 @@ import qel
 from poset.families import Bounds, Family, Signed, signature
 from poset.predicate_index import PredicateIndex
 from poset.witness_index import Sample, WitnessIndex
+from qel.covering import Target
 from qel.domains import RangeDomain
 from qel.filters import Filter, witness
 from qel.matching import filter_matches
@@ -310,8 +311,9 @@ class Probe:
 
     Its witnesses (a node that covers it matches all of them: what the index of chain tops is
     asked with), its family and bounds (``poset.families``: a test against a node of its family
-    compares bounds), and the answers so far: a placement asks about the same node more than
-    once (binary search, minimality, chain choice).
+    compares bounds), its filters as ``qel.covering.Target`` (the points each test of a node
+    covering it tries, built once), and the answers so far: a placement asks about the same
+    node more than once (binary search, minimality, chain choice).
     """
 
     __slots__ = (
@@ -322,6 +324,7 @@ class Probe:
         "family",
         "flags",
         "subscription",
+        "targets",
         "witnesses",
     )
 
@@ -329,6 +332,7 @@ class Probe:
         self.subscription = subscription
         self.witnesses = tuple(witness(compiled) for compiled in subscription.filters)
         self.family, self.bounds, self.flags = signature(subscription)
+        self.targets = tuple(Target(compiled) for compiled in subscription.filters)
         self._test = covers
         self._covered_by: dict[int, bool] = {}
         self._covers: dict[int, bool] = {}

@@ -55,7 +55,7 @@ from poset.families import Bounds, Family, Signed, bounds_within, projected, ran
 from poset.generality import generality_key
 from poset.predicate_index import Held, PredicateIndex
 from poset.sent_index import SentIndex
-from qel.covering import filter_covered
+from qel.covering import Target, filter_covered
 from qel.filters import filter_within
 
 GROUPED_FROM = 64
@@ -810,21 +810,28 @@ def _labels_of(removed: PosetNode) -> Wants:
     return wants
 
 
-def _covers(general: qel.Subscription, specific: qel.Subscription) -> bool:
+def _covers(
+    general: qel.Subscription,
+    specific: qel.Subscription,
+    targets: tuple[Target, ...] | None = None,
+) -> bool:
     """``qel.covers``, minus what a placement, asking it thousands of times a second, need not
     pay: comparing the keys (two frozensets built per call; never equal here) and, against a
     one-filter subscription, the candidate list of ``filter_covered`` (one filter is usable or
-    not; ``filter_within`` decides when no predicate repeats)."""
+    not; ``filter_within`` decides when no predicate repeats). ``targets``: ``specific``'s
+    filters as ``qel.covering.Target`` (a probe's, reused by each test against it)."""
     candidates = general.filters
     if len(candidates) > 1:
-        return all(filter_covered(part, candidates) for part in specific.filters)
+        return all(filter_covered(part, candidates) for part in targets or specific.filters)
     only = candidates[0]
-    for part in specific.filters:
+    for position, part in enumerate(specific.filters):
         if not only.predicates <= part.predicates:
             return False
         if filter_within(part, only):
             continue
-        if len(part.predicates) == len(part.patterns) or not filter_covered(part, candidates):
+        if len(part.predicates) == len(part.patterns) or not filter_covered(
+            part if targets is None else targets[position], candidates
+        ):
             return False
     return True
 
@@ -869,7 +876,11 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
                     specific.bounds,
                     specific.flags,
                 )
-    return _covers(general.subscription, specific.subscription)
+    return _covers(
+        general.subscription,
+        specific.subscription,
+        specific.targets if type(specific) is Probe else None,
+    )
 
 
 _UNKNOWN = object()

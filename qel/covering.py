@@ -28,7 +28,7 @@ predicates), it stops and answers "does not cover", the safe answer (it only cos
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from fractions import Fraction
 from typing import Final
 
@@ -52,25 +52,72 @@ def covers(general: Subscription, specific: Subscription, *, budget: int = DEFAU
 
 
 def filter_covered(
-    target: Filter, candidates: Sequence[Filter], *, budget: int = DEFAULT_BUDGET
+    target: Filter | Target, candidates: Sequence[Filter], *, budget: int = DEFAULT_BUDGET
 ) -> bool:
-    """Whether every publication matching ``target`` matches one of ``candidates``."""
-    usable = [h for h in candidates if h.predicates <= target.predicates]
+    """Whether every publication matching ``target`` matches one of ``candidates``; ``target``
+    as a ``Target`` when the caller tests it against many (what it derives is then reused)."""
+    if isinstance(target, Target):
+        prepared: Target | None = target
+        compiled = target.filter
+    else:
+        prepared, compiled = None, target
+    usable = [h for h in candidates if h.predicates <= compiled.predicates]
     if not usable:
         return False
-    if any(filter_within(target, h) for h in usable):
+    if any(filter_within(compiled, h) for h in usable):
         return True
-    if len(usable) == 1 and len(target.predicates) == len(target.patterns):
+    if len(usable) == 1 and len(compiled.predicates) == len(compiled.patterns):
         return False  # ``filter_within`` is exact against one filter when no predicate repeats
-    if _corner_refutes(target, usable) or _escape_refutes(target, usable):
+    if prepared is None:
+        prepared = Target(compiled)
+    if _corner_refutes(prepared, usable) or _escape_refutes(prepared, usable):
         return False
-    return _CellSearch(target, usable, budget).run()
+    return _CellSearch(compiled, usable, budget).run()
+
+
+class Target:
+    """A filter as the target of covering tests, with what every test against it derives from
+    it alone, computed on first use and then kept: the subject of the points tried
+    (``_subject_cell``) and its corners and middle (``_corner``). Why: placing a subscription
+    tests it against tens of nodes, and each test that reached the corners built the same
+    three points again (a placement holds one ``Target`` per filter of its subscription, for as
+    long as it lasts; a held node keeps none, which would cost memory per subscription). The
+    filter is immutable, so what is kept is what would be built again: the answers are those of
+    the filter itself."""
+
+    __slots__ = ("_corners", "_middle", "filter", "subject_cell")
+
+    def __init__(self, compiled: Filter) -> None:
+        self.filter = compiled
+        self.subject_cell = _subject_cell(compiled)
+        self._corners: list[dict[object, list[Cell]] | None] = []
+        self._middle: dict[object, list[Cell]] | None = None
+
+    def corners(self) -> Iterator[dict[object, list[Cell]]]:
+        """The decided ones of the upper corner, the lower corner and the middle, in order, each
+        built when first reached (a test that the upper corner refutes builds no other)."""
+        built = self._corners
+        for position, upper in enumerate((True, False)):
+            if len(built) == position:
+                built.append(_corner(self.filter, upper))
+            point = built[position]
+            if point is not None:
+                yield point
+        yield self.middle()
+
+    def middle(self) -> dict[object, list[Cell]]:
+        """The middle (``_corner`` with ``upper`` None: always decided), built once."""
+        if self._middle is None:
+            middle = _corner(self.filter, None)
+            assert middle is not None, "a middle is always decided"
+            self._middle = middle
+        return self._middle
 
 
 _INFINITE: Final = {False: float("-inf"), True: float("inf")}
 
 
-def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
+def _corner_refutes(target: Target, candidates: list[Filter]) -> bool:
     """Whether one of two corners of ``target``, or its middle (``_corner``), matches no
     candidate: a counterexample found without the search (sound: each is a publication matching
     ``target``; an undecided corner decides nothing, and the search runs).
@@ -83,14 +130,12 @@ def _corner_refutes(target: Filter, candidates: list[Filter]) -> bool:
     subscriptions where one alternative is wider (``P <= 900000 ; S >= 50`` against
     ``P <= 800000 ; S >= 50``): the search would build and walk the cells to find that corner.
     """
-    subject_cell = _subject_cell(target)
+    subject_cell = target.subject_cell
     if subject_cell is None:
         return False
-    for point in (_corner(target, True), _corner(target, False), _corner(target, None)):
-        if point is not None and not any(
-            candidate.subject.admits(*subject_cell) and _admits_point(candidate, point)
-            for candidate in candidates
-        ):
+    admitting = [candidate for candidate in candidates if candidate.subject.admits(*subject_cell)]
+    for point in target.corners():
+        if not any(_admits_point(candidate, point) for candidate in admitting):
             return True
     return False
 
@@ -156,7 +201,7 @@ _ESCAPE_STEPS: Final = 64
 """Most steps ``_escape_refutes`` takes looking for its point before leaving it to the search."""
 
 
-def _escape_refutes(target: Filter, candidates: list[Filter]) -> bool:
+def _escape_refutes(prepared: Target, candidates: list[Filter]) -> bool:
     """Whether a point of ``target`` that each candidate rejects on some predicate is found
     among few: per pattern, its value in the topmost cell of its range (the cells that the
     candidates' bounds cut out, as the search's), in the bottommost, or its middle (a fixed
@@ -172,13 +217,13 @@ def _escape_refutes(target: Filter, candidates: list[Filter]) -> bool:
     (``_admits_point``) before it refutes; when nothing is found the search decides. Only for a
     target whose predicates do not repeat (one value per predicate: a candidate rejects the
     point iff one of its patterns rejects that predicate's value)."""
+    target = prepared.filter
     if len(target.patterns) != len(target.predicates):
         return False
-    subject_cell = _subject_cell(target)
+    subject_cell = prepared.subject_cell
     if subject_cell is None:
         return False
-    middle = _corner(target, None)
-    assert middle is not None, "a middle is always decided"
+    middle = prepared.middle()
     options: dict[str, list[Cell]] = {}
     for predicate, domain in target.patterns:
         name = predicate.value

@@ -3,9 +3,10 @@ publications that reaches every case the constants can distinguish), reflexivity
 
 import pytest
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import qel
-from qel.covering import _corner_refutes, _escape_refutes
+from qel.covering import Target, _corner_refutes, _escape_refutes, filter_covered
 from tests.strategies import small_publications, subscriptions, universe
 
 DC = "@prefix ex: <http://example.org/> .\n"
@@ -155,7 +156,7 @@ def test_search_budget_exhaustion_answers_does_not_cover():
 def test_the_middle_of_the_target_refutes_before_the_search(general, specific):
     candidates = list(q(general).filters)
     (target,) = q(specific).filters
-    assert _corner_refutes(target, candidates)
+    assert _corner_refutes(Target(target), candidates)
     assert not qel.covers(q(general), q(specific))
 
 
@@ -164,8 +165,10 @@ def test_a_point_mixing_corners_refutes_before_the_search():
     specific = q("X : t(X, ex:m, M), t(X, ex:c, C), M <= 100, C < 13")
     candidates = list(general.filters)
     (target,) = specific.filters
-    assert not _corner_refutes(target, candidates)  # M = 100, C = 12 is in the second
-    assert _escape_refutes(target, candidates)  # M = 100 escapes the first, C = -inf the second
+    assert not _corner_refutes(Target(target), candidates)  # M = 100, C = 12 is in the second
+    assert _escape_refutes(
+        Target(target), candidates
+    )  # M = 100 escapes the first, C = -inf the second
     assert not qel.covers(general, specific)
 
 
@@ -179,8 +182,26 @@ def test_an_escaping_point_refutes_only_what_does_not_cover(general, specific):
         for target in specific.filters
     ]
     refuted = any(
-        _escape_refutes(target, candidates) for target, candidates in usable if candidates
+        _escape_refutes(Target(target), candidates) for target, candidates in usable if candidates
     )
     event(f"escape refutes={refuted}")
     if refuted:
         assert not oracle_covers(general, specific)
+
+
+@settings(max_examples=200)
+@given(
+    subscriptions(repeat_predicates=True),
+    st.lists(subscriptions(repeat_predicates=True), min_size=1, max_size=4),
+)
+def test_a_target_tested_against_many_answers_as_its_filter_does(specific, generals):
+    """A placement keeps its subscription's filters as ``Target`` (corners and middle built
+    once) and tests them against many nodes: each answer is the one the filter alone gives
+    (which the oracle tests above check), whatever was tested before."""
+    targets = [Target(compiled) for compiled in specific.filters]
+    for general in generals:
+        for target in targets:
+            assert filter_covered(target, general.filters) == filter_covered(
+                target.filter, general.filters
+            )
+        event(f"covers={qel.covers(general, specific)}")
