@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import qel
 import wire
 from tests.strategies import advertisements, publications, schema_axioms, subscriptions
+from wire import codec
 from wire import messages as m
 
 V = wire.PROTOCOL_VERSION
@@ -130,14 +131,14 @@ def test_a_publication_is_packed_once_for_every_message_that_carries_it(monkeypa
         published_at=1.0,
     )
     again = dataclasses.replace(first, delivery=7)  # another object, the same publication
-    before = msgpack.packb
+    before = codec._pack
     packed = []
 
-    def counting(value, **options):
+    def counting(value):
         packed.append(value)
-        return before(value, **options)
+        return before(value)
 
-    monkeypatch.setattr(msgpack, "packb", counting)
+    monkeypatch.setattr(codec, "_pack", counting)
     data = [wire.encode(first, "1"), wire.encode(again, "2")]
     monkeypatch.undo()
     assert sum(1 for value in packed if isinstance(value, dict) and "statements" in value) == 1
@@ -330,6 +331,72 @@ def test_limits_are_enforced_and_named():
     many = msgpack.packb([V, "peer.ack", "", {"request": list(range(2000))}])
     with pytest.raises(wire.WireError, match="not a msgpack message"):
         wire.decode(many, wire.WireLimits(max_collection_items=1000))
+
+
+def _nested(depth: int, text: str) -> object:
+    value: object = text
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@settings(max_examples=200)
+@given(
+    depth=st.integers(0, 12),
+    limit=st.integers(0, 10),
+    text=st.text(max_size=40),
+    filler=st.binary(max_size=40),
+)
+def test_the_depth_is_refused_exactly_as_walking_every_container_would(depth, limit, text, filler):
+    # the decoder walks a message only when its bytes could hold more than ``max_depth`` maps
+    # and arrays (``codec._containers_at_most``: strings, binaries and numbers may hold such
+    # bytes too); whatever they hold, a message is refused for its depth exactly when the walk
+    # refuses it
+    request = [_nested(depth, text), filler, 2**40, -(2**20)]
+    data = msgpack.packb([V, "peer.ack", "", {"request": request}], use_bin_type=True)
+    walked = True
+    try:
+        codec._check_depth(msgpack.unpackb(data)[3], limit, "peer.ack")
+    except wire.WireError:
+        walked = False
+    limits = wire.WireLimits(max_depth=limit)
+    if walked:
+        with pytest.raises(wire.WireError) as caught:  # a list is no request: refused later
+            wire.decode(data, limits)
+        assert "max_depth" not in str(caught.value)
+    else:
+        with pytest.raises(wire.WireError, match="max_depth"):
+            wire.decode(memoryview(data), limits)
+
+
+def test_every_thread_packs_with_a_packer_of_its_own():
+    import threading
+
+    publication = qel.Publication(
+        qel.URI("http://example.org/r"),
+        frozenset({(qel.URI("http://example.org/p"), qel.Literal("v" * 3000))}),
+        "alice",
+        "r1",
+    )
+    messages = [m.Ack(request=f"publish r{k}") for k in range(300)]
+    results: dict[int, list[bytes]] = {}
+
+    def encode_all(worker: int) -> None:
+        results[worker] = [wire.encode(message, str(worker)) for message in messages] + [
+            codec._pack({"p": model_plain, "w": worker}) for _ in range(50)
+        ]
+
+    model_plain = wire.plain_publication(publication)
+    threads = [threading.Thread(target=encode_all, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for worker, got in results.items():
+        expected = [wire.encode(message, str(worker)) for message in messages]
+        assert got[: len(messages)] == expected
+        plain = msgpack.packb({"p": model_plain, "w": worker}, use_bin_type=True)
+        assert got[len(messages) :] == [plain] * 50
 
 
 def test_every_hypercup_message_the_protocol_sends_round_trips():
