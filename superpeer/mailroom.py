@@ -138,7 +138,8 @@ class Mailroom:
             self._count_expired(peer, 1, "its publication expired", now, out)
             return out
         key = mail_key(notify.owner, notify.publication.id, notify.version)
-        number = self.store.put_mail(peer, key, wire.encode(notify), now)
+        data = wire.encode(notify)
+        number = self.store.put_mail(peer, key, data, now)
         if number is None:
             self.statistics.repeats += 1
             if peer not in self._windows:
@@ -162,7 +163,7 @@ class Mailroom:
             self._waiting[number] = notify
             self._refill(peer, now, out)
             return out
-        self._send(peer, window, dataclasses.replace(notify, delivery=number), now, out)
+        self._send(peer, window, _numbered(notify, data, number), now, out)
         return out
 
     def acknowledged(self, peer: str, through: int, now: float) -> list[MailOutput]:
@@ -234,12 +235,12 @@ class Mailroom:
             for number, data in found:
                 after = number
                 held = self._waiting.pop(number, None)
-                notify = dataclasses.replace(held or _decoded(data), delivery=number)
-                if expired(notify, hybrid):
+                mail = _numbered(held or _decoded(data), data, number)
+                if expired(mail[0], hybrid):
                     self.store.discard_mail(peer, number)
                     dropped += 1
                 else:
-                    self._send(peer, window, notify, now, out)
+                    self._send(peer, window, mail, now, out)
             if dropped:
                 self._count_expired(peer, dropped, "their publications expired", now, out)
             window.backlog = len(found) == room
@@ -247,10 +248,16 @@ class Mailroom:
                 return
 
     def _send(
-        self, peer: str, window: _Window, notify: m.Notify, now: float, out: list[MailOutput]
+        self,
+        peer: str,
+        window: _Window,
+        mail: tuple[m.Notify, bytes],
+        now: float,
+        out: list[MailOutput],
     ) -> None:
+        """Send ``mail``, a numbered notification and its encoding (``_numbered``)."""
+        notify, data = mail
         number = notify.delivery
-        data = wire.encode(notify)
         out.append(ToConnection(window.connection, notify, data))
         window.sent_through = max(window.sent_through, number)
         window.unacknowledged += 1
@@ -278,6 +285,14 @@ class Mailroom:
     ) -> None:
         if self.tracing:
             out.append(trace_record(self.node_id, now, event, notify, peer=peer, size=size))
+
+
+def _numbered(notify: m.Notify, data: bytes, number: int) -> tuple[m.Notify, bytes]:
+    """``notify`` as mail number ``number``, and its encoding, made of ``data`` (the encoding the
+    store keeps, unnumbered) by changing the number (``wire.renumbered``): a notification is
+    encoded once on its way through an access point, not once for the store and again to send."""
+    numbered = dataclasses.replace(notify, delivery=number)
+    return numbered, wire.renumbered(data, m.Notify, number) or wire.encode(numbered)
 
 
 def _decoded(data: bytes) -> m.Notify:

@@ -124,13 +124,17 @@ class _FieldPacker:
     converted, and a publication (the bulk of a notification) is spliced in as bytes packed once
     per publication object (a super-peer encodes one publication in the notification it logs,
     the mail it keeps and the ``Notify`` it sends). A map's entries may come in any order, so the
-    spliced ones go last under a header that counts them."""
+    spliced ones go last under a header that counts them, and after them the number a message
+    has in its peer's mail (``NUMBERED``), under a 3-byte header: ``renumbered``."""
 
     def __init__(self, fields: tuple[tuple[str, Converter], ...], hints: dict[str, Any]) -> None:
         plain, converted, spliced = [], [], []
+        self.numbered = None
         for name, (to_plain, _) in fields:
             hint = hints[name]
-            if hint in (qel.Publication, qel.Publication | None):
+            if name == NUMBERED and hint is int:
+                self.numbered = name
+            elif hint in (qel.Publication, qel.Publication | None):
                 spliced.append(name)
             elif to_plain is _identity or _plain_union(hint):
                 plain.append(name)
@@ -160,10 +164,33 @@ class _FieldPacker:
                 tail.append(key)
                 tail.append(packed_publication(value))
         body = _pack(fields)
-        if not tail:
+        if self.numbered is not None:
+            tail.append(_NUMBERED_KEY)
+            tail.append(_pack(getattr(message, self.numbered)))
+            header = b"\xde" + (len(fields) + len(tail) // 2).to_bytes(2, "big")
+        elif tail:
+            header = _map_header(len(fields) + len(tail) // 2)
+        else:
             return body
-        count = len(fields) + len(tail) // 2
-        return b"".join((_map_header(count), body[_map_header_size(len(fields)) :], *tail))
+        return b"".join((header, body[_map_header_size(len(fields)) :], *tail))
+
+
+NUMBERED: Final = "delivery"
+"""The field that numbers a message in its peer's mail (``Notify.delivery``): packed last."""
+_NUMBERED_KEY: Final = msgpack.packb(NUMBERED)
+
+
+def renumbered(data: bytes, cls: type, number: int) -> bytes | None:
+    """What ``encode`` makes, with no message id, of the ``cls`` message that ``data`` encodes
+    (with no id, as ``encode`` makes it) but with ``number`` in its ``NUMBERED`` field: ``data``
+    less its last entry, and the new one. An access point keeps a notification's encoding in a
+    peer's mail, which numbers it, and sends the numbered one: one encoding, not two. None if
+    ``data`` is not of that layout (a store's mail written before it): encode the message."""
+    start = _ENVELOPES[cls] + b"\xa0\xde"  # the envelope, the empty id, a 3-byte map header
+    if _PACKERS[cls].numbered is None or not data.startswith(start):
+        return None
+    head, key, _ = data.rpartition(_NUMBERED_KEY)  # the last entry's key: the number's bytes
+    return b"".join((head, key, _pack(number)))  # cannot hold it
 
 
 def _plain_union(hint: object) -> bool:
