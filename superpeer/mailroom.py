@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from clocks import HybridClock
 from superpeer.actions import ToConnection
 from superpeer.core import trace_record
 from superpeer.expiry import expired
-from superpeer.store import Store
+from superpeer.store import Store, json_key
 from superpeer.trace import TraceRecord
 from wire import messages as m
 
@@ -49,8 +48,12 @@ def mail_key(owner: str, publication_id: str, version: int = 0) -> str:
     its own (the first version keeps the key it had before resources had versions). The recent
     ones are kept: a publication is mail for every peer it concerns, and the peers' stores then
     share one key string instead of a copy each."""
-    named = [owner, publication_id] if version == 0 else [owner, publication_id, version]
-    return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:32]
+    named = (
+        json_key(owner, publication_id)
+        if version == 0
+        else json_key(owner, publication_id, version)
+    )
+    return hashlib.sha256(named.encode()).hexdigest()[:32]
 
 
 @dataclass
