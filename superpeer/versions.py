@@ -41,7 +41,6 @@ makes match beside one that matched already hears ``changed``.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import heapq
 import json
@@ -470,60 +469,45 @@ def record_of(notification: m.Notification) -> tuple[str, dict]:
     return _record(
         notification.owner,
         notification.version,
-        notification.publication.id,
-        wire.packed_publication(notification.publication),
-        retracted=notification.retracted,
-        expires=notification.expires,
+        notification.publication,
+        notification.retracted,
+        notification.expires,
     )
 
 
 def version_record(owner: str, version: Version) -> tuple[str, dict]:
     """The store record of ``owner``'s ``version`` (key, value): an expired resource's
     tombstone, or one handed over by the access point that kept it (``Versions``)."""
-    return _record(
-        owner,
-        version.number,
-        version.publication.id,
-        version.packed,
-        retracted=version.retracted,
-        expires=version.expires,
-    )
+    return _record(owner, version.number, version.publication, version.retracted, version.expires)
 
 
 def _record(
     owner: str,
     number: int,
-    resource: str,
-    packed: bytes,
-    *,
+    publication: qel.Publication,
     retracted: bool,
     expires: float | None,
 ) -> tuple[str, dict]:
-    # the publication packed, as the encoding of its notification made it already
-    # (``wire.packed_publication``), in base64: one string for the store's JSON to copy, where
-    # its plain form was a list of lists to walk, a kilobyte of literal escaped on the way, for
-    # every publication an origin accepts. Stores written before kept the plain form
-    # ("publication"), and before that N-Triples ("text"): both still read (``_version_of``)
-    return record_key(owner, resource), {
+    # the publication in its wire plain form, which the encoding of its notification made
+    # already (``wire.plain_publication``); stores written before kept it as N-Triples ("text")
+    return record_key(owner, publication.id), {
         "owner": owner,
         "number": number,
         "retracted": retracted,
         "expires": expires,
-        "packed": base64.b64encode(packed).decode("ascii"),
+        "publication": wire.plain_publication(publication),
     }
 
 
 def _version_of(record: dict) -> tuple[str, Version]:
     """The resource a record keeps (its id) and its version."""
     expires = record.get("expires")
-    packed = record.get("packed")
     plain = record.get("publication")
-    if packed is not None:
-        publication = wire.unpacked_publication(base64.b64decode(packed, validate=True))
-    elif plain is not None:
-        publication = model.publication_from_plain(plain)
-    else:
-        publication = qel.parse_publication_text(record["text"])
+    publication = (
+        qel.parse_publication_text(record["text"])
+        if plain is None
+        else model.publication_from_plain(plain)
+    )
     version = Version.of(
         int(record["number"]),
         publication,

@@ -1,7 +1,6 @@
 """Living resources in the simulator (``superpeer.versions``): updates, extensions and retractions
 reach each subscriber once, with the kind MDV gives it, against the brute-force oracle."""
 
-import base64
 import gc
 import json
 
@@ -10,14 +9,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
-import wire
 from superpeer import versions
 from superpeer.store import MemoryStore
 from tests.strategies import publications
 from tests.superpeer.oracle import expected_changes, expected_deliveries
 from tests.superpeer.test_completeness import BROAD, run
-from wire import messages as m
-from wire import model
 
 DOC = "<http://example.org/doc1>"
 CREATOR = "<http://purl.org/dc/elements/1.1/creator>"
@@ -299,28 +295,13 @@ def test_only_the_owner_changes_its_resource_and_bad_changes_are_refused():
 def test_a_version_record_restores_the_version_it_keeps_also_as_older_stores_wrote_it(
     publication, number, retracted
 ):
-    # the record keeps the publication packed (base64), through JSON as the store does; stores
-    # written before kept its wire plain form, and before that N-Triples text: both restore
+    # the record keeps the publication's wire plain form, through JSON as the store does; a
+    # store written before kept it as N-Triples text, and still restores
     version = versions.Version.of(number, publication, retracted, 99.5)
     key, record = versions.version_record("owner", version)
-    assert base64.b64decode(record["packed"]) == wire.packed_publication(publication)
-    notification = m.Notification(
-        origin="n",
-        origin_position=0,
-        publication=publication,
-        owner="owner",
-        access_point="a",
-        hops=0,
-        published_at=1.0,
-        version=number,
-        retracted=retracted,
-        expires=99.5,
-    )
-    assert versions.record_of(notification) == (key, record)
-    earlier = {k: v for k, v in record.items() if k != "packed"}
-    plain = earlier | {"publication": model.publication_to_plain(publication)}
-    text = earlier | {"text": publication.to_text()}
-    for kept in (record, plain, text):
+    older = {k: v for k, v in record.items() if k != "publication"}
+    older["text"] = publication.to_text()
+    for kept in (record, older):
         store = MemoryStore()
         store.set_pending(versions.RECORDS, key, json.loads(json.dumps(kept)))
         table = versions.ResourceVersions(versions.VersionLimits(), versions.StoredVersions(store))
