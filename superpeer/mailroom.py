@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from clocks import HybridClock
 from superpeer.actions import ToConnection
 from superpeer.core import trace_record
 from superpeer.expiry import expired
-from superpeer.store import Store
+from superpeer.store import Store, json_key
 from superpeer.trace import TraceRecord
 from wire import messages as m
 
@@ -49,8 +48,12 @@ def mail_key(owner: str, publication_id: str, version: int = 0) -> str:
     its own (the first version keeps the key it had before resources had versions). The recent
     ones are kept: a publication is mail for every peer it concerns, and the peers' stores then
     share one key string instead of a copy each."""
-    named = [owner, publication_id] if version == 0 else [owner, publication_id, version]
-    return hashlib.sha256(json.dumps(named).encode()).hexdigest()[:32]
+    named = (
+        json_key(owner, publication_id)
+        if version == 0
+        else json_key(owner, publication_id, version)
+    )
+    return hashlib.sha256(named.encode()).hexdigest()[:32]
 
 
 @dataclass
@@ -138,7 +141,8 @@ class Mailroom:
             self._count_expired(peer, 1, "its publication expired", now, out)
             return out
         key = mail_key(notify.owner, notify.publication.id, notify.version)
-        number = self.store.put_mail(peer, key, wire.encode(notify), now)
+        data = wire.encode(notify)
+        number = self.store.put_mail(peer, key, data, now)
         if number is None:
             self.statistics.repeats += 1
             if peer not in self._windows:
@@ -162,7 +166,7 @@ class Mailroom:
             self._waiting[number] = notify
             self._refill(peer, now, out)
             return out
-        self._send(peer, window, dataclasses.replace(notify, delivery=number), now, out)
+        self._send(peer, window, _numbered(notify, data, number), now, out)
         return out
 
     def acknowledged(self, peer: str, through: int, now: float) -> list[MailOutput]:
@@ -234,12 +238,12 @@ class Mailroom:
             for number, data in found:
                 after = number
                 held = self._waiting.pop(number, None)
-                notify = dataclasses.replace(held or _decoded(data), delivery=number)
-                if expired(notify, hybrid):
+                mail = _numbered(held or _decoded(data), data, number)
+                if expired(mail[0], hybrid):
                     self.store.discard_mail(peer, number)
                     dropped += 1
                 else:
-                    self._send(peer, window, notify, now, out)
+                    self._send(peer, window, mail, now, out)
             if dropped:
                 self._count_expired(peer, dropped, "their publications expired", now, out)
             window.backlog = len(found) == room
@@ -247,10 +251,16 @@ class Mailroom:
                 return
 
     def _send(
-        self, peer: str, window: _Window, notify: m.Notify, now: float, out: list[MailOutput]
+        self,
+        peer: str,
+        window: _Window,
+        mail: tuple[m.Notify, bytes],
+        now: float,
+        out: list[MailOutput],
     ) -> None:
+        """Send ``mail``, a numbered notification and its encoding (``_numbered``)."""
+        notify, data = mail
         number = notify.delivery
-        data = wire.encode(notify)
         out.append(ToConnection(window.connection, notify, data))
         window.sent_through = max(window.sent_through, number)
         window.unacknowledged += 1
@@ -278,6 +288,14 @@ class Mailroom:
     ) -> None:
         if self.tracing:
             out.append(trace_record(self.node_id, now, event, notify, peer=peer, size=size))
+
+
+def _numbered(notify: m.Notify, data: bytes, number: int) -> tuple[m.Notify, bytes]:
+    """``notify`` as mail number ``number``, and its encoding, made of ``data`` (the encoding the
+    store keeps, unnumbered) by changing the number (``wire.renumbered``): a notification is
+    encoded once on its way through an access point, not once for the store and again to send."""
+    numbered = dataclasses.replace(notify, delivery=number)
+    return numbered, wire.renumbered(data, m.Notify, number) or wire.encode(numbered)
 
 
 def _decoded(data: bytes) -> m.Notify:

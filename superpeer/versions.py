@@ -51,6 +51,7 @@ from typing import Final, Protocol
 
 import qel
 import wire
+from superpeer.store import json_key
 from wire import messages as m
 from wire import model
 
@@ -460,7 +461,7 @@ def _emptied(publication: qel.Publication) -> qel.Publication:
 
 def record_key(owner: str, resource: str) -> str:
     """The key of the store record of ``owner``'s ``resource``."""
-    return json.dumps([owner, resource])
+    return json_key(owner, resource)
 
 
 def record_of(notification: m.Notification) -> tuple[str, dict]:

@@ -14,6 +14,7 @@ from wire.codec import (
     packed_publication,
     plain_publication,
     register,
+    renumbered,
     unpacked_publication,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "packed_publication",
     "plain_publication",
     "register",
+    "renumbered",
     "unpacked_publication",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import threading
 import types
 import typing
 from collections.abc import Callable
@@ -97,7 +98,24 @@ def encode(message: object, message_id: str = "") -> bytes:
     if packer is None:
         raise TypeError(f"{cls.__name__} is not a registered message")
     payload = _RECENT_PAYLOADS(message, packer) if cls in _IMMUTABLE else packer(message)
-    return b"".join((_ENVELOPES[cls], msgpack.packb(message_id), payload))
+    return b"".join((_ENVELOPES[cls], _pack(message_id), payload))
+
+
+class _Packer(threading.local):
+    """A msgpack packer per thread, made once: ``msgpack.packb`` makes a packer, and with it a
+    buffer, for every call (about a microsecond, of the few that packing a message's fields
+    takes; an encoding calls it twice). A packer is not safe to share between threads."""
+
+    def __init__(self) -> None:
+        self.pack = msgpack.Packer(use_bin_type=True).pack
+
+
+_PACKER = _Packer()
+
+
+def _pack(value: object) -> bytes:
+    """``msgpack.packb(value, use_bin_type=True)``, on this thread's packer."""
+    return _PACKER.pack(value)
 
 
 class _FieldPacker:
@@ -106,13 +124,17 @@ class _FieldPacker:
     converted, and a publication (the bulk of a notification) is spliced in as bytes packed once
     per publication object (a super-peer encodes one publication in the notification it logs,
     the mail it keeps and the ``Notify`` it sends). A map's entries may come in any order, so the
-    spliced ones go last under a header that counts them."""
+    spliced ones go last under a header that counts them, and after them the number a message
+    has in its peer's mail (``NUMBERED``), under a 3-byte header: ``renumbered``."""
 
     def __init__(self, fields: tuple[tuple[str, Converter], ...], hints: dict[str, Any]) -> None:
         plain, converted, spliced = [], [], []
+        self.numbered = None
         for name, (to_plain, _) in fields:
             hint = hints[name]
-            if hint in (qel.Publication, qel.Publication | None):
+            if name == NUMBERED and hint is int:
+                self.numbered = name
+            elif hint in (qel.Publication, qel.Publication | None):
                 spliced.append(name)
             elif to_plain is _identity or _plain_union(hint):
                 plain.append(name)
@@ -141,11 +163,34 @@ class _FieldPacker:
             else:
                 tail.append(key)
                 tail.append(packed_publication(value))
-        body = msgpack.packb(fields, use_bin_type=True)
-        if not tail:
+        body = _pack(fields)
+        if self.numbered is not None:
+            tail.append(_NUMBERED_KEY)
+            tail.append(_pack(getattr(message, self.numbered)))
+            header = b"\xde" + (len(fields) + len(tail) // 2).to_bytes(2, "big")
+        elif tail:
+            header = _map_header(len(fields) + len(tail) // 2)
+        else:
             return body
-        count = len(fields) + len(tail) // 2
-        return b"".join((_map_header(count), body[_map_header_size(len(fields)) :], *tail))
+        return b"".join((header, body[_map_header_size(len(fields)) :], *tail))
+
+
+NUMBERED: Final = "delivery"
+"""The field that numbers a message in its peer's mail (``Notify.delivery``): packed last."""
+_NUMBERED_KEY: Final = msgpack.packb(NUMBERED)
+
+
+def renumbered(data: bytes, cls: type, number: int) -> bytes | None:
+    """What ``encode`` makes, with no message id, of the ``cls`` message that ``data`` encodes
+    (with no id, as ``encode`` makes it) but with ``number`` in its ``NUMBERED`` field: ``data``
+    less its last entry, and the new one. An access point keeps a notification's encoding in a
+    peer's mail, which numbers it, and sends the numbered one: one encoding, not two. None if
+    ``data`` is not of that layout (a store's mail written before it): encode the message."""
+    start = _ENVELOPES[cls] + b"\xa0\xde"  # the envelope, the empty id, a 3-byte map header
+    if _PACKERS[cls].numbered is None or not data.startswith(start):
+        return None
+    head, key, _ = data.rpartition(_NUMBERED_KEY)  # the last entry's key: the number's bytes
+    return b"".join((head, key, _pack(number)))  # cannot hold it
 
 
 def _plain_union(hint: object) -> bool:
@@ -199,9 +244,7 @@ def plain_publication(publication: qel.Publication) -> object:
 def packed_publication(publication: qel.Publication) -> bytes:
     """``publication`` in msgpack (its plain form packed), made once for the last few encoded:
     what a message that carries it holds, and what a store may keep of it."""
-    return _RECENT_PACKED(
-        publication, lambda p: msgpack.packb(plain_publication(p), use_bin_type=True)
-    )
+    return _RECENT_PACKED(publication, lambda p: _pack(plain_publication(p)))
 
 
 def unpacked_publication(data: bytes) -> qel.Publication:
@@ -266,7 +309,8 @@ def decode(
         raise WireError("a message id is a string")
     if not isinstance(payload, dict):
         raise WireError(f"{kind}: the fields are a map")
-    _check_depth(payload, limits.max_depth, kind)
+    if _containers_at_most(data) > limits.max_depth:
+        _check_depth(payload, limits.max_depth, kind)
     fields = _FIELDS[cls]
     expected = {name for name, _ in fields}
     # a field added later with a default (``Subscribe.expires``) may be absent: what an older
@@ -288,6 +332,19 @@ def decode(
         return cls(**values), message_id
     except (ValueError, TypeError) as error:  # a message class validating its own fields
         raise WireError(f"{kind}: {error}") from None
+
+
+_CONTAINER_BYTES: Final = bytes((*range(0x80, 0xA0), *range(0xDC, 0xE0)))
+"""The bytes msgpack begins a map or an array with (fixmap, fixarray, array 16/32, map 16/32)."""
+
+
+def _containers_at_most(data: bytes | memoryview) -> int:
+    """A bound on the maps and arrays in ``data``, and so on how deep they nest: each begins
+    with one of ``_CONTAINER_BYTES`` (strings and numbers may hold some too). Counted in one pass
+    in C, where walking the decoded message visits every container in Python: a message with
+    no more than ``max_depth`` of them cannot nest deeper, and is not walked."""
+    raw = data if isinstance(data, bytes) else bytes(data)
+    return len(raw) - len(raw.translate(None, _CONTAINER_BYTES))
 
 
 def _check_depth(value: object, limit: int, kind: str) -> None:

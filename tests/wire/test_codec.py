@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import qel
 import wire
 from tests.strategies import advertisements, publications, schema_axioms, subscriptions
+from wire import codec
 from wire import messages as m
 
 V = wire.PROTOCOL_VERSION
@@ -100,9 +101,12 @@ def _plain_encoding(message: object, message_id: str) -> bytes:
 
 def _same_encoding(data: bytes, message: object, message_id: str) -> bool:
     """``data`` is the plain encoding of ``message``, its map's entries perhaps in another order
-    (a publication is spliced in last, packed once): the same length and the same values."""
+    (a publication is spliced in last, packed once; a mail number after it, under a map header
+    of 3 bytes: ``wire.renumbered``): the same length but for that header, the same values."""
     plain = _plain_encoding(message, message_id)
-    return len(data) == len(plain) and msgpack.unpackb(data) == msgpack.unpackb(plain)
+    names = [f.name for f in dataclasses.fields(message)]
+    wider = 2 if codec.NUMBERED in names and len(names) < 16 else 0
+    return len(data) == len(plain) + wider and msgpack.unpackb(data) == msgpack.unpackb(plain)
 
 
 @settings(max_examples=300)
@@ -130,19 +134,54 @@ def test_a_publication_is_packed_once_for_every_message_that_carries_it(monkeypa
         published_at=1.0,
     )
     again = dataclasses.replace(first, delivery=7)  # another object, the same publication
-    before = msgpack.packb
+    before = codec._pack
     packed = []
 
-    def counting(value, **options):
+    def counting(value):
         packed.append(value)
-        return before(value, **options)
+        return before(value)
 
-    monkeypatch.setattr(msgpack, "packb", counting)
+    monkeypatch.setattr(codec, "_pack", counting)
     data = [wire.encode(first, "1"), wire.encode(again, "2")]
     monkeypatch.undo()
     assert sum(1 for value in packed if isinstance(value, dict) and "statements" in value) == 1
     assert _same_encoding(data[0], first, "1") and _same_encoding(data[1], again, "2")
     assert wire.decode(data[1]) == (again, "2")
+
+
+@settings(max_examples=100)
+@given(
+    publication=publications(),
+    subscriptions=st.lists(st.text(max_size=8), min_size=1, max_size=3),
+    delivery=st.integers(0, 2**40),
+    number=st.integers(0, 2**64 - 1),
+)
+def test_a_notification_renumbered_is_what_encoding_it_with_that_number_makes(
+    publication, subscriptions, delivery, number
+):
+    # an access point keeps a notification's encoding as mail and sends it with the number the
+    # mail gave it, changed in the bytes (``wire.renumbered``) rather than encoded again
+    notify = m.Notify(
+        publication=publication,
+        subscriptions=tuple(subscriptions),
+        owner="alice",
+        access_point="a:1",
+        origin="sp0",
+        hops=2,
+        published_at=1.5,
+        delivery=delivery,
+        expires=9.0,
+    )
+    numbered = dataclasses.replace(notify, delivery=number)
+    data = wire.renumbered(wire.encode(notify), m.Notify, number)
+    assert data == wire.encode(numbered)
+    assert wire.decode(data) == (numbered, "")
+    # not of that layout: with an id, a message of another class, mail an earlier version kept
+    assert wire.renumbered(wire.encode(notify, "7"), m.Notify, number) is None
+    assert wire.renumbered(wire.encode(m.Ack(request="x")), m.Ack, number) is None
+    earlier = _plain_encoding(notify, "")
+    assert wire.decode(earlier) == (notify, "")
+    assert wire.renumbered(earlier, m.Notify, number) is None
 
 
 def test_a_message_with_a_mutable_field_is_encoded_afresh():
@@ -330,6 +369,72 @@ def test_limits_are_enforced_and_named():
     many = msgpack.packb([V, "peer.ack", "", {"request": list(range(2000))}])
     with pytest.raises(wire.WireError, match="not a msgpack message"):
         wire.decode(many, wire.WireLimits(max_collection_items=1000))
+
+
+def _nested(depth: int, text: str) -> object:
+    value: object = text
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@settings(max_examples=200)
+@given(
+    depth=st.integers(0, 12),
+    limit=st.integers(0, 10),
+    text=st.text(max_size=40),
+    filler=st.binary(max_size=40),
+)
+def test_the_depth_is_refused_exactly_as_walking_every_container_would(depth, limit, text, filler):
+    # the decoder walks a message only when its bytes could hold more than ``max_depth`` maps
+    # and arrays (``codec._containers_at_most``: strings, binaries and numbers may hold such
+    # bytes too); whatever they hold, a message is refused for its depth exactly when the walk
+    # refuses it
+    request = [_nested(depth, text), filler, 2**40, -(2**20)]
+    data = msgpack.packb([V, "peer.ack", "", {"request": request}], use_bin_type=True)
+    walked = True
+    try:
+        codec._check_depth(msgpack.unpackb(data)[3], limit, "peer.ack")
+    except wire.WireError:
+        walked = False
+    limits = wire.WireLimits(max_depth=limit)
+    if walked:
+        with pytest.raises(wire.WireError) as caught:  # a list is no request: refused later
+            wire.decode(data, limits)
+        assert "max_depth" not in str(caught.value)
+    else:
+        with pytest.raises(wire.WireError, match="max_depth"):
+            wire.decode(memoryview(data), limits)
+
+
+def test_every_thread_packs_with_a_packer_of_its_own():
+    import threading
+
+    publication = qel.Publication(
+        qel.URI("http://example.org/r"),
+        frozenset({(qel.URI("http://example.org/p"), qel.Literal("v" * 3000))}),
+        "alice",
+        "r1",
+    )
+    messages = [m.Ack(request=f"publish r{k}") for k in range(300)]
+    results: dict[int, list[bytes]] = {}
+
+    def encode_all(worker: int) -> None:
+        results[worker] = [wire.encode(message, str(worker)) for message in messages] + [
+            codec._pack({"p": model_plain, "w": worker}) for _ in range(50)
+        ]
+
+    model_plain = wire.plain_publication(publication)
+    threads = [threading.Thread(target=encode_all, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for worker, got in results.items():
+        expected = [wire.encode(message, str(worker)) for message in messages]
+        assert got[: len(messages)] == expected
+        plain = msgpack.packb({"p": model_plain, "w": worker}, use_bin_type=True)
+        assert got[len(messages) :] == [plain] * 50
 
 
 def test_every_hypercup_message_the_protocol_sends_round_trips():
