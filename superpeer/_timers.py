@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from clocks import sample_of
-from hypercup import NodeState
+from hypercup import HypercupError, NodeState
 from superpeer._backlog import Backlog
 from superpeer._node_base import (
     Output,
@@ -230,7 +230,13 @@ class Timers(Backlog):
         self._catch_up_epochs(now, out)
         if now >= self._tick_at:
             self._tick_at = now + self.config.failure_seconds
-            self._topology(self.topology.tick(), now, out)
+            try:
+                self._topology(self.topology.tick(), now, out)
+            except HypercupError as error:
+                # a wait given up at the tick lets held-back messages go on, which may not fit
+                self._topology_error("", error, now, out)
+                if self.topology.state is not NodeState.MEMBER:
+                    return
         retry = now >= self._retry_at
         neighbours = self.core.view.neighbours()
         # gone from the view: repaired, or the cube moved on

@@ -837,11 +837,18 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         try:
             self._topology(self.topology.receive(sender, message), now, out)  # type: ignore[arg-type]
         except HypercupError as error:
-            log.warning(
-                "event=topology_error node=%s sender=%s error=%r", self.node_id, sender, str(error)
-            )
-            if self.topology.state is NodeState.BROKEN:
-                self._rejoin(f"the topology protocol broke: {error}", now, out)
+            self._topology_error(sender, error, now, out)
+
+    def _topology_error(
+        self, sender: str, error: HypercupError, now: float, out: list[Output]
+    ) -> None:
+        """The topology protocol refused an input (``sender``'s message, or the messages it held
+        back and went on with at a tick): logged; a node it broke rejoins."""
+        log.warning(
+            "event=topology_error node=%s sender=%s error=%r", self.node_id, sender, str(error)
+        )
+        if self.topology.state is NodeState.BROKEN:
+            self._rejoin(f"the topology protocol broke: {error}", now, out)
 
     def _restarted(self, node: str, now: float, out: list[Output]) -> None:
         if self._is_neighbour(node):

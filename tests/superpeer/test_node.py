@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 import wire
 from crypto.identifiers import public_identifier
-from hypercup import JoinRequest
+from hypercup import JoinRequest, LeaveWalk
 from superpeer._node_base import PlannedCatchUp
 from superpeer.access import AccessState
 from superpeer.actions import (
@@ -512,3 +512,36 @@ def subscribed(simulation: Simulation, *, publisher_at: int, reader_at: int) -> 
     ]:
         simulation.apply(op)
     return simulation
+
+
+def test_a_held_back_departure_that_breaks_the_topology_at_a_tick_makes_the_node_rejoin():
+    """A tick gives up a wait (a mirror that never came back) and lets the messages held behind
+    it go on; one that no longer fits breaks the topology protocol. That is the node's to
+    answer as for any message that breaks it (it rejoins), not an error out of its timer."""
+    simulation = Simulation(4)
+    simulation.run_until_quiet()
+    node = simulation.nodes["sp1"]
+    topology = node.topology
+    held = sorted(topology.view().positions)[0]
+    topology._reclaiming = "sp3"  # a mirror on its way back, held up
+    assert topology.epoch > 0
+    topology._held_back.append(  # a departure step of the cube before its last grow
+        (
+            "sp2",
+            LeaveWalk(
+                epoch=topology.epoch - 1,
+                dimension=topology.view().dimension,
+                leaver="gone",
+                leaver_address="gone.sim:7400",
+                leaver_positions=(held,),
+                leaver_peers={},
+                failed=True,
+                phase="search",
+                position=held,
+                bit=-1,
+            ),
+        )
+    )
+    before = node.statistics.rejoins
+    simulation._advance(simulation.now + 3 * node.config.failure_seconds)  # the second tick
+    assert node.statistics.rejoins == before + 1
