@@ -48,7 +48,7 @@ def test_a_flood_of_refused_connections_is_counted_and_logged_once(tmp_path):
     assert f"superpeer_refused_connections_total {float(flood)}" in metrics
     assert f"superpeer_log_lines_suppressed_total {float(flood - 1)}" in metrics
     lines = [json.loads(x) for x in (tmp_path / "stderr.log").read_text().splitlines()]
-    [frozen] = [x for x in lines if x.get("event") == "state_frozen"]
+    [frozen, *_] = [x for x in lines if x.get("event") == "state_frozen"]  # then after long passes
     assert int(frozen["objects"]) > 10_000, "what the process held once a member, frozen"
     refused = [x for x in lines if x.get("event") == "connection_refused"]
     assert len(refused) == 1
