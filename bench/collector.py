@@ -8,7 +8,7 @@ workloads repeat some) are parsed again.
     python -m bench.collector [--workload listings|library|shapes] [--subscriptions 50000]
 
 Per run: the CPU seconds of parsing and insertion, the full passes Python started by itself during it (how
-many, the longest, their sum), the freezes, and one full pass forced at the end (``gc.collect()``,
+many, the longest, their sum, in CPU seconds), the freezes, and one full pass forced at the end (``gc.collect()``,
 what a pass at that size costs now). The run with the freezer checks for a due freeze every
 ``CHECK_SECONDS`` between insertions, as the daemon's task does between inputs.
 """
@@ -30,7 +30,8 @@ from superpeer.collector import CHECK_SECONDS, FullPassFreezer, freeze_state
 
 
 class _FullPasses:
-    """The durations of the full passes, from a ``gc.callbacks`` hook."""
+    """The CPU seconds of the full passes (``time.thread_time``: other processes on a shared
+    machine do not count), from a ``gc.callbacks`` hook."""
 
     def __init__(self) -> None:
         self.seconds: list[float] = []
@@ -39,9 +40,9 @@ class _FullPasses:
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if info["generation"] == 2:
             if phase == "start":
-                self._started = time.perf_counter()
+                self._started = time.thread_time()
             else:
-                self.seconds.append(time.perf_counter() - self._started)
+                self.seconds.append(time.thread_time() - self._started)
 
 
 def run(workload: str, count: int, *, freezing: bool) -> dict[str, float]:
@@ -68,9 +69,9 @@ def run(workload: str, count: int, *, freezing: bool) -> dict[str, float]:
             poset.insert(qel.parse_subscription(text), f"peer{n % 1000}", str(n))
     inserting = time.process_time() - start
     during = list(passes.seconds)
-    forced = time.perf_counter()
+    forced = time.thread_time()
     gc.collect()
-    forced = time.perf_counter() - forced
+    forced = time.thread_time() - forced
     return {
         "insert_cpu_s": inserting,
         "full_passes": len(during),

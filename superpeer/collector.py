@@ -48,7 +48,9 @@ import trio
 log = logging.getLogger("superpeer")
 
 LONG_FULL_PASS_SECONDS = 0.05
-"""A full pass this long or longer is followed by a freeze of what survived it."""
+"""A full pass this long or longer (CPU seconds of the loop's thread, so that how often a freeze
+comes does not depend on what else runs on the machine) is followed by a freeze of what
+survived it."""
 
 CHECK_SECONDS = 1.0
 """How often the trio loop looks whether a long full pass has finished since it last looked."""
@@ -94,9 +96,9 @@ class FullPassFreezer:
         if info["generation"] != 2:
             return
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started = time.thread_time()
         elif self._started is not None:
-            if time.perf_counter() - self._started >= self.long_pass_seconds:
+            if time.thread_time() - self._started >= self.long_pass_seconds:
                 self._due = True
             self._started = None
 
