@@ -1,8 +1,8 @@
 """Python's cyclic garbage collector in a super-peer process: what it must not walk again.
 
 A full pass (generation 2) of the collector walks every object the process tracks and holds the
-trio loop for as long: 11.7 s over 10^6 restored subscriptions, 1.6 s over 10^5 placed while the
-daemon runs (``BENCHMARKS.md``). A neighbour that hears nothing for ``failure_seconds`` declares
+trio loop for as long: 11.7 s over 10^6 restored subscriptions, 1.4 s over 10^5 listings placed
+while the daemon runs (``BENCHMARKS.md``, ``bench.collector``). A neighbour that hears nothing for ``failure_seconds`` declares
 the super-peer failed. Two rules keep such passes short, both by ``gc.freeze()``, which moves
 what is tracked now out of every later pass:
 
