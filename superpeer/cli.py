@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import gc
 import json
 import logging
 import shutil
@@ -42,7 +41,7 @@ import trio
 import crypto
 import daemonlog
 import wire
-from superpeer import checkconfig, diskspace
+from superpeer import checkconfig, collector, diskspace
 from superpeer.config import ConfigError, SuperPeerConfig, load_config, parse_address
 from superpeer.daemon import DaemonError, SuperPeerDaemon
 from superpeer.security import IdentityError, identity_paths
@@ -53,9 +52,6 @@ log = logging.getLogger("superpeer")
 EXIT_DISK_FULL = 4
 LISTEN_ERRNOS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
 """What binding the listening socket answers when the address cannot be had."""
-YOUNG_OBJECTS = 10_000
-"""Objects the process may gain before the cyclic garbage collector's youngest pass (Python's
-default is 700; ``_freeze_restored_state``)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,40 +282,13 @@ async def _run(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> N
                 nursery.cancel_scope.cancel()
 
             await nursery.start(serve_then_stop)
-            _freeze_restored_state()
+            collector.start()
+            nursery.start_soon(collector.keep_frozen_after_full_passes)
             if daemon.http_address is not None:
                 print(f"superpeer {daemon.node_id} status page {daemon.http_address}/", flush=True)
             print(f"superpeer {daemon.node_id} listening on {daemon.address}", flush=True)
             async for _ in signals:
                 await daemon.shutdown()
-
-
-def _freeze_restored_state() -> None:
-    """Leave what the process holds once a member, its restored state above all, out of every
-    later pass of the cyclic garbage collector (``gc.freeze``).
-
-    Why. A full pass scans every object tracked: with 10^6 subscriptions restored it took 11.7 s
-    (26.9 million objects, ``BENCHMARKS.md``), longer than a neighbour's ``failure_seconds``, so
-    the super-peer would be declared failed every time one ran. The restored state lives until
-    it is removed, and what is removed is freed by reference counting as before; only cycles
-    among frozen objects that become garbage would stay, and the poset's nodes form none once
-    removed. The process entry point does this, not the daemon, since it owns the process (a
-    daemon run inside another program, as in the tests, leaves that program's collector
-    alone).
-
-    Then its youngest pass runs after ``YOUNG_OBJECTS`` more objects, not Python's 700: under
-    a stream of notifications the passes found nothing to free (each one's objects are freed by
-    reference counting), and took 2% of the daemon's CPU (0.17 s of 8.5, 290 young passes and
-    3 full ones in 10 s of one subscriber's stream, ``BENCHMARKS.md``); at 10,000, 0.03 s. An
-    object a notification leaves behind for a while (its mail waiting, the version kept) no
-    longer goes through every older generation's pass on its way."""
-    gc.freeze()
-    gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
-    log.info(
-        "event=state_frozen objects=%d young_objects=%d",
-        gc.get_freeze_count(),
-        gc.get_threshold()[0],
-    )
 
 
 class ControlUnavailable(RuntimeError):

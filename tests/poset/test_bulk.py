@@ -140,7 +140,7 @@ def test_generality_order_never_puts_a_subscription_after_one_it_covers_in_its_f
 
 
 def test_removed_nodes_are_freed_by_reference_counting_alone():
-    """A super-peer freezes the state it restored (``superpeer.cli``): the cyclic collector never
+    """A super-peer freezes what it holds (``superpeer.collector``): the cyclic collector never
     looks at it again, so a node removed later must form no cycle, or it would stay for good."""
     listings = Listings(seed=1)
     items = [

@@ -1,0 +1,109 @@
+"""What a super-peer process freezes out of the cyclic collector's passes
+(``superpeer.collector``). Each check runs in a Python process of its own: a freeze is for the
+whole process, and the test worker's own objects must stay collected as usual."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from superpeer.collector import FullPassFreezer, keep_frozen_after_full_passes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WAVES = 12
+CYCLES_PER_WAVE = 20_000
+
+
+def _alone(function: str, *arguments: str) -> Any:
+    """``function`` of this module, called in a fresh Python process; what it returned."""
+    code = (
+        "import json, sys\n"
+        "from tests.superpeer import test_collector\n"
+        f"print(json.dumps(test_collector.{function}(*sys.argv[1:])))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *arguments],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def grow_in_waves(mode: str) -> dict[str, list[int]]:
+    """Objects that live (pairs in a cycle, as a poset's nodes and their children are), made in
+    waves as inputs come; between waves, what the daemon's task does: ``freeze_if_due``. For
+    every full pass Python starts by itself: the objects it walks (the tracked objects not
+    frozen, ``gc.get_objects``) and how many are kept then; the freeze count after each wave."""
+    walked: list[int] = []
+    kept_at_pass: list[int] = []
+    frozen: list[int] = []
+    kept: list[list[Any]] = []
+
+    def on_collection(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            walked.append(len(gc.get_objects()))
+            kept_at_pass.append(2 * sum(map(len, kept)))
+
+    long_pass_seconds = {"freezing": 0.0, "long passes only": 1e9}[mode]
+    gc.callbacks.append(on_collection)
+    with FullPassFreezer(long_pass_seconds=long_pass_seconds) as freezer:
+        for wave in range(WAVES):
+            cycles = []
+            for n in range(CYCLES_PER_WAVE):
+                node: list[Any] = [wave, n]
+                node.append({"parent": node})
+                cycles.append(node)
+            kept.append(cycles)
+            freezer.freeze_if_due()
+            frozen.append(gc.get_freeze_count())
+    return {"walked": walked, "kept": kept_at_pass, "frozen": frozen, "freezes": [freezer.freezes]}
+
+
+def test_what_survived_a_full_pass_is_not_walked_again():
+    """With every full pass counted as long, each is followed by a freeze, and no later full
+    pass walks more than about two waves' objects, however many are kept. With none counted as
+    long (a pass shorter than ``LONG_FULL_PASS_SECONDS``), nothing is frozen, and the last full
+    pass walks all that is kept."""
+    wave = 2 * CYCLES_PER_WAVE
+    freezing = _alone("grow_in_waves", "freezing")
+    assert freezing["freezes"][0] >= 2
+    frozen = freezing["frozen"]
+    assert frozen == sorted(frozen) and frozen[-1] >= (WAVES - 2) * wave
+    walked = freezing["walked"]
+    assert len(walked) >= 3 and max(walked) < 3 * wave, freezing
+
+    plain = _alone("grow_in_waves", "long passes only")
+    assert plain["freezes"] == [0] and plain["frozen"][-1] == 0
+    assert plain["walked"][-1] >= plain["kept"][-1] >= 6 * wave, plain
+
+
+def freeze_from_the_trio_loop() -> list[int]:
+    """The daemon's task: a full pass, then the freeze count as the task sees it in time."""
+
+    async def main() -> list[int]:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                partial(keep_frozen_after_full_passes, check_seconds=0.01, long_pass_seconds=0)
+            )
+            before = gc.get_freeze_count()
+            gc.collect()
+            with trio.fail_after(10):
+                while gc.get_freeze_count() == before:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        return [before, gc.get_freeze_count(), len(gc.callbacks)]
+
+    return trio.run(main)
+
+
+def test_the_trio_task_freezes_soon_after_a_full_pass_and_unhooks_when_cancelled():
+    before, after, hooks = _alone("freeze_from_the_trio_loop")
+    assert before == 0 and after > 1_000
+    assert hooks == 0
