@@ -127,9 +127,10 @@ def test_with_one_placement_per_step_every_peer_receives_what_the_oracle_says(
 
 def burst_alone(count: int, **options: object) -> BurstResult:
     """``bench.slicing.burst`` in a Python process of its own. A node's calls are timed by the
-    CPU they take, and in a test worker that keeps other modules' posets alive a poset does
-    about four times the covering tests (caches shared by every poset in a process): the
-    sliced burst took 70 times its CPU there, in CI, and its neighbour declared it failed."""
+    CPU they take, and in a test worker that keeps other modules' objects alive the collector's
+    full passes over them were charged to the node's calls: the sliced burst took 70 times its
+    CPU there, in CI, and its neighbour declared it failed (the burst now also freezes what was
+    alive before it: ``bench.slicing.burst``)."""
     code = (
         "import dataclasses, json, logging, sys\n"
         "logging.disable(logging.CRITICAL)\n"
