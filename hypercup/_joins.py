@@ -94,6 +94,11 @@ class Joins(NodeCore):
     def _on_join_walk(self, sender: str, walk: JoinWalk) -> None:
         """A walk addressed to the mirror we just handed over (the sender had not heard yet) is
         passed on to its newcomer by ``_advance_join``."""
+        if walk.newcomer == self.node_id:
+            # its own join, asked again by a walk that went round (a retry from the anchor)
+            # while another one already made it a member: nothing to admit (the anchor forgets
+            # it after ``STALE_TICKS``); taken over, it would welcome itself
+            return
         self._require_no_repair(sender)
         self._advance_join(walk if walk.epoch == self._epoch else self._restart(walk))
 
