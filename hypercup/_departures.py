@@ -52,9 +52,7 @@ with it. So nothing that a departure needs is sent to a member known to have fai
 * *Asking again.* A lookup passed to a member that failed (or was paused) before anyone knew is
   lost: a repair whose lookups are not all answered after ``DEFERRED_TICKS`` ticks sends the
   missing ones again, routed around the members known failed by then; an answer that comes
-  twice, or after the repair ended, is dropped (``_lookups_asked``). Answers that say two
-  things of one holder (its positions changed while the lookups were out) start the repair
-  over.
+  twice, or after the repair ended, is dropped (``_lookups_asked``).
 * *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split
   column, the next column of the search, every way toward 0) waits here until that neighbour
   has been replaced (it is no longer in this node's table), at most ``DEFERRED_TICKS``; then the
@@ -1012,13 +1010,7 @@ class Departures(NodeCore):
             )
         peer = Peer(reply.address, frozenset(reply.positions))
         if repair.found.setdefault(reply.holder, peer) != peer:
-            # the holder's positions changed while the lookups were out (a repair or a take
-            # beside this one, or an answer to a lookup sent again): what was found mixes two
-            # moments, so the repair starts over from what this node knows now
-            self._repair = None
-            if repair.failed in self._member_hood().peers:  # not replaced meanwhile
-                self._start_repair(repair.failed, repair.incarnation, repair.last_heard)
-            return
+            raise RemoteProtocolError(sender, f"contradicts what is known of {reply.holder}")
         if reply.failed:
             repair.failed_too[reply.holder] = (reply.failed_incarnation, reply.failed_heard)
         repair.missing.remove(reply.target)
