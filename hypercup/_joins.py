@@ -68,12 +68,11 @@ class Joins(NodeCore):
         hood = self._member_hood()
         if sender == self.node_id:
             raise RemoteProtocolError(sender, f"{sender} asks itself to join")
-        refusal = None
         if sender in hood.peers:
-            refusal = f"{sender} is still a member here (its old incarnation is being repaired)"
-        elif self._repair is not None or self._state is not NodeState.MEMBER:
+            self._refuse_old_incarnation(sender, message.address)
+            return
+        if self._repair is not None or self._state is not NodeState.MEMBER:
             refusal = f"{self.node_id} takes part in a departure; try again"
-        if refusal is not None:
             self._send(sender, message.address, JoinRefused(reason=refusal, member=True))
             return
         self._advance_join(
@@ -90,6 +89,12 @@ class Joins(NodeCore):
                 anchor_address=None,
             )
         )
+
+    def _refuse_old_incarnation(self, newcomer: str, address: str) -> None:
+        """``newcomer`` asks to join while its old incarnation is in this node's table still
+        (its repair not done): refused, it asks again."""
+        refusal = f"{newcomer} is still a member here (its old incarnation is being repaired)"
+        self._send(newcomer, address, JoinRefused(reason=refusal, member=True))
 
     def _on_join_walk(self, sender: str, walk: JoinWalk) -> None:
         """A walk addressed to the mirror we just handed over (the sender had not heard yet) is
@@ -155,15 +160,7 @@ class Joins(NodeCore):
                 if walk.newcomer in hood.peers:
                     # its old incarnation holds a place next to this column still (a repair
                     # not done yet): two entries of one name in the tables around it
-                    refusal = (
-                        f"{walk.newcomer} is still a member here (its old incarnation is being "
-                        "repaired)"
-                    )
-                    self._send(
-                        walk.newcomer,
-                        walk.newcomer_address,
-                        JoinRefused(reason=refusal, member=True),
-                    )
+                    self._refuse_old_incarnation(walk.newcomer, walk.newcomer_address)
                     return
                 self._take_over(walk)
                 return

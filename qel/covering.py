@@ -77,8 +77,8 @@ def filter_covered(
 
 class Target:
     """A filter as the target of covering tests, with what every test against it derives from
-    it alone, computed on first use and then kept: the subject of the points tried
-    (``_subject_cell``) and its corners and middle (``_corner``). Why: placing a subscription
+    it alone, kept: the subject of the points tried (``_subject_cell``, at once) and its corners
+    and middle (``_corner``, each on first use). Why: placing a subscription
     tests it against tens of nodes, and each test that reached the corners built the same
     three points again (a placement holds one ``Target`` per filter of its subscription, for as
     long as it lasts; a held node keeps none, which would cost memory per subscription). The

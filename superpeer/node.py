@@ -840,13 +840,18 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             self._topology_error(sender, error, now, out)
 
     def _topology_error(
-        self, sender: str, error: HypercupError, now: float, out: list[Output]
+        self,
+        sender: str,
+        error: HypercupError,
+        now: float,
+        out: list[Output],
+        *,
+        event: str = "topology_error",
     ) -> None:
-        """The topology protocol refused an input (``sender``'s message, or the messages it held
-        back and went on with at a tick): logged; a node it broke rejoins."""
-        log.warning(
-            "event=topology_error node=%s sender=%s error=%r", self.node_id, sender, str(error)
-        )
+        """The topology protocol refused an input (``sender``'s message, the messages it held
+        back and went on with at a tick, or a failure to repair: ``event``): logged; a node it
+        broke rejoins."""
+        log.warning("event=%s node=%s sender=%s error=%r", event, self.node_id, sender, str(error))
         if self.topology.state is NodeState.BROKEN:
             self._rejoin(f"the topology protocol broke: {error}", now, out)
 
@@ -914,9 +919,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 str(error),
             )
         except HypercupError as error:
-            log.warning("event=repair_error node=%s error=%r", self.node_id, str(error))
-            if self.topology.state is NodeState.BROKEN:
-                self._rejoin(f"the topology protocol broke: {error}", now, out)
+            self._topology_error(node, error, now, out, event="repair_error")
 
     def _rejoin(
         self,
@@ -1430,9 +1433,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         elif isinstance(event, Established):
             self._established(connection, entry, event, now, out)
         elif isinstance(event, Request):
-            refused = self._refused_for_now.get(entry.session.peer or "")
-            if refused is not None:
-                refused.silent_by = None  # its connection is alive (``_refuse_for_now``)
+            if self._refused_for_now:  # nearly always empty: nothing on a request's way
+                refused = self._refused_for_now.get(entry.session.peer or "")
+                if refused is not None:
+                    refused.silent_by = None  # its connection is alive (``_refuse_for_now``)
             self._request(connection, entry, event, now, out)
         elif isinstance(event, Ended):
             if event.auth_failure is not None:
