@@ -25,15 +25,17 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
    kept in the store with ``alive_at``). It orders the origin's log (catch-ups and replays read
    it) and is compared with the times below. Travels in the notification.
 2. **A subscription's activation** at its access point: the access point's hybrid time when it
-   accepted the ``Subscribe`` (kept durably with the subscription). A notification that arrives
-   by routing is delivered for it whatever its time: the route is the proof that it was in place
-   (a route is built causally after the subscription, or existed before it for a covering one). A
-   notification that arrives from an origin's log (a catch-up, a replay, a repeat after a
-   restart) is delivered only if ``published_at >= activation - margin``. HAZARD: a publication
-   accepted at most ``L`` after the subscription, with no message between the two super-peers
-   meanwhile, may carry an earlier hybrid time; if the route lost it, only the margin brings it
-   back from the log. A margin shorter than ``L`` can lose it; a longer one lets a catch-up
-   deliver publications made up to ``margin`` before the subscription (allowed, never owed).
+   accepted the ``Subscribe`` (kept durably with the subscription). A notification is delivered
+   for it only if ``published_at >= activation - margin``, whichever way it came: from an
+   origin's log (a catch-up, a replay, a repeat after a restart) or along a route. A route is no
+   proof of order: one built for an older subscription (withdrawn since, or covering the new
+   one) carries what a link held up during a partition, published before a subscription made
+   meanwhile. What the subscription's own route carries is later than its activation, causally.
+   Only mail the peer's previous access point hands over is owed however old (it matched there
+   while the subscription stood). HAZARD: a publication accepted at most ``L`` after the
+   subscription, with no message between the two super-peers meanwhile, may carry an earlier
+   hybrid time; the margin keeps it. A margin shorter than ``L`` can lose it; a longer one lets
+   publications made up to ``margin`` before the subscription through (allowed, never owed).
 3. **A withdrawal** (``Unsubscribe``, an expiry, a move away): the access point's hybrid time
    when it accepted it. A notification with an earlier ``published_at`` that arrives late (a
    link held it up) is still delivered, for ``retracted_seconds`` of local time

@@ -52,9 +52,6 @@ class Deliver:
 
     peer: str
     notify: messages.Notify
-    from_log: bool = False
-    """It came from an origin's log (``Notification.replayed``), not along a route that was in
-    place: owed only to subscriptions active when it was published (``clocks``, rule 2)."""
 
 
 @dataclass(frozen=True, slots=True)

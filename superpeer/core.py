@@ -1767,7 +1767,7 @@ class SuperPeerCore:
                 continue
             self.statistics.delivered += 1
             notify = notify_of(notification, matched[peer])
-            out.append(Deliver(peer, notify, from_log=notification.replayed))
+            out.append(Deliver(peer, notify))
 
     def _prune_relayed(self, now: float) -> None:
         relayed = self._relayed

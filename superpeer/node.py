@@ -1030,7 +1030,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                     )
                 )
             elif isinstance(output, Deliver):
-                self._deliver(output.peer, output.notify, now, out, routed=not output.from_log)
+                self._deliver(output.peer, output.notify, now, out)
             elif isinstance(output, ToPeer):
                 connection = self._peer_connection.get(output.peer)
                 if connection is not None:
@@ -1063,17 +1063,16 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         out: list[Output],
         *,
         kept: bool = False,
-        routed: bool = False,
     ) -> None:
         """``notify`` for local peer ``peer``, into its mail for the subscriptions it is owed
         to (``clocks``, rules 2 and 3, in hybrid times). Whatever way it came, nothing is owed
-        for a subscription the peer withdrew here before the publication. What came along a
-        route that was in place (``routed``) is owed to the subscriptions it matched here: the
-        route proves them older (they, or one covering them, made it). What an origin's log
-        gave (a catch-up, a replay, a restarted origin's repeat) may be older than the
-        subscription: owed only from when it was made, less the margin. Mail kept by the
-        peer's previous access point (``kept``) matched there while the subscription stood,
-        and is owed however old it is (its time here is when the peer brought it)."""
+        for a subscription the peer withdrew here before the publication, and a subscription is
+        owed only what was published from when it was made, less the margin: what came along
+        a route too, since a route that was in place for an older subscription
+        (the same query made again, one covering it) carries what a link held up during a
+        partition, published before a subscription made meanwhile. Mail kept by the peer's
+        previous access point (``kept``) matched there while the subscription stood, and is
+        owed however old it is (its time here is when the peer brought it)."""
         margin = self.config.catchup_margin_seconds
         published = notify.published_at
 
@@ -1086,9 +1085,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 # withdrawn since it matched (a replay or a catch-up on its way): what it was
                 # owed still counts from when it was made
                 made = self._withdrawn.get(peer, {}).get(sid, (None, -math.inf, None))[1]
-            return kept or routed or published >= made - margin
+            return kept or published >= made - margin
 
-        if kept or routed:
+        if kept:
             # owed to every subscription still held (most of them, however many are named)
             made_at = self._subscribed_at
             doubtful = [sid for sid in notify.subscriptions if (peer, sid) not in made_at]

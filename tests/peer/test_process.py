@@ -134,7 +134,7 @@ class Processes:
     @staticmethod
     async def stop(daemon: Daemon, how: int = signal.SIGTERM) -> int:
         daemon.process.send_signal(how)
-        with trio.fail_after(10):
+        with trio.fail_after(30):
             return await daemon.process.wait()
 
     async def stop_all(self) -> None:

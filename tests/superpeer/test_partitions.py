@@ -144,6 +144,39 @@ def test_a_partition_longer_than_the_log_is_told_as_a_gap():
         assert "may be missing" in str(peer.gaps[0].publication.statements)
 
 
+def test_what_a_partition_held_up_goes_to_no_subscription_made_meanwhile():
+    """A link between the sides holds the origin's notifications for the cut's length; they
+    arrive at the access point along the route an older subscription had built, after that
+    one was withdrawn and a new one made: the new one is owed nothing published before it (a
+    16-super-peer netns chaos run delivered 10 such, 3 to 14 s older than the subscription)."""
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "join", "peer": "sub", "superpeer": 7},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "old", "query": QUERY},
+        {"op": "wait", "seconds": 2},
+        {"op": "partition", "groups": [[0, 1, 2, 3], [4, 5, 6, 7]]},
+        {"op": "wait", "seconds": 1},
+        {"op": "unsubscribe", "peer": "sub", "id": "old"},
+        {"op": "wait", "seconds": 1},
+        *[publish(n, "pub") for n in range(5)],
+        {"op": "wait", "seconds": 10},
+        {"op": "subscribe", "peer": "sub", "id": "new", "query": QUERY},
+        {"op": "wait", "seconds": 5},
+        {"op": "heal"},
+        {"op": "wait", "seconds": 30},
+        publish(5, "pub"),
+        {"op": "wait", "seconds": 5},
+    ]
+    simulation = Simulation(8, keep_notifications=True)
+    for op in ops:
+        simulation.apply(dict(op))
+    sub = simulation.peers["sub"]
+    assert sub.filtered == sub.early == 0
+    assert [(n.publication.id, n.subscriptions) for n in sub.notifications] == [("n5", ("new",))]
+    assert simulation.deliveries() == expected_deliveries(8, ops)
+
+
 def test_a_replay_stays_a_replay_down_the_tree():
     """An origin back on its data replays its recent log down its trees, marked ``replayed``:
     each relay keeps the mark, so an access point further down delivers what the replay
