@@ -32,6 +32,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     wedged_seconds = 60.0              # a topology operation unfinished this long is wedged:
                                        # the super-peer rejoins
     admission_seconds = 10.0           # TLS + Hello + identification of a connection, in all
+    join_contact_seconds = 60.0        # at start, the join addresses are asked again this long
+                                       # while none answers (a cube busy repairing, a cut)
     max_unidentified_per_address = 32  # connections from one address not identified yet
     placements_per_step = 50           # subscriptions placed in one go at most: a burst is
                                        # placed in slices, heartbeats handled between them
@@ -168,6 +170,7 @@ class Limits:
     failure_seconds: float = 10.0
     wedged_seconds: float = 60.0
     admission_seconds: float = 10.0
+    join_contact_seconds: float = 60.0
     max_unidentified_per_address: int = 32
     placements_per_step: int = 50
     max_lookups_per_peer: int = 16

@@ -89,6 +89,32 @@ _BROKEN = (
     ssl.SSLError,
 )
 """What a connection that broke raises: it ends, the daemon goes on."""
+CONTACT_ANSWER_SECONDS = 5.0
+"""How long a join address has to say who it is (``_find_contacts``), and the pause between two
+rounds of asking."""
+
+
+class HandshakeRefused(OSError):
+    """A TLS handshake with a super-peer failed on a certificate (not on a broken or silent
+    connection): asking again would fail again."""
+
+
+def _certificate_refused(error: BaseException) -> bool:
+    """Whether a failed handshake was a refusal (a certificate or a protocol version one side
+    does not accept), not a connection closed or reset under it."""
+    cause = error if isinstance(error, ssl.SSLError) else error.__cause__
+    closed = ssl.SSLEOFError | ssl.SSLSyscallError | ssl.SSLZeroReturnError
+    return isinstance(error, crypto.CryptoError) or (
+        isinstance(cause, ssl.SSLError) and not isinstance(cause, closed)
+    )
+
+
+def _unanswered(error: Exception) -> bool:
+    """Whether ``error`` means nobody answered (yet): silence, or a connection refused, reset or
+    unreachable, as while members restart or a cut lasts. A certificate refused is an answer."""
+    return isinstance(error, trio.TooSlowError) or (
+        isinstance(error, OSError) and not isinstance(error, HandshakeRefused | ssl.SSLError)
+    )
 
 
 async def unverified_certificate(host: str, port: int) -> x509.Certificate | None:
@@ -301,7 +327,8 @@ class SuperPeerDaemon:
         failure holds the repair up): the node asks again every ``rejoin_seconds``, and the
         daemon says every ``max(60, 6 x failure_seconds)`` that it still waits and why, rather
         than exit, which would leave its peers' mail unserved until someone started it again
-        (members that never answer at all are an error at once: ``_find_contacts``)."""
+        (members that never answer at all are an error once ``join_contact_seconds`` have passed:
+        ``_find_contacts``)."""
         every = max(60.0, self.config.limits.failure_seconds * 6)
         started = trio.current_time()
         warn_at = started + every
@@ -318,25 +345,46 @@ class SuperPeerDaemon:
 
     async def _find_contacts(self) -> list[tuple[str, str]]:
         """The node id behind every configured member address that answers (asked concurrently,
-        in the configured order); none answering is an error only when none was given."""
+        in the configured order). While none answers at all (every one silent or unreachable: a
+        cube busy repairing, a cut, members restarting), they are asked again for
+        ``join_contact_seconds``, with a warning each round: a super-peer started in a storm
+        joins when it passes rather than exit. A refusal (a certificate from another CA, a TLS
+        or protocol error) ends it at once: asking again would not change it."""
+        if not self.config.join:
+            return []
+        deadline = trio.current_time() + self.config.limits.join_contact_seconds
+        while True:
+            contacts, problems = await self._ask_contacts()
+            if contacts:
+                return contacts
+            refused = [text for text, error in problems if not _unanswered(error)]
+            reasons = "; ".join(text for text, _ in problems)
+            if refused or not problems or trio.current_time() >= deadline:
+                raise DaemonError(f"cannot join: no member answered ({reasons})")
+            log.warning("event=join_contacts_unanswered node=%s problems=%r", self.node_id, reasons)
+            await trio.sleep(min(CONTACT_ANSWER_SECONDS, max(0.0, deadline - trio.current_time())))
+
+    async def _ask_contacts(self) -> tuple[list[tuple[str, str]], list[tuple[str, Exception]]]:
+        """One round of ``_find_contacts``: the members that answered, and what the others did."""
         found: list[tuple[str, str] | None] = [None] * len(self.config.join)
-        problems: list[str] = []
+        problems: list[tuple[str, Exception]] = []
 
         async def ask(index: int, host: str, port: int) -> None:
             try:
-                with trio.fail_after(5):
+                with trio.fail_after(CONTACT_ANSWER_SECONDS):
                     found[index] = (await self._ask_id(host, port), f"{host}:{port}")
-            except (OSError, trio.TooSlowError, DaemonError, FrameError, WireError,
-                    crypto.CryptoError) as error:  # fmt: skip
-                problems.append(f"{host}:{port}: {error}")
+            except trio.TooSlowError as error:
+                problems.append(
+                    (f"{host}:{port}: no answer in {CONTACT_ANSWER_SECONDS:g} s", error)
+                )
+            except (OSError, DaemonError, FrameError, WireError, crypto.CryptoError) as error:
+                problems.append((f"{host}:{port}: {error}", error))
 
         async with trio.open_nursery() as nursery:
             for index, (host, port) in enumerate(self.config.join):
                 nursery.start_soon(ask, index, host, port)
         contacts = [c for c in found if c is not None and c[0] != self.node_id]
-        if self.config.join and not contacts:
-            raise DaemonError("cannot join: no member answered (" + "; ".join(problems) + ")")
-        return contacts
+        return contacts, problems
 
     async def _ask_id(self, host: str, port: int) -> str:
         stream = await self._open_backbone(None, f"{host}:{port}")
@@ -388,6 +436,8 @@ class SuperPeerDaemon:
             reason = f"TLS to {address} failed: {why}"
             self._trace_event("auth_failure", "tls_client", neighbour=expected, msg=reason)
             log.warning("event=tls_failed to=%s reason=%r", address, why)
+            if _certificate_refused(error):
+                raise HandshakeRefused(reason) from None
             raise OSError(reason) from None
         return secure
 

@@ -332,3 +332,31 @@ def test_a_late_joiner_serves_old_publishers_and_reaches_old_subscribers():
                 nursery.cancel_scope.cancel()
 
         trio.run(scenario)
+
+
+def test_a_super_peer_started_while_no_member_answers_joins_when_one_does():
+    """Every member it names is silent at its start (here paused; in a chaos run, all of them
+    rejoining at once): it asks again, says so, and joins once one answers, rather than exit
+    with "cannot join" and leave its peers without an access point."""
+    with Cluster(1, trace=False, settings=SETTINGS) as cluster:
+        cluster.pause(0)
+
+        async def scenario() -> None:
+            async with trio.open_nursery() as nursery:
+                added: list[int] = []
+
+                async def add() -> None:
+                    added.append(await trio.to_thread.run_sync(cluster.add))
+
+                nursery.start_soon(add)
+                log = cluster.root / "sp1" / "stderr.log"
+                with trio.fail_after(30):
+                    while not log.exists() or "join_contacts_unanswered" not in log.read_text():
+                        await trio.sleep(0.05)
+                assert "no answer in 5 s" in log.read_text()
+                cluster.resume(0)
+            assert added == [1]
+            await until_repaired(cluster, set())
+            assert list(cluster.status(1)["neighbours"]) == ["sp0"]
+
+        trio.run(scenario)
