@@ -83,6 +83,8 @@ class PendingRepair:
     this node), with the incarnation and last-heard time given for them."""
     carried: Departed | None = None
     """The failed newcomer of the failed node's column, departing with it."""
+    restarts: int = 0
+    """How often it started over on contradicting lookup answers (``REPAIR_RESTARTS``)."""
 
 
 class NodeCore:
@@ -92,7 +94,7 @@ class NodeCore:
     """Processes a message this node may process now (defined by ``HypercupNode``)."""
     _restart_join: Callable[[JoinWalk], None]
     """Starts a join walk over from this node, in its epoch (defined by ``Joins``)."""
-    _start_repair: Callable[[str, int, float], None]
+    _start_repair: Callable[..., None]
     """Repairs the failure of a neighbour (defined by ``Departures``)."""
     _resume_deferred: Callable[[], None]
     """Sends on the departures waiting here for a failed node to be replaced (``Departures``)."""

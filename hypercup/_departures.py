@@ -52,7 +52,12 @@ with it. So nothing that a departure needs is sent to a member known to have fai
 * *Asking again.* A lookup passed to a member that failed (or was paused) before anyone knew is
   lost: a repair whose lookups are not all answered after ``DEFERRED_TICKS`` ticks sends the
   missing ones again, routed around the members known failed by then; an answer that comes
-  twice, or after the repair ended, is dropped (``_lookups_asked``).
+  twice, or after the repair ended, is dropped (``_lookups_asked``). Answers that say two
+  things of one holder (its positions changed while the lookups were out: a repair or a take
+  beside this one) start the repair over once (``REPAIR_RESTARTS``), from what this node knows
+  by then; a second contradiction breaks the node as before. Bounded, because two members
+  whose tables disagree can answer every new round differently (unbounded, that was a storm
+  of lookups at network speed in the simulator).
 * *Waiting.* A step that can only go to a failed neighbour (the newcomer of the last split
   column, the next column of the search, every way toward 0) waits here until that neighbour
   has been replaced (it is no longer in this node's table), at most ``DEFERRED_TICKS``; then the
@@ -116,6 +121,9 @@ STALE_LOOKUP_TICKS = 5
 DEFERRED_TICKS = 2
 """Ticks of the runtime (``failure_seconds`` each) a departure waits at most for a failed
 neighbour's replacement (``Departures._expire_deferred``)."""
+REPAIR_RESTARTS = 1
+"""How often a repair starts over on lookup answers that contradict each other
+(``Departures._contradicted``) before the node breaks and rejoins."""
 
 
 def _leaver_hood(walk: LeaveWalk) -> Neighbourhood:
@@ -908,9 +916,12 @@ class Departures(NodeCore):
                 )
             )
 
-    def _start_repair(self, failed: str, incarnation: int, last_heard: float = 0.0) -> None:
+    def _start_repair(
+        self, failed: str, incarnation: int, last_heard: float = 0.0, restarts: int = 0
+    ) -> None:
         """We repair the failure of ``failed`` (its ``incarnation``, 0 if not known): find the
-        holders around it, then walk for it."""
+        holders around it, then walk for it. ``restarts``: how often this repair started over
+        on contradicting lookup answers."""
         hood = self._member_hood()
         lost = hood.peers[failed].positions
         found: dict[str, Peer] = {}
@@ -924,7 +935,14 @@ class Departures(NodeCore):
             else:
                 missing.add(position)
         self._repair = PendingRepair(
-            failed, hood.peers[failed].address, lost, found, missing, incarnation, last_heard
+            failed,
+            hood.peers[failed].address,
+            lost,
+            found,
+            missing,
+            incarnation,
+            last_heard,
+            restarts=restarts,
         )
         self._repair.failed_too.update(
             (node, known) for node, known in self._failed.items() if node != failed
@@ -1010,12 +1028,27 @@ class Departures(NodeCore):
             )
         peer = Peer(reply.address, frozenset(reply.positions))
         if repair.found.setdefault(reply.holder, peer) != peer:
-            raise RemoteProtocolError(sender, f"contradicts what is known of {reply.holder}")
+            self._contradicted(sender, repair, reply.holder)
+            return
         if reply.failed:
             repair.failed_too[reply.holder] = (reply.failed_incarnation, reply.failed_heard)
         repair.missing.remove(reply.target)
         if not repair.missing:
             self._finish_repair()
+
+    def _contradicted(self, sender: str, repair: PendingRepair, holder: str) -> None:
+        """Lookup answers said two things of ``holder``: what was found mixes two moments.
+        The repair starts over from what this node knows now, once; its place taken
+        meanwhile, it ends (another repair did it)."""
+        if repair.failed not in self._member_hood().peers:
+            self._repair = None
+            return
+        if repair.restarts >= REPAIR_RESTARTS:
+            raise RemoteProtocolError(sender, f"contradicts what is known of {holder}")
+        self._repair = None
+        self._start_repair(
+            repair.failed, repair.incarnation, repair.last_heard, restarts=repair.restarts + 1
+        )
 
     def _finish_repair(self) -> None:
         repair = self._repair

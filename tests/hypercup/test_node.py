@@ -574,6 +574,42 @@ def test_a_repair_whose_lookups_were_lost_asks_again_and_takes_a_late_answer_cal
     assert repairer.state is NodeState.MEMBER
 
 
+def contradicting(network: Network, name: str, sent: Send) -> LookupReply:
+    """An answer to ``sent`` that says ``name`` (the asker) holds the target: it contradicts
+    what the asker knows of itself, as answers from two moments would."""
+    reply = answered(network, name, sent)
+    return replace(reply, holder=name, address=address_of(name), positions=(reply.target,))
+
+
+def test_lookup_answers_that_contradict_each_other_start_the_repair_over_once() -> None:
+    # a holder's positions changed while the lookups were out: the node broke and rejoined
+    # (10 times in a 16-super-peer chaos run); starting over without a bound livelocked
+    network = cube(8)
+    topology = network.check()
+    failed, name = topology.holder(5), topology.holder(4)
+    repairer = network.node(name)
+    first = lookups(repairer.neighbour_failed(failed))
+    again = lookups(repairer.receive(first[0].to, contradicting(network, name, first[0])))
+    assert sorted(s.message.target for s in again) == sorted(s.message.target for s in first)
+    assert repairer.state is NodeState.MEMBER and repairer.busy()
+    with pytest.raises(RemoteProtocolError, match=f"contradicts what is known of {name}"):
+        repairer.receive(again[0].to, contradicting(network, name, again[0]))
+
+
+def test_a_repair_started_over_on_contradicting_answers_goes_on_to_its_walk() -> None:
+    network = cube(8)
+    topology = network.check()
+    failed, name = topology.holder(5), topology.holder(4)
+    repairer = network.node(name)
+    first = lookups(repairer.neighbour_failed(failed))
+    again = lookups(repairer.receive(first[0].to, contradicting(network, name, first[0])))
+    outputs = []
+    for sent in again:
+        outputs += repairer.receive(sent.to, answered(network, name, sent))
+    walks = [o for o in outputs if isinstance(o, Send) and isinstance(o.message, LeaveWalk)]
+    assert walks and walks[0].message.leaver == failed
+
+
 def test_a_members_own_join_walk_coming_back_to_it_is_dropped() -> None:
     # a retry of its join, still going round after another attempt made it a member: a daemon
     # crashed welcoming itself (a chaos run at 16 super-peers)
