@@ -25,6 +25,13 @@ What is kept:
   (catch-up, handover, a repaired route) is kept once;
 * the publication log: every publication this node accepted as origin, for catch-up and for
   replay after a crash, pruned by age and count;
+* bodies, the part of a notification that is the same wherever it is kept (its publication,
+  about a kilobyte), once per key (owner, publication id, version: ``mailroom.mail_key``): a
+  mail row, a log entry and a version record (a ``pending`` value with a ``body`` entry) keep
+  the rest of their bytes and refer to the body, so N subscribers' mail and the log share one
+  copy (issue 37, "write once"). A body is counted by what refers to it and dropped by
+  ``drop_bodies`` (the node's housekeeping) once nothing does. Rows an earlier version wrote
+  whole (no body) are read as they are;
 * pending work that must survive a crash: handovers not yet answered, peers that moved away
   (forwarding addresses);
 * rendezvous files (``superpeer.rendezvous``): ``SqliteStore`` keeps each in a plain file of its
@@ -85,6 +92,33 @@ class LocalPeerState:
     none)."""
 
 
+_OFFSET: Final = struct.Struct(">I")
+BODY: Final = "body"
+"""The entry of a ``pending`` value that names the body it refers to (``Store.body``)."""
+
+
+def hollowed(data: bytes, body: bytes) -> bytes | None:
+    """``data`` less ``body`` (where it first is), the offset it was at in front: what a row
+    keeps when ``body`` is kept once elsewhere (``filled`` makes ``data`` again). None if
+    ``body`` is not in ``data``."""
+    at = data.find(body) if body else -1
+    if at < 0:
+        return None
+    return b"".join((_OFFSET.pack(at), data[:at], data[at + len(body) :]))
+
+
+def filled(shell: bytes, body: bytes) -> bytes:
+    """The bytes ``hollowed`` made ``shell`` of, with ``body`` back in its place."""
+    (at,) = _OFFSET.unpack_from(shell)
+    start = _OFFSET.size
+    return b"".join((shell[start : start + at], body, shell[start + at :]))
+
+
+def referred_body(value: dict | None) -> str | None:
+    """The key of the body a ``pending`` value refers to (``BODY``), if any."""
+    return None if value is None else value.get(BODY)
+
+
 class Store(Protocol):
     # -- the node ------------------------------------------------------------------------------
     def next_incarnation(self) -> int: ...
@@ -110,7 +144,13 @@ class Store(Protocol):
     def forget_local(self, peer: str, *, keep_mail: bool = False) -> None: ...
 
     # -- mail ----------------------------------------------------------------------------------
-    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None: ...
+    def put_mail(
+        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+    ) -> int | None:
+        """Keeps ``data`` as ``peer``'s mail under ``key`` (None: a repeat); ``body``, a part
+        of ``data``, is kept once under ``key`` for every row that has it."""
+        ...
+
     def last_delivery(self) -> int: ...
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]: ...
     def acknowledge(self, peer: str, through: int, now: float) -> int: ...
@@ -125,7 +165,20 @@ class Store(Protocol):
     def take_expired(self, peer: str) -> int: ...
 
     # -- the publication log -------------------------------------------------------------------
-    def log_publication(self, key: str, data: bytes, at: float) -> None: ...
+    def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
+        """Logs ``data`` under ``key``; ``body``, a part of it, kept once under ``key``.
+        Whether the store holds ``body`` under ``key`` (a version record may then refer to
+        it: ``pending`` values with ``{"body": key}``)."""
+        ...
+
+    def body(self, key: str) -> bytes | None:
+        """The body kept under ``key`` (None: none)."""
+        ...
+
+    def drop_bodies(self) -> int:
+        """Drops the bodies that nothing refers to any longer; how many."""
+        ...
+
     def logged_since(self, since: float) -> Iterator[bytes]: ...
     def latest_logged(self) -> float | None: ...
     def prune_log(self, before: float, keep: int) -> int: ...
@@ -155,7 +208,9 @@ class Store(Protocol):
 
 @dataclass
 class _Mailbox:
-    items: OrderedDict[int, tuple[str, bytes, float]] = field(default_factory=OrderedDict)
+    items: OrderedDict[int, tuple[str, bytes, float, bool]] = field(default_factory=OrderedDict)
+    """By number: the key, the bytes (a shell if the body is kept apart), when, and whether it
+    is a shell (its body ``MemoryStore._bodies[key]``)."""
     keys: dict[str, int] = field(default_factory=dict)
 
 
@@ -175,7 +230,9 @@ class MemoryStore:
         """Per peer, the mail keys it acknowledged, with when (one dictionary per peer, not a
         pair per key: at 1,000 super-peers and 8K publications there are some 3 million)."""
         self._expired: dict[str, int] = {}
-        self._log: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._log: OrderedDict[str, tuple[bytes, float, bool]] = OrderedDict()
+        self._bodies: dict[str, list] = {}
+        """By key: the body and how many rows refer to it (``SqliteStore``'s ``bodies``)."""
         self._floor = -math.inf
         self._pending: dict[str, dict[str, dict]] = {}
         self._chunks: dict[str, dict[int, bytes]] = {}
@@ -272,16 +329,53 @@ class MemoryStore:
         self._made.pop(peer, None)
         self._keys.pop(peer, None)
         if not keep_mail:
-            self._mail.pop(peer, None)
+            self._unrefer_mail(self._mail.pop(peer, None))
         self._expired.pop(peer, None)
 
-    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
+    def _hold_body(self, key: str, data: bytes, body: bytes | None) -> tuple[bytes, bool]:
+        """What a row keeps of ``data`` (a shell, and True, if ``body`` is held once under
+        ``key``, counted for the row), as ``SqliteStore._held``."""
+        shell = None if body is None else hollowed(data, body)
+        if shell is None:
+            return data, False
+        held = self._bodies.setdefault(key, [body, 0])
+        if held[0] != body:
+            return data, False
+        held[1] += 1
+        return shell, True
+
+    def _whole(self, key: str, data: bytes, shell: bool) -> bytes:
+        return filled(data, self._bodies[key][0]) if shell else data
+
+    def _unrefer(self, key: str | None) -> None:
+        if key is not None:
+            self._bodies[key][1] -= 1
+
+    def _unrefer_mail(self, box: _Mailbox | None) -> None:
+        for key, _, _, shell in box.items.values() if box is not None else ():
+            if shell:
+                self._unrefer(key)
+
+    def body(self, key: str) -> bytes | None:
+        held = self._bodies.get(key)
+        return None if held is None else held[0]
+
+    def drop_bodies(self) -> int:
+        unused = [key for key, (_, refs) in self._bodies.items() if refs <= 0]
+        for key in unused:
+            del self._bodies[key]
+        return len(unused)
+
+    def put_mail(
+        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+    ) -> int | None:
         box = self._mail.setdefault(peer, _Mailbox())
         if key in box.keys or key in self._delivered.get(peer, ()):
             return None
         number = self._next_delivery
         self._next_delivery += 1
-        box.items[number] = (key, data, now)
+        kept, shell = self._hold_body(key, data, body)
+        box.items[number] = (key, kept, now, shell)
         box.keys[key] = number
         return number
 
@@ -293,9 +387,9 @@ class MemoryStore:
         if box is None:
             return []
         found = []
-        for number, (_, data, _) in box.items.items():
+        for number, (key, data, _, shell) in box.items.items():
             if number > after:
-                found.append((number, data))
+                found.append((number, self._whole(key, data, shell)))
                 if len(found) >= limit:
                     break
         return found
@@ -314,7 +408,9 @@ class MemoryStore:
         box = self._mail.pop(peer, None)
         if box is None:
             return []
-        return [data for _, data, _ in box.items.values()]
+        taken = [self._whole(key, data, shell) for key, data, _, shell in box.items.values()]
+        self._unrefer_mail(box)
+        return taken
 
     def drop_mail(self, peer: str, through: int) -> int:
         # handed over and received there: not delivered (see take_mail)
@@ -324,10 +420,10 @@ class MemoryStore:
         box = self._mail.get(peer)
         if box is None or key not in box.keys:
             return None
-        held, data, at = box.items.pop(box.keys[key])
+        item = box.items.pop(box.keys[key])
         number = self._next_delivery
         self._next_delivery += 1
-        box.items[number] = (held, data, at)
+        box.items[number] = item
         box.keys[key] = number
         return number
 
@@ -335,8 +431,10 @@ class MemoryStore:
         # an expired publication: not delivered, and a repeat of it is no longer owed either
         box = self._mail.get(peer)
         if box is not None and number in box.items:
-            key, _, _ = box.items.pop(number)
+            key, _, _, shell = box.items.pop(number)
             del box.keys[key]
+            if shell:
+                self._unrefer(key)
 
     def _remove_mail(self, peer: str, through: int) -> list[str]:
         """Removes ``peer``'s mail numbered up to ``through``; the keys removed."""
@@ -345,8 +443,10 @@ class MemoryStore:
             return []
         keys = []
         for number in [n for n in box.items if n <= through]:
-            key, _, _ = box.items.pop(number)
+            key, _, _, shell = box.items.pop(number)
             del box.keys[key]
+            if shell:
+                self._unrefer(key)
             keys.append(key)
         return keys
 
@@ -356,12 +456,14 @@ class MemoryStore:
     def expire_mail(self, before: float, cap: int) -> dict[str, int]:
         dropped: dict[str, int] = {}
         for peer, box in self._mail.items():
-            old = [n for n, (_, _, at) in box.items.items() if at < before]
+            old = [n for n, (_, _, at, _) in box.items.items() if at < before]
             excess = max(0, len(box.items) - len(old) - cap)
             old += [n for n in box.items if n not in set(old)][:excess]
             for number in old:
-                key, _, _ = box.items.pop(number)
+                key, _, _, shell = box.items.pop(number)
                 del box.keys[key]
+                if shell:
+                    self._unrefer(key)
             if old:
                 dropped[peer] = len(old)
         return dropped
@@ -379,22 +481,42 @@ class MemoryStore:
     def take_expired(self, peer: str) -> int:
         return self._expired.pop(peer, 0)
 
-    def log_publication(self, key: str, data: bytes, at: float) -> None:
-        self._log[key] = (data, at)
+    def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
+        logged = self._log.get(key)
+        if logged is not None and logged[2]:
+            self._unrefer(key)  # replaced in its place, as a row is
+        kept, shell = self._hold_body(key, data, body)
+        self._log[key] = (kept, at, shell)
+        return shell
+
+    def _unlog(self, key: str) -> float | None:
+        """Takes ``key`` out of the log; its time (None: not logged)."""
+        entry = self._log.pop(key, None)
+        if entry is None:
+            return None
+        if entry[2]:
+            self._unrefer(key)
+        return entry[1]
 
     def logged_since(self, since: float) -> Iterator[bytes]:
-        return iter([data for data, at in self._log.values() if at >= since])
+        return iter(
+            [
+                self._whole(key, data, shell)
+                for key, (data, at, shell) in self._log.items()
+                if at >= since
+            ]
+        )
 
     def latest_logged(self) -> float | None:
-        return max((at for _, at in self._log.values()), default=None)
+        return max((at for _, at, _ in self._log.values()), default=None)
 
     def prune_log(self, before: float, keep: int) -> int:
-        doomed = [k for k, (_, at) in self._log.items() if at < before]
+        doomed = [k for k, (_, at, _) in self._log.items() if at < before]
         excess = len(self._log) - len(doomed) - keep
         if excess > 0:
             doomed += [k for k in self._log if k not in set(doomed)][:excess]
         for key in doomed:
-            self._floor = max(self._floor, self._log.pop(key)[1])
+            self._floor = max(self._floor, self._unlog(key))
         return len(doomed)
 
     def log_floor(self) -> float:
@@ -405,9 +527,11 @@ class MemoryStore:
 
     def set_pending(self, kind: str, key: str, value: dict | None) -> None:
         table = self._pending.setdefault(kind, {})
-        if value is None:
-            table.pop(key, None)
-        else:
+        referred = referred_body(value)
+        if referred is not None:
+            self._bodies[referred][1] += 1  # held: ``log_publication`` said so
+        self._unrefer(referred_body(table.pop(key, None)))
+        if value is not None:
             table[key] = value
 
     def pending_value(self, kind: str, key: str) -> dict | None:
@@ -451,9 +575,11 @@ _SCHEMA = (
     " public_key BLOB NOT NULL, private_id_hash BLOB NOT NULL, address TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS local_state (peer TEXT NOT NULL, item TEXT NOT NULL,"
     " data BLOB NOT NULL, PRIMARY KEY (peer, item))",
+    # ``body``: the key of the row's body in ``bodies`` (``data`` is then a shell: ``filled``),
+    # or NULL (``data`` is whole: every row an earlier version wrote)
     "CREATE TABLE IF NOT EXISTS mail (delivery INTEGER PRIMARY KEY AUTOINCREMENT,"
     " peer TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL, at REAL NOT NULL,"
-    " UNIQUE (peer, key))",
+    " body TEXT, UNIQUE (peer, key))",
     "CREATE INDEX IF NOT EXISTS mail_at ON mail (at)",
     # a peer's mail in delivery order: the window's refill and an acknowledgement read a few
     # rows at the front, not every row the peer has kept (a backlog made each a scan)
@@ -463,18 +589,60 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at)",
     "CREATE TABLE IF NOT EXISTS expired (peer TEXT PRIMARY KEY, count INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS publications (key TEXT PRIMARY KEY, data BLOB NOT NULL,"
-    " at REAL NOT NULL)",
+    " at REAL NOT NULL, body TEXT)",
+    "CREATE TABLE IF NOT EXISTS bodies (key TEXT PRIMARY KEY, data BLOB NOT NULL,"
+    " refs INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX IF NOT EXISTS publications_at ON publications (at)",
     "CREATE TABLE IF NOT EXISTS pending (kind TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY (kind, key))",
     "CREATE TABLE IF NOT EXISTS rendezvous_chunks (key TEXT NOT NULL, start INTEGER NOT NULL,"
     " data BLOB NOT NULL, PRIMARY KEY (key, start))",
 )
+_BODIED: Final = ("mail", "publications")
+"""Tables an earlier version made without their ``body`` column (added at open)."""
+_REFERENCES: Final = (
+    ("mail", "NEW.body", "OLD.body"),
+    ("publications", "NEW.body", "OLD.body"),
+    ("pending", f"json_extract(NEW.value, '$.{BODY}')", f"json_extract(OLD.value, '$.{BODY}')"),
+)
+"""Where rows refer to a body, and how to read the key from a new and an old row."""
+_COUNTING = (
+    # a body's count of references, kept by sqlite as rows come and go (a replaced row goes:
+    # ``recursive_triggers``); a body no row refers to waits in ``bodies_unused`` for
+    # ``drop_bodies``, which is also what makes a body put in once safe to refer to again
+    # until then (``SqliteStore._held``)
+    "CREATE INDEX IF NOT EXISTS bodies_unused ON bodies (key) WHERE refs <= 0",
+    *(
+        statement
+        for table, new, old in _REFERENCES
+        for statement in (
+            f"CREATE TRIGGER IF NOT EXISTS {table}_refers AFTER INSERT ON {table} "
+            f"WHEN {new} IS NOT NULL BEGIN "
+            f"UPDATE bodies SET refs = refs + 1 WHERE key = {new}; END",
+            f"CREATE TRIGGER IF NOT EXISTS {table}_unrefers AFTER DELETE ON {table} "
+            f"WHEN {old} IS NOT NULL BEGIN "
+            f"UPDATE bodies SET refs = refs - 1 WHERE key = {old}; END",
+        )
+    ),
+)
+HELD_BODIES: Final = 4096
+"""Body keys ``SqliteStore`` remembers putting in (``_held``): a notification is mail for each
+of its subscribers, and each asks."""
 _ADVERTISEMENT = "advertisement"
 _PEER_SCHEMA = "schema"
 _PUBLIC_KEY = "public_key"
 _SUBSCRIPTION = "subscription:"
 _SUBSCRIBED_AT = "subscribed_at:"
+
+
+def _whole(data: bytes, key: str | None, body: bytes | None) -> bytes:
+    """A row's bytes as they were given: ``data`` whole (no ``key``), or a shell filled with
+    the body kept under ``key``."""
+    if key is None:
+        return bytes(data)
+    if body is None:
+        raise sqlite3.IntegrityError(f"the body {key!r} a row refers to is gone")
+    return filled(data, body)
 
 
 def _fsync_path(path: Path) -> None:
@@ -523,8 +691,18 @@ class SqliteStore:
         (page_size,) = self._db.execute("PRAGMA page_size").fetchone()
         self._db.execute(f"PRAGMA wal_autocheckpoint={max(1, max_log_bytes // page_size)}")
         self._db.execute(f"PRAGMA journal_size_limit={int(max_log_bytes)}")
+        self._db.execute("PRAGMA recursive_triggers=ON")
         for statement in _SCHEMA:
             self._db.execute(statement)
+        for table in _BODIED:
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if "body" not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN body TEXT")
+        for statement in _COUNTING:
+            self._db.execute(statement)
+        self._held: OrderedDict[str, bytes] = OrderedDict()
+        """Bodies put in since the last ``drop_bodies`` (the most recent ``HELD_BODIES``), by
+        key: in the store, whatever their count."""
         self._files = Path(f"{path}-rendezvous")
         """The rendezvous files, one per key."""
         self._files.mkdir(mode=0o700, exist_ok=True)
@@ -711,12 +889,35 @@ class SqliteStore:
         self._write("DELETE FROM expired WHERE peer = ?", (peer,))
 
     # -- mail ----------------------------------------------------------------------------------
-    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
+    def _bodied(self, key: str, data: bytes, body: bytes | None) -> tuple[bytes, str | None]:
+        """What a row keeps of ``data``, and the key of its body: a shell and ``key`` if
+        ``body`` is held once under ``key`` (put in now if it is not), else ``data``, whole."""
+        shell = None if body is None else hollowed(data, body)
+        if shell is None or body is None:
+            return data, None
+        held = self._held.get(key)
+        if held is None:
+            cursor = self._write(
+                "INSERT OR IGNORE INTO bodies (key, data) VALUES (?, ?)", (key, body)
+            )
+            if cursor.rowcount == 1:
+                held = body
+            else:
+                held = bytes(self._read("SELECT data FROM bodies WHERE key = ?", (key,))[0][0])
+            if len(self._held) >= HELD_BODIES:
+                del self._held[next(iter(self._held))]
+            self._held[key] = held
+        return (shell, key) if held == body else (data, None)
+
+    def put_mail(
+        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+    ) -> int | None:
+        kept, body_key = self._bodied(key, data, body)
         # one statement: the check for a repeat of what the peer acknowledged is in it
         cursor = self._write(
-            "INSERT OR IGNORE INTO mail (peer, key, data, at) SELECT ?, ?, ?, ? "
+            "INSERT OR IGNORE INTO mail (peer, key, data, at, body) SELECT ?, ?, ?, ?, ? "
             "WHERE NOT EXISTS (SELECT 1 FROM delivered WHERE peer = ? AND key = ?)",
-            (peer, key, data, now, peer, key),
+            (peer, key, kept, now, body_key, peer, key),
         )
         return cursor.lastrowid if cursor.rowcount == 1 else None
 
@@ -726,11 +927,11 @@ class SqliteStore:
 
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
         rows = self._read(
-            "SELECT delivery, data FROM mail WHERE peer = ? AND delivery > ? "
-            "ORDER BY delivery LIMIT ?",
+            "SELECT delivery, mail.data, body, bodies.data FROM mail LEFT JOIN bodies "
+            "ON bodies.key = mail.body WHERE peer = ? AND delivery > ? ORDER BY delivery LIMIT ?",
             (peer, after, limit),
         )
-        return [(number, bytes(data)) for number, data in rows]
+        return [(number, _whole(*row)) for number, *row in rows]
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
         self._write(
@@ -742,10 +943,14 @@ class SqliteStore:
         return cursor.rowcount
 
     def take_mail(self, peer: str, now: float) -> list[bytes]:
-        rows = self._read("SELECT data FROM mail WHERE peer = ? ORDER BY delivery", (peer,))
+        rows = self._read(
+            "SELECT mail.data, body, bodies.data FROM mail LEFT JOIN bodies ON bodies.key = mail.body "
+            "WHERE peer = ? ORDER BY delivery",
+            (peer,),
+        )
         # not marked delivered (see MemoryStore.take_mail)
         self._write("DELETE FROM mail WHERE peer = ?", (peer,))
-        return [bytes(row[0]) for row in rows]
+        return [_whole(*row) for row in rows]
 
     def drop_mail(self, peer: str, through: int) -> int:
         # not marked delivered (see MemoryStore.take_mail)
@@ -753,13 +958,13 @@ class SqliteStore:
         return cursor.rowcount
 
     def renew_mail(self, peer: str, key: str) -> int | None:
-        rows = self._read("SELECT data, at FROM mail WHERE peer = ? AND key = ?", (peer, key))
+        rows = self._read("SELECT data, at, body FROM mail WHERE peer = ? AND key = ?", (peer, key))
         if not rows:
             return None
-        data, at = rows[0]
         self._write("DELETE FROM mail WHERE peer = ? AND key = ?", (peer, key))
         cursor = self._write(
-            "INSERT INTO mail (peer, key, data, at) VALUES (?, ?, ?, ?)", (peer, key, data, at)
+            "INSERT INTO mail (peer, key, data, at, body) VALUES (?, ?, ?, ?, ?)",
+            (peer, key, *rows[0]),
         )
         return cursor.lastrowid
 
@@ -806,12 +1011,29 @@ class SqliteStore:
         return int(rows[0][0])
 
     # -- the publication log -------------------------------------------------------------------
-    def log_publication(self, key: str, data: bytes, at: float) -> None:
-        self._write("INSERT OR REPLACE INTO publications VALUES (?, ?, ?)", (key, data, at))
+    def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
+        kept, body_key = self._bodied(key, data, body)
+        self._write(
+            "INSERT OR REPLACE INTO publications (key, data, at, body) VALUES (?, ?, ?, ?)",
+            (key, kept, at, body_key),
+        )
+        return body_key is not None
 
     def logged_since(self, since: float) -> Iterator[bytes]:
-        rows = self._read("SELECT data FROM publications WHERE at >= ? ORDER BY at", (since,))
-        return iter([bytes(row[0]) for row in rows])
+        rows = self._read(
+            "SELECT publications.data, body, bodies.data FROM publications LEFT JOIN bodies "
+            "ON bodies.key = publications.body WHERE at >= ? ORDER BY at",
+            (since,),
+        )
+        return iter([_whole(*row) for row in rows])
+
+    def body(self, key: str) -> bytes | None:
+        rows = self._read("SELECT data FROM bodies WHERE key = ?", (key,))
+        return bytes(rows[0][0]) if rows else None
+
+    def drop_bodies(self) -> int:
+        self._held.clear()
+        return self._write("DELETE FROM bodies WHERE refs <= 0").rowcount
 
     def latest_logged(self) -> float | None:
         """The latest time in the publication log (a restarted origin's hybrid clock goes on
