@@ -93,6 +93,7 @@ class LocalPeerState:
 
 
 _OFFSET: Final = struct.Struct(">I")
+_PROBE: Final = 16
 BODY: Final = "body"
 """The entry of a ``pending`` value that names the body it refers to (``Store.body``)."""
 
@@ -101,7 +102,14 @@ def hollowed(data: bytes, body: bytes) -> bytes | None:
     """``data`` less ``body`` (where it first is), the offset it was at in front: what a row
     keeps when ``body`` is kept once elsewhere (``filled`` makes ``data`` again). None if
     ``body`` is not in ``data``."""
-    at = data.find(body) if body else -1
+    if not body:
+        return None
+    # found by its first bytes and checked whole: a search for a kilobyte-long needle prepares
+    # it first, at twice the cost of the rest of a mail row's work in Python
+    probe = body[:_PROBE]
+    at = data.find(probe)
+    while at >= 0 and not data.startswith(body, at):
+        at = data.find(probe, at + 1)
     if at < 0:
         return None
     return b"".join((_OFFSET.pack(at), data[:at], data[at + len(body) :]))
@@ -590,8 +598,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS expired (peer TEXT PRIMARY KEY, count INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS publications (key TEXT PRIMARY KEY, data BLOB NOT NULL,"
     " at REAL NOT NULL, body TEXT)",
-    "CREATE TABLE IF NOT EXISTS bodies (key TEXT PRIMARY KEY, data BLOB NOT NULL,"
-    " refs INTEGER NOT NULL DEFAULT 0)",
+    # a body is written once; its count of references is a row of its own, since sqlite
+    # rewrites a whole row to change one column (the kilobyte again with every reference)
+    "CREATE TABLE IF NOT EXISTS bodies (key TEXT PRIMARY KEY, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS body_refs (key TEXT PRIMARY KEY, refs INTEGER NOT NULL)"
+    " WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS publications_at ON publications (at)",
     "CREATE TABLE IF NOT EXISTS pending (kind TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY (kind, key))",
@@ -600,30 +611,19 @@ _SCHEMA = (
 )
 _BODIED: Final = ("mail", "publications")
 """Tables an earlier version made without their ``body`` column (added at open)."""
-_REFERENCES: Final = (
-    ("mail", "NEW.body", "OLD.body"),
-    ("publications", "NEW.body", "OLD.body"),
-    ("pending", f"json_extract(NEW.value, '$.{BODY}')", f"json_extract(OLD.value, '$.{BODY}')"),
-)
-"""Where rows refer to a body, and how to read the key from a new and an old row."""
-_COUNTING = (
-    # a body's count of references, kept by sqlite as rows come and go (a replaced row goes:
-    # ``recursive_triggers``); a body no row refers to waits in ``bodies_unused`` for
+_UNREFERRED: Final = f"json_extract(OLD.value, '$.{BODY}')"
+_COUNTING: Final = (
+    # Every reference to a body is counted by the store as it writes the row, a sum per body
+    # added at the commit (``SqliteStore._refs``): sqlite's triggers cost more per row than
+    # the copies they save. The one trigger: the version record a new one replaces, whose
+    # value the store does not read. A body nothing refers to waits in ``bodies_unused`` for
     # ``drop_bodies``, which is also what makes a body put in once safe to refer to again
-    # until then (``SqliteStore._held``)
-    "CREATE INDEX IF NOT EXISTS bodies_unused ON bodies (key) WHERE refs <= 0",
-    *(
-        statement
-        for table, new, old in _REFERENCES
-        for statement in (
-            f"CREATE TRIGGER IF NOT EXISTS {table}_refers AFTER INSERT ON {table} "
-            f"WHEN {new} IS NOT NULL BEGIN "
-            f"UPDATE bodies SET refs = refs + 1 WHERE key = {new}; END",
-            f"CREATE TRIGGER IF NOT EXISTS {table}_unrefers AFTER DELETE ON {table} "
-            f"WHEN {old} IS NOT NULL BEGIN "
-            f"UPDATE bodies SET refs = refs - 1 WHERE key = {old}; END",
-        )
-    ),
+    # until then (``SqliteStore._held``).
+    "CREATE INDEX IF NOT EXISTS bodies_unused ON body_refs (key) WHERE refs <= 0",
+    "CREATE TRIGGER IF NOT EXISTS pending_unrefers AFTER DELETE ON pending "
+    f"WHEN {_UNREFERRED} IS NOT NULL BEGIN "
+    f"INSERT INTO body_refs VALUES ({_UNREFERRED}, -1) "
+    "ON CONFLICT (key) DO UPDATE SET refs = refs - 1; END",
 )
 HELD_BODIES: Final = 4096
 """Body keys ``SqliteStore`` remembers putting in (``_held``): a notification is mail for each
@@ -700,6 +700,10 @@ class SqliteStore:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN body TEXT")
         for statement in _COUNTING:
             self._db.execute(statement)
+        self._refs: dict[str, int] = {}
+        """Per body, the rows that came to refer to it less those that went, since the last
+        ``_count`` (at the commit: within the transaction it adds to); 0 for a body put in
+        (its count begins)."""
         self._held: OrderedDict[str, bytes] = OrderedDict()
         """Bodies put in since the last ``drop_bodies`` (the most recent ``HELD_BODIES``), by
         key: in the store, whatever their count."""
@@ -750,6 +754,7 @@ class SqliteStore:
         """Ends the open transaction. Unless ``synced`` is False, every transaction committed
         so far is durable on return; else only once a ``sync`` begun after this returned."""
         if self._open:
+            self._count()
             self._db.execute("COMMIT")
             self._open = False
             self._committed += 1
@@ -885,7 +890,7 @@ class SqliteStore:
     def forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
         self._write("DELETE FROM local_state WHERE peer = ?", (peer,))
         if not keep_mail:
-            self._write("DELETE FROM mail WHERE peer = ?", (peer,))
+            self._delete_mail("peer = ?", (peer,))
         self._write("DELETE FROM expired WHERE peer = ?", (peer,))
 
     # -- mail ----------------------------------------------------------------------------------
@@ -902,12 +907,40 @@ class SqliteStore:
             )
             if cursor.rowcount == 1:
                 held = body
+                self._refs.setdefault(key, 0)
             else:
                 held = bytes(self._read("SELECT data FROM bodies WHERE key = ?", (key,))[0][0])
             if len(self._held) >= HELD_BODIES:
                 del self._held[next(iter(self._held))]
             self._held[key] = held
         return (shell, key) if held == body else (data, None)
+
+    def _count(self) -> None:
+        """Adds what rows did to their bodies' counts since the last time."""
+        if self._refs:
+            changes, self._refs = self._refs, {}
+            self._db.executemany(
+                "INSERT INTO body_refs VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET refs = refs + excluded.refs",
+                changes.items(),
+            )
+
+    def _refer(self, key: str | None, delta: int = 1) -> None:
+        if key is not None:
+            self._refs[key] = self._refs.get(key, 0) + delta
+
+    def _delete(self, table: str, where: str, arguments: tuple) -> int:
+        """Deletes the rows of ``table`` (mail or the log) that ``where`` selects; how many
+        (their bodies counted down)."""
+        rows = self._write(f"DELETE FROM {table} WHERE {where} RETURNING body", arguments)
+        count = 0
+        for (key,) in rows.fetchall():
+            self._refer(key, -1)
+            count += 1
+        return count
+
+    def _delete_mail(self, where: str, arguments: tuple) -> int:
+        return self._delete("mail", where, arguments)
 
     def put_mail(
         self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
@@ -919,7 +952,10 @@ class SqliteStore:
             "WHERE NOT EXISTS (SELECT 1 FROM delivered WHERE peer = ? AND key = ?)",
             (peer, key, kept, now, body_key, peer, key),
         )
-        return cursor.lastrowid if cursor.rowcount == 1 else None
+        if cursor.rowcount != 1:
+            return None
+        self._refer(body_key)
+        return cursor.lastrowid
 
     def last_delivery(self) -> int:
         rows = self._read("SELECT seq FROM sqlite_sequence WHERE name = 'mail'")
@@ -939,8 +975,7 @@ class SqliteStore:
             "WHERE peer = ? AND delivery <= ?",
             (now, peer, through),
         )
-        cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
-        return cursor.rowcount
+        return self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
 
     def take_mail(self, peer: str, now: float) -> list[bytes]:
         rows = self._read(
@@ -949,18 +984,18 @@ class SqliteStore:
             (peer,),
         )
         # not marked delivered (see MemoryStore.take_mail)
-        self._write("DELETE FROM mail WHERE peer = ?", (peer,))
+        self._delete_mail("peer = ?", (peer,))
         return [_whole(*row) for row in rows]
 
     def drop_mail(self, peer: str, through: int) -> int:
         # not marked delivered (see MemoryStore.take_mail)
-        cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
-        return cursor.rowcount
+        return self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
 
     def renew_mail(self, peer: str, key: str) -> int | None:
         rows = self._read("SELECT data, at, body FROM mail WHERE peer = ? AND key = ?", (peer, key))
         if not rows:
             return None
+        # the same row under a new number: its body's count is as it was
         self._write("DELETE FROM mail WHERE peer = ? AND key = ?", (peer, key))
         cursor = self._write(
             "INSERT INTO mail (peer, key, data, at, body) VALUES (?, ?, ?, ?, ?)",
@@ -969,7 +1004,7 @@ class SqliteStore:
         return cursor.lastrowid
 
     def discard_mail(self, peer: str, number: int) -> None:
-        self._write("DELETE FROM mail WHERE peer = ? AND delivery = ?", (peer, number))
+        self._delete_mail("peer = ? AND delivery = ?", (peer, number))
 
     def mail_counts(self) -> dict[str, int]:
         return dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer ORDER BY peer"))
@@ -980,14 +1015,13 @@ class SqliteStore:
             "SELECT peer, COUNT(*) FROM mail WHERE at < ? GROUP BY peer", (before,)
         ):
             dropped[peer] = count
-        self._write("DELETE FROM mail WHERE at < ?", (before,))
+        self._delete_mail("at < ?", (before,))
         for peer, count in self._read(
             "SELECT peer, COUNT(*) FROM mail GROUP BY peer HAVING COUNT(*) > ?", (cap,)
         ):
             excess = count - cap
-            self._write(
-                "DELETE FROM mail WHERE delivery IN (SELECT delivery FROM mail WHERE peer = ? "
-                "ORDER BY delivery LIMIT ?)",
+            self._delete_mail(
+                "delivery IN (SELECT delivery FROM mail WHERE peer = ? ORDER BY delivery LIMIT ?)",
                 (peer, excess),
             )
             dropped[peer] = dropped.get(peer, 0) + excess
@@ -1013,10 +1047,13 @@ class SqliteStore:
     # -- the publication log -------------------------------------------------------------------
     def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
         kept, body_key = self._bodied(key, data, body)
-        self._write(
-            "INSERT OR REPLACE INTO publications (key, data, at, body) VALUES (?, ?, ?, ?)",
-            (key, kept, at, body_key),
-        )
+        row = (key, kept, at, body_key)
+        if self._write("INSERT OR IGNORE INTO publications VALUES (?, ?, ?, ?)", row).rowcount:
+            self._refer(body_key)
+        else:  # logged already (an adopted log, a replay): replaced
+            self._delete("publications", "key = ?", (key,))
+            self._write("INSERT INTO publications VALUES (?, ?, ?, ?)", row)
+            self._refer(body_key)
         return body_key is not None
 
     def logged_since(self, since: float) -> Iterator[bytes]:
@@ -1033,7 +1070,12 @@ class SqliteStore:
 
     def drop_bodies(self) -> int:
         self._held.clear()
-        return self._write("DELETE FROM bodies WHERE refs <= 0").rowcount
+        self._count()
+        dropped = self._write(
+            "DELETE FROM bodies WHERE key IN (SELECT key FROM body_refs WHERE refs <= 0)"
+        ).rowcount
+        self._write("DELETE FROM body_refs WHERE refs <= 0")
+        return dropped
 
     def latest_logged(self) -> float | None:
         """The latest time in the publication log (a restarted origin's hybrid clock goes on
@@ -1042,7 +1084,7 @@ class SqliteStore:
 
     def prune_log(self, before: float, keep: int) -> int:
         floor = self._read("SELECT MAX(at) FROM publications WHERE at < ?", (before,))[0][0]
-        removed = self._write("DELETE FROM publications WHERE at < ?", (before,)).rowcount
+        removed = self._delete("publications", "at < ?", (before,))
         (count,) = self._read("SELECT COUNT(*) FROM publications")[0]
         if count > keep:
             (cut,) = self._read(
@@ -1050,12 +1092,11 @@ class SqliteStore:
                 (count - keep,),
             )[0]
             floor = cut if floor is None else max(floor, cut)
-            cursor = self._write(
-                "DELETE FROM publications WHERE key IN (SELECT key FROM publications "
-                "ORDER BY at LIMIT ?)",
+            removed += self._delete(
+                "publications",
+                "key IN (SELECT key FROM publications ORDER BY at LIMIT ?)",
                 (count - keep,),
             )
-            removed += cursor.rowcount
         if floor is not None and floor > self.log_floor():
             self.set_meta("log_floor", repr(float(floor)))
         return removed
@@ -1077,6 +1118,7 @@ class SqliteStore:
             self._write(
                 "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", (kind, key, json.dumps(value))
             )
+            self._refer(referred_body(value))  # the one it replaced: ``pending_unrefers``
 
     def pending_value(self, kind: str, key: str) -> dict | None:
         rows = self._read("SELECT value FROM pending WHERE kind = ? AND key = ?", (kind, key))
