@@ -20,6 +20,9 @@ connection, changes it, so nobody else can update or retract it. The table is bo
 refused with the reason and nothing changes. Memory holds only the most recently used versions
 (``max_cached_versions``); the store is where they all are (``StoredVersions``), so a library
 that publishes its catalogue of a million resources costs the access point disk, not memory.
+A version this node originated is stored without its publication: the record refers to the
+body the store keeps once for the log entry and the mail (``record_of``, ``superpeer.store``);
+a version handed over or expired here keeps its publication in the record.
 
 Descriptions in steps (seed 002): an ``extend`` adds triples to the current version; the union is
 the new version, so a subscription that needs triples from several steps matches once the union
