@@ -51,10 +51,9 @@ class CountingStore(SqliteStore):
         return super()._write(sql, arguments)  # type: ignore[arg-type]
 
 
-def wal_frames(path: Path) -> int:
+def wal_frames(path: Path, page: int) -> int:
     """Frames (pages) in the write-ahead log: its size less the header, by frame size."""
     size = os.path.getsize(f"{path}-wal") if os.path.exists(f"{path}-wal") else 0
-    page = 4096
     return max(0, size - 32) // (page + 24)
 
 
@@ -96,13 +95,14 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
         delivered = simulation.deliveries()
         assert all(len(delivered[f"sub{k}"]) == publications for k in range(subscribers))
         store.commit()
-        frames = wal_frames(store.path)
+        (page,) = store._db.execute("PRAGMA page_size").fetchone()
+        frames = wal_frames(store.path, page)
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         held = os.path.getsize(store.path)
         return {
             "statements": (store.statements - statements) / publications,
             "argument_bytes": (store.argument_bytes - argument_bytes) / publications,
-            "wal_kib": frames * 4096 / publications / 1024,
+            "wal_kib": frames * page / publications / 1024,
             "file_kib": held / 1024,
         }
 
