@@ -497,14 +497,12 @@ class MemoryStore:
         self._log[key] = (kept, at, shell)
         return shell
 
-    def _unlog(self, key: str) -> float | None:
-        """Takes ``key`` out of the log; its time (None: not logged)."""
-        entry = self._log.pop(key, None)
-        if entry is None:
-            return None
-        if entry[2]:
+    def _unlog(self, key: str) -> float:
+        """Takes the logged ``key`` out of the log; its time."""
+        _, at, shell = self._log.pop(key)
+        if shell:
             self._unrefer(key)
-        return entry[1]
+        return at
 
     def logged_since(self, since: float) -> Iterator[bytes]:
         return iter(
@@ -1048,12 +1046,11 @@ class SqliteStore:
     def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
         kept, body_key = self._bodied(key, data, body)
         row = (key, kept, at, body_key)
-        if self._write("INSERT OR IGNORE INTO publications VALUES (?, ?, ?, ?)", row).rowcount:
-            self._refer(body_key)
-        else:  # logged already (an adopted log, a replay): replaced
+        if not self._write("INSERT OR IGNORE INTO publications VALUES (?, ?, ?, ?)", row).rowcount:
+            # logged already (an adopted log, a replay): replaced
             self._delete("publications", "key = ?", (key,))
             self._write("INSERT INTO publications VALUES (?, ?, ?, ?)", row)
-            self._refer(body_key)
+        self._refer(body_key)
         return body_key is not None
 
     def logged_since(self, since: float) -> Iterator[bytes]:
