@@ -91,6 +91,7 @@ class Adoptions(Backlog):
                 mail_key(notification.owner, notification.publication.id, notification.version),
                 wire.encode(notification),
                 notification.published_at,
+                wire.packed_publication(notification.publication),
             )
 
     def _adopted(self, peer: str, subscribe: m.Subscribe, now: float) -> list[Output]:

@@ -352,3 +352,4 @@ class Timers(Backlog):
         self.store.prune_log(horizon, self.config.max_logged)
         # a notification can come back as long as an origin's log holds it (catch-up)
         self.store.forget_delivered(now - self.config.log_seconds - 60.0)
+        self.store.drop_bodies()  # what the mail, the log and the versions above let go

@@ -142,7 +142,11 @@ class Mailroom:
             return out
         key = mail_key(notify.owner, notify.publication.id, notify.version)
         data = wire.encode(notify)
-        number = self.store.put_mail(peer, key, data, now)
+        # the publication is kept once for every peer's mail (and the log's entry, at its
+        # origin): each row keeps the rest of the bytes (``superpeer.store``, bodies)
+        number = self.store.put_mail(
+            peer, key, data, now, wire.packed_publication(notify.publication)
+        )
         if number is None:
             self.statistics.repeats += 1
             if peer not in self._windows:

@@ -1036,13 +1036,21 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 if connection is not None:
                     out.append(ToConnection(connection, output.message, output.data))
             elif isinstance(output, LogPublication):
+                # the publication kept once: the log entry, the version record and the mail
+                # of every local subscriber refer to it (``superpeer.store``, bodies)
                 notification = output.notification
-                self.store.log_publication(
-                    mail_key(notification.owner, notification.publication.id, notification.version),
+                key = mail_key(
+                    notification.owner, notification.publication.id, notification.version
+                )
+                held = self.store.log_publication(
+                    key,
                     wire.encode(notification),
                     notification.published_at,
+                    wire.packed_publication(notification.publication),
                 )
-                self.store.set_pending(versions.RECORDS, *versions.record_of(notification))
+                self.store.set_pending(
+                    versions.RECORDS, *versions.record_of(notification, key if held else None)
+                )
             elif isinstance(output, Found):
                 produced: list = []
                 self.rendezvous.found(output.request, output.superpeer, now, produced)

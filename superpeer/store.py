@@ -25,6 +25,13 @@ What is kept:
   (catch-up, handover, a repaired route) is kept once;
 * the publication log: every publication this node accepted as origin, for catch-up and for
   replay after a crash, pruned by age and count;
+* bodies, the part of a notification that is the same wherever it is kept (its publication,
+  about a kilobyte), once per key (owner, publication id, version: ``mailroom.mail_key``): a
+  mail row, a log entry and a version record (a ``pending`` value with a ``body`` entry) keep
+  the rest of their bytes and refer to the body, so N subscribers' mail and the log share one
+  copy (issue 37, "write once"). A body is counted by what refers to it and dropped by
+  ``drop_bodies`` (the node's housekeeping) once nothing does. Rows an earlier version wrote
+  whole (no body) are read as they are;
 * pending work that must survive a crash: handovers not yet answered, peers that moved away
   (forwarding addresses);
 * rendezvous files (``superpeer.rendezvous``): ``SqliteStore`` keeps each in a plain file of its
@@ -85,6 +92,41 @@ class LocalPeerState:
     none)."""
 
 
+_OFFSET: Final = struct.Struct(">I")
+_PROBE: Final = 16
+BODY: Final = "body"
+"""The entry of a ``pending`` value that names the body it refers to (``Store.body``)."""
+
+
+def hollowed(data: bytes, body: bytes) -> bytes | None:
+    """``data`` less ``body`` (where it first is), the offset it was at in front: what a row
+    keeps when ``body`` is kept once elsewhere (``filled`` makes ``data`` again). None if
+    ``body`` is not in ``data``."""
+    if not body:
+        return None
+    # found by its first bytes and checked whole: a search for a kilobyte-long needle prepares
+    # it first, at twice the cost of the rest of a mail row's work in Python
+    probe = body[:_PROBE]
+    at = data.find(probe)
+    while at >= 0 and not data.startswith(body, at):
+        at = data.find(probe, at + 1)
+    if at < 0:
+        return None
+    return b"".join((_OFFSET.pack(at), data[:at], data[at + len(body) :]))
+
+
+def filled(shell: bytes, body: bytes) -> bytes:
+    """The bytes ``hollowed`` made ``shell`` of, with ``body`` back in its place."""
+    (at,) = _OFFSET.unpack_from(shell)
+    start = _OFFSET.size
+    return b"".join((shell[start : start + at], body, shell[start + at :]))
+
+
+def referred_body(value: dict | None) -> str | None:
+    """The key of the body a ``pending`` value refers to (``BODY``), if any."""
+    return None if value is None else value.get(BODY)
+
+
 class Store(Protocol):
     # -- the node ------------------------------------------------------------------------------
     def next_incarnation(self) -> int: ...
@@ -110,7 +152,13 @@ class Store(Protocol):
     def forget_local(self, peer: str, *, keep_mail: bool = False) -> None: ...
 
     # -- mail ----------------------------------------------------------------------------------
-    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None: ...
+    def put_mail(
+        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+    ) -> int | None:
+        """Keeps ``data`` as ``peer``'s mail under ``key`` (None: a repeat); ``body``, a part
+        of ``data``, is kept once under ``key`` for every row that has it."""
+        ...
+
     def last_delivery(self) -> int: ...
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]: ...
     def acknowledge(self, peer: str, through: int, now: float) -> int: ...
@@ -125,7 +173,20 @@ class Store(Protocol):
     def take_expired(self, peer: str) -> int: ...
 
     # -- the publication log -------------------------------------------------------------------
-    def log_publication(self, key: str, data: bytes, at: float) -> None: ...
+    def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
+        """Logs ``data`` under ``key``; ``body``, a part of it, kept once under ``key``.
+        Whether the store holds ``body`` under ``key`` (a version record may then refer to
+        it: ``pending`` values with ``{"body": key}``)."""
+        ...
+
+    def body(self, key: str) -> bytes | None:
+        """The body kept under ``key`` (None: none)."""
+        ...
+
+    def drop_bodies(self) -> int:
+        """Drops the bodies that nothing refers to any longer; how many."""
+        ...
+
     def logged_since(self, since: float) -> Iterator[bytes]: ...
     def latest_logged(self) -> float | None: ...
     def prune_log(self, before: float, keep: int) -> int: ...
@@ -155,7 +216,9 @@ class Store(Protocol):
 
 @dataclass
 class _Mailbox:
-    items: OrderedDict[int, tuple[str, bytes, float]] = field(default_factory=OrderedDict)
+    items: OrderedDict[int, tuple[str, bytes, float, bool]] = field(default_factory=OrderedDict)
+    """By number: the key, the bytes (a shell if the body is kept apart), when, and whether it
+    is a shell (its body ``MemoryStore._bodies[key]``)."""
     keys: dict[str, int] = field(default_factory=dict)
 
 
@@ -175,7 +238,9 @@ class MemoryStore:
         """Per peer, the mail keys it acknowledged, with when (one dictionary per peer, not a
         pair per key: at 1,000 super-peers and 8K publications there are some 3 million)."""
         self._expired: dict[str, int] = {}
-        self._log: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._log: OrderedDict[str, tuple[bytes, float, bool]] = OrderedDict()
+        self._bodies: dict[str, list] = {}
+        """By key: the body and how many rows refer to it (``SqliteStore``'s ``bodies``)."""
         self._floor = -math.inf
         self._pending: dict[str, dict[str, dict]] = {}
         self._chunks: dict[str, dict[int, bytes]] = {}
@@ -272,16 +337,53 @@ class MemoryStore:
         self._made.pop(peer, None)
         self._keys.pop(peer, None)
         if not keep_mail:
-            self._mail.pop(peer, None)
+            self._unrefer_mail(self._mail.pop(peer, None))
         self._expired.pop(peer, None)
 
-    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
+    def _hold_body(self, key: str, data: bytes, body: bytes | None) -> tuple[bytes, bool]:
+        """What a row keeps of ``data`` (a shell, and True, if ``body`` is held once under
+        ``key``, counted for the row), as ``SqliteStore._held``."""
+        shell = None if body is None else hollowed(data, body)
+        if shell is None:
+            return data, False
+        held = self._bodies.setdefault(key, [body, 0])
+        if held[0] != body:
+            return data, False
+        held[1] += 1
+        return shell, True
+
+    def _whole(self, key: str, data: bytes, shell: bool) -> bytes:
+        return filled(data, self._bodies[key][0]) if shell else data
+
+    def _unrefer(self, key: str | None) -> None:
+        if key is not None:
+            self._bodies[key][1] -= 1
+
+    def _unrefer_mail(self, box: _Mailbox | None) -> None:
+        for key, _, _, shell in box.items.values() if box is not None else ():
+            if shell:
+                self._unrefer(key)
+
+    def body(self, key: str) -> bytes | None:
+        held = self._bodies.get(key)
+        return None if held is None else held[0]
+
+    def drop_bodies(self) -> int:
+        unused = [key for key, (_, refs) in self._bodies.items() if refs <= 0]
+        for key in unused:
+            del self._bodies[key]
+        return len(unused)
+
+    def put_mail(
+        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+    ) -> int | None:
         box = self._mail.setdefault(peer, _Mailbox())
         if key in box.keys or key in self._delivered.get(peer, ()):
             return None
         number = self._next_delivery
         self._next_delivery += 1
-        box.items[number] = (key, data, now)
+        kept, shell = self._hold_body(key, data, body)
+        box.items[number] = (key, kept, now, shell)
         box.keys[key] = number
         return number
 
@@ -293,9 +395,9 @@ class MemoryStore:
         if box is None:
             return []
         found = []
-        for number, (_, data, _) in box.items.items():
+        for number, (key, data, _, shell) in box.items.items():
             if number > after:
-                found.append((number, data))
+                found.append((number, self._whole(key, data, shell)))
                 if len(found) >= limit:
                     break
         return found
@@ -314,7 +416,9 @@ class MemoryStore:
         box = self._mail.pop(peer, None)
         if box is None:
             return []
-        return [data for _, data, _ in box.items.values()]
+        taken = [self._whole(key, data, shell) for key, data, _, shell in box.items.values()]
+        self._unrefer_mail(box)
+        return taken
 
     def drop_mail(self, peer: str, through: int) -> int:
         # handed over and received there: not delivered (see take_mail)
@@ -324,10 +428,10 @@ class MemoryStore:
         box = self._mail.get(peer)
         if box is None or key not in box.keys:
             return None
-        held, data, at = box.items.pop(box.keys[key])
+        item = box.items.pop(box.keys[key])
         number = self._next_delivery
         self._next_delivery += 1
-        box.items[number] = (held, data, at)
+        box.items[number] = item
         box.keys[key] = number
         return number
 
@@ -335,8 +439,10 @@ class MemoryStore:
         # an expired publication: not delivered, and a repeat of it is no longer owed either
         box = self._mail.get(peer)
         if box is not None and number in box.items:
-            key, _, _ = box.items.pop(number)
+            key, _, _, shell = box.items.pop(number)
             del box.keys[key]
+            if shell:
+                self._unrefer(key)
 
     def _remove_mail(self, peer: str, through: int) -> list[str]:
         """Removes ``peer``'s mail numbered up to ``through``; the keys removed."""
@@ -345,8 +451,10 @@ class MemoryStore:
             return []
         keys = []
         for number in [n for n in box.items if n <= through]:
-            key, _, _ = box.items.pop(number)
+            key, _, _, shell = box.items.pop(number)
             del box.keys[key]
+            if shell:
+                self._unrefer(key)
             keys.append(key)
         return keys
 
@@ -356,12 +464,14 @@ class MemoryStore:
     def expire_mail(self, before: float, cap: int) -> dict[str, int]:
         dropped: dict[str, int] = {}
         for peer, box in self._mail.items():
-            old = [n for n, (_, _, at) in box.items.items() if at < before]
+            old = [n for n, (_, _, at, _) in box.items.items() if at < before]
             excess = max(0, len(box.items) - len(old) - cap)
             old += [n for n in box.items if n not in set(old)][:excess]
             for number in old:
-                key, _, _ = box.items.pop(number)
+                key, _, _, shell = box.items.pop(number)
                 del box.keys[key]
+                if shell:
+                    self._unrefer(key)
             if old:
                 dropped[peer] = len(old)
         return dropped
@@ -379,22 +489,40 @@ class MemoryStore:
     def take_expired(self, peer: str) -> int:
         return self._expired.pop(peer, 0)
 
-    def log_publication(self, key: str, data: bytes, at: float) -> None:
-        self._log[key] = (data, at)
+    def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
+        logged = self._log.get(key)
+        if logged is not None and logged[2]:
+            self._unrefer(key)  # replaced in its place, as a row is
+        kept, shell = self._hold_body(key, data, body)
+        self._log[key] = (kept, at, shell)
+        return shell
+
+    def _unlog(self, key: str) -> float:
+        """Takes the logged ``key`` out of the log; its time."""
+        _, at, shell = self._log.pop(key)
+        if shell:
+            self._unrefer(key)
+        return at
 
     def logged_since(self, since: float) -> Iterator[bytes]:
-        return iter([data for data, at in self._log.values() if at >= since])
+        return iter(
+            [
+                self._whole(key, data, shell)
+                for key, (data, at, shell) in self._log.items()
+                if at >= since
+            ]
+        )
 
     def latest_logged(self) -> float | None:
-        return max((at for _, at in self._log.values()), default=None)
+        return max((at for _, at, _ in self._log.values()), default=None)
 
     def prune_log(self, before: float, keep: int) -> int:
-        doomed = [k for k, (_, at) in self._log.items() if at < before]
+        doomed = [k for k, (_, at, _) in self._log.items() if at < before]
         excess = len(self._log) - len(doomed) - keep
         if excess > 0:
             doomed += [k for k in self._log if k not in set(doomed)][:excess]
         for key in doomed:
-            self._floor = max(self._floor, self._log.pop(key)[1])
+            self._floor = max(self._floor, self._unlog(key))
         return len(doomed)
 
     def log_floor(self) -> float:
@@ -405,9 +533,11 @@ class MemoryStore:
 
     def set_pending(self, kind: str, key: str, value: dict | None) -> None:
         table = self._pending.setdefault(kind, {})
-        if value is None:
-            table.pop(key, None)
-        else:
+        referred = referred_body(value)
+        if referred is not None:
+            self._bodies[referred][1] += 1  # held: ``log_publication`` said so
+        self._unrefer(referred_body(table.pop(key, None)))
+        if value is not None:
             table[key] = value
 
     def pending_value(self, kind: str, key: str) -> dict | None:
@@ -451,9 +581,11 @@ _SCHEMA = (
     " public_key BLOB NOT NULL, private_id_hash BLOB NOT NULL, address TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS local_state (peer TEXT NOT NULL, item TEXT NOT NULL,"
     " data BLOB NOT NULL, PRIMARY KEY (peer, item))",
+    # ``body``: the key of the row's body in ``bodies`` (``data`` is then a shell: ``filled``),
+    # or NULL (``data`` is whole: every row an earlier version wrote)
     "CREATE TABLE IF NOT EXISTS mail (delivery INTEGER PRIMARY KEY AUTOINCREMENT,"
     " peer TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL, at REAL NOT NULL,"
-    " UNIQUE (peer, key))",
+    " body TEXT, UNIQUE (peer, key))",
     "CREATE INDEX IF NOT EXISTS mail_at ON mail (at)",
     # a peer's mail in delivery order: the window's refill and an acknowledgement read a few
     # rows at the front, not every row the peer has kept (a backlog made each a scan)
@@ -463,18 +595,52 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at)",
     "CREATE TABLE IF NOT EXISTS expired (peer TEXT PRIMARY KEY, count INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS publications (key TEXT PRIMARY KEY, data BLOB NOT NULL,"
-    " at REAL NOT NULL)",
+    " at REAL NOT NULL, body TEXT)",
+    # a body is written once; its count of references is a row of its own, since sqlite
+    # rewrites a whole row to change one column (the kilobyte again with every reference)
+    "CREATE TABLE IF NOT EXISTS bodies (key TEXT PRIMARY KEY, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS body_refs (key TEXT PRIMARY KEY, refs INTEGER NOT NULL)"
+    " WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS publications_at ON publications (at)",
     "CREATE TABLE IF NOT EXISTS pending (kind TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY (kind, key))",
     "CREATE TABLE IF NOT EXISTS rendezvous_chunks (key TEXT NOT NULL, start INTEGER NOT NULL,"
     " data BLOB NOT NULL, PRIMARY KEY (key, start))",
 )
+_BODIED: Final = ("mail", "publications")
+"""Tables an earlier version made without their ``body`` column (added at open)."""
+_UNREFERRED: Final = f"json_extract(OLD.value, '$.{BODY}')"
+_COUNTING: Final = (
+    # Every reference to a body is counted by the store as it writes the row, a sum per body
+    # added at the commit (``SqliteStore._refs``): sqlite's triggers cost more per row than
+    # the copies they save. The one trigger: the version record a new one replaces, whose
+    # value the store does not read. A body nothing refers to waits in ``bodies_unused`` for
+    # ``drop_bodies``, which is also what makes a body put in once safe to refer to again
+    # until then (``SqliteStore._held``).
+    "CREATE INDEX IF NOT EXISTS bodies_unused ON body_refs (key) WHERE refs <= 0",
+    "CREATE TRIGGER IF NOT EXISTS pending_unrefers AFTER DELETE ON pending "
+    f"WHEN {_UNREFERRED} IS NOT NULL BEGIN "
+    f"INSERT INTO body_refs VALUES ({_UNREFERRED}, -1) "
+    "ON CONFLICT (key) DO UPDATE SET refs = refs - 1; END",
+)
+HELD_BODIES: Final = 4096
+"""Body keys ``SqliteStore`` remembers putting in (``_held``): a notification is mail for each
+of its subscribers, and each asks."""
 _ADVERTISEMENT = "advertisement"
 _PEER_SCHEMA = "schema"
 _PUBLIC_KEY = "public_key"
 _SUBSCRIPTION = "subscription:"
 _SUBSCRIBED_AT = "subscribed_at:"
+
+
+def _whole(data: bytes, key: str | None, body: bytes | None) -> bytes:
+    """A row's bytes as they were given: ``data`` whole (no ``key``), or a shell filled with
+    the body kept under ``key``."""
+    if key is None:
+        return bytes(data)
+    if body is None:
+        raise sqlite3.IntegrityError(f"the body {key!r} a row refers to is gone")
+    return filled(data, body)
 
 
 def _fsync_path(path: Path) -> None:
@@ -523,8 +689,22 @@ class SqliteStore:
         (page_size,) = self._db.execute("PRAGMA page_size").fetchone()
         self._db.execute(f"PRAGMA wal_autocheckpoint={max(1, max_log_bytes // page_size)}")
         self._db.execute(f"PRAGMA journal_size_limit={int(max_log_bytes)}")
+        self._db.execute("PRAGMA recursive_triggers=ON")
         for statement in _SCHEMA:
             self._db.execute(statement)
+        for table in _BODIED:
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if "body" not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN body TEXT")
+        for statement in _COUNTING:
+            self._db.execute(statement)
+        self._refs: dict[str, int] = {}
+        """Per body, the rows that came to refer to it less those that went, since the last
+        ``_count`` (at the commit: within the transaction it adds to); 0 for a body put in
+        (its count begins)."""
+        self._held: OrderedDict[str, bytes] = OrderedDict()
+        """Bodies put in since the last ``drop_bodies`` (the most recent ``HELD_BODIES``), by
+        key: in the store, whatever their count."""
         self._files = Path(f"{path}-rendezvous")
         """The rendezvous files, one per key."""
         self._files.mkdir(mode=0o700, exist_ok=True)
@@ -572,6 +752,7 @@ class SqliteStore:
         """Ends the open transaction. Unless ``synced`` is False, every transaction committed
         so far is durable on return; else only once a ``sync`` begun after this returned."""
         if self._open:
+            self._count()
             self._db.execute("COMMIT")
             self._open = False
             self._committed += 1
@@ -707,18 +888,72 @@ class SqliteStore:
     def forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
         self._write("DELETE FROM local_state WHERE peer = ?", (peer,))
         if not keep_mail:
-            self._write("DELETE FROM mail WHERE peer = ?", (peer,))
+            self._delete_mail("peer = ?", (peer,))
         self._write("DELETE FROM expired WHERE peer = ?", (peer,))
 
     # -- mail ----------------------------------------------------------------------------------
-    def put_mail(self, peer: str, key: str, data: bytes, now: float) -> int | None:
+    def _bodied(self, key: str, data: bytes, body: bytes | None) -> tuple[bytes, str | None]:
+        """What a row keeps of ``data``, and the key of its body: a shell and ``key`` if
+        ``body`` is held once under ``key`` (put in now if it is not), else ``data``, whole."""
+        shell = None if body is None else hollowed(data, body)
+        if shell is None or body is None:
+            return data, None
+        held = self._held.get(key)
+        if held is None:
+            cursor = self._write(
+                "INSERT OR IGNORE INTO bodies (key, data) VALUES (?, ?)", (key, body)
+            )
+            if cursor.rowcount == 1:
+                held = body
+                self._refs.setdefault(key, 0)
+            else:
+                held = bytes(self._read("SELECT data FROM bodies WHERE key = ?", (key,))[0][0])
+            if len(self._held) >= HELD_BODIES:
+                del self._held[next(iter(self._held))]
+            self._held[key] = held
+        return (shell, key) if held == body else (data, None)
+
+    def _count(self) -> None:
+        """Adds what rows did to their bodies' counts since the last time."""
+        if self._refs:
+            changes, self._refs = self._refs, {}
+            self._db.executemany(
+                "INSERT INTO body_refs VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET refs = refs + excluded.refs",
+                changes.items(),
+            )
+
+    def _refer(self, key: str | None, delta: int = 1) -> None:
+        if key is not None:
+            self._refs[key] = self._refs.get(key, 0) + delta
+
+    def _delete(self, table: str, where: str, arguments: tuple) -> int:
+        """Deletes the rows of ``table`` (mail or the log) that ``where`` selects; how many
+        (their bodies counted down)."""
+        rows = self._write(f"DELETE FROM {table} WHERE {where} RETURNING body", arguments)
+        count = 0
+        for (key,) in rows.fetchall():
+            self._refer(key, -1)
+            count += 1
+        return count
+
+    def _delete_mail(self, where: str, arguments: tuple) -> int:
+        return self._delete("mail", where, arguments)
+
+    def put_mail(
+        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+    ) -> int | None:
+        kept, body_key = self._bodied(key, data, body)
         # one statement: the check for a repeat of what the peer acknowledged is in it
         cursor = self._write(
-            "INSERT OR IGNORE INTO mail (peer, key, data, at) SELECT ?, ?, ?, ? "
+            "INSERT OR IGNORE INTO mail (peer, key, data, at, body) SELECT ?, ?, ?, ?, ? "
             "WHERE NOT EXISTS (SELECT 1 FROM delivered WHERE peer = ? AND key = ?)",
-            (peer, key, data, now, peer, key),
+            (peer, key, kept, now, body_key, peer, key),
         )
-        return cursor.lastrowid if cursor.rowcount == 1 else None
+        if cursor.rowcount != 1:
+            return None
+        self._refer(body_key)
+        return cursor.lastrowid
 
     def last_delivery(self) -> int:
         rows = self._read("SELECT seq FROM sqlite_sequence WHERE name = 'mail'")
@@ -726,11 +961,11 @@ class SqliteStore:
 
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
         rows = self._read(
-            "SELECT delivery, data FROM mail WHERE peer = ? AND delivery > ? "
-            "ORDER BY delivery LIMIT ?",
+            "SELECT delivery, mail.data, body, bodies.data FROM mail LEFT JOIN bodies "
+            "ON bodies.key = mail.body WHERE peer = ? AND delivery > ? ORDER BY delivery LIMIT ?",
             (peer, after, limit),
         )
-        return [(number, bytes(data)) for number, data in rows]
+        return [(number, _whole(*row)) for number, *row in rows]
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
         self._write(
@@ -738,33 +973,36 @@ class SqliteStore:
             "WHERE peer = ? AND delivery <= ?",
             (now, peer, through),
         )
-        cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
-        return cursor.rowcount
+        return self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
 
     def take_mail(self, peer: str, now: float) -> list[bytes]:
-        rows = self._read("SELECT data FROM mail WHERE peer = ? ORDER BY delivery", (peer,))
+        rows = self._read(
+            "SELECT mail.data, body, bodies.data FROM mail LEFT JOIN bodies ON bodies.key = mail.body "
+            "WHERE peer = ? ORDER BY delivery",
+            (peer,),
+        )
         # not marked delivered (see MemoryStore.take_mail)
-        self._write("DELETE FROM mail WHERE peer = ?", (peer,))
-        return [bytes(row[0]) for row in rows]
+        self._delete_mail("peer = ?", (peer,))
+        return [_whole(*row) for row in rows]
 
     def drop_mail(self, peer: str, through: int) -> int:
         # not marked delivered (see MemoryStore.take_mail)
-        cursor = self._write("DELETE FROM mail WHERE peer = ? AND delivery <= ?", (peer, through))
-        return cursor.rowcount
+        return self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
 
     def renew_mail(self, peer: str, key: str) -> int | None:
-        rows = self._read("SELECT data, at FROM mail WHERE peer = ? AND key = ?", (peer, key))
+        rows = self._read("SELECT data, at, body FROM mail WHERE peer = ? AND key = ?", (peer, key))
         if not rows:
             return None
-        data, at = rows[0]
+        # the same row under a new number: its body's count is as it was
         self._write("DELETE FROM mail WHERE peer = ? AND key = ?", (peer, key))
         cursor = self._write(
-            "INSERT INTO mail (peer, key, data, at) VALUES (?, ?, ?, ?)", (peer, key, data, at)
+            "INSERT INTO mail (peer, key, data, at, body) VALUES (?, ?, ?, ?, ?)",
+            (peer, key, *rows[0]),
         )
         return cursor.lastrowid
 
     def discard_mail(self, peer: str, number: int) -> None:
-        self._write("DELETE FROM mail WHERE peer = ? AND delivery = ?", (peer, number))
+        self._delete_mail("peer = ? AND delivery = ?", (peer, number))
 
     def mail_counts(self) -> dict[str, int]:
         return dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer ORDER BY peer"))
@@ -775,14 +1013,13 @@ class SqliteStore:
             "SELECT peer, COUNT(*) FROM mail WHERE at < ? GROUP BY peer", (before,)
         ):
             dropped[peer] = count
-        self._write("DELETE FROM mail WHERE at < ?", (before,))
+        self._delete_mail("at < ?", (before,))
         for peer, count in self._read(
             "SELECT peer, COUNT(*) FROM mail GROUP BY peer HAVING COUNT(*) > ?", (cap,)
         ):
             excess = count - cap
-            self._write(
-                "DELETE FROM mail WHERE delivery IN (SELECT delivery FROM mail WHERE peer = ? "
-                "ORDER BY delivery LIMIT ?)",
+            self._delete_mail(
+                "delivery IN (SELECT delivery FROM mail WHERE peer = ? ORDER BY delivery LIMIT ?)",
                 (peer, excess),
             )
             dropped[peer] = dropped.get(peer, 0) + excess
@@ -806,12 +1043,36 @@ class SqliteStore:
         return int(rows[0][0])
 
     # -- the publication log -------------------------------------------------------------------
-    def log_publication(self, key: str, data: bytes, at: float) -> None:
-        self._write("INSERT OR REPLACE INTO publications VALUES (?, ?, ?)", (key, data, at))
+    def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
+        kept, body_key = self._bodied(key, data, body)
+        row = (key, kept, at, body_key)
+        if not self._write("INSERT OR IGNORE INTO publications VALUES (?, ?, ?, ?)", row).rowcount:
+            # logged already (an adopted log, a replay): replaced
+            self._delete("publications", "key = ?", (key,))
+            self._write("INSERT INTO publications VALUES (?, ?, ?, ?)", row)
+        self._refer(body_key)
+        return body_key is not None
 
     def logged_since(self, since: float) -> Iterator[bytes]:
-        rows = self._read("SELECT data FROM publications WHERE at >= ? ORDER BY at", (since,))
-        return iter([bytes(row[0]) for row in rows])
+        rows = self._read(
+            "SELECT publications.data, body, bodies.data FROM publications LEFT JOIN bodies "
+            "ON bodies.key = publications.body WHERE at >= ? ORDER BY at",
+            (since,),
+        )
+        return iter([_whole(*row) for row in rows])
+
+    def body(self, key: str) -> bytes | None:
+        rows = self._read("SELECT data FROM bodies WHERE key = ?", (key,))
+        return bytes(rows[0][0]) if rows else None
+
+    def drop_bodies(self) -> int:
+        self._held.clear()
+        self._count()
+        dropped = self._write(
+            "DELETE FROM bodies WHERE key IN (SELECT key FROM body_refs WHERE refs <= 0)"
+        ).rowcount
+        self._write("DELETE FROM body_refs WHERE refs <= 0")
+        return dropped
 
     def latest_logged(self) -> float | None:
         """The latest time in the publication log (a restarted origin's hybrid clock goes on
@@ -820,7 +1081,7 @@ class SqliteStore:
 
     def prune_log(self, before: float, keep: int) -> int:
         floor = self._read("SELECT MAX(at) FROM publications WHERE at < ?", (before,))[0][0]
-        removed = self._write("DELETE FROM publications WHERE at < ?", (before,)).rowcount
+        removed = self._delete("publications", "at < ?", (before,))
         (count,) = self._read("SELECT COUNT(*) FROM publications")[0]
         if count > keep:
             (cut,) = self._read(
@@ -828,12 +1089,11 @@ class SqliteStore:
                 (count - keep,),
             )[0]
             floor = cut if floor is None else max(floor, cut)
-            cursor = self._write(
-                "DELETE FROM publications WHERE key IN (SELECT key FROM publications "
-                "ORDER BY at LIMIT ?)",
+            removed += self._delete(
+                "publications",
+                "key IN (SELECT key FROM publications ORDER BY at LIMIT ?)",
                 (count - keep,),
             )
-            removed += cursor.rowcount
         if floor is not None and floor > self.log_floor():
             self.set_meta("log_floor", repr(float(floor)))
         return removed
@@ -855,6 +1115,7 @@ class SqliteStore:
             self._write(
                 "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", (kind, key, json.dumps(value))
             )
+            self._refer(referred_body(value))  # the one it replaced: ``pending_unrefers``
 
     def pending_value(self, kind: str, key: str) -> dict | None:
         rows = self._read("SELECT value FROM pending WHERE kind = ? AND key = ?", (kind, key))

@@ -20,6 +20,9 @@ connection, changes it, so nobody else can update or retract it. The table is bo
 refused with the reason and nothing changes. Memory holds only the most recently used versions
 (``max_cached_versions``); the store is where they all are (``StoredVersions``), so a library
 that publishes its catalogue of a million resources costs the access point disk, not memory.
+A version this node originated is stored without its publication: the record refers to the
+body the store keeps once for the log entry and the mail (``record_of``, ``superpeer.store``);
+a version handed over or expired here keeps its publication in the record.
 
 Descriptions in steps (seed 002): an ``extend`` adds triples to the current version; the union is
 the new version, so a subscription that needs triples from several steps matches once the union
@@ -51,7 +54,7 @@ from typing import Final, Protocol
 
 import qel
 import wire
-from superpeer.store import json_key
+from superpeer.store import BODY, json_key
 from wire import messages as m
 from wire import model
 
@@ -136,6 +139,7 @@ class VersionStore(Protocol):
     def pending_range(self, kind: str, low: str, high: str) -> dict[str, dict]: ...
     def count_pending(self, kind: str, low: str, high: str) -> int: ...
     def iter_pending(self, kind: str) -> Iterator[tuple[str, dict]]: ...
+    def body(self, key: str) -> bytes | None: ...
 
 
 class StoredVersions:
@@ -147,15 +151,34 @@ class StoredVersions:
 
     def get(self, owner: str, resource: str) -> Version | None:
         record = self.store.pending_value(RECORDS, record_key(owner, resource))
-        return None if record is None else _version_of(record)[1]
+        return None if record is None else self._version_of(record)[1]
 
     def count(self, owner: str) -> int:
         return self.store.count_pending(RECORDS, *_owner_range(owner))
 
     def of_owner(self, owner: str) -> dict[str, Version]:
         return dict(
-            map(_version_of, self.store.pending_range(RECORDS, *_owner_range(owner)).values())
+            map(self._version_of, self.store.pending_range(RECORDS, *_owner_range(owner)).values())
         )
+
+    def _version_of(self, record: dict) -> tuple[str, Version]:
+        """The resource a record keeps (its id) and its version: the publication inline, or
+        the body the record refers to (``record_of``), which is already what a ``Version``
+        holds (``wire.packed_publication``)."""
+        key = record.get(BODY)
+        if key is None:
+            return _version_of(record)
+        packed = self.store.body(key)
+        if packed is None:
+            raise LookupError(f"the body {key!r} of a version record is gone")
+        expires = record.get("expires")
+        version = Version(
+            int(record["number"]),
+            packed,
+            bool(record["retracted"]),
+            None if expires is None else float(expires),
+        )
+        return record["resource"], version
 
     def expiring(self) -> Iterator[tuple[str, str, float | None]]:
         """Every version's owner, resource and expiry (None: it never expires, or is
@@ -464,8 +487,19 @@ def record_key(owner: str, resource: str) -> str:
     return json_key(owner, resource)
 
 
-def record_of(notification: m.Notification) -> tuple[str, dict]:
-    """The store record of the version ``notification`` originates (key, value)."""
+def record_of(notification: m.Notification, body: str | None = None) -> tuple[str, dict]:
+    """The store record of the version ``notification`` originates (key, value). With ``body``,
+    the key under which the store holds the publication packed (``Store.log_publication``
+    said it does): the record refers to it instead of holding a second copy."""
+    if body is not None:
+        return record_key(notification.owner, notification.publication.id), {
+            "owner": notification.owner,
+            "number": notification.version,
+            "retracted": notification.retracted,
+            "expires": notification.expires,
+            "resource": notification.publication.id,
+            BODY: body,
+        }
     return _record(
         notification.owner,
         notification.version,

@@ -3,31 +3,10 @@ across a reopen (a restart)."""
 
 import json
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from superpeer.store import LocalPeerState, MemoryStore, SqliteStore, json_key
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def reopen(request, tmp_path):
-    """A function that returns the store as a restarted daemon would find it."""
-    if request.param == "memory":
-        store = MemoryStore()
-        yield lambda: store
-        return
-    stores: list[SqliteStore] = []
-
-    def again() -> SqliteStore:
-        if stores:
-            stores[-1].commit()
-            stores[-1].close()
-        stores.append(SqliteStore(tmp_path / "state.sqlite"))
-        return stores[-1]
-
-    yield again
-    stores[-1].close()
+from superpeer.store import LocalPeerState, SqliteStore, json_key
 
 
 def test_a_local_peers_state_with_subscription_times_key_and_schema_survives(reopen):

@@ -1,0 +1,13 @@
+"""bench.writes counts what a notification writes (a smoke test, and the figures' shape: the
+kilobyte once, whatever the subscribers)."""
+
+from bench.writes import run
+
+
+def test_a_notification_writes_its_kilobyte_once_for_every_subscriber() -> None:
+    one, ten = run(1, 5), run(10, 5)
+    # six statements for the publication and its mail, three more per further subscriber
+    assert one["statements"] == 6 and ten["statements"] == 6 + 9 * 3
+    # the body once: nine more subscribers add their shells and keys, not nine kilobytes
+    assert 1_000 < one["argument_bytes"] < 2_000
+    assert ten["argument_bytes"] - one["argument_bytes"] < 9 * 500
