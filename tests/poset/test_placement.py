@@ -82,6 +82,14 @@ def test_witness_index_candidates_are_the_witnesses_the_probe_matches(
     assert index.rough_candidates(probe) >= expected
     among = [index.groups(compiled, None) for compiled in probe.filters]
     assert index.rough_candidates(probe, among) >= expected
+    strings: dict = {}  # what a ``contains`` look-up counts (``size``): the live strings
+    for subscription in live.values():
+        for predicate, objects in witness(subscription.filters[0]).values.items():
+            distinct = {(kind, value) for kind, value in objects if kind == "string"}
+            strings[predicate] = strings.get(predicate, 0) + len(distinct)
+    assert {p: held.strings for p, held in index._predicates.items()} == {
+        p: strings.get(p, 0) for p in index._predicates
+    }
 
 
 def test_witness_index_ranges_at_the_witnesses_own_values():
