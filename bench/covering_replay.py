@@ -16,7 +16,6 @@ the ratio of the medians, and the calls per placement that reach the step and th
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import statistics
@@ -25,8 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import qel.covering
-from bench.poset_scale import DESTINATIONS, WORKLOADS, _items
-from poset import SubscriptionPoset
+from bench.poset_profile import bulk_built, placement_arguments
 from poset import poset as poset_module
 from qel.covering import Target, filter_covered
 from qel.filters import Filter
@@ -36,14 +34,7 @@ Call = tuple[Filter | Target, Sequence[Filter]]
 
 def record(workload: str, size: int, operations: int, seed: int) -> list[Call]:
     """The ``filter_covered`` calls of ``operations`` placements at ``size``."""
-    generator = WORKLOADS[workload](seed=seed)
-    items = _items(generator, size, 0)
-    extra = _items(generator, operations, size)
-    poset = SubscriptionPoset()
-    poset.insert_many(items)
-    for node in poset.roots():
-        for destination in DESTINATIONS:
-            poset.mark_sent(node, destination, {"origin"})
+    poset, _, extra = bulk_built(workload, size, operations, seed)
     calls: list[Call] = []
 
     def recording(target: Filter | Target, candidates: Sequence[Filter], **options: Any) -> bool:
@@ -121,12 +112,8 @@ def measure(calls: list[Call], operations: int, rounds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="shapes")
-    parser.add_argument("--size", type=int, default=10_000)
-    parser.add_argument("--operations", type=int, default=1_000)
+    parser = placement_arguments(__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     calls = record(args.workload, args.size, args.operations, args.seed)
     result = {"workload": args.workload, "size": args.size, "operations": args.operations}
