@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from bench.poset_scale import DESTINATIONS, WORKLOADS, _items
+from bench.poset_scale import DESTINATIONS, WORKLOADS, Item, _items
 from poset import SubscriptionPoset, chains
 
 
@@ -60,22 +60,38 @@ def _counted(counts: Counter[str], probes: list[chains.Probe]) -> Iterator[None]
         chains.Probe.__init__ = made  # type: ignore[method-assign]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def placement_arguments(description: str) -> argparse.ArgumentParser:
+    """The options of a bench of placements into a bulk-built poset (this one's and
+    ``bench.covering_replay``'s)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="shapes")
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--operations", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--lines", type=int, default=40)
-    args = parser.parse_args(argv)
-    generator = WORKLOADS[args.workload](seed=args.seed)
-    items = _items(generator, args.size, 0)
-    extra = _items(generator, args.operations, args.size)
+    return parser
+
+
+def bulk_built(
+    workload: str, size: int, operations: int, seed: int
+) -> tuple[SubscriptionPoset, list[Item], list[Item]]:
+    """A poset of ``size`` subscriptions of ``workload`` built in bulk, its roots marked sent to
+    two neighbours; the subscriptions, and ``operations`` more to place."""
+    generator = WORKLOADS[workload](seed=seed)
+    items = _items(generator, size, 0)
+    extra = _items(generator, operations, size)
     poset = SubscriptionPoset()
     poset.insert_many(items)
     for node in poset.roots():
         for destination in DESTINATIONS:
             poset.mark_sent(node, destination, {"origin"})
+    return poset, items, extra
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = placement_arguments(__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=40)
+    args = parser.parse_args(argv)
+    poset, items, extra = bulk_built(args.workload, args.size, args.operations, args.seed)
     print(f"load average {os.getloadavg()[0]:.1f}")
     counts: Counter[str] = Counter()
     probes: list[chains.Probe] = []

@@ -85,8 +85,11 @@ class FamilyPoints:
     __slots__ = ("_coordinates", "_included", "_nodes", "members", "usable")
 
     def __init__(self, dimensions: int) -> None:
-        self._coordinates: npt.NDArray[np.float64] = np.empty((dimensions, 8))
-        self._included: npt.NDArray[np.int8] = np.empty((dimensions, 8), dtype=np.int8)
+        # Room for one member, doubled as more come: most families of a workload of many
+        # shapes never have a second (on shapes at 10^4, room for eight took some 100 bytes per
+        # subscription).
+        self._coordinates: npt.NDArray[np.float64] = np.empty((dimensions, 1))
+        self._included: npt.NDArray[np.int8] = np.empty((dimensions, 1), dtype=np.int8)
         self._nodes: list[Member] = []
         self.members = 0
         self.usable = True

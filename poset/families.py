@@ -79,8 +79,11 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
         if len(compiled.patterns) != len(compiled.predicates):
             return None, (), 0
         patterns: list[object] = []
-        for predicate, domain in compiled.patterns:
+        ranged = False
+        for pattern in compiled.patterns:
+            predicate, domain = pattern
             if type(domain) is RangeDomain:
+                ranged = True
                 part = (predicate, domain.kind, domain.low is None, domain.high is None)
                 if len(_RANGE_PARTS) < RANGE_PARTS_KEPT:
                     part = _RANGE_PARTS.setdefault(part, part)
@@ -93,8 +96,8 @@ def signature(subscription: qel.Subscription) -> tuple[Family | None, Bounds, in
                     flags |= bit << 1
                 bit <<= 2
             else:
-                patterns.append((predicate, domain))
-        shape.append((compiled.subject, tuple(patterns)))
+                patterns.append(pattern)  # the filter's own pair: a family key kept shares it
+        shape.append((compiled.subject, tuple(patterns) if ranged else compiled.patterns))
     key = tuple(shape)
     family = _FAMILIES.get(key)
     if family is None:

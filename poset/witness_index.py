@@ -30,29 +30,35 @@ from qel.terms import KIND_DATE, KIND_NUMBER, KIND_STRING, URI, Term
 class _PredicateWitnesses:
     """Witness objects of every stored subscription on one predicate.
 
-    ``ordered`` holds ``(value, key)`` entries, keys being integers: entries of
-    equal value (every chain bottom of a busy city, every unconstrained object's fresh URI)
-    then still have a total order, so removing one is a bisection, not a scan of its equals
-    (which made removal linear in the busiest value: 15% of a bulk build at 10^5).
+    ``ordered`` holds the numbers' and dates' ``(value, key)`` entries, keys being integers:
+    entries of equal value (every chain bottom of a busy city) then still have a total order, so
+    removing one is a bisection, not a scan of its equals (which made removal linear in the
+    busiest value: 15% of a bulk build at 10^5).
 
     ``by_value`` holds the keys of one string or URI as a tuple while they are few (most values
     are one chain bottom's: a set of one key takes 216 bytes), a set beyond ``_FEW_KEYS``:
     what a fixed value or ``contains`` looks up. A number's or a date's keys are the entries
     between two bisections instead (``_equal``): with ranges, nearly every witness has a value
     of its own there (a range's middle), and a dictionary entry each beside the entries took
-    some 250 bytes per subscription on the shapes workload."""
+    some 250 bytes per subscription on the shapes workload. Strings and URIs have no sorted
+    entries (nothing looks them up in order; ``size`` of a ``contains`` counts the strings,
+    ``strings``): an entry each, with its share of the sorted list, took some 200 bytes per
+    subscription on shapes (classes, makers, fuels, fresh URIs, ``contains`` witnesses)."""
 
     by_value: dict[tuple[str, object], tuple[Hashable, ...] | set[Hashable]] = field(
         default_factory=dict
     )
     ordered: dict[str, SortedList] = field(default_factory=dict)
     holders: set[Hashable] = field(default_factory=set)
+    strings: int = 0
 
     def add(self, key: int, kind: str, value: object) -> None:
         self.holders.add(key)
-        self.ordered.setdefault(kind, SortedList()).add((value, key))
         if kind in _ORDERED_ONLY:
+            self.ordered.setdefault(kind, SortedList()).add((value, key))
             return
+        if kind == KIND_STRING:
+            self.strings += 1
         bucket = self.by_value.get((kind, value), ())
         if type(bucket) is tuple:
             grown = (*bucket, key) if len(bucket) < _FEW_KEYS else {*bucket, key}
@@ -62,6 +68,8 @@ class _PredicateWitnesses:
 
     def remove(self, key: int, kind: str, value: object) -> None:
         if kind not in _ORDERED_ONLY:
+            if kind == KIND_STRING:
+                self.strings -= 1
             bucket = self.by_value[kind, value]
             if type(bucket) is tuple:
                 bucket = self.by_value[kind, value] = tuple(h for h in bucket if h != key)
@@ -69,6 +77,7 @@ class _PredicateWitnesses:
                 bucket.discard(key)
             if not bucket:
                 del self.by_value[kind, value]
+            return
         entries = self.ordered[kind]
         entries.remove((value, key))
         if not entries:
@@ -90,7 +99,7 @@ class _PredicateWitnesses:
                 return 0
             start, stop = _span(entries, domain)
             return max(0, stop - start)
-        return len(self.ordered.get(KIND_STRING, ()))
+        return self.strings
 
     def candidates(self, domain: Domain) -> Iterable[Hashable]:
         if isinstance(domain, AnyDomain):
@@ -186,13 +195,43 @@ class _Group:
 class Sample:
     """What the index keeps of a witness: its subject and its objects by predicate, which is all
     that matching it (``qel.matching.filter_matches``) reads; the publication's statements and
-    terms took as much again (a chain bottom each: thousands on a workload of many shapes)."""
+    terms took as much again (a chain bottom each: thousands on a workload of many shapes).
+    The objects of a predicate that are neither numbers nor dates are kept once for all samples
+    (``_shared_objects``)."""
 
     __slots__ = ("subject", "values")
 
     def __init__(self, publication: Publication) -> None:
         self.subject = publication.subject
-        self.values = publication.values
+        self.values = {
+            predicate: _shared_objects(objects) for predicate, objects in publication.values.items()
+        }
+
+
+SHARED_OBJECTS_KEPT = 16_384
+"""Most distinct witness objects of one predicate kept once each (``_SHARED_OBJECTS``)."""
+
+_SHARED_OBJECTS: dict[tuple[tuple[str, object], ...], tuple[tuple[str, object], ...]] = {}
+"""A sample's objects on one predicate, ``((kind, value), ...)``, once each when none is a
+number or a date: a class, a maker, a fuel, a ``contains`` witness, the fresh URI of an
+unconstrained object recur in thousands of chain bottoms' witnesses (on shapes at 10^4, 3.4
+such tuples per sample, each with its pairs, some 300 bytes per subscription), while a range's
+middle is a value of its own (not kept: it would fill the table). Bounded: past
+``SHARED_OBJECTS_KEPT`` a new tuple is simply not shared; nothing depends on it but memory."""
+
+_UNSHARED_KINDS = frozenset((KIND_NUMBER, KIND_DATE))
+
+
+def _shared_objects(objects: tuple[tuple[str, object], ...]) -> tuple[tuple[str, object], ...]:
+    kept = _SHARED_OBJECTS.get(objects)
+    if kept is not None:
+        return kept
+    if len(_SHARED_OBJECTS) >= SHARED_OBJECTS_KEPT or any(
+        kind in _UNSHARED_KINDS for kind, _ in objects
+    ):
+        return objects
+    _SHARED_OBJECTS[objects] = objects
+    return objects
 
 
 class WitnessIndex:

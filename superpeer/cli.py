@@ -282,8 +282,7 @@ async def _run(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> N
                 nursery.cancel_scope.cancel()
 
             await nursery.start(serve_then_stop)
-            collector.start()
-            nursery.start_soon(collector.keep_frozen_after_full_passes)
+            await nursery.start(collector.run, config.collector)
             if daemon.http_address is not None:
                 print(f"superpeer {daemon.node_id} status page {daemon.http_address}/", flush=True)
             print(f"superpeer {daemon.node_id} listening on {daemon.address}", flush=True)

@@ -117,6 +117,11 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     ca = "/var/lib/semantic-pubsub/sp1/identity/ca.pem"
     key_bits = 3072                    # for the identity a fresh standalone super-peer creates
 
+    [collector]                        # Python's cyclic garbage collector (superpeer.collector)
+    young_objects = 10000              # new objects before its youngest pass (Python: 700)
+    long_full_pass_seconds = 0.05      # a full pass this long (CPU) freezes what survived it;
+                                       # less than limits.failure_seconds
+
 Unknown keys are errors: a typo must not silently change how a server runs.
 """
 
@@ -130,6 +135,7 @@ from typing import Any, Final
 
 import platformdirs
 
+from superpeer.collector import CollectorSettings
 from superpeer.core import CoreConfig
 from superpeer.locating import LocatorConfig
 from superpeer.node import NodeConfig
@@ -297,6 +303,7 @@ class SuperPeerConfig:
     logs: LogSettings = field(default_factory=LogSettings)
     summarise_values_above: int | None = None
     schemas: SchemaLimits = field(default_factory=SchemaLimits)
+    collector: CollectorSettings = field(default_factory=CollectorSettings)
 
     @property
     def address(self) -> str:
@@ -389,6 +396,7 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
     known = {
         "listen", "advertise", "data_dir", "node_id", "join", "limits", "delivery", "recovery",
         "rendezvous", "store", "trace", "routing", "schemas", "security", "http", "logging",
+        "collector",
     }  # fmt: skip
     _no_unknown(data, known, source)
     changes: dict[str, Any] = {}
@@ -457,7 +465,17 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{source}: routing.summarise_values_above must be an integer >= 0")
         changes["summarise_values_above"] = value or None
-    return SuperPeerConfig(**changes)
+    if "collector" in data:
+        changes["collector"] = _section(CollectorSettings, data["collector"], "collector", source)
+    config = SuperPeerConfig(**changes)
+    if config.collector.long_full_pass_seconds >= config.limits.failure_seconds:
+        raise ConfigError(
+            f"{source}: collector.long_full_pass_seconds "
+            f"({config.collector.long_full_pass_seconds}) must be less than "
+            f"limits.failure_seconds ({config.limits.failure_seconds}): a full pass that long "
+            "holds the loop until the neighbours declare the super-peer failed"
+        )
+    return config
 
 
 def _http(value: object, source: str) -> HttpSettings:

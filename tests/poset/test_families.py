@@ -2,6 +2,8 @@
 one family drawn from templates (filters of ranges, fixed values and unconstrained objects, one to
 three alternatives), then posets of such subscriptions checked against brute force."""
 
+import itertools
+
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -10,7 +12,9 @@ from poset import families
 from poset.chains import Probe
 from poset.families import covers_by_family, projected, signature
 from poset.poset import SubscriptionPoset, _covers_signed
+from qel.domains import RangeDomain
 from tests.poset.test_poset import check_invariants
+from tests.strategies import subscriptions
 
 PREFIX = "@prefix ex: <http://example.org/> .\n"
 PREDICATES = ("ex:p", "ex:q", "ex:r")
@@ -144,3 +148,33 @@ def test_range_parts_past_their_bound_are_not_shared_and_families_stay_one(monke
     )
     assert signature(first)[0] is signature(second)[0] is not None
     assert signature(first)[1:] != signature(second)[1:]
+
+
+def _family_key(subscription: qel.Subscription) -> tuple[object, ...]:
+    """A family's key as the module docstring defines it, built afresh: per filter, its subject
+    and its patterns with each range as its kind and which ends are open."""
+    return tuple(
+        (
+            compiled.subject,
+            tuple(
+                (predicate, domain.kind, domain.low is None, domain.high is None)
+                if type(domain) is RangeDomain
+                else (predicate, domain)
+                for predicate, domain in compiled.patterns
+            ),
+        )
+        for compiled in subscription.filters
+    )
+
+
+@settings(max_examples=300)
+@given(st.lists(subscriptions(max_patterns=3), min_size=2, max_size=5))
+def test_subscriptions_share_a_family_iff_their_keys_are_equal(drawn):
+    """Family keys share the filters' own pattern pairs (and a filter's patterns, when it has no
+    range): two subscriptions still get one family exactly when their keys are equal."""
+    signed = [signature(subscription)[0] for subscription in drawn]
+    for (first, family), (second, other) in itertools.combinations(
+        zip(drawn, signed, strict=True), 2
+    ):
+        event(f"one family: {family is other}")
+        assert (family is other) == (_family_key(first) == _family_key(second))

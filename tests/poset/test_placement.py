@@ -2,6 +2,8 @@
 (every node in one chain, each chain ordered by covering, ranks increasing down it), after random
 insertions and removals, with the lookups that use it checked against brute force."""
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -9,9 +11,10 @@ import qel
 from poset.chains import Probe
 from poset.families import signature
 from poset.poset import SubscriptionPoset, _covers, _covers_signed
-from poset.witness_index import WitnessIndex
+from poset.witness_index import Sample, WitnessIndex
 from qel.filters import witness
-from tests.strategies import subscriptions
+from qel.matching import filter_matches
+from tests.strategies import publications, subscriptions
 
 
 @settings(max_examples=300)
@@ -79,6 +82,14 @@ def test_witness_index_candidates_are_the_witnesses_the_probe_matches(
     assert index.rough_candidates(probe) >= expected
     among = [index.groups(compiled, None) for compiled in probe.filters]
     assert index.rough_candidates(probe, among) >= expected
+    strings: dict = {}  # what a ``contains`` look-up counts (``size``): the live strings
+    for subscription in live.values():
+        for predicate, objects in witness(subscription.filters[0]).values.items():
+            distinct = {(kind, value) for kind, value in objects if kind == "string"}
+            strings[predicate] = strings.get(predicate, 0) + len(distinct)
+    assert {p: held.strings for p, held in index._predicates.items()} == {
+        p: strings.get(p, 0) for p in index._predicates
+    }
 
 
 def test_witness_index_ranges_at_the_witnesses_own_values():
@@ -99,3 +110,24 @@ def test_witness_index_ranges_at_the_witnesses_own_values():
             if qel.matches(probe, witness(sub(text).filters[0]))
         }
         assert index.covered_candidates(probe) == expected, constraint
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(publications(), min_size=1, max_size=6),
+    st.lists(subscriptions(max_patterns=3, repeat_predicates=True), min_size=1, max_size=4),
+)
+def test_a_sample_matches_as_its_publication_does(samples, filters_of):
+    """What the witness index keeps of a witness (``Sample``, its objects of one predicate
+    shared with other samples' when they are neither numbers nor dates) matches every filter
+    as the publication does; equal shared objects are one tuple."""
+    kept = [Sample(publication) for publication in samples]
+    for subscription in filters_of:
+        for compiled in subscription.filters:
+            for publication, sample in zip(samples, kept, strict=True):
+                assert filter_matches(compiled, sample) == filter_matches(compiled, publication)  # type: ignore[arg-type]
+    for first, second in itertools.combinations(kept, 2):
+        for predicate, objects in first.values.items():
+            other = second.values.get(predicate)
+            if other == objects and all(kind not in ("number", "date") for kind, _ in objects):
+                assert other is objects

@@ -6,8 +6,16 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
-from qel.covering import Target, _corner_refutes, _escape_refutes, filter_covered
-from tests.strategies import small_publications, subscriptions, universe
+from qel.covering import (
+    DEFAULT_BUDGET,
+    Target,
+    _along_one_predicate,
+    _CellSearch,
+    _corner_refutes,
+    _escape_refutes,
+    filter_covered,
+)
+from tests.strategies import atoms_for, small_publications, subscriptions, universe
 
 DC = "@prefix ex: <http://example.org/> .\n"
 
@@ -205,3 +213,49 @@ def test_a_target_tested_against_many_answers_as_its_filter_does(specific, gener
                 target.filter, general.filters
             )
         event(f"covers={qel.covers(general, specific)}")
+
+
+@st.composite
+def unions_along_one_variable(draw: st.DrawFn) -> tuple[qel.Subscription, qel.Subscription]:
+    """A subscription, and a DNF over some of its patterns whose alternatives constrain mostly
+    one of its variables (now and then another too, or the subject): the shape
+    ``_along_one_predicate`` decides, and its near misses."""
+    specific = draw(subscriptions())
+    variables = [p.object for p in specific.patterns if isinstance(p.object, str)]
+    if not variables:
+        return specific, draw(subscriptions())
+    axis = draw(st.sampled_from(variables))
+    disjuncts = []
+    for _ in range(draw(st.integers(1, 4))):
+        atoms = [draw(atoms_for(axis)) for _ in range(draw(st.integers(0, 2)))]
+        if draw(st.integers(0, 4)) == 0:
+            atoms.append(draw(atoms_for(draw(st.sampled_from(variables)))))
+        disjuncts.append(tuple(atoms))
+    kept = [
+        p for p in specific.patterns if p.object == axis or draw(st.booleans())
+    ]  # fewer patterns: broader
+    used = {atom.variable for d in disjuncts for atom in d}
+    kept += [p for p in specific.patterns if p.object in used and p not in kept]
+    try:
+        general = qel.Subscription("s", tuple(kept), qel.Constraint.of(disjuncts), ())
+    except qel.QueryError:
+        general = qel.Subscription("s", tuple(kept), qel.Constraint.of([()]), ())
+    return general, specific
+
+
+@settings(max_examples=300)
+@given(st.one_of(unions_along_one_variable(), st.tuples(subscriptions(), subscriptions())))
+def test_a_union_along_one_predicate_is_decided_exactly(pair):
+    """``_along_one_predicate``, whenever it answers, answers as the cell search over the same
+    candidates, and, over every filter of the target, as the brute-force oracle."""
+    general, specific = pair
+    answers = []
+    for target in specific.filters:
+        usable = [h for h in general.filters if h.predicates <= target.predicates]
+        answer = _along_one_predicate(target, usable) if usable else False
+        event(f"along one predicate: {answer}")
+        if answer is not None:
+            assert answer == _CellSearch(target, usable, DEFAULT_BUDGET).run()
+        answers.append(answer)
+    if None not in answers:
+        assert all(answers) == oracle_covers(general, specific)

@@ -11,7 +11,6 @@ import urllib.request
 import pytest
 
 from deploy.cluster import free_ports
-from superpeer.collector import YOUNG_OBJECTS
 
 
 @pytest.mark.process
@@ -19,7 +18,7 @@ def test_a_flood_of_refused_connections_is_counted_and_logged_once(tmp_path):
     port, http = free_ports(2)
     (tmp_path / "sp.toml").write_text(
         '[limits]\nmax_unidentified_per_address = 4\n[logging]\nformat = "json"\n'
-        "repeat_seconds = 60.0\n"
+        "repeat_seconds = 60.0\n[collector]\nyoung_objects = 12345\n"
     )
     command = [
         sys.executable, "-m", "superpeer.cli", "run", "--listen", f"127.0.0.1:{port}",
@@ -51,7 +50,7 @@ def test_a_flood_of_refused_connections_is_counted_and_logged_once(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "stderr.log").read_text().splitlines()]
     [frozen, *_] = [x for x in lines if x.get("event") == "state_frozen"]  # then after long passes
     assert int(frozen["objects"]) > 10_000, "what the process held once a member, frozen"
-    assert int(frozen["young_objects"]) == YOUNG_OBJECTS, "the youngest pass, made rarer"
+    assert int(frozen["young_objects"]) == 12345, "the youngest pass, as configured"
     refused = [x for x in lines if x.get("event") == "connection_refused"]
     assert len(refused) == 1
     assert (
