@@ -581,15 +581,22 @@ def contradicting(network: Network, name: str, sent: Send) -> LookupReply:
     return replace(reply, holder=name, address=address_of(name), positions=(reply.target,))
 
 
+def started_over(network: Network) -> tuple[HypercupNode, str, list[Send], list[Send]]:
+    """The repairer of a failed member of an 8-cube, its name, its first lookups, and the
+    lookups it sent again when an answer to the first contradicted what it knew."""
+    topology = network.check()
+    name = topology.holder(4)
+    repairer = network.node(name)
+    first = lookups(repairer.neighbour_failed(topology.holder(5)))
+    again = lookups(repairer.receive(first[0].to, contradicting(network, name, first[0])))
+    return repairer, name, first, again
+
+
 def test_lookup_answers_that_contradict_each_other_start_the_repair_over_once() -> None:
     # a holder's positions changed while the lookups were out: the node broke and rejoined
     # (10 times in a 16-super-peer chaos run); starting over without a bound livelocked
     network = cube(8)
-    topology = network.check()
-    failed, name = topology.holder(5), topology.holder(4)
-    repairer = network.node(name)
-    first = lookups(repairer.neighbour_failed(failed))
-    again = lookups(repairer.receive(first[0].to, contradicting(network, name, first[0])))
+    repairer, name, first, again = started_over(network)
     assert sorted(s.message.target for s in again) == sorted(s.message.target for s in first)
     assert repairer.state is NodeState.MEMBER and repairer.busy()
     with pytest.raises(RemoteProtocolError, match=f"contradicts what is known of {name}"):
@@ -598,11 +605,8 @@ def test_lookup_answers_that_contradict_each_other_start_the_repair_over_once() 
 
 def test_a_repair_started_over_on_contradicting_answers_goes_on_to_its_walk() -> None:
     network = cube(8)
-    topology = network.check()
-    failed, name = topology.holder(5), topology.holder(4)
-    repairer = network.node(name)
-    first = lookups(repairer.neighbour_failed(failed))
-    again = lookups(repairer.receive(first[0].to, contradicting(network, name, first[0])))
+    failed = network.check().holder(5)
+    repairer, name, _, again = started_over(network)
     outputs = []
     for sent in again:
         outputs += repairer.receive(sent.to, answered(network, name, sent))
