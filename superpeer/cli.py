@@ -273,7 +273,12 @@ def _config(args: argparse.Namespace) -> SuperPeerConfig:
 
 
 async def _run(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> None:
+    """The daemon until SIGTERM or SIGINT: a member leaves the cube cleanly
+    (``SuperPeerDaemon.shutdown``); one still starting (asking its join addresses, refused
+    while the cube repairs its previous incarnation) has nothing to hand over and stops at once
+    rather than leave the signal unanswered until it becomes a member."""
     daemon = SuperPeerDaemon(config, suppressed_logs=suppressed_logs)
+    started = trio.Event()
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
 
@@ -281,13 +286,21 @@ async def _run(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> N
                 await daemon.serve(task_status=task_status)
                 nursery.cancel_scope.cancel()
 
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    if not started.is_set():
+                        log.info("event=stopped_while_starting node=%s", daemon.node_id)
+                        nursery.cancel_scope.cancel()
+                        return
+                    await daemon.shutdown()
+
+            nursery.start_soon(stop_on_signal)
             await nursery.start(serve_then_stop)
             await nursery.start(collector.run, config.collector)
+            started.set()
             if daemon.http_address is not None:
                 print(f"superpeer {daemon.node_id} status page {daemon.http_address}/", flush=True)
             print(f"superpeer {daemon.node_id} listening on {daemon.address}", flush=True)
-            async for _ in signals:
-                await daemon.shutdown()
 
 
 class ControlUnavailable(RuntimeError):

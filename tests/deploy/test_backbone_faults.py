@@ -5,6 +5,9 @@ for a condition, with a deadline."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -13,7 +16,7 @@ import pytest
 import trio
 
 import qel
-from deploy.cluster import Cluster
+from deploy.cluster import Cluster, free_ports
 from deploy.driver import DriverError, RemotePeer, cube_problems, quiet_problems, wait_quiet
 from qel.terms import XSD_INTEGER
 from wire import messages as m
@@ -360,3 +363,30 @@ def test_a_super_peer_started_while_no_member_answers_joins_when_one_does():
             assert list(cluster.status(1)["neighbours"]) == ["sp0"]
 
         trio.run(scenario)
+
+
+def test_a_super_peer_still_asking_its_join_addresses_stops_on_sigterm(tmp_path):
+    """Nobody listens at its join address: it keeps asking (``join_contact_seconds``), and an
+    operator's SIGTERM meanwhile stops it at once (it is no member: nothing to hand over),
+    rather than wait until it joins or gives up."""
+    closed, port = free_ports(2)
+    log = tmp_path / "stderr.log"
+    command = [
+        sys.executable, "-m", "superpeer.cli", "run", "--no-tls", "--listen", f"127.0.0.1:{port}",
+        "--data-dir", str(tmp_path / "sp"), "--node-id", "sp9", "--join", f"127.0.0.1:{closed}",
+    ]  # fmt: skip
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 30
+        while "join_contacts_unanswered" not in log.read_text():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+        assert "event=stopped_while_starting node=sp9" in log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
