@@ -46,7 +46,12 @@ rules:
   (``Heartbeat.positions``); a member that is not the sender's neighbour in its own view, whose
   table gives one of those positions to another neighbour, alive and not suspected, for
   ``failure_seconds`` on end while its own protocol is idle, answers ``Evicted`` (naming the
-  holder); the stale member, evicted by a neighbour of its own view, rejoins.
+  holder); the stale member, evicted by a neighbour of its own view, rejoins. Likewise when
+  none of those positions is next to one the receiver holds: the sender's table gives it a
+  place it holds no more (it moved on, say rejoined elsewhere, while the departure walk that
+  gave the sender its own place carried the older table), and the sender, hearing from it,
+  would never correct that entry (a kill and a pause together, 32 super-peers in the
+  simulator: two members never learnt their cube's root).
 * **Filling in.** A member of the weaker cube catches up, from every origin's log, on what was
   published since it first lost a super-peer of the other side (the earliest lost one's time,
   less the margin). It announces itself with ``sp.returned`` naming the cube it comes from and
@@ -133,12 +138,14 @@ class Merges(NodeBase):
         puts it next to this node. If this node's table gives a position it claims to another
         neighbour, alive and unsuspected, and goes on doing so for ``failure_seconds`` while
         nothing changes here, the claim is stale: two overlapping repairs took one place twice
-        and nothing told the loser. It is told (``Evicted``: a neighbour in its own view evicts
+        and nothing told the loser. So is a claim next to no position this node holds: the
+        sender's table gives this node a place it left. It is told (``Evicted``: a neighbour in its own view evicts
         it, so it rejoins)."""
         if not claimed or self.topology.busy():  # a merge probe claims none
             self._stale_claims.pop(sender, None)
             return
-        table = self.topology.view().table
+        view = self.topology.view()
+        table = view.table
         others = sorted(
             {
                 table[p]
@@ -146,7 +153,8 @@ class Merges(NodeBase):
                 if table.get(p, sender) != sender and table[p] not in self._suspected
             }
         )
-        if not others:
+        beside = any(_adjacent(p, q) for p in claimed for q in view.positions)
+        if not others and beside:
             self._stale_claims.pop(sender, None)
             return
         since = self._stale_claims.setdefault(sender, now)
@@ -160,7 +168,11 @@ class Merges(NodeBase):
             list(claimed),
             others,
         )
-        reason = f"{self.node_id}'s table gives positions {list(claimed)} to {', '.join(others)}"
+        reason = (
+            f"{self.node_id}'s table gives positions {list(claimed)} to {', '.join(others)}"
+            if others
+            else f"{self.node_id} holds {sorted(view.positions)}, next to none of {list(claimed)}"
+        )
         self._evict(sender, incarnation, now, out, reason=reason)
 
     # == meetings ===================================================================================
@@ -499,3 +511,8 @@ def stronger(theirs: tuple[int, str], mine: tuple[int, str]) -> bool:
     """Whether the cube ``theirs`` (dimension, root) is the one that stays when it meets
     ``mine``: the larger dimension (fewer rejoins), then the smaller root id."""
     return (-theirs[0], theirs[1]) < (-mine[0], mine[1])
+
+
+def _adjacent(a: int, b: int) -> bool:
+    """Whether cube positions ``a`` and ``b`` differ in one bit (neighbours in any dimension)."""
+    return (a ^ b).bit_count() == 1

@@ -340,3 +340,14 @@ def test_a_killed_member_and_a_paused_neighbour_are_repaired_without_the_watchdo
     # column beside its old place before that place is repaired
     took = time_to_one_cube(superpeers, seed, fault="kill-pause")
     assert took < NodeConfig().wedged_seconds / 2
+
+
+@pytest.mark.slow
+def test_a_member_whose_table_gives_a_place_to_one_that_left_it_is_told():
+    # bench.overlapping's kill-pause at 32, seed 8: sp29 took the killed sp7's place with the
+    # table its departure walk carried, which gave position 3 to the paused sp3; sp3 was
+    # repaired away and rejoined at 29. sp29 went on heartbeating sp3 as its neighbour at 3,
+    # heard from it, and never learnt the cube's root (nor did sp23 below it): not one cube for
+    # the simulated hour. sp3, claimed next to none of its positions, evicts sp29 ("Stale
+    # holders"), which rejoins
+    assert time_to_one_cube(32, 8, fault="kill-pause") < NodeConfig().wedged_seconds / 2
