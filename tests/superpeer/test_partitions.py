@@ -244,11 +244,14 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
     assert len(simulation.deliveries()["sub"]) == 23
 
 
-def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and_rejoins():
+@pytest.mark.parametrize("kind", ["taken", "beside-none"])
+def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and_rejoins(kind):
     """Two overlapping repairs can leave a member holding a place the cube gave to another,
     with nothing telling it (the 16-super-peer chaos run ended with two members at position
     8). Its heartbeats say which positions it holds: a member whose table gives one of them to
-    another live neighbour, for ``failure_seconds`` on end, evicts it, and it rejoins."""
+    another live neighbour, for ``failure_seconds`` on end, evicts it, and it rejoins. So does
+    a member that holds no position next to them: the sender's table gives it a place it left
+    (a kill and a pause together, 32 super-peers: ``test_concurrent_faults``)."""
     simulation = Simulation(8, seed=1)
     simulation.run_until_quiet()
     receiver = simulation.nodes["sp0"]
@@ -271,10 +274,13 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
 
     now = simulation._clock("sp0")
     own = tuple(sorted(simulation.nodes[claimer].core.view.positions))
-    assert not evictions(heartbeat(own, now) + heartbeat(own, now + 10))  # its own place
-    assert not evictions(heartbeat((position,), now + 11))  # once is a race, not a claim
-    [evicted] = evictions(heartbeat((position,), now + 11 + receiver.config.failure_seconds))
-    assert holder in evicted.reason and evicted.incarnation == incarnation
+    if kind == "taken":  # a place the receiver's table gives to another live neighbour
+        claimed, named = (position,), holder
+    else:  # its own place, next to none of the receiver's: its table gives the receiver one
+        claimed, named = own, "next to none of"
+    assert not evictions(heartbeat(claimed, now))  # once is a race, not a claim
+    [evicted] = evictions(heartbeat(claimed, now + receiver.config.failure_seconds))
+    assert named in evicted.reason and evicted.incarnation == incarnation
     outputs = simulation.nodes[claimer].superpeer_message(
         "sp0", receiver.incarnation, Received(evicted, "e"), simulation._clock(claimer)
     )
