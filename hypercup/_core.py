@@ -94,7 +94,7 @@ class NodeCore:
     """Processes a message this node may process now (defined by ``HypercupNode``)."""
     _restart_join: Callable[[JoinWalk], None]
     """Starts a join walk over from this node, in its epoch (defined by ``Joins``)."""
-    _start_repair: Callable[..., None]
+    _start_repair: Callable[[str, int, float, int], None]
     """Repairs the failure of a neighbour (defined by ``Departures``)."""
     _resume_deferred: Callable[[], None]
     """Sends on the departures waiting here for a failed node to be replaced (``Departures``)."""
@@ -475,5 +475,7 @@ class NodeCore:
         for walk in queued:
             self._restart_join(walk)
         if repairing is not None and repairing.failed in self._member_hood().peers:
-            self._start_repair(repairing.failed, repairing.incarnation, repairing.last_heard)
+            self._start_repair(
+                repairing.failed, repairing.incarnation, repairing.last_heard, repairing.restarts
+            )
         self._flush()

@@ -139,8 +139,8 @@ class Merges(NodeBase):
         neighbour, alive and unsuspected, and goes on doing so for ``failure_seconds`` while
         nothing changes here, the claim is stale: two overlapping repairs took one place twice
         and nothing told the loser. So is a claim next to no position this node holds: the
-        sender's table gives this node a place it left. It is told (``Evicted``: a neighbour in its own view evicts
-        it, so it rejoins)."""
+        sender's table gives this node a place it left. It is told (``Evicted``: a neighbour in
+        its own view evicts it, so it rejoins)."""
         if not claimed or self.topology.busy():  # a merge probe claims none
             self._stale_claims.pop(sender, None)
             return

@@ -359,6 +359,14 @@ class MemoryStore:
         if key is not None:
             self._bodies[key][1] -= 1
 
+    def _pop_mail(self, box: _Mailbox, number: int) -> str:
+        """Takes mail ``number`` out of ``box`` (its body counted down); its key."""
+        key, _, _, shell = box.items.pop(number)
+        del box.keys[key]
+        if shell:
+            self._unrefer(key)
+        return key
+
     def _unrefer_mail(self, box: _Mailbox | None) -> None:
         for key, _, _, shell in box.items.values() if box is not None else ():
             if shell:
@@ -439,10 +447,7 @@ class MemoryStore:
         # an expired publication: not delivered, and a repeat of it is no longer owed either
         box = self._mail.get(peer)
         if box is not None and number in box.items:
-            key, _, _, shell = box.items.pop(number)
-            del box.keys[key]
-            if shell:
-                self._unrefer(key)
+            self._pop_mail(box, number)
 
     def _remove_mail(self, peer: str, through: int) -> list[str]:
         """Removes ``peer``'s mail numbered up to ``through``; the keys removed."""
@@ -451,11 +456,7 @@ class MemoryStore:
             return []
         keys = []
         for number in [n for n in box.items if n <= through]:
-            key, _, _, shell = box.items.pop(number)
-            del box.keys[key]
-            if shell:
-                self._unrefer(key)
-            keys.append(key)
+            keys.append(self._pop_mail(box, number))
         return keys
 
     def mail_counts(self) -> dict[str, int]:
@@ -468,10 +469,7 @@ class MemoryStore:
             excess = max(0, len(box.items) - len(old) - cap)
             old += [n for n in box.items if n not in set(old)][:excess]
             for number in old:
-                key, _, _, shell = box.items.pop(number)
-                del box.keys[key]
-                if shell:
-                    self._unrefer(key)
+                self._pop_mail(box, number)
             if old:
                 dropped[peer] = len(old)
         return dropped

@@ -162,23 +162,14 @@ class StoredVersions:
         )
 
     def _version_of(self, record: dict) -> tuple[str, Version]:
-        """The resource a record keeps (its id) and its version: the publication inline, or
-        the body the record refers to (``record_of``), which is already what a ``Version``
-        holds (``wire.packed_publication``)."""
+        """``_version_of``, with the body the record refers to read from the store."""
         key = record.get(BODY)
         if key is None:
             return _version_of(record)
         packed = self.store.body(key)
         if packed is None:
             raise LookupError(f"the body {key!r} of a version record is gone")
-        expires = record.get("expires")
-        version = Version(
-            int(record["number"]),
-            packed,
-            bool(record["retracted"]),
-            None if expires is None else float(expires),
-        )
-        return record["resource"], version
+        return _version_of(record, packed)
 
     def expiring(self) -> Iterator[tuple[str, str, float | None]]:
         """Every version's owner, resource and expiry (None: it never expires, or is
@@ -491,21 +482,13 @@ def record_of(notification: m.Notification, body: str | None = None) -> tuple[st
     """The store record of the version ``notification`` originates (key, value). With ``body``,
     the key under which the store holds the publication packed (``Store.log_publication``
     said it does): the record refers to it instead of holding a second copy."""
-    if body is not None:
-        return record_key(notification.owner, notification.publication.id), {
-            "owner": notification.owner,
-            "number": notification.version,
-            "retracted": notification.retracted,
-            "expires": notification.expires,
-            "resource": notification.publication.id,
-            BODY: body,
-        }
     return _record(
         notification.owner,
         notification.version,
         notification.publication,
         notification.retracted,
         notification.expires,
+        body=body,
     )
 
 
@@ -521,34 +504,41 @@ def _record(
     publication: qel.Publication,
     retracted: bool,
     expires: float | None,
+    *,
+    body: str | None = None,
 ) -> tuple[str, dict]:
     # the publication in its wire plain form, which the encoding of its notification made
-    # already (``wire.plain_publication``); stores written before kept it as N-Triples ("text")
+    # already (``wire.plain_publication``); stores written before kept it as N-Triples ("text");
+    # or, with ``body``, the resource's id and the key of the body the store keeps
+    content = (
+        {"publication": wire.plain_publication(publication)}
+        if body is None
+        else {"resource": publication.id, BODY: body}
+    )
     return record_key(owner, publication.id), {
         "owner": owner,
         "number": number,
         "retracted": retracted,
         "expires": expires,
-        "publication": wire.plain_publication(publication),
+        **content,
     }
 
 
-def _version_of(record: dict) -> tuple[str, Version]:
-    """The resource a record keeps (its id) and its version."""
+def _version_of(record: dict, packed: bytes | None = None) -> tuple[str, Version]:
+    """The resource a record keeps (its id) and its version; ``packed``: the body the record
+    refers to (``BODY``), already what a ``Version`` holds (``wire.packed_publication``)."""
     expires = record.get("expires")
+    number, retracted = int(record["number"]), bool(record["retracted"])
+    expiry = None if expires is None else float(expires)
+    if packed is not None:
+        return record["resource"], Version(number, packed, retracted, expiry)
     plain = record.get("publication")
     publication = (
         qel.parse_publication_text(record["text"])
         if plain is None
         else model.publication_from_plain(plain)
     )
-    version = Version.of(
-        int(record["number"]),
-        publication,
-        bool(record["retracted"]),
-        None if expires is None else float(expires),
-    )
-    return publication.id, version
+    return publication.id, Version.of(number, publication, retracted, expiry)
 
 
 def forget_records(store: VersionStore, owner: str) -> list[str]:
