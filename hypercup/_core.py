@@ -395,6 +395,17 @@ class NodeCore:
             # (``_apply``), else it lags and asks for the change; an answer to the old one is
             # for a repair that is no more
             return True
+        if (
+            isinstance(message, LeaveWalk)
+            and message.failed
+            and required is not None
+            and required < self._epoch
+        ):
+            # a failure's walk overtaken by a shrink or a grow (another departure's, beside
+            # it): its picture of the cube is gone. Its repairer starts it over in the new one
+            # when the runtime asks again (``RETRY_REPAIR``); breaking here made the holder of
+            # position 0, the shrink's root, rejoin, and its own repair wedged the rest
+            return True
         if required is not None and required < self._epoch and not restartable:
             raise RemoteProtocolError(
                 sender,

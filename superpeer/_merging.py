@@ -113,8 +113,16 @@ class Merges(NodeBase):
         out: list[Output],
     ) -> None:
         """A heartbeat names its sender's cube: a neighbour's is this node's own (how it learns
-        its root); anyone else's is a probe, and another cube met here if it names another."""
-        if not heartbeat.root or self.core is None:
+        its root); anyone else's is a probe, and another cube met here if it names another.
+        One that names no cube but claims positions comes from a member whose view puts it
+        next to this node while its tree parent never told it the root: the claim is checked
+        as any other member's (such a member, holding a place repaired away, heard from its
+        neighbours and never learnt a root: not one cube for the simulated hour)."""
+        if self.core is None:
+            return
+        if not heartbeat.root:
+            if heartbeat.positions and not self._is_neighbour(sender) and self.cube_identity():
+                self._check_claim(sender, incarnation, heartbeat.positions, now, out)
             return
         if self._is_neighbour(sender):
             if heartbeat.dimension == self.core.view.dimension:

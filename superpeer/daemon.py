@@ -836,10 +836,23 @@ class SuperPeerDaemon:
         await self.disk.wait_room()
         self._run(lambda now: self.node.superpeer_hello(sender, incarnation, hello.address, now))
         payloads = first
+        welcomed_as = self.node.incarnation
         while True:
             if self.disk.paused is not None:  # unread and unacknowledged: the sender keeps it
                 await self.disk.wait_room()
             for payload in payloads:
+                if self.node.incarnation != welcomed_as:
+                    # this node rejoined since its old incarnation welcomed the link: what
+                    # comes on it was meant for that one (a pause's frames, read after the
+                    # rejoin, gave a newcomer the table of the member it had been). Closed
+                    # unread, the sender connects again, is welcomed by this incarnation, and
+                    # its channel drops what was meant for the old one
+                    log.info(
+                        "event=link_closed node=%s neighbour=%s reason=rejoined",
+                        self.node_id,
+                        sender,
+                    )
+                    return
                 try:
                     number, clock, body = split(payload)
                     message, message_id = wire.decode(body, self.limits)

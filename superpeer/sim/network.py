@@ -218,6 +218,8 @@ class _Pending:
     """The receiver's incarnation the sender knew of (``ToSuperPeer.incarnation``)."""
     clock: float = 0.0
     """The sender's hybrid time (``ToSuperPeer.clock``), as a frame's header carries it."""
+    welcomed: int = 0
+    """The receiver's incarnation that welcomed the connection it went on (0: not known)."""
 
     def __lt__(self, other: _Pending) -> bool:
         # what ``order=True`` compares, without building two tuples per comparison (the heap
@@ -824,6 +826,7 @@ class Simulation:
             message_id,
             meant_for,
             clock,
+            self._welcomed.get(link, 0) if kind == "sp" else 0,
         )
         heapq.heappush(self._queue, pending)
 
@@ -947,6 +950,16 @@ class Simulation:
                 node.connection_closed(pending.connection, self._clock(pending.receiver)),
             )
             return
+        if pending.kind == "sp" and pending.welcomed and pending.welcomed < node.incarnation:
+            # the receiver rejoined since its old incarnation welcomed this connection: the
+            # new one closed it (``SuperPeerDaemon._backbone``), and the sender's channel,
+            # connecting again, drops what was meant for the old one
+            link = (pending.sender, pending.receiver)
+            if self._welcomed.get(link) == pending.welcomed:
+                self._connected.discard(link)
+            if pending.meant_for < node.incarnation:
+                self.dropped_by_links[type(pending.message).KIND] += 1  # type: ignore[attr-defined]
+                return
         message = self._decode(pending)
         if pending.kind == "from_peer":
             outputs = node.peer_message(

@@ -354,6 +354,22 @@ def test_what_a_node_cannot_be_told() -> None:
         network.node(holder0).receive("x", stranger)
 
 
+def test_a_failures_walk_overtaken_by_a_change_of_dimension_is_dropped() -> None:
+    """Two repairs at once: one shrank the cube while the other's walk was on its way. The
+    late walk is dropped where the new cube has it (its repairer starts over when the runtime
+    asks again); a departure that is not a failure's still breaks the node, as before."""
+    network = cube(8)  # epoch 3
+    topology = network.check()
+    holder0, holder1 = topology.holder(0), topology.holder(1)
+    receiver = network.node(holder0)
+    late = some_walk(position=0, epoch=2)
+    assert receiver.receive(holder1, late) == []
+    assert receiver.state is NodeState.MEMBER and not receiver.busy()
+    network.check()
+    with pytest.raises(RemoteProtocolError, match="changed dimension while it was in flight"):
+        receiver.receive(holder1, replace(late, failed=False))
+
+
 def test_a_relay_is_only_asked_of_a_base_holder() -> None:
     network = cube(8)
     topology = network.check()

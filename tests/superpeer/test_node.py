@@ -525,7 +525,7 @@ def test_a_held_back_departure_that_breaks_the_topology_at_a_tick_makes_the_node
     held = sorted(topology.view().positions)[0]
     topology._reclaiming = "sp3"  # a mirror on its way back, held up
     assert topology.epoch > 0
-    topology._held_back.append(  # a departure step of the cube before its last grow
+    topology._held_back.append(  # a leave's step of the cube before its last grow
         (
             "sp2",
             LeaveWalk(
@@ -535,7 +535,7 @@ def test_a_held_back_departure_that_breaks_the_topology_at_a_tick_makes_the_node
                 leaver_address="gone.sim:7400",
                 leaver_positions=(held,),
                 leaver_peers={},
-                failed=True,
+                failed=False,
                 phase="search",
                 position=held,
                 bit=-1,
