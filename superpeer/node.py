@@ -120,7 +120,7 @@ from collections.abc import Callable
 import crypto
 import qel
 import wire
-from hypercup import HypercupNode, JoinRequest, NodeState, Welcome
+from hypercup import HypercupNode, JoinRequest, JoinWalk, NodeState, Welcome
 from hypercup.errors import HypercupError, LocalProtocolError
 from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
 from poset.poset import collector_paused
@@ -743,6 +743,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             if isinstance(message, JoinRequest):
                 # the link says which incarnation asks; its Welcome is meant for that one
                 message = dataclasses.replace(message, incarnation=incarnation)
+                self._asks_to_join(sender, incarnation, now, out)
+            elif isinstance(message, JoinWalk):
+                self._asks_to_join(message.newcomer, message.newcomer_incarnation, now, out)
             self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
             self._heartbeat_in(sender, message, now)  # a sign of life, noted above
@@ -854,6 +857,24 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         log.warning("event=%s node=%s sender=%s error=%r", event, self.node_id, sender, str(error))
         if self.topology.state is NodeState.BROKEN:
             self._rejoin(f"the topology protocol broke: {error}", now, out)
+
+    def _asks_to_join(self, node: str, incarnation: int, now: float, out: list[Output]) -> None:
+        """Incarnation ``incarnation`` of ``node`` asks to join (its ``JoinRequest``, or a walk
+        for it), and our table has ``node`` as a neighbour: the incarnation there is gone (a
+        member does not ask to join). Known as older, its restart was noticed already; but it
+        may be recorded as this one, when the table came from a departure's walk and the first
+        frame heard from ``node`` was the new process's (kill-pause at 16, seed 0: a member
+        took a place with a walk's table that named a node repaired away meanwhile, took that
+        node's new process for the neighbour, heard it ask to join every second, refused it as
+        "still a member here" and never declared it failed, until the watchdog). So the one in
+        the table is taken for an older one, and failed at once, as a restart is."""
+        if incarnation <= 0 or not self._is_neighbour(node):
+            return
+        known = self._neighbour_incarnations.get(node)
+        if known is not None and known < incarnation:
+            return  # noticed as a restart already (``_incarnation``)
+        self._neighbour_incarnations[node] = incarnation - 1
+        self._restarted(node, now, out)
 
     def _restarted(self, node: str, now: float, out: list[Output]) -> None:
         if self._is_neighbour(node):
