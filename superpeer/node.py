@@ -19,7 +19,11 @@ Rules, beyond the routing core's:
 
 * **Incarnations.** Every start and every rejoin takes a new incarnation number from the store;
   super-peers learn each other's from ``Hello``. A neighbour that shows up with a newer one has
-  restarted: it is declared failed at once (no need to wait for silence).
+  restarted: it is declared failed at once (no need to wait for silence). So is a neighbour
+  that asks to join (its ``JoinRequest``, or a walk for it): a member does not, so the
+  incarnation in the table is gone, even if the new process was taken for it. A node that
+  rejoined reads nothing its old incarnation was sent: the runtime closes the links that
+  incarnation welcomed, and their senders' channels drop what was meant for it.
 * **Failure detection.** A link to a neighbour that has carried nothing for ``heartbeat_seconds``
   carries a ``Heartbeat``; a neighbour not heard from for ``failure_seconds`` is reported to the
   topology protocol (``neighbour_failed``; retried while the protocol is busy with another

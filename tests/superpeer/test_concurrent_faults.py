@@ -351,6 +351,23 @@ def test_a_killed_member_and_a_paused_neighbour_are_repaired_without_the_watchdo
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("superpeers", "seed"), [(8, 10), (9, 5), (9, 10), (16, 0), (32, 0), (32, 6)]
+)
+def test_a_kill_and_a_pause_together_leave_one_cube_without_the_watchdog(superpeers, seed):
+    # bench.overlapping's kill-pause, each over a minute (to the simulated hour) before stop 52:
+    # the paused member, rejoined, read what was meant for the incarnation before it (a
+    # neighbour's table update, a walk; it now drops it: ``superpeer.sim``'s link, the
+    # daemon's ``_backbone``); a failure's walk overtaken by the other failure's shrink broke
+    # the member at position 0 (now dropped, and repaired again); a member holding a place
+    # repaired away whose heartbeats named no cube was never told (its claim is now checked);
+    # a member took a rejoining node's new process for the neighbour in its table, refused
+    # its joins and never declared the old one failed (a neighbour asking to join now is)
+    took = time_to_one_cube(superpeers, seed, fault="kill-pause")
+    assert took < NodeConfig().wedged_seconds / 2
+
+
+@pytest.mark.slow
 def test_a_member_whose_table_gives_a_place_to_one_that_left_it_is_told():
     # bench.overlapping's kill-pause at 32, seed 8: sp29 took the killed sp7's place with the
     # table its departure walk carried, which gave position 3 to the paused sp3; sp3 was

@@ -545,3 +545,28 @@ def test_a_held_back_departure_that_breaks_the_topology_at_a_tick_makes_the_node
     before = node.statistics.rejoins
     simulation._advance(simulation.now + 3 * node.config.failure_seconds)  # the second tick
     assert node.statistics.rejoins == before + 1
+
+
+def test_a_neighbour_that_asks_to_join_is_failed_even_when_taken_for_its_new_process():
+    """kill-pause at 16, seed 0: a member took a place with a departure walk's table, which
+    named a neighbour repaired away meanwhile; the first frames it heard from that node came
+    from its new process, which it took for the neighbour. It refused the new process's joins
+    every second as "still a member here" and never declared the old one failed, until the
+    watchdog. A neighbour that asks to join is a dead incarnation: failed at once, and the
+    process that asks is not evicted for it (the ``Departed`` names an older incarnation)."""
+    simulation = Simulation(4)
+    node = simulation.nodes["sp0"]
+    neighbour = sorted(node.core.view.neighbours())[0]
+    asking = node.incarnations[neighbour] + 1
+    # its table came with the place, and the first this node hears of the neighbour is from
+    # its new process
+    del node._neighbour_incarnations[neighbour]
+    node.superpeer_hello(neighbour, asking, f"{neighbour}.sim:7400", simulation.now)
+    assert node._neighbour_incarnations[neighbour] == asking
+    assert neighbour not in node._suspected
+    request = JoinRequest(address=f"{neighbour}.sim:7400", incarnation=0)
+    node.superpeer_message(neighbour, asking, Received(request, "x#1"), simulation.now)
+    assert neighbour in node._suspected
+    assert node._neighbour_incarnations[neighbour] < asking
+    node.superpeer_heard(neighbour, simulation.now + 0.1)  # the new process is no sign of life
+    assert neighbour in node._suspected

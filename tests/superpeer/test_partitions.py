@@ -244,14 +244,17 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
     assert len(simulation.deliveries()["sub"]) == 23
 
 
-@pytest.mark.parametrize("kind", ["taken", "beside-none"])
+@pytest.mark.parametrize("kind", ["taken", "beside-none", "taken-rootless"])
 def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and_rejoins(kind):
     """Two overlapping repairs can leave a member holding a place the cube gave to another,
     with nothing telling it (the 16-super-peer chaos run ended with two members at position
     8). Its heartbeats say which positions it holds: a member whose table gives one of them to
     another live neighbour, for ``failure_seconds`` on end, evicts it, and it rejoins. So does
     a member that holds no position next to them: the sender's table gives it a place it left
-    (a kill and a pause together, 32 super-peers: ``test_concurrent_faults``)."""
+    (a kill and a pause together, 32 super-peers: ``test_concurrent_faults``). And so is one
+    whose heartbeats name no cube: its tree parent never told it the root, so they used to be
+    read as no claim at all (a kill and a pause, 9 super-peers, seed 10: not one cube for the
+    simulated hour)."""
     simulation = Simulation(8, seed=1)
     simulation.run_until_quiet()
     receiver = simulation.nodes["sp0"]
@@ -266,7 +269,10 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
     incarnation = simulation.nodes[claimer].incarnation
 
     def heartbeat(positions: tuple[int, ...], at: float) -> list:
-        claim = m.Heartbeat(wall=at, root=root, dimension=dimension, positions=positions)
+        if kind.endswith("rootless"):
+            claim = m.Heartbeat(wall=at, positions=positions)
+        else:
+            claim = m.Heartbeat(wall=at, root=root, dimension=dimension, positions=positions)
         return receiver.superpeer_message(claimer, incarnation, Received(claim, "h"), at)
 
     def evictions(outputs: list) -> list:
@@ -274,7 +280,7 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
 
     now = simulation._clock("sp0")
     own = tuple(sorted(simulation.nodes[claimer].core.view.positions))
-    if kind == "taken":  # a place the receiver's table gives to another live neighbour
+    if kind.startswith("taken"):  # a place the receiver's table gives to another live neighbour
         claimed, named = (position,), holder
     else:  # its own place, next to none of the receiver's: its table gives the receiver one
         claimed, named = own, "next to none of"
