@@ -386,7 +386,10 @@ class Departures(NodeCore):
         holders hear what the repairer holds now (its own entry in the table it sent is
         fresh): it may have taken a place next to theirs that they were never told of, the
         announcement having gone to the stale neighbour, and they would repair that place as
-        a failure of its old holder, a second time."""
+        a failure of its old holder, a second time. (Not when the walk comes back to its own
+        repairer: its entry in the walk is from when the walk began, and this node may have
+        taken a place since; what it holds now is told instead, else a holder next to that
+        place learnt it held less than it does: kill-pause at 8, seed 11.)"""
         hood = self._member_hood()
         holders = {
             holder: (hood.address_of(holder), tuple(sorted(hood.positions_of(holder))))
@@ -398,7 +401,11 @@ class Departures(NodeCore):
         for node, (address, _) in sorted(walk.leaver_peers.items()):
             if node not in holders and node not in (self.node_id, walk.leaver):
                 self._send(node, address, update)
-        repairer = walk.leaver_peers.get(walk.repairer)
+        repairer = (
+            (self.address, tuple(sorted(hood.positions)))
+            if walk.repairer == self.node_id
+            else walk.leaver_peers.get(walk.repairer)
+        )
         if repairer is not None:
             told = NeighbourUpdate(
                 epoch=self._epoch, holders={walk.repairer: repairer}, relay=False, ack_id=None
