@@ -5,5 +5,6 @@ from bench.storecpu import run
 
 
 def test_the_store_takes_a_stream_of_notifications_and_their_acknowledgements() -> None:
-    per_notification = run(24, 12, 2**20)
-    assert 0 < per_notification < 0.05
+    for subscribers in (1, 3):
+        per_notification = run(72, 12, 2**20, subscribers)
+        assert 0 < per_notification < 0.05
