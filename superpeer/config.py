@@ -242,7 +242,7 @@ class StoreSettings:
     holds this many bytes, capped by the reserve (``log_bound``). A checkpoint copies each page
     the log holds once, however many commits wrote it, and a notification's writes touch index
     pages at random keys that the next commits touch again: a log four times longer copies the
-    same hot pages a quarter as often (16 MiB, the reserve's quarter: 5 to 20% less of the
+    same hot pages a quarter as often (16 MiB, the reserve's quarter: 8 to 14% less of the
     store's CPU per notification than 4 MiB; BENCHMARKS.md, issue 37, stop 52)."""
 
     @property
