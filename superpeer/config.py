@@ -84,7 +84,7 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
                                        # paused, takes nothing (superpeer.diskspace); no start
     resume_free_bytes = 134217728      # a paused super-peer goes on once this much is free
     disk_check_seconds = 1.0           # free space looked at this often (and after each commit)
-    max_log_bytes = 4194304            # the write-ahead log is copied into the database (and
+    max_log_bytes = 16777216           # the write-ahead log is copied into the database (and
                                        # truncated) at this size, at most min_free_bytes / 4
 
     [trace]
@@ -237,9 +237,13 @@ class StoreSettings:
     """A paused daemon goes on once this many bytes are free (at least ``min_free_bytes``)."""
     disk_check_seconds: float = 1.0
     """How often the free space is looked at, besides after each group commit."""
-    max_log_bytes: int = 4 * 1024 * 1024
+    max_log_bytes: int = 16 * 1024 * 1024
     """The write-ahead log is checkpointed (copied into the database, then truncated) once it
-    holds this many bytes, capped by the reserve (``log_bound``)."""
+    holds this many bytes, capped by the reserve (``log_bound``). A checkpoint copies each page
+    the log holds once, however many commits wrote it, and a notification's writes touch index
+    pages at random keys that the next commits touch again: a log four times longer copies the
+    same hot pages a quarter as often (16 MiB, the reserve's quarter: 8 to 14% less of the
+    store's CPU per notification than 4 MiB; BENCHMARKS.md, issue 37, stop 52)."""
 
     @property
     def log_bound(self) -> int:

@@ -672,7 +672,7 @@ class SqliteStore:
     file descriptor, never the sqlite connection) makes every transaction written so far durable."""
 
     def __init__(
-        self, path: str | Path, *, sync: str = "full", max_log_bytes: int = 4 * 1024 * 1024
+        self, path: str | Path, *, sync: str = "full", max_log_bytes: int = 16 * 1024 * 1024
     ) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")

@@ -172,7 +172,7 @@ def test_the_reserve_is_configured_in_the_store_section():
         config_from_mapping({"store": {"min_free_bytes": 100, "resume_free_bytes": 10}})
     with pytest.raises(ConfigError, match=r"store\.min_free_bytes must be positive"):
         config_from_mapping({"store": {"min_free_bytes": 0}})
-    assert config_from_mapping({}).store.max_log_bytes == 4 * 2**20
+    assert config_from_mapping({}).store.max_log_bytes == 16 * 2**20
     assert config_from_mapping({"store": {"max_log_bytes": 2**20}}).store.max_log_bytes == 2**20
     with pytest.raises(ConfigError, match=r"store\.max_log_bytes \(1000\) must be at least 65536"):
         config_from_mapping({"store": {"max_log_bytes": 1000}})
@@ -181,7 +181,7 @@ def test_the_reserve_is_configured_in_the_store_section():
 def test_the_log_bound_is_the_configured_size_at_most_a_quarter_of_the_reserve():
     """The daemon checkpoints the log at ``StoreSettings.log_bound``: the configured size while
     the reserve holds four times it, a quarter of the reserve when it does not."""
-    assert config_from_mapping({}).store.log_bound == 4 * 2**20
+    assert config_from_mapping({}).store.log_bound == 16 * 2**20
     small_reserve = {"store": {"min_free_bytes": 8 * 2**20, "resume_free_bytes": 8 * 2**20}}
     assert config_from_mapping(small_reserve).store.log_bound == 2 * 2**20
     large_log = {"store": {"max_log_bytes": 32 * 2**20}}

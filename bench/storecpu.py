@@ -1,0 +1,115 @@
+"""The store's CPU per notification where origin and access point are one super-peer (issue 37).
+
+What the node asks of its ``SqliteStore`` for each publication of the brokers' benchmark (its
+kilobyte publication, ``bench.brokers.publication``) with ``--subscribers`` attached: the log
+entry and the version record (``Store.log_publication``, ``Store.set_pending``), each subscriber's
+mail (``Store.put_mail``), then each subscriber's ``Delivered`` (``Store.acknowledge``) for its
+group; a commit after every ``--group`` publications, as group commit makes them under that
+stream.
+The encodings are the node's own (``wire.encode`` of the ``Notification`` and the ``Notify``).
+Timed: the process's CPU (``time.process_time``) per notification (one subscriber's mail), best
+of ``--runs``, each run
+on a new store, for every write-ahead log bound in ``--log-bytes`` in turn (alternating, so that
+the machine's load falls on each alike). No fsync (``sync="normal"``): what the commits and the
+checkpoints cost the process, not the disk.
+
+    python -m bench.storecpu --log-bytes 4194304,16777216 --notifications 5000,20000
+    python -m bench.storecpu --subscribers 10 --notifications 20000
+
+Run it from a checkout's directory to measure that checkout's store."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import wire
+from bench.brokers import publication
+from superpeer import versions
+from superpeer.mailroom import mail_key
+from superpeer.store import SqliteStore
+from wire import messages as m
+
+
+def run(notifications: int, group: int, log_bytes: int, subscribers: int = 1) -> float:
+    """CPU seconds per notification of one run on a new store (``notifications`` to each of
+    ``subscribers``: that many divided among them as publications)."""
+    with tempfile.TemporaryDirectory() as directory:
+        store = SqliteStore(
+            Path(directory) / "state.sqlite", sync="normal", max_log_bytes=log_bytes
+        )
+        made = []
+        for number in range(max(1, notifications // subscribers)):
+            notification = m.Notification(
+                origin="sp0",
+                origin_position=0,
+                publication=publication(number),
+                owner="publisher",
+                access_point="127.0.0.1:1",
+                hops=0,
+                published_at=1e9 + number,
+            )
+            notify = m.Notify(
+                publication=notification.publication,
+                subscriptions=("s",),
+                owner="publisher",
+                access_point="127.0.0.1:1",
+                origin="sp0",
+                hops=0,
+                published_at=notification.published_at,
+            )
+            made.append((notification, wire.encode(notification), wire.encode(notify)))
+        peers = [f"subscriber{k}" for k in range(subscribers)]
+        start = time.process_time()
+        last = dict.fromkeys(peers, 0)
+        for index, (notification, logged, mail) in enumerate(made):
+            key = mail_key(notification.owner, notification.publication.id, 0)
+            body = wire.packed_publication(notification.publication)
+            held = store.log_publication(key, logged, notification.published_at, body)
+            store.set_pending(
+                versions.RECORDS, *versions.record_of(notification, key if held else None)
+            )
+            for peer in peers:
+                number = store.put_mail(peer, key, mail, notification.published_at, body)
+                last[peer] = number or last[peer]
+            if index % group == group - 1:
+                for peer in peers:
+                    store.acknowledge(peer, last[peer], notification.published_at)
+                store.commit()
+        store.commit()
+        spent = time.process_time() - start
+        # every notification acknowledged (the last group's with it): the stream was the node's
+        assert len(made) % group or not store.mail_counts()
+        store.close()
+    return spent / (len(made) * subscribers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log-bytes", default="4194304,16777216")
+    parser.add_argument("--notifications", default="5000")
+    parser.add_argument("--group", type=int, default=12, help="publications per commit")
+    parser.add_argument("--subscribers", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    bounds = [int(b) for b in args.log_bytes.split(",")]
+    print("| notifications | log bound | µs CPU / notification (best) | runs | vs first bound |")
+    print("| ---: | ---: | ---: | --- | ---: |")
+    for count in (int(n) for n in args.notifications.split(",")):
+        times: dict[int, list[float]] = {b: [] for b in bounds}
+        for _ in range(args.runs):
+            for bound in bounds:
+                times[bound].append(run(count, args.group, bound, args.subscribers) * 1e6)
+        base = min(times[bounds[0]])
+        for bound in bounds:
+            runs = ", ".join(f"{t:.1f}" for t in times[bound])
+            print(
+                f"| {count:,} | {bound / 2**20:g} MiB | {min(times[bound]):.1f} | {runs} "
+                f"| {min(times[bound]) / base:.2f}x |"
+            )
+
+
+if __name__ == "__main__":
+    main()
