@@ -165,6 +165,16 @@ def _span(entries: SortedList, domain: RangeDomain) -> tuple[int, int]:
     return start, stop
 
 
+def _keys_of(groups: Iterable[_Group], compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
+    """The keys of each of ``groups``, not tagged ``skip`` (if any), whose witnesses
+    ``compiled`` may match."""
+    return [
+        group.keys
+        for group in groups
+        if (skip is None or group.tag is not skip) and group.may_hold(compiled)
+    ]
+
+
 class _Group:
     """The keys whose witness has the same predicates and the same ``tag`` (``WitnessIndex.add``),
     and, for a tag, the witness terms its members share: those of every pattern not a range."""
@@ -315,11 +325,7 @@ class WitnessIndex:
         """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
         may match (``_Group.may_hold``; with no range of ``compiled`` looked at, the same for
         every filter that differs from it only in the bounds of ranges)."""
-        return [
-            group.keys
-            for group in self._groups.values()
-            if (skip is None or group.tag is not skip) and group.may_hold(compiled)
-        ]
+        return _keys_of(self._groups.values(), compiled, skip)
 
     def groups_since(
         self, version: int, compiled: Filter, skip: Hashable
@@ -329,13 +335,10 @@ class WitnessIndex:
         that is no longer known (ask ``groups``)."""
         if version < self._appeared_after:
             return None
-        return [
-            group.keys
-            for group in self._appeared[version - self._appeared_after :]
-            if (skip is None or group.tag is not skip) and group.may_hold(compiled)
-        ]
+        return _keys_of(self._appeared[version - self._appeared_after :], compiled, skip)
 
     def group_count(self) -> int:
+        """How many groups there are (what bounds the sets a caller of ``groups_since`` holds)."""
         return len(self._groups)
 
     def covered_candidates(self, subscription: Subscription) -> set[Hashable]:
