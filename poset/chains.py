@@ -129,9 +129,11 @@ class ChainDecomposition:
         self._families: dict[Family, dict[int, Chain]] = {}
         self._bottoms = WitnessIndex()
         """The bottoms of all chains, tagged with the family of a family's chain."""
-        self._compatible: dict[Family, tuple[int, list[list[set[Hashable]]]]] = {}
+        self._compatible: dict[Family, tuple[int, list[list[set[Hashable]]], int]] = {}
         """Per indexed family, per filter, the groups of bottoms a member may cover, with the
-        ``WitnessIndex.version`` they were found at (``bottom_candidates``)."""
+        ``WitnessIndex.version`` they were found at (``bottom_candidates``) and the number of
+        groups added since ``WitnessIndex.groups`` was asked (some may have gone: their empty
+        sets are dropped when more were added than there are groups)."""
         self._serial = count(1)
 
     def __len__(self) -> int:
@@ -162,15 +164,32 @@ class ChainDecomposition:
         ``highest_covered`` tests each bottom. For a member of the indexed ``family``, among the
         chains of other families and shapes its filters may match only (``WitnessIndex.groups``,
         asked once per family while the index's groups stay the same)."""
-        among = None
-        if family is not None:
-            version = self._bottoms.version
-            known = self._compatible.get(family)
-            if known is None or known[0] != version:
-                groups = [self._bottoms.groups(c, family) for c in probe.subscription.filters]
-                known = self._compatible[family] = version, groups
-            among = known[1]
+        among = None if family is None else self._groups_of(family, probe.subscription.filters)
         return sorted(self._bottoms.rough_candidates(probe.subscription, among))  # type: ignore[type-var]
+
+    def _groups_of(self, family: Family, filters: tuple[Filter, ...]) -> list[list[set[Hashable]]]:
+        """Per filter of a member of ``family``, the groups of bottoms it may cover: those kept,
+        with the groups that appeared since added (``WitnessIndex.groups_since``), or asked
+        again when the index no longer knows which appeared, or when more were added than
+        there are groups (the empty sets of groups that went are then dropped)."""
+        bottoms = self._bottoms
+        known = self._compatible.get(family)
+        if known is not None and known[0] == bottoms.version:
+            return known[1]
+        added = (
+            None if known is None else [bottoms.groups_since(known[0], c, family) for c in filters]
+        )
+        if known is None or added is None or None in added:
+            groups, extended = [bottoms.groups(c, family) for c in filters], 0
+        else:
+            groups, extended = known[1], known[2] + bottoms.version - known[0]
+            if extended > bottoms.group_count():
+                groups, extended = [bottoms.groups(c, family) for c in filters], 0
+            else:
+                for held, more in zip(groups, added, strict=True):
+                    held.extend(more)  # type: ignore[arg-type]
+        self._compatible[family] = bottoms.version, groups, extended
+        return groups
 
     def highest_covered(
         self, probe: Probe, candidates: list[Hashable], skip: Family | None = None

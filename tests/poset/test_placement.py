@@ -92,6 +92,42 @@ def test_witness_index_candidates_are_the_witnesses_the_probe_matches(
     }
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(subscriptions(max_patterns=2), st.booleans(), st.booleans()),
+        min_size=1,
+        max_size=16,
+    ),
+    subscriptions(max_patterns=2),
+)
+def test_groups_kept_up_to_date_are_the_groups(steps, probe):
+    """Groups asked once, then extended by ``groups_since`` after each change (adds, and
+    removals that empty groups, which come back as new ones), hold the same keys as ``groups``
+    asked again; whenever ``groups_since`` no longer knows, asking ``groups`` again is right."""
+    index = WitnessIndex()
+    compiled = probe.filters[0]
+    skip = signature(probe)[0]
+    version, held = index.version, index.groups(compiled, skip)
+    live: list[int] = []
+    for key, (subscription, tagged, drop) in enumerate(steps):
+        index.add(key, subscription, signature(subscription)[0] if tagged else None)
+        live.append(key)
+        if drop and len(live) > 1:
+            gone = live.pop(0)
+            tag = signature(steps[gone][0])[0] if steps[gone][1] else None
+            index.remove(gone, tag)
+        added = index.groups_since(version, compiled, skip)
+        if added is None:
+            held = index.groups(compiled, skip)
+        else:
+            held += added
+        version = index.version
+        assert sorted(sorted(k) for k in held if k) == sorted(
+            sorted(k) for k in index.groups(compiled, skip)
+        )
+
+
 def test_witness_index_ranges_at_the_witnesses_own_values():
     def sub(constraint: str) -> qel.Subscription:
         return qel.parse_subscription(
