@@ -974,7 +974,12 @@ class Departures(NodeCore):
 
     def _route_lookup(self, lookup: Lookup) -> None:
         """Answers if we know who holds the target, else passes the lookup one hop closer to it,
-        never through the failed node."""
+        never through the failed node, nor back where it came from (``Lookup.via``). With no
+        live hop closer (every one failed too), it takes a detour through the live neighbour
+        nearest the target, at most ``dimension`` times: a member next to the target answers,
+        failed or not, where the closer hops would lose it (a repairer at 0 whose lookup of 3
+        could only go to the failed holders of 1 and 2 waited for the watchdog). Between
+        detours every hop is closer, so a lookup makes a bounded number of hops."""
         hood = self._member_hood()
         target = lookup.target
         if target in hood.positions or target in hood.holders:
@@ -999,13 +1004,28 @@ class Departures(NodeCore):
             and hamming(q, target) < hamming(p, target)
             and hood.holder(q) != lookup.avoid
         )
-        # around every neighbour known failed too, when there is a way (else as before: the
-        # lookup may be lost, and the repair is tried again)
-        hops = [hop for hop in closer if hood.holder(hop[1]) not in self._failed] or closer
+        live = [
+            hop
+            for hop in closer
+            if hood.holder(hop[1]) not in self._failed and hood.holder(hop[1]) != lookup.via
+        ]
+        if not live and lookup.detours < hood.dimension:
+            live = sorted(
+                (hamming(q, target), q)
+                for p in hood.positions
+                for q in neighbour_positions(p, hood.dimension)
+                if q not in hood.positions
+                and hood.holder(q) not in (lookup.avoid, lookup.via)
+                and hood.holder(q) not in self._failed
+            )
+            lookup = replace(lookup, detours=lookup.detours + 1)
+        # else as before: through a member known failed, the lookup may be lost, and the
+        # repair asks again
+        hops = live or closer
         if not hops:
             raise KnowledgeError(f"{self.node_id} has no way to {target} around {lookup.avoid}")
         holder = hood.holder(hops[0][1])
-        self._send(holder, hood.address_of(holder), lookup)
+        self._send(holder, hood.address_of(holder), replace(lookup, via=self.node_id))
 
     def _ask_lookups_again(self) -> None:
         """A repair whose lookups are not all answered after ``DEFERRED_TICKS`` ticks sends the

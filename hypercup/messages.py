@@ -104,6 +104,7 @@ class _Validated:
             "incarnation",
             "newcomer_incarnation",
             "leaver_incarnation",
+            "detours",
         ):
             if name in names:
                 _check_int(self, name, getattr(self, name), 0)
@@ -412,6 +413,15 @@ class Lookup(_Validated):
     avoid: str
     requester: str
     requester_address: str
+    via: str = ""
+    """The member that passed it here: it is not passed back there."""
+    detours: int = 0
+    """Hops it took away from ``target`` so far, round failed members when no live hop was
+    closer (at most the cube's dimension: ``Departures._route_lookup``)."""
+
+    def _validate(self) -> None:
+        if not isinstance(self.via, str):
+            raise MessageError(f"Lookup.via must be a string: {self.via!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,6 +32,7 @@ from hypercup import (
     Welcome,
 )
 from hypercup.events import Departed
+from hypercup._departures import DEFERRED_TICKS
 from hypercup.node import STALE_TICKS
 from hypercup.testing import Network, address_of
 
@@ -651,3 +652,30 @@ def test_a_members_own_join_walk_coming_back_to_it_is_dropped() -> None:
     assert member.receive(topology.holder(1), walk) == []
     assert member.state is NodeState.MEMBER
     network.check()
+
+
+def test_a_lookup_with_no_live_hop_closer_takes_a_detour_and_is_answered() -> None:
+    """The holders of 1, 2 and 3 fail together in a cube of 16. The holder of 0 repairs the
+    holder of 1 and must look up who holds 3: its first lookup went to the holder of 2 before
+    anyone knew it had failed, and was lost. Asked again, the only hops closer to 3 are 1 and
+    2, both known failed, and a lookup passed to either was lost every time (the repair waited
+    for the watchdog, on daemons: stop 51's 8-super-peer run). It goes round through a live
+    neighbour farther from 3 instead, and a member next to 3 answers (that its holder failed
+    too)."""
+    network = cube(16)  # d = 4, every column split
+    topology = network.check()
+    holder0 = topology.holder(0)
+    dead = {topology.holder(p) for p in (1, 2, 3)}
+    for failed in dead:  # all at once: nobody notices before all three are gone
+        del network._nodes[failed]
+        network._failed.add(failed)
+    repairer = network.node(holder0)
+    for failed in sorted(dead & set(repairer.known_peers())):
+        with contextlib.suppress(LocalProtocolError):  # one repair at a time
+            network._process(holder0, repairer.neighbour_failed(failed))
+    network._deliver_all()
+    assert "positions [3] looked up" in repairer.activity()  # the first lookup was lost
+    for _ in range(DEFERRED_TICKS):  # asked again
+        network._process(holder0, repairer.tick())
+    network._deliver_all()
+    assert "looked up" not in repairer.activity(), repairer.activity()
