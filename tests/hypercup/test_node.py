@@ -31,8 +31,8 @@ from hypercup import (
     UpdateAck,
     Welcome,
 )
-from hypercup.events import Departed
 from hypercup._departures import DEFERRED_TICKS
+from hypercup.events import Departed
 from hypercup.node import STALE_TICKS
 from hypercup.testing import Network, address_of
 
