@@ -321,6 +321,12 @@ class NodeCore:
             self._hood = None
             self._out.append(Left())
             return
+        if state is NodeState.LEAVING and isinstance(message, Lookup | LookupReply):
+            # a repair beside this departure looked a holder up through this node: dropped,
+            # and asked again after ``DEFERRED_TICKS``, by when the departure has ended (on
+            # daemons, two leavers that such a lookup reached broke and rejoined instead of
+            # leaving: chaos, stop 52)
+            return
         if state is not NodeState.MEMBER or isinstance(message, Welcome):
             raise RemoteProtocolError(
                 sender,

@@ -204,7 +204,9 @@ def test_local_misuse_changes_nothing() -> None:
     assert lonely.state is NodeState.IDLE
 
 
-def test_a_node_alone_leaves_at_once_and_a_leaving_node_only_accepts_its_release() -> None:
+def test_a_node_alone_leaves_at_once_and_a_leaving_node_takes_its_release_and_drops_lookups() -> (
+    None
+):
     a = node("a")
     a.create()
     assert a.leave() == [Left()]
@@ -215,6 +217,13 @@ def test_a_node_alone_leaves_at_once_and_a_leaving_node_only_accepts_its_release
     assert b.state is NodeState.LEAVING
     with pytest.raises(RemoteProtocolError, match="departure runs alone"):
         b.receive("a", Grow(epoch=2, dimension=2, root=0))
+    a, b = pair()
+    b.leave()
+    # a repair beside the departure looks a holder up through the leaver: dropped (asked
+    # again later), where it broke the leaver, which rejoined instead of leaving
+    lookup = Lookup(epoch=1, target=0, avoid="x", requester="y", requester_address="y:1")
+    assert b.receive("a", lookup) == []
+    assert b.state is NodeState.LEAVING
     _, c = pair()
     c.leave()
     assert c.receive("a", Released()) == [Left()]
