@@ -288,6 +288,24 @@ class HypercupNode(Joins, Departures):
 
         return self._run(action)
 
+    def neighbour_alive(self, node_id: str) -> list[Output]:
+        """Neighbour ``node_id``, reported failed, is alive in the very place this node's table
+        gives it: a new process of it that rejoined into the same positions, where this node
+        never saw its old one's place change hands (the runtime knows it by its heartbeats).
+        It is no longer taken for failed, and a repair of it that this node started and has
+        not walked yet is dropped (its lookups' answers are dropped where they arrive)."""
+
+        def action() -> None:
+            hood = self._member_hood("neighbour_alive")
+            if node_id not in hood.peers:
+                raise LocalProtocolError(f"{node_id} is not a neighbour of {self.node_id}")
+            self._failed.pop(node_id, None)
+            self._repairs_started.pop(node_id, None)
+            if self._repair is not None and self._repair.failed == node_id:
+                self._repair = None
+
+        return self._run(action)
+
     def tick(self) -> list[Output]:
         """The runtime's clock went on by ``failure_seconds`` (a join takes far less). An
         admitted join still in flight after ``STALE_TICKS`` ticks went to a member that failed

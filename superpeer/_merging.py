@@ -128,6 +128,7 @@ class Merges(NodeBase):
             if heartbeat.dimension == self.core.view.dimension:
                 self._reported_roots[sender] = heartbeat.root
             self._found(sender, now)
+            self._back_in_place(sender, incarnation, heartbeat, now, out)
             return
         mine = self.cube_identity()
         if mine is None:

@@ -880,6 +880,46 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         self._neighbour_incarnations[node] = incarnation - 1
         self._restarted(node, now, out)
 
+    def _back_in_place(
+        self,
+        node: str,
+        incarnation: int,
+        heartbeat: m.Heartbeat,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """A neighbour taken for restarted (a newer incarnation spoke: declared failed) that
+        heartbeats as a member of this cube at the very positions this node's table gives it
+        rejoined into that place: its old incarnation's place changed hands where this node
+        did not see it (the repair's announcement lost in the faults around it), and the new
+        one took the same position. It is the neighbour: the topology protocol stops taking
+        it for failed, and so does this node. (On daemons, 15 of the 17 rejoins "unrepaired
+        for 60 s" of a chaos run waited on a neighbour that was back, heartbeating, in place.)"""
+        known = self._neighbour_incarnations.get(node)
+        if known is None or incarnation <= known:
+            return
+        mine = self.cube_identity()
+        if mine is None or (heartbeat.dimension, heartbeat.root) != mine:
+            return
+        view = self.topology.view()
+        held = sorted(p for p, holder in view.table.items() if holder == node)
+        if not held or held != sorted(heartbeat.positions):
+            return
+        log.warning(
+            "event=neighbour_back node=%s neighbour=%s incarnation=%d positions=%s",
+            self.node_id,
+            node,
+            incarnation,
+            held,
+        )
+        self._neighbour_incarnations[node] = incarnation
+        self._suspected.pop(node, None)
+        self._last_heard[node] = now
+        try:
+            self._topology(self.topology.neighbour_alive(node), now, out)
+        except HypercupError as error:
+            self._topology_error(node, error, now, out)
+
     def _restarted(self, node: str, now: float, out: list[Output]) -> None:
         if self._is_neighbour(node):
             log.warning("event=neighbour_restarted node=%s neighbour=%s", self.node_id, node)

@@ -570,3 +570,31 @@ def test_a_neighbour_that_asks_to_join_is_failed_even_when_taken_for_its_new_pro
     assert node._neighbour_incarnations[neighbour] < asking
     node.superpeer_heard(neighbour, simulation.now + 0.1)  # the new process is no sign of life
     assert neighbour in node._suspected
+
+
+def test_a_restarted_neighbour_heartbeating_in_its_old_place_is_the_neighbour_again():
+    """Chaos, stop 52: a neighbour killed and restarted rejoined into the very position it had,
+    while this node never saw its old incarnation's place change hands. Taken for a restart
+    at every new link, it was declared failed and stayed "unrepaired" (its heartbeats, from a
+    newer incarnation than the table's, were no sign of life) until the watchdog made this
+    node rejoin, 60 s on: 15 of the run's 17 such rejoins. Heartbeating as a member of this
+    cube at the positions the table gives it, it is the neighbour again."""
+    simulation = Simulation(4)
+    node = simulation.nodes["sp0"]
+    neighbour = sorted(node.core.view.neighbours())[0]
+    held = tuple(sorted(p for p, h in node.topology.view().table.items() if h == neighbour))
+    newer = node.incarnations[neighbour] + 1
+    now = simulation._clock("sp0")
+    node.superpeer_hello(neighbour, newer, f"{neighbour}.sim:7400", now)
+    assert neighbour in node._suspected  # taken for a restart
+    dimension, root = node.cube_identity()
+    elsewhere = m.Heartbeat(wall=now, root=root, dimension=dimension, positions=(held[0] ^ 1,))
+    node.superpeer_message(neighbour, newer, Received(elsewhere, "h1"), now + 0.1)
+    assert neighbour in node._suspected  # not where the table has it: still failed
+    back = m.Heartbeat(wall=now, root=root, dimension=dimension, positions=held)
+    node.superpeer_message(neighbour, newer, Received(back, "h2"), now + 0.2)
+    assert neighbour not in node._suspected
+    assert node._neighbour_incarnations[neighbour] == newer
+    assert not node.topology.busy()
+    node.superpeer_heard(neighbour, now + 0.3)  # its frames are signs of life again
+    assert node._last_heard[neighbour] == now + 0.3
