@@ -377,3 +377,12 @@ def test_a_member_whose_table_gives_a_place_to_one_that_left_it_is_told():
     # the simulated hour. sp3, claimed next to none of its positions, evicts sp29 ("Stale
     # holders"), which rejoins
     assert time_to_one_cube(32, 8, fault="kill-pause") < NodeConfig().wedged_seconds / 2
+
+
+@pytest.mark.slow
+def test_a_lookup_with_no_way_left_is_asked_again_not_raised():
+    # bench.overlapping's crash-cut at 32, seed 15: a repairer's lookup asked again at its tick
+    # found every way to its target through the failed node or used up, and the error came out
+    # of the node's timer (a daemon's would have died of it); now it is dropped, asked again
+    # later, and the cube becomes one
+    assert time_to_one_cube(32, 15, fault="crash-cut") < 3600.0
