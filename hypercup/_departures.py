@@ -30,7 +30,10 @@ with it. So nothing that a departure needs is sent to a member known to have fai
   with the table the walk carries knows which of that node's neighbours are dead.
 * *Routing around.* Toward position 0 a walk clears any set bit of its position whose holder is
   not known failed (the lowest one first, as before); lookups are passed on only to neighbours not
-  known failed (when there is one closer to the target).
+  known failed (when there is one closer to the target), else through the live neighbour
+  nearest the target, away from it (a detour: at most the cube's dimension of them, never
+  back where the lookup came from), so that a member next to the target answers; a lookup
+  with no way left, or one that reaches a leaver, is dropped and asked again.
 * *Standing in.* The search's step at the column of a failed member is taken by the node that
   would have sent it there, from what it and the walk know of the columns above (``StandIn``);
   where a fact is missing, or the search would end at that column, the walk passes over it,
