@@ -128,6 +128,10 @@ class Merges(NodeBase):
             if heartbeat.dimension == self.core.view.dimension:
                 self._reported_roots[sender] = heartbeat.root
             self._found(sender, now)
+            if heartbeat.positions:
+                self._member_heartbeats[sender] = max(
+                    incarnation, self._member_heartbeats.get(sender, 0)
+                )
             self._back_in_place(sender, incarnation, heartbeat, now, out)
             return
         mine = self.cube_identity()

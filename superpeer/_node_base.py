@@ -332,6 +332,9 @@ class NodeBase:
         """The earliest ``Merge.since`` heard (``superpeer._merging``)."""
         self._heard_as_member: set[str] = set()
         """The neighbours heard from since then."""
+        self._member_heartbeats: dict[str, int] = {}
+        """Per neighbour, the newest incarnation whose heartbeats claimed positions (one that is
+        a member, not a process still joining: ``SuperPeerNode._asks_to_join``)."""
         self._unusable: dict[str, float] = {}
         """Members of a cube this node could not stay in, and until when they are no contacts
         (``SuperPeerNode._could_not_stay``)."""

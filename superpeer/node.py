@@ -872,7 +872,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         node's new process for the neighbour, heard it ask to join every second, refused it as
         "still a member here" and never declared it failed, until the watchdog). So the one in
         the table is taken for an older one, and failed at once, as a restart is."""
-        if incarnation <= 0 or not self._is_neighbour(node):
+        if (
+            incarnation <= 0
+            or not self._is_neighbour(node)
+            or self._member_heartbeats.get(node, 0) >= incarnation
+        ):
+            # (that process heartbeated here as a member: a walk for it is a late repeat of
+            # its join, which another contact made)
             return
         known = self._neighbour_incarnations.get(node)
         if known is not None and known < incarnation:

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 import wire
 from crypto.identifiers import public_identifier
-from hypercup import JoinRequest, LeaveWalk
+from hypercup import JoinRequest, JoinWalk, LeaveWalk
 from superpeer._node_base import PlannedCatchUp
 from superpeer.access import AccessState
 from superpeer.actions import (
@@ -570,6 +570,36 @@ def test_a_neighbour_that_asks_to_join_is_failed_even_when_taken_for_its_new_pro
     assert node._neighbour_incarnations[neighbour] < asking
     node.superpeer_heard(neighbour, simulation.now + 0.1)  # the new process is no sign of life
     assert neighbour in node._suspected
+
+
+def test_a_late_repeat_of_a_members_join_fails_nobody():
+    """A walk for a neighbour whose process heartbeated here as a member is a late repeat of
+    its join (it asked two contacts, and the other one made it a member): nobody is failed."""
+    simulation = Simulation(4)
+    node = simulation.nodes["sp0"]
+    neighbour = sorted(node.core.view.neighbours())[0]
+    incarnation = node._neighbour_incarnations[neighbour]
+    held = tuple(sorted(p for p, h in node.topology.view().table.items() if h == neighbour))
+    dimension, root = node.cube_identity()
+    now = simulation._clock("sp0")
+    beat = m.Heartbeat(wall=now, root=root, dimension=dimension, positions=held)
+    node.superpeer_message(neighbour, incarnation, Received(beat, "h"), now)
+    walk = JoinWalk(
+        epoch=node.topology.epoch,
+        newcomer=neighbour,
+        newcomer_address=f"{neighbour}.sim:7400",
+        newcomer_incarnation=incarnation,
+        phase="route",
+        position=min(node.topology.view().positions),
+        bit=-1,
+        admitted=False,
+        anchor=None,
+        anchor_address=None,
+    )
+    other = next(n for n in sorted(node.core.view.neighbours()) if n != neighbour)
+    node.superpeer_message(other, node.incarnations[other], Received(walk, "w"), now + 0.1)
+    assert neighbour not in node._suspected
+    assert node._neighbour_incarnations[neighbour] == incarnation
 
 
 def test_a_restarted_neighbour_heartbeating_in_its_old_place_is_the_neighbour_again():
