@@ -907,8 +907,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         mine = self.cube_identity()
         if mine is None or (heartbeat.dimension, heartbeat.root) != mine:
             return
-        view = self.topology.view()
-        held = sorted(p for p, holder in view.table.items() if holder == node)
+        peer = self.topology.known_peers().get(node)
+        held = sorted(peer[1]) if peer is not None else []
         if not held or held != sorted(heartbeat.positions):
             return
         log.warning(

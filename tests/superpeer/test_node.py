@@ -579,7 +579,7 @@ def test_a_late_repeat_of_a_members_join_fails_nobody():
     node = simulation.nodes["sp0"]
     neighbour = sorted(node.core.view.neighbours())[0]
     incarnation = node._neighbour_incarnations[neighbour]
-    held = tuple(sorted(p for p, h in node.topology.view().table.items() if h == neighbour))
+    held = tuple(sorted(node.topology.known_peers()[neighbour][1]))
     dimension, root = node.cube_identity()
     now = simulation._clock("sp0")
     beat = m.Heartbeat(wall=now, root=root, dimension=dimension, positions=held)
@@ -612,7 +612,7 @@ def test_a_restarted_neighbour_heartbeating_in_its_old_place_is_the_neighbour_ag
     simulation = Simulation(4)
     node = simulation.nodes["sp0"]
     neighbour = sorted(node.core.view.neighbours())[0]
-    held = tuple(sorted(p for p, h in node.topology.view().table.items() if h == neighbour))
+    held = tuple(sorted(node.topology.known_peers()[neighbour][1]))
     newer = node.incarnations[neighbour] + 1
     now = simulation._clock("sp0")
     node.superpeer_hello(neighbour, newer, f"{neighbour}.sim:7400", now)
