@@ -4,6 +4,8 @@ without a bridge, a host isolated, a pair cut) hold together and heal one by one
 
 from __future__ import annotations
 
+import itertools
+import os
 import subprocess
 import sys
 import threading
@@ -17,12 +19,21 @@ REASON = unavailable()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=str(REASON))]
 PORT = 8765
 NAMES = ("a", "b", "c", "d")
+_RUNS = itertools.count(1)
+
+
+def run_name(kind: str) -> str:
+    """A name no other set of hosts has had in this process or beside it: the kernel deletes a
+    namespace's links after the namespace is gone, asynchronously, so the next test's link of
+    the same name could find the last one still there ("File exists": once in CI, when the
+    name came from ``id(object())``, the same in every test and in both workers)."""
+    return f"{kind}{os.getpid() % 10000}n{next(_RUNS)}"
 
 
 @pytest.fixture
 def hosts() -> Iterator[NetnsHosts]:
     """Four hosts, each listening on ``PORT``."""
-    with NetnsHosts(f"t{abs(hash(id(object()))) % 10000}") as made:
+    with NetnsHosts(run_name("t")) as made:
         servers = []
         try:
             for name in NAMES:
@@ -96,7 +107,7 @@ def test_slow_delays_packets_or_a_run_that_asks_for_it_says_why_it_cannot():
     # default kinds, and asked for by name it is refused before anything starts
     why = slow_unavailable()
     if why is None:
-        with NetnsHosts(f"s{abs(hash(id(object()))) % 10000}") as made:
+        with NetnsHosts(run_name("s")) as made:
             made.add("a")
             made.slow("a", 0.2)
             shown = subprocess.run(
