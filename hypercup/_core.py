@@ -392,25 +392,20 @@ class NodeCore:
             return True  # it reached this node by the tree after all
         restartable = isinstance(message, JoinWalk)
         if (
-            isinstance(message, Lookup | LookupReply)
-            and required is not None
+            required is not None
             and required < self._epoch
+            and (
+                isinstance(message, Lookup | LookupReply)
+                or (isinstance(message, LeaveWalk) and message.failed)
+            )
         ):
-            # the cube changed under a repair (a shrink or grow overtook it): its requester gets
-            # no answer, and started its repair over in the new cube if the change reached it
-            # (``_apply``), else it lags and asks for the change; an answer to the old one is
-            # for a repair that is no more
-            return True
-        if (
-            isinstance(message, LeaveWalk)
-            and message.failed
-            and required is not None
-            and required < self._epoch
-        ):
-            # a failure's walk overtaken by a shrink or a grow (another departure's, beside
-            # it): its picture of the cube is gone. Its repairer starts it over in the new one
-            # when the runtime asks again (``RETRY_REPAIR``); breaking here made the holder of
-            # position 0, the shrink's root, rejoin, and its own repair wedged the rest
+            # a repair's step overtaken by a shrink or a grow (another departure's, beside it):
+            # its picture of the cube is gone, and it is dropped. A lookup's requester started
+            # its repair over in the new cube if the change reached it (``_apply``), else it
+            # lags and asks for the change; an answer to the old one is for a repair that is no
+            # more; a failure's walk is started over by its repairer when the runtime asks again
+            # (``RETRY_REPAIR``: breaking here made the holder of position 0, the shrink's
+            # root, rejoin, and its own repair wedged the rest)
             return True
         if required is not None and required < self._epoch and not restartable:
             raise RemoteProtocolError(

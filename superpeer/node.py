@@ -919,8 +919,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             held,
         )
         self._neighbour_incarnations[node] = incarnation
-        self._suspected.pop(node, None)
-        self._last_heard[node] = now
+        self._heard(node, now)  # a sign of life of the neighbour, from now on
         try:
             self._topology(self.topology.neighbour_alive(node), now, out)
         except HypercupError as error:
