@@ -150,7 +150,9 @@ class Merges(NodeBase):
         """A member that is not this node's neighbour sent it a neighbour's heartbeat: its view
         puts it next to this node. If this node's table gives a position it claims to another
         neighbour, alive and unsuspected, and goes on doing so for ``failure_seconds`` while
-        nothing changes here, the claim is stale: two overlapping repairs took one place twice
+        nothing changes here (counted from the first such claim of the claiming incarnation: a
+        process just welcomed claims its place before the update saying so reaches this node,
+        and its earlier incarnation's claims say nothing of it), the claim is stale: two overlapping repairs took one place twice
         and nothing told the loser. So is a claim next to no position this node holds: the
         sender's table gives this node a place it left. It is told (``Evicted``: a neighbour in
         its own view evicts it, so it rejoins)."""
@@ -170,7 +172,10 @@ class Merges(NodeBase):
         if not others and beside:
             self._stale_claims.pop(sender, None)
             return
-        since = self._stale_claims.setdefault(sender, now)
+        claimant, since = self._stale_claims.get(sender, (incarnation, now))
+        if claimant != incarnation:  # a new incarnation's claim is a new one: it was just
+            claimant, since = incarnation, now  # welcomed, and the update is on its way here
+        self._stale_claims[sender] = (claimant, since)
         if now - since < self.config.failure_seconds:
             return
         del self._stale_claims[sender]

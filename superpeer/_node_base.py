@@ -301,10 +301,11 @@ class NodeBase:
         self._offset_logged: dict[str, float] = {}
         """When an offset beyond ``max_clock_offset_seconds`` was last logged, per clock."""
         self._reported_roots: dict[str, str] = {}
-        self._stale_claims: dict[str, float] = {}
-        """Members whose heartbeats claim a place this node's table gives to another live
-        neighbour, and since when (``superpeer._merging``, "Stale holders")."""
         """Per neighbour, the holder of position 0 it last reported (``superpeer._merging``)."""
+        self._stale_claims: dict[str, tuple[int, float]] = {}
+        """Members whose heartbeats claim a place this node's table gives to another live
+        neighbour: the incarnation that claims it, and since when (``superpeer._merging``,
+        "Stale holders")."""
         self._merging: tuple[float, list[tuple[str, str]], str] | None = None
         """This node's cube is the weaker of two that met: when to rejoin, through whom, and
         the root of the cube it leaves."""

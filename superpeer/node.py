@@ -629,8 +629,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         """This node rejoins soon after it joined, and some neighbours never spoke to it: it
         reaches that cube only partly (through a bridge across a cut that has not healed).
         Its members known here are not contacts for ``wedged_seconds``: this side forms a cube
-        of its own meanwhile, and the two merge when the cut heals (``superpeer._merging``)."""
-        if self._joined_at is None or now - self._joined_at > self.config.wedged_seconds:
+        of its own meanwhile, and the two merge when the cut heals (``superpeer._merging``).
+        A neighbour is silent only once it had ``failure_seconds`` to speak: a node evicted
+        a moment after its welcome (a neighbour whose table the welcome's update has not
+        reached yet) has heard nothing of anyone, and marking them all unusable would leave it
+        only the contacts that are gone (a leaver's address from its command line)."""
+        if self._joined_at is None or not (
+            self.config.failure_seconds <= now - self._joined_at <= self.config.wedged_seconds
+        ):
             return
         neighbours = set(self._last_heard)
         if not neighbours - self._heard_as_member:

@@ -244,7 +244,7 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
     assert len(simulation.deliveries()["sub"]) == 23
 
 
-@pytest.mark.parametrize("kind", ["taken", "beside-none", "taken-rootless"])
+@pytest.mark.parametrize("kind", ["taken", "beside-none", "taken-rootless", "taken-reborn"])
 def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and_rejoins(kind):
     """Two overlapping repairs can leave a member holding a place the cube gave to another,
     with nothing telling it (the 16-super-peer chaos run ended with two members at position
@@ -254,7 +254,11 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
     (a kill and a pause together, 32 super-peers: ``test_concurrent_faults``). And so is one
     whose heartbeats name no cube: its tree parent never told it the root, so they used to be
     read as no claim at all (a kill and a pause, 9 super-peers, seed 10: not one cube for the
-    simulated hour)."""
+    simulated hour). The ``failure_seconds`` count from the claiming incarnation's first claim:
+    a process just welcomed claims its place before the welcome's update reaches every
+    neighbour, and its earlier incarnation's claims say nothing of it (a kill and a leave
+    together, 9 super-peers: the new process evicted a moment after its welcome, again and
+    again, for a minute)."""
     simulation = Simulation(8, seed=1)
     simulation.run_until_quiet()
     receiver = simulation.nodes["sp0"]
@@ -268,12 +272,12 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
     dimension, root = receiver.cube_identity()
     incarnation = simulation.nodes[claimer].incarnation
 
-    def heartbeat(positions: tuple[int, ...], at: float) -> list:
+    def heartbeat(positions: tuple[int, ...], at: float, by: int = incarnation) -> list:
         if kind.endswith("rootless"):
             claim = m.Heartbeat(wall=at, positions=positions)
         else:
             claim = m.Heartbeat(wall=at, root=root, dimension=dimension, positions=positions)
-        return receiver.superpeer_message(claimer, incarnation, Received(claim, "h"), at)
+        return receiver.superpeer_message(claimer, by, Received(claim, "h"), at)
 
     def evictions(outputs: list) -> list:
         return [o.message for o in outputs if isinstance(getattr(o, "message", None), m.Evicted)]
@@ -284,9 +288,16 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
         claimed, named = (position,), holder
     else:  # its own place, next to none of the receiver's: its table gives the receiver one
         claimed, named = own, "next to none of"
-    assert not evictions(heartbeat(claimed, now))  # once is a race, not a claim
-    [evicted] = evictions(heartbeat(claimed, now + receiver.config.failure_seconds))
-    assert named in evicted.reason and evicted.incarnation == incarnation
+    claiming = incarnation
+    if kind.endswith("reborn"):  # the incarnation before claimed it long ago, then a new one
+        earlier = now - 2 * receiver.config.failure_seconds
+        assert not evictions(heartbeat(claimed, earlier))
+        claiming = incarnation + 1
+    assert not evictions(heartbeat(claimed, now, by=claiming))  # once is a race, not a claim
+    [evicted] = evictions(heartbeat(claimed, now + receiver.config.failure_seconds, by=claiming))
+    assert named in evicted.reason and evicted.incarnation == claiming
+    if kind.endswith("reborn"):
+        return  # that incarnation is not the process here: the rejoin is the other kinds'
     outputs = simulation.nodes[claimer].superpeer_message(
         "sp0", receiver.incarnation, Received(evicted, "e"), simulation._clock(claimer)
     )
