@@ -1,6 +1,6 @@
 """Overlapping faults around one super-peer, in the simulator:
-``python -m bench.overlapping [--fault pair|crash-cut|kill-pause] [--sizes 4,8,16,32] [--seeds 20]
-[--json]``.
+``python -m bench.overlapping [--fault pair|crash-cut|kill-pause|kill-leave] [--sizes 4,8,16,32]
+[--seeds 20] [--json]``.
 
 For each size N and seed the simulator (``superpeer.sim.Simulation``: the real sans-IO
 ``SuperPeerNode`` s, heartbeat 0.5 s, failure timeout 2 s, 2 ms per hop) builds the cube, picks a
@@ -15,6 +15,10 @@ seeded member and one of its neighbours, and:
   for 4.8 s at the same instant, and starts the killed one again 6 s after the kill (the chaos
   harness's kill and pause overlapping); the figure is the time from the kill to one cube of
   every member.
+* ``kill-leave``: kills the member while the neighbour leaves cleanly (SIGTERM: its walk hands
+  its place on) at the same instant, and starts the killed one again ``KILL_LEAVE_RESTART``
+  seconds later, while its old place is still being repaired (the chaos harness's kill and
+  leave overlapping); the figure is the time from the kill to one cube of every member left.
 
 A run that is not one cube after an hour of simulated time counts as 3,600 s. The baseline,
 measured in the same run on the same cubes: the member crashing alone, and each figure's ratio to
@@ -40,6 +44,7 @@ DEFAULT_SIZES = (4, 6, 7, 8, 9, 12, 16, 32)
 CUT_SECONDS = 30.0
 PAUSE_SECONDS = 4.8
 RESTART_SECONDS = 6.0
+KILL_LEAVE_RESTART = 1.6
 
 
 def _pick(simulation: Simulation, seed: int) -> tuple[str, str]:
@@ -83,6 +88,12 @@ def time_to_one_cube(superpeers: int, seed: int, *, fault: str) -> float:
             simulation._kill(victim)
         return _settle(simulation, lambda: _one_cube(simulation, victims, everyone=False), started)
     simulation._kill(first)
+    if fault == "kill-leave":
+        leaver = simulation.nodes[neighbour]
+        simulation._execute(neighbour, leaver.leave(simulation._clock(neighbour)))
+        simulation._advance(started + KILL_LEAVE_RESTART)
+        simulation._start(first)
+        return _settle(simulation, lambda: _one_cube(simulation, [], everyone=True), started)
     if fault == "crash-cut":
         simulation._partition([[simulation.ids.index(neighbour)]])
         simulation._advance(simulation.now + CUT_SECONDS)
@@ -125,7 +136,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.overlapping", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--fault", choices=("pair", "crash-cut", "kill-pause"), default="pair")
+    parser.add_argument(
+        "--fault", choices=("pair", "crash-cut", "kill-pause", "kill-leave"), default="pair"
+    )
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -3,6 +3,7 @@ itself, the sides become one cube again within the bound after the cut heals, an
 publication either side accepted reaches every matching subscriber on the other, exactly once,
 from the origins' logs; a log that no longer reaches back says so (a gap notice)."""
 
+import heapq
 from dataclasses import replace
 
 import pytest
@@ -242,6 +243,47 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
         simulation.apply(dict(op))
     assert simulation.deliveries() == expected_deliveries(4, ops)
     assert len(simulation.deliveries()["sub"]) == 23
+
+
+def test_a_node_evicted_a_moment_after_its_welcome_keeps_its_contacts():
+    """A rejoin soon after a join, with neighbours that never spoke, means a cube reached
+    partly (a bridge across a cut): its members are no contacts for ``wedged_seconds``. But a
+    neighbour is silent only once it had ``failure_seconds`` to speak. A process evicted a
+    moment after its welcome (a neighbour the welcome's update had not reached) marked every
+    member unusable, and asked for a minute only the one contact left: a super-peer that had
+    left (a kill and a leave together, 9 super-peers)."""
+    simulation = Simulation(8, seed=1)
+    simulation.run_until_quiet()
+    node = simulation.nodes["sp3"]
+
+    def evict_by_a_neighbour() -> None:
+        neighbour = min(node.core.view.neighbours())
+        dimension, root = node.cube_identity()
+        evicted = m.Evicted(
+            reason="replaced",
+            incarnation=node.incarnation,
+            root=root,
+            dimension=dimension,
+            address=simulation.nodes[neighbour].address,
+        )
+        at = simulation._clock("sp3")
+        received = Received(evicted, "e")
+        incarnation = simulation.nodes[neighbour].incarnation
+        simulation._execute("sp3", node.superpeer_message(neighbour, incarnation, received, at))
+
+    evict_by_a_neighbour()
+    while node._joined_at is None:  # one step at a time, to the welcome
+        timer = simulation._next_timer()
+        if simulation._queue and (timer is None or simulation._queue[0].at < timer[0]):
+            simulation._deliver(heapq.heappop(simulation._queue))
+        else:
+            simulation._fire(timer)
+    evict_by_a_neighbour()
+    now = simulation._clock("sp3")
+    assert not [n for n in simulation.nodes if node._unusable_until(n, now)]
+    simulation.run_until_quiet()
+    cubes = simulation.cubes()
+    assert len(cubes) == 1 and set(next(iter(cubes.values()))) == set(simulation.nodes)
 
 
 @pytest.mark.parametrize("kind", ["taken", "beside-none", "taken-rootless", "taken-reborn"])
