@@ -260,6 +260,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             # join or a grow broke them all): the smallest live one starts a new cube, the
             # others join it
             log.warning("event=cube_recreated node=%s", self.node_id)
+            # and every other super-peer it knows is lost, to be probed: one it took for dead
+            # or left aside (out of reach for a while) may be starting a cube of its own at
+            # the same moment, and two cubes that never probe each other never merge (three
+            # of six alive, each out of the cube: two cubes, for good)
+            for node, _ in self._contacts:
+                if node != self.node_id and node not in self._lost:
+                    self._lose_silent(node, now)
             self._outside.clear()
             self._silent_since.clear()
             self._topology(self.topology.create(), now, out)

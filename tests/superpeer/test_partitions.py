@@ -245,6 +245,36 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
     assert len(simulation.deliveries()["sub"]) == 23
 
 
+@pytest.mark.parametrize("dead", [1, 3])
+def test_super_peers_all_out_of_the_cube_become_one_cube_again(dead):
+    """Half of six super-peers gone for good, the others each out of the cube at once (a
+    protocol break each): the smallest live one starts a cube, the others join it. Two took
+    themselves for the smallest (each had the other for dead) and started a cube each at the
+    same instant; neither knew the other as lost, so neither probed the other, and the two
+    cubes never merged (a ten-minute chaos run: none for six minutes, until a new super-peer
+    joined). Now a node that starts a cube counts every other it knows as lost."""
+    simulation = Simulation(6, seed=1)
+    simulation.run_until_quiet()
+    started = simulation.now
+    for k in range(dead):
+        simulation._kill(f"sp{k}")
+    for node_id in sorted(simulation.nodes):
+        out: list = []
+        simulation.nodes[node_id]._rejoin("test", simulation._clock(node_id), out)
+        simulation._execute(node_id, out)
+
+    def one_cube() -> bool:
+        cubes = simulation.cubes()
+        return (
+            len(cubes) == 1
+            and None not in cubes
+            and set(next(iter(cubes.values()))) == set(simulation.nodes)
+        )
+
+    simulation.run_until_quiet(until=one_cube)
+    assert simulation.now - started < 2 * NodeConfig().wedged_seconds
+
+
 def test_a_node_evicted_a_moment_after_its_welcome_keeps_its_contacts():
     """A rejoin soon after a join, with neighbours that never spoke, means a cube reached
     partly (a bridge across a cut): its members are no contacts for ``wedged_seconds``. But a
