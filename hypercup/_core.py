@@ -139,9 +139,9 @@ class NodeCore:
         the second ``tick`` (the newcomer rejoined instead: its ``ReturnTop`` never comes)."""
         self._reclaiming_ticks = 0
         self._repairers: dict[str, tuple[str, int]] = {}
-        """Failed departing nodes whose repair walk ended here lately, with the member that
-        started it and the ticks since: another repairer's walk for the same failure is
-        dropped here (``Departures._another_repair``)."""
+        """Failed departing nodes whose repair walk began its search or ended here lately, with
+        the member that started it and the ticks since: another repairer's walk for the same
+        failure is dropped here (``Departures._another_repair``)."""
         self._deferred: list[tuple[str, LeaveWalk, int]] = []
         """Departure walks waiting here until a failed neighbour they would have gone to is
         replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks
@@ -185,6 +185,8 @@ class NodeCore:
             parts.append(f"joins admitted of {', '.join(sorted(self._admitted))}")
         if self._queued:
             parts.append(f"{len(self._queued)} joins queued for a grow")
+        if self._reclaiming is not None:
+            parts.append(f"its mirror on its way back from {self._reclaiming}")
         if self._repair is not None:
             missing = sorted(self._repair.missing)
             parts.append(f"the repair of {self._repair.failed} (positions {missing} looked up)")

@@ -77,8 +77,10 @@ with it. So nothing that a departure needs is sent to a member known to have fai
   place this node knows to be taken already is dropped, the departing node's neighbours (the
   repairer among them) are told who holds it, and its holders what the repairer holds (they may
   never have heard); a repair whose failed node was replaced while its lookups were out ends
-  there; and where a walk ends, another repairer's walk for the same failure (``repairer``)
-  is dropped for ``DEFERRED_TICKS`` ticks (both searches lead to one column).
+  there; and where a walk's search begins (position 0, which every walk passes) and where it
+  ends, another repairer's walk for the same failure (``repairer``) is dropped for
+  ``DEFERRED_TICKS`` ticks (a search that began after the other's take would end at another
+  column).
 """
 
 from __future__ import annotations
@@ -359,12 +361,17 @@ class Departures(NodeCore):
         return "held" if known else "unknown"
 
     def _another_repair(self, walk: LeaveWalk) -> bool:
-        """Whether ``walk``, about to end here, repairs a failure whose repair by another member
-        ended here lately: then it is dropped, since the two would take the place twice (a
-        fallback repairer's walk begun beside the designated one's, neither knowing yet that
-        the other's ended; both searches lead to the same column). Otherwise it is noted, for
-        ``DEFERRED_TICKS`` ticks. A walk of the same repairer goes on: it tries again after
-        its first was lost further on (a ``Reclaim`` sent to a member that failed)."""
+        """Whether ``walk``, about to begin its search or to end here, repairs a failure whose
+        repair by another member passed here lately: then it is dropped, since the two would
+        take the place twice (a fallback repairer's walk begun beside the designated one's,
+        neither knowing yet of the other). Otherwise it is noted, for ``DEFERRED_TICKS``
+        ticks. Checked where the search begins, position 0, which every walk passes: the
+        search that comes second there may read the cube after the first one's take, which
+        made the last split column doubled, and end at the column below (pair at 32, seed
+        11: two takes of one place); and where it ends, for a walk whose step at position 0
+        was taken elsewhere (the failed node held it). A walk of the same repairer goes on:
+        it tries again after its first was lost further on (a ``Reclaim`` sent to a member
+        that failed)."""
         if not (walk.failed and walk.repairer):
             return False
         noted = self._repairers.get(walk.leaver)
@@ -610,6 +617,8 @@ class Departures(NodeCore):
                     walk, position=next_hop_position(walk.position, 0) if way is None else way
                 )
                 return self._next_hood(walk, hood)
+            if self._another_repair(walk):
+                return None
             if not _split(walk, hood, 0):
                 if standing_in:
                     raise KnowledgeError("a shrink from a failed node's place")

@@ -275,7 +275,14 @@ class HypercupNode(Joins, Departures):
             started = self._repairs_started.get(node_id)
             if started is not None and fallback < started + RETRY_REPAIR:
                 return
-            if self._changing_tables() or self._repair is not None or self._held_back:
+            if (
+                self._changing_tables()
+                or self._repair is not None
+                or self._held_back
+                or self._reclaiming is not None
+            ):
+                # not while our mirror is on its way back either: the ``ReturnTop`` would wait
+                # behind the repair, and its sender's later announcements overtake it
                 raise LocalProtocolError(
                     f"{self.node_id} cannot repair the failure of {node_id} while it takes part in "
                     f"another operation ({self.activity()}): the protocol assumes a departure "

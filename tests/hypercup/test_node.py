@@ -688,3 +688,81 @@ def test_a_lookup_with_no_live_hop_closer_takes_a_detour_and_is_answered() -> No
         network._process(holder0, repairer.tick())
     network._deliver_all()
     assert "looked up" not in repairer.activity(), repairer.activity()
+
+
+def repair_walk(network: Network, repairer: str, failed: str, *, fallback: int = 0) -> Send:
+    """The walk ``repairer`` starts for ``failed``, its lookups answered."""
+    node = network.node(repairer)
+    outputs = []
+    for sent in lookups(node.neighbour_failed(failed, fallback=fallback)):
+        outputs += node.receive(sent.to, answered(network, repairer, sent))
+    (walk,) = [o for o in outputs if isinstance(o, Send) and isinstance(o.message, LeaveWalk)]
+    return walk
+
+
+def walked_to(network: Network, sender: str, sent: Send, to: str) -> tuple[str, Send]:
+    """A departure's walk passed from hop to hop until its step to ``to``: that step's
+    sender, and the step (not delivered)."""
+    while sent.to != to:
+        receiver = sent.to
+        (sent,) = [
+            o
+            for o in network.node(receiver).receive(sender, sent.message)
+            if isinstance(o, Send) and isinstance(o.message, LeaveWalk)
+        ]
+        sender = receiver
+    return sender, sent
+
+
+@pytest.mark.parametrize("designated_first", [True, False])
+def test_a_second_repairers_walk_for_one_failure_is_dropped_where_the_search_begins(
+    designated_first: bool,
+) -> None:
+    """pair at 32, seed 11: the designated repairer was busy when the failure was found and
+    began its walk as the runtime's fallback let the next neighbour begin one too. Both
+    walks pass the holder of position 0; the one that came second searched the cube after
+    the first one's take had made the last split column doubled, ended at the column below,
+    and a second member took the failed node's place (the holder of its neighbours broke,
+    and rejoins followed for minutes). The second is dropped there, whichever comes first."""
+    network = cube(8)
+    topology = network.check()
+    failed, zero = topology.holder(5), topology.holder(0)  # repairers at 4, then 7
+    walks = [
+        walked_to(network, repairer, repair_walk(network, repairer, failed, fallback=k), zero)
+        for k, repairer in enumerate((topology.holder(4), topology.holder(7)))
+    ]
+    if not designated_first:
+        walks.reverse()
+    holder = network.node(zero)
+    for (sender, sent), goes_on in zip(walks, (True, False), strict=True):
+        onward = [o for o in holder.receive(sender, sent.message) if isinstance(o, Send)]
+        assert bool(onward) == goes_on
+    assert holder.state is NodeState.MEMBER
+
+
+def test_a_base_holder_whose_mirror_is_on_its_way_back_repairs_nothing_yet() -> None:
+    """pair at 32, seed 15: a base holder sent its newcomer a ``Reclaim`` and began the repair
+    of another failed neighbour; the newcomer's ``ReturnTop`` waited behind the repair, its
+    announcement of the place it took overtook it, and the mirror taken back with a table
+    that said otherwise broke the base holder. It repairs once the mirror is back."""
+    network = cube(8)
+    topology = network.check()
+    # the repair of 5 ends at the last split column, 3: its base holder reclaims 7
+    base, newcomer = topology.holder(3), topology.holder(7)
+    sender, walk = walked_to(
+        network,
+        topology.holder(4),
+        repair_walk(network, topology.holder(4), topology.holder(5)),
+        base,
+    )
+    (reclaim,) = messages(network.node(base).receive(sender, walk.message), newcomer)
+    assert isinstance(reclaim, Reclaim)
+    holder = network.node(base)
+    other = topology.holder(2)  # fails too: the base holder (of 3) is its designated repairer
+    with pytest.raises(LocalProtocolError, match="mirror on its way back from"):
+        holder.neighbour_failed(other)
+    back = messages(network.node(newcomer).receive(base, reclaim), base)
+    assert isinstance(back[0], ReturnTop)
+    for message in back:  # and the newcomer's announcement of the place it took, after it
+        holder.receive(newcomer, message)
+    assert lookups(holder.neighbour_failed(other)), "its mirror is back: it repairs"
