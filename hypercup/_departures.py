@@ -70,8 +70,10 @@ with it. So nothing that a departure needs is sent to a member known to have fai
 * *A whole column.* A failed base holder's repair carries its failed newcomer (``carried``): if
   the walk ends at that column, the two depart together, to the split column below.
 * *One column at a time.* A base holder that sent a ``Reclaim`` holds other departures until its
-  mirror is back (``_reclaiming``), and a search that ends at a column found doubled there (it
-  read an older picture) starts again from there.
+  mirror is back (``_reclaiming``), and starts no repair meanwhile (the ``ReturnTop`` would
+  wait behind the repair, overtaken by the newcomer's announcement of the place it took, and
+  the mirror be taken back with a table that contradicts it); a search that ends at a column
+  found doubled there (it read an older picture) starts again from there.
 * *Once.* A repair may run twice (the runtime's fallback lets another neighbour repair when the
   first stays silent, or while a departure held the first back): a walk for a failed node whose
   place this node knows to be taken already is dropped, the departing node's neighbours (the
