@@ -139,9 +139,9 @@ class NodeCore:
         the second ``tick`` (the newcomer rejoined instead: its ``ReturnTop`` never comes)."""
         self._reclaiming_ticks = 0
         self._repairers: dict[str, tuple[str, int]] = {}
-        """Failed departing nodes whose repair walk began its search or ended here lately, with
-        the member that started it and the ticks since: another repairer's walk for the same
-        failure is dropped here (``Departures._another_repair``)."""
+        """Failed departing nodes whose repair walk ended here lately, with the member that
+        started it and the ticks since: another repairer's walk for the same failure is
+        dropped here (``Departures._another_repair``)."""
         self._deferred: list[tuple[str, LeaveWalk, int]] = []
         """Departure walks waiting here until a failed neighbour they would have gone to is
         replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks

@@ -109,8 +109,8 @@ link); nothing else is assumed about timing.
   know (a stand-in, in the search), or wait at a neighbour of it until it is replaced; a failed column's
   newcomer departs with its failed base holder; a base holder holds other departures until its
   mirror is back (``_reclaiming``) and starts no repair meanwhile; a walk for a place taken
-  already is dropped, and the repairer that started it on a stale table is told who holds it;
-  two repairers' walks for one failure meet at position 0, where the second is dropped.
+  already (as far as a node knows, from its neighbours' announcements too) is dropped, and the
+  repairer that started it on a stale table is told who holds it.
 * Limitation: concurrent departures are serialised only where they meet (a node holds one back
   while it runs another); two repairs that never meet can still cross a grow or a shrink, and a
   newcomer that asked a second contact after a silent first one can be taken twice. These end in

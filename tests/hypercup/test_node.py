@@ -714,30 +714,32 @@ def walked_to(network: Network, sender: str, sent: Send, to: str) -> tuple[str, 
     return sender, sent
 
 
-@pytest.mark.parametrize("designated_first", [True, False])
-def test_a_second_repairers_walk_for_one_failure_is_dropped_where_the_search_begins(
-    designated_first: bool,
-) -> None:
-    """pair at 32, seed 11: the designated repairer was busy when the failure was found and
-    began its walk as the runtime's fallback let the next neighbour begin one too. Both
-    walks pass the holder of position 0; the one that came second searched the cube after
-    the first one's take had made the last split column doubled, ended at the column below,
-    and a second member took the failed node's place (the holder of its neighbours broke,
-    and rejoins followed for minutes). The second is dropped there, whichever comes first."""
+def test_a_second_repair_is_dropped_where_its_search_reads_the_place_taken() -> None:
+    """pair at 32, seed 11: the designated repairer began its walk as the runtime's fallback let
+    the next neighbour begin one too. The first took the place: the failed node was the last
+    split column's newcomer, whose base holder took its mirror back. The second search read
+    that column doubled at a node next to it (not next to the failed node), turned to the
+    split column below, and its newcomer took the place a second time. That node knows, from
+    the base holder's announcement, who holds the place now: the walk is dropped there."""
     network = cube(8)
     topology = network.check()
-    failed, zero = topology.holder(5), topology.holder(0)  # repairers at 4, then 7
-    walks = [
-        walked_to(network, repairer, repair_walk(network, repairer, failed, fallback=k), zero)
-        for k, repairer in enumerate((topology.holder(4), topology.holder(7)))
+    failed = topology.holder(7)  # the newcomer of column 3, the last split one
+    designated, fallback, reader = topology.holder(6), topology.holder(5), topology.holder(2)
+    del network._nodes[failed]
+    network._failed.add(failed)
+    second = repair_walk(network, fallback, failed, fallback=1)
+    sender, second = walked_to(network, fallback, second, reader)  # 7, 6, 4, 0, then 2
+    network._process(designated, network.node(designated).neighbour_failed(failed))
+    network._deliver_all()  # the first repair: the base holder of 3 takes 7 back
+    assert network.node(reader).known_peers()[topology.holder(3)][1] == {3, 7}
+    outputs = network.node(reader).receive(sender, second.message)
+    steps = [
+        o for o in outputs if isinstance(o, Send) and isinstance(o.message, LeaveWalk | Reclaim)
     ]
-    if not designated_first:
-        walks.reverse()
-    holder = network.node(zero)
-    for (sender, sent), goes_on in zip(walks, (True, False), strict=True):
-        onward = [o for o in holder.receive(sender, sent.message) if isinstance(o, Send)]
-        assert bool(onward) == goes_on
-    assert holder.state is NodeState.MEMBER
+    assert steps == [], "no search goes on to the column below"
+    network._process(reader, outputs)
+    network._deliver_all()
+    network.check()
 
 
 def test_a_base_holder_whose_mirror_is_on_its_way_back_repairs_nothing_yet() -> None:
