@@ -185,6 +185,8 @@ class NodeCore:
             parts.append(f"joins admitted of {', '.join(sorted(self._admitted))}")
         if self._queued:
             parts.append(f"{len(self._queued)} joins queued for a grow")
+        if self._reclaiming is not None:
+            parts.append(f"its mirror on its way back from {self._reclaiming}")
         if self._repair is not None:
             missing = sorted(self._repair.missing)
             parts.append(f"the repair of {self._repair.failed} (positions {missing} looked up)")

@@ -70,11 +70,14 @@ with it. So nothing that a departure needs is sent to a member known to have fai
 * *A whole column.* A failed base holder's repair carries its failed newcomer (``carried``): if
   the walk ends at that column, the two depart together, to the split column below.
 * *One column at a time.* A base holder that sent a ``Reclaim`` holds other departures until its
-  mirror is back (``_reclaiming``), and a search that ends at a column found doubled there (it
-  read an older picture) starts again from there.
+  mirror is back (``_reclaiming``), and starts no repair meanwhile (the ``ReturnTop`` would
+  wait behind the repair, overtaken by the newcomer's announcement of the place it took, and
+  the mirror be taken back with a table that contradicts it); a search that ends at a column
+  found doubled there (it read an older picture) starts again from there.
 * *Once.* A repair may run twice (the runtime's fallback lets another neighbour repair when the
   first stays silent, or while a departure held the first back): a walk for a failed node whose
-  place this node knows to be taken already is dropped, the departing node's neighbours (the
+  place this node knows to be taken already (next to its own positions, or from a neighbour
+  that announced holding it) is dropped, the departing node's neighbours (the
   repairer among them) are told who holds it, and its holders what the repairer holds (they may
   never have heard); a repair whose failed node was replaced while its lookups were out ends
   there; and where a walk ends, another repairer's walk for the same failure (``repairer``)
@@ -352,11 +355,31 @@ class Departures(NodeCore):
         them is held by another node already: a second repair of one failure, dropped so that
         the place is taken once), ``"held"`` (every one it knows is the departing node's still)
         or ``"unknown"`` (it knows none of them)."""
+        if self._other_holders(walk):
+            return "taken"
         hood = self._member_hood()
         known = [p for p in walk.leaver_positions if p in hood.positions or p in hood.holders]
-        if any(hood.holder(p) != walk.leaver for p in known):
-            return "taken"
         return "held" if known else "unknown"
+
+    def _other_holders(self, walk: LeaveWalk) -> dict[str, Peer]:
+        """The nodes but the departing one that this node knows to hold one of its positions:
+        itself, and the neighbours that announced holding one, next to our positions or not (a
+        neighbour announces every position it holds). Not only the ones next to ours: a search
+        turns from a column that it reads doubled, and the node that reads it so knows its
+        base holder's mirror, which may be the failed node's place, taken back by the first of
+        two repairs of one failure (a fallback repairer's walk begun beside the designated
+        one's). Let on, the second search ended at the split column below, whose newcomer took
+        the place a second time (pair at 32, seed 11: rejoins for minutes)."""
+        hood = self._member_hood()
+        place = frozenset(walk.leaver_positions)
+        others = {
+            node: peer
+            for node, peer in hood.peers.items()
+            if node != walk.leaver and peer.positions & place
+        }
+        if hood.positions & place:
+            others[self.node_id] = Peer(self.address, frozenset(hood.positions))
+        return others
 
     def _another_repair(self, walk: LeaveWalk) -> bool:
         """Whether ``walk``, about to end here, repairs a failure whose repair by another member
@@ -395,10 +418,8 @@ class Departures(NodeCore):
         place learnt it held less than it does: kill-pause at 8, seed 11.)"""
         hood = self._member_hood()
         holders = {
-            holder: (hood.address_of(holder), tuple(sorted(hood.positions_of(holder))))
-            for position in walk.leaver_positions
-            if (position in hood.positions or position in hood.holders)
-            and (holder := hood.holder(position)) != walk.leaver
+            holder: (peer.address, tuple(sorted(peer.positions)))
+            for holder, peer in self._other_holders(walk).items()
         }
         update = NeighbourUpdate(epoch=self._epoch, holders=holders, relay=False, ack_id=None)
         for node, (address, _) in sorted(walk.leaver_peers.items()):

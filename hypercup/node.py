@@ -108,7 +108,8 @@ link); nothing else is assumed about timing.
   "Overlapping failures"). Walks route around it, take its step from what the nodes around
   know (a stand-in, in the search), or wait at a neighbour of it until it is replaced; a failed column's
   newcomer departs with its failed base holder; a base holder holds other departures until its
-  mirror is back (``_reclaiming``); a walk for a place taken already is dropped, and the
+  mirror is back (``_reclaiming``) and starts no repair meanwhile; a walk for a place taken
+  already (as far as a node knows, from its neighbours' announcements too) is dropped, and the
   repairer that started it on a stale table is told who holds it.
 * Limitation: concurrent departures are serialised only where they meet (a node holds one back
   while it runs another); two repairs that never meet can still cross a grow or a shrink, and a
@@ -275,7 +276,14 @@ class HypercupNode(Joins, Departures):
             started = self._repairs_started.get(node_id)
             if started is not None and fallback < started + RETRY_REPAIR:
                 return
-            if self._changing_tables() or self._repair is not None or self._held_back:
+            if (
+                self._changing_tables()
+                or self._repair is not None
+                or self._held_back
+                or self._reclaiming is not None
+            ):
+                # not while our mirror is on its way back either: the ``ReturnTop`` would wait
+                # behind the repair, and its sender's later announcements overtake it
                 raise LocalProtocolError(
                     f"{self.node_id} cannot repair the failure of {node_id} while it takes part in "
                     f"another operation ({self.activity()}): the protocol assumes a departure "

@@ -688,3 +688,83 @@ def test_a_lookup_with_no_live_hop_closer_takes_a_detour_and_is_answered() -> No
         network._process(holder0, repairer.tick())
     network._deliver_all()
     assert "looked up" not in repairer.activity(), repairer.activity()
+
+
+def repair_walk(network: Network, repairer: str, failed: str, *, fallback: int = 0) -> Send:
+    """The walk ``repairer`` starts for ``failed``, its lookups answered."""
+    node = network.node(repairer)
+    outputs = []
+    for sent in lookups(node.neighbour_failed(failed, fallback=fallback)):
+        outputs += node.receive(sent.to, answered(network, repairer, sent))
+    (walk,) = [o for o in outputs if isinstance(o, Send) and isinstance(o.message, LeaveWalk)]
+    return walk
+
+
+def walked_to(network: Network, sender: str, sent: Send, to: str) -> tuple[str, Send]:
+    """A departure's walk passed from hop to hop until its step to ``to``: that step's
+    sender, and the step (not delivered)."""
+    while sent.to != to:
+        receiver = sent.to
+        (sent,) = [
+            o
+            for o in network.node(receiver).receive(sender, sent.message)
+            if isinstance(o, Send) and isinstance(o.message, LeaveWalk)
+        ]
+        sender = receiver
+    return sender, sent
+
+
+def test_a_second_repair_is_dropped_where_its_search_reads_the_place_taken() -> None:
+    """pair at 32, seed 11: the designated repairer began its walk as the runtime's fallback let
+    the next neighbour begin one too. The first took the place: the failed node was the last
+    split column's newcomer, whose base holder took its mirror back. The second search read
+    that column doubled at a node next to it (not next to the failed node), turned to the
+    split column below, and its newcomer took the place a second time. That node knows, from
+    the base holder's announcement, who holds the place now: the walk is dropped there."""
+    network = cube(8)
+    topology = network.check()
+    failed = topology.holder(7)  # the newcomer of column 3, the last split one
+    designated, fallback, reader = topology.holder(6), topology.holder(5), topology.holder(2)
+    del network._nodes[failed]
+    network._failed.add(failed)
+    second = repair_walk(network, fallback, failed, fallback=1)
+    sender, second = walked_to(network, fallback, second, reader)  # 7, 6, 4, 0, then 2
+    network._process(designated, network.node(designated).neighbour_failed(failed))
+    network._deliver_all()  # the first repair: the base holder of 3 takes 7 back
+    assert network.node(reader).known_peers()[topology.holder(3)][1] == {3, 7}
+    outputs = network.node(reader).receive(sender, second.message)
+    steps = [
+        o for o in outputs if isinstance(o, Send) and isinstance(o.message, LeaveWalk | Reclaim)
+    ]
+    assert steps == [], "no search goes on to the column below"
+    network._process(reader, outputs)
+    network._deliver_all()
+    network.check()
+
+
+def test_a_base_holder_whose_mirror_is_on_its_way_back_repairs_nothing_yet() -> None:
+    """pair at 32, seed 15: a base holder sent its newcomer a ``Reclaim`` and began the repair
+    of another failed neighbour; the newcomer's ``ReturnTop`` waited behind the repair, its
+    announcement of the place it took overtook it, and the mirror taken back with a table
+    that said otherwise broke the base holder. It repairs once the mirror is back."""
+    network = cube(8)
+    topology = network.check()
+    # the repair of 5 ends at the last split column, 3: its base holder reclaims 7
+    base, newcomer = topology.holder(3), topology.holder(7)
+    sender, walk = walked_to(
+        network,
+        topology.holder(4),
+        repair_walk(network, topology.holder(4), topology.holder(5)),
+        base,
+    )
+    (reclaim,) = messages(network.node(base).receive(sender, walk.message), newcomer)
+    assert isinstance(reclaim, Reclaim)
+    holder = network.node(base)
+    other = topology.holder(2)  # fails too: the base holder (of 3) is its designated repairer
+    with pytest.raises(LocalProtocolError, match="mirror on its way back from"):
+        holder.neighbour_failed(other)
+    back = messages(network.node(newcomer).receive(base, reclaim), base)
+    assert isinstance(back[0], ReturnTop)
+    for message in back:  # and the newcomer's announcement of the place it took, after it
+        holder.receive(newcomer, message)
+    assert lookups(holder.neighbour_failed(other)), "its mirror is back: it repairs"
