@@ -127,7 +127,8 @@ class NodeCore:
         self._repairs_started: dict[str, int] = {}
         """Failed neighbours whose repair this node started and that are still in its table
         (the announcements of the node that takes their place are on their way): reported failed
-        again meanwhile, they are not repaired twice."""
+        again meanwhile, they are not repaired twice (forgotten when the cube changes dimension
+        under their walks: ``_apply``)."""
         self._failed: dict[str, tuple[int, float]] = {}
         """Neighbours the runtime reported failed and still in this node's table, with the
         incarnation and last-heard time it gave (for their ``Departed`` if this node ends up
@@ -405,9 +406,9 @@ class NodeCore:
             # its picture of the cube is gone, and it is dropped. A lookup's requester started
             # its repair over in the new cube if the change reached it (``_apply``), else it
             # lags and asks for the change; an answer to the old one is for a repair that is no
-            # more; a failure's walk is started over by its repairer when the runtime asks again
-            # (``RETRY_REPAIR``: breaking here made the holder of position 0, the shrink's
-            # root, rejoin, and its own repair wedged the rest)
+            # more; a failure's walk is started over by its repairer when the runtime reports
+            # the failure again (``_apply``: breaking here made the holder of position 0, the
+            # shrink's root, rejoin, and its own repair wedged the rest)
             return True
         if required is not None and required < self._epoch and not restartable:
             raise RemoteProtocolError(
@@ -476,6 +477,15 @@ class NodeCore:
         # the new one
         repairing = self._repair
         self._repair = None
+        # a repair walked in the old cube is dropped where its walk meets the new one, but
+        # the one whose walk shrinks the cube (it goes on in the new one): the runtime's
+        # next report of the failed node starts it over
+        going_on = message.absent if isinstance(message, Shrink) else None
+        self._repairs_started = {
+            node: k
+            for node, k in self._repairs_started.items()
+            if node == going_on or (repairing is not None and node == repairing.failed)
+        }
         # kept for nodes that miss it (a tree through a failed member): ``ChangeRequest``
         self._changes[self._epoch + 1] = replace(message, resent=False)
         for old in [epoch for epoch in self._changes if epoch <= self._epoch - KEPT_CHANGES]:

@@ -517,11 +517,12 @@ class Departures(NodeCore):
     def _brought_up_to_date(self, walk: LeaveWalk) -> PeerTable:
         """The departing node's table, with what this node knows of the positions around the
         departing node's put over what the walk carried (a neighbour of it replaced while the
-        walk waited)."""
+        walk waited, or a place next to it taken since its repair looked it up). A leaver ending
+        its own walk knows its table as the walk does."""
+        hood = self._hood
+        assert hood is not None, "only a member or a leaver steps a walk"
         around = surrounding_positions(frozenset(walk.leaver_positions), walk.dimension)
-        return peers_to_wire(
-            _known_better(peers_from_wire(walk.leaver_peers), self._member_hood(), around)
-        )
+        return peers_to_wire(_known_better(peers_from_wire(walk.leaver_peers), hood, around))
 
     def _walker(self, walk: LeaveWalk) -> Neighbourhood:
         """Whose knowledge the step at the walk's position uses: the departing node's or ours."""
@@ -812,7 +813,7 @@ class Departures(NodeCore):
             leaver=walk.leaver,
             leaver_address=walk.leaver_address,
             leaver_positions=walk.leaver_positions,
-            leaver_peers=walk.leaver_peers,
+            leaver_peers=self._brought_up_to_date(walk),
             failed=walk.failed,
             leaver_incarnation=walk.leaver_incarnation,
             leaver_heard=walk.leaver_heard,

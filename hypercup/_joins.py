@@ -172,6 +172,11 @@ class Joins(NodeCore):
         hood = self._member_hood()
         self._admitted.pop(walk.newcomer, None)
         full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
+        if full and walk.newcomer in hood.peers:
+            # its old incarnation holds a place next to the anchor still (a repair not done
+            # yet): a grow now would cross that repair, and count the place as taken
+            self._refuse_old_incarnation(walk.newcomer, walk.newcomer_address)
+            return None
         if full:
             if self._admitted or self._changing_tables():
                 self._queued.append(self._restart(walk))

@@ -85,13 +85,17 @@ link); nothing else is assumed about timing.
   epoch starts over. A newcomer whose old incarnation still holds a place in the table of the
   member that would give it a column (a restart before its repair ended) is refused there
   (``JoinRefused``; it asks again): one name twice in the tables around a column left repairs
-  of the old place looping on the new one.
+  of the old place looping on the new one. So is it at the anchor of a full cube whose table
+  holds it: a grow for it would cross the repair of its old place (whose walk, of the cube
+  before, is dropped where it meets the new one) and count that place as taken.
 * Failures during a change of dimension. A ``Grow`` or ``Shrink`` sent down a tree through a
   failed member never reaches that member's subtree; a node that holds messages of an epoch it
   has not reached is ``lagging``, and the runtime asks their senders (``ask_for_missed_changes``:
   ``ChangeRequest``), who send the changes again (``resent``: accepted from anyone, passed down
   the tree from there, ignored where already applied). A repair whose cube changed dimension
-  starts over; its lookups of the old cube are dropped where they arrive.
+  starts over; its lookups of the old cube are dropped where they arrive, and so is its walk:
+  a repair walked before the change starts over at the runtime's next report of the failed
+  node (but the one whose own walk shrank the cube, which goes on in the new one).
 * The designated repairer may have failed too: ``neighbour_failed(node, fallback=k)`` lets the
   holders of the next k positions around the failed node repair (the runtime raises ``k`` with
   the time the failure stays unrepaired).

@@ -117,7 +117,8 @@ class Merges(NodeBase):
         One that names no cube but claims positions comes from a member whose view puts it
         next to this node while its tree parent never told it the root: the claim is checked
         as any other member's (such a member, holding a place repaired away, heard from its
-        neighbours and never learnt a root: not one cube for the simulated hour)."""
+        neighbours and never learnt a root: not one cube for the simulated hour). A member that
+        lags (it missed a change of dimension) judges no other cube by its stale identity."""
         if self.core is None:
             return
         if not heartbeat.root:
@@ -135,7 +136,9 @@ class Merges(NodeBase):
             self._back_in_place(sender, incarnation, heartbeat, now, out)
             return
         mine = self.cube_identity()
-        if mine is None:
+        if mine is None or self.topology.lagging():
+            # lagging, this node missed a change of dimension: its cube's identity is stale,
+            # and a member of the new cube would be taken for another cube's, and evicted
             return
         if heartbeat.root == mine[1]:
             self._found(sender, now)  # a member of this cube after all

@@ -27,6 +27,7 @@ from hypercup import (
     RemoteProtocolError,
     ReturnTop,
     Send,
+    Shrink,
     TopologyChanged,
     UpdateAck,
     Welcome,
@@ -640,6 +641,25 @@ def test_a_repair_started_over_on_contradicting_answers_goes_on_to_its_walk() ->
     assert walks and walks[0].message.leaver == failed
 
 
+def walk_at_3(member: HypercupNode, newcomer: str, **fields: object) -> JoinWalk:
+    """``newcomer``'s join walk at position 3 (a cube of 8's anchor) in ``member``'s epoch, on
+    its way to the anchor unless ``fields`` say otherwise."""
+    route: dict[str, object] = {
+        "phase": "route",
+        "admitted": False,
+        "anchor": None,
+        "anchor_address": None,
+    }
+    return JoinWalk(
+        epoch=member.epoch,
+        newcomer=newcomer,
+        newcomer_address=address_of(newcomer),
+        position=3,
+        bit=-1,
+        **(route | fields),
+    )
+
+
 def test_a_members_own_join_walk_coming_back_to_it_is_dropped() -> None:
     # a retry of its join, still going round after another attempt made it a member: a daemon
     # crashed welcoming itself (a chaos run at 16 super-peers)
@@ -647,13 +667,10 @@ def test_a_members_own_join_walk_coming_back_to_it_is_dropped() -> None:
     topology = network.check()
     name = topology.holder(3)
     member = network.node(name)
-    walk = JoinWalk(
-        epoch=member.epoch,
-        newcomer=name,
-        newcomer_address=address_of(name),
+    walk = walk_at_3(
+        member,
+        name,
         phase="search",
-        position=3,
-        bit=-1,
         admitted=True,
         anchor=topology.holder(0),
         anchor_address=address_of(topology.holder(0)),
@@ -768,3 +785,102 @@ def test_a_base_holder_whose_mirror_is_on_its_way_back_repairs_nothing_yet() -> 
     for message in back:  # and the newcomer's announcement of the place it took, after it
         holder.receive(newcomer, message)
     assert lookups(holder.neighbour_failed(other)), "its mirror is back: it repairs"
+
+
+def test_a_full_cubes_anchor_refuses_a_newcomer_whose_old_place_is_next_to_it() -> None:
+    """kill-pause at 9, seed 6: a restarted member's join walk reached the anchor of a full
+    cube while its old incarnation's place, next to the anchor, was still being repaired. The
+    anchor grew the cube for it, the repair's walk (of the cube before) was dropped where it
+    met the new one, and the cube took 89 s to become one. The anchor refuses it instead, as
+    the member that would give it a column does; it asks again, and the repair frees a place."""
+    network = cube(8)  # d = 3, full: the anchor holds position 3
+    topology = network.check()
+    anchor, restarted = network.node(topology.holder(3)), topology.holder(2)
+    outputs = anchor.receive(topology.holder(1), walk_at_3(anchor, restarted))
+    (refusal,) = [o.message for o in outputs if isinstance(o, Send)]
+    assert isinstance(refusal, JoinRefused) and "still a member" in refusal.reason
+    assert anchor.epoch == 3 and not anchor.busy(), "no grow"
+    network.check()
+
+
+def test_a_walk_ending_beside_a_place_taken_since_its_repair_began_hands_on_who_holds_it():
+    """kill-pause at 16, seed 13: the repair of a paused member looked a neighbouring position
+    up just before the killed member's place there was taken; its walk ended at the member that
+    took it, stepping for the departed base holder of the last split column, and the
+    ``Reclaim`` gave the newcomer the departed node at that position (not a neighbour of the
+    newcomer before, it had no other way to know). Its announcements went to the dead, so did
+    its next take's updates, and a repair of the replaced node broke the node's new process:
+    169 s to one cube. The node ending a walk puts what it knows over the table it hands on."""
+    network = cube(6)  # d = 3: columns 0 and 1 split, 2 and 3 doubled
+    topology = network.check()
+    holder0, leaver, newcomer = topology.holder(0), topology.holder(1), topology.holder(5)
+    table = {
+        peer: (address, tuple(sorted(positions)))
+        for peer, (address, positions) in network.node(leaver).known_peers().items()
+        if peer != holder0
+    }
+    table["gone"] = (address_of("gone"), (0,))  # the holder of 0 took its place since
+    repairer = topology.holder(3)
+    walk = LeaveWalk(
+        epoch=network.node(holder0).epoch,
+        dimension=3,
+        leaver=leaver,
+        leaver_address=address_of(leaver),
+        leaver_positions=(1,),
+        leaver_peers=table,
+        failed=True,
+        phase="route",
+        position=0,
+        bit=-1,
+        repairer=repairer,
+    )
+    (reclaim,) = messages(network.node(holder0).receive(repairer, walk), newcomer)
+    assert isinstance(reclaim, Reclaim) and reclaim.base_holder == leaver
+    assert "gone" not in reclaim.leaver_peers
+    assert reclaim.leaver_peers[holder0] == (address_of(holder0), (0,))
+
+
+def lookups_answered(network: Network, repairer: str, failed: str) -> list:
+    """``repairer`` is told ``failed`` failed, and its lookups are answered: what it sends
+    next (its walk, or the steps it took itself), undelivered."""
+    pending = [(repairer, o) for o in network.node(repairer).neighbour_failed(failed)]
+    onward = []
+    while pending:
+        sender, output = pending.pop(0)
+        if not isinstance(output, Send):
+            continue
+        if not isinstance(output.message, Lookup | LookupReply):
+            assert sender == repairer
+            onward.append(output.message)
+            continue
+        answered = network.node(output.to).receive(sender, output.message)
+        pending += [(output.to, o) for o in answered]
+    return onward
+
+
+def test_a_repair_walked_before_the_cube_changed_dimension_is_started_over_when_reported():
+    """kill-pause at 9, seed 6: a member's repair walked toward position 0 while another
+    departure shrank the cube there; its walk, of the cube before, was dropped, and the
+    repairer started over only when the runtime's fallback had grown by ``RETRY_REPAIR`` (4 s
+    with the simulator's timing), and the paused member's restarted process was refused
+    meanwhile. A repair walked in a cube that changed dimension since starts over at the
+    next report; the one whose own walk shrank the cube goes on in the new one."""
+    network = cube(8)  # d = 3, full: the holder of 5 fails, the holder of 4 repairs
+    topology = network.check()
+    failed, repairer = topology.holder(5), topology.holder(4)
+    (walk,) = lookups_answered(network, repairer, failed)
+    assert isinstance(walk, LeaveWalk) and walk.leaver == failed  # on its way to position 0
+    node_r = network.node(repairer)
+    assert node_r.neighbour_failed(failed) == [], "reported again: its walk is on its way"
+    # another departure's change of dimension (here a grow, sent again) reaches it
+    node_r.receive(topology.holder(0), Grow(epoch=4, dimension=4, root=3, resent=True))
+    again = [o.message for o in node_r.neighbour_failed(failed) if isinstance(o, Send)]
+    assert again and all(isinstance(m, Lookup) and m.epoch == 4 for m in again)
+
+    network = cube(5)
+    network.leave(network.check().holder(4))  # d = 3, every column doubled
+    topology = network.check()
+    failed, repairer = topology.holder(1), topology.holder(0)
+    onward = lookups_answered(network, repairer, failed)
+    assert any(isinstance(m, Shrink) and m.absent == failed for m in onward)  # its own
+    assert network.node(repairer).neighbour_failed(failed) == [], "its walk goes on"

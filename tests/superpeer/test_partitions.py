@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from hypercup import NeighbourUpdate
 from superpeer.node import NodeConfig
 from superpeer.sim import Simulation
 from tests.superpeer.invariants import check_routing
@@ -378,3 +379,38 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
     simulation.run_until_quiet()
     cubes = simulation.cubes()
     assert len(cubes) == 1 and set(next(iter(cubes.values()))) == set(simulation.nodes)
+
+
+@pytest.mark.parametrize("lagging", [False, True])
+def test_a_member_that_missed_a_change_of_dimension_takes_no_member_for_another_cube(lagging):
+    """kill-pause at 9, seed 19: a member that had missed a shrink (its tree parent was the
+    paused one) heard a member of the smaller cube, no neighbour of it in the old one, name
+    another root, took it for a weaker cube's and evicted it; the rejoins that followed took
+    166 s. A member that knows it lags (it holds messages of an epoch it has not reached)
+    judges no other cube by its stale identity, until the change it asks for comes."""
+    simulation = Simulation(8, seed=1)
+    simulation.run_until_quiet()
+    receiver = simulation.nodes["sp0"]
+    view = receiver.topology.view()
+    neighbour = view.table[min(view.table)]
+    stranger = next(
+        k
+        for k in sorted(simulation.nodes)
+        if k not in (receiver.node_id, neighbour) and not receiver.topology.is_neighbour(k)
+    )
+    if lagging:  # a message of the next epoch came, not the change that begins it
+        later = NeighbourUpdate(
+            epoch=receiver.topology.epoch + 1,
+            holders={neighbour: (receiver.addresses[neighbour], (0,))},
+            relay=False,
+            ack_id=None,
+        )
+        receiver.topology.receive(neighbour, later)
+    assert receiver.topology.lagging() is lagging
+    dimension, _ = receiver.cube_identity()
+    now = simulation._clock("sp0")
+    smaller = m.Heartbeat(wall=now, root=stranger, dimension=dimension - 1, positions=(1,))
+    incarnation = simulation.nodes[stranger].incarnation
+    outputs = receiver.superpeer_message(stranger, incarnation, Received(smaller, "h"), now)
+    evicted = [o for o in outputs if isinstance(getattr(o, "message", None), m.Evicted)]
+    assert bool(evicted) is not lagging
