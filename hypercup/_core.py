@@ -215,6 +215,14 @@ class NodeCore:
         except RemoteProtocolError:
             self._state = NodeState.BROKEN
             raise
+        except KnowledgeError as error:
+            # outside a message's handling (a message's is its sender's fault: ``_guarded``):
+            # what earlier messages told this node does not fit together, found at a tick (a
+            # grow of a cube whose table is not full, with an admitted join given up). It
+            # cannot trust its state, as after a message that breaks the protocol: it used to
+            # come out of ``tick`` as a ValueError, which a daemon's timer does not survive
+            self._state = NodeState.BROKEN
+            raise RemoteProtocolError("", str(error)) from None
         if self._hood is not None:
             peers = self._hood.peers
             self._repairs_started = {n: k for n, k in self._repairs_started.items() if n in peers}

@@ -476,6 +476,22 @@ def test_an_admitted_join_whose_walk_was_lost_is_forgotten_after_some_ticks() ->
     assert not b.busy()
 
 
+def test_knowledge_that_does_not_fit_together_at_a_tick_breaks_the_node_not_its_runtime() -> None:
+    """A tick that finds the node's own knowledge contradicting itself (an admitted join given
+    up lets a queued one grow a cube whose table is not full: a replay of the chaos schedule
+    in the simulator) breaks the node as a message breaking the protocol does, and says so as
+    a ``HypercupError``: a ``ValueError`` out of ``tick`` used to end the daemon's timer."""
+    _, b, grow, walk = c_joining()
+    b.receive("a", grow)
+    (lost,) = messages(b.receive("a", walk), "a")  # admitted by b; lost on its way to a
+    b._queued.append(replace(lost, newcomer="d", newcomer_address=address_of("d")))
+    for _ in range(STALE_TICKS - 1):
+        b.tick()
+    with pytest.raises(RemoteProtocolError, match="a full cube grows"):
+        b.tick()
+    assert b.state is NodeState.BROKEN
+
+
 def test_the_welcome_names_the_incarnation_that_asked_to_join() -> None:
     """The member that hands a position over may never have heard from the newcomer (the walk
     brought it): the runtime fills the request in from the link it came on, and the
