@@ -81,6 +81,7 @@ from peer.session import (
     Session,
     StaleLookupAnswer,
     Store,
+    arrival_of,
     new_lookup_id,
     plan_resend,
 )
@@ -664,7 +665,7 @@ class PeerClient:
         if message.clock:
             self._carried_clock = max(self._carried_clock, message.clock)
             if isinstance(message, m.Welcome):
-                connection.arrival_clock = message.clock
+                connection.arrival_clock = arrival_of(message)
         if isinstance(message, m.Clock):
             answer = connection.session.clock_answer(message, self._wall_clock())
             if answer:

@@ -97,6 +97,7 @@ class AccessPointSession:
         verifier: Callable[[], crypto.Verifier] | None,
         admit: Callable[[m.Hello], str | None],
         clock: HybridClock | None = None,
+        missing_since: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.connection = connection
         self.remote = remote
@@ -106,6 +107,7 @@ class AccessPointSession:
         self._make_verifier = verifier
         self._admit = admit
         self._clock = clock if clock is not None else HybridClock()
+        self._missing_since = missing_since
         self._verifier: crypto.Verifier | None = None
         self._claimed = ""
         self.peer: str | None = None
@@ -184,6 +186,7 @@ class AccessPointSession:
                 wall=now,
                 echo=hello.wall,
                 clock=self._clock.now(now),
+                missing_since=self._missing_since() or 0.0,
             )
         )
         if self._make_verifier is None:

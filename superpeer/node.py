@@ -1418,6 +1418,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             verifier=verifier,
             admit=self._admit,
             clock=self.clock,
+            missing_since=self.missing_since,
         )
         self._connections[connection] = PeerConnection(session, host)
         self._unidentified[host] += 1

@@ -957,6 +957,10 @@ class Welcome:
     clock: float = 0.0
     """To a peer: the access point's hybrid time (``clocks``, rule 6): the ``since`` of the
     peer's next move statement."""
+    missing_since: float = 0.0
+    """To a peer: the hybrid time from which what this access point delivers may be incomplete
+    (``SuperPeerNode.missing_since``; 0: nothing says so). The peer's next move statement
+    starts no later than this."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

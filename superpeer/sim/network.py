@@ -57,7 +57,7 @@ from typing import IO, Final
 import qel
 import wire
 from peer.resources import Resources
-from peer.session import withdrawals_told_again
+from peer.session import arrival_of, withdrawals_told_again
 from superpeer import versions
 from superpeer.actions import (
     CloseConnection,
@@ -742,7 +742,7 @@ class Simulation:
         if isinstance(message, m.Welcome | m.Clock) and message.clock:
             peer.carried_clock = max(peer.carried_clock, message.clock)
             if isinstance(message, m.Welcome):
-                peer.arrival_clock = message.clock
+                peer.arrival_clock = arrival_of(message)
         if isinstance(message, m.Clock):  # answered, as the peer daemon does
             clock = m.Clock(wall=self._peer_clock(peer.name), echo=message.wall)
             self._from_peer(peer, clock)

@@ -246,6 +246,40 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
     assert len(simulation.deliveries()["sub"]) == 23
 
 
+@pytest.mark.parametrize("again", [False, True])
+def test_a_subscriber_moving_from_an_access_point_that_died_cut_off_loses_nothing(again):
+    """The subscriber's access point is cut off alone while the publisher publishes; the
+    subscriber reconnects to it (``again``) during the cut, the access point dies for good
+    before the heal, and the subscriber moves on. Its move statement starts no later than
+    when that access point began to miss the other side (``Welcome.missing_since``), not at
+    its reconnection: the access point it moves to catches up on everything (a chaos run
+    on hosts of their own lost 102 such publications)."""
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "join", "peer": "sub", "superpeer": 2},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        *[publish(n, "pub") for n in range(3)],
+        {"op": "partition", "groups": [[2], [0, 1, 3]]},
+    ]
+    for n in range(3, 13):
+        ops += [publish(n, "pub"), {"op": "wait", "seconds": 0.5}]
+    if again:
+        ops += [{"op": "detach", "peer": "sub"}, {"op": "attach", "peer": "sub"}]
+    ops += [
+        {"op": "wait", "seconds": 1},
+        {"op": "superpeer_fail", "superpeer": 2},
+        {"op": "move", "peer": "sub", "superpeer": 3},
+        {"op": "heal"},
+        {"op": "wait", "seconds": 60},
+    ]
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(4, ops)
+    assert len(simulation.deliveries()["sub"]) == 13
+
+
 @pytest.mark.parametrize("dead", [1, 3])
 def test_super_peers_all_out_of_the_cube_become_one_cube_again(dead):
     """Half of six super-peers gone for good, the others each out of the cube at once (a
