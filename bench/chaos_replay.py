@@ -1,0 +1,277 @@
+"""The chaos harness's fault schedules, replayed in the simulator:
+``python -m bench.chaos_replay [--superpeers 8] [--seeds 10] [--duration 150] [--overlap 2]
+[--wedged 60,30] [--failure 3] [--json]``.
+
+``deploy.chaos --overlap N`` on hosts of their own takes some ten minutes a run and no two runs
+time alike. This replays the same schedules (``deploy.chaos.make_plan``: every kind but
+``slow``, up to ``overlap`` at once, each holding its slot until one cube or 90 s after its
+heal, as the harness does) on the simulator's super-peers (the real sans-IO ``SuperPeerNode`` s,
+heartbeat 0.5 s, the harness's failure timeout), with no peers: what it measures is the cube.
+Per fault, the simulated seconds from its heal to one cube of every live member:
+
+* ``kill``: the process dies and starts again on its store after the hold;
+* ``pause``: ``SIGSTOP`` for the hold (what was sent waits, then its overdue timer first);
+* ``leave``: a clean leave; ``crash``: dies for good; ``join``: a new super-peer;
+* ``cut``, ``stall``, ``isolate``: packets to and from it vanish for the hold;
+* ``partition``: halves, two sides, or two sides and a bridge, of the super-peers no other
+  fault holds (the harness's shapes), for the hold; cuts that overlap compose;
+* the peers' faults (``peer-kill``, ``move``, ``peer-isolate``) hold a slot and touch no
+  super-peer; ``skew`` is left out (the clocks issue's own checks cover it).
+
+Each ``--wedged`` value (the watchdog, ``wedged_seconds``) runs the same schedules; the first is
+the baseline the others' ratios are to. A fault still not followed by one cube 90 s after its
+heal counts as ``never`` (and as 90 s in the mean).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from deploy.chaos import FAULTS, make_plan
+from superpeer.node import NodeConfig
+from superpeer.sim import Simulation
+
+STEP_SECONDS = 0.25
+"""How often (simulated) the replay checks for one cube and due faults."""
+WAIT_SECONDS = 90.0
+"""A fault's slot is free once one cube follows its heal, or this long after it (the harness's
+``wait_one_cube(90)``)."""
+SUPERPEER_FAULTS = ("kill", "pause", "leave", "cut", "stall", "isolate", "crash")
+
+
+@dataclass
+class Record:
+    kind: str
+    target: str = ""
+    heal_at: float = 0.0
+    healed: float | None = None
+    one_cube: float | None = None
+    node: str | None = None
+    held: list[str] = field(default_factory=list)
+
+
+def one_cube(simulation: Simulation) -> bool:
+    cubes = simulation.cubes()
+    return (
+        len(cubes) == 1
+        and None not in cubes
+        and set(next(iter(cubes.values()))) == set(simulation.nodes)
+    )
+
+
+class Replay:
+    """One schedule on one simulated network."""
+
+    def __init__(self, plan: dict, config: NodeConfig, seed: int) -> None:
+        self.simulation = Simulation(plan["superpeers"], seed=seed, node_config=config)
+        self.simulation.run_until_quiet()
+        self.start = self.simulation.now
+        self.plan = plan
+        self.cuts: dict[int, list[set[str]]] = {}
+        self.held: set[str] = set()
+        self.crashed: set[str] = set()
+
+    def _regroup(self) -> None:
+        """Who reaches whom, every cut at once: a pair reaches each other if every cut lets it."""
+        simulation = self.simulation
+        simulation._heal()
+        if not self.cuts:
+            return
+        groups = [set(simulation.ids)]
+        for cut in self.cuts.values():
+            groups = [g & side for g in groups for side in cut if g & side]
+        simulation._partition([[simulation.ids.index(n) for n in sorted(g)] for g in groups])
+
+    def _live(self) -> list[int]:
+        simulation = self.simulation
+        return [
+            k
+            for k, n in enumerate(simulation.ids)
+            if n in simulation.nodes and n not in self.crashed
+        ]
+
+    def _take(self, candidates: list[int], pick: float) -> int | None:
+        free = [k for k in candidates if self.simulation.ids[k] not in self.held]
+        return free[int(pick * 7919) % len(free)] if free else None
+
+    def inject(self, fault: dict, number: int) -> Record:
+        simulation = self.simulation
+        kind, hold, pick = fault["kind"], fault["hold"], fault["pick"]
+        record = Record(kind, heal_at=simulation.now + hold)
+        live = self._live()
+        node = None
+        if kind in SUPERPEER_FAULTS:
+            if kind in ("leave", "crash") and len(live) <= 2:
+                kind = record.kind = "join"
+            else:
+                k = self._take(live, pick)
+                if k is None:
+                    record.heal_at = simulation.now
+                    return record
+                node = record.target = simulation.ids[k]
+                record.held = [node]
+                self.held.add(node)
+        if kind == "kill":
+            simulation._kill(node)
+        elif kind == "pause":
+            simulation._paused[node] = []
+        elif kind == "leave":
+            simulation._execute(node, simulation.nodes[node].leave(simulation._clock(node)))
+            record.heal_at = simulation.now
+        elif kind == "crash":
+            simulation._kill(node)
+            self.crashed.add(node)
+            record.heal_at = simulation.now
+        elif kind == "join":
+            node = record.target = f"sp{len(simulation.ids)}"
+            simulation.ids.append(node)
+            simulation.stores[node] = simulation._new_store(node)
+            simulation._start(node)
+            record.heal_at = simulation.now
+        elif kind in ("cut", "stall", "isolate"):
+            self.cuts[number] = [{node}, set(simulation.ids) - {node}]
+            self._regroup()
+        elif kind == "partition":
+            free = [k for k in live if simulation.ids[k] not in self.held]
+            if len(free) < 2:
+                record.heal_at = simulation.now
+                return record
+            record.held = [simulation.ids[k] for k in free]
+            self.held.update(record.held)
+            order = random.Random(pick).sample(free, len(free))
+            shape = fault["shape"]
+            size = (
+                len(order) // 2 if shape == "halves" else 1 + int(fault["cut"] * (len(order) - 1))
+            )
+            side, other = order[:size], order[size:]
+            if shape == "bridge" and len(other) > 1:
+                side = [*side, other[0]]
+            rest = {n for k, n in enumerate(simulation.ids) if k not in free}
+            self.cuts[number] = [
+                {simulation.ids[k] for k in side} | rest,
+                {simulation.ids[k] for k in other} | rest,
+            ]
+            record.target = ",".join(record.held)
+            self._regroup()
+        record.node = node
+        return record
+
+    def heal(self, record: Record, number: int) -> None:
+        simulation = self.simulation
+        node = record.node
+        if record.kind == "kill" and node is not None:
+            simulation._start(node)
+        elif record.kind == "pause" and node in simulation._paused:
+            waiting = simulation._paused.pop(node)
+            if node in simulation.nodes:
+                simulation._deadline_of[node] = None
+                simulation._execute(node, simulation.nodes[node].timer(simulation._clock(node)))
+                for pending in waiting:
+                    simulation._requeue(pending, simulation.now)
+        if self.cuts.pop(number, None) is not None:
+            self._regroup()
+        self.held.difference_update(record.held)
+        record.healed = simulation.now
+
+    def run(self) -> list[Record]:
+        simulation = self.simulation
+        pending = [f for f in self.plan["faults"] if f["kind"] not in ("skew", "slow")]
+        active: dict[int, Record] = {}
+        records: list[Record] = []
+        slots = self.plan["overlap"]
+        end = self.start + self.plan["duration"] + 600
+        while simulation.now < end and (pending or active):
+            while pending and pending[0]["at"] <= simulation.now - self.start and slots:
+                slots -= 1
+                number = len(records)
+                active[number] = self.inject(pending.pop(0), number)
+                records.append(active[number])
+            for number, record in active.items():
+                if record.healed is None and simulation.now >= record.heal_at:
+                    self.heal(record, number)
+            whole = one_cube(simulation)
+            for number, record in list(active.items()):
+                if record.healed is None:
+                    continue
+                if whole or simulation.now - record.healed >= WAIT_SECONDS:
+                    record.one_cube = simulation.now - record.healed if whole else None
+                    del active[number]
+                    slots += 1
+            simulation._advance(simulation.now + STEP_SECONDS)
+        return records
+
+
+def measure(
+    superpeers: int, seeds: int, duration: float, overlap: int, wedged: float, failure: float
+) -> dict[str, object]:
+    config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=failure, wedged_seconds=wedged)
+    kinds = [k for k in FAULTS if k != "slow"]
+    times: list[float] = []
+    over = never = 0
+    worst: dict[str, float] = {}
+    for seed in range(seeds):
+        plan = make_plan(
+            seed=seed, duration=duration, superpeers=superpeers, peers=4, faults=kinds,
+            rate=4.0, overlap=overlap, hosts="netns",
+        )  # fmt: skip
+        for record in Replay(plan, config, seed).run():
+            seconds = WAIT_SECONDS if record.one_cube is None else record.one_cube
+            times.append(seconds)
+            never += record.one_cube is None
+            over += record.one_cube is not None and record.one_cube > 30.0
+            worst[record.kind] = max(worst.get(record.kind, 0.0), seconds)
+    return {
+        "wedged": wedged,
+        "faults": len(times),
+        "mean": statistics.fmean(times),
+        "over_30": over,
+        "never": never,
+        "worst": dict(sorted(worst.items())),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.chaos_replay", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--superpeers", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--duration", type=float, default=150.0)
+    parser.add_argument("--overlap", type=int, default=2)
+    parser.add_argument("--wedged", default="60,30", help="watchdog values; the first: baseline")
+    parser.add_argument("--failure", type=float, default=3.0, help="failure_seconds")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    logging.disable(logging.CRITICAL)  # the simulated daemons log every failure they see
+    rows = [
+        measure(args.superpeers, args.seeds, args.duration, args.overlap, float(w), args.failure)
+        for w in args.wedged.split(",")
+    ]
+    if args.json:
+        print(json.dumps({"load": os.getloadavg()[0], "rows": rows}))
+        return
+    print(
+        f"{args.superpeers} super-peers, {args.seeds} schedules of {args.duration:.0f} s, "
+        f"overlap {args.overlap}, failure {args.failure:g} s; load {os.getloadavg()[0]:.1f}"
+    )
+    print(f"{'wedged s':>8} {'faults':>6} {'mean s':>7} {'>30 s':>6} {'never':>6} {'ratio':>6}")
+    base = rows[0]["mean"]
+    for row in rows:
+        print(
+            f"{row['wedged']:>8.0f} {row['faults']:>6} {row['mean']:>7.1f} {row['over_30']:>6} "
+            f"{row['never']:>6} {row['mean'] / base:>6.2f}"
+        )
+        print(
+            "         worst per kind: " + ", ".join(f"{k} {v:.0f}" for k, v in row["worst"].items())
+        )
+
+
+if __name__ == "__main__":
+    main()
