@@ -125,7 +125,7 @@ import crypto
 import qel
 import wire
 from hypercup import HypercupNode, JoinRequest, JoinWalk, NodeState, Welcome
-from hypercup.errors import HypercupError, LocalProtocolError
+from hypercup.errors import HypercupError, LocalProtocolError, RemoteProtocolError
 from hypercup.events import Departed, Joined, JoinFailed, Left, Send, TopologyChanged
 from poset.poset import collector_paused
 from superpeer import versions
@@ -380,6 +380,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             self._topology(leave, now, out)
         except LocalProtocolError:
             self._join_at = now + self.config.rejoin_seconds  # busy: ``timer`` tries again
+        except RemoteProtocolError as error:
+            # what it knows of its neighbourhood does not fit together (no walk can start from
+            # it): it stops, and its place is repaired as a failure's (a replay of the chaos
+            # schedules in the simulator: the error came out of ``leave``)
+            self._left_anyway(f"no leave walk: {error}", now, out)
 
     def _left_anyway(self, reason: str, now: float, out: list[Output]) -> None:
         """The leave walk will not end in ``Released``: the cube repaired this node's place as

@@ -9,6 +9,8 @@ from dataclasses import replace
 import pytest
 
 from hypercup import NeighbourUpdate
+from hypercup.errors import RemoteProtocolError
+from superpeer.actions import Stopped
 from superpeer.node import NodeConfig
 from superpeer.sim import Simulation
 from tests.superpeer.invariants import check_routing
@@ -278,6 +280,30 @@ def test_a_subscriber_moving_from_an_access_point_that_died_cut_off_loses_nothin
         simulation.apply(dict(op))
     assert simulation.deliveries() == expected_deliveries(4, ops)
     assert len(simulation.deliveries()["sub"]) == 13
+
+
+def test_a_leaver_whose_table_does_not_fit_together_stops_and_is_repaired(monkeypatch):
+    """A member asked to leave whose knowledge of its neighbourhood does not fit together
+    cannot start a leave walk: it stops, and its place is repaired as a failure's. The
+    topology protocol's error came out of ``leave`` (a replay of the chaos schedules in the
+    simulator: "sp6: nobody is known to hold positions [6, 14]", after overlapping repairs
+    that no smaller case reproduces), which a daemon's signal handler does not survive: here
+    the protocol is made to refuse as it did."""
+    simulation = Simulation(8, seed=1)
+    simulation.run_until_quiet()
+    node = simulation.nodes["sp3"]
+
+    def refused(**_: object) -> list:
+        raise RemoteProtocolError("", "sp3: nobody is known to hold positions [2]")
+
+    monkeypatch.setattr(node.topology, "leave", refused)
+    outputs = node.leave(simulation._clock("sp3"))
+    assert [o for o in outputs if isinstance(o, Stopped)]
+    simulation._execute("sp3", outputs)
+    simulation.run_until_quiet()
+    cubes = simulation.cubes()
+    assert "sp3" not in simulation.nodes
+    assert len(cubes) == 1 and set(next(iter(cubes.values()))) == set(simulation.nodes)
 
 
 @pytest.mark.parametrize("dead", [1, 3])
