@@ -155,10 +155,10 @@ class Merges(NodeBase):
         neighbour, alive and unsuspected, and goes on doing so for ``failure_seconds`` while
         nothing changes here (counted from the first such claim of the claiming incarnation: a
         process just welcomed claims its place before the update saying so reaches this node,
-        and its earlier incarnation's claims say nothing of it), the claim is stale: two overlapping repairs took one place twice
-        and nothing told the loser. So is a claim next to no position this node holds: the
-        sender's table gives this node a place it left. It is told (``Evicted``: a neighbour in
-        its own view evicts it, so it rejoins)."""
+        and its earlier incarnation's claims say nothing of it), the claim is stale: two
+        overlapping repairs took one place twice and nothing told the loser. So is a claim next
+        to no position this node holds: the sender's table gives this node a place it left. It
+        is told (``Evicted``: a neighbour in its own view evicts it, so it rejoins)."""
         if not claimed or self.topology.busy():  # a merge probe claims none
             self._stale_claims.pop(sender, None)
             return
