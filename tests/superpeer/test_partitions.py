@@ -220,6 +220,32 @@ def test_the_simulator_waits_for_a_merge_under_way():
     check_routing(simulation)
 
 
+def cut_while_publishing(cut_off: int, publications: int) -> list[dict]:
+    """Four super-peers, a publisher at 0 and a subscriber at 2; after three publications
+    super-peer ``cut_off`` is cut off alone, and the publisher goes on, one every half
+    second, to ``publications`` in all."""
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "join", "peer": "sub", "superpeer": 2},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        *[publish(n, "pub") for n in range(3)],
+        {"op": "partition", "groups": [[cut_off], [k for k in range(4) if k != cut_off]]},
+    ]
+    for n in range(3, publications):
+        ops += [publish(n, "pub"), {"op": "wait", "seconds": 0.5}]
+    return ops
+
+
+def deliveries_as_the_oracle_says(ops: list[dict]) -> dict:
+    """The four super-peers run ``ops``; every inbox is the oracle's."""
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(4, ops)
+    return simulation.deliveries()
+
+
 @pytest.mark.parametrize("gone", ["leave", "move"])
 def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone):
     """The publisher's access point is cut off alone while it publishes, and the publisher
@@ -227,25 +253,12 @@ def test_a_publisher_gone_from_an_access_point_cut_off_alone_loses_nothing(gone)
     to advertise, so no ``Elements`` says it is back; its return does, and the subscriber's
     access point asks its log for what it accepted while apart (the chaos run on hosts of
     their own lost those: the origin still counted as failed)."""
-    ops = [
-        {"op": "join", "peer": "pub", "superpeer": 0},
-        {"op": "join", "peer": "sub", "superpeer": 2},
-        {"op": "advertise", "peer": "pub", **BROAD},
-        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
-        *[publish(n, "pub") for n in range(3)],
-        {"op": "partition", "groups": [[0], [1, 2, 3]]},
-    ]
-    for n in range(3, 23):
-        ops += [publish(n, "pub"), {"op": "wait", "seconds": 0.5}]
+    ops = cut_while_publishing(0, 23)
     away = {"op": "leave", "peer": "pub"}
     if gone == "move":
         away = {"op": "move", "peer": "pub", "superpeer": 3}
     ops += [away, {"op": "wait", "seconds": 1}, {"op": "heal"}, {"op": "wait", "seconds": 60}]
-    simulation = Simulation(4, interleave=True, seed=0)
-    for op in ops:
-        simulation.apply(dict(op))
-    assert simulation.deliveries() == expected_deliveries(4, ops)
-    assert len(simulation.deliveries()["sub"]) == 23
+    assert len(deliveries_as_the_oracle_says(ops)["sub"]) == 23
 
 
 @pytest.mark.parametrize("again", [False, True])
@@ -256,16 +269,7 @@ def test_a_subscriber_moving_from_an_access_point_that_died_cut_off_loses_nothin
     when that access point began to miss the other side (``Welcome.missing_since``), not at
     its reconnection: the access point it moves to catches up on everything (a chaos run
     on hosts of their own lost 102 such publications)."""
-    ops = [
-        {"op": "join", "peer": "pub", "superpeer": 0},
-        {"op": "join", "peer": "sub", "superpeer": 2},
-        {"op": "advertise", "peer": "pub", **BROAD},
-        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
-        *[publish(n, "pub") for n in range(3)],
-        {"op": "partition", "groups": [[2], [0, 1, 3]]},
-    ]
-    for n in range(3, 13):
-        ops += [publish(n, "pub"), {"op": "wait", "seconds": 0.5}]
+    ops = cut_while_publishing(2, 13)
     if again:
         ops += [{"op": "detach", "peer": "sub"}, {"op": "attach", "peer": "sub"}]
     ops += [
@@ -275,11 +279,7 @@ def test_a_subscriber_moving_from_an_access_point_that_died_cut_off_loses_nothin
         {"op": "heal"},
         {"op": "wait", "seconds": 60},
     ]
-    simulation = Simulation(4, interleave=True, seed=0)
-    for op in ops:
-        simulation.apply(dict(op))
-    assert simulation.deliveries() == expected_deliveries(4, ops)
-    assert len(simulation.deliveries()["sub"]) == 13
+    assert len(deliveries_as_the_oracle_says(ops)["sub"]) == 13
 
 
 def test_a_leaver_whose_table_does_not_fit_together_stops_and_is_repaired(monkeypatch):
