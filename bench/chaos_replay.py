@@ -29,12 +29,11 @@ import argparse
 import json
 import logging
 import os
-import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from deploy.chaos import FAULTS, make_plan
+from deploy.chaos import FAULTS, make_plan, partition_sides, picked
 from superpeer.node import NodeConfig
 from superpeer.sim import Simulation
 
@@ -99,7 +98,7 @@ class Replay:
 
     def _take(self, candidates: list[int], pick: float) -> int | None:
         free = [k for k in candidates if self.simulation.ids[k] not in self.held]
-        return free[int(pick * 7919) % len(free)] if free else None
+        return picked(free, pick) if free else None
 
     def inject(self, fault: dict, number: int) -> Record:
         simulation = self.simulation
@@ -145,14 +144,7 @@ class Replay:
                 return record
             record.held = [simulation.ids[k] for k in free]
             self.held.update(record.held)
-            order = random.Random(pick).sample(free, len(free))
-            shape = fault["shape"]
-            size = (
-                len(order) // 2 if shape == "halves" else 1 + int(fault["cut"] * (len(order) - 1))
-            )
-            side, other = order[:size], order[size:]
-            if shape == "bridge" and len(other) > 1:
-                side = [*side, other[0]]
+            side, other = partition_sides(free, fault)
             rest = {n for k, n in enumerate(simulation.ids) if k not in free}
             self.cuts[number] = [
                 {simulation.ids[k] for k in side} | rest,

@@ -214,6 +214,24 @@ def make_plan(
             "hosts": hosts}  # fmt: skip
 
 
+def picked(free: list[int], pick: float) -> int:
+    """The one of ``free`` that a fault's ``pick`` (in [0, 1)) names."""
+    return free[int(pick * len(free)) % len(free)]
+
+
+def partition_sides(free: list[int], fault: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """The two sides a ``partition`` fault cuts ``free`` into (``fault["shape"]``): halves, two
+    sides of any sizes (``fault["cut"]``), or two sides and a bridge (in both)."""
+    order = random.Random(fault["pick"]).sample(free, len(free))
+    size = (
+        len(order) // 2 if fault["shape"] == "halves" else 1 + int(fault["cut"] * (len(order) - 1))
+    )
+    side, other = order[:size], order[size:]
+    if fault["shape"] == "bridge" and len(other) > 1:
+        side = [*side, other[0]]
+    return side, other
+
+
 def query(rng: random.Random) -> str:
     kind = rng.randrange(3)
     if kind == 0:
@@ -331,7 +349,7 @@ class Run:
             free = [c for c in candidates if f"{prefix}{c}" not in self.held]
             if not free:
                 return None
-            chosen = free[int(pick * len(free)) % len(free)]
+            chosen = picked(free, pick)
             self.held.add(f"{prefix}{chosen}")
             return chosen
 
@@ -454,12 +472,7 @@ class Run:
                 record.note = "too few super-peers free of other faults: none injected"
                 return
             self.held |= {f"sp{k}" for k in free}
-        order = random.Random(fault["pick"]).sample(free, len(free))
-        shape = fault["shape"]
-        size = len(order) // 2 if shape == "halves" else 1 + int(fault["cut"] * (len(order) - 1))
-        side, other = order[:size], order[size:]
-        if shape == "bridge" and len(other) > 1:
-            side = [*side, other[0]]
+        side, other = partition_sides(free, fault)
         peers = [f"peer{j}" for j in range(len(self.cluster.peer_directories))]
         rest = [k for k in self.cluster.live() if k not in free]  # held by other faults
         groups = [
@@ -467,7 +480,7 @@ class Run:
             [*(f"sp{k}" for k in other), *(f"sp{k}" for k in rest), *peers],
         ]
         record.target = ",".join(f"sp{k}" for k in free)
-        record.note = f"{shape}: {sorted(side)} | {sorted(other)}"
+        record.note = f"{fault['shape']}: {sorted(side)} | {sorted(other)}"
         cut = self.hosts.partition(groups)
         time.sleep(hold)
         self.hosts.heal(cut)
