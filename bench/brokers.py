@@ -178,6 +178,9 @@ class Setup:
     tls: bool
     subscribers: int
     options: argparse.Namespace
+    log_copy: bool = True
+    """Ours: each publication's log entry copied to a neighbour before its ``Ack``
+    (``[recovery] log_copy``; MQTT brokers have no such thing)."""
 
 
 async def measure(
@@ -466,6 +469,7 @@ async def _measure_ours(setup: Setup, size: int) -> dict[str, object]:
     options = setup.options
     directory = Path(tempfile.mkdtemp(prefix="brokers-", dir=options.data_dir))
     settings = f'[store]\nsync = "{options.sync}"\n'
+    settings += f"[recovery]\nlog_copy = {str(setup.log_copy).lower()}\n"
     with Cluster(
         size, trace=False, tls=setup.tls, directory=directory, settings=settings
     ) as cluster:
@@ -518,6 +522,10 @@ def measure_row(setup: Setup) -> dict[str, object]:
 
 def _format(row: dict[str, object]) -> str:
     label = f"{row['system']}, {'TLS' if row['tls'] else 'plaintext'}, {row['subscribers']} sub."
+    if row.get("log_copy") is False:
+        label = (
+            f"{row['system']}, one copy, {'TLS' if row['tls'] else 'plain'}, {row['subscribers']}"
+        )
     if "skipped" in row:
         return f"{label:<32} skipped: {row['skipped']}"
     latency = row.get("latency")
@@ -554,6 +562,12 @@ def main(argv: list[str] | None = None) -> None:
         default="full",
         help="the super-peers' [store] sync (full: fsync'd commits, the default)",
     )
+    parser.add_argument(
+        "--log-copy",
+        default="on",
+        help="on, off or on,off: the super-peers' [recovery] log_copy (off: the origin's log "
+        "alone, no neighbour's copy before the Ack), alternated per row",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     systems = args.systems.split(",")
@@ -561,6 +575,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
     tls_choices = [{"on": True, "off": False}[t] for t in args.tls.split(",")]
+    copy_choices = [{"on": True, "off": False}[c] for c in args.log_copy.split(",")]
     rows = []
     if not args.json:
         print(
@@ -577,15 +592,24 @@ def main(argv: list[str] | None = None) -> None:
     for system in systems:
         for tls in tls_choices:
             for n in (int(k) for k in args.subscribers.split(",")):
-                before = load_average()
-                try:
-                    row = measure_row(Setup(system, tls, n, args))
-                except Skipped as skipped:
-                    row = {"system": system, "tls": tls, "subscribers": n, "skipped": str(skipped)}
-                row["load_before"], row["load_after"] = before, load_average()
-                rows.append(row)
-                if not args.json:
-                    print(_format(row), flush=True)
+                ours = system.startswith("superpeer-")
+                for copy in copy_choices if ours else [True]:
+                    before = load_average()
+                    try:
+                        row = measure_row(Setup(system, tls, n, args, copy))
+                    except Skipped as skipped:
+                        row = {
+                            "system": system,
+                            "tls": tls,
+                            "subscribers": n,
+                            "skipped": str(skipped),
+                        }
+                    if ours:
+                        row["log_copy"] = copy
+                    row["load_before"], row["load_after"] = before, load_average()
+                    rows.append(row)
+                    if not args.json:
+                        print(_format(row), flush=True)
     if args.json:
         print(json.dumps({"rows": rows, "options": vars(args)}, indent=2))
 

@@ -16,7 +16,6 @@ from superpeer._node_base import (
     decoded_as,
     log,
 )
-from superpeer.mailroom import mail_key
 from wire import messages as m
 
 
@@ -68,7 +67,10 @@ class Adoptions(Backlog):
             self.store.add_expired(peer, expired)
         self._hand_versions(peer, successor, now, out)
 
-    def _adopt_log_out(self, successor: str, now: float, out: list[Output]) -> None:
+    def _adopt_log_out(self, holders: list[str], now: float, out: list[Output]) -> None:
+        """This leaver's log (its own entries, its neighbours' copies, what leavers before it
+        handed over) to each of ``holders``: two of them, so that one more loss, the
+        successor's, does not lose what this node accepted (``superpeer._replication``)."""
         logged = [
             n
             for data in self.store.logged_since(now - self.config.log_seconds)
@@ -82,17 +84,13 @@ class Adoptions(Backlog):
             count=self.config.mail_batch,
             frame_bytes=self.config.max_frame_bytes,
         )
-        for chunk in chunks:
-            self._send(successor, m.AdoptLog(notifications=tuple(chunk)), now, out)
+        for holder in holders:
+            for chunk in chunks:
+                self._send(holder, m.AdoptLog(notifications=tuple(chunk)), now, out)
 
     def _adopt_log_in(self, message: m.AdoptLog) -> None:
         for notification in message.notifications:
-            self.store.log_publication(
-                mail_key(notification.owner, notification.publication.id, notification.version),
-                wire.encode(notification),
-                notification.published_at,
-                wire.packed_publication(notification.publication),
-            )
+            self._keep_logged(notification)
 
     def _adopted(self, peer: str, subscribe: m.Subscribe, now: float) -> list[Output]:
         """Keep one adopted subscription (its expiry on this node's clock already), and place

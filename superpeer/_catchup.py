@@ -114,23 +114,51 @@ class CatchUps(NodeBase):
             for origin, entries in sorted(wanted.items()):
                 if origin == self.node_id:
                     self._catch_up_locally(entries, now, out)
-                    continue
-                if self.departed.get(origin, -1) >= self._newest_incarnation(origin):
-                    continue  # declared failed, and not heard of since: nobody to ask
-                address = core.origin_addresses.get(origin) or self.addresses.get(origin, "")
-                chunks = fitting(
-                    entries,
-                    lambda e: m.CatchUp(request="", entries=(e,)),
-                    count=self.config.catchup_batch,
-                    frame_bytes=self.config.max_frame_bytes,
-                )
-                for chunk in chunks:
-                    self.statistics.catchups_asked += 1
-                    request = m.CatchUp(request=self._next_id(), entries=tuple(chunk))
-                    earliest = min(entry[3] for entry in chunk)
-                    asked = {entry[0] for entry in chunk}
-                    self._unanswered[request.request] = (earliest, asked, now, origin)
-                    self._send(origin, request, now, out, address=address)
+                elif not self._gone(origin):
+                    self._ask_catchup(origin, entries, now, out)
+                elif catchup.origins is not None:
+                    # declared failed, and not heard of since: its log's copies are wherever
+                    # it sent them (``superpeer._replication``), asked of every live
+                    # super-peer (asking every one, the others' answers bring them already)
+                    for holder in self._live_superpeers(origin):
+                        if holder == self.node_id:
+                            self._catch_up_locally(entries, now, out, of=origin)
+                        else:
+                            self._ask_catchup(holder, entries, now, out, of=origin)
+
+    def _gone(self, origin: str) -> bool:
+        """Declared failed, and not heard of since: nobody to ask."""
+        return self.departed.get(origin, -1) >= self._newest_incarnation(origin)
+
+    def _live_superpeers(self, besides: str) -> list[str]:
+        """Every super-peer this node knows of that is neither gone nor left, itself too."""
+        core = self.core
+        known = set(self.addresses) | (set(core.origin_positions) if core is not None else set())
+        return sorted(
+            {self.node_id}
+            | {n for n in known if n != besides and not self._gone(n) and not self._has_left(n)}
+        )
+
+    def _ask_catchup(
+        self, target: str, entries: list, now: float, out: list[Output], *, of: str = ""
+    ) -> None:
+        """Ask ``target`` for what its log holds for ``entries`` (of origin ``of`` only)."""
+        core = self.core
+        assert core is not None
+        address = core.origin_addresses.get(target) or self.addresses.get(target, "")
+        chunks = fitting(
+            entries,
+            lambda e: m.CatchUp(request="", entries=(e,), origin=of),
+            count=self.config.catchup_batch,
+            frame_bytes=self.config.max_frame_bytes,
+        )
+        for chunk in chunks:
+            self.statistics.catchups_asked += 1
+            request = m.CatchUp(request=self._next_id(), entries=tuple(chunk), origin=of)
+            earliest = min(entry[3] for entry in chunk)
+            asked = {entry[0] for entry in chunk}
+            self._unanswered[request.request] = (earliest, asked, now, target)
+            self._send(target, request, now, out, address=address)
 
     def _newest_incarnation(self, origin: str) -> int:
         """The newest incarnation of ``origin`` this node heard of: on a link (``Hello``), from
@@ -142,15 +170,18 @@ class CatchUps(NodeBase):
         return max(advertised, self.incarnations.get(origin, 0), self.returned.get(origin, 0))
 
     def _matches(
-        self, entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list
+        self,
+        entries: tuple[tuple[str, str, qel.Subscription, float, float], ...] | list,
+        of: str = "",
     ) -> dict[str, list[m.Notify]]:
-        """Per peer, the logged publications that its entries match, each in its window."""
+        """Per peer, the logged publications (of origin ``of`` only, if given) that its
+        entries match, each in its window."""
         found: dict[str, list[m.Notify]] = {}
         if not entries:
             return found
         for data in self.store.logged_since(min(entry[3] for entry in entries)):
             notification = decoded_as(data, m.Notification)
-            if notification is None:
+            if notification is None or (of and notification.origin != of):
                 continue
             matched: dict[str, dict[str, list[bool]]] = {}
             for peer, sid, subscription, since, until in entries:
@@ -178,7 +209,11 @@ class CatchUps(NodeBase):
         sent = 0
         for data in self.store.logged_since(since):
             notification = decoded_as(data, m.Notification)
-            if notification is None or notification.published_at < since:
+            if (
+                notification is None
+                or notification.published_at < since
+                or not self._own_entry(notification)
+            ):
                 continue
             old, new = versions.concerns(replay.subscription, notification)
             if old or new:
@@ -187,10 +222,13 @@ class CatchUps(NodeBase):
                 sent += 1
         self.statistics.replayed += sent
 
-    def _catch_up_locally(self, entries: list, now: float, out: list[Output]) -> None:
-        found = self._matches(entries)
-        for peer, notice in self._gaps(entries).items():
-            found.setdefault(peer, []).append(notice)
+    def _catch_up_locally(
+        self, entries: list, now: float, out: list[Output], *, of: str = ""
+    ) -> None:
+        found = self._matches(entries, of)
+        if not of:
+            for peer, notice in self._gaps(entries).items():
+                found.setdefault(peer, []).append(notice)
         for peer, notifications in found.items():
             for notify in notifications:
                 self._recover(peer, notify, now, out)
@@ -235,9 +273,12 @@ class CatchUps(NodeBase):
         self, sender: str, message: m.CatchUp, now: float, out: list[Output]
     ) -> None:
         self.statistics.catchups_served += 1
-        found = self._matches(message.entries)
-        for peer, notice in self._gaps(message.entries).items():
-            found.setdefault(peer, []).append(notice)
+        found = self._matches(message.entries, message.origin)
+        if not message.origin:
+            # (a gap notice speaks of this node's own log: one restricted to another origin
+            # is answered from the copies it holds, whose floor says nothing of that origin)
+            for peer, notice in self._gaps(message.entries).items():
+                found.setdefault(peer, []).append(notice)
         peers = sorted({peer for peer, *_ in message.entries})
         for peer in peers:
             self._send_mail(

@@ -30,7 +30,7 @@ from superpeer.actions import (
 from superpeer.core import CoreConfig, SuperPeerCore, trace_record
 from superpeer.expiry import SubscriptionExpiries
 from superpeer.locating import Locator, LocatorConfig
-from superpeer.mailroom import Mailroom
+from superpeer.mailroom import Mailroom, mail_key
 from superpeer.ratelimit import PeerRateLimiter, RateLimits
 from superpeer.rendezvous import Rendezvous, RendezvousConfig
 from superpeer.store import Store
@@ -55,6 +55,8 @@ FROM_ANY = (
     m.Adopt,
     m.Versions,
     m.AdoptLog,
+    m.LogCopy,
+    m.LogCopied,
 )
 """What is taken from a departed or replaced incarnation too: it does not depend on its routing
 state (mail is publications, kept once; an eviction names the incarnation it is about; a
@@ -73,6 +75,8 @@ NODE_HANDLED = (
     m.HandoverDone,
     m.HandoverReceived,
     m.AdoptLog,
+    m.LogCopy,
+    m.LogCopied,
     *RENDEZVOUS_MESSAGES,
     *DIRECT_LOOKUPS,
 )
@@ -124,6 +128,13 @@ class NodeConfig:
     log_seconds: float = 3600.0
     """How long an origin keeps its publications for catch-up."""
     max_logged: int = 100_000
+    log_copy: bool = True
+    """An origin's log entry is copied to a neighbour before the publisher's ``Ack``
+    (``superpeer._replication``): what it accepted survives its loss, disk and all. False: one
+    copy, as durable as the origin's disk."""
+    copy_wait_seconds: float = 1.0
+    """A neighbour's ``LogCopied`` is waited for this long before the next neighbour is tried
+    (and the ``Ack`` leaves with one copy after ``COPY_ATTEMPTS``)."""
     catchup_margin_seconds: float = 5.0
     """Catch-ups and replays ask for this much more hybrid time than strictly needed: a
     publication concurrent with a subscription may carry an earlier hybrid time by as much as a
@@ -224,6 +235,12 @@ class NodeStatistics:
     """Notifications this origin sent again for subscriptions that reached it late."""
     gaps: int = 0
     """Gap notices put in local peers' inboxes (``superpeer._catchup``)."""
+    copies_sent: int = 0
+    """Log entries this origin sent a neighbour to copy (``superpeer._replication``)."""
+    copies_kept: int = 0
+    """Neighbours' log entries copied here."""
+    unreplicated: int = 0
+    """Publications acknowledged with this origin's copy alone (no neighbour answered)."""
     handovers_in: int = 0
     handovers_out: int = 0
     waited: int = 0
@@ -241,6 +258,20 @@ class PeerConnection:
     host: str
     counted: bool = True
     """Still counted against its address's limit of unidentified connections."""
+
+
+@dataclass(slots=True)
+class PendingCopy:
+    """A log entry sent for copying (``superpeer._replication``), and the answers to its
+    publisher that wait for the copy."""
+
+    notification: m.Notification
+    connection: int | None
+    """The publisher's connection, where its ``Ack`` waits (None: none)."""
+    tried: list[str]
+    """The neighbours sent it, in order."""
+    deadline: float
+    """When the last of them is given up on."""
 
 
 @dataclass
@@ -440,6 +471,14 @@ class NodeBase:
         self._unidentified: Counter[str] = Counter()
         self._peer_connection: dict[str, int] = {}
         self._catchups: list[PlannedCatchUp] = []
+        self._copies: dict[str, PendingCopy] = {}
+        """Log entries sent for copying whose answer is awaited, by request
+        (``superpeer._replication``)."""
+        self._answers_held: dict[int, deque[list]] = {}
+        """Per peer connection, answers in the order they were made, each with the copy it
+        waits for ("" once none): they leave from the front (``superpeer._replication``)."""
+        self._copying = True
+        """Whether the last publication acknowledged had its copy (a change is logged)."""
         self._unanswered: dict[str, tuple[float, set[str], float, str]] = {}
         """Catch-ups asked of other origins and not answered whole yet: request -> (the earliest
         hybrid time it asks from, the peers whose answer is still to come, local time asked, the
@@ -613,6 +652,16 @@ class NodeBase:
         """Whether ``start`` ran: before, the node has no incarnation and takes no message
         from another super-peer (its answers would say incarnation 0)."""
         return self.incarnation > 0
+
+    def _keep_logged(self, notification: m.Notification) -> None:
+        """``notification`` in this node's publication log, as its origin logged it (a
+        neighbour's copy, a leaver's hand-over)."""
+        self.store.log_publication(
+            mail_key(notification.owner, notification.publication.id, notification.version),
+            wire.encode(notification),
+            notification.published_at,
+            wire.packed_publication(notification.publication),
+        )
 
     def _next_id(self) -> str:
         self._message_number += 1

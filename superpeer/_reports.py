@@ -94,6 +94,12 @@ class Reports(NodeBase):
                 "gap_notices": self.statistics.gaps,
                 "late": self.core.statistics.late if self.core is not None else 0,
             },
+            "log_copies": {
+                "sent": self.statistics.copies_sent,
+                "kept": self.statistics.copies_kept,
+                "waiting": len(self._copies),
+                "unreplicated": self.statistics.unreplicated,
+            },
             "handovers": {
                 "asked": self.statistics.handovers_in,
                 "given": self.statistics.handovers_out,

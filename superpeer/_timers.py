@@ -63,6 +63,9 @@ class Timers(Backlog):
                 due = min(due, at)
         for at in self._handover_due.values():
             due = min(due, at)
+        copied = self._copy_deadline()
+        if copied is not None and copied < due:
+            due = copied
         for refused in self._refused_for_now.values():
             if refused.silent_by is not None:
                 due = min(due, refused.silent_by)
@@ -87,6 +90,7 @@ class Timers(Backlog):
             or bool(self._catchups)
             or bool(self._replay)
             or bool(self._awaiting)
+            or bool(self._copies)
             or self.locator.next_deadline() is not None
             or any(forward.forget_at is not None for forward in self._moved_away.values())
             or bool(self._suspected)
@@ -110,6 +114,8 @@ class Timers(Backlog):
             reasons.append("publications to replay")
         if self._awaiting:
             reasons.append("handovers (first answer)")
+        if self._copies:
+            reasons.append(f"copies of log entries (their Ack waits): {len(self._copies)}")
         if self.locator.next_deadline() is not None:
             reasons.append("look-ups sent to the super-peer their asker named")
         if any(forward.forget_at is not None for forward in self._moved_away.values()):
@@ -192,6 +198,7 @@ class Timers(Backlog):
         self._probe_lost(now, out)
         self._replay_due(now, out)
         self._handover_timer(now, out)
+        self._copy_timeouts(now, out)
         self._forget_moved(now, out)
         self._expire(now, out)
         if self.core is not None:

@@ -57,9 +57,12 @@ class Deliver:
 @dataclass(frozen=True, slots=True)
 class LogPublication:
     """This node accepted ``notification`` as its origin: keep it in the publication log (for
-    catch-up and for replay after a crash) before the publisher is told."""
+    catch-up and for replay after a crash) before the publisher is told: ``ack``, its answer to
+    the publisher, leaves once the log and a neighbour's copy of the entry are durable
+    (``superpeer._replication``)."""
 
     notification: messages.Notification
+    ack: ToPeer | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     settle_seconds = 2.0               # old routes are kept this long after the cube changes
     log_seconds = 3600.0               # an origin keeps its publications this long (catch-up)
     max_logged = 100000                # and at most this many
+    log_copy = true                    # a neighbour copies each log entry before the Ack
+    copy_wait_seconds = 1.0            # then the next neighbour; after two, the Ack goes anyway
     catchup_margin_seconds = 5.0       # catch-up asks for this much more hybrid time (what a
                                        # clock reading takes to reach every super-peer)
     handover_seconds = 5.0             # wait for a previous access point before catching up
@@ -218,6 +220,8 @@ class Recovery:
     settle_seconds: float = 2.0
     log_seconds: float = 3600.0
     max_logged: int = 100_000
+    log_copy: bool = True
+    copy_wait_seconds: float = 1.0
     catchup_margin_seconds: float = 5.0
     handover_seconds: float = 5.0
     retracted_seconds: float = 20.0
@@ -352,6 +356,8 @@ class SuperPeerConfig:
             max_kept_per_peer=delivery.max_kept_per_peer,
             log_seconds=recovery.log_seconds,
             max_logged=recovery.max_logged,
+            log_copy=recovery.log_copy,
+            copy_wait_seconds=recovery.copy_wait_seconds,
             catchup_margin_seconds=recovery.catchup_margin_seconds,
             max_clock_offset_seconds=limits.max_clock_offset_seconds,
             max_clock_lead_seconds=limits.max_clock_lead_seconds,

@@ -739,9 +739,11 @@ class SuperPeerCore:
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
-        self._reply(peer, m.Ack(request=request), now, out)
-        if accepted is not None:
-            self._originate(peer, accepted, now, out, *made)
+        ack = self._answer(peer, m.Ack(request=request))
+        if accepted is None:
+            out.append(ack)  # the same version again: logged already
+        else:
+            self._originate(peer, accepted, now, out, *made, ack=ack)
 
     def _withdraw(self, peer: str, message: m.Withdraw, now: float, out: list[Output]) -> None:
         request = request_label(message)
@@ -750,8 +752,8 @@ class SuperPeerCore:
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
-        self._reply(peer, m.Ack(request=request), now, out)
-        self._originate(peer, accepted, now, out)
+        ack = self._answer(peer, m.Ack(request=request))
+        self._originate(peer, accepted, now, out, ack=ack)
 
     def _originate(
         self,
@@ -760,11 +762,13 @@ class SuperPeerCore:
         now: float,
         out: list[Output],
         notification: m.Notification | None = None,
+        *,
+        ack: ToPeer | None = None,
     ) -> None:
         if notification is None:
             notification = self._notification_of(peer, change, self.clock.now(now))
         self._trace(out, now, "publish", notification, peer=peer, origin=self.node_id)
-        out.append(LogPublication(notification))
+        out.append(LogPublication(notification, ack))
         self.dispatch_own(notification, now, out)
 
     def _notification_of(self, peer: str, change: Change, stamp: float) -> m.Notification:
@@ -1796,7 +1800,10 @@ class SuperPeerCore:
         )
 
     def _reply(self, peer: str, message: object, now: float, out: list[Output]) -> None:
-        out.append(ToPeer(peer, message, wire.encode(message, self._next_id())))
+        out.append(self._answer(peer, message))
+
+    def _answer(self, peer: str, message: object) -> ToPeer:
+        return ToPeer(peer, message, wire.encode(message, self._next_id()))
 
     def _refuse(self, peer: str, request: str, reason: str, now: float, out: list[Output]) -> None:
         self.statistics.refused += 1

@@ -155,6 +155,7 @@ from superpeer._node_base import (
     decoded_as,
     log,
 )
+from superpeer._replication import Replication, in_order
 from superpeer._reports import Reports
 from superpeer._restoring import prepare_restore, stored_subscriptions
 from superpeer._timers import Timers
@@ -189,10 +190,10 @@ from wire.requests import request_label
 __all__ = ["NodeConfig", "NodeStatistics", "SuperPeerNode"]
 
 
-class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
+class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers, Reports):
     """One super-peer; see the module docstring. Its parts: ``CatchUps``, ``Migrations``,
-    ``Adoptions``, ``Merges``, ``Timers`` (over ``Backlog``) and ``Reports`` (each in its own
-    module), over ``NodeBase`` (its state and plumbing)."""
+    ``Adoptions``, ``Replication``, ``Merges``, ``Timers`` (over ``Backlog``) and ``Reports``
+    (each in its own module), over ``NodeBase`` (its state and plumbing)."""
 
     # == lifecycle =================================================================================
     def start(self, now: float, contacts: list[tuple[str, str]]) -> list[Output]:
@@ -341,7 +342,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if successor is not None:
             for peer in sorted(set(self.store.local_peers()) | set(self._peer_connection)):
                 self._adopt_out(peer, successor, now, out)
-            self._adopt_log_out(successor, now, out)
+            second = self._copy_target([successor], now)
+            self._adopt_log_out([successor] if second is None else [successor, second], now, out)
             assert core is not None
             self._core(
                 core.announce_departure(
@@ -786,6 +788,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             self._handover_received(sender, message)
         elif isinstance(message, m.AdoptLog):
             self._adopt_log_in(message)
+        elif isinstance(message, m.LogCopy):
+            self._copy_in(sender, message, now, out)
+        elif isinstance(message, m.LogCopied):
+            self._copied(message, now, out)
         elif isinstance(message, RENDEZVOUS_MESSAGES):
             produced: list = []
             self.rendezvous.route(message, now, produced)
@@ -1122,7 +1128,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             elif isinstance(output, ToPeer):
                 connection = self._peer_connection.get(output.peer)
                 if connection is not None:
-                    out.append(ToConnection(connection, output.message, output.data))
+                    item = ToConnection(connection, output.message, output.data)
+                    if in_order(output.message):
+                        self._answer(item, out)
+                    else:
+                        out.append(item)
             elif isinstance(output, LogPublication):
                 # the publication kept once: the log entry, the version record and the mail
                 # of every local subscriber refer to it (``superpeer.store``, bodies)
@@ -1139,6 +1149,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
                 self.store.set_pending(
                     versions.RECORDS, *versions.record_of(notification, key if held else None)
                 )
+                self._replicate(notification, output.ack, now, out)
             elif isinstance(output, Found):
                 produced: list = []
                 self.rendezvous.found(output.request, output.superpeer, now, produced)
@@ -1330,7 +1341,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             self._catchups.append(PlannedCatchUp(due, catch_up, None, None))
             for data in self.store.logged_since(since):
                 notification = decoded_as(data, m.Notification)
-                if notification is not None:
+                if notification is not None and self._own_entry(notification):
                     # from the log: owed only to subscriptions older than it
                     again = dataclasses.replace(notification, replayed=True)
                     self._replay.append((due, again))
@@ -1493,6 +1504,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
             return out
         entry.session.close()
         self._forget_connection(connection)
+        self._answers_held.pop(connection, None)
         peer = entry.session.peer
         if peer is not None and self._peer_connection.get(peer) == connection:
             del self._peer_connection[peer]
@@ -1652,7 +1664,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Merges, Timers, Reports):
         if isinstance(message, m.Moved):
             self._moved(peer, message, now, out)
             ack = m.Ack(request=request_label(message))
-            out.append(ToConnection(connection, ack, wire.encode(ack)))
+            self._answer(ToConnection(connection, ack, wire.encode(ack)), out)
             return
         if isinstance(message, m.Leave):
             self._core(core.leave(peer, now), now, out)

@@ -618,6 +618,10 @@ class CatchUp:
     KIND: ClassVar[str] = "sp.catchup"
     request: str
     entries: tuple[tuple[str, str, qel.Subscription, float, float], ...]
+    origin: str = ""
+    """Only the publications of this origin (empty: all the log holds). Asked of every live
+    super-peer when the origin itself is gone: its log's copies (``LogCopy``) and a leaver's
+    hand-over (``AdoptLog``) are wherever they were sent."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -738,6 +742,26 @@ class AdoptLog:
 
     KIND: ClassVar[str] = "sp.adopt_log"
     notifications: tuple[Notification, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogCopy:
+    """An origin's copy of a publication it accepted, for a neighbour's log
+    (``superpeer._replication``): if the origin is lost for good, disk and all, a catch-up
+    still finds it there. Answered by ``LogCopied`` once the copy is durable."""
+
+    KIND: ClassVar[str] = "sp.log_copy"
+    request: str
+    notifications: tuple[Notification, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogCopied:
+    """The copies of ``LogCopy`` ``request`` are durable here: the origin may tell the
+    publisher (its ``Ack``)."""
+
+    KIND: ClassVar[str] = "sp.log_copied"
+    request: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -903,6 +927,8 @@ BACKBONE = (
     HandoverReceived,
     Adopt,
     AdoptLog,
+    LogCopy,
+    LogCopied,
     Versions,
     RendezvousRequest,
     RendezvousChunk,

@@ -1,10 +1,11 @@
 """Relays write nothing for what they forward (README, "What is durable where"): a notification
 is durable at its origin (its publication log, before the publisher's ``Ack`` and before it is
-forwarded) and at the subscriber's access point (its mail); a super-peer in between keeps it in
-memory only, so it makes no commit and no fsync for it, and a power loss there (its store back
-to what was synced, every frame it held gone) loses nothing: the origin's log covers it. So does
-it at the access point, which hands a notification from another origin over before its mail is
-synced.
+forwarded), at one neighbour of the origin (the log entry's copy, before the ``Ack``:
+``superpeer._replication``) and at the subscriber's access point (its mail); any other
+super-peer in between keeps it in memory only, so it makes no commit and no fsync for it, and a
+power loss there (its store back to what was synced, every frame it held gone) loses nothing:
+the origin's log covers it. So does it at the access point, which hands a notification from
+another origin over before its mail is synced.
 
 Run on the simulator with every super-peer on a real ``SqliteStore`` (committed after each
 call, as the daemon's group commit does)."""
@@ -104,7 +105,11 @@ def test_a_relay_writes_and_commits_nothing_for_the_notifications_it_forwards(tm
     assert simulation.deliveries()["sub"] == sorted(f"d{k}" for k in range(20))
     forwarding = relays(simulation, origin, access_point)
     assert forwarding, "the subscriber is three hops away: someone forwarded"
-    for node_id in forwarding:
+    copying = [n for n, node in simulation.nodes.items() if node.statistics.copies_kept]
+    assert len(copying) == 1, "one neighbour of the origin copies its log"
+    assert copying[0] in simulation.nodes[origin].core.view.neighbours()
+    assert simulation.nodes[copying[0]].statistics.copies_kept == 20
+    for node_id in set(forwarding) - set(copying):
         assert counted(simulation, node_id) == before[node_id], f"{node_id} wrote"
     # the two places that keep it durably did write: one commit per publication each
     for node_id in (origin, access_point):

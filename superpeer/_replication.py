@@ -1,0 +1,163 @@
+"""Copies of the publication log (``superpeer.node``, "Copies"): what an origin accepted
+survives the origin's loss, disk and all.
+
+An origin's log is where catch-ups find what a route did not carry (a partition, an access
+point down, a subscriber offline). Kept in one place, it goes with a super-peer that crashes
+for good: a ten-minute chaos run lost 39 acknowledged publications that way (issue 33). So:
+
+1. **Before the ``Ack``.** An origin that logs a publication sends a ``LogCopy`` of the entry
+   to one neighbour: the first by name of those it heard from within ``failure_seconds`` and
+   has not declared failed or seen leave. The publisher's ``Ack`` waits for that neighbour's
+   ``LogCopied``, which leaves there only once the copy is synced (group commit). The
+   notification itself does not wait: it goes down the trees at once, so an online
+   subscriber never waits for the copy.
+2. **A neighbour that does not answer.** Unanswered after ``copy_wait_seconds``, the copy goes
+   to the next such neighbour; after ``COPY_ATTEMPTS`` of them, or with none (a super-peer cut
+   off from all its neighbours), the ``Ack`` leaves with the origin's copy alone, counted
+   (``superpeer_unreplicated_acks``) and logged: each side of a partition keeps working, and
+   what a super-peer cut off alone accepts is as durable as its disk (README, "What is durable
+   where").
+3. **A copy is a log entry** like the holder's own: pruned with them (``log_seconds``,
+   ``max_logged``), answered in catch-ups, handed over with the log when the holder leaves
+   (``AdoptLog``). It is never sent down the trees as the holder's own (a late subscription's
+   replay, a restart's): its origin does that while it lives, and once it is gone, catch-ups
+   restricted to it (``CatchUp.origin``, ``superpeer._catchup``) find the copies wherever they
+   are.
+4. **Answers keep their order.** A peer matches its access point's answers (``Ack``,
+   ``Refused``) to its requests in order (``peer.session``): an answer made while an earlier
+   one on the same connection waits for its copy waits behind it (``_answer``). A connection
+   that ends drops what it held: its peer sends the requests again on the next one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from superpeer._node_base import NodeBase, Output, PendingCopy, log
+from superpeer.actions import ToConnection, ToPeer
+from wire import messages as m
+
+COPY_ATTEMPTS: Final = 2
+"""Neighbours a copy is sent to, one after the other, before the ``Ack`` leaves without one."""
+
+
+def in_order(message: object) -> bool:
+    """Whether a peer matches ``message`` to its requests by their order (``peer.session``):
+    an ``Ack``, or a ``Refused`` of anything but a look-up (those name the look-up)."""
+    if isinstance(message, m.Refused):
+        return not message.request.startswith("locate ")
+    return isinstance(message, m.Ack)
+
+
+class Replication(NodeBase):
+    """Copying this origin's log entries to a neighbour, and keeping neighbours' copies."""
+
+    def _replicate(
+        self, notification: m.Notification, ack: ToPeer | None, now: float, out: list[Output]
+    ) -> None:
+        """``notification`` is in this origin's log (rule 1): copy it, and hold ``ack``."""
+        connection = self._peer_connection.get(ack.peer) if ack is not None else None
+        request = self._next_id()
+        if ack is not None and connection is not None:
+            item = ToConnection(connection, ack.message, ack.data)
+            self._answer(item, out, waits_for=request if self.config.log_copy else "")
+        if self.config.log_copy:
+            pending = PendingCopy(notification, connection, [], now)
+            self._copy_to_next(request, pending, now, out)
+
+    def _answer(self, item: ToConnection, out: list[Output], *, waits_for: str = "") -> None:
+        """``item``, an answer to a peer's request, leaves now unless it waits for the copy
+        ``waits_for`` or an earlier answer on its connection waits (rule 4)."""
+        queue = self._answers_held.get(item.connection)
+        if queue is None and not waits_for:
+            out.append(item)
+            return
+        if queue is None:
+            queue = self._answers_held[item.connection] = deque()
+        queue.append([waits_for, item])
+
+    def _release_answer(self, request: str, connection: int | None, out: list[Output]) -> None:
+        """The copy ``request`` was answered, or given up on: its answer, and those behind it
+        that wait for nothing, leave."""
+        queue = self._answers_held.get(connection) if connection is not None else None
+        if queue is None:
+            return  # (the connection ended: its peer asks again)
+        for entry in queue:
+            if entry[0] == request:
+                entry[0] = ""
+        while queue and not queue[0][0]:
+            out.append(queue.popleft()[1])
+        if not queue:
+            del self._answers_held[connection]
+
+    def _copy_to_next(
+        self, request: str, pending: PendingCopy, now: float, out: list[Output]
+    ) -> None:
+        target = self._copy_target(pending.tried, now)
+        if target is None or len(pending.tried) >= COPY_ATTEMPTS:
+            self._copies.pop(request, None)
+            self.statistics.unreplicated += 1
+            if self._copying:  # said once, not once per publication (a lone super-peer)
+                self._copying = False
+                log.warning(
+                    "event=acks_unreplicated node=%s tried=%s",
+                    self.node_id,
+                    ",".join(pending.tried) or "no neighbour heard from",
+                )
+            self._release_answer(request, pending.connection, out)
+            return
+        pending.tried.append(target)
+        pending.deadline = now + self.config.copy_wait_seconds
+        self._copies[request] = pending
+        self.statistics.copies_sent += 1
+        copy = m.LogCopy(request=request, notifications=(pending.notification,))
+        self._send(target, copy, now, out)
+
+    def _copy_target(self, tried: list[str], now: float) -> str | None:
+        """The neighbour a copy goes to next (rule 1), or None."""
+        core = self.core
+        if core is None:
+            return None
+        recent = now - self.config.failure_seconds
+        for node in sorted(core.view.neighbours()):
+            if (
+                node != self.node_id
+                and node not in tried
+                and node not in self._suspected
+                and self._last_heard.get(node, -1e18) > recent
+                and not self._has_left(node)
+            ):
+                return node
+        return None
+
+    def _copy_in(self, sender: str, message: m.LogCopy, now: float, out: list[Output]) -> None:
+        """Keep a neighbour's log entries (rule 3) and say so; the answer leaves once they are
+        synced, as every output that promises something (``superpeer._commits``)."""
+        for notification in message.notifications:
+            self._keep_logged(notification)
+        self.statistics.copies_kept += len(message.notifications)
+        self._send(sender, m.LogCopied(request=message.request), now, out)
+
+    def _copied(self, message: m.LogCopied, now: float, out: list[Output]) -> None:
+        pending = self._copies.pop(message.request, None)
+        if pending is not None:
+            if not self._copying:
+                self._copying = True
+                log.warning("event=acks_replicated node=%s", self.node_id)
+            self._release_answer(message.request, pending.connection, out)
+
+    def _copy_timeouts(self, now: float, out: list[Output]) -> None:
+        """Copies unanswered for ``copy_wait_seconds`` go to the next neighbour (rule 2)."""
+        for request, pending in sorted(self._copies.items()):
+            if pending.deadline <= now:
+                self._copy_to_next(request, pending, now, out)
+
+    def _copy_deadline(self) -> float | None:
+        return min((p.deadline for p in self._copies.values()), default=None)
+
+    def _own_entry(self, notification: m.Notification) -> bool:
+        """Whether a log entry goes down the trees as this node's (rule 3): its own, or one a
+        leaver handed over, not a live origin's copy."""
+        origin = notification.origin
+        return origin == self.node_id or self._has_left(origin) or origin in self.departed

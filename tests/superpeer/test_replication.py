@@ -1,0 +1,170 @@
+"""Copies of the publication log (``superpeer._replication``): a publication is durable at its
+origin and at one neighbour before the publisher's ``Ack``, so that an origin lost for good,
+disk and all, loses nothing it acknowledged; an origin that no neighbour answers (cut off
+alone) still acknowledges, with its own copy, and says so."""
+
+import pytest
+
+import qel
+from superpeer._node_base import decoded_as
+from superpeer.node import SuperPeerNode
+from superpeer.sim import Simulation
+from tests.superpeer.oracle import expected_deliveries
+from tests.superpeer.test_clocks import BROAD, publish
+from tests.superpeer.test_partitions import QUERY, cut_while_publishing
+from wire import messages as m
+from wire.requests import request_label
+
+
+def publisher_and_subscriber(superpeers: int, publisher: int, subscriber: int) -> list[dict]:
+    return [
+        {"op": "join", "peer": "pub", "superpeer": publisher},
+        {"op": "join", "peer": "sub", "superpeer": subscriber},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+    ]
+
+
+def logged(simulation: Simulation, node_id: str) -> set[str]:
+    """The publication ids in ``node_id``'s log."""
+    entries = simulation.stores[node_id].logged_since(float("-inf"))
+    return {decoded_as(data, m.Notification).publication.id for data in entries}
+
+
+def acks(simulation: Simulation, peer: str) -> int:
+    return sum(isinstance(a, m.Ack) for a in simulation.peers[peer].answers)
+
+
+def test_the_publishers_ack_leaves_once_a_neighbour_holds_a_copy():
+    """Each publication is in the origin's log and in one neighbour's before its ``Ack``; the
+    other super-peers hold no copy."""
+    simulation = Simulation(8, interleave=True, seed=1)
+    for op in publisher_and_subscriber(8, 0, 7):
+        simulation.apply(dict(op))
+    before = acks(simulation, "pub")
+    for n in range(10):
+        simulation.apply(publish(n))
+    assert acks(simulation, "pub") - before == 10
+    origin = simulation.nodes[simulation.ids[0]]
+    assert origin.statistics.copies_sent == 10 and origin.statistics.unreplicated == 0
+    holders = [n for n in simulation.ids[1:] if logged(simulation, n)]
+    assert len(holders) == 1 and holders[0] in origin.core.view.neighbours()
+    assert logged(simulation, holders[0]) == {f"n{k}" for k in range(10)}
+    assert len(simulation.deliveries()["sub"]) == 10
+
+
+def test_an_ack_whose_copy_is_never_confirmed_waits_for_two_neighbours_then_leaves(monkeypatch):
+    """No ``LogCopied`` reaches the origin: the ``Ack`` waits ``copy_wait_seconds`` for one
+    neighbour, as long for another, then leaves with the origin's copy alone, counted."""
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    simulation = Simulation(8, interleave=True, seed=1)
+    for op in publisher_and_subscriber(8, 0, 7):
+        simulation.apply(dict(op))
+    before, started = acks(simulation, "pub"), simulation.now
+    simulation.apply(publish(0))
+    origin = simulation.nodes[simulation.ids[0]]
+    assert acks(simulation, "pub") - before == 1
+    assert simulation.now - started >= 2 * simulation.node_config.copy_wait_seconds
+    assert origin.statistics.copies_sent == 2 and origin.statistics.unreplicated == 1
+    assert origin.status(simulation.now)["log_copies"]["unreplicated"] == 1
+    assert simulation.deliveries()["sub"] == ["n0"]  # the notification did not wait
+
+
+def test_a_super_peer_cut_off_alone_goes_on_acknowledging_with_its_own_copy():
+    """Each side keeps working: an origin whose every neighbour is unreachable acknowledges
+    (after its attempts), and its own subscriber receives everything."""
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in publisher_and_subscriber(4, 0, 0):
+        simulation.apply(dict(op))
+    simulation.apply({"op": "partition", "groups": [[0], [1, 2, 3]]})
+    before = acks(simulation, "pub")
+    for n in range(5):
+        simulation.apply(publish(n))
+    assert acks(simulation, "pub") - before == 5
+    assert simulation.nodes[simulation.ids[0]].statistics.unreplicated == 5
+    assert len(simulation.deliveries()["sub"]) == 5
+
+
+@pytest.mark.parametrize(
+    "cut", [[[2], [0, 1, 3]], [[0, 1], [2, 3]]], ids=["access-point-alone", "halves"]
+)
+def test_an_origin_lost_for_good_loses_nothing_it_acknowledged(cut):
+    """The subscriber's access point is cut off from the origin while the publisher publishes;
+    the origin dies for good, disk and all, before the heal. What it acknowledged is in a
+    neighbour's copy, which the access point's catch-up finds (without copies, 10 of 13 were
+    lost: the only log went with the origin)."""
+    ops = [
+        {**op, "groups": cut} if op["op"] == "partition" else op
+        for op in cut_while_publishing(2, 13)
+    ]
+    ops += [
+        {"op": "wait", "seconds": 1},
+        {"op": "superpeer_fail", "superpeer": 0},
+        {"op": "heal"},
+        {"op": "wait", "seconds": 60},
+    ]
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(4, ops)
+    assert len(simulation.deliveries()["sub"]) == 13
+
+
+def test_a_leaver_hands_its_log_to_two_neighbours():
+    """A super-peer that leaves cleanly hands its log to its successor and to one more
+    neighbour: the successor's loss alone does not lose what the leaver accepted."""
+    simulation = Simulation(8, interleave=True, seed=2)
+    for op in publisher_and_subscriber(8, 0, 7):
+        simulation.apply(dict(op))
+    for n in range(5):
+        simulation.apply(publish(n))
+    leaver = simulation.nodes[simulation.ids[0]]
+    neighbours = sorted(leaver.core.view.neighbours())
+    simulation.apply({"op": "superpeer_leave", "superpeer": 0})
+    holding = [n for n in neighbours if logged(simulation, n) >= {f"n{k}" for k in range(5)}]
+    assert len(holding) >= 2
+
+
+def test_a_catch_up_restricted_to_an_origin_answers_its_entries_only():
+    """``CatchUp.origin``: a holder answers from the copies of that origin, not from the rest
+    of its log."""
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in publisher_and_subscriber(4, 0, 3):
+        simulation.apply(dict(op))
+    simulation.apply(publish(0))
+    holder = next(n for n in simulation.ids[1:] if logged(simulation, n))
+    for op in (
+        {"op": "join", "peer": "pub2", "superpeer": simulation.ids.index(holder)},
+        {"op": "advertise", "peer": "pub2", **BROAD},
+        publish(1, "pub2"),
+    ):
+        simulation.apply(dict(op))
+    node = simulation.nodes[holder]
+    subscription = simulation.nodes[simulation.ids[3]].core.subscriptions_of("sub")["s1"]
+    entries = [("sub", "s1", subscription, float("-inf"), float("inf"))]
+    everything = {n.publication.id for ns in node._matches(entries).values() for n in ns}
+    only = node._matches(entries, simulation.ids[0])
+    assert everything == {"n0", "n1"}
+    assert {n.publication.id for ns in only.values() for n in ns} == {"n0"}
+
+
+def test_answers_keep_the_order_of_the_requests_while_an_ack_waits_for_its_copy(monkeypatch):
+    """A peer matches answers to requests in order: a subscription's ``Ack``, made at once,
+    leaves after the ``Ack`` of the publication before it, which waits for its copy."""
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in publisher_and_subscriber(4, 0, 3):
+        simulation.apply(dict(op))
+    peer = simulation.peers["pub"]
+    data = publish(0)["data"]
+    (publication,) = qel.parse_publications(data, "turtle", publisher="pub", id="n0")
+    requests = [
+        m.Publish(publication=publication),
+        m.Subscribe(id="s9", subscription=qel.parse_subscription(QUERY)),
+    ]
+    before = len(peer.answers)
+    for request in requests:
+        simulation._from_peer(peer, request)
+    simulation.run_until_quiet()
+    answered = [a.request for a in peer.answers[before:] if isinstance(a, m.Ack)]
+    assert answered == [request_label(r) for r in requests]
