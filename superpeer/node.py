@@ -54,6 +54,14 @@ Rules, beyond the routing core's:
   again, or a neighbour it had declared failed, if that is earlier: kept on disk, for a node
   that crashes while cut off), and replays its own publication log since then (a publication it
   accepted just before it crashed may not have left).
+* **Copies** (``superpeer._replication``). An origin's log entry is copied to a neighbour (the
+  first by name heard from within ``failure_seconds``; the next after ``copy_wait_seconds``
+  unanswered; none after two, or with none to ask) before the publisher's ``Ack``, which waits
+  for the copy's ``LogCopied`` (answers on a connection keep their order); the notification does
+  not wait. Copies are log entries of the holder, answered in catch-ups and handed over with
+  its log, never replayed as its own. A catch-up owed by an origin declared failed and not
+  heard of since is asked of every live super-peer, restricted to that origin
+  (``CatchUp.origin``); a leaver hands its log to its successor and one more neighbour.
 * **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
   kept (``Mail``), forgets the peer (subscriptions retracted network-wide after ``settle_seconds``,

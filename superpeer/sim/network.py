@@ -281,6 +281,10 @@ class Simulation:
         """Nodes found busy when last asked (``_any_busy``)."""
         self._unchecked: set[str] = set()
         """Nodes called since they were last asked whether they are busy."""
+        self.unreplicated_when_killed: dict[str, int] = {}
+        """Per super-peer killed (its process gone), the publications it had acknowledged with
+        its own log's copy alone (``superpeer._replication``): kept for good, what it lost of
+        them is not owed."""
         self._links: set[tuple[str, str]] = set()
         """(sender, receiver) pairs with a link open, as the daemon's ``Links`` keeps them: a
         message to a super-peer without one needs its address, or the daemon drops it."""
@@ -466,7 +470,8 @@ class Simulation:
         self.run_until_quiet(until=lambda: self._repaired(node_id))
 
     def _kill(self, node_id: str) -> None:
-        del self.nodes[node_id]
+        node = self.nodes.pop(node_id)
+        self.unreplicated_when_killed[node_id] = node.statistics.unreplicated
         self._forget_links(node_id)
         self._unchecked.add(node_id)
         self._deadline_of.pop(node_id, None)

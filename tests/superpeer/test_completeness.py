@@ -181,7 +181,9 @@ def test_after_everyone_unsubscribes_no_routing_state_is_left(workload):
 
 
 @st.composite
-def churning_workloads(draw: st.DrawFn, *, partitions: bool = False) -> tuple[int, list[dict]]:
+def churning_workloads(
+    draw: st.DrawFn, *, partitions: bool = False, for_good: bool = False
+) -> tuple[int, list[dict]]:
     """The same workloads with the backbone's life mixed in: super-peers joining, leaving
     cleanly, failing (detected by silence), restarting on their data, pausing (a stopped
     process: its place repaired if the pause outlasts the failure timeout, it rejoins when it
@@ -246,7 +248,9 @@ def churning_workloads(draw: st.DrawFn, *, partitions: bool = False) -> tuple[in
     # harness does
     if partitions:
         mixed.append({"op": "heal"})
-    mixed += [{"op": "superpeer_restart", "superpeer": k} for k in range(count)]
+    # ``for_good``: the last super-peer to fail stays dead, disk and all (``crash``)
+    gone = failed[-1:] if for_good else []
+    mixed += [{"op": "superpeer_restart", "superpeer": k} for k in range(count) if k not in gone]
     return superpeers, mixed
 
 
@@ -308,6 +312,29 @@ def test_deliveries_survive_partitions_and_overlapping_faults(workload, interlea
     cubes = simulation.cubes()
     assert len(cubes) == 1 and None not in cubes, cubes
     check_routing(simulation)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    churning_workloads(partitions=True, for_good=True), st.booleans(), st.integers(0, 3), clocks()
+)
+def test_deliveries_survive_a_super_peer_lost_for_good(workload, interleave, seed, skews):
+    """The partition property with the last super-peer to fail never back (``crash``): what
+    it accepted as an origin, and what it kept for its peers, is still delivered, from its log
+    entries' copies at its neighbours (``superpeer._replication``) and its peers' moves. Not
+    owed: what it acknowledged when no neighbour answered (cut off from all of them)."""
+    superpeers, ops = workload
+    simulation = run(superpeers, ops, skews, interleave=interleave, seed=seed)
+    assume(not any(ELSEWHERE in str(error["error"]) for error in simulation.errors))
+    simulation.apply({"op": "wait", "seconds": 60})
+    assume(not simulation.deferred)
+    lost = [n for n in simulation.ids if n not in simulation.nodes]
+    event(f"super-peers lost for good: {len(lost)}")
+    unreplicated = sum(simulation.unreplicated_when_killed.get(n, 0) for n in lost)
+    event(f"acknowledged with one copy by a lost one: {bool(unreplicated)}")
+    assume(not unreplicated)
+    assert simulation.deliveries() == expected_deliveries(superpeers, ops)
 
 
 ELSEWHERE = "its changes go there"
