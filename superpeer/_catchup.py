@@ -131,9 +131,12 @@ class CatchUps(NodeBase):
         return self.departed.get(origin, -1) >= self._newest_incarnation(origin)
 
     def _live_superpeers(self, besides: str) -> list[str]:
-        """Every super-peer this node knows of that is neither gone nor left, itself too."""
+        """Every super-peer this node knows of (and where) that is neither gone nor left,
+        itself too."""
         core = self.core
-        known = set(self.addresses) | (set(core.origin_positions) if core is not None else set())
+        known = {n for n, address in self.addresses.items() if address}
+        if core is not None:
+            known |= {n for n, address in core.origin_addresses.items() if address}
         return sorted(
             {self.node_id}
             | {n for n in known if n != besides and not self._gone(n) and not self._has_left(n)}
