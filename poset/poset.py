@@ -52,6 +52,7 @@ from poset.chains import Chain, ChainDecomposition, Probe
 from poset.dominance import FamilyPoints, point
 from poset.edges import Edges, EdgeView, added, removed
 from poset.families import Bounds, Family, Signed, bounds_within, projected, ranges_within
+from poset.gaps import Columns, columns, escapes
 from poset.generality import generality_key
 from poset.predicate_index import Held, PredicateIndex
 from poset.sent_index import SentIndex
@@ -814,14 +815,23 @@ def _covers(
     general: qel.Subscription,
     specific: qel.Subscription,
     targets: tuple[Target, ...] | None = None,
+    found: Columns | None = None,
 ) -> bool:
     """``qel.covers``, minus what a placement, asking it thousands of times a second, need not
     pay: comparing the keys (two frozensets built per call; never equal here) and, against a
     one-filter subscription, the candidate list of ``filter_covered`` (one filter is usable or
     not; ``filter_within`` decides when no predicate repeats). ``targets``: ``specific``'s
-    filters as ``qel.covering.Target`` (a probe's, reused by each test against it)."""
+    filters as ``qel.covering.Target`` (a probe's, reused by each test against it). Against a
+    DNF, a filter of ``specific`` with a value that one dimension of ``general`` leaves out
+    (``poset.gaps``; ``found``: ``general``'s columns, a probe's kept) refutes first: two thirds
+    of the "no"s on shapes, at a few microseconds instead of 12 to 70."""
     candidates = general.filters
     if len(candidates) > 1:
+        if found is None:
+            found = columns(candidates)
+        for part in specific.filters:
+            if escapes(found, part):
+                return False
         return all(filter_covered(part, candidates) for part in targets or specific.filters)
     only = candidates[0]
     for position, part in enumerate(specific.filters):
@@ -880,6 +890,7 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
         general.subscription,
         specific.subscription,
         specific.targets if type(specific) is Probe else None,
+        general.columns() if type(general) is Probe else None,
     )
 
 
