@@ -823,8 +823,8 @@ def _covers(
     not; ``filter_within`` decides when no predicate repeats). ``targets``: ``specific``'s
     filters as ``qel.covering.Target`` (a probe's, reused by each test against it). Against a
     DNF, a filter of ``specific`` with a value that one dimension of ``general`` leaves out
-    (``poset.gaps``; ``found``: ``general``'s columns, a probe's kept) refutes first: two thirds
-    of the "no"s on shapes, at a few microseconds instead of 12 to 70."""
+    (``poset.gaps``; ``found``: ``general``'s columns, a probe's kept) refutes first: three
+    quarters of the "no"s on shapes, at a few microseconds instead of 12 to 70."""
     candidates = general.filters
     if len(candidates) > 1:
         if found is None:
