@@ -41,6 +41,7 @@ from typing import Protocol
 
 import qel
 from poset.families import Bounds, Family, Signed, signature
+from poset.gaps import Columns, columns
 from poset.predicate_index import PredicateIndex
 from poset.witness_index import Sample, WitnessIndex
 from qel.covering import Target
@@ -331,11 +332,13 @@ class Probe:
     Its witnesses (a node that covers it matches all of them: what the index of chain tops is
     asked with), its family and bounds (``poset.families``: a test against a node of its family
     compares bounds), its filters as ``qel.covering.Target`` (the points each test of a node
-    covering it tries, built once), and the answers so far: a placement asks about the same
+    covering it tries, built once), its ``poset.gaps`` columns (built when first tested as the
+    general side), and the answers so far: a placement asks about the same
     node more than once (binary search, minimality, chain choice).
     """
 
     __slots__ = (
+        "_columns",
         "_covered_by",
         "_covers",
         "_test",
@@ -355,6 +358,14 @@ class Probe:
         self._test = covers
         self._covered_by: dict[int, bool] = {}
         self._covers: dict[int, bool] = {}
+        self._columns: Columns | None = None
+
+    def columns(self) -> Columns:
+        """``poset.gaps.columns`` of its filters, built on first use (a placement tests the
+        probe as the general side of tens of tests)."""
+        if self._columns is None:
+            self._columns = columns(self.subscription.filters)
+        return self._columns
 
     def matched_by(self, node: Ranked) -> bool:
         """Whether ``node`` matches every witness (necessary for covering the subscription)."""

@@ -3,14 +3,16 @@
 insertions and removals, with the lookups that use it checked against brute force."""
 
 import itertools
+from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset import poset as poset_module
 from poset.chains import Probe
 from poset.families import signature
-from poset.poset import SubscriptionPoset, _covers, _covers_signed
+from poset.poset import SubscriptionPoset, _above_by_ancestors, _covers, _covers_signed
 from poset.witness_index import Sample, WitnessIndex
 from qel.filters import witness
 from qel.matching import filter_matches
@@ -54,6 +56,41 @@ def test_chains_partition_the_nodes_in_covering_order(entries, probe):
     assert [n.id for n in poset.covered(probe)] == [
         n.id for n in nodes if qel.covers(probe, n.subscription)
     ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(subscriptions(max_patterns=2, max_disjuncts=3), st.booleans()),
+        min_size=2,
+        max_size=16,
+    ),
+    st.integers(0, 16),
+)
+def test_above_by_ancestors_is_strict_covering(entries, walked):
+    """The Hasse diagram read upward (``_above_by_ancestors``, at any bound on the ancestors
+    walked) answers as ``qel.covers`` one way and not the other, for every pair of nodes."""
+    poset = SubscriptionPoset()
+    for number, (subscription, _) in enumerate(entries):
+        poset.insert(subscription, "peer", str(number))
+    for number, (_, removed) in enumerate(entries):
+        if removed and len(poset) > 1:
+            poset.remove("peer", str(number))
+    ancestors: dict = {}
+    with _walking_at_most(walked):
+        for general, specific in itertools.permutations(poset, 2):
+            expected = qel.covers(general.subscription, specific.subscription)
+            assert _above_by_ancestors(general, specific, ancestors) == expected
+
+
+@contextmanager
+def _walking_at_most(walked):
+    kept = poset_module._ANCESTORS_WALKED
+    poset_module._ANCESTORS_WALKED = walked
+    try:
+        yield
+    finally:
+        poset_module._ANCESTORS_WALKED = kept
 
 
 @settings(max_examples=200, deadline=None)
