@@ -114,17 +114,24 @@ class CatchUps(NodeBase):
             for origin, entries in sorted(wanted.items()):
                 if origin == self.node_id:
                     self._catch_up_locally(entries, now, out)
-                elif not self._gone(origin):
+                elif not self._gone(origin) and self._address_of(origin):
                     self._ask_catchup(origin, entries, now, out)
                 elif catchup.origins is not None:
-                    # declared failed, and not heard of since: its log's copies are wherever
-                    # it sent them (``superpeer._replication``), asked of every live
-                    # super-peer (asking every one, the others' answers bring them already)
+                    # declared failed and not heard of since, or known only from routes (a
+                    # node that joined after it died): its log's copies are wherever it sent
+                    # them (``superpeer._replication``), asked of every live super-peer
+                    # (asking every one, the others' answers bring them already)
                     for holder in self._live_superpeers(origin):
                         if holder == self.node_id:
                             self._catch_up_locally(entries, now, out, of=origin)
                         else:
                             self._ask_catchup(holder, entries, now, out, of=origin)
+
+    def _address_of(self, node: str) -> str:
+        """Where ``node`` is, as far as this node knows ("": nowhere known)."""
+        core = self.core
+        known = core.origin_addresses.get(node, "") if core is not None else ""
+        return known or self.addresses.get(node, "")
 
     def _gone(self, origin: str) -> bool:
         """Declared failed, and not heard of since: nobody to ask."""
@@ -134,9 +141,8 @@ class CatchUps(NodeBase):
         """Every super-peer this node knows of (and where) that is neither gone nor left,
         itself too."""
         core = self.core
-        known = {n for n, address in self.addresses.items() if address}
-        if core is not None:
-            known |= {n for n, address in core.origin_addresses.items() if address}
+        known = set(self.addresses) | (set(core.origin_addresses) if core is not None else set())
+        known = {n for n in known if self._address_of(n)}
         return sorted(
             {self.node_id}
             | {n for n in known if n != besides and not self._gone(n) and not self._has_left(n)}
@@ -148,7 +154,7 @@ class CatchUps(NodeBase):
         """Ask ``target`` for what its log holds for ``entries`` (of origin ``of`` only)."""
         core = self.core
         assert core is not None
-        address = core.origin_addresses.get(target) or self.addresses.get(target, "")
+        address = self._address_of(target)
         chunks = fitting(
             entries,
             lambda e: m.CatchUp(request="", entries=(e,), origin=of),
