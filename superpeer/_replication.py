@@ -94,7 +94,7 @@ class Replication(NodeBase):
     def _copy_to_next(
         self, request: str, pending: PendingCopy, now: float, out: list[Output]
     ) -> None:
-        target = self._copy_target(pending.tried, now)
+        target = self._live_neighbour(pending.tried, now)
         if target is None or len(pending.tried) >= COPY_ATTEMPTS:
             self._copies.pop(request, None)
             self.statistics.unreplicated += 1
@@ -114,18 +114,22 @@ class Replication(NodeBase):
         copy = m.LogCopy(request=request, notifications=(pending.notification,))
         self._send(target, copy, now, out)
 
-    def _copy_target(self, tried: list[str], now: float) -> str | None:
-        """The neighbour a copy goes to next (rule 1), or None."""
+    def _live_neighbour(self, besides: list[str], now: float) -> str | None:
+        """The first neighbour by name, but ``besides``, heard from within ``failure_seconds``
+        (any, without supervision), not declared failed and not left: where a copy goes next
+        (rule 1), and who adopts a leaver's peers. A neighbour dead and not yet repaired is
+        still in the table."""
         core = self.core
         if core is None:
             return None
+        supervised = self.config.heartbeat_seconds is not None
         recent = now - self.config.failure_seconds
         for node in sorted(core.view.neighbours()):
             if (
                 node != self.node_id
-                and node not in tried
+                and node not in besides
                 and node not in self._suspected
-                and self._last_heard.get(node, -1e18) > recent
+                and (not supervised or self._last_heard.get(node, -1e18) > recent)
                 and not self._has_left(node)
             ):
                 return node

@@ -346,11 +346,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         core = self.core
         successor = None
         if core is not None and self.topology.state is NodeState.MEMBER:
-            successor = self.successor()
+            successor = self.successor(now)
         if successor is not None:
             for peer in sorted(set(self.store.local_peers()) | set(self._peer_connection)):
                 self._adopt_out(peer, successor, now, out)
-            second = self._copy_target([successor], now)
+            second = self._live_neighbour([successor], now)
             self._adopt_log_out([successor] if second is None else [successor, second], now, out)
             assert core is not None
             self._core(
@@ -407,12 +407,15 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self.stopped = True
         out.append(Stopped(f"left the cube ({reason})"))
 
-    def successor(self) -> str | None:
-        """The neighbour that adopts this node's peers when it leaves."""
+    def successor(self, now: float) -> str | None:
+        """The neighbour that adopts this node's peers when it leaves: a live one
+        (``_live_neighbour``: one that crashed and is not yet repaired would take the peers and
+        their mail to nowhere), else the first by name (cut off from all of them, what it hands
+        over reaches it after the heal: its channel keeps it)."""
         if self.core is None:
             return None
         neighbours = sorted(self.core.view.neighbours())
-        return neighbours[0] if neighbours else None
+        return self._live_neighbour([], now) or (neighbours[0] if neighbours else None)
 
     # == the topology ==============================================================================
     def _topology(self, outputs: list, now: float, out: list[Output]) -> None:

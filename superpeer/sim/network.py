@@ -453,7 +453,7 @@ class Simulation:
     def _superpeer_leave(self, index: int) -> None:
         node_id = self.ids[index]
         node = self.nodes[node_id]
-        successor = node.successor()
+        successor = node.successor(self._clock(node_id))
         self._execute(node_id, node.leave(self._clock(node_id)))
         self.run_until_quiet()
         if successor is not None:

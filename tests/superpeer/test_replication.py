@@ -126,7 +126,7 @@ def test_a_leaver_whose_successor_is_then_lost_for_good_loses_nothing():
     simulation = Simulation(8, interleave=True, seed=0)
     for op in ops:
         simulation.apply(dict(op))
-    successor = simulation.nodes[simulation.ids[0]].successor()
+    successor = simulation.nodes[simulation.ids[0]].successor(simulation.now)
     for op in (
         {"op": "superpeer_leave", "superpeer": 0},
         {"op": "wait", "seconds": 1},
