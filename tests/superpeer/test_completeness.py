@@ -325,7 +325,7 @@ def test_deliveries_survive_partitions_and_overlapping_faults(workload, interlea
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(
     churning_workloads(partitions=True, for_good=True), st.booleans(), st.integers(0, 3), clocks()
 )
