@@ -739,7 +739,7 @@ class SuperPeerCore:
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
-        ack = self._answer(peer, m.Ack(request=request))
+        ack = self._to_peer(peer, m.Ack(request=request))
         if accepted is None:
             out.append(ack)  # the same version again: logged already
         else:
@@ -752,7 +752,7 @@ class SuperPeerCore:
         except VersionError as error:
             self._refuse(peer, request, str(error), now, out)
             return
-        ack = self._answer(peer, m.Ack(request=request))
+        ack = self._to_peer(peer, m.Ack(request=request))
         self._originate(peer, accepted, now, out, ack=ack)
 
     def _originate(
@@ -1800,9 +1800,11 @@ class SuperPeerCore:
         )
 
     def _reply(self, peer: str, message: object, now: float, out: list[Output]) -> None:
-        out.append(self._answer(peer, message))
+        out.append(self._to_peer(peer, message))
 
-    def _answer(self, peer: str, message: object) -> ToPeer:
+    def _to_peer(self, peer: str, message: object) -> ToPeer:
+        """``message`` for local peer ``peer``, encoded (a publisher's ``Ack`` is carried in the
+        ``LogPublication`` it waits for: ``superpeer._replication``)."""
         return ToPeer(peer, message, wire.encode(message, self._next_id()))
 
     def _refuse(self, peer: str, request: str, reason: str, now: float, out: list[Output]) -> None:
