@@ -141,8 +141,8 @@ class CatchUps(NodeBase):
         """Every super-peer this node knows of (and where) that is neither gone nor left,
         itself too."""
         core = self.core
-        known = set(self.addresses) | (set(core.origin_addresses) if core is not None else set())
-        known = {n for n in known if self._address_of(n)}
+        named = set(self.addresses) | (set(core.origin_addresses) if core is not None else set())
+        known = {n for n in named if self._address_of(n)}
         return sorted(
             {self.node_id}
             | {n for n in known if n != besides and not self._gone(n) and not self._has_left(n)}
@@ -152,8 +152,6 @@ class CatchUps(NodeBase):
         self, target: str, entries: list, now: float, out: list[Output], *, of: str = ""
     ) -> None:
         """Ask ``target`` for what its log holds for ``entries`` (of origin ``of`` only)."""
-        core = self.core
-        assert core is not None
         address = self._address_of(target)
         chunks = fitting(
             entries,

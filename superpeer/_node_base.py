@@ -653,15 +653,18 @@ class NodeBase:
         from another super-peer (its answers would say incarnation 0)."""
         return self.incarnation > 0
 
-    def _keep_logged(self, notification: m.Notification) -> None:
-        """``notification`` in this node's publication log, as its origin logged it (a
-        neighbour's copy, a leaver's hand-over)."""
-        self.store.log_publication(
-            mail_key(notification.owner, notification.publication.id, notification.version),
+    def _keep_logged(self, notification: m.Notification) -> tuple[str, bool]:
+        """``notification`` in this node's publication log, as its origin logged it (its own,
+        a neighbour's copy, a leaver's hand-over): its key, and whether the store keeps its
+        publication once, as a body the rest refers to (``Store.log_publication``)."""
+        key = mail_key(notification.owner, notification.publication.id, notification.version)
+        held = self.store.log_publication(
+            key,
             wire.encode(notification),
             notification.published_at,
             wire.packed_publication(notification.publication),
         )
+        return key, held
 
     def _next_id(self) -> str:
         self._message_number += 1

@@ -42,14 +42,6 @@ COPY_ATTEMPTS: Final = 2
 """Neighbours a copy is sent to, one after the other, before the ``Ack`` leaves without one."""
 
 
-def in_order(message: object) -> bool:
-    """Whether a peer matches ``message`` to its requests by their order (``peer.session``):
-    an ``Ack``, or a ``Refused`` of anything but a look-up (those name the look-up)."""
-    if isinstance(message, m.Refused):
-        return not message.request.startswith("locate ")
-    return isinstance(message, m.Ack)
-
-
 class Replication(NodeBase):
     """Copying this origin's log entries to a neighbour, and keeping neighbours' copies."""
 
@@ -58,13 +50,14 @@ class Replication(NodeBase):
     ) -> None:
         """``notification`` is in this origin's log (rule 1): copy it, and hold ``ack``."""
         connection = self._peer_connection.get(ack.peer) if ack is not None else None
-        request = self._next_id()
+        target = self._live_neighbour([], now) if self.config.log_copy else None
+        request = self._next_id() if target is not None else ""
         if ack is not None and connection is not None:
-            item = ToConnection(connection, ack.message, ack.data)
-            self._answer(item, out, waits_for=request if self.config.log_copy else "")
-        if self.config.log_copy:
-            pending = PendingCopy(notification, connection, [], now)
-            self._copy_to_next(request, pending, now, out)
+            self._answer(ToConnection(connection, ack.message, ack.data), out, waits_for=request)
+        if target is not None:
+            self._copy_to(target, request, PendingCopy(notification, connection, [], now), now, out)
+        elif self.config.log_copy:
+            self._unreplicated([], out)  # a lone super-peer, or cut off from every neighbour
 
     def _answer(self, item: ToConnection, out: list[Output], *, waits_for: str = "") -> None:
         """``item``, an answer to a peer's request, leaves now unless it waits for the copy
@@ -94,25 +87,36 @@ class Replication(NodeBase):
     def _copy_to_next(
         self, request: str, pending: PendingCopy, now: float, out: list[Output]
     ) -> None:
+        """The copy ``request`` went unanswered (rule 2): to the next neighbour, or none."""
         target = self._live_neighbour(pending.tried, now)
         if target is None or len(pending.tried) >= COPY_ATTEMPTS:
-            self._copies.pop(request, None)
-            self.statistics.unreplicated += 1
-            if self._copying:  # said once, not once per publication (a lone super-peer)
-                self._copying = False
-                log.warning(
-                    "event=acks_unreplicated node=%s tried=%s",
-                    self.node_id,
-                    ",".join(pending.tried) or "no neighbour heard from",
-                )
+            del self._copies[request]
+            self._unreplicated(pending.tried, out)
             self._release_answer(request, pending.connection, out)
             return
+        self._copy_to(target, request, pending, now, out)
+
+    def _copy_to(
+        self, target: str, request: str, pending: PendingCopy, now: float, out: list[Output]
+    ) -> None:
         pending.tried.append(target)
         pending.deadline = now + self.config.copy_wait_seconds
         self._copies[request] = pending
         self.statistics.copies_sent += 1
         copy = m.LogCopy(request=request, notifications=(pending.notification,))
         self._send(target, copy, now, out)
+
+    def _unreplicated(self, tried: list[str], out: list[Output]) -> None:
+        """An ``Ack`` leaves with the origin's copy alone: counted, and said once (not once
+        per publication, for a lone super-peer)."""
+        self.statistics.unreplicated += 1
+        if self._copying:
+            self._copying = False
+            log.warning(
+                "event=acks_unreplicated node=%s tried=%s",
+                self.node_id,
+                ",".join(tried) or "no neighbour heard from",
+            )
 
     def _live_neighbour(self, besides: list[str], now: float) -> str | None:
         """The first neighbour by name, but ``besides``, heard from within ``failure_seconds``

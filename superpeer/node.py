@@ -163,7 +163,7 @@ from superpeer._node_base import (
     decoded_as,
     log,
 )
-from superpeer._replication import Replication, in_order
+from superpeer._replication import Replication
 from superpeer._reports import Reports
 from superpeer._restoring import prepare_restore, stored_subscriptions
 from superpeer._timers import Timers
@@ -188,12 +188,11 @@ from superpeer.core import (
     TopologyView,
     broadcast_key,
 )
-from superpeer.mailroom import mail_key
 from superpeer.ratelimit import LOOKUPS, PUBLICATIONS, SUBSCRIPTIONS
 from superpeer.routes import Whereabouts
 from wire import messages as m
 from wire.framing import Received
-from wire.requests import request_label
+from wire.requests import answered_in_order, request_label
 
 __all__ = ["NodeConfig", "NodeStatistics", "SuperPeerNode"]
 
@@ -1140,7 +1139,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 connection = self._peer_connection.get(output.peer)
                 if connection is not None:
                     item = ToConnection(connection, output.message, output.data)
-                    if in_order(output.message):
+                    if answered_in_order(output.message):
                         self._answer(item, out)
                     else:
                         out.append(item)
@@ -1148,15 +1147,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 # the publication kept once: the log entry, the version record and the mail
                 # of every local subscriber refer to it (``superpeer.store``, bodies)
                 notification = output.notification
-                key = mail_key(
-                    notification.owner, notification.publication.id, notification.version
-                )
-                held = self.store.log_publication(
-                    key,
-                    wire.encode(notification),
-                    notification.published_at,
-                    wire.packed_publication(notification.publication),
-                )
+                key, held = self._keep_logged(notification)
                 self.store.set_pending(
                     versions.RECORDS, *versions.record_of(notification, key if held else None)
                 )

@@ -35,6 +35,14 @@ _LABELS: Final[dict[type, Callable[[Any], str]]] = {
 }
 
 
+def answered_in_order(message: object) -> bool:
+    """Whether a peer matches ``message`` to its requests by their order (``peer.session``):
+    an ``Ack``, or a ``Refused`` of anything but a look-up (those name the look-up)."""
+    if isinstance(message, m.Refused):
+        return not message.request.startswith("locate ")
+    return isinstance(message, m.Ack)
+
+
 def request_label(message: Request) -> str:
     """The label of ``message`` in its answer."""
     return _LABELS[type(message)](message)

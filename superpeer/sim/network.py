@@ -92,6 +92,7 @@ from superpeer.store import MemoryStore, Store
 from superpeer.trace import TraceRecord
 from wire import messages as m
 from wire.framing import Received
+from wire.requests import answered_in_order
 
 START: Final = 1_767_225_600.0
 """2026-01-01T00:00:00Z: simulated time starts here, so traces fall on real calendar dates."""
@@ -774,10 +775,7 @@ class Simulation:
             self._from_peer(peer, m.Delivered(through=message.delivery))
         if isinstance(message, m.Ack | m.Refused | m.Located):
             peer.answers.append(message)
-            in_order = not isinstance(message, m.Located) and not message.request.startswith(
-                "locate "
-            )
-            if in_order and peer.unanswered:
+            if answered_in_order(message) and peer.unanswered:
                 answered = peer.unanswered.pop(0)
                 acked = isinstance(answered, m.Subscribe) and isinstance(message, m.Ack)
                 if acked and message.active_since > 0:
