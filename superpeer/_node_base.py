@@ -262,16 +262,20 @@ class PeerConnection:
 
 @dataclass(slots=True)
 class PendingCopy:
-    """A log entry sent for copying (``superpeer._replication``), and the answers to its
-    publisher that wait for the copy."""
+    """Log entries copied together, in one ``LogCopy`` (``superpeer._replication``), and the
+    publishers' connections whose answers wait for its ``LogCopied``."""
 
-    notification: m.Notification
-    connection: int | None
-    """The publisher's connection, where its ``Ack`` waits (None: none)."""
-    tried: list[str]
+    request: str
+    notifications: list[m.Notification]
+    size: int
+    """Their encodings' bytes (a ``LogCopy`` fits a frame)."""
+    connections: list[int] = field(default_factory=list)
+    """The publishers' connections where an ``Ack`` waits, each once, in order."""
+    tried: list[str] = field(default_factory=list)
     """The neighbours sent it, in order."""
-    deadline: float
-    """When the last of them is given up on."""
+    deadline: float = 0.0
+    """When the last of them is given up on (sent: in ``_copies``; queued behind a copy in
+    flight to the same neighbour: not yet)."""
 
 
 @dataclass
@@ -474,6 +478,9 @@ class NodeBase:
         self._copies: dict[str, PendingCopy] = {}
         """Log entries sent for copying whose answer is awaited, by request
         (``superpeer._replication``)."""
+        self._copies_queued: dict[str, PendingCopy] = {}
+        """Per neighbour, log entries to copy there once the copy in flight to it is answered
+        (``superpeer._replication``, rule 2)."""
         self._answers_held: dict[int, deque[list]] = {}
         """Per peer connection, answers in the order they were made, each with the copy it
         waits for ("" once none): they leave from the front (``superpeer._replication``)."""

@@ -11,19 +11,26 @@ for good: a ten-minute chaos run lost 39 acknowledged publications that way (iss
    ``LogCopied``, which leaves there only once the copy is synced (group commit). The
    notification itself does not wait: it goes down the trees at once, so an online
    subscriber never waits for the copy.
-2. **A neighbour that does not answer.** Unanswered after ``copy_wait_seconds``, the copy goes
-   to the next such neighbour; after ``COPY_ATTEMPTS`` of them, or with none (a super-peer cut
-   off from all its neighbours), the ``Ack`` leaves with the origin's copy alone, counted
-   (``superpeer_unreplicated_acks``) and logged: each side of a partition keeps working, and
-   what a super-peer cut off alone accepts is as durable as its disk (README, "What is durable
-   where").
-3. **A copy is a log entry** like the holder's own: pruned with them (``log_seconds``,
+2. **Copies travel together.** While a copy to a neighbour is unanswered, the entries logged
+   meanwhile for it wait, and go in one ``LogCopy`` when that copy is answered (or given up
+   on): as many entries as arrive during a round trip and the neighbour's fsync share one
+   ``LogCopy``, one ``LogCopied`` and one input at each end, as a TCP sender's small segments
+   wait for the acknowledgement of the one in flight (Nagle) and a Kafka producer's records
+   for the batch in flight. A quiet origin's copy leaves at once. A batch whose encodings
+   would pass half of ``max_frame_bytes`` leaves at once, a second one in flight.
+3. **A neighbour that does not answer.** Unanswered after ``copy_wait_seconds``, the copy goes
+   to the next such neighbour, and so do the entries queued behind it; after
+   ``COPY_ATTEMPTS`` of them, or with none (a super-peer cut off from all its neighbours), the
+   ``Ack`` leaves with the origin's copy alone, counted (``superpeer_unreplicated_acks``) and
+   logged: each side of a partition keeps working, and what a super-peer cut off alone accepts
+   is as durable as its disk (README, "What is durable where").
+4. **A copy is a log entry** like the holder's own: pruned with them (``log_seconds``,
    ``max_logged``), answered in catch-ups, handed over with the log when the holder leaves
    (``AdoptLog``). It is never sent down the trees as the holder's own (a late subscription's
    replay, a restart's): its origin does that while it lives, and once it is gone, catch-ups
    restricted to it (``CatchUp.origin``, ``superpeer._catchup``) find the copies wherever they
    are.
-4. **Answers keep their order.** A peer matches its access point's answers (``Ack``,
+5. **Answers keep their order.** A peer matches its access point's answers (``Ack``,
    ``Refused``) to its requests in order (``peer.session``): an answer made while an earlier
    one on the same connection waits for its copy waits behind it (``_answer``). A connection
    that ends drops what it held: its peer sends the requests again on the next one.
@@ -34,6 +41,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
+import wire
 from superpeer._node_base import NodeBase, Output, PendingCopy, log
 from superpeer.actions import ToConnection, ToPeer
 from wire import messages as m
@@ -51,13 +59,36 @@ class Replication(NodeBase):
         """``notification`` is in this origin's log (rule 1): copy it, and hold ``ack``."""
         connection = self._peer_connection.get(ack.peer) if ack is not None else None
         target = self._live_neighbour([], now) if self.config.log_copy else None
-        request = self._next_id() if target is not None else ""
+        if target is None:
+            if ack is not None and connection is not None:
+                self._answer(ToConnection(connection, ack.message, ack.data), out)
+            if self.config.log_copy:
+                self._unreplicated([], out)  # a lone super-peer, or cut off from every neighbour
+            return
+        size = len(wire.encode(notification))  # (the log's encoding, kept by the codec)
+        batch = self._copies_queued.get(target)
+        if batch is not None and batch.size + size > self.config.max_frame_bytes // 2:
+            del self._copies_queued[target]
+            self._copy_to(target, batch, now, out)  # full: a second copy in flight (rule 2)
+            batch = None
+        send = False
+        if batch is None:
+            batch = PendingCopy(self._next_id(), [], 0)
+            send = not self._in_flight_to(target)
+            if not send:
+                self._copies_queued[target] = batch
+        batch.notifications.append(notification)
+        batch.size += size
         if ack is not None and connection is not None:
-            self._answer(ToConnection(connection, ack.message, ack.data), out, waits_for=request)
-        if target is not None:
-            self._copy_to(target, request, PendingCopy(notification, connection, [], now), now, out)
-        elif self.config.log_copy:
-            self._unreplicated([], out)  # a lone super-peer, or cut off from every neighbour
+            if connection not in batch.connections:
+                batch.connections.append(connection)
+            item = ToConnection(connection, ack.message, ack.data)
+            self._answer(item, out, waits_for=batch.request)
+        if send:
+            self._copy_to(target, batch, now, out)
+
+    def _in_flight_to(self, target: str) -> bool:
+        return any(p.tried[-1] == target for p in self._copies.values())
 
     def _answer(self, item: ToConnection, out: list[Output], *, waits_for: str = "") -> None:
         """``item``, an answer to a peer's request, leaves now unless it waits for the copy
@@ -70,41 +101,46 @@ class Replication(NodeBase):
             queue = self._answers_held[item.connection] = deque()
         queue.append([waits_for, item])
 
-    def _release_answer(self, request: str, connection: int | None, out: list[Output]) -> None:
-        """The copy ``request`` was answered, or given up on: its answer, and those behind it
-        that wait for nothing, leave."""
-        queue = self._answers_held.get(connection) if connection is not None else None
-        if queue is None:
-            return  # (the connection ended: its peer asks again)
-        for entry in queue:
-            if entry[0] == request:
-                entry[0] = ""
-        while queue and not queue[0][0]:
-            out.append(queue.popleft()[1])
-        if not queue:
-            del self._answers_held[connection]
+    def _release_answers(self, batch: PendingCopy, out: list[Output]) -> None:
+        """The copy ``batch`` was answered, or given up on: the answers that waited for it, and
+        those behind them that wait for nothing, leave."""
+        for connection in batch.connections:
+            queue = self._answers_held.get(connection)
+            if queue is None:
+                continue  # (the connection ended: its peer asks again)
+            for entry in queue:
+                if entry[0] == batch.request:
+                    entry[0] = ""
+            while queue and not queue[0][0]:
+                out.append(queue.popleft()[1])
+            if not queue:
+                del self._answers_held[connection]
 
-    def _copy_to_next(
-        self, request: str, pending: PendingCopy, now: float, out: list[Output]
-    ) -> None:
-        """The copy ``request`` went unanswered (rule 2): to the next neighbour, or none."""
-        target = self._live_neighbour(pending.tried, now)
-        if target is None or len(pending.tried) >= COPY_ATTEMPTS:
-            del self._copies[request]
-            self._unreplicated(pending.tried, out)
-            self._release_answer(request, pending.connection, out)
+    def _copy_to_next(self, batch: PendingCopy, now: float, out: list[Output]) -> None:
+        """The copy ``batch`` went unanswered (rule 3): to the next neighbour, or none."""
+        target = self._live_neighbour(batch.tried, now)
+        if target is None or len(batch.tried) >= COPY_ATTEMPTS:
+            self._unreplicated(batch.tried, out)
+            self._release_answers(batch, out)
             return
-        self._copy_to(target, request, pending, now, out)
+        self._copy_to(target, batch, now, out)
 
-    def _copy_to(
-        self, target: str, request: str, pending: PendingCopy, now: float, out: list[Output]
-    ) -> None:
-        pending.tried.append(target)
-        pending.deadline = now + self.config.copy_wait_seconds
-        self._copies[request] = pending
-        self.statistics.copies_sent += 1
-        copy = m.LogCopy(request=request, notifications=(pending.notification,))
+    def _copy_to(self, target: str, batch: PendingCopy, now: float, out: list[Output]) -> None:
+        batch.tried.append(target)
+        batch.deadline = now + self.config.copy_wait_seconds
+        self._copies[batch.request] = batch
+        self.statistics.copies_sent += len(batch.notifications)
+        copy = m.LogCopy(request=batch.request, notifications=tuple(batch.notifications))
         self._send(target, copy, now, out)
+
+    def _copy_freed(self, target: str, now: float, out: list[Output]) -> None:
+        """No copy is in flight to ``target`` any more: what was queued for it goes (rule 2)."""
+        batch = self._copies_queued.pop(target, None)
+        if batch is not None:
+            if batch.tried:  # queued behind a copy given up on: that neighbour failed it too
+                self._copy_to_next(batch, now, out)
+            else:
+                self._copy_to(target, batch, now, out)
 
     def _unreplicated(self, tried: list[str], out: list[Output]) -> None:
         """An ``Ack`` leaves with the origin's copy alone: counted, and said once (not once
@@ -148,21 +184,37 @@ class Replication(NodeBase):
         self._send(sender, m.LogCopied(request=message.request), now, out)
 
     def _copied(self, message: m.LogCopied, now: float, out: list[Output]) -> None:
-        pending = self._copies.pop(message.request, None)
-        if pending is not None:
-            if not self._copying:
-                self._copying = True
-                log.warning("event=acks_replicated node=%s", self.node_id)
-            self._release_answer(message.request, pending.connection, out)
+        batch = self._copies.pop(message.request, None)
+        if batch is None:
+            return
+        if not self._copying:
+            self._copying = True
+            log.warning("event=acks_replicated node=%s", self.node_id)
+        self._release_answers(batch, out)
+        target = batch.tried[-1]
+        if not self._in_flight_to(target):
+            self._copy_freed(target, now, out)
 
     def _copy_timeouts(self, now: float, out: list[Output]) -> None:
-        """Copies unanswered for ``copy_wait_seconds`` go to the next neighbour (rule 2)."""
-        for request, pending in sorted(self._copies.items()):
-            if pending.deadline <= now:
-                self._copy_to_next(request, pending, now, out)
+        """Copies unanswered for ``copy_wait_seconds`` go to the next neighbour, and so do the
+        entries queued behind them (rule 3)."""
+        for request, batch in sorted(self._copies.items()):
+            if batch.deadline <= now:
+                del self._copies[request]
+                target = batch.tried[-1]
+                self._copy_to_next(batch, now, out)
+                queued = self._copies_queued.get(target)
+                if queued is not None and not self._in_flight_to(target):
+                    queued.tried.append(target)
+                    self._copy_freed(target, now, out)
 
     def _copy_deadline(self) -> float | None:
         return min((p.deadline for p in self._copies.values()), default=None)
+
+    def copies_waiting(self) -> int:
+        """Log entries whose copy is awaited (sent, or queued behind one in flight)."""
+        batches = (*self._copies.values(), *self._copies_queued.values())
+        return sum(len(batch.notifications) for batch in batches)
 
     def _own_entry(self, notification: m.Notification) -> bool:
         """Whether a log entry goes down the trees as this node's (rule 3): its own, or one a

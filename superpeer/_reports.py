@@ -97,7 +97,7 @@ class Reports(NodeBase):
             "log_copies": {
                 "sent": self.statistics.copies_sent,
                 "kept": self.statistics.copies_kept,
-                "waiting": len(self._copies),
+                "waiting": self.copies_waiting(),
                 "unreplicated": self.statistics.unreplicated,
             },
             "handovers": {

@@ -91,6 +91,7 @@ class Timers(Backlog):
             or bool(self._replay)
             or bool(self._awaiting)
             or bool(self._copies)
+            or bool(self._copies_queued)
             or self.locator.next_deadline() is not None
             or any(forward.forget_at is not None for forward in self._moved_away.values())
             or bool(self._suspected)
@@ -115,7 +116,8 @@ class Timers(Backlog):
         if self._awaiting:
             reasons.append("handovers (first answer)")
         if self._copies:
-            reasons.append(f"copies of log entries (their Ack waits): {len(self._copies)}")
+            waiting = self.copies_waiting()
+            reasons.append(f"copies of log entries (their Ack waits): {waiting}")
         if self.locator.next_deadline() is not None:
             reasons.append("look-ups sent to the super-peer their asker named")
         if any(forward.forget_at is not None for forward in self._moved_away.values()):

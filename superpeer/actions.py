@@ -167,22 +167,32 @@ def leaves_unsynced(output: object, node_id: str) -> bool:
     """Whether ``output`` of super-peer ``node_id`` may leave before the commit of the input
     that made it is synced (``superpeer._commits``; README, "What is durable where").
 
-    A notification from another origin handed to an attached peer: that origin logged it
-    durably before it sent it on, and a power loss here loses what this store had not synced
-    whether or not the peer got it first (the restart catches up from the origins' logs, the
-    peer's inbox keeps one copy). One this node is the origin of waits for its own log: lost
-    unsynced, the version it had would be given again to the next publication of the resource,
-    which a subscriber holding this one would then ignore. Everything else waits: what it
-    promises (an ``Ack``, mail dropped on a ``Delivered``, a handover accepted) is on disk first."""
-    if not isinstance(output, ToConnection):
-        return False
-    notify = output.message
-    return isinstance(notify, messages.Notify) and notify.origin != node_id
+    A notification from another origin, handed to an attached peer or forwarded down its
+    origin's tree to another super-peer: that origin logged it durably before it sent it on,
+    and a power loss here loses what this store had not synced whether or not the next hop got
+    it first (the restart is a new incarnation and catches up from the origins' logs, the
+    peer's inbox keeps one copy). So a relay's fsync, of a neighbour's log copy for one
+    (``superpeer._replication``), never sits on another origin's notification's path. One this
+    node is the origin of waits for its own log: lost unsynced, the version it had would be
+    given again to the next publication of the resource, which a subscriber holding this one
+    would then ignore. Everything else waits: what it promises (an ``Ack``, mail dropped on a
+    ``Delivered``, a handover accepted, a ``LogCopied``) is on disk first."""
+    if isinstance(output, ToConnection):
+        notify = output.message
+        return isinstance(notify, messages.Notify) and notify.origin != node_id
+    if isinstance(output, ToSuperPeer):
+        notification = output.message
+        return isinstance(notification, messages.Notification) and notification.origin != node_id
+    return False
 
 
-def connection_of(output: object) -> int | None:
-    """The peer connection ``output`` is written to (its bytes go in the order they were made),
-    or None."""
+def lane_of(output: object) -> int | tuple[str, str] | None:
+    """The stream ``output`` is written to, whose bytes keep the order they were made in
+    (``superpeer._commits``' lanes): a peer connection, or the link to super-peer ``node``
+    (a notification may leave on it unsynced, but never ahead of a frame, or the link's end,
+    held before it)."""
     if isinstance(output, ToConnection | CloseConnection):
         return output.connection
+    if isinstance(output, ToSuperPeer | Forgotten):
+        return ("node", output.node)
     return None

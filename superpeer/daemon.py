@@ -14,8 +14,8 @@ The runtime moves bytes and reads the clock; every decision is the node's. It
 * calls the node's ``timer`` at its ``next_deadline``; commits the store before it sends anything
   an input produced (what a message promises is on disk first), once for all the inputs that
   arrive together (``superpeer._commits``: group commit, one fsync per group), but for a
-  notification from another origin to an attached peer, which promises nothing this store keeps
-  (``superpeer.actions.leaves_unsynced``);
+  notification from another origin (to an attached peer, or down its tree to a neighbour), which
+  promises nothing this store keeps (``superpeer.actions.leaves_unsynced``);
 * writes the trace log (rotating JSON-lines files in the data directory) and ``key=value`` lines
   on stderr (``daemonlog``);
 * pauses while its data directory's disk is nearly full (``superpeer.diskspace``: no input
@@ -61,8 +61,8 @@ from superpeer.actions import (
     Stopped,
     ToConnection,
     ToSuperPeer,
-    connection_of,
     in_runtime_order,
+    lane_of,
     leaves_unsynced,
 )
 from superpeer.channel import Inbound, split
@@ -256,7 +256,7 @@ class SuperPeerDaemon:
             max_inputs=config.store.max_inputs_per_commit,
             committed=self._committed,
             unsynced=lambda output: leaves_unsynced(output, self.node_id),
-            lane=connection_of,
+            lane=lane_of,
         )
         self._peers: dict[int, _PeerConnection] = {}
         self._links: Links | None = None

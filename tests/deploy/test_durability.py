@@ -139,3 +139,38 @@ async def test_a_notification_from_another_origin_reaches_its_subscriber_before_
     # all of them (50 in the runs so far), but for one that came behind something its
     # connection still held
     assert access_point["unsynced"] >= 40, access_point
+
+
+@pytest.mark.slow
+async def test_a_relay_forwards_without_waiting_for_its_fsync_of_the_origins_log_copy(tmp_path):
+    # README, "What is durable where": a relay promises nothing by forwarding another origin's
+    # notification, so it does not wait for its group's fsync, even when that group writes
+    # (the relay that keeps the origin's log copies fsyncs them)
+    with Cluster(4, trace=False, tls=False, directory=tmp_path) as cluster:
+        async with trio.open_nursery() as nursery:
+            publisher = RemotePeer("publisher", cluster.addresses[0])
+            far = RemotePeer("far", cluster.addresses[3])
+            for peer in (publisher, far):
+                await peer.connect(nursery)
+            await publisher.request(
+                m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]}))
+            )
+            await far.request(
+                m.Subscribe(id="s", subscription=qel.parse_subscription(SUBSCRIPTION))
+            )
+            await wait_quiet(cluster, [publisher, far])
+            for number in range(50):
+                await publisher.request(m.Publish(publication=publication(number)))
+            with trio.fail_after(60):
+                await far.wait_until(lambda: len(far.notifications) >= 50)
+            statuses = [cluster.status(k) for k in range(4)]
+            nursery.cancel_scope.cancel()
+    origin, relay, access_point = statuses[0], statuses[1], statuses[3]
+    received = relay["messages"]["received"]
+    assert received.get(m.Notification.KIND) == 50, "the origin's tree to sp3 runs through sp1"
+    assert relay["log_copies"]["kept"] == 50, "sp1, the origin's first neighbour, keeps its copies"
+    assert origin["commits"]["unsynced"] == 0, origin["commits"]
+    # all of them (50 in the runs so far), but for one that came behind a frame its link to
+    # sp3 still held (a heartbeat)
+    assert relay["commits"]["unsynced"] >= 40, relay["commits"]
+    assert access_point["commits"]["unsynced"] >= 40, access_point["commits"]

@@ -6,8 +6,9 @@ alone) still acknowledges, with its own copy, and says so."""
 import pytest
 
 import qel
+import wire
 from superpeer._node_base import decoded_as
-from superpeer.node import SuperPeerNode
+from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
 from tests.superpeer.oracle import expected_deliveries
 from tests.superpeer.test_clocks import BROAD, publish
@@ -181,3 +182,92 @@ def test_answers_keep_the_order_of_the_requests_while_an_ack_waits_for_its_copy(
     simulation.run_until_quiet()
     answered = [a.request for a in peer.answers[before:] if isinstance(a, m.Ack)]
     assert answered == [request_label(r) for r in requests]
+
+
+def published_at_once(simulation: Simulation, count: int, first: int = 0) -> list[m.Publish]:
+    """``count`` publications sent by ``pub`` in one go, answered or not when this returns."""
+    peer = simulation.peers["pub"]
+    requests = []
+    for n in range(first, first + count):
+        data = publish(n)["data"]
+        (publication,) = qel.parse_publications(data, "turtle", publisher="pub", id=f"n{n}")
+        requests.append(m.Publish(publication=publication))
+    for request in requests:
+        simulation._from_peer(peer, request)
+    return requests
+
+
+def copies_received(simulation: Simulation, recorded: list, monkeypatch) -> None:
+    """Record each ``LogCopy`` a super-peer keeps: its holder, entries and encoded size."""
+    keep = SuperPeerNode._copy_in
+
+    def recording(self, sender, message, now, out):  # type: ignore[no-untyped-def]
+        recorded.append((self.node_id, len(message.notifications), len(wire.encode(message))))
+        keep(self, sender, message, now, out)
+
+    monkeypatch.setattr(SuperPeerNode, "_copy_in", recording)
+
+
+def test_entries_logged_while_a_copy_is_in_flight_share_the_next_copy(monkeypatch):
+    """Rule 2: the first of a burst is copied at once; those logged before its ``LogCopied``
+    came back wait for it and go together: every entry copied, every ``Ack`` in order."""
+    recorded: list = []
+    copies_received(simulation := Simulation(4, interleave=True, seed=0), recorded, monkeypatch)
+    for op in publisher_and_subscriber(4, 0, 3):
+        simulation.apply(dict(op))
+    before = len(simulation.peers["pub"].answers)
+    requests = published_at_once(simulation, 20)
+    simulation.run_until_quiet()
+    answered = [a.request for a in simulation.peers["pub"].answers[before:]]
+    assert answered == [request_label(r) for r in requests]
+    assert [entries for _, entries, _ in recorded] == [1, 19]
+    (holder,) = {node for node, _, _ in recorded}
+    assert logged(simulation, holder) == {f"n{k}" for k in range(20)}
+    origin = simulation.nodes[simulation.ids[0]]
+    assert origin.statistics.copies_sent == 20 and origin.statistics.unreplicated == 0
+    assert origin.status(simulation.now)["log_copies"]["waiting"] == 0
+    assert len(simulation.deliveries()["sub"]) == 20
+
+
+def test_a_copy_fits_half_a_frame(monkeypatch):
+    """A batch whose encodings would pass half of ``max_frame_bytes`` leaves at once, a second
+    copy in flight: no ``LogCopy`` is larger than a frame."""
+    recorded: list = []
+    config = NodeConfig(max_frame_bytes=8192)
+    simulation = Simulation(4, interleave=True, seed=0, node_config=config)
+    copies_received(simulation, recorded, monkeypatch)
+    for op in publisher_and_subscriber(4, 0, 3):
+        simulation.apply(dict(op))
+    requests = published_at_once(simulation, 40)
+    simulation.run_until_quiet()
+    assert sum(entries for _, entries, _ in recorded) == 40
+    assert len(recorded) > 2, "the burst does not fit one copy"
+    assert all(size <= config.max_frame_bytes for _, _, size in recorded), recorded
+    assert acks(simulation, "pub") >= len(requests)
+
+
+def test_entries_queued_behind_an_unanswered_copy_go_to_the_next_neighbour_with_it(monkeypatch):
+    """Rule 3 for a batch: when the copy in flight is given up on, the entries queued behind
+    it go with it to a second neighbour (not to the first, which just failed to answer), then
+    are acknowledged with the origin's copy alone, in the order they were asked."""
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    recorded: list = []
+    copies_received(simulation := Simulation(8, interleave=True, seed=1), recorded, monkeypatch)
+    for op in publisher_and_subscriber(8, 0, 7):
+        simulation.apply(dict(op))
+    before, started = len(simulation.peers["pub"].answers), simulation.now
+    requests = published_at_once(simulation, 5)
+    simulation.run_until_quiet()
+    answered = [a.request for a in simulation.peers["pub"].answers[before:]]
+    assert answered == [request_label(r) for r in requests]
+    assert simulation.now - started >= 2 * simulation.node_config.copy_wait_seconds
+    origin = simulation.nodes[simulation.ids[0]]
+    first, second = recorded[0][0], recorded[1][0]
+    assert first != second
+    assert recorded == [
+        (first, 1, recorded[0][2]),
+        (second, 1, recorded[1][2]),
+        (second, 4, recorded[2][2]),
+    ]
+    assert origin.statistics.copies_sent == 6 and origin.statistics.unreplicated == 2
+    assert origin.status(simulation.now)["log_copies"]["waiting"] == 0
