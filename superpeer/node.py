@@ -58,7 +58,8 @@ Rules, beyond the routing core's:
   first by name heard from within ``failure_seconds``; the next after ``copy_wait_seconds``
   unanswered; none after two, or with none to ask) before the publisher's ``Ack``, which waits
   for the copy's ``LogCopied`` (answers on a connection keep their order); the notification does
-  not wait. Copies are log entries of the holder, answered in catch-ups and handed over with
+  not wait. Entries logged while a copy to that neighbour is in flight wait for its answer and
+  go in one ``LogCopy`` (bounded by half a frame). Copies are log entries of the holder, answered in catch-ups and handed over with
   its log, never replayed as its own. A catch-up owed by an origin declared failed and not
   heard of since is asked of every live super-peer, restricted to that origin
   (``CatchUp.origin``); a leaver hands its log to its successor and one more neighbour.
@@ -1140,7 +1141,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 if connection is not None:
                     item = ToConnection(connection, output.message, output.data)
                     if answered_in_order(output.message):
-                        self._answer(item, out)
+                        if not self._repeat_waits(output.peer, item, out):
+                            self._answer(item, out)
                     else:
                         out.append(item)
             elif isinstance(output, LogPublication):

@@ -10,6 +10,7 @@ import wire
 from superpeer._node_base import decoded_as
 from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
+from superpeer.sim.workload import Connect
 from tests.superpeer.oracle import expected_deliveries
 from tests.superpeer.test_clocks import BROAD, publish
 from tests.superpeer.test_partitions import QUERY, cut_while_publishing
@@ -271,3 +272,31 @@ def test_entries_queued_behind_an_unanswered_copy_go_to_the_next_neighbour_with_
     ]
     assert origin.statistics.copies_sent == 6 and origin.statistics.unreplicated == 2
     assert origin.status(simulation.now)["log_copies"]["waiting"] == 0
+
+
+def test_an_update_sent_again_on_a_new_connection_waits_for_the_copy_of_its_entry(monkeypatch):
+    """A peer whose connection broke sends its unanswered update again. The origin has that
+    version logged already, a repeat that changes nothing; its ``Ack`` still waits for the copy
+    that the first one waited for (given up on here after two neighbours): an ``Ack`` never
+    says less than the first would have."""
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in (*publisher_and_subscriber(4, 0, 3), publish(0)):
+        simulation.apply(dict(op))
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    peer, origin = simulation.peers["pub"], simulation.nodes[simulation.ids[0]]
+    data = publish(0)["data"].replace('"t0"', '"t0, revised"')
+    (publication,) = qel.parse_publications(data, "turtle", publisher="pub", id="n0")
+    update = m.Publish(publication=publication, change="update")
+    simulation._from_peer(peer, update)
+    simulation._advance(simulation.now + 0.2)  # logged, its copy sent, unanswered
+    assert origin.copies_waiting() == 1
+    before = len(peer.answers)
+    simulation._connect(Connect("pub", 0))  # the peer sends its unanswered update again
+    again = simulation.now
+    simulation._advance(simulation.now + 0.5)
+    assert origin.copies_waiting() == 1, "the repeat is no new version"
+    assert len(peer.answers) == before, "an Ack that says less than the first"
+    simulation.run_until_quiet()
+    assert [a.request for a in peer.answers[before:]] == [request_label(update)]
+    assert simulation.now - again >= simulation.node_config.copy_wait_seconds
+    assert origin.statistics.unreplicated == 1
