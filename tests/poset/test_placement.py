@@ -141,9 +141,9 @@ def test_rough_candidates_hold_what_the_probe_may_match_and_no_witness_it_cannot
     entries, probe, few, worth
 ):
     """At any ``_FEW`` and ``_WORTH`` (when the intersections stop, which ranges are
-    looked up), the candidates include every witness the probe matches, and once more than
-    ``_FEW`` are left, none whose witness lacks a predicate of each of the probe's filters
-    (a pattern not looked up still keeps the keys with an object on its predicate)."""
+    looked up), the candidates include every witness the probe matches, and a filter's, when
+    more than ``_FEW`` are left, none whose witness lacks a predicate of the filter (a pattern
+    not looked up still keeps the keys with an object on its predicate)."""
     index = WitnessIndex()
     for key, subscription in enumerate(entries):
         index.add(key, subscription)
