@@ -392,7 +392,11 @@ class WitnessIndex:
         price range of one city and kind: the kind's witnesses alone are every other city's
         too). A fixed value's or a predicate's candidates are a set already (intersecting costs
         the smaller side, in C); a range's are built from a slice, which pays only while the
-        slice is at most ``_WORTH`` times what is left."""
+        slice is at most ``_WORTH`` times what is left. A range not looked up still keeps the
+        keys with an object on its predicate (``holders``, unless every witness has one): the
+        filter matches no witness without one, and the intersection, in C, costs the smaller
+        side. On shapes at 10^4, 54% of the candidates lacked a predicate of the probe's
+        filter, each a filter match in ``highest_covered`` to reject."""
         if groups is not None and not groups:
             return set()
         sized = self._sized(compiled)
@@ -410,6 +414,8 @@ class WitnessIndex:
                 break
             if isinstance(domain, (AnyDomain, PointDomain)) or size <= _WORTH * len(found):
                 found.intersection_update(entry.candidates(domain))
+            elif len(entry.holders) < len(self._witnesses):
+                found.intersection_update(entry.holders)
         return found
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import qel
 from poset import poset as poset_module
+from poset import witness_index as witness_module
 from poset.chains import Probe
 from poset.families import signature
 from poset.poset import SubscriptionPoset, _above_by_ancestors, _covers, _covers_signed
@@ -127,6 +128,62 @@ def test_witness_index_candidates_are_the_witnesses_the_probe_matches(
     assert {p: held.strings for p, held in index._predicates.items()} == {
         p: strings.get(p, 0) for p in index._predicates
     }
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(subscriptions(max_patterns=3, repeat_predicates=True), min_size=1, max_size=12),
+    subscriptions(max_patterns=3, repeat_predicates=True),
+    st.integers(0, 4),
+    st.sampled_from([0, 1, 4]),
+)
+def test_rough_candidates_hold_what_the_probe_may_match_and_no_witness_it_cannot(
+    entries, probe, few, worth
+):
+    """At any ``_FEW`` and ``_WORTH`` (when the intersections stop, which ranges are
+    looked up), the candidates include every witness the probe matches, and a filter's, when
+    more than ``_FEW`` are left, none whose witness lacks a predicate of the filter (a pattern
+    not looked up still keeps the keys with an object on its predicate)."""
+    index = WitnessIndex()
+    for key, subscription in enumerate(entries):
+        index.add(key, subscription)
+    witnesses = {key: witness(s.filters[0]) for key, s in enumerate(entries)}
+    expected = {k for k, sample in witnesses.items() if qel.matches(probe, sample)}
+    kept = witness_module._FEW, witness_module._WORTH
+    witness_module._FEW, witness_module._WORTH = few, worth
+    try:
+        found = index.rough_candidates(probe)
+        per_filter = [index._intersected(compiled, None) for compiled in probe.filters]
+    finally:
+        witness_module._FEW, witness_module._WORTH = kept
+    assert found >= expected
+    for compiled, candidates in zip(probe.filters, per_filter, strict=True):
+        if len(candidates) > few:
+            assert all(compiled.predicates <= witnesses[k].values.keys() for k in candidates)
+
+
+def test_a_range_not_looked_up_still_keeps_the_keys_with_its_predicate():
+    """A range too broad to look up (``_WORTH``) leaves out the witnesses without its
+    predicate: on the shapes, more than half the candidates of a search for the chain bottoms a
+    probe covers lacked a predicate of its filters."""
+
+    def sub(constraint: str, predicates: str) -> qel.Subscription:
+        triples = ", ".join(f"t(X, ex:{name}, {name.upper()})" for name in predicates)
+        return qel.parse_subscription(
+            f"@prefix ex: <http://example.org/> .\nX : {triples}, {constraint}"
+        )
+
+    index = WitnessIndex()
+    stored = [("A = 5", "a"), ("A = 5, B = 5", "ab"), ("B = 7", "b"), ("B = 8", "b")]
+    for key, (constraint, predicates) in enumerate(stored):
+        index.add(key, sub(constraint, predicates))
+    probe = sub("A = 5, B >= 1", "ab")
+    kept = witness_module._FEW, witness_module._WORTH
+    witness_module._FEW, witness_module._WORTH = 0, 1
+    try:
+        assert index.rough_candidates(probe) == {1} == index.covered_candidates(probe)
+    finally:
+        witness_module._FEW, witness_module._WORTH = kept
 
 
 @settings(max_examples=200, deadline=None)
