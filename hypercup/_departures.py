@@ -956,6 +956,15 @@ class Departures(NodeCore):
         on contradicting lookup answers."""
         hood = self._member_hood()
         lost = hood.peers[failed].positions
+        if not lost:
+            # a neighbour holding no position: what this node knows does not fit together (a
+            # shrink that kept it among the holders but left it no position in the table,
+            # after overlapping changes: the chaos schedules replayed at 16 super-peers, seed
+            # 3). The repair has nothing to walk for, and the node cannot trust its state; it
+            # used to end in a ValueError out of the walk, which a daemon does not survive
+            raise KnowledgeError(
+                f"{self.node_id} knows {failed} as a neighbour holding no position"
+            )
         found: dict[str, Peer] = {}
         missing: set[int] = set()
         for position in surrounding_positions(lost, hood.dimension):

@@ -33,6 +33,7 @@ from hypercup import (
     Welcome,
 )
 from hypercup._departures import DEFERRED_TICKS
+from hypercup._neighbourhood import Peer
 from hypercup.events import Departed
 from hypercup.node import STALE_TICKS
 from hypercup.testing import Network, address_of
@@ -900,3 +901,22 @@ def test_a_repair_walked_before_the_cube_changed_dimension_is_started_over_when_
     onward = lookups_answered(network, repairer, failed)
     assert any(isinstance(m, Shrink) and m.absent == failed for m in onward)  # its own
     assert network.node(repairer).neighbour_failed(failed) == [], "its walk goes on"
+
+
+def test_a_repair_of_a_neighbour_known_to_hold_no_position_breaks_the_node() -> None:
+    """A neighbour named among the holders but holding no position in the table (knowledge that
+    does not fit together, seen after a shrink crossed overlapping changes) leaves a repair
+    nothing to walk for: the node breaks (its runtime rejoins) instead of raising a ValueError
+    out of the walk's lowest position, which a daemon would not survive."""
+    network = Network(seed=3)
+    network.create("n0")
+    for i in range(1, 8):
+        network.join(f"n{i}")
+    topology = network.check()
+    failed, repairer = topology.holder(5), network.node(topology.holder(4))
+    hood = repairer._hood
+    assert hood is not None
+    hood.peers[failed] = Peer(hood.peers[failed].address, frozenset())
+    with pytest.raises(RemoteProtocolError, match="holding no position"):
+        repairer._run(lambda: repairer._start_repair(failed, 0))
+    assert repairer.state is NodeState.BROKEN
