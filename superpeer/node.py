@@ -59,8 +59,9 @@ Rules, beyond the routing core's:
   unanswered; none after two, or with none to ask) before the publisher's ``Ack``, which waits
   for the copy's ``LogCopied`` (answers on a connection keep their order); the notification does
   not wait. Entries logged while a copy to that neighbour is in flight wait for its answer and
-  go in one ``LogCopy`` (bounded by half a frame). Copies are log entries of the holder, answered in catch-ups and handed over with
-  its log, never replayed as its own. A catch-up owed by an origin declared failed and not
+  go in one ``LogCopy`` (bounded by half a frame); a publication sent again while its copy is
+  awaited is acknowledged once it is copied. Copies are log entries of the holder, answered in
+  catch-ups and handed over with its log, never replayed as its own. A catch-up owed by an origin declared failed and not
   heard of since is asked of every live super-peer, restricted to that origin
   (``CatchUp.origin``); a leaver hands its log to its successor and one more neighbour.
 * **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
