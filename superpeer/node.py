@@ -936,18 +936,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         did not see it (the repair's announcement lost in the faults around it), and the new
         one took the same position. It is the neighbour: the topology protocol stops taking
         it for failed, and so does this node. (On daemons, 15 of the 17 rejoins "unrepaired
-        for 60 s" of a chaos run waited on a neighbour that was back, heartbeating, in place.)
-
-        So is the same process, declared failed while one of the two was cut off (an
-        ``isolate``, a side of a partition) and heartbeating in place since the heal: the
-        repair this node started of it is dropped before it walks. Kept, it held this node
-        busy after the heal with lookups sent while it was cut off, and other departures
-        behind it, until the wedge watchdog: every heal over 30 s of the chaos schedules
-        replayed in the simulator had a watchdog rejoin (BENCHMARKS.md, stop 55)."""
+        for 60 s" of a chaos run waited on a neighbour that was back, heartbeating, in place.)"""
         known = self._neighbour_incarnations.get(node)
-        if known is None or incarnation < known:
-            return
-        if incarnation == known and not self.topology.taken_for_failed(node):
+        if known is None or incarnation <= known:
             return
         mine = self.cube_identity()
         if mine is None or (heartbeat.dimension, heartbeat.root) != mine:
