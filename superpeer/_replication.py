@@ -12,7 +12,7 @@ for good: a ten-minute chaos run lost 39 acknowledged publications that way (iss
    notification itself does not wait: it goes down the trees at once, so an online
    subscriber never waits for the copy. A publication sent again while its copy is awaited (a
    peer whose connection broke repeats its unanswered requests), which the origin finds logged
-   already, is acknowledged only once that copy is answered too (``_repeat_waits``).
+   already, is acknowledged only once that copy is answered too (``_answer_repeat``).
 2. **Copies travel together.** While a copy to a neighbour is unanswered, the entries logged
    meanwhile for it wait, and go in one ``LogCopy`` when that copy is answered (or given up
    on): as many entries as arrive during a round trip and the neighbour's fsync share one
@@ -45,9 +45,8 @@ from typing import Final
 
 import wire
 from superpeer._node_base import NodeBase, Output, PendingCopy, log
-from superpeer.actions import ToConnection, ToPeer
+from superpeer.actions import Repeated, ToConnection, ToPeer
 from wire import messages as m
-from wire.requests import publish_label
 
 COPY_ATTEMPTS: Final = 2
 """Neighbours a copy is sent to, one after the other, before the ``Ack`` leaves without one."""
@@ -90,23 +89,24 @@ class Replication(NodeBase):
         if send:
             self._copy_to(target, batch, now, out)
 
-    def _repeat_waits(self, peer: str, item: ToConnection, out: list[Output]) -> bool:
-        """``item`` answers a request of ``peer``: if it acknowledges a publication sent again
-        (on a new connection, say) while the copy of its log entry is still awaited, it waits
-        for that copy as the first ``Ack`` does (rule 1: an ``Ack`` means two copies)."""
-        ack = item.message
-        if not isinstance(ack, m.Ack) or not ack.request.startswith(publish_label("")):
-            return False
+    def _answer_repeat(self, repeated: Repeated, out: list[Output]) -> None:
+        """The ``Ack`` of a version logged already (rule 1: an ``Ack`` means two copies): it
+        waits for that version's copy as the first ``Ack`` does, if it is still awaited."""
+        ack = repeated.ack
+        connection = self._peer_connection.get(ack.peer)
+        if connection is None:
+            return  # (it asks again on its next connection)
+        item = ToConnection(connection, ack.message, ack.data)
         for batch in (*self._copies.values(), *self._copies_queued.values()):
-            for notification in batch.notifications:
-                if notification.owner == peer and ack.request == publish_label(
-                    notification.publication.id
-                ):
-                    if item.connection not in batch.connections:
-                        batch.connections.append(item.connection)
-                    self._answer(item, out, waits_for=batch.request)
-                    return True
-        return False
+            if any(
+                n.owner == ack.peer and n.publication.id == repeated.publication_id
+                for n in batch.notifications
+            ):
+                if connection not in batch.connections:
+                    batch.connections.append(connection)
+                self._answer(item, out, waits_for=batch.request)
+                return
+        self._answer(item, out)
 
     def _in_flight_to(self, target: str) -> bool:
         return any(p.tried[-1] == target for p in self._copies.values())

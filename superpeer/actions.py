@@ -66,6 +66,17 @@ class LogPublication:
 
 
 @dataclass(frozen=True, slots=True)
+class Repeated:
+    """``ack`` answers a publication its publisher sent again (a reconnected peer repeats what
+    went unanswered) of the version this node logged already: nothing to log or copy, but the
+    answer says what the first one says, so it waits for that version's copy if it is still
+    awaited (``superpeer._replication``)."""
+
+    ack: ToPeer
+    publication_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Found:
     """The answer to the node's own look-up ``request`` (``SuperPeerCore.look_up``): the
     super-peer ``public_id`` is online at, or empty when it is online nowhere."""
@@ -150,7 +161,7 @@ class Stopped:
     reason: str
 
 
-CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication | Found | Replay
+CoreAction = ToSuperPeer | ToPeer | Deliver | LogPublication | Repeated | Found | Replay
 Action = CoreAction | ToConnection | CloseConnection | PauseReading | Forgotten | Stopped
 
 

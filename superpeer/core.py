@@ -101,6 +101,7 @@ from superpeer.actions import (
     Deliver,
     Found,
     LogPublication,
+    Repeated,
     Replay,
     ToPeer,
     ToSuperPeer,
@@ -741,7 +742,7 @@ class SuperPeerCore:
             return
         ack = self._to_peer(peer, m.Ack(request=request))
         if accepted is None:
-            out.append(ack)  # the same version again: logged already
+            out.append(Repeated(ack, message.publication.id))  # the same version: logged already
         else:
             self._originate(peer, accepted, now, out, *made, ack=ack)
 

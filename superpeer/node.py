@@ -61,8 +61,8 @@ Rules, beyond the routing core's:
   not wait. Entries logged while a copy to that neighbour is in flight wait for its answer and
   go in one ``LogCopy`` (bounded by half a frame); a publication sent again while its copy is
   awaited is acknowledged once it is copied. Copies are log entries of the holder, answered in
-  catch-ups and handed over with its log, never replayed as its own. A catch-up owed by an origin declared failed and not
-  heard of since is asked of every live super-peer, restricted to that origin
+  catch-ups and handed over with its log, never replayed as its own. A catch-up owed by an
+  origin declared failed and not heard of since is asked of every live super-peer, restricted to that origin
   (``CatchUp.origin``); a leaver hands its log to its successor and one more neighbour.
 * **Migration** (seed 004, Section 5.1). A peer that was attached to another super-peer says so
   first (``Moved``, signed). This node asks the previous one (``Handover``), which sends what it
@@ -177,6 +177,7 @@ from superpeer.actions import (
     Found,
     LogPublication,
     PauseReading,
+    Repeated,
     Replay,
     Stopped,
     ToConnection,
@@ -1142,10 +1143,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 if connection is not None:
                     item = ToConnection(connection, output.message, output.data)
                     if answered_in_order(output.message):
-                        if not self._repeat_waits(output.peer, item, out):
-                            self._answer(item, out)
+                        self._answer(item, out)
                     else:
                         out.append(item)
+            elif isinstance(output, Repeated):
+                self._answer_repeat(output, out)
             elif isinstance(output, LogPublication):
                 # the publication kept once: the log entry, the version record and the mail
                 # of every local subscriber refer to it (``superpeer.store``, bodies)

@@ -27,17 +27,12 @@ _LABELS: Final[dict[type, Callable[[Any], str]]] = {
     m.PublishSchema: lambda _: "publish-schema",
     m.Subscribe: lambda request: f"subscribe {request.id}",
     m.Unsubscribe: lambda request: f"unsubscribe {request.id}",
-    m.Publish: lambda request: publish_label(request.publication.id),
+    m.Publish: lambda request: f"publish {request.publication.id}",
     m.Withdraw: lambda request: f"retract {request.id}",
     m.Locate: lambda request: f"locate {request.id}",
     m.Moved: lambda _: "moved",
     m.Fetch: lambda request: f"fetch {request.publication}",
 }
-
-
-def publish_label(publication_id: str) -> str:
-    """The label of a ``Publish`` of publication ``publication_id``."""
-    return f"publish {publication_id}"
 
 
 def answered_in_order(message: object) -> bool:
