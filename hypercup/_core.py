@@ -147,11 +147,6 @@ class NodeCore:
         """Departure walks waiting here until a failed neighbour they would have gone to is
         replaced (``Departures``, "Overlapping failures"), with that neighbour and the ticks
         they have waited."""
-        self._lookups_asked: dict[int, int] = {}
-        """Positions this node's repairs looked up lately, with the ticks since (forgotten after
-        ``STALE_LOOKUP_TICKS``): an answer that comes after another one for the same position
-        (the lookup was sent again: ``Departures._ask_lookups_again``) or after the repair
-        ended is dropped, not taken for a protocol error."""
 
     @property
     def state(self) -> NodeState:

@@ -54,8 +54,9 @@ with it. So nothing that a departure needs is sent to a member known to have fai
   (a neighbour never hands on again).
 * *Asking again.* A lookup passed to a member that failed (or was paused) before anyone knew is
   lost: a repair whose lookups are not all answered after ``DEFERRED_TICKS`` ticks sends the
-  missing ones again, routed around the members known failed by then; an answer that comes
-  twice, or after the repair ended, is dropped (``_lookups_asked``). Answers that say two
+  missing ones again, routed around the members known failed by then; an answer for no
+  pending lookup (twice, after the repair ended, or to an earlier holder of this node's
+  name) is dropped. Answers that say two
   things of one holder (its positions changed while the lookups were out: a repair or a take
   beside this one) start the repair over once (``REPAIR_RESTARTS``), from what this node knows
   by then; a second contradiction breaks the node as before. Bounded, because two members
@@ -122,8 +123,6 @@ from hypercup.positions import (
     top_bit,
 )
 
-STALE_LOOKUP_TICKS = 5
-"""Ticks after which a lookup's answer is no longer expected (``NodeCore._lookups_asked``)."""
 DEFERRED_TICKS = 2
 """Ticks of the runtime (``failure_seconds`` each) a departure waits at most for a failed
 neighbour's replacement (``Departures._expire_deferred``)."""
@@ -747,9 +746,11 @@ class Departures(NodeCore):
 
     def _on_shrink(self, sender: str, message: Shrink) -> None:
         hood = self._member_hood()
-        parent = hood.view().parent(message.root)
+        # (as for a grow: one of another cube may name a root outside this one)
+        fits = message.dimension == hood.dimension - 1 and message.root < 1 << hood.dimension
+        parent = hood.view().parent(message.root) if fits else None
         expected = parent in (sender, message.absent) or message.resent
-        if message.dimension != hood.dimension - 1 or not expected:
+        if not fits or not expected:
             raise RemoteProtocolError(
                 sender,
                 f"Shrink to dimension {message.dimension} from {sender}, but {self.node_id} is in "
@@ -995,7 +996,6 @@ class Departures(NodeCore):
     def _look_up(self, repair: PendingRepair, positions: set[int]) -> None:
         repair.ticks = 0
         for position in sorted(positions):
-            self._lookups_asked[position] = 0
             self._route_lookup(
                 Lookup(
                     epoch=self._epoch,
@@ -1070,13 +1070,8 @@ class Departures(NodeCore):
         missing ones again, routed around the members known failed by now: a lookup passed to
         a member that failed (or was paused) before anyone knew is lost, and the repair would
         otherwise wait on it until the wedge watchdog (seen on daemons: a kill and a pause
-        together). Answers to both are fine (``_lookups_asked``)."""
+        together). Answers to both are fine (``_on_lookup_reply``)."""
         repair = self._repair
-        for position, ticks in list(self._lookups_asked.items()):
-            if ticks + 1 >= STALE_LOOKUP_TICKS:
-                del self._lookups_asked[position]
-            else:
-                self._lookups_asked[position] = ticks + 1
         if repair is None or not repair.missing:
             return
         repair.ticks += 1
@@ -1086,11 +1081,13 @@ class Departures(NodeCore):
     def _on_lookup_reply(self, sender: str, reply: LookupReply) -> None:
         repair = self._repair
         if repair is None or reply.target not in repair.missing:
-            if reply.target in self._lookups_asked:
-                return  # asked again and answered twice, or answered after the repair ended
-            raise RemoteProtocolError(
-                sender, f"answers a lookup of {reply.target} nobody asked for"
-            )
+            # asked again and answered twice, answered after the repair ended, or asked by
+            # whoever had this node's name before (the runtime's rejoin makes a new node, and
+            # a member that never heard from it passes the answer on): an answer only fills a
+            # repair in, so one for none is dropped. It used to break the node, which rejoined
+            # and left a place to repair in a cube already repairing others (the partition
+            # counterexample ``crash_while_cut_off``: two rejoins, then a storm of them)
+            return
         peer = Peer(reply.address, frozenset(reply.positions))
         if repair.found.setdefault(reply.holder, peer) != peer:
             self._contradicted(sender, repair, reply.holder)

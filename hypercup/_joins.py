@@ -345,8 +345,11 @@ class Joins(NodeCore):
 
     def _on_grow(self, sender: str, message: Grow) -> None:
         hood = self._member_hood()
-        parent = hood.view().parent(message.root)
-        if message.dimension != hood.dimension + 1 or (parent != sender and not message.resent):
+        # a grow of a cube of another dimension (a cube this node's epochs happen to match:
+        # two sides of a cut, one that stood alone) may name a root outside this one
+        fits = message.dimension == hood.dimension + 1 and message.root < 1 << hood.dimension
+        parent = hood.view().parent(message.root) if fits else None
+        if not fits or (parent != sender and not message.resent):
             raise RemoteProtocolError(
                 sender,
                 f"Grow to dimension {message.dimension} from {sender}, but {self.node_id} is in "

@@ -300,10 +300,22 @@ class HypercupNode(Joins, Departures):
 
         return self._run(action)
 
+    def taken_for_failed(self, node_id: str) -> float | None:
+        """If neighbour ``node_id`` was reported failed here and its place has not changed
+        hands yet (its repair not started, or not walked): when the runtime said it last
+        heard from it (``neighbour_failed``'s ``last_heard``). None otherwise."""
+        if node_id in self._failed:
+            return self._failed[node_id][1]
+        repair = self._repair
+        if repair is not None and repair.failed == node_id:
+            return repair.last_heard
+        return None
+
     def neighbour_alive(self, node_id: str) -> list[Output]:
         """Neighbour ``node_id``, reported failed, is alive in the very place this node's table
         gives it: a new process of it that rejoined into the same positions, where this node
-        never saw its old one's place change hands (the runtime knows it by its heartbeats).
+        never saw its old one's place change hands, or the same process, reported failed while
+        one of the two was cut off (the runtime knows it by its heartbeats).
         It is no longer taken for failed, and a repair of it that this node started and has
         not walked yet is dropped (its lookups' answers are dropped where they arrive)."""
 

@@ -128,7 +128,7 @@ subscription, the subscription and whether it asked for ``on_change``."""
 
 PEER: Final = "peer"
 SUPERPEER: Final = "superpeer"
-Broadcast = m.Departed | m.Returned | m.Merge
+Broadcast = m.Departed | m.Returned | m.Merge | m.Reconnected
 """What travels down its origin's whole tree, once per node (``SuperPeerCore.broadcast``)."""
 
 
@@ -826,7 +826,7 @@ class SuperPeerCore:
             self._notification(sender, message, now, out)
         elif isinstance(message, m.Departed):
             self._departed(sender, message, now, out)
-        elif isinstance(message, m.Returned | m.Merge):
+        elif isinstance(message, m.Returned | m.Merge | m.Reconnected):
             self._relay(sender, message, now, out)
         elif isinstance(message, m.Elements):
             self._elements(sender, message, now, out)
@@ -1066,7 +1066,8 @@ class SuperPeerCore:
 
     def broadcast(self, message: Broadcast, now: float, out: list[Output]) -> None:
         """Send ``message`` (its ``origin_position`` is this node's root) down this node's tree;
-        the receivers relay it (``sp.departed``, ``sp.returned``, ``sp.merge``)."""
+        the receivers relay it (``sp.departed``, ``sp.returned``, ``sp.merge``,
+        ``sp.reconnected``)."""
         self._relay(self.node_id, message, now, out)
 
     # -- the cube changes ---------------------------------------------------------------------
@@ -1880,6 +1881,8 @@ def broadcast_key(message: Broadcast) -> tuple[object, ...]:
         return (m.Departed.KIND, message.origin, message.node, message.incarnation, message.failed)
     if isinstance(message, m.Merge):
         return (m.Merge.KIND, message.origin, message.incarnation, message.into_root)
+    if isinstance(message, m.Reconnected):
+        return (m.Reconnected.KIND, message.origin, message.neighbour, message.since)
     return (m.Returned.KIND, message.origin, message.incarnation)
 
 

@@ -868,6 +868,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             if mine is not None and since - 3 * self.config.failure_seconds <= mine < since:
                 since = mine
             self._plan_catchup(message.positions, since, now)
+        elif isinstance(message, m.Reconnected):
+            self._plan_catchup(message.positions, message.since, now)
         elif isinstance(message, m.Returned):
             self.returned[message.origin] = max(
                 message.incarnation, self.returned.get(message.origin, 0)
@@ -937,9 +939,25 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         did not see it (the repair's announcement lost in the faults around it), and the new
         one took the same position. It is the neighbour: the topology protocol stops taking
         it for failed, and so does this node. (On daemons, 15 of the 17 rejoins "unrepaired
-        for 60 s" of a chaos run waited on a neighbour that was back, heartbeating, in place.)"""
+        for 60 s" of a chaos run waited on a neighbour that was back, heartbeating, in place.)
+
+        So is the same process, declared failed while one of the two was cut off (an
+        ``isolate``, a side of a partition) and heartbeating in place since the heal: the
+        repair this node started of it is dropped before it walks. Kept, it held this node
+        busy after the heal with lookups sent while it was cut off, and other departures
+        behind it, until the wedge watchdog, whose rejoins left more places to repair (the
+        chaos schedules replayed in the simulator: every heal over 30 s had one). Nothing was
+        repaired, so no ``sp.departed`` makes the access points catch up on what the link
+        between the two dropped meanwhile (an origin cut off alone, back without a rejoin,
+        lost a publication on daemons): this node broadcasts ``sp.reconnected``, and every
+        access point catches up on what went through both places since it last heard from
+        the neighbour."""
         known = self._neighbour_incarnations.get(node)
-        if known is None or incarnation <= known:
+        if known is None or incarnation < known:
+            return
+        same = incarnation == known
+        since = self.topology.taken_for_failed(node)
+        if same and since is None:
             return
         mine = self.cube_identity()
         if mine is None or (heartbeat.dimension, heartbeat.root) != mine:
@@ -961,6 +979,35 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             self._topology(self.topology.neighbour_alive(node), now, out)
         except HypercupError as error:
             self._topology_error(node, error, now, out)
+            return
+        if same and since is not None and self.core is not None:
+            self._reconnected(node, held, since, now, out)
+
+    def _reconnected(
+        self, node: str, held: list[int], since: float, now: float, out: list[Output]
+    ) -> None:
+        """``sp.reconnected`` (``_back_in_place``), and this node's own catch-up."""
+        assert self.core is not None
+        positions = tuple(sorted({*held, *self.core.view.positions}))
+        log.warning(
+            "event=reconnected node=%s neighbour=%s positions=%s since=%.3f",
+            self.node_id,
+            node,
+            list(positions),
+            since,
+        )
+        message = m.Reconnected(
+            origin=self.node_id,
+            origin_position=self.core.view.root_position,
+            incarnation=self.incarnation,
+            neighbour=node,
+            positions=positions,
+            since=since,
+        )
+        produced: list = []
+        self.core.broadcast(message, now, produced)
+        self._core(produced, now, out)
+        self._plan_catchup(positions, since, now)
 
     def _restarted(self, node: str, now: float, out: list[Output]) -> None:
         if self._is_neighbour(node):

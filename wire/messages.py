@@ -18,7 +18,8 @@ the wire. Three families:
   / ``LocateAnswer`` (a look-up of a peer's address down the asker's tree, and the answers gathered
   back up), ``LocateDirect`` / ``LocateReply`` (a look-up sent to the one super-peer the asker
   named, and its answer), ``Heartbeat`` (an idle link is alive), ``Departed`` (a member left or
-  failed, broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` / ``Mail``
+  failed, broadcast), ``Reconnected`` (a neighbour taken for failed is back in place,
+  broadcast), ``Evicted`` (the sender was removed from the cube), ``CatchUp`` / ``Mail``
   (publications an access point missed, from their origin's log), ``Handover`` / ``HandoverDone`` /
   ``HandoverReceived`` (a peer's kept notifications move to its new access point, deleted there
   once received), ``Adopt`` (a leaving super-peer hands its peers to a successor),
@@ -567,6 +568,25 @@ class Returned:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Reconnected:
+    """``origin`` took its neighbour ``neighbour`` for failed and hears it again, the same
+    process at the same place in this cube (one of the two was cut off, and the cut healed
+    before the place changed hands): nothing was repaired, so no ``Departed`` says what the
+    link between them dropped meanwhile. Every access point catches up on what its origins
+    published since ``since`` (hybrid time: the last frame ``origin`` had from ``neighbour``)
+    through ``positions`` (both ends' places). Broadcast down the tree rooted at
+    ``origin_position``."""
+
+    KIND: ClassVar[str] = "sp.reconnected"
+    origin: str
+    origin_position: int
+    incarnation: int
+    neighbour: str
+    positions: tuple[int, ...]
+    since: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Evicted:
     """The receiver is no longer a member (it was declared failed while it was unreachable):
     it must rejoin."""
@@ -917,6 +937,7 @@ BACKBONE = (
     Heartbeat,
     Departed,
     Returned,
+    Reconnected,
     Evicted,
     Merge,
     CatchUp,

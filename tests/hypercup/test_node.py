@@ -337,10 +337,6 @@ def test_what_a_node_cannot_be_told() -> None:
             ),
             "Reclaim of the mirror 5",
         ),
-        (
-            LookupReply(epoch=3, target=5, holder="x", address=address_of("x"), positions=(5,)),
-            "nobody asked for",
-        ),
         (JoinDone(epoch=3, newcomer="n"), "admitted no join"),
         (
             NeighbourUpdate(
@@ -567,6 +563,22 @@ def test_a_member_with_a_live_neighbour_does_not_stand_alone() -> None:
             outputs = survivor.neighbour_failed(failed, fallback=3)
             assert not any(isinstance(o, Departed) for o in outputs)
     assert survivor.view().dimension == 2
+
+
+@pytest.mark.parametrize("kind", ["grow", "shrink"])
+def test_a_change_of_dimension_from_a_cube_of_another_size_is_the_senders_error(kind) -> None:
+    """(Issue 33) two cubes whose epochs happen to match (the sides of a healed cut, one that
+    stood alone): a ``Grow`` or ``Shrink`` of a larger cube names a root this one has no
+    position for. Its sender's error, not a ``ValueError`` a daemon would not survive."""
+    network = cube(2)
+    member = network.node(network.check().holder(1))
+    change = (
+        Grow(epoch=member.epoch + 1, dimension=4, root=3)
+        if kind == "grow"
+        else Shrink(epoch=member.epoch + 1, dimension=0, root=6, absent="x")
+    )
+    with pytest.raises(RemoteProtocolError, match="dimension"):
+        member.receive("stranger", change)
 
 
 def test_a_leave_walk_of_a_node_this_one_repairs_as_failed_is_dropped() -> None:

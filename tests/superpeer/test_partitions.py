@@ -11,6 +11,7 @@ import pytest
 from hypercup import NeighbourUpdate
 from hypercup.errors import RemoteProtocolError
 from superpeer.actions import Stopped
+from superpeer.core import broadcast_key
 from superpeer.node import NodeConfig
 from superpeer.sim import Simulation
 from tests.superpeer.invariants import check_routing
@@ -474,3 +475,61 @@ def test_a_member_that_missed_a_change_of_dimension_takes_no_member_for_another_
     outputs = receiver.superpeer_message(stranger, incarnation, Received(smaller, "h"), now)
     evicted = [o for o in outputs if isinstance(getattr(o, "message", None), m.Evicted)]
     assert bool(evicted) is not lagging
+
+
+def test_a_neighbour_declared_failed_that_heartbeats_in_place_keeps_its_place():
+    """(Issue 33) a member cut off declares its neighbours failed and starts the repairs it is
+    designated for; their lookups go nowhere while it is cut off. After the heal a neighbour
+    that never stopped heartbeats in place, in this cube: the repair of it is dropped before
+    it walks (it used to keep the member busy, other departures waiting behind it, until the
+    wedge watchdog; every heal over 30 s of the replayed chaos schedules had a watchdog
+    rejoin), and the neighbour keeps its place. Nothing was repaired, so no ``sp.departed``
+    makes anyone catch up on what the link dropped meanwhile: the member broadcasts
+    ``sp.reconnected`` (from when it last heard from the neighbour), and every access point,
+    this one included, catches up on what went through the two places."""
+    simulation = Simulation(8, seed=1)
+    for op in [
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "join", "peer": "pub", "superpeer": 7},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        publish(0),
+    ]:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    member = simulation.nodes["sp0"]
+    now = simulation._clock("sp0")
+    cut_off: list = []
+    repaired = None
+    for neighbour in sorted(member.topology.view().neighbours()):
+        member._fail(neighbour, now, cut_off)  # what it decides cut off: sent nowhere yet
+        if member.topology.busy():
+            repaired = neighbour  # the one whose repair it is designated for
+            break
+    assert repaired is not None
+    last_heard = member.topology.taken_for_failed(repaired)
+    assert last_heard is not None and 0 < last_heard <= member.clock.now(now)
+    incarnation = simulation.nodes[repaired].incarnation
+    dimension, root = member.cube_identity()
+    positions = tuple(sorted(simulation.nodes[repaired].core.view.positions))
+    beat = m.Heartbeat(wall=now, root=root, dimension=dimension, positions=positions)
+    member._catchups.clear()
+    healed = member.superpeer_message(repaired, incarnation, Received(beat, "h"), now + 0.5)
+    assert member.topology.taken_for_failed(repaired) is None
+    assert not member.topology.busy()
+    [reconnected] = {
+        o.message for o in healed if isinstance(getattr(o, "message", None), m.Reconnected)
+    }
+    assert reconnected.neighbour == repaired and reconnected.since == last_heard
+    assert set(positions) | member.core.view.positions == set(reconnected.positions)
+    assert [c.since for c in member._catchups] == [
+        last_heard - member.config.catchup_margin_seconds
+    ]
+    simulation._execute("sp0", cut_off + healed)  # its lookups arrive late, after the heal
+    simulation.run_until_quiet()
+    assert simulation.nodes[repaired].incarnation == incarnation, "repaired away, rejoined"
+    cubes = simulation.cubes()
+    assert len(cubes) == 1 and set(next(iter(cubes.values()))) == set(simulation.nodes)
+    key = broadcast_key(reconnected)
+    assert all(key in node.core._broadcasts for node in simulation.nodes.values())
+    assert simulation.deliveries()["sub"] == ["n0"]
