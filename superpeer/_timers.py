@@ -56,9 +56,13 @@ class Timers(Backlog):
             at = entry.session.get_timer()
             if at is not None and at < due:
                 due = at
-        for catchup in self._catchups:
-            due = min(due, catchup.due)
-        if core is not None:  # (replayed once a member: none is due meanwhile)
+        if core is not None:
+            # (asked and replayed once a member: none is due meanwhile. A catch-up planned
+            # while joining, for a moved peer whose previous access point did not answer, was
+            # due at once, and the timer fired for it at the same instant for ever: the
+            # partition property, 9 super-peers, a rejoin with handovers pending)
+            for catchup in self._catchups:
+                due = min(due, catchup.due)
             for at, _ in self._replay:
                 due = min(due, at)
         for at in self._handover_due.values():

@@ -478,6 +478,10 @@ HEAL_BOUND = 30.0
         # because its sender was evicted meanwhile, and the adopted peer refused
         "partition_counterexample_released_behind_welcome.json",
         "partition_counterexample_adoption_across_cut.json",
+        # the lost-for-good property under xdist (stop 56; its examples draw on the constants
+        # of the modules loaded): sp1 rejoined with handovers pending, planned a moved peer's
+        # catch-up while joining, due at once, and its timer fired at that instant for ever
+        "partition_counterexample_catchup_planned_while_joining.json",
     ],
 )
 def test_partition_counterexamples(name):
