@@ -12,8 +12,9 @@ covers ``q`` covers ``q``) and the nodes ``q`` covers form a suffix, so a binary
 lowest covering and the highest covered node of a chain with O(log length) ``covers`` calls. Only
 chains that hold such a node need searching: a chain holds a node covering ``q`` iff its top does,
 and a node covered by ``q`` iff its bottom is. Chain tops sit in a ``PredicateIndex`` (a top that
-covers ``q`` matches ``q``'s witnesses) and bottoms in a ``WitnessIndex`` (a bottom that ``q``
-covers has a witness that ``q`` matches), so the chains to search come from two index look-ups.
+covers ``q`` matches ``q``'s witnesses; held with their ranges opened, ``_loosened``, and the tops
+it gives matched) and bottoms in a ``WitnessIndex`` (a bottom that ``q`` covers has a witness
+that ``q`` matches), so the chains to search come from two index look-ups.
 Every minimal node covering ``q`` is the lowest covering node of its chain, and every maximal node
 covered by ``q`` the highest covered node of its chain: the poset picks them among these.
 
