@@ -540,6 +540,8 @@ class PredicateIndex:
             path = tuple(
                 sorted({self._intern(*requirement, fresh) for requirement in requirements})
             )
+            if path in paths:
+                continue  # two filters the index does not tell apart: the key once
             node, new = self._insert(path)
             if new:
                 shared = self._shared

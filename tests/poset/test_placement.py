@@ -9,12 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset import chains as chains_module
 from poset import poset as poset_module
 from poset import witness_index as witness_module
-from poset.chains import Probe
+from poset.chains import Probe, _loosened
 from poset.families import signature
 from poset.poset import SubscriptionPoset, _above_by_ancestors, _covers, _covers_signed
 from poset.witness_index import Sample, WitnessIndex
+from qel.domains import RangeDomain
 from qel.filters import witness
 from qel.matching import filter_matches
 from tests.strategies import publications, subscriptions
@@ -85,13 +87,17 @@ def test_above_by_ancestors_is_strict_covering(entries, walked):
 
 
 @contextmanager
-def _walking_at_most(walked):
-    kept = poset_module._ANCESTORS_WALKED
-    poset_module._ANCESTORS_WALKED = walked
+def _patched(module, name, value):
+    kept = getattr(module, name)
+    setattr(module, name, value)
     try:
         yield
     finally:
-        poset_module._ANCESTORS_WALKED = kept
+        setattr(module, name, kept)
+
+
+def _walking_at_most(walked):
+    return _patched(poset_module, "_ANCESTORS_WALKED", walked)
 
 
 @settings(max_examples=200, deadline=None)
@@ -261,3 +267,79 @@ def test_a_sample_matches_as_its_publication_does(samples, filters_of):
             other = second.values.get(predicate)
             if other == objects and all(kind not in ("number", "date") for kind, _ in objects):
                 assert other is objects
+
+
+@st.composite
+def _ranged(draw):
+    """A subscription of one or two patterns on ``ex:p`` and ``ex:q`` (a predicate may repeat)
+    under a DNF of comparisons with small integers: ranges that overlap, nest and share ends,
+    so that a loosened top often matches a witness that the top does not."""
+    predicates = draw(st.lists(st.sampled_from(["p", "q"]), min_size=1, max_size=2))
+    patterns = ", ".join(f"t(X, ex:{p}, V{i})" for i, p in enumerate(predicates))
+    alternatives = [
+        ", ".join(
+            f"V{draw(st.integers(0, len(predicates) - 1))} "
+            f"{draw(st.sampled_from(['<', '<=', '>', '>=', '=']))} {draw(st.integers(0, 8))}"
+            for _ in range(draw(st.integers(1, 2)))
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+    constraint = f", ({' ; '.join(f'({a})' for a in alternatives)})" if alternatives else ""
+    prefix = "@prefix ex: <http://example.org/> .\n"
+    try:
+        return qel.parse_subscription(f"{prefix}X : {patterns}{constraint}")
+    except qel.QueryError:
+        return qel.parse_subscription(f"{prefix}X : {patterns}")
+
+
+_TOPS = st.one_of(subscriptions(max_patterns=3, repeat_predicates=True, max_disjuncts=3), _ranged())
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TOPS, publications())
+def test_a_loosened_filter_holds_every_publication_of_the_filter(subscription, publication):
+    """The index of chain tops holds each top loosened (``chains._loosened``): a superset, so
+    its look-up misses no top that matches; the filter itself when no range is opened."""
+    for compiled in subscription.filters:
+        loosened = _loosened(compiled)
+        if filter_matches(compiled, publication):
+            assert filter_matches(loosened, publication)
+        opened = any(
+            type(domain) is RangeDomain and not domain.is_point for _, domain in compiled.patterns
+        )
+        assert (loosened is compiled) == (not opened)
+        assert loosened.predicates == compiled.predicates
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_TOPS, st.booleans()), min_size=1, max_size=16),
+    _TOPS,
+    st.sampled_from([0, 1, 32]),
+)
+def test_top_candidates_are_the_tops_matching_every_witness(entries, probe, one_by_one):
+    """Through insertions and removals, the chains of no family that ``_top_candidates`` gives
+    are those whose top matches every witness of the probe (brute force), whether the other
+    witnesses are looked up in the loosened index or matched one by one; the chains held
+    loosened are those whose top has a range opened."""
+    poset = SubscriptionPoset()
+    for number, (subscription, _) in enumerate(entries):
+        poset.insert(subscription, "peer", str(number))
+    for number, (_, removed) in enumerate(entries):
+        if removed:
+            poset.remove("peer", str(number))
+    decomposition = poset._chains
+    placed = Probe(probe, _covers_signed)
+    with _patched(chains_module, "_MATCHED_ONE_BY_ONE", one_by_one):
+        found = decomposition._top_candidates(placed, None)
+    free = {i: c for i, c in decomposition._chains.items() if c.family is None}
+    assert {i for i in found if i in free} == {
+        i
+        for i, chain in free.items()
+        if all(qel.matches(chain.nodes[0].subscription, w) for w in placed.witnesses)
+    }
+    assert decomposition._loose == {
+        i
+        for i, chain in free.items()
+        if any(_loosened(f) is not f for f in chain.nodes[0].subscription.filters)
+    }

@@ -353,6 +353,33 @@ def test_equal_subscriptions_and_equal_filters_are_stored_once():
     assert index.match(pub((P, Literal("y")))) == {3}
 
 
+def test_filters_the_index_does_not_tell_apart_hold_the_key_once():
+    """Filters of one key that the index stores as the same patterns (equal ones, or ranges
+    that ``chains._loosened`` opened alike) hold it once: removing the key leaves nothing
+    behind (it was held twice, and the removal raised)."""
+    low = sub("X : t(X, ex:p, V), V >= 5").filters[0]
+    high = sub("X : t(X, ex:p, V), V <= 9").filters[0]
+    opened = [_opened(low), _opened(high)]
+    assert opened[0] == opened[1]
+    index = PredicateIndex()
+    index.add_filters("k", opened)
+    assert index.statistics().filters == 1
+    assert index.match(pub((P, number(5)))) == {"k"}
+    index.remove("k")
+    assert_empty(index.statistics())
+    index.add_filters("k", opened)
+    index.add_filters("other", opened[:1])
+    index.remove("k")
+    assert index.match(pub((P, number(5)))) == {"other"}
+
+
+def _opened(compiled: Filter) -> Filter:
+    return Filter(
+        compiled.subject,
+        tuple((p, domains.RangeDomain(d.kind)) for p, d in compiled.patterns),  # type: ignore[union-attr]
+    )
+
+
 # -- lifecycle --------------------------------------------------------------------------------
 
 
