@@ -33,18 +33,24 @@ def test_the_placement_covering_test_is_qel_covers(general, specific):
     assert _covers_signed(*signed) == qel.covers(general, specific)
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(st.tuples(subscriptions(max_patterns=2), st.booleans()), min_size=1, max_size=16),
-    subscriptions(max_patterns=2),
-)
-def test_chains_partition_the_nodes_in_covering_order(entries, probe):
+def placed_then_removed(entries: list) -> SubscriptionPoset:
+    """A poset of every ``(subscription, removed)`` entry, then those marked removed taken out."""
     poset = SubscriptionPoset()
     for number, (subscription, _) in enumerate(entries):
         poset.insert(subscription, "peer", str(number))
     for number, (_, removed) in enumerate(entries):
         if removed:
             poset.remove("peer", str(number))
+    return poset
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(subscriptions(max_patterns=2), st.booleans()), min_size=1, max_size=16),
+    subscriptions(max_patterns=2),
+)
+def test_chains_partition_the_nodes_in_covering_order(entries, probe):
+    poset = placed_then_removed(entries)
     chains = {id(node.chain): node.chain for node in poset}
     assert sorted(n.id for chain in chains.values() for n in chain.nodes) == [n.id for n in poset]
     for chain in chains.values():
@@ -322,12 +328,7 @@ def test_top_candidates_are_the_tops_matching_every_witness(entries, probe, one_
     are those whose top matches every witness of the probe (brute force), whether the other
     witnesses are looked up in the loosened index or matched one by one; the chains held
     loosened are those whose top has a range opened."""
-    poset = SubscriptionPoset()
-    for number, (subscription, _) in enumerate(entries):
-        poset.insert(subscription, "peer", str(number))
-    for number, (_, removed) in enumerate(entries):
-        if removed:
-            poset.remove("peer", str(number))
+    poset = placed_then_removed(entries)
     decomposition = poset._chains
     placed = Probe(probe, _covers_signed)
     with _patched(chains_module, "_MATCHED_ONE_BY_ONE", one_by_one):
