@@ -300,10 +300,10 @@ class HypercupNode(Joins, Departures):
 
         return self._run(action)
 
-    def taken_for_failed(self, node_id: str) -> float | None:
-        """If neighbour ``node_id`` was reported failed here and its place has not changed
-        hands yet (its repair not started, or not walked): when the runtime said it last
-        heard from it (``neighbour_failed``'s ``last_heard``). None otherwise."""
+    def last_heard_if_failed(self, node_id: str) -> float | None:
+        """When the runtime said it last heard from neighbour ``node_id``
+        (``neighbour_failed``'s ``last_heard``), if it reported it failed here and its place
+        has not changed hands yet (its repair not started, or not walked); None otherwise."""
         if node_id in self._failed:
             return self._failed[node_id][1]
         repair = self._repair

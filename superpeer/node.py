@@ -948,15 +948,16 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         behind it, until the wedge watchdog, whose rejoins left more places to repair (the
         chaos schedules replayed in the simulator: every heal over 30 s had one). Nothing was
         repaired, so no ``sp.departed`` makes the access points catch up on what the link
-        between the two dropped meanwhile (an origin cut off alone, back without a rejoin,
-        lost a publication on daemons): this node broadcasts ``sp.reconnected``, and every
-        access point catches up on what went through both places since it last heard from
-        the neighbour."""
+        between the two may have dropped meanwhile (its channels keep what a cut holds, but
+        not past their bound, nor what either end's routing dropped while it took the other
+        for failed): this node broadcasts ``sp.reconnected``, and every access point catches
+        up on what went through both places since it last heard from the neighbour, as after
+        a departure."""
         known = self._neighbour_incarnations.get(node)
         if known is None or incarnation < known:
             return
         same = incarnation == known
-        since = self.topology.taken_for_failed(node)
+        since = self.topology.last_heard_if_failed(node)
         if same and since is None:
             return
         mine = self.cube_identity()

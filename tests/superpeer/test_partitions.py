@@ -507,7 +507,7 @@ def test_a_neighbour_declared_failed_that_heartbeats_in_place_keeps_its_place():
             repaired = neighbour  # the one whose repair it is designated for
             break
     assert repaired is not None
-    last_heard = member.topology.taken_for_failed(repaired)
+    last_heard = member.topology.last_heard_if_failed(repaired)
     assert last_heard is not None and 0 < last_heard <= member.clock.now(now)
     incarnation = simulation.nodes[repaired].incarnation
     dimension, root = member.cube_identity()
@@ -515,7 +515,7 @@ def test_a_neighbour_declared_failed_that_heartbeats_in_place_keeps_its_place():
     beat = m.Heartbeat(wall=now, root=root, dimension=dimension, positions=positions)
     member._catchups.clear()
     healed = member.superpeer_message(repaired, incarnation, Received(beat, "h"), now + 0.5)
-    assert member.topology.taken_for_failed(repaired) is None
+    assert member.topology.last_heard_if_failed(repaired) is None
     assert not member.topology.busy()
     [reconnected] = {
         o.message for o in healed if isinstance(getattr(o, "message", None), m.Reconnected)
