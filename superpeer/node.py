@@ -1000,7 +1000,6 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         message = m.Reconnected(
             origin=self.node_id,
             origin_position=self.core.view.root_position,
-            incarnation=self.incarnation,
             neighbour=node,
             positions=positions,
             since=since,

@@ -580,7 +580,6 @@ class Reconnected:
     KIND: ClassVar[str] = "sp.reconnected"
     origin: str
     origin_position: int
-    incarnation: int
     neighbour: str
     positions: tuple[int, ...]
     since: float

@@ -22,7 +22,7 @@ RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 @st.composite
 def any_message(draw: st.DrawFn) -> object:
     text = st.text(max_size=20)
-    choice = draw(st.integers(0, 12))
+    choice = draw(st.integers(0, 13))
     if choice == 0:
         return m.Advertise(advertisement=draw(advertisements()))
     if choice == 1:
@@ -71,6 +71,14 @@ def any_message(draw: st.DrawFn) -> object:
         return m.Retract(id=draw(text))
     if choice == 12:
         return m.PublishSchema(axioms=tuple(sorted(draw(schema_axioms()), key=repr)))
+    if choice == 13:
+        return m.Reconnected(
+            origin=draw(text),
+            origin_position=draw(st.integers(0, 1023)),
+            neighbour=draw(text),
+            positions=tuple(draw(st.lists(st.integers(0, 1023), max_size=4))),
+            since=draw(st.floats(allow_nan=False, allow_infinity=False)),
+        )
     return m.Notification(
         origin=draw(text),
         origin_position=draw(st.integers(0, 1023)),
