@@ -52,7 +52,7 @@ from poset.chains import Chain, ChainDecomposition, Probe
 from poset.dominance import FamilyPoints, point
 from poset.edges import Edges, EdgeView, added, removed
 from poset.families import Bounds, Family, Signed, bounds_within, projected, ranges_within
-from poset.gaps import Columns, columns, escapes
+from poset.gaps import Columns, escapes, kept_columns
 from poset.generality import generality_key
 from poset.predicate_index import Held, PredicateIndex
 from poset.sent_index import SentIndex
@@ -828,7 +828,7 @@ def _covers(
     candidates = general.filters
     if len(candidates) > 1:
         if found is None:
-            found = columns(candidates)
+            found = kept_columns(candidates)
         for part in specific.filters:
             if escapes(found, part):
                 return False
