@@ -51,7 +51,15 @@ import qel
 from poset.chains import Chain, ChainDecomposition, Probe
 from poset.dominance import FamilyPoints, point
 from poset.edges import Edges, EdgeView, added, removed
-from poset.families import Bounds, Family, Signed, bounds_within, projected, ranges_within
+from poset.families import (
+    MET_ONCE,
+    Bounds,
+    Family,
+    Signed,
+    bounds_within,
+    projected,
+    ranges_within,
+)
 from poset.gaps import Columns, escapes, kept_columns
 from poset.generality import generality_key
 from poset.predicate_index import Held, PredicateIndex
@@ -874,7 +882,7 @@ def _covers_signed(general: Signed, specific: Signed) -> bool:
         ):  # else ``projection`` is None: the test decides, and nothing need be kept
             over = family.over  # ``projected``'s look-up, inlined (a call each cost the listings)
             pairs = _UNKNOWN if over is None else over.get(other, _UNKNOWN)
-            if pairs is _UNKNOWN:
+            if pairs is _UNKNOWN or pairs is MET_ONCE:
                 pairs = projected(general, specific)
             if pairs is False:
                 return False
