@@ -151,31 +151,6 @@ def columns(filters: tuple[Filter, ...]) -> Columns:
     return found
 
 
-_KEPT_AT_MOST = 1024
-"""Most subscriptions whose columns ``kept_columns`` keeps."""
-
-_KEPT: dict[int, tuple[tuple[Filter, ...], Columns]] = {}
-
-
-def kept_columns(filters: tuple[Filter, ...]) -> Columns:
-    """``columns``, kept for the last ``_KEPT_AT_MOST`` subscriptions asked (by the identity of
-    their filters, checked), the oldest dropped first. Why: a placement tests a node as the
-    general side once, but the chains' tops and the walks' nodes are asked again by the next
-    placements (1,171 nodes for 14,288 tests of 2,000 shapes placements: 82% found kept),
-    and compiling columns costs as much as a test against them. A node keeps none itself:
-    that would cost every held subscription its columns' memory; these are some 1,024 x 0.5
-    KB, whatever the poset's size."""
-    key = id(filters)
-    kept = _KEPT.get(key)
-    if kept is not None and kept[0] is filters:
-        return kept[1]
-    found = columns(filters)
-    if len(_KEPT) >= _KEPT_AT_MOST:
-        del _KEPT[next(iter(_KEPT))]
-    _KEPT[key] = (filters, found)
-    return found
-
-
 def escapes(found: Columns, part: Filter) -> bool:
     """Whether ``part`` has a value, on its subject or on a predicate it has once, that no domain
     of ``found`` (``columns`` of a subscription's filters) holds: then that subscription does

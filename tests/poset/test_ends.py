@@ -1,11 +1,16 @@
 """``poset.ends``: a publication at the ends of a filter's ranges refutes covering only where
-``qel.covers`` says no, and refutes what one dimension at a time (``poset.gaps``) cannot."""
+``qel.covers`` says no, and refutes what one dimension at a time (``poset.gaps``) cannot; a
+filter held along one dimension at most proves covering only where ``qel.covers`` says yes,
+and whenever one filter of the general side holds it all."""
 
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import qel
-from poset.ends import alternatives, refutes
+from poset import ends
+from poset.ends import alternatives, kept, proves, refutes
 from poset.gaps import columns, escapes
+from qel.filters import filter_within
 from tests.strategies import subscriptions
 from workloads.shapes import Shapes
 
@@ -86,3 +91,85 @@ def test_on_the_shapes_workload_the_ends_refute_only_what_is_not_covered():
             assert not qel.covers(first, second)
             beyond_gaps += not any(escapes(found, part) for part in second.filters)
     assert beyond_gaps > 1_000  # the test exercises what the gaps leave
+
+
+@settings(max_examples=3000)
+@given(
+    subscriptions(max_patterns=3, repeat_predicates=True),
+    subscriptions(max_patterns=3, repeat_predicates=True),
+)
+def test_what_is_held_along_one_dimension_is_covered(general, specific):
+    compiled = alternatives(general.filters)
+    proved = [proves(compiled, part) for part in specific.filters]
+    event(f"proved: {sum(proved)} of {len(proved)}, {len(general.filters)} filters")
+    for part, held in zip(specific.filters, proved, strict=True):
+        if held:
+            assert qel.covering.filter_covered(part, general.filters)
+        elif len(part.patterns) == len(part.predicates):
+            assert not any(filter_within(part, other) for other in general.filters)
+
+
+def test_a_union_along_one_dimension_proves_what_no_one_filter_holds():
+    """``P > 898, P <= 58000 ; P >= 8612`` holds ``P > 946, Q = 1`` between them."""
+    general, specific, beyond = (
+        qel.parse_subscription(PREFIX + f"X : t(X, ex:p, P), t(X, ex:q, Q), {text}")
+        for text in ("(P > 898, P <= 58000 ; P >= 8612)", "P > 946, Q = 1", "P > 897, Q = 1")
+    )
+    compiled = alternatives(general.filters)
+    assert not any(filter_within(specific.filters[0], other) for other in general.filters)
+    assert proves(compiled, specific.filters[0])
+    assert not proves(compiled, beyond.filters[0])
+    assert qel.covers(general, specific) and not qel.covers(general, beyond)
+
+
+def test_a_filter_that_narrows_two_dimensions_proves_nothing_on_either():
+    """``P < 5, Q < 5`` narrows ``P > 0, Q > 0`` on both: with ``Q >= 5`` the union on ``Q``
+    is everything, yet ``P = 10, Q = 1`` escapes both."""
+    general, specific = (
+        qel.parse_subscription(PREFIX + f"X : t(X, ex:p, P), t(X, ex:q, Q), {text}")
+        for text in ("(P < 5, Q < 5 ; Q >= 5)", "P > 0, Q > 0")
+    )
+    assert not proves(alternatives(general.filters), specific.filters[0])
+    assert not qel.covers(general, specific)
+
+
+def test_on_the_shapes_workload_what_is_held_along_one_dimension_is_covered():
+    shapes = Shapes(seed=4)
+    drawn = [qel.parse_subscription(shapes.subscription()) for _ in range(300)]
+    general = [subscription for subscription in drawn if len(subscription.filters) > 1]
+    beyond_within = 0
+    for first in general:
+        compiled = alternatives(first.filters)
+        for second in drawn:
+            for part in second.filters:
+                if not proves(compiled, part):
+                    continue
+                assert qel.covering.filter_covered(part, first.filters)
+                beyond_within += not any(filter_within(part, other) for other in first.filters)
+    assert beyond_within >= 5  # 7 of these pairs need the union along one dimension
+
+
+_DRAWN = [qel.parse_subscription(Shapes(seed=5).subscription()) for _ in range(60)]
+
+
+@settings(max_examples=200)
+@given(st.lists(st.integers(0, 59), min_size=1, max_size=200))
+def test_kept_forms_are_those_of_the_filters_asked(order):
+    """Asked in any order, past ``KEPT_AT_MOST`` (here 16: forms dropped and built again):
+    what ``kept`` gives answers as the forms built afresh."""
+    bound = ends.KEPT_AT_MOST
+    ends.KEPT_AT_MOST = 16
+    try:
+        for at in order:
+            filters = _DRAWN[at].filters
+            found, compiled = kept(filters)
+            assert len(ends._KEPT) <= 16
+            fresh, again = columns(filters), alternatives(filters)
+            assert found.keys() == fresh.keys()
+            for other in _DRAWN[:20]:
+                for part in other.filters:
+                    assert escapes(found, part) == escapes(fresh, part)
+                    assert refutes(compiled, part) == refutes(again, part)
+                    assert proves(compiled, part) == proves(again, part)
+    finally:
+        ends.KEPT_AT_MOST = bound

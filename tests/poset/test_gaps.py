@@ -9,7 +9,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
-from poset.gaps import Column, columns, escapes, kept_columns
+from poset.gaps import Column, columns, escapes
 from qel.domains import ContainsDomain, Domain, PointDomain, RangeDomain, subset
 from qel.terms import URI
 from tests.strategies import subscriptions
@@ -136,18 +136,3 @@ def test_on_the_shapes_workload_a_gap_refutes_only_what_is_not_covered():
                 refuted += 1
                 assert not qel.covers(first, second)
     assert refuted > 10_000  # of 43,200 pairs: the test exercises the refutation
-
-
-def test_kept_columns_are_the_columns_of_those_filters():
-    shapes = Shapes(seed=5)
-    drawn = [qel.parse_subscription(shapes.subscription()) for _ in range(200)]
-    general = [subscription for subscription in drawn if len(subscription.filters) > 1]
-    for _ in range(2):
-        for first in general:
-            found = kept_columns(first.filters)
-            fresh = columns(first.filters)
-            assert found.keys() == fresh.keys()
-            for second in drawn:
-                assert [escapes(found, part) for part in second.filters] == [
-                    escapes(fresh, part) for part in second.filters
-                ]
