@@ -397,8 +397,8 @@ class Probe:
     asked with), its family and bounds (``poset.families``: a test against a node of its family
     compares bounds), its filters as ``qel.covering.Target`` (the points each test of a node
     covering it tries, built once), its ``poset.gaps`` columns and ``poset.ends`` alternatives
-    (``compiled``, when first tested as the general side), and the answers so far: a placement asks
-    about the same node more than once (binary search, minimality, chain choice).
+    (``compiled``, when first tested as the general side), and the answers so far: a placement
+    asks about the same node more than once (binary search, minimality, chain choice).
     """
 
     __slots__ = (

@@ -240,7 +240,8 @@ def projected(general: Signed, specific: Signed) -> Projection:
     over = family.over  # type: ignore[union-attr]
     found = _UNKNOWN if over is None else over.get(other, _UNKNOWN)  # type: ignore[arg-type]
     if found is MET_ONCE:
-        found = family.over[other] = projection(general.subscription, specific.subscription)  # type: ignore[union-attr, index]
+        found = projection(general.subscription, specific.subscription)
+        family.over[other] = found  # type: ignore[union-attr, index]
     elif found is _UNKNOWN:
         if _KEPT.count >= PROJECTIONS_KEPT:
             for held in list(_FAMILIES.values()):
