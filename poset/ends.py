@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from poset.gaps import SUBJECT, Column, Columns, columns
+from poset.gaps import SUBJECT, Column
 from qel.domains import (
     AnyDomain,
     ContainsDomain,
@@ -76,32 +76,6 @@ def alternatives(filters: tuple[Filter, ...]) -> Alternatives:
         subject = None if type(compiled.subject) is AnyDomain else compiled.subject
         found.append((compiled.predicates, subject, held))
     return tuple(found)
-
-
-KEPT_AT_MOST = 512
-"""Most subscriptions whose compiled forms ``kept`` keeps."""
-
-_KEPT: dict[int, tuple[tuple[Filter, ...], Columns, Alternatives]] = {}
-
-
-def kept(filters: tuple[Filter, ...]) -> tuple[Columns, Alternatives]:
-    """``poset.gaps.columns`` and ``alternatives`` of a subscription's filters, kept for the
-    last ``KEPT_AT_MOST`` subscriptions asked (by the identity of their filters, checked), the
-    oldest dropped first. Why: a placement tests a node as the general side once, but the
-    chains' tops and the walks' nodes are asked again by the next placements (on shapes at
-    10^4, 1,171 nodes for 14,288 tests of 2,000 placements: 66% found kept, 82% with twice as
-    many kept), and compiling both costs some 5 microseconds, as much as a test. A node keeps
-    none itself: that would cost every held subscription the memory of its compiled forms;
-    these are some 512 x 1.4 KB, whatever the poset's size."""
-    key = id(filters)
-    held = _KEPT.get(key)
-    if held is not None and held[0] is filters:
-        return held[1], held[2]
-    found = columns(filters), alternatives(filters)
-    while len(_KEPT) >= KEPT_AT_MOST:
-        del _KEPT[next(iter(_KEPT))]
-    _KEPT[key] = (filters, *found)
-    return found
 
 
 def proves(general: Alternatives, part: Filter) -> bool:

@@ -4,11 +4,9 @@ filter held along one dimension at most proves covering only where ``qel.covers`
 and whenever one filter of the general side holds it all."""
 
 from hypothesis import event, given, settings
-from hypothesis import strategies as st
 
 import qel
-from poset import ends
-from poset.ends import alternatives, kept, proves, refutes
+from poset.ends import alternatives, proves, refutes
 from poset.gaps import columns, escapes
 from qel.filters import filter_within
 from tests.strategies import subscriptions
@@ -147,29 +145,3 @@ def test_on_the_shapes_workload_what_is_held_along_one_dimension_is_covered():
                 assert qel.covering.filter_covered(part, first.filters)
                 beyond_within += not any(filter_within(part, other) for other in first.filters)
     assert beyond_within >= 5  # 7 of these pairs need the union along one dimension
-
-
-_DRAWN = [qel.parse_subscription(Shapes(seed=5).subscription()) for _ in range(60)]
-
-
-@settings(max_examples=200)
-@given(st.lists(st.integers(0, 59), min_size=1, max_size=200))
-def test_kept_forms_are_those_of_the_filters_asked(order):
-    """Asked in any order, past ``KEPT_AT_MOST`` (here 16: forms dropped and built again):
-    what ``kept`` gives answers as the forms built afresh."""
-    bound = ends.KEPT_AT_MOST
-    ends.KEPT_AT_MOST = 16
-    try:
-        for at in order:
-            filters = _DRAWN[at].filters
-            found, compiled = kept(filters)
-            assert len(ends._KEPT) <= 16
-            fresh, again = columns(filters), alternatives(filters)
-            assert found.keys() == fresh.keys()
-            for other in _DRAWN[:20]:
-                for part in other.filters:
-                    assert escapes(found, part) == escapes(fresh, part)
-                    assert refutes(compiled, part) == refutes(again, part)
-                    assert proves(compiled, part) == proves(again, part)
-    finally:
-        ends.KEPT_AT_MOST = bound
