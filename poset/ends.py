@@ -32,6 +32,16 @@ one object on ``p``. Per dimension of ``F`` the objects tried are:
 
 If one object per dimension can be chosen so that every ``Hi`` rejects the publication, it is a
 publication of ``F`` that no ``Hi`` matches: the subscription does not cover ``F``.
+
+The other way (``proves``, a sufficient condition): if each ``Hi`` of a set has only predicates
+``F`` has, admits ``F``'s subject domain, and on every predicate but ``p`` (the same ``p`` for
+all; the subject counts as one) holds ``F``'s domain within its own, then a publication of
+``F`` is matched by one of them as soon as its object in ``F``'s domain on ``p`` lies in that
+``Hi``'s domain there: the set covers ``F`` when the union of those domains (``poset.gaps``'s
+``Column``) holds ``F``'s domain on ``p``. One ``Hi`` holding ``F`` everywhere is the case of no
+``p`` (``filter_within``). Why: the "yes"es that ``filter_covered`` found by its search along
+one predicate or its cells (a broad DNF splitting one range: ``P > 898, P <= 58000 ; P >=
+8612`` over ``P > 946``) took 40 to 100 microseconds.
 """
 
 from __future__ import annotations
