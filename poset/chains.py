@@ -42,6 +42,7 @@ from operator import is_not
 from typing import Protocol
 
 import qel
+from poset.ends import Alternatives, alternatives
 from poset.families import Bounds, Family, Signed, signature
 from poset.gaps import Columns, columns
 from poset.predicate_index import PredicateIndex
@@ -395,13 +396,13 @@ class Probe:
     Its witnesses (a node that covers it matches all of them: what the index of chain tops is
     asked with), its family and bounds (``poset.families``: a test against a node of its family
     compares bounds), its filters as ``qel.covering.Target`` (the points each test of a node
-    covering it tries, built once), its ``poset.gaps`` columns (built when first tested as the
-    general side), and the answers so far: a placement asks about the same
-    node more than once (binary search, minimality, chain choice).
+    covering it tries, built once), its ``poset.gaps`` columns and ``poset.ends`` alternatives
+    (``compiled``, when first tested as the general side), and the answers so far: a placement
+    asks about the same node more than once (binary search, minimality, chain choice).
     """
 
     __slots__ = (
-        "_columns",
+        "_compiled",
         "_covered_by",
         "_covers",
         "_test",
@@ -421,14 +422,15 @@ class Probe:
         self._test = covers
         self._covered_by: dict[int, bool] = {}
         self._covers: dict[int, bool] = {}
-        self._columns: Columns | None = None
+        self._compiled: tuple[Columns, Alternatives] | None = None
 
-    def columns(self) -> Columns:
-        """``poset.gaps.columns`` of its filters, built on first use (a placement tests the
-        probe as the general side of tens of tests)."""
-        if self._columns is None:
-            self._columns = columns(self.subscription.filters)
-        return self._columns
+    def compiled(self) -> tuple[Columns, Alternatives]:
+        """``poset.gaps.columns`` and ``poset.ends.alternatives`` of its filters, built on first
+        use (a placement tests the probe as the general side of tens of tests)."""
+        if self._compiled is None:
+            filters = self.subscription.filters
+            self._compiled = columns(filters), alternatives(filters)
+        return self._compiled
 
     def matched_by(self, node: Ranked) -> bool:
         """Whether ``node`` matches every witness (necessary for covering the subscription)."""

@@ -47,14 +47,14 @@ class Family:
     """One family (compared by identity); ``exact``: the bounds decide both ways (one filter,
     or filters that are ``_separated``); ``dimensions``: how many of its bounds are finite;
     ``over``: per other family met in a covering test, the ``projection`` of this one's
-    members onto its members (``projected``; None while there is none)."""
+    members onto its members, or ``MET_ONCE`` (``projected``; None while there is none)."""
 
     __slots__ = ("__weakref__", "dimensions", "exact", "over")
 
     def __init__(self, exact: bool, dimensions: int) -> None:
         self.exact = exact
         self.dimensions = dimensions
-        self.over: dict[Family, Projection] | None = None
+        self.over: dict[Family, Projection | object] | None = None
 
 
 _FAMILIES: weakref.WeakValueDictionary[tuple[object, ...], Family] = weakref.WeakValueDictionary()
@@ -230,22 +230,33 @@ def projected(general: Signed, specific: Signed) -> Projection:
     family forgets them at once (a cache with an order of use cost more than the projections
     it spares). Why bounded: the listings meet some thousand pairs of families, 99% of their
     look-ups found kept; the shapes meet a pair per few tests, 71% of them once, and keeping
-    every pair for as long as its family lived took 243 bytes per subscription at 10^4."""
+    every pair for as long as its family lived took 243 bytes per subscription at 10^4.
+
+    A pair met for the first time gets None (the general test decides) and is marked
+    ``MET_ONCE``; its projection is built when it is met again. Why: on shapes at 10^4, 1,000
+    placements built 7,761 projections for 7,539 pairs, 7,326 of them never asked again, at
+    some 8 microseconds each where the general test of one filter costs 3."""
     family, other = general.family, specific.family
     over = family.over  # type: ignore[union-attr]
     found = _UNKNOWN if over is None else over.get(other, _UNKNOWN)  # type: ignore[arg-type]
-    if found is _UNKNOWN:
+    if found is MET_ONCE:
+        found = projection(general.subscription, specific.subscription)
+        family.over[other] = found  # type: ignore[union-attr, index]
+    elif found is _UNKNOWN:
         if _KEPT.count >= PROJECTIONS_KEPT:
             for held in list(_FAMILIES.values()):
                 held.over = None
             _KEPT.count = 0
         if family.over is None:  # type: ignore[union-attr]
             family.over = {}  # type: ignore[union-attr]
-        found = projection(general.subscription, specific.subscription)
-        family.over[other] = found  # type: ignore[union-attr, index]
+        family.over[other] = MET_ONCE  # type: ignore[union-attr, index]
         _KEPT.count += 1
+        return None
     return found  # type: ignore[return-value]
 
+
+MET_ONCE = object()
+"""What ``Family.over`` holds for a family met once (``projected``)."""
 
 _UNKNOWN = object()
 

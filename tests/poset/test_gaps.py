@@ -1,5 +1,6 @@
 """``poset.gaps``: a gap in one dimension refutes covering only where ``qel.covers`` says no, and
-the union of ranges is decided as sample points between every bound decide it."""
+a column (the union of a dimension's domains, compiled) holds a domain as sample points between
+every bound, and the domains' own ``admits`` and ``subset``, decide it."""
 
 import itertools
 from fractions import Fraction
@@ -8,8 +9,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import qel
-from poset.gaps import _within, columns, escapes
-from qel.domains import RangeDomain
+from poset.gaps import Column, columns, escapes
+from qel.domains import ContainsDomain, Domain, PointDomain, RangeDomain, subset
+from qel.terms import URI
 from tests.strategies import subscriptions
 from workloads.shapes import Shapes
 
@@ -39,15 +41,67 @@ def _samples() -> list[Fraction]:
 
 @settings(max_examples=2000)
 @given(ranges(), st.lists(ranges(), max_size=4), st.lists(ranges("date"), max_size=1))
-def test_within_is_the_union_of_the_ranges(inner, held, other_kind):
+def test_a_column_holds_the_union_of_the_ranges(inner, held, other_kind):
     union = [*held, *other_kind]
     expected = all(
         any(outer.admits("number", value) for outer in union)
         for value in _samples()
         if inner.admits("number", value)
     )
-    event(f"within: {expected}")
-    assert _within(inner, tuple(union)) == expected
+    event(f"holds: {expected}")
+    assert Column(tuple(union)).holds(inner) == expected
+
+
+def _others() -> st.SearchStrategy[Domain]:
+    """Fixed values of other kinds than numbers (one of them a number's), and ``contains``."""
+    return st.one_of(
+        st.builds(
+            lambda value: PointDomain("string", value, URI("urn:unused")),
+            st.sampled_from(["a", "ab", "b"]),
+        ),
+        st.builds(
+            lambda value: PointDomain("uri", value, URI(value)), st.sampled_from(["u:1", "u:2"])
+        ),
+        st.builds(
+            lambda parts: ContainsDomain(tuple(sorted(set(parts)))),
+            st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2),
+        ),
+    )
+
+
+def _brute_holds(inner: Domain, held: list[Domain]) -> bool:
+    """Every term of ``inner`` in one of ``held``: sample points for a range of more than one
+    value, else ``admits`` of its one value, ``subset`` of one domain for a ``contains``."""
+    if type(inner) is RangeDomain and not inner.is_point:
+        return all(
+            any(outer.admits(inner.kind, value) for outer in held)
+            for value in _samples()
+            if inner.admits(inner.kind, value)
+        )
+    if type(inner) is RangeDomain:
+        return any(outer.admits(inner.kind, inner.low) for outer in held)
+    if type(inner) is PointDomain:
+        return any(outer.admits(inner.kind, inner.value) for outer in held)
+    return any(subset(inner, outer) for outer in held)
+
+
+@settings(max_examples=2000)
+@given(
+    st.one_of(ranges(), ranges("date"), _others()),
+    st.lists(st.one_of(ranges(), ranges("date"), _others()), max_size=5),
+)
+def test_a_column_holds_what_one_of_its_domains_holds_or_their_ranges_together(inner, held):
+    expected = _brute_holds(inner, held)
+    event(f"holds: {expected}, {type(inner).__name__}")
+    column = Column(tuple(held))
+    assert column.holds(inner) == expected
+    spans = column.spans  # disjoint, a value left out between two of a kind
+    for first, second in itertools.pairwise(spans):
+        if first.kind == second.kind:
+            assert first.high is not None and second.low is not None
+            assert first.high < second.low or (
+                first.high == second.low and not first.high_inclusive and not second.low_inclusive
+            )
 
 
 @settings(max_examples=1500)

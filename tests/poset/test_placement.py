@@ -16,7 +16,7 @@ from poset.chains import Probe, _loosened
 from poset.families import signature
 from poset.poset import SubscriptionPoset, _above_by_ancestors, _covers, _covers_signed
 from poset.witness_index import Sample, WitnessIndex
-from qel.domains import RangeDomain
+from qel.domains import ContainsDomain, RangeDomain
 from qel.filters import witness
 from qel.matching import filter_matches
 from tests.strategies import publications, subscriptions
@@ -172,6 +172,22 @@ def test_rough_candidates_hold_what_the_probe_may_match_and_no_witness_it_cannot
     for compiled, candidates in zip(probe.filters, per_filter, strict=True):
         if len(candidates) > few:
             assert all(compiled.predicates <= witnesses[k].values.keys() for k in candidates)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.tuples(st.sampled_from(["string", "uri"]), st.text("abc", max_size=4))),
+    st.lists(st.text("abc", min_size=1, max_size=2), max_size=3),
+)
+def test_a_contains_look_up_gives_the_strings_that_hold_every_substring(objects, parts):
+    """The scan of one predicate's strings for a ``contains`` (one substring written out,
+    several, none) gives the keys ``admits`` gives."""
+    held = witness_module._PredicateWitnesses()
+    for key, (kind, value) in enumerate(objects):
+        held.add(key, kind, value)
+    domain = ContainsDomain(tuple(sorted(set(parts))))
+    expected = sorted(k for k, (kind, value) in enumerate(objects) if domain.admits(kind, value))
+    assert sorted(held.candidates(domain)) == expected
 
 
 def test_a_range_not_looked_up_still_keeps_the_keys_with_its_predicate():
