@@ -21,6 +21,11 @@ Per fault, the simulated seconds from its heal to one cube of every live member:
 Each ``--wedged`` value (the watchdog, ``wedged_seconds``) runs the same schedules; the first is
 the baseline the others' ratios are to. A fault still not followed by one cube 90 s after its
 heal counts as ``never`` (and as 90 s in the mean).
+
+``--cut-only HOLD`` replays no schedule: each seed cuts a quiet cube once per shape (halves, two
+sides of a drawn size, two sides and a bridge) for ``HOLD`` seconds, alone: the heal of a long
+cut, where every member of a side has rejoined by the watchdog, without the storms of other
+faults around it.
 """
 
 from __future__ import annotations
@@ -200,19 +205,53 @@ class Replay:
         return records
 
 
+def cut_plans(superpeers: int, seed: int, hold: float) -> list[dict]:
+    """One plan per shape of cut (``partition_sides``), each a single cut of ``hold`` seconds."""
+    return [
+        {
+            "superpeers": superpeers,
+            "overlap": 1,
+            "duration": 0.0,
+            "faults": [
+                {
+                    "kind": "partition",
+                    "at": 1.0,
+                    "hold": hold,
+                    "pick": seed * 0.137 % 1,
+                    "shape": shape,
+                    "cut": seed * 0.31 % 1,
+                }
+            ],
+        }
+        for shape in ("halves", "cut", "bridge")
+    ]
+
+
 def measure(
-    superpeers: int, seeds: int, duration: float, overlap: int, wedged: float, failure: float
+    superpeers: int,
+    seeds: int,
+    duration: float,
+    overlap: int,
+    wedged: float,
+    failure: float,
+    cut_hold: float | None = None,
 ) -> dict[str, object]:
     config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=failure, wedged_seconds=wedged)
     kinds = [k for k in FAULTS if k != "slow"]
     times: list[float] = []
     over = never = 0
     worst: dict[str, float] = {}
+    runs: list[tuple[int, dict]] = []
     for seed in range(seeds):
+        if cut_hold is not None:
+            runs += [(seed, plan) for plan in cut_plans(superpeers, seed, cut_hold)]
+            continue
         plan = make_plan(
             seed=seed, duration=duration, superpeers=superpeers, peers=4, faults=kinds,
             rate=4.0, overlap=overlap, hosts="netns",
         )  # fmt: skip
+        runs.append((seed, plan))
+    for seed, plan in runs:
         for record in Replay(plan, config, seed).run():
             seconds = WAIT_SECONDS if record.one_cube is None else record.one_cube
             times.append(seconds)
@@ -223,6 +262,7 @@ def measure(
         "wedged": wedged,
         "faults": len(times),
         "mean": statistics.fmean(times),
+        "median": statistics.median(times),
         "over_30": over,
         "never": never,
         "worst": dict(sorted(worst.items())),
@@ -239,26 +279,39 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--overlap", type=int, default=2)
     parser.add_argument("--wedged", default="60,30", help="watchdog values; the first: baseline")
     parser.add_argument("--failure", type=float, default=3.0, help="failure_seconds")
+    parser.add_argument("--cut-only", type=float, metavar="HOLD",
+                        help="no schedule: one cut of each shape per seed, HOLD seconds long")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the simulated daemons log every failure they see
-    rows = [
-        measure(args.superpeers, args.seeds, args.duration, args.overlap, float(w), args.failure)
-        for w in args.wedged.split(",")
-    ]
+    rows = []
+    for wedged in args.wedged.split(","):
+        row = measure(
+            args.superpeers, args.seeds, args.duration, args.overlap, float(wedged),
+            args.failure, args.cut_only,
+        )  # fmt: skip
+        rows.append(row)
     if args.json:
         print(json.dumps({"load": os.getloadavg()[0], "rows": rows}))
         return
-    print(
-        f"{args.superpeers} super-peers, {args.seeds} schedules of {args.duration:.0f} s, "
-        f"overlap {args.overlap}, failure {args.failure:g} s; load {os.getloadavg()[0]:.1f}"
+    what = (
+        f"{args.seeds} x 3 cuts of {args.cut_only:g} s, alone"
+        if args.cut_only is not None
+        else f"{args.seeds} schedules of {args.duration:.0f} s, overlap {args.overlap}"
     )
-    print(f"{'wedged s':>8} {'faults':>6} {'mean s':>7} {'>30 s':>6} {'never':>6} {'ratio':>6}")
+    print(
+        f"{args.superpeers} super-peers, {what}, failure {args.failure:g} s; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'wedged s':>8} {'faults':>6} {'mean s':>7} {'median':>7} {'>30 s':>6} {'never':>6} "
+        f"{'ratio':>6}"
+    )
     base = rows[0]["mean"]
     for row in rows:
         print(
-            f"{row['wedged']:>8.0f} {row['faults']:>6} {row['mean']:>7.1f} {row['over_30']:>6} "
-            f"{row['never']:>6} {row['mean'] / base:>6.2f}"
+            f"{row['wedged']:>8.0f} {row['faults']:>6} {row['mean']:>7.1f} {row['median']:>7.1f} "
+            f"{row['over_30']:>6} {row['never']:>6} {row['mean'] / base:>6.2f}"
         )
         print(
             "         worst per kind: " + ", ".join(f"{k} {v:.0f}" for k, v in row["worst"].items())
