@@ -834,8 +834,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         return out
 
     def _broadcast_in(self, message: object, now: float, out: list[Output]) -> None:
-        """What the node itself does with the first arrival of ``sp.departed`` or
-        ``sp.returned`` (the core relayed it and updated its routes)."""
+        """What the node itself does with the first arrival of a broadcast (``sp.departed``,
+        ``sp.reconnected``, ``sp.returned``, ``sp.merge``; the core relayed it and updated its
+        routes)."""
         if isinstance(message, m.Departed) and message.node == self.node_id:
             if message.failed and message.incarnation == self.incarnation:
                 # the cube declared this incarnation failed (it was paused, or cut off) and
