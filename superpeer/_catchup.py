@@ -18,6 +18,7 @@ import qel
 from superpeer import versions
 from superpeer._batches import fitting
 from superpeer._node_base import (
+    AskedCatchUp,
     NodeBase,
     Output,
     PlannedCatchUp,
@@ -149,9 +150,17 @@ class CatchUps(NodeBase):
         )
 
     def _ask_catchup(
-        self, target: str, entries: list, now: float, out: list[Output], *, of: str = ""
+        self,
+        target: str,
+        entries: list,
+        now: float,
+        out: list[Output],
+        *,
+        of: str = "",
+        before: AskedCatchUp | None = None,
     ) -> None:
-        """Ask ``target`` for what its log holds for ``entries`` (of origin ``of`` only)."""
+        """Ask ``target`` for what its log holds for ``entries`` (of origin ``of`` only); asked
+        again as ``before`` was, if it is one more try of that."""
         address = self._address_of(target)
         chunks = fitting(
             entries,
@@ -159,13 +168,47 @@ class CatchUps(NodeBase):
             count=self.config.catchup_batch,
             frame_bytes=self.config.max_frame_bytes,
         )
+        tries = 1 if before is None else before.tries + 1
+        wait = self.config.catchup_retry_seconds * 2 ** (tries - 1)
         for chunk in chunks:
             self.statistics.catchups_asked += 1
             request = m.CatchUp(request=self._next_id(), entries=tuple(chunk), origin=of)
-            earliest = min(entry[3] for entry in chunk)
-            asked = {entry[0] for entry in chunk}
-            self._unanswered[request.request] = (earliest, asked, now, target)
+            self._unanswered[request.request] = AskedCatchUp(
+                target=target,
+                origin=of,
+                entries=tuple(chunk),
+                waiting={entry[0] for entry in chunk},
+                asked_at=now if before is None else before.asked_at,
+                due=now + wait,
+                tries=tries,
+            )
             self._send(target, request, now, out, address=address)
+
+    def _ask_again(self, now: float, out: list[Output]) -> None:
+        """Catch-ups not answered whole in time are asked again, of the same super-peer while
+        it is not gone; of the holders of its log's copies once it is. Nothing else would: a
+        request sent to a super-peer in the middle of a rejoin, or its answer, can be lost with
+        a link, and the peers it was for silently miss what the origin published (an origin
+        cut off from an access point, then crashed for good: 42 lost in a ten-minute chaos
+        run). Repeats are dropped at the inbox."""
+        for request, asked in list(self._unanswered.items()):
+            if asked.due > now:
+                continue
+            del self._unanswered[request]
+            entries = [entry for entry in asked.entries if entry[0] in asked.waiting]
+            if not entries:
+                continue
+            self.statistics.catchups_asked_again += 1
+            if not self._gone(asked.target) and self._address_of(asked.target):
+                self._ask_catchup(asked.target, entries, now, out, of=asked.origin, before=asked)
+            elif not asked.origin:
+                # the origin is gone: what it logged is wherever it copied it
+                for holder in self._live_superpeers(asked.target):
+                    if holder == self.node_id:
+                        self._catch_up_locally(entries, now, out, of=asked.target)
+                    else:
+                        self._ask_catchup(holder, entries, now, out, of=asked.target, before=asked)
+            # (a holder of copies gone: every live super-peer was asked with it)
 
     def _newest_incarnation(self, origin: str) -> int:
         """The newest incarnation of ``origin`` this node heard of: on a link (``Hello``), from
@@ -329,8 +372,8 @@ class CatchUps(NodeBase):
             self._send(target, mail, now, out, address=address)
 
     def _mail_in(self, message: m.Mail, now: float, out: list[Output]) -> None:
-        if message.purpose == "catchup" and message.last:
-            self._answered(message.request, message.peer)
+        if message.purpose == "catchup":
+            self._answered(message.request, message.peer, message.last, now)
         if message.purpose == "handover":
             self._handed_in.setdefault(message.request, set()).update(
                 mail_key(n.owner, n.publication.id, n.version) for n in message.notifications
@@ -347,29 +390,33 @@ class CatchUps(NodeBase):
         for notify in message.notifications:
             self._recover(message.peer, notify, now, out, kept=kept)
 
-    def _answered(self, request: str, peer: str) -> None:
-        """The answer of a catch-up for ``peer`` is all here (the last ``Mail`` of it)."""
-        unanswered = self._unanswered.get(request)
-        if unanswered is None:
+    def _answered(self, request: str, peer: str, last: bool, now: float) -> None:
+        """Part of the answer of a catch-up for ``peer`` is here: all of it, if ``last``. A
+        long answer still coming is not asked again meanwhile."""
+        asked = self._unanswered.get(request)
+        if asked is None:
             return
-        unanswered[1].discard(peer)
-        if not unanswered[1]:
-            del self._unanswered[request]
+        if last:
+            asked.waiting.discard(peer)
+            if not asked.waiting:
+                del self._unanswered[request]
+                return
+        asked.due = max(asked.due, now + self.config.catchup_retry_seconds)
 
     def _prune_unanswered(self, now: float) -> None:
-        """Catch-ups asked more than ``log_seconds`` ago are no longer waited for: the origins'
-        logs no longer hold what they asked for."""
-        for request, (_, _, asked_at, _) in list(self._unanswered.items()):
-            if now - asked_at > self.config.log_seconds:
+        """Catch-ups first asked more than ``log_seconds`` ago are no longer waited for: the
+        origins' logs no longer hold what they asked for."""
+        for request, asked in list(self._unanswered.items()):
+            if now - asked.asked_at > self.config.log_seconds:
                 del self._unanswered[request]
 
     def _unanswered_since(self, origin: str | None = None) -> float | None:
         """The earliest hybrid time a catch-up still to be asked, or asked and not answered
         whole, starts from (None: none is); of ``origin`` only, if given."""
         starts = [
-            since
-            for since, _, _, asked in self._unanswered.values()
-            if origin is None or asked == origin
+            asked.since
+            for asked in self._unanswered.values()
+            if origin is None or asked.target == origin
         ]
         starts += [
             c.since

@@ -491,7 +491,7 @@ class Merges(NodeBase):
             due = now + self.config.routing.settle_seconds
             self._catchups.append(PlannedCatchUp(due, since, None, frozenset({node})))
             # asked again from there: what was asked of it before and not answered is in it
-            for request in [r for r, e in self._unanswered.items() if e[3] == node]:
+            for request in [r for r, e in self._unanswered.items() if e.target == node]:
                 del self._unanswered[request]
         return since
 

@@ -159,6 +159,11 @@ class NodeConfig:
     """Wait before asking again after a refused join."""
     handover_seconds: float = 5.0
     """Wait for a previous access point's answer before catching up from the origins."""
+    catchup_retry_seconds: float = 10.0
+    """A catch-up whose answer has not all come this long after it was asked (or after the
+    last part of it that came) is asked again, then after twice as long, and so on until
+    ``log_seconds``: the request or its answer may have been lost with a link (a super-peer
+    mid-rejoin, a cut), and nothing else would ask again (``superpeer._catchup``)."""
     housekeeping_seconds: float = 5.0
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200
@@ -229,6 +234,8 @@ class NodeStatistics:
     repairs: int = 0
     rejoins: int = 0
     catchups_asked: int = 0
+    catchups_asked_again: int = 0
+    """Catch-up requests not answered in time, asked again (``CatchUps._ask_again``)."""
     catchups_served: int = 0
     recovered: int = 0
     replayed: int = 0
@@ -276,6 +283,30 @@ class PendingCopy:
     deadline: float = 0.0
     """When the last of them is given up on (sent: in ``_copies``; queued behind a copy in
     flight to the same neighbour: not yet)."""
+
+
+@dataclass
+class AskedCatchUp:
+    """A catch-up asked of another super-peer and not answered whole yet."""
+
+    target: str
+    """The super-peer asked: the origin itself, or one holding copies of ``origin``'s log."""
+    origin: str
+    """The origin it was asked about ("": the target's own log, gap notices and all)."""
+    entries: tuple[tuple[str, str, qel.Subscription, float, float], ...]
+    """What it asked for: (peer, subscription id, subscription, since, until)."""
+    waiting: set[str]
+    """The peers whose answer is still to come (the last ``Mail`` for each ends it)."""
+    asked_at: float
+    """Local time it was first asked (given up ``log_seconds`` later)."""
+    due: float
+    """Local time it is asked again if still not answered whole."""
+    tries: int = 1
+
+    @property
+    def since(self) -> float:
+        """The earliest hybrid time it asks from."""
+        return min(entry[3] for entry in self.entries)
 
 
 @dataclass
@@ -486,12 +517,12 @@ class NodeBase:
         waits for ("" once none): they leave from the front (``superpeer._replication``)."""
         self._copying = True
         """Whether the last publication acknowledged had its copy (a change is logged)."""
-        self._unanswered: dict[str, tuple[float, set[str], float, str]] = {}
-        """Catch-ups asked of other origins and not answered whole yet: request -> (the earliest
-        hybrid time it asks from, the peers whose answer is still to come, local time asked, the
-        origin asked). A rejoin before the answer (the request or the answer lost with the old
-        incarnation's links) asks again from there (``SuperPeerNode._rejoin``); so does the
-        next catch-up from an origin lost again before it answered (``Merges._lose``)."""
+        self._unanswered: dict[str, AskedCatchUp] = {}
+        """Catch-ups asked of other super-peers and not answered whole yet, by request. Asked
+        again after ``catchup_retry_seconds`` (``CatchUps._ask_again``); a rejoin before the
+        answer (the request or the answer lost with the old incarnation's links) asks again
+        from its start (``SuperPeerNode._rejoin``); so does the next catch-up from an origin
+        lost again before it answered (``Merges._lose``)."""
         self._subscribed_at: dict[tuple[str, str], float] = {}
         self._unsubscribed_at: dict[tuple[str, str], float] = {}
         """When each subscription made here in this incarnation was made (catch-up never asks

@@ -88,6 +88,7 @@ class Reports(NodeBase):
             "backlog": {"waiting": len(self._backlog), "waited": self.statistics.waited},
             "catchups": {
                 "asked": self.statistics.catchups_asked,
+                "asked_again": self.statistics.catchups_asked_again,
                 "served": self.statistics.catchups_served,
                 "recovered": self.statistics.recovered,
                 "replayed": self.statistics.replayed,

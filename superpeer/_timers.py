@@ -200,6 +200,7 @@ class Timers(Backlog):
         if self.config.heartbeat_seconds is not None and self.core is not None:
             self._supervise(now, out)
         self._ask_catchups(now, out)
+        self._ask_again(now, out)
         self._merge_due(now, out)
         self._probe_lost(now, out)
         self._replay_due(now, out)

@@ -67,6 +67,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     catchup_margin_seconds = 5.0       # catch-up asks for this much more hybrid time (what a
                                        # clock reading takes to reach every super-peer)
     handover_seconds = 5.0             # wait for a previous access point before catching up
+    catchup_retry_seconds = 10.0       # a catch-up not answered this long is asked again
+                                       # (then after twice as long, and so on)
     retracted_seconds = 20.0           # a retracted subscription still routes what was
                                        # published before and arrives late, this long
 
@@ -224,6 +226,7 @@ class Recovery:
     copy_wait_seconds: float = 1.0
     catchup_margin_seconds: float = 5.0
     handover_seconds: float = 5.0
+    catchup_retry_seconds: float = 10.0
     retracted_seconds: float = 20.0
 
 
@@ -363,6 +366,7 @@ class SuperPeerConfig:
             max_clock_lead_seconds=limits.max_clock_lead_seconds,
             clock_sample_seconds=limits.clock_sample_seconds,
             handover_seconds=recovery.handover_seconds,
+            catchup_retry_seconds=recovery.catchup_retry_seconds,
             rendezvous=self.rendezvous,
             locating=LocatorConfig(direct_seconds=limits.locate_direct_seconds),
             rates=limits.rates(),

@@ -218,6 +218,8 @@ _STATUS_COUNTERS: Final = (
     ("superpeer_repairs", ("repairs",), "Places of failed super-peers closed"),
     ("superpeer_catchups_asked", ("catchups", "asked"),
      "Catch-ups asked of origins (after repairs, restarts, unanswered handovers)"),
+    ("superpeer_catchups_asked_again", ("catchups", "asked_again"),
+     "Catch-up requests not answered in time, asked again (of the copies, if the origin is gone)"),
     ("superpeer_notifications_recovered", ("catchups", "recovered"),
      "Notifications that catch-ups and handovers brought and were new here"),
     ("superpeer_notifications_replayed", ("catchups", "replayed"),

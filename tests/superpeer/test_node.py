@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 import wire
 from crypto.identifiers import public_identifier
 from hypercup import JoinRequest, JoinWalk, LeaveWalk
-from superpeer._node_base import PlannedCatchUp
+from superpeer._node_base import AskedCatchUp, PlannedCatchUp
 from superpeer.access import AccessState
 from superpeer.actions import (
     CloseConnection,
@@ -429,7 +429,7 @@ def test_a_rejoin_asks_again_from_where_an_unanswered_catch_up_began():
     node = simulation.nodes["sp0"]
     now = simulation._clock("sp0")
     cut_at = node.clock.now(now) - 30.0
-    node._unanswered["lost"] = (cut_at, {"reader"}, now, "sp1")
+    node._unanswered["lost"] = asked_of("sp1", node, cut_at, now)
     out: list = []
     node._rejoin("evicted", now, out)
     assert node._restored_since is not None and node._restored_since <= cut_at
@@ -496,9 +496,80 @@ def test_a_catch_up_from_an_origin_lost_again_before_it_answered_is_asked_again_
     node = simulation.nodes["sp1"]
     now = simulation._clock("sp1")
     first = node.clock.now(now) - 30.0
-    node._unanswered["asked"] = (first, {"reader"}, now, "sp0")
+    node._unanswered["asked"] = asked_of("sp0", node, first, now)
     node._lose("sp0", node.clock.now(now) - 2.0, now)
     assert node._found("sp0", now) == first
+
+
+def asked_of(target: str, node: SuperPeerNode, since: float, now: float, of: str = ""):
+    """A catch-up for the reader asked of ``target`` at ``now``, from ``since``, unanswered."""
+    subscription = node.core.subscriptions_of("reader")["s"]
+    return AskedCatchUp(
+        target=target,
+        origin=of,
+        entries=(("reader", "s", subscription, since, float("inf")),),
+        waiting={"reader"},
+        asked_at=now,
+        due=now + node.config.catchup_retry_seconds,
+    )
+
+
+def test_a_catch_up_whose_request_is_lost_is_asked_again(monkeypatch):
+    """Found by a ten-minute chaos run on hosts (42 lost): a catch-up request sent to a
+    super-peer in the middle of a rejoin never arrived, and nothing asked again. Here the
+    notification and then the first catch-up request are lost on the way to the origin's
+    neighbour; the request is asked again ``catchup_retry_seconds`` later, and what the reader
+    missed arrives (the copies of the origin's log that would have served it are lost too)."""
+    simulation = subscribed(Simulation(2), publisher_at=0, reader_at=1)
+    node = simulation.nodes["sp1"]
+    behind = node.clock.now(simulation._clock("sp1"))
+    lost: list[str] = []
+    arrive = SuperPeerNode._superpeer_message
+
+    def lose_the_first(self, sender, incarnation, received, now):
+        message = received.message
+        if isinstance(message, m.LogCopy) or (
+            isinstance(message, m.Notification | m.CatchUp) and type(message).KIND not in lost
+        ):
+            lost.append(type(message).KIND)
+            return []
+        return arrive(self, sender, incarnation, received, now)
+
+    monkeypatch.setattr(SuperPeerNode, "_superpeer_message", lose_the_first)
+    document = '<http://example.org/p> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+    simulation.apply(
+        {"op": "publish", "peer": "publisher", "id": "p", "format": "nt", "data": document}
+    )
+    node._catchups.append(PlannedCatchUp(simulation.now + 1.0, behind, None, None))
+    simulation.apply({"op": "wait", "seconds": 2.0})
+    assert {"sp.notification", "sp.catchup"} <= set(lost)
+    assert simulation.deliveries()["reader"] == []
+    simulation.apply({"op": "wait", "seconds": node.config.catchup_retry_seconds})
+    assert node.statistics.catchups_asked_again == 1
+    assert simulation.deliveries()["reader"] == ["p"]
+    assert not node._unanswered, "answered whole: not asked a third time"
+
+
+def test_a_catch_up_unanswered_by_an_origin_gone_since_is_asked_of_its_copies():
+    """The origin asked died before it answered, and is gone (declared failed, not heard of
+    since): the catch-up goes to every live super-peer, restricted to that origin's log
+    (``CatchUp.origin``), as the copies of its log are wherever it sent them."""
+    simulation = subscribed(Simulation(3), publisher_at=0, reader_at=2)
+    node = simulation.nodes["sp2"]
+    now = simulation._clock("sp2")
+    since = node.clock.now(now) - 30.0
+    node._unanswered["asked"] = asked_of("sp0", node, since, now)
+    node.departed["sp0"] = node._newest_incarnation("sp0")
+    later = now + node.config.catchup_retry_seconds
+    out: list = []
+    node._ask_again(later - 0.5, out)
+    assert out == [], "not due yet"
+    node._ask_again(later, out)
+    asked = [o for o in out if isinstance(o, ToSuperPeer) and isinstance(o.message, m.CatchUp)]
+    assert [(o.node, o.message.origin) for o in asked] == [("sp1", "sp0")]
+    [again] = node._unanswered.values()
+    assert (again.target, again.origin, again.tries) == ("sp1", "sp0", 2)
+    assert again.due == later + 2 * node.config.catchup_retry_seconds, "twice as long"
 
 
 def subscribed(simulation: Simulation, *, publisher_at: int, reader_at: int) -> Simulation:
