@@ -156,7 +156,8 @@ class NodeConfig:
     """A member of the weaker of two cubes that met rejoins this long after it told its cube
     (the ``Merge`` broadcast leaves first)."""
     rejoin_seconds: float = 1.0
-    """Wait before asking again after a refused join."""
+    """Wait before asking again after a join refused by a member, or by every contact in a
+    round (one that is no member sends the next request at once: ``SuperPeerNode._refused``)."""
     handover_seconds: float = 5.0
     """Wait for a previous access point's answer before catching up from the origins."""
     catchup_retry_seconds: float = 10.0
@@ -467,6 +468,8 @@ class NodeBase:
         self._outside: dict[str, bool] = {}
         """Contacts found out of the cube in this round of attempts to join: True if one
         answered so (alive), False if it said nothing."""
+        self._asked_this_round: set[str] = set()
+        """Contacts asked to admit this node in this round (``SuperPeerNode._refused``)."""
         self._silent_since: dict[str, float] = {}
         """When each contact that says nothing first failed to answer: a member is silent at
         most ``wedged_seconds`` (busy that long, it rejoins and answers as a non-member), so

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 import wire
 from crypto.identifiers import public_identifier
-from hypercup import JoinRequest, JoinWalk, LeaveWalk
+from hypercup import JoinRefused, JoinRequest, JoinWalk, LeaveWalk
 from superpeer._node_base import AskedCatchUp, PlannedCatchUp
 from superpeer.access import AccessState
 from superpeer.actions import (
@@ -45,6 +45,31 @@ def test_a_join_through_a_silent_member_goes_through_another_as_a_new_incarnatio
     node.superpeer_heard("sp1", 3.0)
     assert sent(node.timer(4.9)) == [], "a member that acknowledges is waited for"
     assert sent(node.timer(5.0)) == [("sp0", JoinRequest.__name__)]
+
+
+def test_a_refusal_from_outside_the_cube_sends_the_next_request_at_once_once_a_round():
+    """After a cut longer than the watchdog every member of a side has rejoined: a contact that
+    is no member says so at once, and waiting ``rejoin_seconds`` before the next one made a
+    node with 15 contacts take 15 s to learn that nobody it knows is in a cube. The next
+    contact is asked at once, each once a round; a member's refusal (busy, or still repairing
+    this node's old place) is still waited on."""
+    contacts = [(f"sp{k}", f"sp{k}.test:7400") for k in range(3)]
+    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
+    assert sent(node.start(0.0, contacts)) == [("sp0", JoinRequest.__name__)]
+
+    def refuse(contact: str, now: float, *, member: bool = False) -> list:
+        refusal = JoinRefused(reason=f"{contact} is not a member (idle)", member=member)
+        node.superpeer_message(contact, 1, Received(refusal, contact), now)
+        return sent(node.timer(now))
+
+    assert refuse("sp0", 0.1) == [("sp1", JoinRequest.__name__)]
+    assert refuse("sp1", 0.2) == [("sp2", JoinRequest.__name__)]
+    assert refuse("sp2", 0.3) == [], "the round is over: each contact was asked once"
+    assert node.next_deadline() == pytest.approx(0.3 + CONFIG.rejoin_seconds)
+    assert sent(node.timer(1.3)) == [("sp0", JoinRequest.__name__)]
+    assert refuse("sp0", 1.4) == [("sp1", JoinRequest.__name__)], "a new round"
+    assert refuse("sp1", 1.5, member=True) == [], "a member that refuses is waited on"
+    assert sent(node.timer(2.5)) == [("sp2", JoinRequest.__name__)]
 
 
 def test_a_new_incarnation_keeps_what_was_sent_to_it_after_the_old_one_departed():
