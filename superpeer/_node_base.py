@@ -469,7 +469,8 @@ class NodeBase:
         """Contacts found out of the cube in this round of attempts to join: True if one
         answered so (alive), False if it said nothing."""
         self._asked_this_round: set[str] = set()
-        """Contacts asked to admit this node in this round (``SuperPeerNode._refused``)."""
+        """Contacts asked to admit this node since it last waited ``rejoin_seconds``
+        (``SuperPeerNode._refused``)."""
         self._silent_since: dict[str, float] = {}
         """When each contact that says nothing first failed to answer: a member is silent at
         most ``wedged_seconds`` (busy that long, it rejoins and answers as a non-member), so

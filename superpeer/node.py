@@ -292,6 +292,11 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         while usable and self._unusable_until(self._contacts[0][0], now):
             self._contacts.append(self._contacts.pop(0))
         contact_id, contact_address = self._contacts[0]
+        if contact_id in self._asked_this_round:
+            # every contact it may ask now was asked since the last wait (``_refused``)
+            self._asked_this_round.clear()
+            self._join_at = now + self.config.rejoin_seconds
+            return
         self._asked_this_round.add(contact_id)
         self._contacts.append(self._contacts.pop(0))
         self.addresses[contact_id] = contact_address
@@ -338,6 +343,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         out += [Forgotten(n, drain=False) for n in sorted(self.addresses) if n != self.node_id]
         self.topology = HypercupNode(self.node_id, self.address)
         self._join_contact = None
+        self._asked_this_round.clear()  # it waited ``failure_seconds`` on the silent one
         self._join(now, out)
 
     def leave(self, now: float) -> list[Output]:
@@ -449,8 +455,9 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         """A contact refused to admit this node. A member (busy, or still repairing this node's
         old place) is asked again after ``rejoin_seconds``. A contact that is no member is
         known out of the cube at once (``_nobody_in_the_cube``): the next contact is asked
-        at once, until each has been asked in this round, and only then does the node wait
-        ``rejoin_seconds``. After a cut longer than the watchdog, every member of a side has
+        at once, until ``_join`` comes to one it asked since the last wait (each contact it
+        may ask now, skipping those left aside, once a round), and only then does the node
+        wait ``rejoin_seconds``. After a cut longer than the watchdog, every member of a side has
         rejoined, and one that waited a second per contact took some 15 s at 32 super-peers
         to learn that nobody it knows is in a cube and start one
         (``python -m bench.chaos_replay --cut-only 60``)."""
@@ -462,9 +469,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 self._outside[self._join_contact[0]] = True
         self._join_contact = None
         log.info("event=join_refused node=%s reason=%r", self.node_id, refusal.reason)
-        if not refusal.member and not self._asked_this_round >= {
-            node for node, _ in self._contacts
-        }:
+        if not refusal.member:
             self._join_at = now
             return
         self._asked_this_round.clear()

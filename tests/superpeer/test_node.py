@@ -70,6 +70,10 @@ def test_a_refusal_from_outside_the_cube_sends_the_next_request_at_once_once_a_r
     assert refuse("sp0", 1.4) == [("sp1", JoinRequest.__name__)], "a new round"
     assert refuse("sp1", 1.5, member=True) == [], "a member that refuses is waited on"
     assert sent(node.timer(2.5)) == [("sp2", JoinRequest.__name__)]
+    node._unusable["sp1"] = 100.0  # left aside (``_could_not_stay``): a round skips it
+    assert refuse("sp2", 2.6) == [("sp0", JoinRequest.__name__)]
+    assert refuse("sp0", 2.7) == [], "a round of the contacts it may ask: no loop at once"
+    assert sent(node.timer(3.7)) == [("sp2", JoinRequest.__name__)]
 
 
 def test_a_new_incarnation_keeps_what_was_sent_to_it_after_the_old_one_departed():
