@@ -379,11 +379,11 @@ class Merges(NodeBase):
         if self.topology.state is not NodeState.MEMBER:
             return
         since = self._apart_since(now)
-        # what the weaker cube judged (who departed, who holds position 0) means nothing in the
-        # stronger one, whose members it had declared failed; who was lost stays lost until
-        # found again (a cube may merge into another while both are still apart from a third)
+        # what the weaker cube judged (who departed) means nothing in the stronger one, whose
+        # members it had declared failed (who holds position 0 is forgotten at any join:
+        # ``_joined``); who was lost stays lost until found again (a cube may merge into
+        # another while both are still apart from a third)
         self.departed.clear()
-        self._reported_roots.clear()
         self._stale_claims.clear()
         self._meetings.clear()
         self._probed_members.clear()

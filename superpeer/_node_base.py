@@ -479,6 +479,9 @@ class NodeBase:
         self._join_contact: tuple[str, float] | None = None
         """The member a join attempt asked, and when it was last heard from (or asked): one
         silent for ``failure_seconds`` is dead or stalled, and the join goes elsewhere."""
+        self._contact_restarted: tuple[str, float] | None = None
+        """The contact asked to admit this node, and when a new incarnation of it was heard
+        of while the answer was awaited (``SuperPeerNode._contact_gone``)."""
         self._joining_since: float | None = None
         """When the current join request went out: a join still unanswered ``wedged_seconds``
         later is wedged (its ``Welcome`` lost), however lively its contact."""

@@ -37,6 +37,8 @@ class Timers(Backlog):
             # (only while joining, as ``timer`` handles it: a deadline the timer does nothing
             # about would be asked for again at once, for ever)
             due = min(due, self._join_contact[1] + self.config.failure_seconds)
+            if self._contact_restarted is not None:
+                due = min(due, self._contact_restarted[1] + self.config.rejoin_seconds)
             if self._joining_since is not None:
                 due = min(due, self._joining_since + self.config.wedged_seconds)
         core = self.core
@@ -184,6 +186,10 @@ class Timers(Backlog):
             # at the deadline, and the timer is then asked for that deadline again, for ever)
             if now >= heard + self.config.failure_seconds:
                 self._abandon_join(contact, now, out)
+            elif self._contact_gone(now):
+                log.info("event=join_contact_restarted node=%s contact=%s", self.node_id, contact)
+                self._silent_since.pop(contact, None)
+                self._join_again(now, out)
             elif (
                 self._joining_since is not None
                 and now >= self._joining_since + self.config.wedged_seconds

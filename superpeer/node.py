@@ -40,7 +40,10 @@ Rules, beyond the routing core's:
   non-members, or silent for ``wedged_seconds``: a busy member can be silent that long, and a
   new cube beside a live one splits the network for good), and has the smallest id among those
   that answered, creates a new cube; the others join it. A refusal from a contact that is no
-  member sends the next request at once (each contact once a round; then ``rejoin_seconds``).
+  member sends the next request at once (each contact once a round; then ``rejoin_seconds``);
+  so does a contact heard of as a new incarnation that has not answered ``rejoin_seconds``
+  later (the request went with the old one), as a new incarnation. A node that joins knows
+  no root until its tree parent reports one (what its neighbours reported before is forgotten).
 * **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
   state restored, its peers asked to reconnect.
@@ -301,6 +304,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._contacts.append(self._contacts.pop(0))
         self.addresses[contact_id] = contact_address
         self._join_contact = (contact_id, now)
+        self._contact_restarted = None
         self._joining_since = now
         log.info("event=joining node=%s contact=%s", self.node_id, contact_id)
         try:
@@ -335,6 +339,24 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._outside.setdefault(contact, False)
         self._silent_since.setdefault(contact, now)
         self._join_again(now, out)
+
+    def _contact_gone(self, now: float) -> bool:
+        """Whether the contact asked to admit this node turned out to be a new incarnation
+        (it rejoined or restarted) at least ``rejoin_seconds`` ago, and has not answered: the
+        request went with the old one, or with the link dropped for the new one. The new one
+        talks to this node all the same (it asks to join too), so the contact never seems
+        silent, and the node waited ``wedged_seconds`` for nothing: after a cut longer than
+        the watchdog, nobody started a cube for 30 s (``python -m bench.chaos_replay --cut-only
+        60``, 16 super-peers). (At once, the node would take the answer in flight, which is
+        what says the incarnation is new, for lost: each node asking again as a new
+        incarnation made the next one's contact new, for ever.)"""
+        restarted, contact = self._contact_restarted, self._join_contact
+        return (
+            restarted is not None
+            and contact is not None
+            and restarted[0] == contact[0]
+            and now >= restarted[1] + self.config.rejoin_seconds
+        )
 
     def _join_again(self, now: float, out: list[Output]) -> None:
         """Ask again, through the next contact, as a new incarnation (what the last one was
@@ -483,6 +505,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._outside.clear()
         self._asked_this_round.clear()
         self._silent_since.clear()
+        # the roots its neighbours reported were those of the cube it was in before: kept, a
+        # newcomer whose new parent had been its neighbour there named that cube as its own
+        # until the parent's next heartbeat, and a member of the cube it joined, probed, took
+        # that cube (dissolved by then) for a stronger one and left (16 super-peers, seed 8:
+        # never one cube again)
+        self._reported_roots.clear()
         view = self.topology.view()
         # the core's first messages (the restore below) go to neighbours this node may never
         # have met, before the ``TopologyChanged`` that follows ``Joined`` names their addresses
@@ -643,6 +671,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 # first: dropping the link drops what is queued on it, and what the core sends
                 # the new incarnation below must go on a new one
                 out.append(Forgotten(node, drain=False))
+                if self._join_contact is not None and self._join_contact[0] == node:
+                    self._contact_restarted = (node, now)
             if self.core is not None:
                 self._core(self.core.neighbour_restarted(node, now), now, out)
         if not self._is_neighbour(node):

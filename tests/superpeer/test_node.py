@@ -47,6 +47,42 @@ def test_a_join_through_a_silent_member_goes_through_another_as_a_new_incarnatio
     assert sent(node.timer(5.0)) == [("sp0", JoinRequest.__name__)]
 
 
+def test_a_contact_that_restarts_before_it_answers_is_given_up_at_once():
+    """After a cut longer than the watchdog every member of a side rejoins: a contact asked to
+    admit this node rejoined as a new incarnation before it answered, and the request went
+    with the old one. The new one asks this node to join in turn every second, so the contact
+    never seemed silent, and the node waited ``wedged_seconds`` (16 super-peers, 60-s cut: no
+    cube for 30 s after the heal). Heard of as a new incarnation and silent ``rejoin_seconds``
+    more, it is given up: the next contact is asked, as a new incarnation."""
+    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
+    out = node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
+    assert sent(out) == [("sp0", JoinRequest.__name__)]
+    first = node.incarnation
+    node.superpeer_welcomed("sp0", 1, 0.1)
+    node.superpeer_hello("sp0", 2, "sp0.test:7400", 0.5)  # it rejoined
+    assert sent(node.timer(0.5)) == []
+    assert node.next_deadline() == pytest.approx(0.5 + CONFIG.rejoin_seconds)
+    assert sent(node.timer(0.5 + CONFIG.rejoin_seconds - 0.01)) == [], "its answer may be near"
+    node.superpeer_heard("sp0", 1.0)  # the new one talks all the same
+    out = node.timer(0.5 + CONFIG.rejoin_seconds)
+    assert sent(out) == [("sp1", JoinRequest.__name__)]
+    assert node.incarnation > first, "a place the old one passed it on for is repaired"
+
+
+def test_a_contact_that_answers_as_a_new_incarnation_is_not_given_up():
+    """The frame that says a contact is a new incarnation is often its answer: a refusal in
+    time keeps the round going as any refusal does (given up at once, each node asking again
+    as a new incarnation made the next node's contact new, for ever)."""
+    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
+    node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
+    first = node.incarnation
+    node.superpeer_welcomed("sp0", 1, 0.1)
+    refusal = JoinRefused(reason="sp0 is not a member (joining)", member=False)
+    node.superpeer_message("sp0", 2, Received(refusal, "sp0"), 0.2)
+    assert sent(node.timer(0.2)) == [("sp1", JoinRequest.__name__)]
+    assert node.incarnation == first
+
+
 def test_a_refusal_from_outside_the_cube_sends_the_next_request_at_once_once_a_round():
     """After a cut longer than the watchdog every member of a side has rejoined: a contact that
     is no member says so at once, and waiting ``rejoin_seconds`` before the next one made a
@@ -436,6 +472,32 @@ def test_a_peer_adopted_back_from_the_access_point_it_moved_to_keeps_its_mail():
     assert simulation.errors == []
     assert "reader" not in simulation.nodes["sp0"]._moved_away
     assert simulation.deliveries()["reader"] == ["p"]
+
+
+def test_a_node_that_joins_again_names_no_cube_it_was_told_of_before(monkeypatch):
+    """The roots its neighbours reported were those of the cube it was in before a rejoin: a
+    newcomer whose new tree parent had been its neighbour there named that cube as its own
+    until the parent's next heartbeat, and a member of the cube it had just joined, probed
+    with that identity, took the old cube (dissolved by then) for a stronger one and left it
+    (16 super-peers, a 60-s cut: never one cube again)."""
+    simulation = Simulation(4)
+    node = simulation.nodes["sp3"]
+    named: list = []
+    joined = SuperPeerNode._joined
+
+    def noting(self, now, out):
+        joined(self, now, out)
+        if self is node:
+            named.append(self.cube_identity())
+
+    monkeypatch.setattr(SuperPeerNode, "_joined", noting)
+    node._reported_roots = dict.fromkeys(simulation.ids, "sp-gone")
+    out: list = []
+    node._rejoin("a test", simulation._clock("sp3"), out)
+    simulation._execute("sp3", out)
+    simulation.apply({"op": "wait", "seconds": 5})
+    assert named and all(identity is None or identity[1] != "sp-gone" for identity in named)
+    assert node.cube_identity() == simulation.nodes["sp0"].cube_identity()
 
 
 def test_a_rejoin_asks_again_from_where_an_unanswered_catch_up_began():
