@@ -187,9 +187,7 @@ class Timers(Backlog):
             if now >= heard + self.config.failure_seconds:
                 self._abandon_join(contact, now, out)
             elif self._contact_gone(now):
-                log.info("event=join_contact_restarted node=%s contact=%s", self.node_id, contact)
-                self._silent_since.pop(contact, None)
-                self._join_again(now, out)
+                self._ask_past_a_restarted_contact(contact, now, out)
             elif (
                 self._joining_since is not None
                 and now >= self._joining_since + self.config.wedged_seconds

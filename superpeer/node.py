@@ -358,6 +358,22 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             and now >= restarted[1] + self.config.rejoin_seconds
         )
 
+    def _ask_past_a_restarted_contact(self, contact: str, now: float, out: list[Output]) -> None:
+        """The next contact is asked (``_contact_gone``). As a new incarnation if the one
+        asked may have been a member that passed the request on before it went (a place it was
+        given after all is repaired as a restarted node's); as the same one if it had said it
+        was no member in this round: a joining node answers at once and passes nothing on, and
+        a new incarnation here made each node that had asked this one give it up in turn (32
+        super-peers, after a 60-s cut: hundreds of new incarnations, never one cube)."""
+        log.info("event=join_contact_restarted node=%s contact=%s", self.node_id, contact)
+        self._silent_since.pop(contact, None)
+        if not self._outside.get(contact):
+            self._join_again(now, out)
+            return
+        self.topology = HypercupNode(self.node_id, self.address)
+        self._join_contact = None
+        self._join(now, out)
+
     def _join_again(self, now: float, out: list[Output]) -> None:
         """Ask again, through the next contact, as a new incarnation (what the last one was
         given, if anything, is repaired as a restarted node's place)."""

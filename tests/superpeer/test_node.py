@@ -69,6 +69,29 @@ def test_a_contact_that_restarts_before_it_answers_is_given_up_at_once():
     assert node.incarnation > first, "a place the old one passed it on for is repaired"
 
 
+def test_a_contact_that_said_it_was_no_member_is_given_up_as_the_same_incarnation():
+    """A contact that refused as a non-member earlier in the round passed nothing on: given up
+    when it restarts, the next contact is asked by the same incarnation. (A new incarnation
+    each time made every node that had asked this one give it up in turn: after a 60-s cut at
+    32 super-peers, hundreds of new incarnations and no cube.)"""
+    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
+    node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
+    first = node.incarnation
+    node.superpeer_welcomed("sp0", 1, 0.1)
+    refusal = JoinRefused(reason="sp0 is not a member (joining)", member=False)
+    node.superpeer_message("sp0", 1, Received(refusal, "sp0"), 0.2)
+    assert sent(node.timer(0.2)) == [("sp1", JoinRequest.__name__)]
+    refusal = JoinRefused(reason="sp1 is not a member (joining)", member=False)
+    node.superpeer_message("sp1", 1, Received(refusal, "sp1"), 0.3)
+    assert sent(node.timer(0.3)) == [], "the round is over"
+    assert sent(node.timer(1.3)) == [("sp0", JoinRequest.__name__)]
+    node.superpeer_hello("sp0", 2, "sp0.test:7400", 1.4)  # it rejoined
+    out = node.timer(1.4 + CONFIG.rejoin_seconds)
+    assert sent(out) == [("sp1", JoinRequest.__name__)]
+    assert node.incarnation == first
+    assert not [o for o in out if isinstance(o, Forgotten)], "its links stay"
+
+
 def test_a_contact_that_answers_as_a_new_incarnation_is_not_given_up():
     """The frame that says a contact is a new incarnation is often its answer: a refusal in
     time keeps the round going as any refusal does (given up at once, each node asking again
