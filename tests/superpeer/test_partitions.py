@@ -350,7 +350,8 @@ def test_a_node_evicted_a_moment_after_its_welcome_keeps_its_contacts():
 
     def evict_by_a_neighbour() -> None:
         neighbour = min(node.core.view.neighbours())
-        dimension, root = node.cube_identity()
+        # (the neighbour's: a newcomer knows no root until its tree parent reports one)
+        dimension, root = simulation.nodes[neighbour].cube_identity()
         evicted = m.Evicted(
             reason="replaced",
             incarnation=node.incarnation,
