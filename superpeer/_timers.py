@@ -37,8 +37,9 @@ class Timers(Backlog):
             # (only while joining, as ``timer`` handles it: a deadline the timer does nothing
             # about would be asked for again at once, for ever)
             due = min(due, self._join_contact[1] + self.config.failure_seconds)
-            if self._contact_restarted is not None:
-                due = min(due, self._contact_restarted[1] + self.config.rejoin_seconds)
+            restarted = self._contact_restarted_due()
+            if restarted is not None:
+                due = min(due, restarted)
             if self._joining_since is not None:
                 due = min(due, self._joining_since + self.config.wedged_seconds)
         core = self.core

@@ -342,21 +342,27 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
 
     def _contact_gone(self, now: float) -> bool:
         """Whether the contact asked to admit this node turned out to be a new incarnation
-        (it rejoined or restarted) at least ``rejoin_seconds`` ago, and has not answered: the
-        request went with the old one, or with the link dropped for the new one. The new one
-        talks to this node all the same (it asks to join too), so the contact never seems
-        silent, and the node waited ``wedged_seconds`` for nothing: after a cut longer than
-        the watchdog, nobody started a cube for 30 s (``python -m bench.chaos_replay --cut-only
-        60``, 16 super-peers). (At once, the node would take the answer in flight, which is
-        what says the incarnation is new, for lost: each node asking again as a new
-        incarnation made the next one's contact new, for ever.)"""
+        (it rejoined or restarted) a while ago, and has not answered: the request went with the
+        old one, or with the link dropped for the new one. The new one talks to this node all
+        the same (it asks to join too), so the contact never seems silent, and the node waited
+        ``wedged_seconds`` for nothing: after a cut longer than the watchdog, nobody started a
+        cube for 30 s (``python -m bench.chaos_replay --cut-only 60``, 16 super-peers). The
+        while: ``rejoin_seconds`` if the contact had said it was no member in this round (the
+        frame that says the incarnation is new is often its answer, still in flight); else
+        ``failure_seconds``, as for a silent contact, since a member may have passed the
+        request on before it went, and the ``Welcome`` comes from another member (given up
+        sooner, a killed member's repair met the place given meanwhile: 90 s to one cube)."""
+        due = self._contact_restarted_due()
+        return due is not None and now >= due
+
+    def _contact_restarted_due(self) -> float | None:
+        """When the join contact's new incarnation makes it given up (``_contact_gone``)."""
         restarted, contact = self._contact_restarted, self._join_contact
-        return (
-            restarted is not None
-            and contact is not None
-            and restarted[0] == contact[0]
-            and now >= restarted[1] + self.config.rejoin_seconds
-        )
+        if restarted is None or contact is None or restarted[0] != contact[0]:
+            return None
+        outside = self._outside.get(contact[0])
+        wait = self.config.rejoin_seconds if outside else self.config.failure_seconds
+        return restarted[1] + wait
 
     def _ask_past_a_restarted_contact(self, contact: str, now: float, out: list[Output]) -> None:
         """The next contact is asked (``_contact_gone``). As a new incarnation if the one
