@@ -74,9 +74,8 @@ def test_a_contact_that_restarts_before_it_answers_is_given_up():
 def test_a_contact_that_said_it_was_no_member_is_given_up_as_the_same_incarnation():
     """A contact that refused as a non-member earlier in the round passed nothing on: given up
     ``rejoin_seconds`` after it restarts, the next contact is asked by the same incarnation. (A
-    new incarnation
-    each time made every node that had asked this one give it up in turn: after a 60-s cut at
-    32 super-peers, hundreds of new incarnations and no cube.)"""
+    new incarnation each time made every node that had asked this one give it up in turn:
+    after a 60-s cut at 32 super-peers, hundreds of new incarnations and no cube.)"""
     node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
     node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
     first = node.incarnation
