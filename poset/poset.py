@@ -320,20 +320,24 @@ class SubscriptionPoset:
             found |= holder.sent.get(destination, set())
         return found
 
-    def _holders(
-        self, target: Signed, witnesses: tuple[qel.Publication, ...] | None = None
-    ) -> list:
+    def _holders(self, target: Signed, probe: Probe | None = None) -> list:
         """The sent nodes covering ``target``: of a node with few ancestors, those of it and
         them that were sent (whatever covers a node is its ancestor, so this is exact; of a
-        root, itself), else from the sent index (``witnesses`` as there), which spares the walk
-        over thousands of ancestors under dense covering."""
+        root, itself), else from the sent index, which spares the walk over thousands of
+        ancestors under dense covering. ``probe``: the one that placed ``target``, of its
+        subscription or an equivalent one (the same nodes cover both): its witnesses, and its
+        answers, asked of it (``Probe.covered_by``): a placement has mostly tested the sent
+        nodes the index gives already (on shapes at 10^4, 1,000 placements asked the index 123
+        times, for 1,492 candidates, every one tested before: 66 -> 43 ms)."""
         if type(target) is PosetNode:
             if not target.parent_nodes:
                 return [target] if target.sent else []
             above = _few_ancestors(target, _ANCESTORS_WALKED)
             if above is not None:
                 return [node for node in (target, *above.values()) if node.sent]
-        return self._sent.covering(target, witnesses)
+        if probe is None:
+            return self._sent.covering(target)
+        return self._sent.covering(target, probe.witnesses, probe.covered_by)
 
     # -- updates ------------------------------------------------------------------------------
     def insert(self, subscription: qel.Subscription, source: str, subscription_id: str) -> Inserted:
@@ -353,15 +357,14 @@ class SubscriptionPoset:
             return Inserted(existing, False, self._sent_above(existing))
         node = self._holding(subscription.filters)
         created = False
-        witnesses = None
+        probe = None
         if node is None:
-            probe = Probe(subscription, _covers_signed)
+            probe = Probe(subscription, _covers_signed)  # of an equivalent node if not created
             node, created = self._place(probe, self._next_id)
-            witnesses = probe.witnesses  # of an equivalent subscription if not created
             if created:
                 self._next_id += 1
                 node.held = self._index.hold(node.id, subscription.filters)
-        already_sent = self._sent_above(node, witnesses)
+        already_sent = self._sent_above(node, probe)
         self._add_source(node, source, subscription_id)
         return Inserted(node, created, already_sent)
 
@@ -733,10 +736,12 @@ class SubscriptionPoset:
         return tuple(sorted(chosen, key=lambda item: (len(_ancestors(item[0])), item[0].id)))
 
     def _sent_above(
-        self, node: PosetNode, witnesses: tuple[qel.Publication, ...] | None = None
+        self, node: PosetNode, probe: Probe | None = None
     ) -> Mapping[str, frozenset[str]]:
+        """What was sent for ``node`` or what covers it, by destination (``probe`` as
+        ``_holders``)."""
         found: dict[str, set[str]] = {}
-        for holder in self._holders(node, witnesses):
+        for holder in self._holders(node, probe):
             for destination, labels in holder.sent.items():
                 found.setdefault(destination, set()).update(labels)
         if not found:  # nearly always in a bulk build: one report per subscription
