@@ -297,10 +297,6 @@ class WitnessIndex:
         self._predicates: dict[URI, _PredicateWitnesses] = {}
         self._witnesses: dict[int, Sample] = {}
         self._groups: dict[tuple[frozenset[URI], Hashable], _Group] = {}
-        self._by_predicates: dict[frozenset[URI], list[_Group]] = {}
-        """The groups of each set of predicates: ``groups`` keeps first the sets that hold a
-        filter's predicates, in C (``_Group.may_hold`` was called on every group: on shapes
-        at 10^4, 5,264 groups of some 2,400 sets, 2 to 5 ms per new family's placement)."""
         self.version = 0
         """Changes whenever a group appears: what a caller learnt from ``groups`` holds while
         it is the same (the groups' keys change, their sets are the same; a group that went is
@@ -333,7 +329,6 @@ class WitnessIndex:
                 ranges = {p for p, domain in first.patterns if type(domain) is RangeDomain}
                 fixed = {p: term for p, term in sample.statements if p not in ranges}
             group = self._groups[first.predicates, tag] = _Group(first.predicates, tag, fixed)
-            self._by_predicates.setdefault(first.predicates, []).append(group)
             self.version += 1
             if len(self._appeared) >= len(self._groups):
                 self._appeared.clear()
@@ -357,10 +352,6 @@ class WitnessIndex:
         group.keys.discard(key)
         if not group.keys:
             del self._groups[predicates, tag]
-            alike = self._by_predicates[predicates]
-            alike.remove(group)
-            if not alike:
-                del self._by_predicates[predicates]
 
     def witness(self, key: int) -> Sample:
         """The witness indexed under ``key``."""
@@ -370,16 +361,7 @@ class WitnessIndex:
         """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
         may match (``_Group.may_hold``; with no range of ``compiled`` looked at, the same for
         every filter that differs from it only in the bounds of ranges)."""
-        alike = self._by_predicates
-        return _keys_of(
-            (
-                group
-                for predicates in filter(compiled.predicates.__le__, alike)
-                for group in alike[predicates]
-            ),
-            compiled,
-            skip,
-        )
+        return _keys_of(self._groups.values(), compiled, skip)
 
     def groups_since(
         self, version: int, compiled: Filter, skip: Hashable

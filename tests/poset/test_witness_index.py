@@ -1,6 +1,5 @@
-"""The witness index against brute force: its sorted entries of numbers and dates, bisected by
-their values rounded to floats first (``_rounded``), and its groups, found through their sets of
-predicates (``WitnessIndex.groups``)."""
+"""The witness index's sorted entries of numbers and dates, bisected by their values rounded to
+floats first (``_rounded``), against brute force."""
 
 from __future__ import annotations
 
@@ -9,11 +8,9 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poset.families import signature
-from poset.witness_index import WitnessIndex, _keys_of, _PredicateWitnesses, _rounded
+from poset.witness_index import _PredicateWitnesses, _rounded
 from qel.domains import RangeDomain
 from qel.terms import KIND_DATE, KIND_NUMBER
-from tests.strategies import subscriptions
 
 _EDGE = 2**53
 _HUGE = 10**400  # past the largest float
@@ -81,34 +78,3 @@ def test_rounding_keeps_the_order_of_values(first, second):
         assert _rounded(first) <= _rounded(second)
     if first == second:
         assert _rounded(first) == _rounded(second)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.tuples(subscriptions(max_patterns=3), st.booleans(), st.booleans()),
-        min_size=1,
-        max_size=16,
-    ),
-    subscriptions(max_patterns=3),
-    st.booleans(),
-)
-def test_groups_are_every_group_the_filter_may_match(steps, probe, skipping):
-    """``groups`` (the groups of the sets of predicates that hold the filter's) gives the keys
-    of every group ``_Group.may_hold`` keeps, tagged or not, after removals that empty groups."""
-    index = WitnessIndex()
-    tags = [signature(s)[0] if tagged else None for s, tagged, _ in steps]
-    for key, (subscription, _, _) in enumerate(steps):
-        index.add(key, subscription, tags[key])
-    for key, (_, _, drop) in enumerate(steps):
-        if drop:
-            index.remove(key, tags[key])
-    skip = signature(probe)[0] if skipping else None
-    every = list(index._groups.values())
-    assert sorted(len(alike) for alike in index._by_predicates.values()) == sorted(
-        sum(1 for group in every if group.predicates == predicates)
-        for predicates in {group.predicates for group in every}
-    )
-    for compiled in probe.filters:
-        found = index.groups(compiled, skip)
-        assert sorted(map(id, found)) == sorted(map(id, _keys_of(every, compiled, skip)))
