@@ -335,6 +335,8 @@ class SubscriptionPoset:
         mostly tested the sent nodes the index gives already (on shapes at 10^4, 1,000
         placements asked the index 123 times, for 1,492 candidates, every one tested before:
         66 -> 43 ms)."""
+        if not self._sent:
+            return []  # nothing sent anywhere (a super-peer alone, or a build one at a time)
         if probe is not None and probe.above is not None:
             above = probe.above
             if sum(index for _, index in above) + len(above) <= _PREFIXES_READ:
