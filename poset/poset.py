@@ -953,11 +953,11 @@ _UNKNOWN = object()
 
 _GROUPED_FROM = 8
 """Fewest members of an indexed family for its placements to ask for the groups of bottoms its
-filters may match (``ChainDecomposition.bottom_candidates``): the groups are asked for again
-whenever groups appeared, and most families of a workload of many shapes have one member when
-the next comes (on shapes at 10^4, 12 of the 16 family placements per 1,000; 5,264 groups, 2 ms
-a family's placement where a look-up by value took a tenth of that); on the listings a family
-has 224 members at the median (10% have fewer than 17)."""
+filters may match (``ChainDecomposition.bottom_candidates``): a family asks first among every
+group (on shapes at 10^4, 5,264: 2 ms a placement, where a look-up by value took a tenth of
+that), and most families of a workload of many shapes have one member when the next comes (12
+of the 16 family placements per 1,000 there); on the listings a family has 224 members at the
+median (10% have fewer than 17)."""
 
 _PREFIXES_READ = 64
 """Most nodes covering a new subscription read from the chains its placement searched
