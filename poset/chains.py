@@ -406,6 +406,7 @@ class Probe:
         "_covered_by",
         "_covers",
         "_test",
+        "above",
         "bounds",
         "family",
         "flags",
@@ -423,6 +424,10 @@ class Probe:
         self._covered_by: dict[int, bool] = {}
         self._covers: dict[int, bool] = {}
         self._compiled: tuple[Columns, Alternatives] | None = None
+        self.above: list[tuple[Chain, int]] | None = None
+        """Set by a placement that searched every chain for nodes covering the subscription
+        (``ChainDecomposition.lowest_covering`` skipping no family): per chain holding one, the
+        index of the lowest (every node covering it is one of a chain's nodes down to there)."""
 
     def compiled(self) -> tuple[Columns, Alternatives]:
         """``poset.gaps.columns`` and ``poset.ends.alternatives`` of its filters, built on first

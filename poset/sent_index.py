@@ -51,11 +51,15 @@ class SentIndex:
             self._index.remove(node.id)
 
     def covering(
-        self, target: Signed, witnesses: tuple[Publication, ...] | None = None
+        self,
+        target: Signed,
+        witnesses: tuple[Publication, ...] | None = None,
+        covered_by: Callable[[Sendable], bool] | None = None,
     ) -> list[Sendable]:
         """The sent nodes whose subscription covers ``target``'s (itself included), by id;
         ``witnesses``, if the caller has them, are those of its filters or of an equivalent
-        subscription's (a placement computed them already)."""
+        subscription's (a placement computed them already), and ``covered_by(node)``, if given,
+        whether ``node`` covers it (a placement's probe, which keeps its answers)."""
         if not self._nodes:
             return []
         if witnesses is None:
@@ -67,9 +71,15 @@ class SentIndex:
             if not candidates:
                 return []
         nodes = self._nodes
-        covers = self._covers
+        if covered_by is None:
+            covers = self._covers
+            return [
+                nodes[i]  # type: ignore[index]
+                for i in sorted(candidates)  # type: ignore[type-var]
+                if covers(nodes[i], target)  # type: ignore[index, arg-type]
+            ]
         return [
             nodes[i]  # type: ignore[index]
             for i in sorted(candidates)  # type: ignore[type-var]
-            if covers(nodes[i], target)  # type: ignore[index, arg-type]
+            if covered_by(nodes[i])  # type: ignore[index]
         ]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import qel
 from poset import dominance
+from poset import poset as poset_module
 from poset.dominance import FamilyPoints, Point, point
 from poset.poset import SubscriptionPoset
 from tests.poset.test_poset import check_invariants
@@ -150,3 +151,23 @@ def test_posets_of_wide_families_hold_the_hasse_diagram(data, exotic):
         if number in gone:
             poset.insert(subscription, "peer", str(number))
     check_invariants(poset)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.sampled_from([0, 2, 8, 1_000]))
+def test_wide_families_placed_by_groups_or_by_value_hold_the_hasse_diagram(data, grouped_from):
+    """Whether a family's bottoms are looked for among its groups or by value (at any
+    ``_GROUPED_FROM``), one at a time and after removals, the poset holds the Hasse diagram."""
+    subscriptions = data.draw(st.lists(alerts(exotic=False), min_size=1, max_size=30))
+    kept = poset_module._GROUPED_FROM
+    poset_module._GROUPED_FROM = grouped_from
+    try:
+        poset = SubscriptionPoset()
+        for number, subscription in enumerate(subscriptions):
+            poset.insert(subscription, "peer", str(number))
+        check_invariants(poset)
+        for number in data.draw(st.lists(st.integers(0, len(subscriptions) - 1), unique=True)):
+            poset.remove("peer", str(number))
+        check_invariants(poset)
+    finally:
+        poset_module._GROUPED_FROM = kept
