@@ -25,6 +25,7 @@ from wire import messages as m
 from wire.framing import Received
 
 CONFIG = NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0)
+CONTACTS = [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")]
 
 
 def sent(outputs: list) -> list[tuple[str, str]]:
@@ -56,11 +57,7 @@ def test_a_contact_that_restarts_before_it_answers_is_given_up():
     ``failure_seconds`` more (it may have been a member that passed the request on, whose
     ``Welcome`` comes from another), it is given up: the next contact is asked, as a new
     incarnation."""
-    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
-    out = node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
-    assert sent(out) == [("sp0", JoinRequest.__name__)]
-    first = node.incarnation
-    node.superpeer_welcomed("sp0", 1, 0.1)
+    node, first = joining_through_sp0()
     node.superpeer_hello("sp0", 2, "sp0.test:7400", 0.5)  # it rejoined
     assert sent(node.timer(0.5)) == []
     assert node.next_deadline() == pytest.approx(0.5 + CONFIG.failure_seconds)
@@ -76,16 +73,9 @@ def test_a_contact_that_said_it_was_no_member_is_given_up_as_the_same_incarnatio
     ``rejoin_seconds`` after it restarts, the next contact is asked by the same incarnation. (A
     new incarnation each time made every node that had asked this one give it up in turn:
     after a 60-s cut at 32 super-peers, hundreds of new incarnations and no cube.)"""
-    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
-    node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
-    first = node.incarnation
-    node.superpeer_welcomed("sp0", 1, 0.1)
-    refusal = JoinRefused(reason="sp0 is not a member (joining)", member=False)
-    node.superpeer_message("sp0", 1, Received(refusal, "sp0"), 0.2)
-    assert sent(node.timer(0.2)) == [("sp1", JoinRequest.__name__)]
-    refusal = JoinRefused(reason="sp1 is not a member (joining)", member=False)
-    node.superpeer_message("sp1", 1, Received(refusal, "sp1"), 0.3)
-    assert sent(node.timer(0.3)) == [], "the round is over"
+    node, first = joining_through_sp0()
+    assert refused_by(node, "sp0", 1, 0.2) == [("sp1", JoinRequest.__name__)]
+    assert refused_by(node, "sp1", 1, 0.3) == [], "the round is over"
     assert sent(node.timer(1.3)) == [("sp0", JoinRequest.__name__)]
     node.superpeer_hello("sp0", 2, "sp0.test:7400", 1.4)  # it rejoined
     out = node.timer(1.4 + CONFIG.rejoin_seconds)
@@ -98,14 +88,24 @@ def test_a_contact_that_answers_as_a_new_incarnation_is_not_given_up():
     """The frame that says a contact is a new incarnation is often its answer: a refusal in
     time keeps the round going as any refusal does (given up at once, each node asking again
     as a new incarnation made the next node's contact new, for ever)."""
-    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
-    node.start(0.0, [("sp0", "sp0.test:7400"), ("sp1", "sp1.test:7400")])
-    first = node.incarnation
-    node.superpeer_welcomed("sp0", 1, 0.1)
-    refusal = JoinRefused(reason="sp0 is not a member (joining)", member=False)
-    node.superpeer_message("sp0", 2, Received(refusal, "sp0"), 0.2)
-    assert sent(node.timer(0.2)) == [("sp1", JoinRequest.__name__)]
+    node, first = joining_through_sp0()
+    assert refused_by(node, "sp0", 2, 0.2) == [("sp1", JoinRequest.__name__)]
     assert node.incarnation == first
+
+
+def joining_through_sp0() -> tuple[SuperPeerNode, int]:
+    """A node joining through sp0 (incarnation 1), sp1 its other contact; its incarnation."""
+    node = SuperPeerNode("sp9", "sp9.test:7400", MemoryStore(), CONFIG)
+    assert sent(node.start(0.0, CONTACTS)) == [("sp0", JoinRequest.__name__)]
+    node.superpeer_welcomed("sp0", 1, 0.1)
+    return node, node.incarnation
+
+
+def refused_by(node: SuperPeerNode, contact: str, incarnation: int, at: float) -> list:
+    """``contact`` (as ``incarnation``) says it is no member: what the node sends next."""
+    refusal = JoinRefused(reason=f"{contact} is not a member (joining)", member=False)
+    node.superpeer_message(contact, incarnation, Received(refusal, contact), at)
+    return sent(node.timer(at))
 
 
 def test_a_refusal_from_outside_the_cube_sends_the_next_request_at_once_once_a_round():
