@@ -164,7 +164,10 @@ class NodeConfig:
     """A catch-up whose answer has not all come this long after it was asked (or after the
     last part of it that came) is asked again, then after twice as long, and so on until
     ``log_seconds``: the request or its answer may have been lost with a link (a super-peer
-    mid-rejoin, a cut), and nothing else would ask again (``superpeer._catchup``)."""
+    mid-rejoin, a cut), and nothing else would ask again (``superpeer._catchup``). Looked at
+    whenever the node's timer fires (heartbeats, housekeeping), so up to
+    ``housekeeping_seconds`` late: ``next_deadline``, asked after every input, stays a
+    running minimum of a few fields rather than one over every request."""
     housekeeping_seconds: float = 5.0
     """How often the node notes it is alive, expires mail and prunes its log."""
     mail_batch: int = 200

@@ -41,9 +41,11 @@ Rules, beyond the routing core's:
   new cube beside a live one splits the network for good), and has the smallest id among those
   that answered, creates a new cube; the others join it. A refusal from a contact that is no
   member sends the next request at once (each contact once a round; then ``rejoin_seconds``);
-  so does a contact heard of as a new incarnation that has not answered ``rejoin_seconds``
-  later (the request went with the old one), as a new incarnation. A node that joins knows
-  no root until its tree parent reports one (what its neighbours reported before is forgotten).
+  so does a contact heard of as a new incarnation that has not answered since (the request
+  went with the old one): ``rejoin_seconds`` later, as the same incarnation, if it had said it
+  was no member in this round; else ``failure_seconds`` later, as a new one, as for a silent
+  contact (``_contact_gone``). A node that joins knows no root until its tree parent reports
+  one (what its neighbours reported before is forgotten).
 * **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
   state restored, its peers asked to reconnect.
