@@ -833,14 +833,19 @@ class Simulation:
         )
         heapq.heappush(self._queue, pending)
 
-    def run_until_quiet(self, until: Callable[[], bool] | None = None) -> None:
+    def run_until_quiet(
+        self, until: Callable[[], bool] | None = None, *, stop: Callable[[], bool] | None = None
+    ) -> None:
         """Deliver messages and fire timers until nothing is in flight, no node waits for
-        anything, and ``until`` (if given) holds. While a partition lasts, at most
-        ``PARTITIONED_STEP_SECONDS`` of it: the workload goes on whether or not each side
-        settled (some cuts, a bridge across one, never let the sides settle)."""
+        anything, and ``until`` (if given) holds; or, quiet or not, as soon as ``stop`` (if
+        given) holds. While a partition lasts, at most ``PARTITIONED_STEP_SECONDS`` of it: the
+        workload goes on whether or not each side settled (some cuts, a bridge across one,
+        never let the sides settle)."""
         started = self.now
         while self._queue or self._any_busy() or (until is not None and not until()):
             if self._groups is not None and self.now - started >= PARTITIONED_STEP_SECONDS:
+                return
+            if stop is not None and stop():
                 return
             timer = self._next_timer()
             if self._queue and (timer is None or self._queue[0].at < timer[0]):
