@@ -190,7 +190,9 @@ class CatchUps(NodeBase):
         request sent to a super-peer in the middle of a rejoin, or its answer, can be lost with
         a link, and the peers it was for silently miss what the origin published (an origin
         cut off from an access point, then crashed for good: 42 lost in a ten-minute chaos
-        run). Repeats are dropped at the inbox."""
+        run). Repeats are dropped at the inbox. A super-peer that left is as gone: it handed
+        its log to its successor and one more neighbour (``AdoptLog``), and asked again it would
+        never answer."""
         for request, asked in list(self._unanswered.items()):
             if asked.due > now:
                 continue
@@ -199,10 +201,11 @@ class CatchUps(NodeBase):
             if not entries:
                 continue
             self.statistics.catchups_asked_again += 1
-            if not self._gone(asked.target) and self._address_of(asked.target):
-                self._ask_catchup(asked.target, entries, now, out, of=asked.origin, before=asked)
+            target = asked.target
+            if not self._gone(target) and not self._has_left(target) and self._address_of(target):
+                self._ask_catchup(target, entries, now, out, of=asked.origin, before=asked)
             elif not asked.origin:
-                # the origin is gone: what it logged is wherever it copied it
+                # the origin is gone or left: what it logged is wherever it copied it
                 for holder in self._live_superpeers(asked.target):
                     if holder == self.node_id:
                         self._catch_up_locally(entries, now, out, of=asked.target)
