@@ -122,11 +122,25 @@ class CatchUps(NodeBase):
                     # node that joined after it died): its log's copies are wherever it sent
                     # them (``superpeer._replication``), asked of every live super-peer
                     # (asking every one, the others' answers bring them already)
-                    for holder in self._live_superpeers(origin):
-                        if holder == self.node_id:
-                            self._catch_up_locally(entries, now, out, of=origin)
-                        else:
-                            self._ask_catchup(holder, entries, now, out, of=origin)
+                    self._ask_copy_holders(origin, entries, now, out)
+
+    def _ask_copy_holders(
+        self,
+        origin: str,
+        entries: list,
+        now: float,
+        out: list[Output],
+        *,
+        before: AskedCatchUp | None = None,
+    ) -> None:
+        """``origin`` is gone (or left): what its log held is wherever it copied it
+        (``superpeer._replication``, ``AdoptLog``), so every live super-peer is asked for
+        ``entries`` restricted to that origin, this one too (``before`` as ``_ask_catchup``)."""
+        for holder in self._live_superpeers(origin):
+            if holder == self.node_id:
+                self._catch_up_locally(entries, now, out, of=origin)
+            else:
+                self._ask_catchup(holder, entries, now, out, of=origin, before=before)
 
     def _address_of(self, node: str) -> str:
         """Where ``node`` is, as far as this node knows ("": nowhere known)."""
@@ -205,12 +219,7 @@ class CatchUps(NodeBase):
             if not self._gone(target) and not self._has_left(target) and self._address_of(target):
                 self._ask_catchup(target, entries, now, out, of=asked.origin, before=asked)
             elif not asked.origin:
-                # the origin is gone or left: what it logged is wherever it copied it
-                for holder in self._live_superpeers(asked.target):
-                    if holder == self.node_id:
-                        self._catch_up_locally(entries, now, out, of=asked.target)
-                    else:
-                        self._ask_catchup(holder, entries, now, out, of=asked.target, before=asked)
+                self._ask_copy_holders(target, entries, now, out, before=asked)
             # (a holder of copies gone: every live super-peer was asked with it)
 
     def _newest_incarnation(self, origin: str) -> int:

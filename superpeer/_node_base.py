@@ -484,7 +484,7 @@ class NodeBase:
         silent for ``failure_seconds`` is dead or stalled, and the join goes elsewhere."""
         self._contact_restarted: tuple[str, float] | None = None
         """The contact asked to admit this node, and when a new incarnation of it was heard
-        of while the answer was awaited (``SuperPeerNode._contact_gone``)."""
+        of while the answer was awaited (``SuperPeerNode._contact_restarted_due``)."""
         self._joining_since: float | None = None
         """When the current join request went out: a join still unanswered ``wedged_seconds``
         later is wedged (its ``Welcome`` lost), however lively its contact."""

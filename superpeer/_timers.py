@@ -187,7 +187,7 @@ class Timers(Backlog):
             # at the deadline, and the timer is then asked for that deadline again, for ever)
             if now >= heard + self.config.failure_seconds:
                 self._abandon_join(contact, now, out)
-            elif self._contact_gone(now):
+            elif (restarted := self._contact_restarted_due()) is not None and now >= restarted:
                 self._ask_past_a_restarted_contact(contact, now, out)
             elif (
                 self._joining_since is not None

@@ -44,7 +44,7 @@ Rules, beyond the routing core's:
   so does a contact heard of as a new incarnation that has not answered since (the request
   went with the old one): ``rejoin_seconds`` later, as the same incarnation, if it had said it
   was no member in this round; else ``failure_seconds`` later, as a new one, as for a silent
-  contact (``_contact_gone``). A node that joins knows no root until its tree parent reports
+  contact (``_contact_restarted_due``). A node that joins knows no root until its tree parent reports
   one (what its neighbours reported before is forgotten).
 * **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
@@ -342,23 +342,19 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._silent_since.setdefault(contact, now)
         self._join_again(now, out)
 
-    def _contact_gone(self, now: float) -> bool:
-        """Whether the contact asked to admit this node turned out to be a new incarnation
-        (it rejoined or restarted) a while ago, and has not answered: the request went with the
-        old one, or with the link dropped for the new one. The new one talks to this node all
-        the same (it asks to join too), so the contact never seems silent, and the node waited
-        ``wedged_seconds`` for nothing: after a cut longer than the watchdog, nobody started a
-        cube for 30 s (``python -m bench.chaos_replay --cut-only 60``, 16 super-peers). The
-        while: ``rejoin_seconds`` if the contact had said it was no member in this round (the
-        frame that says the incarnation is new is often its answer, still in flight); else
-        ``failure_seconds``, as for a silent contact, since a member may have passed the
-        request on before it went, and the ``Welcome`` comes from another member (given up
-        sooner, a killed member's repair met the place given meanwhile: 90 s to one cube)."""
-        due = self._contact_restarted_due()
-        return due is not None and now >= due
-
     def _contact_restarted_due(self) -> float | None:
-        """When the join contact's new incarnation makes it given up (``_contact_gone``)."""
+        """When the join contact, heard of as a new incarnation (it rejoined or restarted)
+        since it was asked, is given up if it has not answered (None: it is not). The request
+        went with the old incarnation, or with the link dropped for the new one. The new one
+        talks to this node all the same (it asks to join too), so the contact never seems
+        silent, and the node waited ``wedged_seconds`` for nothing: after a cut longer than the
+        watchdog, nobody started a cube for 30 s (``python -m bench.chaos_replay --cut-only
+        60``, 16 super-peers). The wait: ``rejoin_seconds`` if the contact had said it was no
+        member in this round (the frame that says the incarnation is new is often its answer,
+        still in flight); else ``failure_seconds``, as for a silent contact, since a member may
+        have passed the request on before it went, and the ``Welcome`` comes from another
+        member (given up sooner, a killed member's repair met the place given meanwhile: 90 s
+        to one cube)."""
         restarted, contact = self._contact_restarted, self._join_contact
         if restarted is None or contact is None or restarted[0] != contact[0]:
             return None
@@ -367,7 +363,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         return restarted[1] + wait
 
     def _ask_past_a_restarted_contact(self, contact: str, now: float, out: list[Output]) -> None:
-        """The next contact is asked (``_contact_gone``). As a new incarnation if the one
+        """The next contact is asked (``_contact_restarted_due``). As a new incarnation if the one
         asked may have been a member that passed the request on before it went (a place it was
         given after all is repaired as a restarted node's); as the same one if it had said it
         was no member in this round: a joining node answers at once and passes nothing on, and
