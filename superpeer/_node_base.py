@@ -252,6 +252,8 @@ class NodeStatistics:
     """Neighbours' log entries copied here."""
     unreplicated: int = 0
     """Publications acknowledged with this origin's copy alone (no neighbour answered)."""
+    copied_late: int = 0
+    """Of those, the entries copied to a neighbour since (``superpeer._replication``, rule 6)."""
     handovers_in: int = 0
     handovers_out: int = 0
     waited: int = 0
@@ -287,6 +289,9 @@ class PendingCopy:
     deadline: float = 0.0
     """When the last of them is given up on (sent: in ``_copies``; queued behind a copy in
     flight to the same neighbour: not yet)."""
+    owed: tuple[str, ...] = ()
+    """For a copy made late (rule 6): the keys of the entries it copies in the record of
+    copies owed; none for a copy made before an ``Ack``."""
 
 
 @dataclass
@@ -527,6 +532,11 @@ class NodeBase:
         waits for ("" once none): they leave from the front (``superpeer._replication``)."""
         self._copying = True
         """Whether the last publication acknowledged had its copy (a change is logged)."""
+        self._owed_copies: int | None = None
+        """How many log entries wait for a copy made late (rule 6; counted from the store at
+        first need, after a restart too)."""
+        self._copy_owed_in_flight: str | None = None
+        """The request of the copy made late now awaited, if any (one at a time)."""
         self._unanswered: dict[str, AskedCatchUp] = {}
         """Catch-ups asked of other super-peers and not answered whole yet, by request. Asked
         again after ``catchup_retry_seconds`` (``CatchUps._ask_again``); a rejoin before the

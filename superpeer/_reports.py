@@ -100,6 +100,8 @@ class Reports(NodeBase):
                 "kept": self.statistics.copies_kept,
                 "waiting": self.copies_waiting(),
                 "unreplicated": self.statistics.unreplicated,
+                "copied_late": self.statistics.copied_late,
+                "owed": self.copies_owed(),
             },
             "handovers": {
                 "asked": self.statistics.handovers_in,

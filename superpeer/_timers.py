@@ -97,7 +97,9 @@ class Timers(Backlog):
             or bool(self._catchups)
             or bool(self._replay)
             or bool(self._awaiting)
-            or bool(self._copies)
+            # (a copy made late is background work: an origin whose neighbour never answers
+            # would be busy for ever)
+            or any(not batch.owed for batch in self._copies.values())
             or bool(self._copies_queued)
             or self.locator.next_deadline() is not None
             or any(forward.forget_at is not None for forward in self._moved_away.values())
@@ -122,8 +124,8 @@ class Timers(Backlog):
             reasons.append("publications to replay")
         if self._awaiting:
             reasons.append("handovers (first answer)")
-        if self._copies:
-            waiting = self.copies_waiting()
+        waiting = self.copies_waiting()
+        if waiting:
             reasons.append(f"copies of log entries (their Ack waits): {waiting}")
         if self.locator.next_deadline() is not None:
             reasons.append("look-ups sent to the super-peer their asker named")
@@ -211,6 +213,7 @@ class Timers(Backlog):
         self._replay_due(now, out)
         self._handover_timer(now, out)
         self._copy_timeouts(now, out)
+        self._copy_owed(now, out)
         self._forget_moved(now, out)
         self._expire(now, out)
         if self.core is not None:

@@ -234,6 +234,8 @@ _STATUS_COUNTERS: Final = (
      "Neighbours' publication log entries copied here"),
     ("superpeer_unreplicated_acks", ("log_copies", "unreplicated"),
      "Publications acknowledged with the origin's copy alone (no neighbour answered in time)"),
+    ("superpeer_log_copies_made_late", ("log_copies", "copied_late"),
+     "Log entries acknowledged with the origin's copy alone, copied to a neighbour since"),
     ("superpeer_notifications_forwarded", ("handovers", "forwarded"),
      "Notifications forwarded to peers that moved to another access point"),
     ("superpeer_rendezvous_completed", ("rendezvous", "statistics", "completed"),
@@ -295,6 +297,11 @@ _STATUS_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("peer_queue_frames",),
     ),
     ("superpeer_connections", "Open peer connections", ("connections",)),
+    (
+        "superpeer_log_copies_owed",
+        "Log entries acknowledged with the origin's copy alone and not copied since",
+        ("log_copies", "owed"),
+    ),
     (
         "superpeer_subscriptions",
         "Subscriptions held (from local peers and neighbours)",
