@@ -41,6 +41,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -172,6 +173,9 @@ class Cluster:
         """Per peer index, likewise."""
         self.http_addresses: list[str | None] = []
         """Each super-peer's operator endpoint (``http://127.0.0.1:PORT``), with ``http``."""
+        self._adding = threading.Lock()
+        """Held while ``add`` takes the next index: the chaos harness's fault threads add
+        super-peers concurrently (two overlapping joins once took the same name, ``sp24``)."""
 
     def _listen(self, k: int, port: int) -> str:
         """Super-peer ``k``'s listen address: on its own host, or on 127.0.0.1."""
@@ -258,12 +262,13 @@ class Cluster:
 
     def add(self) -> int:
         """A new super-peer joins the running backbone; its index."""
-        k = len(self.directories)
-        port = free_ports(1)[0]
-        self.listen_addresses.append(self._listen(k, port))
-        self.addresses.append(self._public(self.listen_addresses[-1]))
-        self.directories.append(self.root / f"sp{k}")
-        self.processes.append(None)
+        with self._adding:
+            k = len(self.directories)
+            port = free_ports(1)[0]
+            self.listen_addresses.append(self._listen(k, port))
+            self.addresses.append(self._public(self.listen_addresses[-1]))
+            self.directories.append(self.root / f"sp{k}")
+            self.processes.append(None)
         if self.tls:
             self._certify(k)
         self._start(k)

@@ -7,6 +7,7 @@ import ssl
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import msgpack
@@ -16,6 +17,7 @@ import trio
 import crypto
 import qel
 import wire
+from deploy import cluster as cluster_module
 from deploy.chaos import SUPERPEER_SETTINGS
 from deploy.cluster import Cluster
 from deploy.driver import RemotePeer, wait_quiet
@@ -375,3 +377,27 @@ def test_the_launcher_starts_peer_daemons_that_the_peer_command_line_drives(tmp_
         assert "attached" in superpeer("peers") and "sent to" in superpeer("subscriptions")
         daemons = cluster.peer_processes + cluster.processes
     assert [process.returncode for process in daemons] == [0] * 6
+
+
+def test_super_peers_added_at_once_take_distinct_names(tmp_path, monkeypatch):
+    """The chaos harness's fault threads add super-peers concurrently: each gets an index,
+    directory, key and address of its own (two overlapping joins once took the same name, and
+    one fault thread died on a key file that already existed). Finding a port is made slow,
+    as making a host of its own is (``ip netns``), so that the threads overlap there."""
+    found = cluster_module.free_ports
+
+    def slowly_found(count: int) -> list[int]:
+        time.sleep(0.2)
+        return found(count)
+
+    monkeypatch.setattr(cluster_module, "free_ports", slowly_found)
+    with Cluster(1, directory=tmp_path) as cluster:
+        added: list[int] = []
+        threads = [threading.Thread(target=lambda: added.append(cluster.add())) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(added) == [1, 2, 3]
+        assert len(set(cluster.listen_addresses)) == 4
+        assert all(p is not None and p.poll() is None for p in cluster.processes)
