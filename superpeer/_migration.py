@@ -3,6 +3,8 @@ previous and the new access point of a peer, forwarding addresses, and move stat
 
 from __future__ import annotations
 
+import logging
+
 import crypto
 import wire
 from superpeer import versions
@@ -29,6 +31,9 @@ QUICK_HANDOVER_TRIES = 3
 """A handover answered with less than it said it sent is asked again at once this many times
 (mail lost on a link that broke); after that, when its timer says (``_ask_handover``)."""
 
+UNKNOWN_HERE = "the peer is unknown here"
+"""The answer of a super-peer that holds nothing of the peer: expected of most of those asked
+when the previous access point is silent (``_ask_handover``), so not worth a warning."""
 ATTACHED_HERE = "the peer is attached here now"
 """The one refusal that may not last (``HandoverDone.retry``): the connection a previous access
 point holds may be dead without its knowing yet (a partition cut it from the peer)."""
@@ -70,7 +75,16 @@ class Migrations(NodeBase):
 
     def _ask_handover(self, request: str, entry: dict, now: float, out: list[Output]) -> None:
         """Ask the previous access point (again): the first wait is ``handover_seconds``, then
-        it doubles (up to ten minutes) while the previous one does not answer."""
+        it doubles (up to ten minutes) while the previous one does not answer.
+
+        Asked again, every other live super-peer this node knows is asked too: the previous
+        one may have left the cube before this node joined it (or while it was cut off), so
+        that this node never heard which successor adopted its peers (``Departed.successor``),
+        and a successor adopts a detached peer's state whole: its mail, its subscriptions and
+        the versions of its resources. Without that, a publisher that came back through a
+        newcomer could change none of its resources, for good ("may be kept by your previous
+        access point"). The holder answers as the previous one would (``_check_handover``:
+        inherited); the others' refusals do not end the request (``_handover_done``)."""
         self.statistics.handovers_in += 1
         tries = self._handover_tries.get(request, 0)
         self._handover_tries[request] = tries + 1
@@ -83,6 +97,10 @@ class Migrations(NodeBase):
             self._release_held(now, out)
             return
         self._send(holder, handover, now, out, address=address)
+        if tries:
+            for other in self._live_superpeers(holder):
+                if other != self.node_id:
+                    self._send(other, handover, now, out, address=self._address_of(other))
 
     def _handover_request(self, request: str, peer: str, statement: dict) -> m.Handover:
         """Ask for ``peer``'s state, showing its stored move statement (the one handover asks
@@ -201,7 +219,8 @@ class Migrations(NodeBase):
             retry = refusal == ATTACHED_HERE
             if retry:
                 self._refuse_for_now(sender, message, now, out)
-            log.warning(
+            log.log(
+                logging.INFO if refusal == UNKNOWN_HERE else logging.WARNING,
                 "event=handover_refused node=%s peer=%s to=%s reason=%r",
                 self.node_id,
                 message.peer,
@@ -346,7 +365,7 @@ class Migrations(NodeBase):
             return None  # asked again: what reached this node since goes too
         known = peer in self.store.local_peers() or self.store.get(peer) is not None
         if not known:
-            return "the peer is unknown here"
+            return UNKNOWN_HERE
         adopted = self.store.pending(ADOPTED).get(peer, {}).get("from")
         here_until = self.store.pending(ATTACHED).get(peer, {}).get("at", float("inf"))
         moved_on = message.since >= here_until  # it was elsewhere after it was last here
@@ -377,6 +396,13 @@ class Migrations(NodeBase):
         self, sender: str, message: m.HandoverDone, now: float, out: list[Output]
     ) -> None:
         entry = self.store.pending(HANDOVERS).get(message.request)
+        if (
+            entry is not None
+            and not message.accepted
+            and not message.retry
+            and sender != self._holder(entry["previous"], entry["address"])[0]
+        ):
+            return  # one of the others asked (``_ask_handover``): it holds nothing of the peer
         if not message.accepted and message.retry and entry is not None:
             # the peer is attached there still, over a connection that may be dead: the
             # previous one answers when it ends, this node asks again meanwhile (its timer)

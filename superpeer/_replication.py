@@ -44,7 +44,9 @@ for good: a ten-minute chaos run lost 39 acknowledged publications that way (iss
    its side heals, not for as long as its log keeps them: in a chaos run (stop 58, seed 581)
    a super-peer cut off alone acknowledged 46 publications, stayed 30 s in the healed cube
    and then crashed for good, and every one was lost. An entry older than ``log_seconds`` is
-   dropped from the record unsent (its origin's log prunes it too).
+   dropped from the record unsent (its origin's log prunes it too). A super-peer alone in
+   its cube for now (cut off, repaired into a cube of one, mid-rejoin) owes its copies too;
+   one that never knew another super-peer owes none (nobody to copy to).
 """
 
 from __future__ import annotations
@@ -186,8 +188,10 @@ class Replication(NodeBase):
         """``Ack`` s leave with the origin's copy alone: counted, said once (not once per
         publication, for a lone super-peer), and their entries owed a copy (rule 6)."""
         self.statistics.unreplicated += len(notifications)
-        if self.core is not None and self.core.view.neighbours():
-            # (a cube of one has nobody to owe a copy to: its log is the only one)
+        if set(self.addresses) - {self.node_id}:
+            # (a super-peer that never knew another has nobody to owe a copy to: alone in
+            # its network, its log is the only one. One alone in its cube for now, mid-rejoin
+            # or cut off, owes them: chaos, stop 59)
             for notification in notifications:
                 owner, publication = notification.owner, notification.publication.id
                 key = mail_key(owner, publication, notification.version)

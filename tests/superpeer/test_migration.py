@@ -787,3 +787,31 @@ def test_a_peer_that_comes_back_over_a_refused_handover_stays_where_it_is():
     simulation.apply({"op": "detach", "peer": "sub"})
     assert "sub" in simulation.cores["sp0"].peers, "the late request was stale: nothing handed"
     assert not simulation.nodes["sp0"]._refused_for_now
+
+
+def test_a_publisher_back_through_a_newcomer_finds_its_state_at_the_successor_it_never_heard_of():
+    """The publisher's access point left while the publisher was offline; its successor
+    adopted the publisher's state (versions included). The publisher comes back through a
+    super-peer that joined after the departure, so never heard of the successor: the
+    handover, unanswered by the departed access point, is asked of every live super-peer,
+    and the successor answers. Before, every change of the publisher's resources was refused
+    for good ("may be kept by your previous access point sp0 ... it does not answer")."""
+    ops = [
+        *PUBLISHED_AT_SP0,
+        {"op": "detach", "peer": "pub"},
+        {"op": "superpeer_leave", "superpeer": 0},
+        {"op": "wait", "seconds": 5},
+        {"op": "superpeer_join"},
+        {"op": "wait", "seconds": 10},
+        {"op": "move", "peer": "pub", "superpeer": 4},
+        {"op": "wait", "seconds": 30},
+        changed("update", "a", "first, again"),
+    ]
+    simulation = Simulation(4)
+    for op in ops:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    assert simulation.errors == []
+    assert simulation.changes()["sub"] == [["a", "added"], ["b", "added"], ["a", "changed"]]
+    assert held_versions(simulation, "sp4") == {"a": (1, False), "b": (0, False)}
+    assert all(held_versions(simulation, other) == {} for other in ("sp1", "sp2", "sp3"))

@@ -374,3 +374,38 @@ def test_a_cube_of_one_owes_no_copies():
         simulation.apply(publish(n))
     node = simulation.nodes[simulation.ids[0]]
     assert node.statistics.unreplicated == 3 and node.copies_owed() == 0
+
+
+def test_an_origin_left_alone_in_its_cube_by_a_cut_still_owes_its_copies():
+    """Two super-peers cut apart each repair into a cube of one. What the origin then
+    acknowledges is owed a copy all the same (it knows another super-peer): copied after the
+    merge, it survives the origin's loss for good. (Owed only while the view had neighbours,
+    they were lost: a chaos run's origin published alone in its cube between rejoins.)"""
+    ops = [
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        publish(0),
+        {"op": "detach", "peer": "sub"},
+        {"op": "partition", "groups": [[0], [1]]},
+        {"op": "wait", "seconds": 30},
+    ]
+    for n in range(1, 6):
+        ops += [publish(n), {"op": "wait", "seconds": 0.5}]
+    ops += [
+        {"op": "heal"},
+        {"op": "wait", "seconds": 20},
+        {"op": "superpeer_fail", "superpeer": 0},
+        {"op": "wait", "seconds": 5},
+        {"op": "move", "peer": "sub", "superpeer": 1},
+        {"op": "wait", "seconds": 60},
+    ]
+    simulation = Simulation(2, interleave=True, seed=0)
+    for op in ops:
+        if op["op"] == "heal":
+            origin = simulation.nodes[simulation.ids[0]]
+            assert not origin.core.view.neighbours() and origin.copies_owed() == 5
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(2, ops)
+    assert sorted(simulation.deliveries()["sub"]) == [f"n{n}" for n in range(6)]
