@@ -30,6 +30,15 @@ persisted before the next frame is even looked at (and before a shutdown can int
 A look-up (``locate``) is a request too, but its answer is only worth something now: one without
 an answer within ``locate_timeout`` fails alone, and the connection stays.
 
+Which super-peer it connects to: the last one it was attached to if configured, else the first
+configured; when one cannot be reached, the next in the list, and a wait only once every one
+failed in a row. The list is the configured super-peers, then the others the last access point
+named (``Welcome.alternates``: its neighbours in the cube, kept in ``state.json`` for the next
+start), then a successor the access point named as it left. Configured super-peers go stale
+as the network changes: a peer cut off from its access point while that one left the cube
+never hears of the successor, and a chaos run's peer knocked at a departed one's address for
+170 s, every super-peer it started with gone by then.
+
 When a connection ends, queued requests fail as *not sent* and sent, unanswered ones as *in doubt*
 (``RequestFailed.sent``; a look-up changed nothing either way). Closing the connection is the whole
 of a clean shutdown: the access point keeps the peer's subscriptions and notifications while it is
@@ -93,6 +102,8 @@ from wire.streams import WideReads, receive
 
 log = logging.getLogger("peer.client")
 MOVES_KEPT = 20
+MAX_ALTERNATES = 8
+"""Super-peers named by an access point that the peer keeps (``Welcome.alternates``)."""
 WRITE_BATCH_BYTES = 256 * 1024
 """Frames queued together leave in one write up to this size (a window's chunks in a few
 writes, not in one copy of 4 MiB)."""
@@ -269,7 +280,9 @@ class PeerClient:
         self._resources_changed = trio.Event()
         if not superpeers:
             raise ValueError("a peer needs at least one super-peer to connect to")
-        self.superpeers = list(superpeers)
+        self._configured = list(superpeers)
+        self.superpeers = [*self._configured, *self._named(self.store.current.alternates)]
+        """Tried in order when the access point cannot be reached (the module docstring)."""
         self.superpeer = self._first_choice()
         """The super-peer tried now: the last one the peer was attached to if it is in the list,
         else the first; the next one in the list when it cannot be reached."""
@@ -708,14 +721,35 @@ class PeerClient:
 
     def _follow(self, successor: str) -> None:
         """The access point left and another one keeps the peer's state: go there next."""
-        host, _, port = successor.rpartition(":")
-        if not host or not port.isdigit():
+        target = _parsed(successor)
+        if target is None:
             return
-        target = (host.strip("[]"), int(port))
         if target not in self.superpeers:
             self.superpeers.append(target)
         self.superpeer = target
         log.info("event=follow_successor access_point=%s", successor)
+
+    def _learn(self, alternates: tuple[str, ...]) -> None:
+        """The other super-peers an access point named follow the configured ones in the list
+        (replacing those named before: the cube changed since), and are kept for the next
+        start. An access point that names none (alone in its cube) changes nothing."""
+        named = self._named(alternates)
+        if not named:
+            return
+        self.superpeers = [*self._configured, *named]
+        if self.superpeer not in self.superpeers:
+            self.superpeers.append(self.superpeer)  # (a successor it followed)
+        self.store.set_alternates(tuple(format_address(a) for a in named))
+
+    def _named(self, alternates: tuple[str, ...]) -> list[tuple[str, int]]:
+        """Of the super-peers an access point named, those not configured, at most
+        ``MAX_ALTERNATES``."""
+        named: list[tuple[str, int]] = []
+        for text in alternates:
+            address = _parsed(text)
+            if address is not None and address not in self._configured and address not in named:
+                named.append(address)
+        return named[:MAX_ALTERNATES]
 
     def _answered(self, connection: _Connection, ticket: Ticket, answer: Answer) -> None:
         """Counts the answer (a ``Located`` counts as acknowledged: the counters count answers,
@@ -782,6 +816,7 @@ class PeerClient:
 
     def _established(self, connection: _Connection, event: Established) -> None:
         connection.superpeer_id = event.superpeer_id
+        self._learn(event.alternates)
         self._connection = connection
         self._connections += 1
         self._since = self._wall_clock()
@@ -1158,3 +1193,11 @@ def _connect_error(error: OSError) -> str:
     if isinstance(cause, OSError) and cause.errno is not None:
         return os.strerror(cause.errno)
     return str(cause)
+
+
+def _parsed(text: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` as the list of super-peers holds it; None if it is not one."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)

@@ -805,6 +805,7 @@ class PeerService:
             "name": state.name,
             "data_dir": str(self.config.data_dir),
             "access_point": self.client.address,
+            "superpeers": [format_address(a) for a in self.client.superpeers],
             "security": {
                 "tls": security.tls,
                 "trust": security.trust,

@@ -145,6 +145,8 @@ class Established:
     superpeer_id: str
     address: str
     registered: bool | None = None
+    alternates: tuple[str, ...] = ()
+    """The other super-peers its ``Welcome`` named (``peer.client``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,7 +461,10 @@ class Session(Generic[T]):
                 self._welcome = message
                 return clocked
             self._handshake_deadline = None
-            return [*clocked, Established(message.node_id, message.address)]
+            established = Established(
+                message.node_id, message.address, alternates=message.alternates
+            )
+            return [*clocked, established]
         if isinstance(message, m.Clock) and self.established:
             self._clocked = True  # it speaks at least every few seconds: silence means gone
             return [Clocked(message)]
@@ -532,7 +537,12 @@ class Session(Generic[T]):
                 self._handshake_deadline = None
                 assert self._welcome is not None
                 events.append(
-                    Established(output.verifier_id, self._welcome.address, output.registered)
+                    Established(
+                        output.verifier_id,
+                        self._welcome.address,
+                        output.registered,
+                        self._welcome.alternates,
+                    )
                 )
             else:
                 assert isinstance(output, crypto.Refused)

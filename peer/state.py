@@ -11,6 +11,7 @@ super-peer that lost its state is repaired by the next connection::
      "on_change": ["s1"],                                # ids that hear of every extension
      "in_doubt": ["s2"],
      "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5},
+     "alternates": ["10.0.0.4:7400", "10.0.0.7:7400"],
      "expired": 0}
 
 ``access_point`` is the super-peer the peer was last attached to and the latest hybrid time it
@@ -138,6 +139,9 @@ class PeerState:
     ``MAX_WITHDRAWALS``): told again after every connection (``Unsubscribe.subscription``), so
     that an access point the peer moves to catches up what it was owed before the withdrawal,
     should the one it withdrew at fail before doing so."""
+    alternates: tuple[str, ...] = ()
+    """The other super-peers its last access point named (``Welcome.alternates``): tried
+    after the configured ones when none of those can be reached, also after a restart."""
 
     def to_json(self) -> bytes:
         document = {
@@ -153,6 +157,7 @@ class PeerState:
             "on_change": sorted(self.on_change),
             "active_since": dict(sorted(self.active_since.items())),
             "withdrawn": {k: w.to_plain() for k, w in sorted(self.withdrawn.items())},
+            "alternates": list(self.alternates),
         }
         return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -211,6 +216,9 @@ class PeerState:
         withdrawn = document.get("withdrawn", {})
         if not isinstance(withdrawn, dict) or not all(isinstance(k, str) for k in withdrawn):
             raise ValueError("withdrawn must map subscription ids to withdrawals")
+        alternates = document.get("alternates", [])
+        if not isinstance(alternates, list) or not all(isinstance(a, str) for a in alternates):
+            raise ValueError("alternates must be a list of addresses")
         return cls(
             name,
             advertisement,
@@ -223,6 +231,7 @@ class PeerState:
             frozenset(on_change),
             active_since,
             {k: Withdrawal.from_plain(v) for k, v in withdrawn.items()},
+            tuple(alternates),
         )
 
 
@@ -375,6 +384,11 @@ class StateStore:
         self._save(
             replace(self._state, access_point={"node": node, "address": address, "since": since})
         )
+
+    def set_alternates(self, addresses: tuple[str, ...]) -> None:
+        """The other super-peers the access point named (``PeerState.alternates``)."""
+        if addresses != self._state.alternates:
+            self._save(replace(self._state, alternates=addresses))
 
     def add_expired(self, count: int) -> None:
         self._save(replace(self._state, expired=self._state.expired + count))

@@ -98,6 +98,7 @@ class AccessPointSession:
         admit: Callable[[m.Hello], str | None],
         clock: HybridClock | None = None,
         missing_since: Callable[[], float | None] = lambda: None,
+        alternates: Callable[[], tuple[str, ...]] = tuple,
     ) -> None:
         self.connection = connection
         self.remote = remote
@@ -108,6 +109,7 @@ class AccessPointSession:
         self._admit = admit
         self._clock = clock if clock is not None else HybridClock()
         self._missing_since = missing_since
+        self._alternates = alternates
         self._verifier: crypto.Verifier | None = None
         self._claimed = ""
         self.peer: str | None = None
@@ -187,6 +189,7 @@ class AccessPointSession:
                 echo=hello.wall,
                 clock=self._clock.now(now),
                 missing_since=self._missing_since() or 0.0,
+                alternates=self._alternates(),
             )
         )
         if self._make_verifier is None:

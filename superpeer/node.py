@@ -205,6 +205,9 @@ from wire.requests import answered_in_order, request_label
 
 __all__ = ["NodeConfig", "NodeStatistics", "SuperPeerNode"]
 
+MAX_ALTERNATES = 4
+"""Other super-peers named to a peer that connects (``Welcome.alternates``)."""
+
 
 class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers, Reports):
     """One super-peer; see the module docstring. Its parts: ``CatchUps``, ``Migrations``,
@@ -1566,10 +1569,29 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             admit=self._admit,
             clock=self.clock,
             missing_since=self.missing_since,
+            alternates=self.alternates,
         )
         self._connections[connection] = PeerConnection(session, host)
         self._unidentified[host] += 1
         return connection
+
+    def alternates(self) -> tuple[str, ...]:
+        """Where a peer of this node may go when it cannot reach this one (``Welcome``): the
+        addresses of up to ``MAX_ALTERNATES`` other super-peers, this node's neighbours in the
+        cube first, then the others it knows alive; none suspected, gone or left."""
+        core = self.core
+        neighbours = sorted(core.view.neighbours()) if core is not None else []
+        named = [*neighbours, *self._live_superpeers(self.node_id)]
+        found: list[str] = []
+        for node in named:
+            if node == self.node_id or node in self._suspected or self._has_left(node):
+                continue
+            address = self._address_of(node)
+            if address and not self._gone(node) and address not in found:
+                found.append(address)
+                if len(found) == MAX_ALTERNATES:
+                    break
+        return tuple(found)
 
     def is_superpeer_connection(self, connection: int) -> None:
         """The connection turned out to be another super-peer's (the runtime handles it)."""

@@ -27,11 +27,13 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 3
-READABLE_VERSIONS: Final = frozenset({2, 3})
+PROTOCOL_VERSION: Final = 4
+READABLE_VERSIONS: Final = frozenset({2, 3, 4})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
-frame's header: ``superpeer.channel``)."""
+frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
+holders, ``CatchUp.origin``, and the other super-peers a peer is told of, ``Welcome.alternates``,
+each with a default). A connection speaks the one version: both ends check it at ``Hello``."""
 
 
 class WireError(ValueError):

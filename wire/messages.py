@@ -1007,6 +1007,11 @@ class Welcome:
     """To a peer: the hybrid time from which what this access point delivers may be incomplete
     (``SuperPeerNode.missing_since``; 0: nothing says so). The peer's next move statement
     starts no later than this."""
+    alternates: tuple[str, ...] = ()
+    """To a peer: other super-peers of the cube it may go to when this one cannot be reached
+    (this one's neighbours first; ``SuperPeerNode.alternates``). A peer cut off from its
+    access point while that one left the cube never hears of its successor, and the
+    super-peers it was configured with may all be gone by then (``peer.client``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -147,6 +147,8 @@ class FakeAccessPoint:
         self.held_lookups: list[tuple[str, m.Located]] = []
         """(asking peer id, answer) for every look-up answer held back."""
         self.refuse_lookups: str | None = None
+        self.alternates: tuple[str, ...] = ()
+        """The other super-peers its ``Welcome`` names."""
         self.clock = 0.0
         """The hybrid time its ``Welcome`` gives (0: none, as an access point of the wall-clock
         era)."""
@@ -272,7 +274,10 @@ class FakeAccessPoint:
             )
             return None
         connection = _Connection(hello.node_id, stream, link, remote)
-        await connection.send(m.Welcome(node_id=NODE_ID, address=self.address, clock=self.clock))
+        welcome = m.Welcome(
+            node_id=NODE_ID, address=self.address, clock=self.clock, alternates=self.alternates
+        )
+        await connection.send(welcome)
         if self.tls is not None and not await self._identify(connection, reader):
             return None
         peer = self.peers.setdefault(hello.node_id, FakePeer())

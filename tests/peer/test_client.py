@@ -4,6 +4,7 @@ point played by hand on in-memory streams with trio's autojump clock (timeouts, 
 violations, requests queued behind a stuck write), so no test waits for real time."""
 
 import dataclasses
+import shutil
 
 import pytest
 import trio
@@ -11,7 +12,8 @@ import trio.testing
 
 import qel
 from peer.client import PeerClient, PeerRequest, RequestFailed
-from tests.peer.fake_access_point import FakePeer
+from peer.state import STATE_FILE
+from tests.peer.fake_access_point import FakeAccessPoint, FakePeer
 from tests.peer.helpers import (
     DC_ADVERTISEMENT,
     TITLE_QUERY,
@@ -495,3 +497,26 @@ async def test_a_notification_published_after_its_subscriptions_were_withdrawn_i
     await barrier(client)
     kept = [r["publication"] for r in client.inbox.records_after(0, max_bytes=10**6)]
     assert kept == ["n2", "n3", "n4"] and client.inbox.withdrawn == 1
+
+
+async def test_a_peer_whose_access_point_is_gone_goes_to_another_it_was_told_of(tmp_path, nursery):
+    """The access point names other super-peers of its cube (``Welcome.alternates``); once it
+    cannot be reached the peer goes to one of them, though it was configured with the first
+    alone, and a restart of the peer still knows them (``state.json``). Before, a peer cut
+    off from an access point that left the cube knocked at its address until restarted."""
+    first, second = FakeAccessPoint(), FakeAccessPoint()
+    await nursery.start(second.serve)
+    async with trio.open_nursery() as gone:
+        await gone.start(first.serve)
+        first.alternates = ("not an address", second.address)
+        client = make_client(tmp_path, first.port)
+        nursery.start_soon(client.serve)
+        await attached(first)  # (its Welcome was read before the advertisement went)
+        assert client.superpeers == [("127.0.0.1", first.port), ("127.0.0.1", second.port)]
+        gone.cancel_scope.cancel()
+    await attached(second)
+    assert client.store.current.alternates == (second.address,)
+    restarted = tmp_path / "restarted"
+    restarted.mkdir()
+    shutil.copy(tmp_path / STATE_FILE, restarted / STATE_FILE)
+    assert make_client(restarted, first.port).superpeers == client.superpeers

@@ -16,7 +16,7 @@ from superpeer._node_base import NodeConfig
 from superpeer.config import ConfigError, config_from_mapping
 from superpeer.core import tree_parent
 from superpeer.sim import Simulation
-from superpeer.sim.network import BOUNCE_SECONDS
+from superpeer.sim.network import BOUNCE_SECONDS, address_of
 from superpeer.sim.workload import Send, peer_requests
 from tests.superpeer.oracle import expected_deliveries
 from wire import messages as m
@@ -815,3 +815,29 @@ def test_a_publisher_back_through_a_newcomer_finds_its_state_at_the_successor_it
     assert simulation.changes()["sub"] == [["a", "added"], ["b", "added"], ["a", "changed"]]
     assert held_versions(simulation, "sp4") == {"a": (1, False), "b": (0, False)}
     assert all(held_versions(simulation, other) == {} for other in ("sp1", "sp2", "sp3"))
+
+
+def test_a_peer_is_told_of_other_live_super_peers_where_it_may_go(monkeypatch):
+    """``Welcome.alternates``: the access point names its neighbours in the cube first, then
+    other live super-peers, at most four, itself and any that left never: where the peer goes
+    when it cannot reach its access point (``peer.client``), which may have left the cube
+    meanwhile without a word to it (a chaos run's peer knocked for 170 s at an address gone)."""
+    welcomes: list[m.Welcome] = []
+    received = Simulation._peer_receives
+
+    def recording(self, pending, message):
+        if isinstance(message, m.Welcome):
+            welcomes.append(message)
+        received(self, pending, message)
+
+    monkeypatch.setattr(Simulation, "_peer_receives", recording)
+    simulation = Simulation(8)
+    simulation.apply({"op": "join", "peer": "p", "superpeer": 0})
+    neighbours = sorted(simulation.nodes["sp0"].core.view.neighbours())
+    named = welcomes[-1].alternates
+    assert named[:3] == tuple(address_of(n) for n in neighbours) and len(set(named)) == 4
+    assert address_of("sp0") not in named
+    simulation.apply({"op": "superpeer_leave", "superpeer": simulation.ids.index(neighbours[0])})
+    simulation.apply({"op": "detach", "peer": "p"})
+    simulation.apply({"op": "attach", "peer": "p"})
+    assert len(welcomes) == 2 and address_of(neighbours[0]) not in welcomes[-1].alternates
