@@ -298,6 +298,12 @@ class Replication(NodeBase):
         for key in batch.owed:
             self.store.set_pending(UNCOPIED, key, None)
         self.statistics.copied_late += len(batch.owed)
+        log.info(
+            "event=copies_made_late node=%s count=%d to=%s",
+            self.node_id,
+            len(batch.owed),
+            batch.tried[-1],
+        )
         self._owed_copies = None
         self._copy_owed_in_flight = None
         target = batch.tried[-1]
