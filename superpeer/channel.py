@@ -96,8 +96,10 @@ class Outbound:
         return len(self._kept)
 
     def push(self, message: bytes, meant_for: int = 0, clock: float = 0.0) -> bytes:
-        """Number ``message``, meant for the other side's incarnation ``meant_for`` (0: any),
-        with the sender's hybrid time ``clock``; the frame to send (kept until acknowledged)."""
+        """Number ``message``, meant for the other side's incarnation ``meant_for`` (0: none
+        known yet, and dropped as meant for an older one if a ``Welcome`` then shows the other
+        side changed incarnation), with the sender's hybrid time ``clock``; the frame to send
+        (kept until acknowledged)."""
         if len(self._kept) >= self.max_unacknowledged:
             raise ChannelOverflow(
                 f"{len(self._kept)} frames wait for acknowledgement (max_unacknowledged)"
