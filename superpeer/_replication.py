@@ -192,11 +192,13 @@ class Replication(NodeBase):
             # (a super-peer that never knew another has nobody to owe a copy to: alone in
             # its network, its log is the only one. One alone in its cube for now, mid-rejoin
             # or cut off, owes them: chaos, stop 59)
+            owed = self.copies_owed()
             for notification in notifications:
                 owner, publication = notification.owner, notification.publication.id
                 key = mail_key(owner, publication, notification.version)
+                owed += self.store.pending_value(UNCOPIED, key) is None
                 self.store.set_pending(UNCOPIED, key, {"entry": wire.encode(notification).hex()})
-            self._owed_copies = None  # counted again from the store
+            self._owed_copies = owed
         if self._copying:
             self._copying = False
             log.warning(
