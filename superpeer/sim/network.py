@@ -283,9 +283,12 @@ class Simulation:
         self._unchecked: set[str] = set()
         """Nodes called since they were last asked whether they are busy."""
         self.unreplicated_when_killed: dict[str, int] = {}
+        """Per super-peer killed, the publications it had acknowledged with its own log's copy
+        alone, copied since or not."""
+        self.uncopied_when_killed: dict[str, int] = {}
         """Per super-peer killed (its process gone), the publications it had acknowledged with
-        its own log's copy alone (``superpeer._replication``): kept for good, what it lost of
-        them is not owed."""
+        its own log's copy alone and not copied since (``superpeer._replication``, rule 6):
+        kept for good, what it lost of them is not owed."""
         self._links: set[tuple[str, str]] = set()
         """(sender, receiver) pairs with a link open, as the daemon's ``Links`` keeps them: a
         message to a super-peer without one needs its address, or the daemon drops it."""
@@ -473,6 +476,7 @@ class Simulation:
     def _kill(self, node_id: str) -> None:
         node = self.nodes.pop(node_id)
         self.unreplicated_when_killed[node_id] = node.statistics.unreplicated
+        self.uncopied_when_killed[node_id] = node.copies_owed()
         self._forget_links(node_id)
         self._unchecked.add(node_id)
         self._deadline_of.pop(node_id, None)
