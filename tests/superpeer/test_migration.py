@@ -406,6 +406,16 @@ PUBLISHED_AT_SP0 = [
 ]
 
 
+def ran_without_errors(ops: list[dict]) -> Simulation:
+    """Four super-peers that ran ``ops`` until quiet, every operation accepted."""
+    simulation = Simulation(4)
+    for op in ops:
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    assert simulation.errors == []
+    return simulation
+
+
 def held_versions(simulation: Simulation, superpeer: str) -> dict[str, tuple[int, bool]]:
     held = simulation.cores[superpeer].versions.resources_of("pub")
     return {k: (v.number, v.retracted) for k, v in held.items()}
@@ -428,11 +438,7 @@ def test_a_peer_changes_its_resources_at_the_super_peer_that_adopted_it():
         changed("update", "a", "first, a third time"),
         {"op": "retract", "peer": "pub", "id": "b"},
     ]
-    simulation = Simulation(4)
-    for op in ops:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    assert simulation.errors == []
+    simulation = ran_without_errors(ops)
     assert simulation.planner.peers["pub"].superpeer == 1, "adopted by sp1"
     assert simulation.changes()["sub"] == [
         ["a", "added"],
@@ -462,11 +468,7 @@ def test_a_peer_that_moved_changes_its_resources_at_its_new_access_point():
         {"op": "move", "peer": "pub", "superpeer": 0},
         changed("update", "a", "first, a third time"),
     ]
-    simulation = Simulation(4)
-    for op in ops:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    assert simulation.errors == []
+    simulation = ran_without_errors(ops)
     assert simulation.changes()["sub"] == [
         ["a", "added"],
         ["b", "added"],
@@ -807,11 +809,7 @@ def test_a_publisher_back_through_a_newcomer_finds_its_state_at_the_successor_it
         {"op": "wait", "seconds": 30},
         changed("update", "a", "first, again"),
     ]
-    simulation = Simulation(4)
-    for op in ops:
-        simulation.apply(op)
-    simulation.run_until_quiet()
-    assert simulation.errors == []
+    simulation = ran_without_errors(ops)
     assert simulation.changes()["sub"] == [["a", "added"], ["b", "added"], ["a", "changed"]]
     assert held_versions(simulation, "sp4") == {"a": (1, False), "b": (0, False)}
     assert all(held_versions(simulation, other) == {} for other in ("sp1", "sp2", "sp3"))

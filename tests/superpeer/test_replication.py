@@ -306,6 +306,18 @@ def test_an_update_sent_again_on_a_new_connection_waits_for_the_copy_of_its_entr
     assert origin.statistics.unreplicated == 1
 
 
+def offline_subscriber_at_the_origin() -> list[dict]:
+    """A publisher and a subscriber at super-peer 0, one publication, the subscriber offline."""
+    return [
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        publish(0),
+        {"op": "detach", "peer": "sub"},
+    ]
+
+
 def cut_off_alone_then_lost(heal_for: float, *, restart: bool = False) -> list[dict]:
     """The origin holds the subscriber's subscription (its peer offline) and is cut off alone
     while its publisher publishes five (each acknowledged with the origin's copy alone); the
@@ -313,12 +325,7 @@ def cut_off_alone_then_lost(heal_for: float, *, restart: bool = False) -> list[d
     back at another super-peer. With ``restart``, the origin restarts on its disk while still
     cut off."""
     ops = [
-        {"op": "join", "peer": "pub", "superpeer": 0},
-        {"op": "join", "peer": "sub", "superpeer": 0},
-        {"op": "advertise", "peer": "pub", **BROAD},
-        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
-        publish(0),
-        {"op": "detach", "peer": "sub"},
+        *offline_subscriber_at_the_origin(),
         {"op": "partition", "groups": [[0], [1, 2, 3]]},
     ]
     for n in range(1, 6):
@@ -382,12 +389,7 @@ def test_an_origin_left_alone_in_its_cube_by_a_cut_still_owes_its_copies():
     merge, it survives the origin's loss for good. (Owed only while the view had neighbours,
     they were lost: a chaos run's origin published alone in its cube between rejoins.)"""
     ops = [
-        {"op": "join", "peer": "pub", "superpeer": 0},
-        {"op": "join", "peer": "sub", "superpeer": 0},
-        {"op": "advertise", "peer": "pub", **BROAD},
-        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
-        publish(0),
-        {"op": "detach", "peer": "sub"},
+        *offline_subscriber_at_the_origin(),
         {"op": "partition", "groups": [[0], [1]]},
         {"op": "wait", "seconds": 30},
     ]
