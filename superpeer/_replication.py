@@ -42,11 +42,12 @@ for good: a ten-minute chaos run lost 39 acknowledged publications that way (iss
    entries go to it, one ``LogCopy`` of up to half a frame at a time, and leave the record
    when it answers. An origin cut off alone is then exposed to a crash for good only until
    its side heals, not for as long as its log keeps them: in a chaos run (stop 58, seed 581)
-   a super-peer cut off alone acknowledged 46 publications, stayed 30 s in the healed cube
-   and then crashed for good, and every one was lost. An entry older than ``log_seconds`` is
-   dropped from the record unsent (its origin's log prunes it too). A super-peer alone in
-   its cube for now (cut off, repaired into a cube of one, mid-rejoin) owes its copies too;
-   one that never knew another super-peer owes none (nobody to copy to).
+   a super-peer cut off alone acknowledged publications so, stayed 30 s in the healed cube
+   and then crashed for good, and a subscriber lost 46 notifications with it. An entry older
+   than ``log_seconds`` is dropped from the record unsent (its origin's log prunes it too).
+   A super-peer alone in its cube for now (cut off, repaired into a cube of one, mid-rejoin)
+   owes its copies too; one that never knew another super-peer owes none (nobody to copy
+   to).
 """
 
 from __future__ import annotations
