@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import qel
 from superpeer._node_base import NodeConfig
 from superpeer.actions import ToSuperPeer
-from superpeer.core import peer_source, superpeer_source
+from superpeer.core import CoreConfig, peer_source, superpeer_source
 from superpeer.sim import Simulation
 from wire import messages as m
 from workloads.digital_library import LIB, DigitalLibrary
@@ -181,12 +181,14 @@ def burst(
     failure_seconds: float = 10.0,
     workload: str = "library",
     seed: int = 0,
+    per_peer: int = CoreConfig.max_subscriptions_per_peer,
 ) -> BurstResult:
     """``sp0`` sends ``sp1`` ``count`` subscriptions at once: ``kind`` "adopt", as it leaves,
-    its peers', each with ``max_subscriptions_per_peer`` (1,000; one input places a peer's
-    whole); "forward", as its routes after a join or a heal (one frame each). The network runs
-    until all are placed, or a node declared the other failed."""
+    its peers', each with ``per_peer`` (``max_subscriptions_per_peer``, 1,000 by default; one
+    input places a peer's whole); "forward", as its routes after a join or a heal (one frame
+    each). The network runs until all are placed, or a node declared the other failed."""
     config = NodeConfig(
+        routing=CoreConfig(max_subscriptions_per_peer=per_peer),
         heartbeat_seconds=heartbeat_seconds or failure_seconds / 10,
         failure_seconds=failure_seconds,
         placements_per_step=placements_per_step,
