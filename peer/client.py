@@ -65,7 +65,7 @@ import trio
 
 import crypto
 from clocks import OffsetEstimator, sample_of
-from peer.config import format_address
+from peer.config import ConfigError, format_address, parse_address
 from peer.identity import IdentityError, PeerIdentity
 from peer.inbox import Inbox
 from peer.resources import Resources
@@ -1196,8 +1196,9 @@ def _connect_error(error: OSError) -> str:
 
 
 def _parsed(text: str) -> tuple[str, int] | None:
-    """``HOST:PORT`` as the list of super-peers holds it; None if it is not one."""
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
+    """A super-peer's address an access point gave, as the list holds it; None if it is not
+    one (``parse_address``'s rule, a port in 1..65535)."""
+    try:
+        return parse_address(text, what="a super-peer's address")
+    except ConfigError:
         return None
-    return host.strip("[]"), int(port)
