@@ -3,6 +3,7 @@ previous and the new access point of a peer, forwarding addresses, and move stat
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import crypto
@@ -84,7 +85,10 @@ class Migrations(NodeBase):
         the versions of its resources. Without that, a publisher that came back through a
         newcomer could change none of its resources, for good ("may be kept by your previous
         access point"). The holder answers as the previous one would (``_check_handover``:
-        inherited); the others' refusals do not end the request (``_handover_done``)."""
+        inherited, or adopted from it); no other does, not even one holding an older copy of
+        the peer's state from before ``previous`` (``Handover.search``: its answer would end
+        the request, and a lost answer of the real holder would then not be asked for again);
+        the others' refusals do not end the request (``_handover_done``)."""
         self.statistics.handovers_in += 1
         tries = self._handover_tries.get(request, 0)
         self._handover_tries[request] = tries + 1
@@ -98,9 +102,10 @@ class Migrations(NodeBase):
             return
         self._send(holder, handover, now, out, address=address)
         if tries:
+            search = dataclasses.replace(handover, search=True)
             for other in self._live_superpeers(holder):
                 if other != self.node_id:
-                    self._send(other, handover, now, out, address=self._address_of(other))
+                    self._send(other, search, now, out, address=self._address_of(other))
 
     def _handover_request(self, request: str, peer: str, statement: dict) -> m.Handover:
         """Ask for ``peer``'s state, showing its stored move statement (the one handover asks
@@ -354,6 +359,8 @@ class Migrations(NodeBase):
         peer = message.peer
         if message.superpeer != sender:
             return f"the handover names {message.superpeer}, but {sender} sent it"
+        if message.search and not self._holds_for(sender, message):
+            return UNKNOWN_HERE
         if peer in self._peer_connection:
             return ATTACHED_HERE
         arrival = self.store.pending(MOVES).get(peer)
@@ -391,6 +398,19 @@ class Migrations(NodeBase):
             since=message.since,
         )
         return None if signed else "the move statement is not signed by the peer's key"
+
+    def _holds_for(self, sender: str, message: m.Handover) -> bool:
+        """Whether this node keeps what ``message.previous`` kept for the peer: it is that
+        one, it adopted the peer from it, it holds its place by succession (``_holder``), or
+        it handed the peer to ``sender`` itself."""
+        peer = message.peer
+        if peer in self._moved_away and self._moved_away[peer].node == sender:
+            return True
+        adopted = self.store.pending(ADOPTED).get(peer, {}).get("from")
+        return (
+            message.previous in (self.node_id, adopted)
+            or self._holder(message.previous, "")[0] == self.node_id
+        )
 
     def _handover_done(
         self, sender: str, message: m.HandoverDone, now: float, out: list[Output]

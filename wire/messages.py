@@ -691,6 +691,10 @@ class Handover:
     address: str
     since: float
     signature: bytes
+    search: bool = False
+    """Sent to a super-peer other than ``previous`` (or its known successor), because that one
+    does not answer: only a holder of what ``previous`` kept hands over, by succession or
+    adoption (``superpeer._migration``); an earlier access point's older copy does not."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

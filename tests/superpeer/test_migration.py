@@ -839,3 +839,34 @@ def test_a_peer_is_told_of_other_live_super_peers_where_it_may_go(monkeypatch):
     simulation.apply({"op": "detach", "peer": "p"})
     simulation.apply({"op": "attach", "peer": "p"})
     assert len(welcomes) == 2 and address_of(neighbours[0]) not in welcomes[-1].alternates
+
+
+@pytest.mark.parametrize("search", [False, True])
+def test_only_a_holder_of_the_previous_access_points_state_answers_a_search(search):
+    """``Handover.search``: asked because the peer's previous access point is silent, a
+    super-peer that keeps an older copy of the peer (it was attached there before, and that
+    one never handed it over) does not hand it over; asked directly, as the previous one or
+    its successor, it would (the peer moved on since it was last there). Its acceptance would
+    end the asker's request, and a lost answer of the real holder would not be asked for
+    again."""
+    simulation = Simulation(4)
+    for op in (
+        {"op": "join", "peer": "p", "superpeer": 2},
+        {"op": "subscribe", "peer": "p", "id": "s1", "query": QUERY},
+        {"op": "detach", "peer": "p"},
+    ):
+        simulation.apply(op)
+    simulation.run_until_quiet()
+    handover = m.Handover(
+        request="sp3:p:1",
+        peer="p",
+        moved_at=simulation.now + 200,
+        previous="sp1",
+        superpeer="sp3",
+        address="sp3.sim:7400",
+        since=simulation.now + 100,  # the peer was at sp1 after it was last at sp2
+        signature=b"",
+        search=search,
+    )
+    refusal = simulation.nodes["sp2"]._check_handover("sp3", handover)
+    assert refusal == ("the peer is unknown here" if search else None)
