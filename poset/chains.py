@@ -206,14 +206,23 @@ class ChainDecomposition:
     ) -> list[tuple[Chain, int]]:
         """Per chain holding a node that the probe covers, by chain id: the index of the highest
         such node (the chain's nodes from it down are covered); ``candidates`` are
-        ``bottom_candidates(probe)``. Chains of the indexed family ``skip`` are left out."""
+        ``bottom_candidates(probe)``. Chains of the indexed family ``skip`` are left out.
+
+        A bottom whose witness the probe does not match is not covered (``Probe.admits``, a
+        necessary condition): asked of the first ``_ADMITS_ASKED`` candidates, then while it
+        refuses at least one in ``_ADMITS_REFUSING`` of those asked (the test decides the
+        others alike)."""
         found = []
+        asked = refused = 0
         for chain_id in candidates:
             chain = self._chains[chain_id]  # type: ignore[index]
             if skip is not None and chain.family is skip:
                 continue
-            if not probe.admits(self._bottoms.witness(chain_id)):  # type: ignore[arg-type]
-                continue  # the candidates matched only the probe's most selective patterns
+            if asked < _ADMITS_ASKED or refused * _ADMITS_REFUSING >= asked:
+                asked += 1
+                if not probe.admits(self._bottoms.witness(chain_id)):  # type: ignore[arg-type]
+                    refused += 1
+                    continue  # the candidates matched only the probe's most selective patterns
             if probe.covers(chain.nodes[-1]):
                 found.append((chain, _first_true(chain, probe.covers)))
         return found
@@ -328,6 +337,19 @@ class ChainDecomposition:
                 if not qel.matches(chains[chain_id].nodes[0].subscription, sample)  # type: ignore[index]
             }
         return found
+
+
+_ADMITS_ASKED = 8
+_ADMITS_REFUSING = 4
+"""How ``highest_covered`` asks whether the probe matches a candidate bottom's witness before
+testing it: for the first ``_ADMITS_ASKED`` candidates, then while one in ``_ADMITS_REFUSING``
+or more of those asked was refused. Why: on shapes the candidates of a look-up by the probe's
+most selective patterns are refused by their witness in 22% of a DNF probe's cases (4.3
+microseconds a witness, against 9 for a test that refuses one, which starts with the probe's
+compiled columns): asking of every one cost more than the tests it spared (the calls of 1,000
+placements at 10^4 took 155 ms asking of every one, 130 ms this way); on the digital library
+the witness refuses 88% of a DNF probe's candidates, whose tests take 16 microseconds (10.4
+and 10.3 ms)."""
 
 
 def _loosened(compiled: Filter) -> Filter:

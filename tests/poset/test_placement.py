@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qel
+from poset import chains as chains_module
 from poset import poset as poset_module
 from poset import witness_index as witness_module
 from poset.chains import Probe, _hull, _loosened
@@ -371,3 +372,30 @@ def test_top_candidates_are_the_tops_and_hulls_matching_every_witness(entries, p
         for i, chain in free.items()
         if any(_loosened(f) is not f for f in chain.nodes[0].subscription.filters)
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_TOPS, st.booleans()), min_size=1, max_size=16),
+    _TOPS,
+    st.sampled_from([(0, 1), (0, 1_000), (2, 4), (1_000, 4)]),
+)
+def test_highest_covered_finds_every_chain_holding_a_covered_node(entries, probe, asking):
+    """Through insertions and removals, ``highest_covered`` gives, for each chain holding a node
+    the probe covers, the highest such node (brute force over every chain), whether the
+    witnesses of the candidate bottoms are asked of always, never past the first, or while
+    they refuse some (``_ADMITS_ASKED``, ``_ADMITS_REFUSING``): they only spare tests."""
+    poset = placed_then_removed(entries)
+    decomposition = poset._chains
+    placed = Probe(probe, _covers_signed)
+    first, share = asking
+    with (
+        _patched(chains_module, "_ADMITS_ASKED", first),
+        _patched(chains_module, "_ADMITS_REFUSING", share),
+    ):
+        found = decomposition.highest_covered(placed, decomposition.bottom_candidates(placed))
+    assert [(chain.id, index) for chain, index in found] == [
+        (chain.id, min(i for i, n in enumerate(chain.nodes) if qel.covers(probe, n.subscription)))
+        for chain_id, chain in sorted(decomposition._chains.items())
+        if any(qel.covers(probe, n.subscription) for n in chain.nodes)
+    ]
