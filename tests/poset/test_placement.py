@@ -5,7 +5,7 @@ insertions and removals, with the lookups that use it checked against brute forc
 import itertools
 from contextlib import contextmanager
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import qel
@@ -399,3 +399,15 @@ def test_highest_covered_finds_every_chain_holding_a_covered_node(entries, probe
         for chain_id, chain in sorted(decomposition._chains.items())
         if any(qel.covers(probe, n.subscription) for n in chain.nodes)
     ]
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(
+    subscriptions(max_patterns=4, repeat_predicates=True, max_disjuncts=1),
+    subscriptions(max_patterns=4, repeat_predicates=True, max_disjuncts=3),
+)
+def test_one_filter_covers_what_it_holds_a_pattern_of_each_of_its_patterns_in(general, specific):
+    """Against a subscription of one filter, ``_covers`` answers by ``filter_within`` alone,
+    whether predicates repeat or not: the cell search of ``qel.covers`` (exact) agrees."""
+    assume(len(general.filters) == 1)
+    assert _covers(general, specific) == qel.covers(general, specific, budget=10**6)
