@@ -897,8 +897,10 @@ def _covers(
             if not filter_covered(part if targets is None else targets[position], candidates):
                 return False
         return True
-    only = candidates[0]
-    return all(filter_within(part, only) for part in specific.filters)
+    only, parts = candidates[0], specific.filters
+    if not filter_within(parts[0], only):  # most often the answer: no generator made
+        return False
+    return len(parts) == 1 or all(filter_within(part, only) for part in parts[1:])
 
 
 def _covers_signed(general: Signed, specific: Signed) -> bool:
