@@ -5,14 +5,14 @@ insertions and removals, with the lookups that use it checked against brute forc
 import itertools
 from contextlib import contextmanager
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import qel
 from poset import chains as chains_module
 from poset import poset as poset_module
 from poset import witness_index as witness_module
-from poset.chains import Probe, _loosened
+from poset.chains import Probe, _hull, _loosened
 from poset.families import signature
 from poset.poset import SubscriptionPoset, _above_by_ancestors, _covers, _covers_signed
 from poset.witness_index import Sample, WitnessIndex
@@ -337,26 +337,77 @@ def test_a_loosened_filter_holds_every_publication_of_the_filter(subscription, p
 @given(
     st.lists(st.tuples(_TOPS, st.booleans()), min_size=1, max_size=16),
     _TOPS,
-    st.sampled_from([0, 1, 32]),
+    st.booleans(),
 )
-def test_top_candidates_are_the_tops_matching_every_witness(entries, probe, one_by_one):
-    """Through insertions and removals, the chains of no family that ``_top_candidates`` gives
-    are those whose top matches every witness of the probe (brute force), whether the other
-    witnesses are looked up in the loosened index or matched one by one; the chains held
-    loosened are those whose top has a range opened."""
+def test_top_candidates_are_the_tops_and_hulls_matching_every_witness(entries, probe, skipping):
+    """Through insertions and removals, ``_top_candidates`` gives the chains of no family whose
+    top matches every witness of the probe, and every chain of each family whose hull matches
+    every witness but the family skipped (brute force; one index holds tops and hulls); the
+    chains held loosened are those whose top has a range opened."""
     poset = placed_then_removed(entries)
     decomposition = poset._chains
     placed = Probe(probe, _covers_signed)
-    with _patched(chains_module, "_MATCHED_ONE_BY_ONE", one_by_one):
-        found = decomposition._top_candidates(placed, None)
+    families = decomposition._families
+    skip = next(iter(families), None) if skipping else None
+    found = decomposition._top_candidates(placed, skip)
     free = {i: c for i, c in decomposition._chains.items() if c.family is None}
     assert {i for i in found if i in free} == {
         i
         for i, chain in free.items()
         if all(qel.matches(chain.nodes[0].subscription, w) for w in placed.witnesses)
     }
+    hulls = {
+        family: [_hull(f) for f in next(iter(chains.values())).nodes[0].subscription.filters]
+        for family, chains in families.items()
+    }
+    assert {i for i in found if i not in free} == {
+        i
+        for family, chains in families.items()
+        if family is not skip
+        and all(any(filter_matches(h, w) for h in hulls[family]) for w in placed.witnesses)
+        for i in chains
+    }
     assert decomposition._loose == {
         i
         for i, chain in free.items()
         if any(_loosened(f) is not f for f in chain.nodes[0].subscription.filters)
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_TOPS, st.booleans()), min_size=1, max_size=16),
+    _TOPS,
+    st.sampled_from([(0, 1), (0, 1_000), (2, 4), (1_000, 4)]),
+)
+def test_highest_covered_finds_every_chain_holding_a_covered_node(entries, probe, asking):
+    """Through insertions and removals, ``highest_covered`` gives, for each chain holding a node
+    the probe covers, the highest such node (brute force over every chain), whether the
+    witnesses of the candidate bottoms are asked of always, never past the first, or while
+    they refuse some (``_ADMITS_ASKED``, ``_ADMITS_REFUSING``): they only spare tests."""
+    poset = placed_then_removed(entries)
+    decomposition = poset._chains
+    placed = Probe(probe, _covers_signed)
+    first, share = asking
+    with (
+        _patched(chains_module, "_ADMITS_ASKED", first),
+        _patched(chains_module, "_ADMITS_REFUSING", share),
+    ):
+        found = decomposition.highest_covered(placed, decomposition.bottom_candidates(placed))
+    assert [(chain.id, index) for chain, index in found] == [
+        (chain.id, min(i for i, n in enumerate(chain.nodes) if qel.covers(probe, n.subscription)))
+        for chain_id, chain in sorted(decomposition._chains.items())
+        if any(qel.covers(probe, n.subscription) for n in chain.nodes)
+    ]
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(
+    subscriptions(max_patterns=4, repeat_predicates=True, max_disjuncts=1),
+    subscriptions(max_patterns=4, repeat_predicates=True, max_disjuncts=3),
+)
+def test_one_filter_covers_what_it_holds_a_pattern_of_each_of_its_patterns_in(general, specific):
+    """Against a subscription of one filter, ``_covers`` answers by ``filter_within`` alone,
+    whether predicates repeat or not: the cell search of ``qel.covers`` (exact) agrees."""
+    assume(len(general.filters) == 1)
+    assert _covers(general, specific) == qel.covers(general, specific, budget=10**6)
