@@ -181,14 +181,16 @@ def burst(
     failure_seconds: float = 10.0,
     workload: str = "library",
     seed: int = 0,
-    per_peer: int = CoreConfig.max_subscriptions_per_peer,
+    per_peer: int | None = None,
 ) -> BurstResult:
     """``sp0`` sends ``sp1`` ``count`` subscriptions at once: ``kind`` "adopt", as it leaves,
-    its peers', each with ``per_peer`` (``max_subscriptions_per_peer``, 1,000 by default; one
-    input places a peer's whole); "forward", as its routes after a join or a heal (one frame
-    each). The network runs until all are placed, or a node declared the other failed."""
+    its peers', each with ``per_peer`` (``max_subscriptions_per_peer``; None: its default,
+    1,000; one input places a peer's whole); "forward", as its routes after a join or a heal
+    (one frame each). The network runs until all are placed, or a node declared the other
+    failed."""
+    routing = CoreConfig() if per_peer is None else CoreConfig(max_subscriptions_per_peer=per_peer)
     config = NodeConfig(
-        routing=CoreConfig(max_subscriptions_per_peer=per_peer),
+        routing=routing,
         heartbeat_seconds=heartbeat_seconds or failure_seconds / 10,
         failure_seconds=failure_seconds,
         placements_per_step=placements_per_step,
