@@ -581,6 +581,12 @@ class PeerClient:
             except trio.BrokenResourceError as error:
                 connection.end(f"the connection broke: {error}")
                 return
+            if connection.session.ended:
+                # ended by another task (its timer, a write) between this read's start and
+                # its end, before the connection's tasks were cancelled: what came is not read
+                # (a chaos run's peer daemon died of reading on, "the session has ended")
+                connection.end("the session ended")
+                return
             if not data:
                 reason = "the access point closed the connection"
                 if self.tls is None and not connection.session.established:

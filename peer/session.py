@@ -402,6 +402,11 @@ class Session(Generic[T]):
             self._pending.append(_Pending(token, outgoing.label, now + self.timeout))
         return outgoing.data
 
+    @property
+    def ended(self) -> bool:
+        """Whether the session ended: nothing more is read or sent on it."""
+        return self._ended
+
     def leave(self) -> bytes:
         """The ``Leave`` frame. No answer comes and nothing more may be sent, but the answers to
         earlier requests (and notifications) are still read until the access point closes."""

@@ -11,7 +11,8 @@ import trio
 import trio.testing
 
 import qel
-from peer.client import PeerClient, PeerRequest, RequestFailed
+from peer.client import PeerClient, PeerRequest, RequestFailed, _Connection
+from peer.session import Session
 from peer.state import STATE_FILE
 from tests.peer.fake_access_point import FakeAccessPoint, FakePeer
 from tests.peer.helpers import (
@@ -520,3 +521,17 @@ async def test_a_peer_whose_access_point_is_gone_goes_to_another_it_was_told_of(
     restarted.mkdir()
     shutil.copy(tmp_path / STATE_FILE, restarted / STATE_FILE)
     assert make_client(restarted, first.port).superpeers == client.superpeers
+
+
+async def test_what_arrives_after_the_session_ended_is_not_read(tmp_path):
+    """Another task may end the session while a read is under way (the silence timer, a
+    failed write): the read stops there and the connection ends, the daemon lives on (a chaos
+    run's peer daemon died of ``SessionError: the session has ended``)."""
+    client = make_client(tmp_path, 1)
+    ours, theirs = trio.testing.memory_stream_pair()
+    session: Session[object] = Session("alice")
+    connection = _Connection(ours, session)
+    session.close()
+    await theirs.send_all(b"\x00\x00\x00\x05hello")
+    await client._read(connection)
+    assert connection.reason == "the session ended"
