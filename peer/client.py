@@ -287,6 +287,8 @@ class PeerClient:
         """The super-peer tried now: the last one the peer was attached to if it is in the list,
         else the first; the next one in the list when it cannot be reached."""
         self._failed_in_row = 0
+        self._welcomed_last = False
+        """Whether the access point tried last answered the ``Hello``."""
         self._backoff = backoff
         self._limits = limits
         self._timeout = request_timeout
@@ -363,11 +365,14 @@ class PeerClient:
                 return
             if self._connections == connected_before:
                 # not reached: try the next super-peer of the list at once, and wait only once
-                # every one of them failed in a row
+                # every one of them failed in a row. One that answered and refused (a
+                # registration it forgot: the next connection registers again) is asked again,
+                # after the backoff: the peer does not move for a refusal
                 self._failed_in_row += 1
-                self._next_choice()
-                if self._failed_in_row % len(self.superpeers):
-                    continue
+                if not self._welcomed_last:
+                    self._next_choice()
+                    if self._failed_in_row % len(self.superpeers):
+                        continue
             else:
                 self._failed_in_row = 0
             delay = self._backoff.next_delay()
@@ -480,6 +485,7 @@ class PeerClient:
 
     async def _connect_once(self) -> str:
         """One connection, from connecting to its end; returns why it ended."""
+        self._welcomed_last = False
         try:
             stream, session = await self._open_connection()
         except _ConnectFailed as failure:
@@ -495,6 +501,7 @@ class PeerClient:
                         nursery.start_soon(self._retry, connection)
                         nursery.start_soon(self._transfer, connection)
             finally:
+                self._welcomed_last = session.welcomed
                 self._teardown(connection)
             if connection.reply and not connection.writing:
                 with trio.move_on_after(1.0):

@@ -352,6 +352,11 @@ class Session(Generic[T]):
         return self._link.open and identified and not self._ended
 
     @property
+    def welcomed(self) -> bool:
+        """Whether the access point answered the ``Hello`` (whatever came of it after)."""
+        return self._welcome is not None or self._identified
+
+    @property
     def identifying(self) -> bool:
         """Welcomed, and the identification is under way."""
         return self._welcome is not None and not self._identified and not self._ended

@@ -31,7 +31,7 @@ from peer.identity import (
     passphrase_from,
 )
 from peer.session import Registration
-from tests.peer.fake_access_point import NODE_ID
+from tests.peer.fake_access_point import NODE_ID, FakeAccessPoint, FakeTls
 from tests.peer.helpers import TITLE_QUERY, attached, make_client
 from tests.peer.tls import TlsWorld
 from wire import messages as m
@@ -121,6 +121,32 @@ async def test_a_registration_the_access_point_lost_is_forgotten_and_made_again(
     assert again is not None
     assert again.issued_by == NODE_ID
     assert again.private_identifier != first.private_identifier
+
+
+async def test_a_refusal_the_next_connection_repairs_does_not_move_the_peer(
+    tmp_path, tls_world, tls_access_point, nursery
+):
+    """The access point forgot the peer's registration and refuses it once: the peer registers
+    there again, and does not move on to the next super-peer of its list (one its access point
+    named, ``Welcome.alternates``), which it tries only when its access point cannot be
+    reached. (It moved in the rendezvous tests once the list held others.)"""
+    network = tls_world.network
+    other = FakeAccessPoint(
+        tls=FakeTls(network.server_context(), network.node_id, network.fingerprint)
+    )
+    await nursery.start(other.serve)
+    key = tls_world.peer_keys[0]
+    public_id = crypto.public_identifier(key)
+    client = tls_client(tmp_path, tls_access_point.port, key, ca_trust(tls_world))
+    client.superpeers.append(("127.0.0.1", other.port))
+    nursery.start_soon(client.serve)
+    await attached(tls_access_point, public_id)
+    tls_access_point.registry = crypto.MemoryRegistry()  # the super-peer lost its registry
+    await tls_access_point.drop(public_id)
+    with trio.fail_after(30):  # (moved on, it would attach there instead, for good)
+        await attached(tls_access_point, public_id, times=2)
+    assert tls_access_point.auth_failures == ["unknown_identifier"]
+    assert other.identified == []
 
 
 async def test_a_refused_identification_is_retried_and_reported(
