@@ -373,15 +373,9 @@ class Migrations(NodeBase):
         known = peer in self.store.local_peers() or self.store.get(peer) is not None
         if not known:
             return UNKNOWN_HERE
-        adopted = self.store.pending(ADOPTED).get(peer, {}).get("from")
         here_until = self.store.pending(ATTACHED).get(peer, {}).get("at", float("inf"))
         moved_on = message.since >= here_until  # it was elsewhere after it was last here
-        # A detached peer is adopted again and again as its access points leave (sp0 -> sp1 ->
-        # here) and still names the one it was attached to: the asker found this node by
-        # following the successors from there (``_holder``), and so does this check; the
-        # super-peer it adopted the peer from alone is not enough.
-        inherited = self._holder(message.previous, "")[0] == self.node_id
-        if message.previous not in (self.node_id, adopted) and not inherited and not moved_on:
+        if not moved_on and not self._holds_for(sender, message):
             return f"the peer says it moved from {message.previous}, not from here"
         if self.fingerprint is None:
             return None
@@ -402,7 +396,10 @@ class Migrations(NodeBase):
     def _holds_for(self, sender: str, message: m.Handover) -> bool:
         """Whether this node keeps what ``message.previous`` kept for the peer: it is that
         one, it adopted the peer from it, it holds its place by succession (``_holder``), or
-        it handed the peer to ``sender`` itself."""
+        it handed the peer to ``sender`` itself. A detached peer is adopted again and again as
+        its access points leave (sp0 -> sp1 -> here) and still names the one it was attached
+        to: the asker found this node by following the successors from there, and so does
+        this check; the super-peer it adopted the peer from alone is not enough."""
         peer = message.peer
         if peer in self._moved_away and self._moved_away[peer].node == sender:
             return True
