@@ -66,6 +66,16 @@ class PendingTake:
 
 
 @dataclass
+class Admitted:
+    """A join the anchor admitted and waits to hear done (``JoinDone``)."""
+
+    incarnation: int
+    """The newcomer's, as its walk gave it (0: not told)."""
+    ticks: int = 0
+    """The runtime's ticks it has been in flight (``HypercupNode.tick``)."""
+
+
+@dataclass
 class PendingRepair:
     """The repairer rebuilds the failed node's peer table before walking on its behalf."""
 
@@ -111,8 +121,7 @@ class NodeCore:
         self._out: list[Output] = []
         # the anchor's admitted joins (by newcomer: one that tries again after its walk was lost
         # with a failed member is admitted once), and the joins waiting for a grow
-        self._admitted: dict[str, int] = {}
-        """Admitted newcomer -> the runtime's ticks it has been in flight (``tick``)."""
+        self._admitted: dict[str, Admitted] = {}
         self._queued: list[JoinWalk] = []
         # acknowledged updates: the take this node waits on, and the relays it made
         self._next_ack = 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypercup._core import NodeCore, NodeState, PendingTake
+from hypercup._core import Admitted, NodeCore, NodeState, PendingTake
 from hypercup._neighbourhood import Neighbourhood, peers_from_wire
 from hypercup.errors import RemoteProtocolError
 from hypercup.events import Joined
@@ -101,8 +101,10 @@ class Joins(NodeCore):
         passed on to its newcomer by ``_advance_join``."""
         if walk.newcomer == self.node_id:
             # its own join, asked again by a walk that went round (a retry from the anchor)
-            # while another one already made it a member: nothing to admit (the anchor forgets
-            # it after ``STALE_TICKS``); taken over, it would welcome itself
+            # while another one already made it a member: nothing to take; taken over, it
+            # would welcome itself. Its anchor hears it is over (``_dropped``)
+            if walk.epoch == self._epoch:
+                self._dropped(walk)
             return
         self._require_no_repair(sender)
         self._advance_join(walk if walk.epoch == self._epoch else self._restart(walk))
@@ -122,6 +124,7 @@ class Joins(NodeCore):
             admitted=False,
             anchor=None,
             anchor_address=None,
+            anchor_incarnation=0,
         )
 
     def _advance_join(self, walk: JoinWalk) -> None:
@@ -159,8 +162,10 @@ class Joins(NodeCore):
             if lower is None:
                 if walk.newcomer in hood.peers:
                     # its old incarnation holds a place next to this column still (a repair
-                    # not done yet): two entries of one name in the tables around it
+                    # not done yet): two entries of one name in the tables around it. Or it
+                    # is a member by now, taken by another of its walks
                     self._refuse_old_incarnation(walk.newcomer, walk.newcomer_address)
+                    self._dropped(walk)
                     return
                 self._take_over(walk)
                 return
@@ -170,6 +175,8 @@ class Joins(NodeCore):
         """At the anchor: count the walk and start its search, or grow the cube, or hold the walk
         while the cube is full and joins are still in flight (None)."""
         hood = self._member_hood()
+        if self._duplicate(walk):
+            return None
         self._admitted.pop(walk.newcomer, None)
         full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
         if full and walk.newcomer in hood.peers:
@@ -179,11 +186,12 @@ class Joins(NodeCore):
             return None
         if full:
             if self._admitted or self._changing_tables():
+                self._queued = [w for w in self._queued if w.newcomer != walk.newcomer]
                 self._queued.append(self._restart(walk))
                 return None
             self._grow()
             return self._restart(walk)
-        self._admitted[walk.newcomer] = 0
+        self._admitted[walk.newcomer] = Admitted(walk.newcomer_incarnation)
         return replace(
             walk,
             phase=SEARCH,
@@ -192,6 +200,41 @@ class Joins(NodeCore):
             anchor=self.node_id,
             anchor_address=self.address,
         )
+
+    def _duplicate(self, walk: JoinWalk) -> bool:
+        """Whether ``walk`` asks again for a join this anchor admitted or queued already, for
+        the same incarnation of its newcomer or a later one. A newcomer whose answer is slow
+        asks another contact, and each contact sends its own walk: when sixteen super-peers
+        join a full cube at once, each waits for the grow, asks again every few seconds, and
+        the grow would restart every walk it queued, a newcomer's duplicates among them, whose
+        second take finds it a member already. Kept: the first walk. Not a duplicate: this
+        anchor's own retry of the walk it admitted (``_retry``), nor a later incarnation's."""
+        if walk.admitted and walk.anchor == self.node_id:
+            return False
+        admitted = self._admitted.get(walk.newcomer)
+        if admitted is not None and admitted.incarnation >= walk.newcomer_incarnation:
+            return True
+        return any(
+            queued.newcomer == walk.newcomer
+            and queued.newcomer_incarnation >= walk.newcomer_incarnation
+            for queued in self._queued
+        )
+
+    def _dropped(self, walk: JoinWalk) -> None:
+        """An admitted walk that ends without a take (its newcomer is in the table here: a
+        member already, or its old incarnation not yet repaired away) is over for its anchor,
+        which grows the cube only when no admitted join is in flight. Unreported, it waited
+        ``STALE_TICKS`` for it, and the joins queued meanwhile with it."""
+        if not walk.admitted or walk.anchor is None or walk.anchor_address is None:
+            return
+        if walk.anchor == self.node_id:
+            self._join_done(walk.newcomer)
+        else:
+            self._send(
+                walk.anchor,
+                walk.anchor_address,
+                JoinDone(epoch=self._epoch, newcomer=walk.newcomer),
+            )
 
     def _restart_join(self, walk: JoinWalk) -> None:
         self._advance_join(self._restart(walk))

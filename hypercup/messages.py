@@ -103,6 +103,7 @@ class _Validated:
             "target",
             "incarnation",
             "newcomer_incarnation",
+            "anchor_incarnation",
             "leaver_incarnation",
             "detours",
         ):
@@ -183,6 +184,10 @@ class JoinWalk(_Validated):
     admitted: bool
     anchor: str | None
     anchor_address: str | None
+    anchor_incarnation: int = 0
+    """The anchor's process, as the runtime filled it in when the anchor sent the walk (0: not
+    told). The member that takes the walk reports to the anchor, which it may know only from
+    before a restart: its report, meant for that process, was dropped by the link."""
 
     def _validate(self) -> None:
         if self.phase not in _PHASES:
@@ -192,6 +197,8 @@ class JoinWalk(_Validated):
             self.anchor_address is None
         ):
             raise MessageError("JoinWalk: an admitted walk names its anchor and its address")
+        if self.anchor_incarnation and not self.admitted:
+            raise MessageError("JoinWalk: a walk not admitted has no anchor's incarnation")
         if self.phase == SEARCH and not self.admitted:
             raise MessageError("JoinWalk: only an admitted walk searches")
 

@@ -341,11 +341,10 @@ class HypercupNode(Joins, Departures):
         def action() -> None:
             if self._state is not NodeState.MEMBER:
                 return
-            for newcomer, ticks in list(self._admitted.items()):
-                if ticks + 1 >= STALE_TICKS:
+            for newcomer, admitted in list(self._admitted.items()):
+                admitted.ticks += 1
+                if admitted.ticks >= STALE_TICKS:
                     self._join_done(newcomer)
-                else:
-                    self._admitted[newcomer] = ticks + 1
             self._expire_deferred()
             self._ask_lookups_again()
             self._expire_reclaiming()

@@ -479,9 +479,12 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         for output in outputs:
             if isinstance(output, Send):
                 self.addresses.setdefault(output.to, output.address)
-                if isinstance(output.message, Welcome) and output.message.incarnation:
-                    self._admitting(output.to, output.message.incarnation, now, out)
-                self._send(output.to, output.message, now, out, address=output.address)
+                message = output.message
+                if isinstance(message, Welcome) and message.incarnation:
+                    self._admitting(output.to, message.incarnation, now, out)
+                elif isinstance(message, JoinWalk) and message.anchor == self.node_id:
+                    message = dataclasses.replace(message, anchor_incarnation=self.incarnation)
+                self._send(output.to, message, now, out, address=output.address)
             elif isinstance(output, Joined):
                 self._join_contact = None
                 self._joined(now, out)
@@ -862,6 +865,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 self._asks_to_join(sender, incarnation, now, out)
             elif isinstance(message, JoinWalk):
                 self._asks_to_join(message.newcomer, message.newcomer_incarnation, now, out)
+                anchor = message.anchor
+                if anchor is not None and anchor != self.node_id and message.anchor_incarnation:
+                    # the take reports to that process (``JoinWalk.anchor_incarnation``)
+                    self._incarnation(anchor, message.anchor_incarnation, now, out)
             self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
             self._heartbeat_in(sender, message, now)  # a sign of life, noted above

@@ -27,13 +27,14 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 4
-READABLE_VERSIONS: Final = frozenset({2, 3, 4})
+PROTOCOL_VERSION: Final = 5
+READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
 frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
 holders, ``CatchUp.origin``, the other super-peers a peer is told of, ``Welcome.alternates``,
-and ``Handover.search``, each with a default). A connection speaks the one version: both ends check it at ``Hello``."""
+and ``Handover.search``, each with a default; 5 added the anchor's incarnation to a join's
+walk, ``JoinWalk.anchor_incarnation``, with a default). A connection speaks the one version: both ends check it at ``Hello``."""
 
 
 class WireError(ValueError):

@@ -32,6 +32,7 @@ from hypercup import (
     UpdateAck,
     Welcome,
 )
+from hypercup._core import Admitted
 from hypercup._departures import DEFERRED_TICKS
 from hypercup._neighbourhood import Peer
 from hypercup.events import Departed
@@ -691,22 +692,81 @@ def walk_at_3(member: HypercupNode, newcomer: str, **fields: object) -> JoinWalk
 
 def test_a_members_own_join_walk_coming_back_to_it_is_dropped() -> None:
     # a retry of its join, still going round after another attempt made it a member: a daemon
-    # crashed welcoming itself (a chaos run at 16 super-peers)
+    # crashed welcoming itself (a chaos run at 16 super-peers). Its anchor hears it is over,
+    # and does not hold its next grow back for ``STALE_TICKS``
     network = cube(8)
     topology = network.check()
     name = topology.holder(3)
     member = network.node(name)
+    anchor = topology.holder(0)
     walk = walk_at_3(
         member,
         name,
         phase="search",
         admitted=True,
-        anchor=topology.holder(0),
-        anchor_address=address_of(topology.holder(0)),
+        anchor=anchor,
+        anchor_address=address_of(anchor),
     )
-    assert member.receive(topology.holder(1), walk) == []
+    assert member.receive(topology.holder(1), walk) == [
+        Send(
+            to=anchor,
+            address=address_of(anchor),
+            message=JoinDone(epoch=member.epoch, newcomer=name),
+        )
+    ]
     assert member.state is NodeState.MEMBER
     network.check()
+
+
+def full_cube_of_two_with_c_admitted() -> tuple[HypercupNode, HypercupNode, JoinWalk]:
+    """``c_joining`` on: b, the anchor, admitted c's walk, on its way to a."""
+    _, b, grow, walk = c_joining()
+    b.receive("a", grow)
+    (admitted,) = messages(b.receive("a", walk), "a")
+    assert admitted.admitted and admitted.anchor == "b"
+    return _, b, admitted
+
+
+def test_a_second_walk_of_a_newcomer_already_admitted_is_dropped_at_the_anchor() -> None:
+    """A newcomer whose answer is slow asks another contact, whose walk reaches the anchor
+    while the first is in flight: admitted again, it would search beside the first, and the
+    second take would find the newcomer a member already. A later incarnation's walk is a new
+    join, and is admitted."""
+    _, b, admitted = full_cube_of_two_with_c_admitted()
+    again = replace(admitted, phase="route", position=1, bit=-1, admitted=False, anchor=None,
+                    anchor_address=None)  # fmt: skip
+    assert b.receive("a", again) == []
+    assert set(b._admitted) == {"c"}
+    later = replace(again, newcomer_incarnation=again.newcomer_incarnation + 1)
+    (walk_on,) = messages(b.receive("a", later), "a")
+    assert walk_on.admitted and walk_on.newcomer_incarnation == later.newcomer_incarnation
+
+
+def test_the_anchors_own_retry_of_a_walk_it_admitted_is_admitted_again() -> None:
+    """A walk that found its column taken by a concurrent join comes back to its anchor
+    (``_retry``): not a duplicate."""
+    _, b, admitted = full_cube_of_two_with_c_admitted()
+    retry = replace(admitted, phase="route", position=1, bit=-1)
+    (walk_on,) = messages(b.receive("a", retry), "a")
+    assert walk_on.phase == "search" and walk_on.anchor == "b"
+
+
+def test_a_full_cube_queues_one_walk_per_newcomer_for_its_grow() -> None:
+    """While a join is in flight, a full cube queues the walks that wait for its grow. Sixteen
+    super-peers joining at once asked again every few seconds, and the grow restarted every walk
+    queued, duplicates among them: their second takes broke the new cube (``python -m
+    bench.chaos_replay --superpeers 32 --cut-only 60``, seed 8). A later incarnation's walk
+    takes the place of an earlier one's."""
+    network = cube(4)  # full; its anchor holds position 1
+    anchor_name = network.check().holder(1)
+    anchor = network.node(anchor_name)
+    anchor._admitted["y"] = Admitted(incarnation=1)  # a join in flight: no grow yet
+    d_walk = replace(walk_at_3(anchor, "d", newcomer_incarnation=2), position=1)
+    for walk in (d_walk, d_walk, replace(d_walk, newcomer_incarnation=1)):
+        assert anchor.receive(anchor_name, walk) == []
+    assert [(w.newcomer, w.newcomer_incarnation) for w in anchor._queued] == [("d", 2)]
+    anchor.receive(anchor_name, replace(d_walk, newcomer_incarnation=3))
+    assert [(w.newcomer, w.newcomer_incarnation) for w in anchor._queued] == [("d", 3)]
 
 
 def test_a_lookup_with_no_live_hop_closer_takes_a_detour_and_is_answered() -> None:
@@ -814,6 +874,27 @@ def test_a_base_holder_whose_mirror_is_on_its_way_back_repairs_nothing_yet() -> 
     for message in back:  # and the newcomer's announcement of the place it took, after it
         holder.receive(newcomer, message)
     assert lookups(holder.neighbour_failed(other)), "its mirror is back: it repairs"
+
+
+def test_a_walk_whose_newcomer_is_in_the_takers_table_is_refused_and_its_anchor_told() -> None:
+    """The member that would give the newcomer a column finds it in its table (a member by
+    now, through another of its walks, or its old incarnation not repaired away): no take. Its
+    anchor hears that the walk is over (``JoinDone``): unreported, it held every grow back for
+    ``STALE_TICKS``, and the joins queued for it with it (32 super-peers, seed 8: 15 s)."""
+    network = cube(6)  # d = 3: columns 0 and 1 split, 2 and 3 doubled
+    topology = network.check()
+    taker, anchor = network.node(topology.holder(2)), topology.holder(3)
+    newcomer = topology.holder(0)  # a neighbour of the taker's column
+    walk = replace(
+        walk_at_3(taker, newcomer, phase="search", admitted=True, anchor=anchor,
+                  anchor_address=address_of(anchor)),
+        position=2,
+    )  # fmt: skip
+    outputs = taker.receive(anchor, walk)
+    refusal, done = [(o.to, o.message) for o in outputs if isinstance(o, Send)]
+    assert refusal[0] == newcomer and isinstance(refusal[1], JoinRefused)
+    assert done == (anchor, JoinDone(epoch=taker.epoch, newcomer=newcomer))
+    network.check()
 
 
 def test_a_full_cubes_anchor_refuses_a_newcomer_whose_old_place_is_next_to_it() -> None:

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 import wire
 from crypto.identifiers import public_identifier
-from hypercup import JoinRefused, JoinRequest, JoinWalk, LeaveWalk
+from hypercup import JoinRefused, JoinRequest, JoinWalk, LeaveWalk, Send
 from superpeer._node_base import AskedCatchUp, PlannedCatchUp
 from superpeer.access import AccessState
 from superpeer.actions import (
@@ -804,6 +804,42 @@ def test_a_late_repeat_of_a_members_join_fails_nobody():
     node.superpeer_message(other, node.incarnations[other], Received(walk, "w"), now + 0.1)
     assert neighbour not in node._suspected
     assert node._neighbour_incarnations[neighbour] == incarnation
+
+
+def test_a_join_walk_names_its_anchors_process_and_the_members_it_reaches_learn_it():
+    """The member that takes a walk reports to its anchor (``JoinDone``), which it may know
+    only as a process from before a cut; the report, meant for that one, was dropped by the
+    link, and the anchor held every grow back for ``STALE_TICKS`` (32 super-peers, a 60-s
+    cut, seed 8: the joins of sixteen waited 15 s, and never became one cube). The anchor
+    names its process in the walks it sends on (``JoinWalk.anchor_incarnation``), and a
+    member it reaches knows that one from then on."""
+    simulation = Simulation(4)
+    node = simulation.nodes["sp0"]
+    now = simulation._clock("sp0")
+    walk = JoinWalk(
+        epoch=node.topology.epoch,
+        newcomer="sp9",
+        newcomer_address="sp9.sim:7400",
+        newcomer_incarnation=1,
+        phase="route",
+        position=min(node.topology.view().positions),
+        bit=-1,
+        admitted=True,
+        anchor="sp0",
+        anchor_address="sp0.sim:7400",
+    )
+    out: list = []
+    node._topology([Send(to="sp1", address="sp1.sim:7400", message=walk)], now, out)
+    (sent,) = [o.message for o in out if isinstance(o, ToSuperPeer)]
+    assert sent.anchor_incarnation == node.incarnation
+    member = simulation.nodes["sp1"]
+    anchor = next(n for n in sorted(simulation.nodes) if n not in ("sp1", "sp0"))
+    newer = member.incarnations[anchor] + 2
+    sender = sorted(member.core.view.neighbours())[0]
+    walk_on = replace(walk, anchor=anchor, anchor_address=f"{anchor}.sim:7400",
+                      anchor_incarnation=newer)  # fmt: skip
+    member.superpeer_message(sender, member.incarnations[sender], Received(walk_on, "w"), now)
+    assert member.incarnations[anchor] == newer
 
 
 def test_a_restarted_neighbour_heartbeating_in_its_old_place_is_the_neighbour_again():

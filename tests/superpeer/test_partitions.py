@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from bench.chaos_replay import Replay, cut_plans
 from hypercup import NeighbourUpdate
 from hypercup.errors import RemoteProtocolError
 from superpeer.actions import Stopped
@@ -90,6 +91,22 @@ def test_the_sides_of_a_partition_become_one_and_lose_nothing(superpeers, groups
     assert len(expected["subA"]) == len(expected["subB"]) == 266
     assert simulation.deliveries() == expected
     assert all(p.filtered == 0 and not p.gaps for p in simulation.peers.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seed", "shape"), [(1, "cut"), (1, "bridge"), (8, "cut")])
+def test_a_long_cut_of_32_super_peers_heals_into_one_cube_within_the_bound(seed, shape):
+    """60 s of cut on a quiet cube of 32 (``python -m bench.chaos_replay --superpeers 32
+    --cut-only 60``): longer than the watchdog, so whole sides rejoin at once after the heal,
+    up to sixteen through one full cube. Three cuts that took 60 s or never healed: a join's
+    report to its anchor went to the anchor's incarnation of before the cut and was dropped
+    (``JoinWalk.anchor_incarnation``), and every grow waited ``STALE_TICKS`` for it; the
+    newcomers' walks asked again meanwhile were all queued, and the grow restarted the
+    duplicates with them (``hypercup._joins``)."""
+    plan = next(p for p in cut_plans(32, seed, 60.0) if p["faults"][0]["shape"] == shape)
+    config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=3.0, wedged_seconds=30.0)
+    (record,) = Replay(plan, config, seed).run()
+    assert record.one_cube is not None and record.one_cube < HEAL_BOUND
 
 
 def test_a_relay_killed_for_good_loses_nothing_it_was_relaying():
