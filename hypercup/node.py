@@ -71,7 +71,12 @@ link); nothing else is assumed about timing.
   column travels one path, its base holder -> the neighbouring base holders -> their newcomers,
   and each hop is FIFO, so concurrent takes next to each other leave consistent tables. The anchor
   grows only when no admitted join is in flight and every one of their updates is acknowledged, so
-  no message of the old cube is left in flight when the dimension changes.
+  no message of the old cube is left in flight when the dimension changes. A newcomer that asks
+  again through another contact sends a second walk: the anchor admits, or queues for its grow,
+  one walk per newcomer (a later incarnation's replaces an earlier one's), and an admitted walk
+  that ends without a take (its newcomer is in the table where it would take: a member by now,
+  or an old incarnation not yet repaired away) is reported to the anchor as done, so that the
+  anchor's grow does not wait ``STALE_TICKS`` for it.
 * Messages carry the sender's ``epoch`` (number of grows and shrinks so far); a node holds back a
   message from a later epoch until its own ``Grow`` / ``Shrink`` arrives, and restarts a join walk
   from an earlier epoch that was not yet admitted.

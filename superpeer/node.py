@@ -23,7 +23,11 @@ Rules, beyond the routing core's:
   that asks to join (its ``JoinRequest``, or a walk for it): a member does not, so the
   incarnation in the table is gone, even if the new process was taken for it. A node that
   rejoined reads nothing its old incarnation was sent: the runtime closes the links that
-  incarnation welcomed, and their senders' channels drop what was meant for it.
+  incarnation welcomed, and their senders' channels drop what was meant for it. So
+  incarnations are also learnt second-hand where a message names a process it comes from:
+  a member that welcomes a newcomer knows the newcomer's from its walk, and every member a
+  walk reaches knows its anchor's (``JoinWalk.anchor_incarnation``), to which the take is
+  reported.
 * **Failure detection.** A link to a neighbour that has carried nothing for ``heartbeat_seconds``
   carries a ``Heartbeat``; a neighbour not heard from for ``failure_seconds`` is reported to the
   topology protocol (``neighbour_failed``; retried while the protocol is busy with another
