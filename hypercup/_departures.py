@@ -1028,6 +1028,12 @@ class Departures(NodeCore):
                 failed_incarnation=self._failed.get(holder, (0, 0.0))[0],
                 failed_heard=self._failed.get(holder, (0, 0.0))[1],
             )
+            if lookup.requester == self.node_id:
+                # its own lookup, back by a detour, or its old incarnation's, passed on by a
+                # member that never heard of its rejoin: answered here (a daemon's answer to
+                # itself ended it: chaos at 16 super-peers, stop 60)
+                self._on_lookup_reply(self.node_id, reply)
+                return
             self._send(lookup.requester, lookup.requester_address, reply)
             return
         closer = sorted(

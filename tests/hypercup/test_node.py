@@ -897,6 +897,26 @@ def test_a_walk_whose_newcomer_is_in_the_takers_table_is_refused_and_its_anchor_
     network.check()
 
 
+def test_a_lookup_coming_back_to_its_requester_is_answered_there() -> None:
+    """A lookup whose requester is this node (its own, back by a detour, or its old
+    incarnation's, passed on by a member that never heard of its rejoin) is answered here:
+    sent to itself, it ended a daemon (chaos at 16 super-peers, stop 60)."""
+    network = cube(8)
+    topology = network.check()
+    member = network.node(topology.holder(0))
+    lookup = Lookup(
+        epoch=member.epoch,
+        target=1,
+        avoid="gone",
+        requester=member.node_id,
+        requester_address=address_of(member.node_id),
+        via=topology.holder(2),
+    )
+    assert member.receive(topology.holder(2), lookup) == []
+    assert member.state is NodeState.MEMBER
+    network.check()
+
+
 def test_a_full_cubes_anchor_refuses_a_newcomer_whose_old_place_is_next_to_it() -> None:
     """kill-pause at 9, seed 6: a restarted member's join walk reached the anchor of a full
     cube while its old incarnation's place, next to the anchor, was still being repaired. The
