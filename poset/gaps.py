@@ -164,14 +164,14 @@ def escapes(found: Columns, part: Filter) -> bool:
         held = found.get(id(predicate))
         if held is None:
             continue
-        if repeated and _repeats(patterns, position):
+        if repeated and repeats(patterns, position):
             continue
         if not held.holds(domain):
             return True
     return False
 
 
-def _repeats(patterns: tuple[tuple[object, Domain], ...], position: int) -> bool:
+def repeats(patterns: tuple[tuple[object, Domain], ...], position: int) -> bool:
     """Whether the predicate at ``position`` has another pattern (sorted: a neighbour)."""
     predicate = patterns[position][0]
     return (position > 0 and patterns[position - 1][0] is predicate) or (

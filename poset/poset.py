@@ -51,7 +51,7 @@ import qel
 from poset.chains import Chain, ChainDecomposition, Probe
 from poset.dominance import FamilyPoints, point
 from poset.edges import Edges, EdgeView, added, removed
-from poset.ends import Alternatives, alternatives, proves, refutes
+from poset.ends import Alternatives, alternatives, has_gap, proves, refutes
 from poset.families import (
     MET_ONCE,
     Bounds,
@@ -61,7 +61,7 @@ from poset.families import (
     projected,
     ranges_within,
 )
-from poset.gaps import Columns, columns, escapes
+from poset.gaps import Columns, escapes
 from poset.generality import generality_key
 from poset.predicate_index import Held, PredicateIndex
 from poset.sent_index import SentIndex
@@ -848,7 +848,7 @@ def _covers(
     general: qel.Subscription,
     specific: qel.Subscription,
     targets: tuple[Target, ...] | None = None,
-    compiled: tuple[Columns, Alternatives | None] | None = None,
+    compiled: tuple[Columns, Alternatives] | None = None,
 ) -> bool:
     """``qel.covers``, minus what a placement, asking it thousands of times a second, need not
     pay: comparing the keys (two frozensets built per call; never equal here) and, against a
@@ -857,10 +857,11 @@ def _covers(
     test against it).
 
     Against a DNF (``compiled``: ``general``'s columns and alternatives, a probe's kept; a
-    node's are built per test, the alternatives only past the columns: kept for the nodes
-    asked last, they outlived the collector's young generations, and full collections came
-    twice as often, BENCHMARKS.md, stop 57), a filter of ``specific`` with a value that one
-    dimension of ``general`` leaves out refutes first (``poset.gaps``): three quarters of the
+    node's alternatives are built per test: kept for the nodes asked last, compiled forms
+    outlived the collector's young generations, and full collections came twice as often,
+    BENCHMARKS.md, stop 57), a filter of ``specific`` with a value that one dimension of
+    ``general`` leaves out refutes first (``poset.gaps``; against a node, read from its
+    alternatives, ``poset.ends.has_gap``, without building its columns): three quarters of the
     "no"s on shapes, at a few microseconds instead of 12 to 70. Then each filter whose
     predicates do not repeat is covered if ``general``'s filters hold it along one dimension
     at most (``poset.ends.proves``: inside one of them, which ``filter_covered`` tries first,
@@ -880,12 +881,16 @@ def _covers(
     microseconds each)."""
     candidates = general.filters
     if len(candidates) > 1:
-        found, ends = (columns(candidates), None) if compiled is None else compiled
-        for part in specific.filters:
-            if escapes(found, part):
-                return False
-        if ends is None:
+        if compiled is None:
             ends = alternatives(candidates)
+            for part in specific.filters:
+                if has_gap(ends, part):
+                    return False
+        else:
+            found, ends = compiled
+            for part in specific.filters:
+                if escapes(found, part):
+                    return False
         for position, part in enumerate(specific.filters):
             if len(part.patterns) != len(part.predicates):
                 if any(filter_within(part, candidate) for candidate in candidates):

@@ -199,42 +199,44 @@ def range_is_satisfiable(domain: RangeDomain) -> bool:
 
 
 def subset(inner: Domain, outer: Domain) -> bool:
-    """Whether every term of ``inner`` is in ``outer`` (exact for these domains)."""
-    if isinstance(outer, AnyDomain):
+    """Whether every term of ``inner`` is in ``outer`` (exact for these domains).
+
+    By exact type (no domain class has subclasses) and with two ranges compared inline: a
+    placement into the subscription poset asks this some hundred times (``filter_within``, the
+    proofs of ``poset.ends``), and the ``isinstance`` chain, the ``is_point`` property and the
+    two calls per pair of ranges were a fifth of its cost (issue 34, stop 60)."""
+    outer_type = type(outer)
+    if outer_type is AnyDomain:
         return True
-    if isinstance(inner, AnyDomain):
-        return False
-    if isinstance(inner, PointDomain):
-        return outer.admits(inner.kind, inner.value)
-    if isinstance(inner, RangeDomain):
-        if inner.is_point:
-            return outer.admits(inner.kind, inner.low)
-        if not isinstance(outer, RangeDomain) or outer.kind != inner.kind:
+    inner_type = type(inner)
+    if inner_type is RangeDomain:
+        low, high = inner.low, inner.high
+        if low is not None and low == high:
+            return outer.admits(inner.kind, low)
+        if outer_type is not RangeDomain or outer.kind != inner.kind:
             return False
-        return _low_within(inner, outer) and _high_within(inner, outer)
-    if isinstance(outer, ContainsDomain):
+        bound = outer.low
+        if bound is not None:
+            if low is None:
+                return False
+            if low != bound:
+                if low < bound:
+                    return False
+            elif inner.low_inclusive and not outer.low_inclusive:
+                return False
+        bound = outer.high
+        if bound is None:
+            return True
+        if high is None:
+            return False
+        if high != bound:
+            return high < bound
+        return outer.high_inclusive or not inner.high_inclusive
+    if inner_type is PointDomain:
+        return outer.admits(inner.kind, inner.value)
+    if inner_type is ContainsDomain and outer_type is ContainsDomain:
         return all(any(part in held for held in inner.substrings) for part in outer.substrings)
     return False
-
-
-def _low_within(inner: RangeDomain, outer: RangeDomain) -> bool:
-    if outer.low is None:
-        return True
-    if inner.low is None:
-        return False
-    if inner.low != outer.low:
-        return inner.low > outer.low
-    return outer.low_inclusive or not inner.low_inclusive
-
-
-def _high_within(inner: RangeDomain, outer: RangeDomain) -> bool:
-    if outer.high is None:
-        return True
-    if inner.high is None:
-        return False
-    if inner.high != outer.high:
-        return inner.high < outer.high
-    return outer.high_inclusive or not inner.high_inclusive
 
 
 def overlaps(first: Domain, second: Domain) -> bool:

@@ -1,12 +1,13 @@
 """``poset.ends``: a publication at the ends of a filter's ranges refutes covering only where
 ``qel.covers`` says no, and refutes what one dimension at a time (``poset.gaps``) cannot; a
 filter held along one dimension at most proves covering only where ``qel.covers`` says yes,
-and whenever one filter of the general side holds it all."""
+and whenever one filter of the general side holds it all; the gaps read from the alternatives
+(``has_gap``) are those of the columns (``poset.gaps``)."""
 
 from hypothesis import event, given, settings
 
 import qel
-from poset.ends import alternatives, proves, refutes
+from poset.ends import alternatives, has_gap, proves, refutes
 from poset.gaps import columns, escapes
 from qel.filters import filter_within
 from tests.strategies import subscriptions
@@ -145,3 +146,33 @@ def test_on_the_shapes_workload_what_is_held_along_one_dimension_is_covered():
                 assert qel.covering.filter_covered(part, first.filters)
                 beyond_within += not any(filter_within(part, other) for other in first.filters)
     assert beyond_within >= 5  # 7 of these pairs need the union along one dimension
+
+
+@settings(max_examples=3000)
+@given(
+    subscriptions(max_patterns=3, repeat_predicates=True),
+    subscriptions(max_patterns=3, repeat_predicates=True),
+)
+def test_the_gaps_read_from_the_alternatives_are_the_columns_gaps(general, specific):
+    found, compiled = columns(general.filters), alternatives(general.filters)
+    for part in specific.filters:
+        gap = has_gap(compiled, part)
+        event(f"gap: {gap}, {len(general.filters)} filters")
+        assert gap == escapes(found, part)
+    assert not any(has_gap(compiled, part) for part in general.filters)
+
+
+def test_on_the_shapes_workload_the_gaps_read_from_the_alternatives_are_the_columns_gaps():
+    shapes = Shapes(seed=3)
+    drawn = [qel.parse_subscription(shapes.subscription()) for _ in range(300)]
+    gaps = 0
+    for first in drawn:
+        if len(first.filters) == 1:
+            continue
+        found, compiled = columns(first.filters), alternatives(first.filters)
+        for second in drawn:
+            for part in second.filters:
+                gap = has_gap(compiled, part)
+                assert gap == escapes(found, part)
+                gaps += gap
+    assert gaps > 10_000

@@ -12,7 +12,7 @@ import qel
 from poset import chains as chains_module
 from poset import poset as poset_module
 from poset import witness_index as witness_module
-from poset.chains import Probe, _hull, _loosened
+from poset.chains import Probe, _hull, _loosened, _within_ranges
 from poset.families import signature
 from poset.poset import SubscriptionPoset, _above_by_ancestors, _covers, _covers_signed
 from poset.witness_index import Sample, WitnessIndex
@@ -331,6 +331,16 @@ def test_a_loosened_filter_holds_every_publication_of_the_filter(subscription, p
         )
         assert (loosened is compiled) == (not opened)
         assert loosened.predicates == compiled.predicates
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_TOPS, st.one_of(publications(), _TOPS.map(lambda s: witness(s.filters[-1]))))
+def test_a_filter_whose_loosened_form_matches_matches_iff_its_ranges_admit(subscription, sample):
+    """``chains._within_ranges``: once the loosened filter matches a publication, the filter
+    does iff each of its ranges admits an object of its predicate (``filter_matches`` decides)."""
+    for compiled in subscription.filters:
+        if filter_matches(_loosened(compiled), sample):
+            assert _within_ranges(compiled, sample) == filter_matches(compiled, sample)
 
 
 @settings(max_examples=300, deadline=None)
