@@ -225,16 +225,16 @@ class Joins(NodeCore):
         member already, or its old incarnation not yet repaired away) is over for its anchor,
         which grows the cube only when no admitted join is in flight. Unreported, it waited
         ``STALE_TICKS`` for it, and the joins queued meanwhile with it."""
-        if not walk.admitted or walk.anchor is None or walk.anchor_address is None:
+        if walk.admitted and walk.anchor is not None and walk.anchor_address is not None:
+            self._report_done(walk.anchor, walk.anchor_address, walk.newcomer)
+
+    def _report_done(self, anchor: str, address: str, newcomer: str) -> None:
+        """Tells ``anchor`` that ``newcomer``'s admitted walk is over, taken or not."""
+        if anchor == self.node_id:
+            self._join_done(newcomer)
             return
-        if walk.anchor == self.node_id:
-            self._join_done(walk.newcomer)
-        else:
-            self._send(
-                walk.anchor,
-                walk.anchor_address,
-                JoinDone(epoch=self._epoch, newcomer=walk.newcomer),
-            )
+        self._send(anchor, address, JoinDone(epoch=self._epoch, newcomer=newcomer))
+        self._grow_when_ready()
 
     def _restart_join(self, walk: JoinWalk) -> None:
         self._advance_join(self._restart(walk))
@@ -291,15 +291,7 @@ class Joins(NodeCore):
         take = self._take
         assert take is not None
         self._take = None
-        if take.anchor == self.node_id:
-            self._join_done(take.newcomer)
-        else:
-            self._send(
-                take.anchor,
-                take.anchor_address,
-                JoinDone(epoch=self._epoch, newcomer=take.newcomer),
-            )
-            self._grow_when_ready()
+        self._report_done(take.anchor, take.anchor_address, take.newcomer)
 
     def _on_neighbour_update(self, sender: str, message: NeighbourUpdate) -> None:
         hood = self._member_hood()
