@@ -742,6 +742,17 @@ def test_a_second_walk_of_a_newcomer_already_admitted_is_dropped_at_the_anchor()
     assert walk_on.admitted and walk_on.newcomer_incarnation == later.newcomer_incarnation
 
 
+def test_a_joins_report_of_an_earlier_epoch_is_dropped_at_the_anchor() -> None:
+    """A take's report overtaken by a grow (the anchor took the join for lost at a tick) or a
+    shrink: the change cleared the admitted joins it reports on. It broke the anchor, which
+    rejoined in the middle of sixteen joins (32 super-peers, a 60-s bridge, seed 2)."""
+    _, b, grow, _ = c_joining()
+    b.receive("a", grow)
+    assert b.epoch == grow.epoch
+    assert b.receive("a", JoinDone(epoch=grow.epoch - 1, newcomer="x")) == []
+    assert b.state is NodeState.MEMBER
+
+
 def test_the_anchors_own_retry_of_a_walk_it_admitted_is_admitted_again() -> None:
     """A walk that found its column taken by a concurrent join comes back to its anchor
     (``_retry``): not a duplicate."""
