@@ -263,7 +263,7 @@ def range_sample(domain: RangeDomain) -> int | Fraction:
     if low is not None and high is not None:
         if low == high:
             return low
-        return Fraction(low + high) / 2
+        return Fraction(low + high, 2)
     if low is not None:
         return low if domain.low_inclusive else low + 1
     if high is not None:
