@@ -411,22 +411,20 @@ class NodeCore:
             required is not None
             and required < self._epoch
             and (
-                isinstance(message, Lookup | LookupReply)
+                isinstance(message, Lookup | LookupReply | JoinDone)
                 or (isinstance(message, LeaveWalk) and message.failed)
             )
         ):
-            # a repair's step overtaken by a shrink or a grow (another departure's, beside it):
-            # its picture of the cube is gone, and it is dropped. A lookup's requester started
-            # its repair over in the new cube if the change reached it (``_apply``), else it
-            # lags and asks for the change; an answer to the old one is for a repair that is no
-            # more; a failure's walk is started over by its repairer when the runtime reports
-            # the failure again (``_apply``: breaking here made the holder of position 0, the
-            # shrink's root, rejoin, and its own repair wedged the rest)
-            return True
-        if required is not None and required < self._epoch and isinstance(message, JoinDone):
-            # a join's report overtaken by a grow (its anchor took the join for lost at a tick)
-            # or a shrink: the change cleared the admitted joins it reports on. Breaking here
-            # made the anchor rejoin in the middle of sixteen joins (``python -m
+            # a repair's step or a join's report overtaken by a shrink or a grow (another
+            # departure's beside it, or the anchor's once it took the join for lost at a tick):
+            # what it was about is gone with the old cube, and it is dropped. A lookup's
+            # requester started its repair over in the new cube if the change reached it
+            # (``_apply``), else it lags and asks for the change; an answer to the old one is
+            # for a repair that is no more; a failure's walk is started over by its repairer
+            # when the runtime reports the failure again (``_apply``: breaking here made the
+            # holder of position 0, the shrink's root, rejoin, and its own repair wedged the
+            # rest); the change cleared the admitted joins a report is about (breaking here
+            # made an anchor rejoin in the middle of sixteen joins: ``python -m
             # bench.chaos_replay --superpeers 32 --cut-only 60``, seed 2)
             return True
         if required is not None and required < self._epoch and not restartable:
