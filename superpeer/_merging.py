@@ -345,7 +345,7 @@ class Merges(NodeBase):
             since=self._apart_since(now) or 0.0,
         )
         self._core_call(lambda o: core.broadcast(merge, now, o), now, out)
-        self._merging = (now + self.config.merge_delay_seconds, contacts, root)
+        self._merging = (now + self.config.merge_delay_seconds, contacts, root, into)
 
     def _merge_heard(self, message: m.Merge, now: float, out: list[Output]) -> None:
         """A member of this cube found it the weaker of two: probe the members of the stronger
@@ -374,9 +374,21 @@ class Merges(NodeBase):
     def _merge_due(self, now: float, out: list[Output]) -> None:
         if self._merging is None or now < self._merging[0]:
             return
-        _, contacts, root = self._merging
+        _, contacts, root, into = self._merging
         self._merging = None
         if self.topology.state is not NodeState.MEMBER:
+            return
+        mine = self.cube_identity()
+        if mine is not None and not stronger(into, mine):
+            # this cube grew while the Merge drained (a newcomer joined it, or another cube
+            # merged into it) and is now the one that stays: leaving for the cube it met would
+            # dissolve the stronger cube into the weaker, and the weaker's members, meeting it
+            # meanwhile, were leaving for it (three super-peers cycled so for 90 s, each
+            # dissolving the cube the next one was joining)
+            log.warning(
+                "event=merge_dropped node=%s cube=%s dimension=%d into=%s dimension=%d",
+                self.node_id, mine[1], mine[0], into[1], into[0],
+            )  # fmt: skip
             return
         since = self._apart_since(now)
         # what the weaker cube judged (who departed) means nothing in the stronger one, whose

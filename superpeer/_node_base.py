@@ -381,9 +381,9 @@ class NodeBase:
         """Members whose heartbeats claim a place this node's table gives to another live
         neighbour: the incarnation that claims it, and since when (``superpeer._merging``,
         "Stale holders")."""
-        self._merging: tuple[float, list[tuple[str, str]], str] | None = None
-        """This node's cube is the weaker of two that met: when to rejoin, through whom, and
-        the root of the cube it leaves."""
+        self._merging: tuple[float, list[tuple[str, str]], str, tuple[int, str]] | None = None
+        """This node's cube is the weaker of two that met: when to rejoin, through whom, the
+        root of the cube it leaves, and the identity of the one it joins."""
         self._meetings: dict[tuple[int, str], dict[str, tuple[str, float]]] = {}
         """Per other cube met (dimension, root), its members heard from: address, when."""
         self._probed_members: dict[tuple[int, str], dict[str, float]] = {}

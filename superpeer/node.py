@@ -345,7 +345,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         after all, the place it was given is repaired as a restarted node's."""
         log.warning("event=join_abandoned node=%s contact=%s", self.node_id, contact)
         self._lose_silent(contact, now)
-        self._outside.setdefault(contact, False)
+        # silent now, whatever it answered before: a contact that once said it was out of the
+        # cube, then stopped (a leaver whose walk never ended), stayed "alive" for good, and
+        # every joiner named after it waited for it to start the cube (never one cube again)
+        self._outside[contact] = False
         self._silent_since.setdefault(contact, now)
         self._join_again(now, out)
 

@@ -551,3 +551,54 @@ def test_a_neighbour_declared_failed_that_heartbeats_in_place_keeps_its_place():
     key = broadcast_key(reconnected)
     assert all(key in node.core._broadcasts for node in simulation.nodes.values())
     assert simulation.deliveries()["sub"] == ["n0"]
+
+
+@pytest.mark.parametrize("grows", [True, False], ids=["grew-meanwhile", "still-weaker"])
+def test_a_cube_that_grew_while_its_merge_drained_stays(grows):
+    """A member of the weaker of two cubes that met rejoins through the stronger one
+    ``merge_delay_seconds`` later, unless its own cube is the stronger by then: three super-peers
+    cut apart and healed together (a chaos schedule, 8 super-peers, seed 3) each found another
+    stronger, and each left its cube as a newcomer made it the stronger one, for the one the
+    next had just left: a cycle of rejoins every 0.75 s, never one cube."""
+    simulation = Simulation(2, seed=1)
+    simulation.run_until_quiet()
+    member = simulation.nodes["sp1"]
+    dimension, root = member.cube_identity()
+    assert (dimension, root) == (1, "sp0")
+    rejoins = member.statistics.rejoins
+    stronger = (1, "sp")  # the same dimension, a smaller root: it stays
+    out: list = []
+    member._merge_into(stronger, [("sp", "sp.sim:7400")], root, simulation._clock("sp1"), out)
+    if grows:
+        simulation._superpeer_join()  # a newcomer before the merge is due: dimension 2
+    simulation.apply({"op": "wait", "seconds": 2 * member.config.merge_delay_seconds})
+    if grows:
+        assert member.statistics.rejoins == rejoins
+        assert member.cube_identity() == (2, "sp0")
+    else:
+        assert member.statistics.rejoins == rejoins + 1
+
+
+def test_a_contact_that_said_it_was_out_of_the_cube_and_fell_silent_counts_as_silent():
+    """A joiner waits for the smallest live super-peer out of the cube to start one. A contact
+    that once answered that it was out of the cube, then said nothing more (a leaver whose
+    walk never ended, stopped), stayed "alive" for good: it was the smallest, so nobody started
+    the cube (a chaos schedule, 8 super-peers, seed 2: not one cube for twenty minutes)."""
+    simulation = Simulation(6, seed=1)
+    simulation.run_until_quiet()
+    simulation._kill("sp0")
+    started = simulation.now
+    survivors = sorted(simulation.nodes)
+    for node_id in survivors:
+        node = simulation.nodes[node_id]
+        node._outside["sp0"] = True  # as if it had answered, out of the cube, before it died
+        out: list = []
+        node._rejoin("test", simulation._clock(node_id), out)
+        simulation._execute(node_id, out)
+
+    def one_cube() -> bool:
+        cubes = simulation.cubes()
+        return len(cubes) == 1 and None not in cubes and set(*cubes.values()) == set(survivors)
+
+    simulation.run_until_quiet(until=one_cube)
+    assert simulation.now - started < 2 * NodeConfig().wedged_seconds
