@@ -70,25 +70,28 @@ class Adoptions(Backlog):
     def _adopt_log_out(self, holders: list[str], now: float, out: list[Output]) -> None:
         """This leaver's log (its own entries, its neighbours' copies, what leavers before it
         handed over) to each of ``holders``: two of them, so that one more loss, the
-        successor's, does not lose what this node accepted (``superpeer._replication``)."""
+        successor's, does not lose what this node accepted (``superpeer._replication``).
+        Each part says what the log lacks (``AdoptLog.floor``, rule 7), an empty log too: what
+        it held was pruned, and its holders' copies vouch for nothing before."""
+        since = now - self.config.log_seconds
         logged = [
             n
-            for data in self.store.logged_since(now - self.config.log_seconds)
+            for data in self.store.logged_since(since)
             if (n := decoded_as(data, m.Notification)) is not None
         ]
-        if not logged:
-            return
+        floor = max(self._log_floor_handed(), since)
         chunks = fitting(
             logged,
-            lambda n: m.AdoptLog(notifications=(n,)),
+            lambda n: m.AdoptLog(notifications=(n,), floor=floor),
             count=self.config.mail_batch,
             frame_bytes=self.config.max_frame_bytes,
         )
         for holder in holders:
             for chunk in chunks:
-                self._send(holder, m.AdoptLog(notifications=tuple(chunk)), now, out)
+                self._send(holder, m.AdoptLog(notifications=tuple(chunk), floor=floor), now, out)
 
     def _adopt_log_in(self, message: m.AdoptLog) -> None:
+        self._keep_handed_floor(message)
         for notification in message.notifications:
             self._keep_logged(notification)
 

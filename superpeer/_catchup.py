@@ -5,7 +5,24 @@ An origin keeps its log ``log_seconds`` (and ``max_logged`` entries): a catch-up
 before the latest publication pruned from it (a partition, an access point down, longer than
 that) cannot be answered whole. The origin then says so: each peer concerned gets a *gap notice*
 in its inbox (a ``Notify`` of kind ``gap`` naming the origin and up to when its publications may
-be missing), counted in ``superpeer_gap_notices``. Never silence."""
+be missing), counted in ``superpeer_gap_notices``. Never silence.
+
+An origin lost for good answers through the copies of its log (``superpeer._replication``):
+asked of every live super-peer restricted to it (``CatchUp.origin``) when the asker knows it
+gone, and in every answer from a whole log, which holds the copies too. Each holder decides
+its own gaps, from what it can prove: it still holds every copy of an origin's entries it was
+sent, or handed, later than its copies' floor for that origin (``_copies_floor``, rule 7); for
+a window starting before it, it tells a gap notice naming that origin, in a restricted answer,
+and in a whole log's answer for each origin that does not answer for itself (lost as far as
+the holder knows, or as the asker says: ``CatchUp.lost``; an access point that was cut off
+alone may not know, a holder that rejoined after the cut may not either). The decision is the
+holder's, not the asker's: no holder knows which of the origin's entries went to others
+(copies go to one neighbour at a time, which changes with failures and repairs, and a
+leaver's log to two), so the answers are complete only if every holder vouches for its own
+part, and one that cannot says so with its answer; the asker would decide no differently
+with every holder's floor, and would wait for answers that a holder lost too never sends. An
+entry acknowledged with the origin's copy alone (``superpeer._replication``, rule 3) and lost
+with it before it was copied is beyond any holder: the README's "What is durable where"."""
 
 from __future__ import annotations
 
@@ -121,7 +138,8 @@ class CatchUps(NodeBase):
                     # declared failed and not heard of since, or known only from routes (a
                     # node that joined after it died): its log's copies are wherever it sent
                     # them (``superpeer._replication``), asked of every live super-peer
-                    # (asking every one, the others' answers bring them already)
+                    # (asking every one, the others' answers bring them already, and tell
+                    # the gaps of its copies, naming it, where they know it gone)
                     self._ask_copy_holders(origin, entries, now, out)
 
     def _ask_copy_holders(
@@ -176,9 +194,18 @@ class CatchUps(NodeBase):
         """Ask ``target`` for what its log holds for ``entries`` (of origin ``of`` only); asked
         again as ``before`` was, if it is one more try of that."""
         address = self._address_of(target)
+        lost: tuple[str, ...] = ()
+        if not of:  # (a restricted answer names its origin anyway)
+            lost = tuple(
+                sorted(
+                    n
+                    for n in {*self.departed, *self._left}
+                    if n != target and (self._gone(n) or self._has_left(n))
+                )
+            )
         chunks = fitting(
             entries,
-            lambda e: m.CatchUp(request="", entries=(e,), origin=of),
+            lambda e: m.CatchUp(request="", entries=(e,), origin=of, lost=lost),
             count=self.config.catchup_batch,
             frame_bytes=self.config.max_frame_bytes,
         )
@@ -186,7 +213,7 @@ class CatchUps(NodeBase):
         wait = self.config.catchup_retry_seconds * 2 ** (tries - 1)
         for chunk in chunks:
             self.statistics.catchups_asked += 1
-            request = m.CatchUp(request=self._next_id(), entries=tuple(chunk), origin=of)
+            request = m.CatchUp(request=self._next_id(), entries=tuple(chunk), origin=of, lost=lost)
             self._unanswered[request.request] = AskedCatchUp(
                 target=target,
                 origin=of,
@@ -288,44 +315,81 @@ class CatchUps(NodeBase):
         self, entries: list, now: float, out: list[Output], *, of: str = ""
     ) -> None:
         found = self._matches(entries, of)
-        if not of:
-            for peer, notice in self._gaps(entries).items():
-                found.setdefault(peer, []).append(notice)
+        for peer, notices in self._gaps(entries, of).items():
+            found.setdefault(peer, []).extend(notices)
         for peer, notifications in found.items():
             for notify in notifications:
                 self._recover(peer, notify, now, out)
 
-    def _gaps(self, entries: tuple | list) -> dict[str, m.Notify]:
-        """Per peer whose entries start before this log's floor (the latest publication pruned
-        from it), the gap notice that says so."""
-        floor = self.store.log_floor()
-        missed: dict[str, list[str]] = {}
-        for peer, sid, _, since, until in entries:
-            if since < floor and since < until:
-                missed.setdefault(peer, []).append(sid)
-        return {peer: self._gap_notice(floor, sids) for peer, sids in missed.items()}
+    def _gaps(
+        self, entries: tuple | list, of: str = "", lost: tuple[str, ...] = ()
+    ) -> dict[str, list[m.Notify]]:
+        """Per peer whose entries start before the floor of what this node answers them from,
+        the gap notices that say so, each naming an origin: restricted to origin ``of``, its
+        copies' floor (``superpeer._replication``, rule 7); else this log's own (the latest
+        publication pruned from it), and the copies' floor of each origin whose copies it
+        kept that does not answer for itself (``lost`` to the asker, or to this node)."""
+        if of:
+            floors = {of: self._copies_floor(of)}
+        else:
+            floors = {self.node_id: self.store.log_floor()}
+            for origin in sorted(self._copies_record()):
+                if origin and (origin in lost or not self._answers_for_itself(origin)):
+                    floors[origin] = self._copies_floor(origin)
+        notices: dict[str, list[m.Notify]] = {}
+        for origin, floor in floors.items():
+            missed: dict[str, list[str]] = {}
+            for peer, sid, _, since, until in entries:
+                if since < floor and since < until:
+                    missed.setdefault(peer, []).append(sid)
+            for peer, sids in missed.items():
+                notice = self._gap_notice(floor, sids, "" if origin == self.node_id else origin)
+                notices.setdefault(peer, []).append(notice)
+        return notices
 
-    def _gap_notice(self, floor: float, subscriptions: list[str]) -> m.Notify:
-        when = datetime.datetime.fromtimestamp(floor, datetime.UTC).isoformat(timespec="seconds")
-        text = (
-            f"Publications made through super-peer {self.node_id} until {when} may be missing: "
-            f"its log keeps {self.config.log_seconds:g} s (or {self.config.max_logged} of them), "
-            "and this peer's access point was apart from it longer (a partition, a super-peer "
-            "down)."
+    def _answers_for_itself(self, origin: str) -> bool:
+        """Whether ``origin`` is, as far as this node knows, a live origin of its cube, which
+        a catch-up asks itself and which tells its own log's gaps: not gone, not left, and
+        routed to. Otherwise (a node that rejoined may not know an origin died while it was
+        away: chaos, issue 33) the gaps of its copies here are told naming it."""
+        core = self.core
+        return (
+            core is not None
+            and origin in core.origin_positions
+            and not self._gone(origin)
+            and not self._has_left(origin)
         )
-        subject = qel.URI(f"urn:semantic-pubsub:gap:{self.node_id}:{floor:.6f}")
+
+    def _gap_notice(self, floor: float, subscriptions: list[str], of: str = "") -> m.Notify:
+        """The gap notice of this node's log, or of its copies of origin ``of``'s."""
+        origin = of or self.node_id
+        when = datetime.datetime.fromtimestamp(floor, datetime.UTC).isoformat(timespec="seconds")
+        kept = f"{self.config.log_seconds:g} s (or {self.config.max_logged} of them)"
+        if of:
+            where = (
+                f"it is lost, and super-peer {self.node_id}, which answers from copies of its "
+                f"log, keeps {kept}"
+            )
+        else:
+            where = f"its log keeps {kept}"
+        text = (
+            f"Publications made through super-peer {origin} until {when} may be missing: "
+            f"{where}, and this peer's access point was apart from it longer (a partition, a "
+            "super-peer down)."
+        )
+        subject = qel.URI(f"urn:semantic-pubsub:gap:{origin}:{floor:.6f}")
         publication = qel.Publication(
             subject,
             frozenset({(GAP_COMMENT, qel.Literal(lexical=text, datatype=None, lang=None))}),
-            self.node_id,
-            f"gap:{self.node_id}:{floor:.6f}",
+            origin,
+            f"gap:{origin}:{floor:.6f}",
         )
         return m.Notify(
             publication=publication,
             subscriptions=tuple(sorted(set(subscriptions))),
-            owner=self.node_id,
+            owner=origin,
             access_point=self.address,
-            origin=self.node_id,
+            origin=origin,
             hops=0,
             published_at=floor,
             kind=m.GAP,
@@ -336,11 +400,8 @@ class CatchUps(NodeBase):
     ) -> None:
         self.statistics.catchups_served += 1
         found = self._matches(message.entries, message.origin)
-        if not message.origin:
-            # (a gap notice speaks of this node's own log: one restricted to another origin
-            # is answered from the copies it holds, whose floor says nothing of that origin)
-            for peer, notice in self._gaps(message.entries).items():
-                found.setdefault(peer, []).append(notice)
+        for peer, notices in self._gaps(message.entries, message.origin, message.lost).items():
+            found.setdefault(peer, []).extend(notices)
         peers = sorted({peer for peer, *_ in message.entries})
         for peer in peers:
             self._send_mail(

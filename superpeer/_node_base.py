@@ -537,6 +537,9 @@ class NodeBase:
         first need, after a restart too)."""
         self._copy_owed_in_flight: str | None = None
         """The request of the copy made late now awaited, if any (one at a time)."""
+        self._copied_origins: dict[str, float] | None = None
+        """Per origin whose copies this log holds or held, the earliest time of one (rule 7;
+        read from the store at first need)."""
         self._unanswered: dict[str, AskedCatchUp] = {}
         """Catch-ups asked of other super-peers and not answered whole yet, by request. Asked
         again after ``catchup_retry_seconds`` (``CatchUps._ask_again``); a rejoin before the

@@ -48,10 +48,22 @@ for good: a ten-minute chaos run lost 39 acknowledged publications that way (iss
    A super-peer alone in its cube for now (cut off, repaired into a cube of one, mid-rejoin)
    owes its copies too; one that never knew another super-peer owes none (nobody to copy
    to).
+7. **What copies can vouch for.** A holder keeps every copy of an origin's entries it was
+   sent, or handed, later than its *copies' floor* for that origin (``_copies_floor``),
+   which is the latest of: the latest time pruned from its log, if a copy of that origin
+   that old was kept (copies are pruned with the holder's own entries, so the log's floor
+   bounds what was pruned of each origin; the store records the earliest copy kept of each
+   origin, so a holder that started keeping an origin's copies after its floor vouches for
+   all of them); and the floor of any log a leaver handed it (``AdoptLog.floor``: what the
+   leaver pruned, or held and did not hand over). A catch-up answered from the copies of a
+   lost origin tells a gap naming it for a window starting before that floor
+   (``superpeer._catchup``).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections import deque
 from typing import Final
 
@@ -65,6 +77,13 @@ COPY_ATTEMPTS: Final = 2
 """Neighbours a copy is sent to, one after the other, before the ``Ack`` leaves without one."""
 UNCOPIED: Final = "uncopied"
 """The store's records of log entries acknowledged without a copy, by log key (rule 6)."""
+HANDED_FLOOR: Final = "handed_floor"
+"""The store's meta key of the latest floor of a log a leaver handed to this node (rule 7)."""
+COPIED_ORIGINS: Final = "copied_origins"
+"""The store's meta key of the earliest time of a copy kept per origin (rule 7), a JSON
+object; under ``UNRECORDED``, the latest time in the log when the record began (copies kept
+before, by an older version, are not in it)."""
+UNRECORDED: Final = ""
 
 
 class Replication(NodeBase):
@@ -232,6 +251,7 @@ class Replication(NodeBase):
     def _copy_in(self, sender: str, message: m.LogCopy, now: float, out: list[Output]) -> None:
         """Keep a neighbour's log entries (rule 4) and say so; the answer leaves once they are
         synced, as every output that promises something (``superpeer._commits``)."""
+        self._record_copies(message.notifications)
         for notification in message.notifications:
             self._keep_logged(notification)
         self.statistics.copies_kept += len(message.notifications)
@@ -328,6 +348,61 @@ class Replication(NodeBase):
         flight); those owed a copy made late are ``copies_owed``."""
         batches = (*self._copies.values(), *self._copies_queued.values())
         return sum(len(batch.notifications) for batch in batches if not batch.owed)
+
+    def _handed_floor(self) -> float:
+        """The latest floor of a log a leaver handed to this node (rule 7)."""
+        handed = self.store.get_meta(HANDED_FLOOR)
+        return -math.inf if handed is None else float(handed)
+
+    def _copies_floor(self, origin: str) -> float:
+        """The time up to which a copy this node was sent, or handed, of ``origin``'s log
+        entries may be missing from its log (rule 7)."""
+        record = self._copies_record()
+        floor = self.store.log_floor()
+        earliest = record.get(origin, math.inf)
+        pruned = floor if earliest <= floor else min(floor, record[UNRECORDED])
+        return max(pruned, self._handed_floor())
+
+    def _log_floor_handed(self) -> float:
+        """What this whole log may lack: its own floor, or a handed log's (rule 7)."""
+        return max(self.store.log_floor(), self._handed_floor())
+
+    def _copies_record(self) -> dict[str, float]:
+        """The earliest time of a copy kept per origin (rule 7), begun at first need."""
+        if self._copied_origins is None:
+            kept = self.store.get_meta(COPIED_ORIGINS)
+            if kept is None:
+                latest = self.store.latest_logged()
+                record = {UNRECORDED: -math.inf if latest is None else latest}
+                self.store.set_meta(COPIED_ORIGINS, json.dumps(record))
+            else:
+                record = json.loads(kept)
+            self._copied_origins = record
+        return self._copied_origins
+
+    def _record_copies(self, notifications: tuple[m.Notification, ...]) -> None:
+        """Copies of other origins' entries kept here, sent or handed: the earliest of each
+        origin's is recorded (rule 7)."""
+        record = self._copies_record()
+        changed = False
+        for notification in notifications:
+            origin, at = notification.origin, notification.published_at
+            if origin != self.node_id and at < record.get(origin, math.inf):
+                record[origin] = at
+                changed = True
+        if changed:
+            self.store.set_meta(COPIED_ORIGINS, json.dumps(record, sort_keys=True))
+
+    def _keep_handed_floor(self, message: m.AdoptLog) -> None:
+        """A leaver handed its log over (rule 7): what it lacked lowers what this node's copies
+        vouch for. An older leaver does not say; every entry it held later than the first it
+        handed is in the hand-over (its log is handed in order, pruned oldest first)."""
+        floor = message.floor
+        if floor is None:
+            floor = min((n.published_at for n in message.notifications), default=-math.inf)
+        if floor > self._handed_floor():
+            self.store.set_meta(HANDED_FLOOR, repr(float(floor)))
+        self._record_copies(message.notifications)
 
     def _own_entry(self, notification: m.Notification) -> bool:
         """Whether a log entry goes down the trees as this node's (rule 4): its own, or one a

@@ -27,14 +27,16 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 5
-READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5})
+PROTOCOL_VERSION: Final = 6
+READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
 frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
 holders, ``CatchUp.origin``, the other super-peers a peer is told of, ``Welcome.alternates``,
 and ``Handover.search``, each with a default; 5 added the anchor's incarnation to a join's
-walk, ``JoinWalk.anchor_incarnation``, with a default). A connection speaks the one version: both ends check it at ``Hello``."""
+walk, ``JoinWalk.anchor_incarnation``, with a default; 6 added the floor of a leaver's log
+to its hand-over, ``AdoptLog.floor``, and the origins an asker knows lost to a catch-up,
+``CatchUp.lost``, each with a default). A connection speaks the one version: both ends check it at ``Hello``."""
 
 
 class WireError(ValueError):

@@ -641,6 +641,9 @@ class CatchUp:
     """Only the publications of this origin (empty: all the log holds). Asked of every live
     super-peer when the origin itself is gone: its log's copies (``LogCopy``) and a leaver's
     hand-over (``AdoptLog``) are wherever they were sent."""
+    lost: tuple[str, ...] = ()
+    """Origins the asker knows gone or left: the answer tells the gaps of their copies
+    naming them, as it would if the answering node knew (``superpeer._catchup``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -765,6 +768,10 @@ class AdoptLog:
 
     KIND: ClassVar[str] = "sp.adopt_log"
     notifications: tuple[Notification, ...]
+    floor: float | None = None
+    """Every entry the leaver held later than this is in its hand-over (the latest time it
+    pruned, or did not hand over: ``superpeer._replication``, rule 7). None: an older leaver,
+    which did not say."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
