@@ -62,6 +62,7 @@ class PendingTake:
     anchor: str
     anchor_address: str
     newcomer: str
+    newcomer_incarnation: int
     outstanding: dict[int, str]
     """Update acknowledgements still to come, and from whom."""
 

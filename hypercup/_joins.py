@@ -226,14 +226,18 @@ class Joins(NodeCore):
         which grows the cube only when no admitted join is in flight. Unreported, it waited
         ``STALE_TICKS`` for it, and the joins queued meanwhile with it."""
         if walk.admitted and walk.anchor is not None and walk.anchor_address is not None:
-            self._report_done(walk.anchor, walk.anchor_address, walk.newcomer)
+            self._report_done(
+                walk.anchor, walk.anchor_address, walk.newcomer, walk.newcomer_incarnation
+            )
 
-    def _report_done(self, anchor: str, address: str, newcomer: str) -> None:
-        """Tells ``anchor`` that ``newcomer``'s admitted walk is over, taken or not."""
+    def _report_done(self, anchor: str, address: str, newcomer: str, incarnation: int) -> None:
+        """Tells ``anchor`` that the admitted walk of ``newcomer``'s ``incarnation`` is over,
+        taken or not."""
         if anchor == self.node_id:
-            self._join_done(newcomer)
+            self._join_done(newcomer, incarnation)
             return
-        self._send(anchor, address, JoinDone(epoch=self._epoch, newcomer=newcomer))
+        done = JoinDone(epoch=self._epoch, newcomer=newcomer, newcomer_incarnation=incarnation)
+        self._send(anchor, address, done)
         self._grow_when_ready()
 
     def _restart_join(self, walk: JoinWalk) -> None:
@@ -283,7 +287,9 @@ class Joins(NodeCore):
                 hood.address_of(base),
                 NeighbourUpdate(epoch=self._epoch, holders=update, relay=True, ack_id=ack),
             )
-        self._take = PendingTake(walk.anchor, walk.anchor_address, walk.newcomer, outstanding)
+        self._take = PendingTake(
+            walk.anchor, walk.anchor_address, walk.newcomer, walk.newcomer_incarnation, outstanding
+        )
         if not outstanding:
             self._finish_take()
 
@@ -291,7 +297,9 @@ class Joins(NodeCore):
         take = self._take
         assert take is not None
         self._take = None
-        self._report_done(take.anchor, take.anchor_address, take.newcomer)
+        self._report_done(
+            take.anchor, take.anchor_address, take.newcomer, take.newcomer_incarnation
+        )
 
     def _on_neighbour_update(self, sender: str, message: NeighbourUpdate) -> None:
         hood = self._member_hood()
@@ -357,11 +365,18 @@ class Joins(NodeCore):
         hood = self._member_hood()
         if self._anchor_position(hood) not in hood.positions:
             raise RemoteProtocolError(sender, f"{self.node_id} admitted no join to report on")
-        self._join_done(message.newcomer)
+        self._join_done(message.newcomer, message.newcomer_incarnation)
 
-    def _join_done(self, newcomer: str) -> None:
-        """(An unknown newcomer was admitted by an anchor that has failed since.)"""
-        self._admitted.pop(newcomer, None)
+    def _join_done(self, newcomer: str, incarnation: int) -> None:
+        """The walk of ``newcomer``'s ``incarnation`` is over. Not one a later incarnation of
+        it has since (``_duplicate`` lets a later one's walk through): the earlier walk's report,
+        overtaken, would let the anchor grow while the later one's take is under way, and the
+        grow meet a doubled column. (An unknown newcomer was admitted by an anchor that has
+        failed since.)"""
+        admitted = self._admitted.get(newcomer)
+        if admitted is None or 0 < incarnation < admitted.incarnation:
+            return
+        del self._admitted[newcomer]
         self._grow_when_ready()
 
     def _grow_when_ready(self) -> None:

@@ -257,6 +257,9 @@ class JoinDone(_Validated):
     KIND: ClassVar[str] = "hypercup.join_done"
     epoch: int
     newcomer: str
+    newcomer_incarnation: int = 0
+    """The incarnation whose walk is over (0: not told, an older sender): a report on an
+    earlier incarnation's walk ends no wait for a later one's (``Joins._join_done``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

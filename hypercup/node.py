@@ -349,7 +349,7 @@ class HypercupNode(Joins, Departures):
             for newcomer, admitted in list(self._admitted.items()):
                 admitted.ticks += 1
                 if admitted.ticks >= STALE_TICKS:
-                    self._join_done(newcomer)
+                    self._join_done(newcomer, admitted.incarnation)
             self._expire_deferred()
             self._ask_lookups_again()
             self._expire_reclaiming()

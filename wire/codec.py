@@ -35,8 +35,9 @@ frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs 
 holders, ``CatchUp.origin``, the other super-peers a peer is told of, ``Welcome.alternates``,
 and ``Handover.search``, each with a default; 5 added the anchor's incarnation to a join's
 walk, ``JoinWalk.anchor_incarnation``, with a default; 6 added the floor of a leaver's log
-to its hand-over, ``AdoptLog.floor``, and the origins an asker knows lost to a catch-up,
-``CatchUp.lost``, each with a default). A connection speaks the one version: both ends check it at ``Hello``."""
+to its hand-over, ``AdoptLog.floor``, the origins an asker knows lost to a catch-up,
+``CatchUp.lost``, and the newcomer's incarnation to a join's report, ``JoinDone.newcomer_incarnation``,
+each with a default). A connection speaks the one version: both ends check it at ``Hello``."""
 
 
 class WireError(ValueError):

@@ -742,6 +742,29 @@ def test_a_second_walk_of_a_newcomer_already_admitted_is_dropped_at_the_anchor()
     assert walk_on.admitted and walk_on.newcomer_incarnation == later.newcomer_incarnation
 
 
+def test_a_report_on_an_earlier_incarnations_walk_ends_no_wait_for_a_later_ones() -> None:
+    """The anchor admits a later incarnation's walk beside an earlier one's (``_duplicate``).
+    The earlier walk's report (``JoinDone``), overtaken, ended the wait for the later one, and
+    the anchor could grow while the later take was under way; the grow met a doubled column
+    ("a full cube grows, and in a full cube every super-peer holds one position")."""
+    _, b, admitted = full_cube_of_two_with_c_admitted()
+    first = max(admitted.newcomer_incarnation, 1)
+    for incarnation in (first, first + 1):
+        walk = replace(admitted, phase="route", position=1, bit=-1, admitted=False,
+                       anchor=None, anchor_address=None, newcomer_incarnation=incarnation)  # fmt: skip
+        b.receive("a", walk)
+    assert b._admitted["c"].incarnation == first + 1
+    earlier = JoinDone(epoch=b.epoch, newcomer="c", newcomer_incarnation=first)
+    assert b.receive("a", earlier) == []
+    assert b._admitted["c"].incarnation == first + 1, "still waited for"
+    b.receive("a", replace(earlier, newcomer_incarnation=first + 1))
+    assert "c" not in b._admitted
+    untold = JoinDone(epoch=b.epoch, newcomer="c")  # an older sender's: any incarnation
+    b._admitted["c"] = Admitted(incarnation=first + 1)
+    b.receive("a", untold)
+    assert "c" not in b._admitted
+
+
 def test_a_joins_report_of_an_earlier_epoch_is_dropped_at_the_anchor() -> None:
     """A take's report overtaken by a grow (the anchor took the join for lost at a tick) or a
     shrink: the change cleared the admitted joins it reports on. It broke the anchor, which
