@@ -36,7 +36,7 @@ the hull may cover searches all the family's chains.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 from itertools import count
 from operator import is_not
 from typing import Protocol
@@ -57,11 +57,9 @@ Covers = Callable[[Signed, Signed], bool]
 
 
 class Ranked(Protocol):
-    """What a chain holds: a node with a subscription, its chain and its rank there, and its
-    parents (the nodes immediately covering it)."""
+    """What a chain holds: a node with a subscription, its chain and its rank there."""
 
     id: int
-    parent_nodes: Iterable[Ranked]
     subscription: qel.Subscription
     family: Family | None
     bounds: Bounds
@@ -154,82 +152,21 @@ class ChainDecomposition:
     def lowest_covering(self, probe: Probe, skip: Family | None = None) -> list[tuple[Chain, int]]:
         """Per chain holding a node that covers the probe, by chain id: the index of the lowest
         such node (the chain's nodes down to it cover). O(index look-up + log(length) tests per
-        such chain); the chain's bottom is tried first: inserting most general first
+        such chain); the nodes that match the probe's witnesses are a prefix too, found first
+        with the cheap test, and the lowest of them is usually the answer (always, for ranges
+        of one predicate). The chain's bottom is tried first: inserting most general first
         (``insert_many``), a subscription usually falls below its own family's chain. Chains of
-        the indexed family ``skip`` are left out.
-
-        A node with a parent that does not cover the probe does not either (the parent covers
-        it), so each node's parents' chains are searched first (``_search``): on shapes at
-        10^4 the chains are nearly all single nodes (7,115 chains for 8,442 nodes) and a
-        placement's candidate tops are whole up-sets of its witnesses, so that of the 9,133
-        tops per 1,000 placements that did not cover, 3,555 had a parent that did not."""
-        candidates = self._top_candidates(probe, skip)
-        chains = self._chains
-        lowest: dict[Hashable, int] = {}
-        searching: set[Hashable] = set()
-        for chain_id in sorted(candidates):  # type: ignore[type-var]
-            if chain_id not in lowest:
-                self._search(probe, chain_id, (candidates, lowest, searching), _PARENTS_SEARCHED)
-        return [(chains[key], at) for key, at in sorted(lowest.items()) if at >= 0]  # type: ignore[index, type-var]
-
-    def _search(
-        self,
-        probe: Probe,
-        chain_id: Hashable,
-        state: tuple[set[Hashable], dict[Hashable, int], set[Hashable]],
-        depth: int,
-    ) -> None:
-        """Records the index of the lowest node of the chain that covers the probe, -1 if none
-        does. ``state``: the chains ``lowest_covering`` searches, the indexes found so far, and
-        the chains whose search has begun and not ended (a node of one may have a parent in
-        another whose nodes have parents in the first); ``depth``: how many searches may still
-        begin inside this one (a bound on the recursion, not on exactness)."""
-        chain = self._chains[chain_id]  # type: ignore[index]
-        state[2].add(chain_id)
-        nodes = chain.nodes
-        top = nodes[0]
-        if not self._covering(probe, top, chain, state, depth):
-            at = -1
-        elif len(nodes) == 1:
-            at = 0
-        elif self._covering(probe, nodes[-1], chain, state, depth):
-            at = len(nodes) - 1  # the usual case in a bulk insertion
-        else:
-            at = _last_true(
-                chain, 0, len(nodes) - 1, lambda n: self._covering(probe, n, chain, state, depth)
-            )
-        state[2].discard(chain_id)
-        state[1][chain_id] = at
-
-    def _covering(
-        self,
-        probe: Probe,
-        node: Ranked,
-        chain: Chain,
-        state: tuple[set[Hashable], dict[Hashable, int], set[Hashable]],
-        depth: int,
-    ) -> bool:
-        """Whether ``node`` of ``chain`` covers the probe: not if a parent in another chain lies
-        below the lowest covering node of its chain (that chain searched first while ``depth``
-        allows), else ``probe.covered_by``."""
-        known = probe.known_covered_by(node)
-        if known is not None:
-            return known
-        candidates, lowest, searching = state
-        for parent in node.parent_nodes:
-            held = parent.chain
-            if held is chain:
+        the indexed family ``skip`` are left out."""
+        found = []
+        for chain_id in sorted(self._top_candidates(probe, skip)):  # type: ignore[type-var]
+            chain = self._chains[chain_id]  # type: ignore[index]
+            if not probe.covered_by(chain.nodes[0]):
                 continue
-            key = held.id  # type: ignore[union-attr]
-            at = lowest.get(key)
-            if at is None:
-                if not depth or key not in candidates or key in searching:
-                    continue
-                self._search(probe, key, state, depth - 1)
-                at = lowest[key]
-            if at < 0 or held.ranks[at] < parent.rank:  # type: ignore[union-attr]
-                return False
-        return probe.covered_by(node)
+            if probe.covered_by(chain.nodes[-1]):
+                found.append((chain, len(chain) - 1))  # the usual case in a bulk insertion
+                continue
+            found.append((chain, _last_true(chain, 0, len(chain) - 1, probe.covered_by)))
+        return found
 
     def bottom_candidates(self, probe: Probe, family: Family | None = None) -> list[Hashable]:
         """The chains whose bottom's witness the probe's most selective patterns admit, by id: a
@@ -408,11 +345,6 @@ class ChainDecomposition:
         return found
 
 
-_PARENTS_SEARCHED = 32
-"""How deep ``ChainDecomposition._search`` may go searching the chains of a node's parents before
-testing it (chains of parents of nodes of those, and so on): beyond it a node is tested without
-waiting for them. A bound on the recursion only; any depth gives the same answers."""
-
 _ADMITS_ASKED = 8
 _ADMITS_REFUSING = 4
 """How ``highest_covered`` asks whether the probe matches a candidate bottom's witness before
@@ -552,10 +484,6 @@ class Probe:
             filter_matches(compiled, sample)  # type: ignore[arg-type]  # reads what a Sample has
             for compiled in self.subscription.filters
         )
-
-    def known_covered_by(self, node: Ranked) -> bool | None:
-        """Whether ``node`` covers the subscription, if it was tested; else None."""
-        return self._covered_by.get(node.id)
 
     def covered_by(self, node: Ranked) -> bool:
         """Whether ``node`` covers the subscription."""
