@@ -589,10 +589,24 @@ class SubscriptionPoset:
         per candidate chain, its candidates built to count them (an upper bound from counts
         alone, the most selective pattern's, was 12 times the candidates on the shapes at 10^4,
         so the walks went on: 152 tests per placement in this search, 77 weighed this way).
+
+        A walk visits one node a round and finishes only once it visited every child of its
+        start (they are incomparable: none is reached through another), so when every
+        predecessor has more children than the first rounds, the candidates are counted first,
+        and when it has more than all the rounds the walks would be given, they are not taken:
+        the chain search would answer after them. On shapes at 10^4, 622 of the 843 searches
+        of 1,000 placements ended in the chain search after 16,580 tests in walks (221 walks
+        finished, after 3,586), nearly all from predecessors of 9 children or more.
         """
         walks = [_Walk(start, probe) for start in sorted(predecessors, key=_by_id)]
         candidates = None
         rounds = _QUICK_WALK if walks else 0
+        fewest = min((len(start.child_nodes) for start in predecessors), default=0)
+        if fewest > rounds:  # no walk can finish in the first rounds: weigh them at once
+            candidates = self._chains.bottom_candidates(probe)
+            rounds = max(rounds, len(candidates) // len(walks))
+            if fewest > rounds:
+                rounds = 0  # nor in all the rounds they would be given: not walked
         done = 0
         while done < rounds:
             for walk in walks:
@@ -604,8 +618,7 @@ class SubscriptionPoset:
                 rounds = max(rounds, len(candidates) // len(walks))
         if candidates is None:
             candidates = self._chains.bottom_candidates(probe)
-        highest = [chain.nodes[i] for chain, i in self._chains.highest_covered(probe, candidates)]
-        return _maximal(highest, probe, None)  # type: ignore[arg-type]
+        return _maximal_in_chains(self._chains.highest_covered(probe, candidates))
 
     def mark_sent(self, node: PosetNode, destination: str, labels: Iterable[str]) -> None:
         if not node.sent:
@@ -1148,6 +1161,29 @@ def _maximal(highest: list[PosetNode], probe: Probe, family: Family | None) -> l
         if not covered_above:
             kept.append(node)
     return kept
+
+
+def _maximal_in_chains(highest: list[tuple[Chain, int]]) -> list[PosetNode]:
+    """The maximal nodes a probe covers, given per chain holding one, and for every such chain
+    (``ChainDecomposition.highest_covered`` of every candidate), the index of the highest: a
+    node is not maximal iff a parent of it is covered, iff the parent's chain is one of those
+    and the parent lies at or below that chain's highest covered node (the covered nodes of a
+    chain are a suffix). No test: ``_maximal`` tested each parent (on shapes at 10^4, 15,368
+    tests per 1,000 placements, all but 34 "no")."""
+    covered_from = {chain.id: chain.ranks[index] for chain, index in highest}
+    kept = []
+    for chain, index in highest:
+        node = chain.nodes[index]
+        if not any(
+            covered_from.get(parent.chain.id, _NOTHING_COVERED) <= parent.rank  # type: ignore[union-attr]
+            for parent in node.parent_nodes
+        ):
+            kept.append(node)
+    return kept  # type: ignore[return-value]
+
+
+_NOTHING_COVERED = float("inf")
+"""What ``_maximal_in_chains`` reads for a chain holding no covered node: a rank past every node's."""
 
 
 def _covered_above(
