@@ -29,7 +29,9 @@ rules:
   (one, if that one may be alone: dimension 1 or less) in the last ``MEETING_SECONDS``, it
   broadcasts ``Merge`` to its
   cube and, ``merge_delay_seconds`` later (the broadcast drains first), rejoins through them
-  (reachable now, whatever an earlier rejoin found of them behind the cut).
+  (reachable now, whatever an earlier rejoin found of them behind the cut), unless its cube
+  is the stronger by then (a newcomer, or another cube's merge, made it so meanwhile: it would
+  dissolve for a weaker cube whose members were leaving for it).
   Every member of the weaker cube that hears the ``Merge`` probes those contacts, and follows
   when they answer it (a newcomer that has not heard its cube's identity yet takes it from a
   ``Merge`` its parent sent): a member leaves its cube only for a cube it reaches itself, twice over.
