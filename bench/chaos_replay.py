@@ -1,6 +1,6 @@
 """The chaos harness's fault schedules, replayed in the simulator:
-``python -m bench.chaos_replay [--superpeers 8] [--seeds 10] [--duration 150] [--overlap 2]
-[--wedged 60,30] [--failure 3] [--json]``.
+``python -m bench.chaos_replay [--superpeers 8] [--seeds 10] [--first-seed 0] [--duration 150]
+[--overlap 2] [--wedged 60,30] [--failure 3] [--slow-faults] [--json]``.
 
 ``deploy.chaos --overlap N`` on hosts of their own takes some ten minutes a run and no two runs
 time alike. This replays the same schedules (``deploy.chaos.make_plan``: every kind but
@@ -26,6 +26,9 @@ heal counts as ``never`` (and as 90 s in the mean).
 sides of a drawn size, two sides and a bridge) for ``HOLD`` seconds, alone: the heal of a long
 cut, where every member of a side has rejoined by the watchdog, without the storms of other
 faults around it.
+
+``--slow-faults`` lists every fault over 30 s or never followed by one cube (its seed, kind,
+target, when it healed in the schedule, the seconds): the ones to trace.
 """
 
 from __future__ import annotations
@@ -235,14 +238,16 @@ def measure(
     wedged: float,
     failure: float,
     cut_hold: float | None = None,
+    first_seed: int = 0,
 ) -> dict[str, object]:
     config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=failure, wedged_seconds=wedged)
     kinds = [k for k in FAULTS if k != "slow"]
     times: list[float] = []
     over = never = 0
     worst: dict[str, float] = {}
+    slow: list[dict[str, object]] = []
     runs: list[tuple[int, dict]] = []
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         if cut_hold is not None:
             runs += [(seed, plan) for plan in cut_plans(superpeers, seed, cut_hold)]
             continue
@@ -252,12 +257,19 @@ def measure(
         )  # fmt: skip
         runs.append((seed, plan))
     for seed, plan in runs:
-        for record in Replay(plan, config, seed).run():
+        replay = Replay(plan, config, seed)
+        for record in replay.run():
             seconds = WAIT_SECONDS if record.one_cube is None else record.one_cube
             times.append(seconds)
             never += record.one_cube is None
             over += record.one_cube is not None and record.one_cube > 30.0
             worst[record.kind] = max(worst.get(record.kind, 0.0), seconds)
+            if record.one_cube is None or record.one_cube > 30.0:
+                healed = (record.healed or record.heal_at) - replay.start
+                slow.append({
+                    "seed": seed, "kind": record.kind, "target": record.target,
+                    "healed": round(healed, 2), "seconds": record.one_cube,
+                })  # fmt: skip
     return {
         "wedged": wedged,
         "faults": len(times),
@@ -266,6 +278,7 @@ def measure(
         "over_30": over,
         "never": never,
         "worst": dict(sorted(worst.items())),
+        "slow_faults": slow,
     }
 
 
@@ -275,12 +288,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--superpeers", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--duration", type=float, default=150.0)
     parser.add_argument("--overlap", type=int, default=2)
     parser.add_argument("--wedged", default="60,30", help="watchdog values; the first: baseline")
     parser.add_argument("--failure", type=float, default=3.0, help="failure_seconds")
     parser.add_argument("--cut-only", type=float, metavar="HOLD",
                         help="no schedule: one cut of each shape per seed, HOLD seconds long")  # fmt: skip
+    parser.add_argument("--slow-faults", action="store_true",
+                        help="list each fault over 30 s or never followed by one cube")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     logging.disable(logging.CRITICAL)  # the simulated daemons log every failure they see
@@ -288,16 +304,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     for wedged in args.wedged.split(","):
         row = measure(
             args.superpeers, args.seeds, args.duration, args.overlap, float(wedged),
-            args.failure, args.cut_only,
+            args.failure, args.cut_only, args.first_seed,
         )  # fmt: skip
+        if not args.slow_faults:
+            del row["slow_faults"]
         rows.append(row)
     if args.json:
         print(json.dumps({"load": os.getloadavg()[0], "rows": rows}))
         return
     what = (
-        f"{args.seeds} x 3 cuts of {args.cut_only:g} s, alone"
+        f"seeds {args.first_seed} to {args.first_seed + args.seeds - 1}, 3 cuts of "
+        f"{args.cut_only:g} s each, alone"
         if args.cut_only is not None
-        else f"{args.seeds} schedules of {args.duration:.0f} s, overlap {args.overlap}"
+        else f"{args.seeds} schedules of {args.duration:.0f} s (seeds {args.first_seed} to "
+        f"{args.first_seed + args.seeds - 1}), overlap {args.overlap}"
     )
     print(
         f"{args.superpeers} super-peers, {what}, failure {args.failure:g} s; "
@@ -316,6 +336,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             "         worst per kind: " + ", ".join(f"{k} {v:.0f}" for k, v in row["worst"].items())
         )
+        for fault in row.get("slow_faults", []):
+            seconds = "never" if fault["seconds"] is None else f"{fault['seconds']:.1f} s"
+            print(
+                f"         seed {fault['seed']}: {fault['kind']} {fault['target']} healed at "
+                f"{fault['healed']:.1f} s: {seconds}"
+            )
 
 
 if __name__ == "__main__":
