@@ -56,6 +56,7 @@ import logging
 import os
 import queue
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -108,6 +109,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
+    _interruptible()
     parser = _build_parser()
     as_json = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
@@ -134,6 +136,19 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(error), error.code, as_json)
     except KeyboardInterrupt:
         return 130
+
+
+def _interruptible() -> None:
+    """SIGINT stops a command (``KeyboardInterrupt``, exit 130) even in a process that started
+    with it ignored, as a non-interactive shell starts its background jobs: ``peer inbox
+    --follow &`` in a script, then ``kill -INT``, did nothing (Python keeps an ignored SIGINT
+    ignored), and the process tests that stop a reader so outlived 30 s in clean-clone CI runs
+    started in the background (stops 53 and 61). ``peer run`` handles the signal itself."""
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _positive_int(text: str) -> int:
