@@ -55,6 +55,9 @@ each subscription was active:
 
 * a publication counts once its publisher's daemon acknowledged it (outcome ``published``); one
   whose outcome is unknown (the connection broke before the answer) may or may not be delivered;
+  one acknowledged with its access point's copy alone (``alone``) is kept by its peer daemon and
+  sent again, maybe through another access point (``peer.kept``), so it may be accepted again
+  any time later;
 * it is *owed* to a peer with a matching subscription acknowledged more than ``--settle`` seconds
   before the publication was sent and not withdrawn until after it was acknowledged (a
   subscription needs a moment to reach the whole backbone; withdrawal likewise);
@@ -334,7 +337,10 @@ class Run:
         finally:
             client.close()
         if ok:
-            return "ok", ""
+            # held by its access point alone: its peer daemon keeps it and sends it again,
+            # maybe through another access point later (``peer.kept``)
+            alone = any(r.get("alone") for r in body.get("results", ()))
+            return "ok", "alone" if alone else ""
         if body.get("error") == "unavailable":
             results = body.get("results", [])
             if results and all(r.get("outcome") == "not sent" for r in results):
@@ -687,8 +693,9 @@ def judge(run: Run, inboxes: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
             if outcome.outcome == "failed":
                 continue
             # one whose outcome is unknown stays in doubt at its peer daemon, which sends it
-            # again once connected: it may be accepted any time after it was sent
-            accepted_by = outcome.done if outcome.outcome == "ok" else inf
+            # again once connected: it may be accepted any time after it was sent; so may one
+            # acknowledged alone (``peer.kept``: sent again until a second copy is made)
+            accepted_by = outcome.done if (outcome.outcome, outcome.detail) == ("ok", "") else inf
             for query, rf, ru, af, au in windows.get(j, []):
                 if not qel.matches(query, publication):
                     continue
@@ -733,6 +740,8 @@ def judge(run: Run, inboxes: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
     for outcome in run.outcomes:
         counts = operations.setdefault(outcome.op["op"], {})
         counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
+        if outcome.detail == "alone":  # (``peer.kept``)
+            counts["ok_alone"] = counts.get("ok_alone", 0) + 1
     return {"totals": totals, "per_peer": per_peer, "per_fault": per_fault,
             "operations": operations}  # fmt: skip
 

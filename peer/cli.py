@@ -858,6 +858,11 @@ def _report_results(results: list[dict[str, Any]]) -> None:
         line = f"{result['outcome']} {result['id']} <{result['subject']}>"
         if "sha256" in result:
             line += f" with its file ({result['size']} bytes, sha256 {result['sha256']})"
+        if result.get("alone"):
+            line += (
+                " (held by its access point alone, cut off from the other super-peers: "
+                "kept here and sent again until a second copy is made)"
+            )
         if result["outcome"] == "published":
             print(line)
         else:
@@ -964,6 +969,13 @@ def _status(args: argparse.Namespace, config: PeerConfig) -> int:
         f"{counters['refused']} refused, {counters['failed']} failed; "
         f"connections: {counters['connections']}"
     )
+    kept = status.get("kept") or {}
+    if kept.get("publications") or kept.get("forgotten"):
+        print(
+            f"  held by one super-peer alone: "
+            f"{_plural(kept['publications'], 'publication', 'publications')}, sent again until "
+            f"copied ({kept['forgotten']} forgotten unconfirmed)"
+        )
     offset = status.get("clock_offset_seconds")
     print(
         "  clock offset from the access point: "

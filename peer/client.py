@@ -68,6 +68,7 @@ from clocks import OffsetEstimator, sample_of
 from peer.config import ConfigError, format_address, parse_address
 from peer.identity import IdentityError, PeerIdentity
 from peer.inbox import Inbox
+from peer.kept import Kept
 from peer.resources import Resources
 from peer.session import (
     Answered,
@@ -277,6 +278,9 @@ class PeerClient:
         self.resources: Resources | None = None
         """Offered and fetched files (the daemon sets them; None: this peer neither serves nor
         fetches any)."""
+        self.kept = Kept(None)
+        """Publications its access point acknowledged with its own copy alone, sent again
+        until a second copy is made (``peer.kept``; the daemon's are on disk)."""
         self._resources_changed = trio.Event()
         if not superpeers:
             raise ValueError("a peer needs at least one super-peer to connect to")
@@ -500,6 +504,7 @@ class PeerClient:
                         nursery.start_soon(self._watch, connection)
                         nursery.start_soon(self._retry, connection)
                         nursery.start_soon(self._transfer, connection)
+                        nursery.start_soon(self._probe_kept, connection)
             finally:
                 self._welcomed_last = session.welcomed
                 self._teardown(connection)
@@ -788,7 +793,35 @@ class PeerClient:
             log.info("event=refused request=%r reason=%r", answer.request, answer.reason)
         else:
             self._acknowledged += 1
+        message = ticket.request.message
+        if isinstance(message, m.Publish | m.Withdraw) and not isinstance(answer, m.Located):
+            now = self._wall_clock()
+            probe = self.kept.probe(now) if len(self.kept) else None
+            self.kept.answered(message, answer, now)
+            if message == probe and isinstance(answer, m.Ack) and not answer.alone:
+                self._resend_kept(self.kept.due(now))  # a copy made: the others now
         ticket._resolve(answer)
+
+    def _resend_kept(self, requests: list[m.Publish]) -> None:
+        """Sends ``requests`` (kept: ``peer.kept``) again; their answers reach ``kept`` as any
+        publication's do. A refused re-send is a problem the user sees (``status``)."""
+
+        def answered(answer: Answer) -> None:
+            if isinstance(answer, m.Refused):
+                self._resend_problems[answer.request] = answer.reason
+
+        try:
+            self.submit_all([PeerRequest(message=r, on_answer=answered) for r in requests])
+        except (RequestFailed, RequestTooLarge) as error:
+            log.warning("event=kept_not_sent count=%d reason=%r", len(requests), str(error))
+
+    async def _probe_kept(self, connection: _Connection) -> None:
+        """Every ``resend_seconds``, the publication kept longest goes again (``peer.kept``)."""
+        while True:
+            await trio.sleep(self.kept.limits.resend_seconds)
+            probe = self.kept.probe(self._wall_clock())
+            if probe is not None and self._connection is connection:
+                self._resend_kept([probe])
 
     async def _store_registration(self, connection: _Connection, event: Store) -> None:
         """Stores the registration durably, then queues the confirmation (never before)."""
@@ -860,6 +893,9 @@ class PeerClient:
                 self.submit(PeerRequest(message=message, on_answer=self._resend_answered(message)))
             except RequestTooLarge as error:
                 problems[request_label(message)] = str(error)
+        # publications held by one super-peer alone: a repeat there, the second copy anywhere
+        # else (``peer.kept``)
+        self._resend_kept(self.kept.due(self._wall_clock()))
         if self.resources is not None:
             # unfinished fetches, again: idempotent, and how a rendezvous follows a peer that
             # moved to another access point

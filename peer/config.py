@@ -20,6 +20,10 @@ A TOML file may set::
                                        # clock reading every 10 s) is gone: the next super-peer
                                        # of the list is tried (a path that vanished sends no reset)
     max_frame_bytes = 1048576          # largest frame sent or accepted on the network link
+    max_kept = 10000                   # publications an access point acknowledged with its own
+    kept_seconds = 3600.0              # copy alone, kept here and sent again until a second
+    kept_resend_seconds = 30.0         # copy is made, at most this many and this long; the
+                                       # one kept longest goes again this often (``peer.kept``)
     reconnect_initial = 0.5            # first reconnection delay, doubled up to reconnect_max
     reconnect_max = 30.0
 
@@ -76,6 +80,9 @@ _KEYS: Final = frozenset(
         "max_rate_retries",
         "silence_seconds",
         "max_frame_bytes",
+        "max_kept",
+        "kept_seconds",
+        "kept_resend_seconds",
         "reconnect_initial",
         "reconnect_max",
         "advertisement",
@@ -95,6 +102,9 @@ _NUMBERS: Final = {
     "max_rate_retries": int,
     "silence_seconds": float,
     "max_frame_bytes": int,
+    "max_kept": int,
+    "kept_seconds": float,
+    "kept_resend_seconds": float,
     "reconnect_initial": float,
     "reconnect_max": float,
 }
@@ -151,6 +161,9 @@ class PeerConfig:
     max_rate_retries: int = 20
     silence_seconds: float = 45.0
     max_frame_bytes: int = 1024 * 1024
+    max_kept: int = 10_000
+    kept_seconds: float = 3600.0
+    kept_resend_seconds: float = 30.0
     reconnect_initial: float = 0.5
     reconnect_max: float = 30.0
     advertisement: str | None = None

@@ -72,6 +72,7 @@ from peer.files import DataDirBusy, hold_data_dir
 from peer.identity import IdentityError, PeerIdentity, load_key
 from peer.inbox import Inbox
 from peer.jobs import Job, Jobs
+from peer.kept import Kept, KeptLimits
 from peer.published import Published
 from peer.resources import ResourceError, Resources
 from peer.session import Backoff, RequestTooLarge
@@ -169,6 +170,14 @@ async def serve_peer(
         )
         client.resources = Resources(
             config.data_dir / "resources", config.data_dir / "notifications", client.peer_id
+        )
+        client.kept = Kept(
+            config.data_dir / "kept",
+            KeptLimits(
+                max_kept=config.max_kept,
+                kept_seconds=config.kept_seconds,
+                resend_seconds=config.kept_resend_seconds,
+            ),
         )
         published = Published.open(config.data_dir / "published")
         jobs = Jobs.open(config.data_dir / "jobs")
@@ -842,6 +851,12 @@ class PeerService:
                 "failed": statistics.failed,
             },
             "problems": list(statistics.resend_problems),
+            # publications held by their access point alone, sent again until a second copy
+            # is made, and those forgotten unconfirmed (``peer.kept``)
+            "kept": {
+                "publications": len(self.client.kept),
+                "forgotten": self.client.kept.forgotten,
+            },
         }
 
     async def locate(self, arguments: dict[str, str]) -> dict[str, Any]:
@@ -894,6 +909,7 @@ class PeerService:
             raise CommandError("unavailable", f"{error.reason}; {detail}") from None
         self.store.clear_network_state()
         self.published.clear()
+        self.client.kept.clear()
         self.jobs.clear()
         return {"peer_id": self.client.peer_id, "left": True}
 
@@ -960,6 +976,9 @@ async def _outcomes(
             result["failure"] = error.reason
         else:
             result["outcome"] = "published" if isinstance(answer, m.Ack) else "refused"
+            if isinstance(answer, m.Ack) and answer.alone:
+                # held by its access point alone: kept here and sent again (``peer.kept``)
+                result["alone"] = True
             if isinstance(answer, m.Refused):
                 result["reason"] = answer.reason
         results.append(result)

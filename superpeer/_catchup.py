@@ -170,16 +170,18 @@ class CatchUps(NodeBase):
         """Declared failed, and not heard of since: nobody to ask."""
         return self.departed.get(origin, -1) >= self._newest_incarnation(origin)
 
+    def _out(self, node: str) -> bool:
+        """Gone or left the cube: not asked, and its log answered for by the holders of its
+        copies (``CatchUp.origin``, ``CatchUp.lost``)."""
+        return self._gone(node) or self._has_left(node)
+
     def _live_superpeers(self, besides: str) -> list[str]:
         """Every super-peer this node knows of (and where) that is neither gone nor left,
         itself too."""
         core = self.core
         named = set(self.addresses) | (set(core.origin_addresses) if core is not None else set())
         known = {n for n in named if self._address_of(n)}
-        return sorted(
-            {self.node_id}
-            | {n for n in known if n != besides and not self._gone(n) and not self._has_left(n)}
-        )
+        return sorted({self.node_id} | {n for n in known if n != besides and not self._out(n)})
 
     def _ask_catchup(
         self,
@@ -197,11 +199,7 @@ class CatchUps(NodeBase):
         lost: tuple[str, ...] = ()
         if not of:  # (a restricted answer names its origin anyway)
             lost = tuple(
-                sorted(
-                    n
-                    for n in {*self.departed, *self._left}
-                    if n != target and (self._gone(n) or self._has_left(n))
-                )
+                sorted(n for n in {*self.departed, *self._left} if n != target and self._out(n))
             )
         chunks = fitting(
             entries,
@@ -243,7 +241,7 @@ class CatchUps(NodeBase):
                 continue
             self.statistics.catchups_asked_again += 1
             target = asked.target
-            if not self._gone(target) and not self._has_left(target) and self._address_of(target):
+            if not self._out(target) and self._address_of(target):
                 self._ask_catchup(target, entries, now, out, of=asked.origin, before=asked)
             elif not asked.origin:
                 self._ask_copy_holders(target, entries, now, out, before=asked)
@@ -353,12 +351,7 @@ class CatchUps(NodeBase):
         routed to. Otherwise (a node that rejoined may not know an origin died while it was
         away: chaos, issue 33) the gaps of its copies here are told naming it."""
         core = self.core
-        return (
-            core is not None
-            and origin in core.origin_positions
-            and not self._gone(origin)
-            and not self._has_left(origin)
-        )
+        return core is not None and origin in core.origin_positions and not self._out(origin)
 
     def _gap_notice(self, floor: float, subscriptions: list[str], of: str = "") -> m.Notify:
         """The gap notice of this node's log, or of its copies of origin ``of``'s."""

@@ -540,6 +540,9 @@ class NodeBase:
         self._copied_origins: dict[str, float] | None = None
         """Per origin whose copies this log holds or held, the earliest time of one (rule 7;
         read from the store at first need)."""
+        self._handed: float | None = None
+        """The latest floor of a log a leaver handed here (rule 7; read from the store at first
+        need)."""
         self._unanswered: dict[str, AskedCatchUp] = {}
         """Catch-ups asked of other super-peers and not answered whole yet, by request. Asked
         again after ``catchup_retry_seconds`` (``CatchUps._ask_again``); a rejoin before the

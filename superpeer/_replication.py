@@ -58,10 +58,22 @@ for good: a ten-minute chaos run lost 39 acknowledged publications that way (iss
    leaver pruned, or held and did not hand over). A catch-up answered from the copies of a
    lost origin tells a gap naming it for a window starting before that floor
    (``superpeer._catchup``).
+8. **The publisher keeps what has one copy.** Rule 6 leaves an origin cut off alone exposed
+   until its side heals: a chaos run (stop 61, seed 611) lost 45 publications acknowledged by
+   a super-peer cut off alone that crashed for good 0.5 s after the heal. So the ``Ack`` of
+   an entry owed a copy says so (``Ack.alone``: given with the origin's copy alone, or for a
+   repeat whose entry is still owed one), and the publisher keeps the publication and sends
+   it again on every connection and now and then (``peer.kept``) until an ``Ack`` without it.
+   Here a repeat is answered from the record of copies owed; after a failover, the next
+   access point accepts it as its own (a first version it never saw is a new publication
+   there, with the same version number, which a subscriber that had it from here drops: an
+   inbox keeps one per owner, id and version). What a super-peer cut off alone accepted is
+   then lost only with its publisher too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import deque
@@ -72,6 +84,7 @@ from superpeer._node_base import NodeBase, Output, PendingCopy, decoded_as, log
 from superpeer.actions import Repeated, ToConnection, ToPeer
 from superpeer.mailroom import mail_key
 from wire import messages as m
+from wire.requests import request_label
 
 COPY_ATTEMPTS: Final = 2
 """Neighbours a copy is sent to, one after the other, before the ``Ack`` leaves without one."""
@@ -96,11 +109,12 @@ class Replication(NodeBase):
         connection = self._peer_connection.get(ack.peer) if ack is not None else None
         target = self._live_neighbour([], now) if self.config.log_copy else None
         if target is None:
+            # a lone super-peer, or cut off from every neighbour
+            owed = self.config.log_copy and self._unreplicated([notification], [], out)
             if ack is not None and connection is not None:
-                self._answer(ToConnection(connection, ack.message, ack.data), out)
-            if self.config.log_copy:
-                # a lone super-peer, or cut off from every neighbour
-                self._unreplicated([notification], [], out)
+                self._answer(
+                    _told_alone(ToConnection(connection, ack.message, ack.data), owed), out
+                )
             return
         size = len(wire.encode(notification))  # (the log's encoding, kept by the codec)
         batch = self._copies_queued.get(target)
@@ -124,16 +138,53 @@ class Replication(NodeBase):
         if send:
             self._copy_to(target, batch, now, out)
 
+    def _kept_logged_here(
+        self, peer: str, message: m.Publish, now: float, out: list[Output]
+    ) -> bool:
+        """A first version sent again by its publisher because it was acknowledged ``alone``
+        (rule 8), which this node logged: answered as a repeat, whether it has its copy by now.
+        Published again, it would replace its log entry with one of a later time, which the
+        catch-ups of the cut it was published in no longer find: a chaos run lost one so (a
+        subscription withdrawn after the publication and before the heal; stop 62, seed 621).
+        Whether it was answered so."""
+        core = self.core
+        if not message.again or message.change != "publish" or core is None:
+            return False
+        resource = message.publication.id
+        held = core.versions.current(peer, resource)
+        if (
+            held is None
+            or not held.live(self.clock.now(now))
+            or held.publication.triples != message.publication.triples
+            or not self.store.is_logged(mail_key(peer, resource, held.number))
+        ):
+            return False
+        ack = m.Ack(request=request_label(message))
+        self._answer_repeat(Repeated(ToPeer(peer, ack, wire.encode(ack)), resource, True), out)
+        return True
+
     def _answer_repeat(self, repeated: Repeated, out: list[Output]) -> None:
         """The ``Ack`` of a version logged already (rule 1: an ``Ack`` means two copies): it
-        waits for that version's copy as the first ``Ack`` does, if it is still awaited."""
+        waits for that version's copy as the first ``Ack`` does, if it is still awaited; it
+        says ``alone`` while the entry is owed a copy, and to a publication kept for that
+        (``Repeated.again``) when this node does not log it (a version handed over by the
+        previous access point: it vouches for no copy)."""
         ack = repeated.ack
         connection = self._peer_connection.get(ack.peer)
         if connection is None:
             return  # (it asks again on its next connection)
         item = ToConnection(connection, ack.message, ack.data)
+        current = (
+            self.core.versions.current(ack.peer, repeated.publication_id) if self.core else None
+        )
+        if current is not None:
+            key = mail_key(ack.peer, repeated.publication_id, current.number)
+            # still owed its copy (rule 6): the publisher keeps it and asks again (rule 8)
+            owed = self.store.pending_value(UNCOPIED, key) is not None
+            unknown = repeated.again and not self.store.is_logged(key)
+            item = _told_alone(item, owed or unknown)
         for batch in (*self._copies.values(), *self._copies_queued.values()):
-            if any(
+            if not batch.owed and any(  # (a copy made late releases no answer: rule 6)
                 n.owner == ack.peer and n.publication.id == repeated.publication_id
                 for n in batch.notifications
             ):
@@ -157,9 +208,12 @@ class Replication(NodeBase):
             queue = self._answers_held[item.connection] = deque()
         queue.append([waits_for, item])
 
-    def _release_answers(self, batch: PendingCopy, out: list[Output]) -> None:
-        """The copy ``batch`` was answered, or given up on: the answers that waited for it, and
-        those behind them that wait for nothing, leave."""
+    def _release_answers(
+        self, batch: PendingCopy, out: list[Output], *, alone: bool = False
+    ) -> None:
+        """The copy ``batch`` was answered, or given up on (``alone``: its entries are owed a
+        copy, and their ``Ack`` s say so, rule 8): the answers that waited for it, and those
+        behind them that wait for nothing, leave."""
         for connection in batch.connections:
             queue = self._answers_held.get(connection)
             if queue is None:
@@ -167,6 +221,7 @@ class Replication(NodeBase):
             for entry in queue:
                 if entry[0] == batch.request:
                     entry[0] = ""
+                    entry[1] = _told_alone(entry[1], alone)
             while queue and not queue[0][0]:
                 out.append(queue.popleft()[1])
             if not queue:
@@ -180,8 +235,8 @@ class Replication(NodeBase):
             return
         target = self._live_neighbour(batch.tried, now)
         if target is None or len(batch.tried) >= COPY_ATTEMPTS:
-            self._unreplicated(batch.notifications, batch.tried, out)
-            self._release_answers(batch, out)
+            owed = self._unreplicated(batch.notifications, batch.tried, out)
+            self._release_answers(batch, out, alone=owed)
             return
         self._copy_to(target, batch, now, out)
 
@@ -204,11 +259,13 @@ class Replication(NodeBase):
 
     def _unreplicated(
         self, notifications: list[m.Notification], tried: list[str], out: list[Output]
-    ) -> None:
+    ) -> bool:
         """``Ack`` s leave with the origin's copy alone: counted, said once (not once per
-        publication, for a lone super-peer), and their entries owed a copy (rule 6)."""
+        publication, for a lone super-peer), and their entries owed a copy (rule 6). Whether
+        they are owed one (not by a super-peer that never knew another)."""
         self.statistics.unreplicated += len(notifications)
-        if set(self.addresses) - {self.node_id}:
+        owes = bool(set(self.addresses) - {self.node_id})
+        if owes:
             # (a super-peer that never knew another has nobody to owe a copy to: alone in
             # its network, its log is the only one. One alone in its cube for now, mid-rejoin
             # or cut off, owes them: chaos, stop 59)
@@ -226,6 +283,7 @@ class Replication(NodeBase):
                 self.node_id,
                 ",".join(tried) or "no neighbour heard from",
             )
+        return owes
 
     def _live_neighbour(self, besides: list[str], now: float) -> str | None:
         """The first neighbour by name, but ``besides``, heard from within ``failure_seconds``
@@ -350,9 +408,11 @@ class Replication(NodeBase):
         return sum(len(batch.notifications) for batch in batches if not batch.owed)
 
     def _handed_floor(self) -> float:
-        """The latest floor of a log a leaver handed to this node (rule 7)."""
-        handed = self.store.get_meta(HANDED_FLOOR)
-        return -math.inf if handed is None else float(handed)
+        """The latest floor of a log a leaver handed to this node (rule 7), read once."""
+        if self._handed is None:
+            handed = self.store.get_meta(HANDED_FLOOR)
+            self._handed = -math.inf if handed is None else float(handed)
+        return self._handed
 
     def _copies_floor(self, origin: str) -> float:
         """The time up to which a copy this node was sent, or handed, of ``origin``'s log
@@ -402,6 +462,7 @@ class Replication(NodeBase):
             floor = min((n.published_at for n in message.notifications), default=-math.inf)
         if floor > self._handed_floor():
             self.store.set_meta(HANDED_FLOOR, repr(float(floor)))
+            self._handed = float(floor)
         self._record_copies(message.notifications)
 
     def _own_entry(self, notification: m.Notification) -> bool:
@@ -409,3 +470,12 @@ class Replication(NodeBase):
         leaver handed over, not a live origin's copy."""
         origin = notification.origin
         return origin == self.node_id or self._has_left(origin) or origin in self.departed
+
+
+def _told_alone(item: ToConnection, alone: bool) -> ToConnection:
+    """``item`` as it leaves: a publication's ``Ack`` says when its entry is owed a copy
+    (rule 8); any other answer is unchanged."""
+    if not alone or not isinstance(item.message, m.Ack):
+        return item
+    ack = dataclasses.replace(item.message, alone=True)
+    return ToConnection(item.connection, ack, wire.encode(ack))

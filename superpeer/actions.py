@@ -74,6 +74,9 @@ class Repeated:
 
     ack: ToPeer
     publication_id: str
+    again: bool = False
+    """Sent again because an ``Ack`` said ``alone`` (``Publish.again``): answered ``alone``
+    too when this node does not log the version (handed over: it vouches for no copy)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -742,7 +742,8 @@ class SuperPeerCore:
             return
         ack = self._to_peer(peer, m.Ack(request=request))
         if accepted is None:
-            out.append(Repeated(ack, message.publication.id))  # the same version: logged already
+            # the same version: logged already
+            out.append(Repeated(ack, message.publication.id, message.again))
         else:
             self._originate(peer, accepted, now, out, *made, ack=ack)
 

@@ -70,7 +70,9 @@ Rules, beyond the routing core's:
   for the copy's ``LogCopied`` (answers on a connection keep their order); the notification does
   not wait. Entries logged while a copy to that neighbour is in flight wait for its answer and
   go in one ``LogCopy`` (bounded by half a frame); a publication sent again while its copy is
-  awaited is acknowledged once it is copied. Copies are log entries of the holder, answered in
+  awaited is acknowledged once it is copied. An ``Ack`` given without a copy says so
+  (``Ack.alone``), the entry owed one, and its publisher keeps the publication until an ``Ack``
+  without it (``peer.kept``). Copies are log entries of the holder, answered in
   catch-ups and handed over with its log, never replayed as its own. A catch-up owed by an
   origin declared failed and not heard of since is asked of every live super-peer, restricted to that origin
   (``CatchUp.origin``); a leaver hands its log to its successor and one more neighbour.
@@ -1827,6 +1829,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self.statistics.received[type(message).KIND] += 1  # type: ignore[attr-defined]
         if isinstance(message, RESOURCE_REQUESTS):
             self._resource_request(peer, message, now, out)
+            return
+        if isinstance(message, m.Publish) and self._kept_logged_here(peer, message, now, out):
             return
         if isinstance(message, m.Moved):
             self._moved(peer, message, now, out)

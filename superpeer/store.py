@@ -188,6 +188,10 @@ class Store(Protocol):
         ...
 
     def logged_since(self, since: float) -> Iterator[bytes]: ...
+    def is_logged(self, key: str) -> bool:
+        """Whether the log holds an entry under ``key``."""
+        ...
+
     def latest_logged(self) -> float | None: ...
     def prune_log(self, before: float, keep: int) -> int: ...
     def log_floor(self) -> float: ...
@@ -501,6 +505,9 @@ class MemoryStore:
         if shell:
             self._unrefer(key)
         return at
+
+    def is_logged(self, key: str) -> bool:
+        return key in self._log
 
     def logged_since(self, since: float) -> Iterator[bytes]:
         return iter(
@@ -1050,6 +1057,9 @@ class SqliteStore:
             self._write("INSERT INTO publications VALUES (?, ?, ?, ?)", row)
         self._refer(body_key)
         return body_key is not None
+
+    def is_logged(self, key: str) -> bool:
+        return bool(self._read("SELECT 1 FROM publications WHERE key = ?", (key,)))
 
     def logged_since(self, since: float) -> Iterator[bytes]:
         rows = self._read(

@@ -27,8 +27,8 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 6
-READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6})
+PROTOCOL_VERSION: Final = 7
+READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
 frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
@@ -37,7 +37,9 @@ and ``Handover.search``, each with a default; 5 added the anchor's incarnation t
 walk, ``JoinWalk.anchor_incarnation``, with a default; 6 added the floor of a leaver's log
 to its hand-over, ``AdoptLog.floor``, the origins an asker knows lost to a catch-up,
 ``CatchUp.lost``, and the newcomer's incarnation to a join's report, ``JoinDone.newcomer_incarnation``,
-each with a default). A connection speaks the one version: both ends check it at ``Hello``."""
+each with a default; 7 added whether a publication was acknowledged with its access point's
+copy alone, ``Ack.alone``, and whether one is sent again for that, ``Publish.again``, each
+with a default). A connection speaks the one version: both ends check it at ``Hello``."""
 
 
 class WireError(ValueError):

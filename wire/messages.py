@@ -128,6 +128,11 @@ class Publish:
     without one keeps the resource's."""
     sent_at: float = 0.0
     """The sender's wall time when it sent this (``Subscribe.sent_at``; ``clocks``, rule 7)."""
+    again: bool = False
+    """Sent again because an access point acknowledged it with its own copy alone
+    (``Ack.alone``, ``peer.kept``): where this node logged that very version it is answered
+    as a repeat (whether a second copy is made since), not published again; anywhere else it
+    is a publication like any other."""
 
     def __post_init__(self) -> None:
         if self.change not in CHANGES:
@@ -296,6 +301,13 @@ class Ack:
     withdrawn_at: float = 0.0
     """For an ``Unsubscribe``: the hybrid time of the withdrawal; the peer keeps it with the
     subscription's ``active_since`` for a while (``Unsubscribe.withdrawn_at``). 0 otherwise."""
+    alone: bool = False
+    """For a ``Publish``: the access point acknowledged it with its own log's copy alone (no
+    neighbour answered for a second copy: ``superpeer._replication``, rule 3), so the
+    publication is lost if that super-peer is lost for good before a neighbour answers. The
+    peer keeps such a publication and sends it again on every connection, and now and then
+    (``peer.kept``), until an ``Ack`` without ``alone``: its access point copied it since, or
+    another one accepted it after a failover."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -56,6 +56,7 @@ from typing import IO, Final
 
 import qel
 import wire
+from peer.kept import Kept
 from peer.resources import Resources
 from peer.session import arrival_of, withdrawals_told_again
 from superpeer import versions
@@ -161,6 +162,10 @@ class SimPeer:
     """Requests sent on its connection and not answered yet (in order): if the connection
     closes first, their outcome is unknown, and they are sent again on the next one (each is
     idempotent: the same content again changes nothing)."""
+    kept: Kept = field(default_factory=lambda: Kept(None))
+    """Its publications acknowledged with their access point's copy alone (``Ack.alone``):
+    sent again on each connection, as the peer daemon does (``peer.kept``; the daemon's probe
+    every ``resend_seconds`` only makes it forget them sooner, and is not simulated)."""
     active_since: dict[str, float] = field(default_factory=dict)
     """Per subscription id, what its access point's ``Ack`` said (``Ack.active_since``): sent
     again with it, as the peer daemon does."""
@@ -659,6 +664,11 @@ class Simulation:
                     self._from_peer(peer, replace(message, active_since=since))
                 else:
                     self._from_peer(peer, message)
+        # its publications held by one super-peer alone, before where it comes from, as the
+        # peer daemon sends them (``peer.kept``)
+        for kept in peer.kept.due(self.now):
+            self._from_peer(peer, kept)
+        if step.moved_from is not None:
             # as the peer daemon says it: when it arrived at the previous access point, in that
             # one's hybrid time (``clocks``, rule 6)
             moved = m.Moved(
@@ -781,6 +791,10 @@ class Simulation:
             peer.answers.append(message)
             if answered_in_order(message) and peer.unanswered:
                 answered = peer.unanswered.pop(0)
+                if isinstance(answered, m.Publish | m.Withdraw) and not isinstance(
+                    message, m.Located
+                ):
+                    peer.kept.answered(answered, message, self.now)
                 acked = isinstance(answered, m.Subscribe) and isinstance(message, m.Ack)
                 if acked and message.active_since > 0:
                     peer.active_since[answered.id] = message.active_since

@@ -101,6 +101,18 @@ def test_a_publication_whose_outcome_is_unknown_may_be_accepted_after_it_was_giv
     assert verdict([publish("p", 5.0, 6.0), subscribe(20.0, 20.1)], ["p"])["unexpected"] == ["p"]
 
 
+def test_a_publication_acknowledged_alone_may_be_accepted_again_later() -> None:
+    """``peer.kept``: a publication its access point acknowledged with its own copy alone is
+    kept by its peer daemon and sent again, maybe through another access point much later,
+    where it matches a subscription made meanwhile. Owed as acknowledged, and allowed later."""
+    alone = publish("p", 5.0, 6.0)
+    alone.detail = "alone"
+    assert verdict([subscribe(1.0, 1.1), alone], [])["lost"] == ["p"]
+    late = [alone, subscribe(20.0, 20.1)]
+    assert verdict(late, ["p"])["unexpected"] == []
+    assert verdict([publish("p", 5.0, 6.0), subscribe(20.0, 20.1)], ["p"])["unexpected"] == ["p"]
+
+
 def test_a_subscription_whose_outcome_is_unknown_is_never_owed() -> None:
     history = [subscribe(10.0, 10.1, "unknown"), publish("p", 20.0, 20.1)]
     assert verdict(history, [])["lost"] == []

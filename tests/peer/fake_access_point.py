@@ -20,7 +20,8 @@ It follows the contract the peer relies on, exactly:
   with the address its connection comes from for a peer attached here, from ``known_peers`` (the
   rest of the network, configured by the test) otherwise, else not online (empty addresses).
 
-Hooks for tests: ``hold_answers`` (apply requests but keep their answers), ``drop`` (close a
+Hooks for tests: ``hold_answers`` (apply requests but keep their answers), ``alone``
+(acknowledge publications with the access point's copy alone), ``drop`` (close a
 peer's connection abruptly), ``restart`` (a super-peer that lost all its state), ``deliver``
 (a notification from elsewhere in the network), ``goodbye`` (shutting down); for look-ups,
 ``hold_lookups`` (keep their answers, as a backbone still searching: ``release_lookups`` sends
@@ -131,6 +132,9 @@ class FakeAccessPoint:
         self.attachments: Counter[str] = Counter()
         self.refused_hellos: list[str] = []
         self.hold_answers = False
+        self.alone = False
+        """Publications are acknowledged with the access point's copy alone (``Ack.alone``: a
+        super-peer cut off from every neighbour)."""
         self.held: list[tuple[_Connection, m.Ack | m.Refused]] = []
         self.connections = 0
         """Connections accepted and ended (after the TLS handshake, if any)."""
@@ -422,7 +426,8 @@ class FakeAccessPoint:
             publication.subject, publication.statements, peer_id, publication.id
         )
         peer.published[publication.id] = publication
-        return m.Ack(request=label), self._notifications(peer_id, publication, "added")
+        ack = m.Ack(request=label, alone=self.alone)
+        return ack, self._notifications(peer_id, publication, "added")
 
     def _notifications(
         self, peer_id: str, publication: qel.Publication, kind: str

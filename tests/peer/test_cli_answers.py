@@ -85,3 +85,25 @@ async def test_every_command_answers_in_sentences_or_in_json(
     assert (code, json.loads(out)["stopped"]) == (0, True)
     code, out, _ = await run_cli("leave", "--json", *b)
     assert (code, json.loads(out)) == (0, {"peer_id": "bob", "left": True})
+
+
+async def test_a_publication_held_alone_is_said_so_and_counted_in_the_status(
+    tmp_path, access_point, nursery, run_cli
+):
+    """``peer.kept``: the access point acknowledged it with its own copy alone."""
+    await start(nursery, tmp_path, "bob", access_point.port)
+    await access_point.wait_until(lambda: "bob" in access_point.peers)
+    b = ("--data-dir", str(tmp_path / "bob"))
+    ad = tmp_path / "ad.json"
+    ad.write_text('{"schemas": ["dc"]}')
+    document = tmp_path / "article.ttl"
+    document.write_text(ARTICLE)
+    assert (await run_cli("advertise", str(ad), *b))[0] == 0
+    access_point.alone = True
+    code, out, _ = await run_cli("publish", str(document), "--id", "n1", *b)
+    assert code == 0 and "published n1" in out and "held by its access point alone" in out
+    code, out, _ = await run_cli("status", *b)
+    assert "held by one super-peer alone: 1 publication, sent again until copied" in out
+    code, out, _ = await run_cli("status", "--json", *b)
+    assert json.loads(out)["kept"] == {"publications": 1, "forgotten": 0}
+    assert len(list((tmp_path / "bob" / "kept").glob("*.json"))) == 1

@@ -12,6 +12,7 @@ import trio.testing
 
 import qel
 from peer.client import PeerClient, PeerRequest, RequestFailed, _Connection
+from peer.kept import Kept, KeptLimits
 from peer.session import Session
 from peer.state import STATE_FILE
 from tests.peer.fake_access_point import FakeAccessPoint, FakePeer
@@ -535,3 +536,73 @@ async def test_what_arrives_after_the_session_ended_is_not_read(tmp_path):
     await theirs.send_all(b"\x00\x00\x00\x05hello")
     await client._read(connection)
     assert connection.reason == "the session ended"
+
+
+def sent_again(request: m.Publish) -> m.Publish:
+    return dataclasses.replace(request, again=True)
+
+
+async def kept_is(client: PeerClient, count: int) -> None:
+    with trio.fail_after(10):
+        while len(client.kept) != count:
+            await trio.sleep(0.01)
+
+
+async def test_a_publication_acknowledged_alone_is_kept_and_sent_again_until_copied(
+    tmp_path, access_point, nursery
+):
+    """``peer.kept``: an ``Ack`` that says the access point holds the publication alone makes
+    the client keep it, on disk, and send it again on its next connection; an ``Ack`` without
+    ``alone`` (the same access point copied it since, or another took it) ends that."""
+    client = make_client(tmp_path, access_point.port)
+    client.kept = Kept(tmp_path / "kept")
+    client.store.set_advertisement(DC_ADVERTISEMENT)
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    access_point.alone = True
+    first = m.Publish(publication=publication(id="n1"))
+    answer = await client.request(PeerRequest(message=first))
+    assert answer == m.Ack(request="publish n1", alone=True)
+    assert len(client.kept) == 1
+    assert len(Kept(tmp_path / "kept")) == 1, "on disk before the answer is handed on"
+    await access_point.drop("alice")
+    await attached(access_point, times=2)
+    await barrier(client)
+    received = access_point.requests_from("alice")
+    assert received.count(sent_again(first)) == 1, "sent again (marked so), still alone"
+    assert len(client.kept) == 1
+    access_point.alone = False
+    await access_point.drop("alice")
+    await attached(access_point, times=3)
+    await kept_is(client, 0)
+    assert access_point.requests_from("alice").count(sent_again(first)) == 2
+    assert len(Kept(tmp_path / "kept")) == 0
+
+
+async def test_the_longest_kept_is_sent_again_while_connected_then_the_others(
+    tmp_path, access_point, nursery
+):
+    """Every ``resend_seconds`` the one kept longest goes again (a probe); once its answer says
+    it is copied, the others go at once, and a later change of a resource ends its keeping."""
+    client = make_client(tmp_path, access_point.port)
+    client.kept = Kept(None, KeptLimits(resend_seconds=0.05))
+    client.store.set_advertisement(DC_ADVERTISEMENT)
+    nursery.start_soon(client.serve)
+    await attached(access_point)
+    access_point.alone = True
+    sent = [m.Publish(publication=publication(id=f"n{n}", title=f"t{n}")) for n in range(3)]
+    for request in sent:
+        await client.request(PeerRequest(message=request))
+    await kept_is(client, 3)
+    withdraw = m.Withdraw(id="n2")
+    await client.request(PeerRequest(message=withdraw))  # acknowledged: n2 is not brought back
+    await kept_is(client, 2)
+    with trio.fail_after(10):
+        await access_point.wait_until(
+            lambda: sent_again(sent[0]) in access_point.requests_from("alice")
+        )
+    assert sent_again(sent[1]) not in access_point.requests_from("alice"), "only the probe"
+    access_point.alone = False
+    await kept_is(client, 0)
+    received = access_point.requests_from("alice")
+    assert sent_again(sent[1]) in received and sent_again(sent[2]) not in received

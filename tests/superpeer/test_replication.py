@@ -27,6 +27,13 @@ def publisher_and_subscriber(superpeers: int, publisher: int, subscriber: int) -
     ]
 
 
+def played(ops: list[dict], superpeers: int = 4) -> Simulation:
+    simulation = Simulation(superpeers, interleave=True, seed=0)
+    for op in ops:
+        simulation.apply(dict(op))
+    return simulation
+
+
 def logged(simulation: Simulation, node_id: str) -> set[str]:
     """The publication ids in ``node_id``'s log."""
     entries = simulation.stores[node_id].logged_since(float("-inf"))
@@ -107,9 +114,7 @@ def test_an_origin_lost_for_good_loses_nothing_it_acknowledged(cut):
         {"op": "heal"},
         {"op": "wait", "seconds": 60},
     ]
-    simulation = Simulation(4, interleave=True, seed=0)
-    for op in ops:
-        simulation.apply(dict(op))
+    simulation = played(ops)
     assert simulation.deliveries() == expected_deliveries(4, ops)
     assert len(simulation.deliveries()["sub"]) == 13
 
@@ -411,3 +416,117 @@ def test_an_origin_left_alone_in_its_cube_by_a_cut_still_owes_its_copies():
         simulation.apply(dict(op))
     assert simulation.deliveries() == expected_deliveries(2, ops)
     assert sorted(simulation.deliveries()["sub"]) == [f"n{n}" for n in range(6)]
+
+
+def test_what_an_origin_cut_off_alone_acknowledged_survives_its_loss_during_the_cut():
+    """Rule 8: the origin, cut off alone, acknowledges five publications with its own copy
+    alone and says so (``Ack.alone``); it is lost for good before the cut heals, so no copy was
+    ever made. Its publisher kept them (``peer.kept``) and sends them again through its next
+    access point, which accepts them as its own: the subscriber receives each once (without
+    the publisher's copies it received only the one published before the cut), and the
+    publisher forgets them once acknowledged without ``alone``."""
+    ops = [*offline_subscriber_at_the_origin(), {"op": "partition", "groups": [[0], [1, 2, 3]]}]
+    for n in range(1, 6):
+        ops += [publish(n), {"op": "wait", "seconds": 0.5}]
+    ops += [
+        {"op": "superpeer_fail", "superpeer": 0},
+        {"op": "heal"},
+        {"op": "wait", "seconds": 5},
+        {"op": "move", "peer": "sub", "superpeer": 1},
+        {"op": "move", "peer": "pub", "superpeer": 2},
+        {"op": "wait", "seconds": 60},
+    ]
+    simulation = Simulation(4, interleave=True, seed=0)
+    publisher = None
+    for op in ops:
+        if op["op"] == "superpeer_fail":
+            publisher = simulation.peers["pub"]
+            alone = [a.request for a in publisher.answers if isinstance(a, m.Ack) and a.alone]
+            assert alone == [f"publish n{n}" for n in range(1, 6)]
+            assert len(publisher.kept) == 5
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(4, ops)
+    assert sorted(simulation.deliveries()["sub"]) == [f"n{n}" for n in range(6)]
+    assert publisher is not None and len(publisher.kept) == 0 and publisher.kept.forgotten == 0
+
+
+def updated_while_cut_off_alone() -> tuple[Simulation, m.Publish]:
+    """The publisher's first resource, updated while its origin is cut off alone: the update is
+    acknowledged with the origin's copy alone and owed a copy (rule 6)."""
+    simulation = Simulation(4, interleave=True, seed=0)
+    for op in (*publisher_and_subscriber(4, 0, 3), publish(0)):
+        simulation.apply(dict(op))
+    data = publish(0)["data"].replace('"t0"', '"t0, revised"')
+    (publication,) = qel.parse_publications(data, "turtle", publisher="pub", id="n0")
+    update = m.Publish(publication=publication, change="update")
+    simulation.apply({"op": "partition", "groups": [[0], [1, 2, 3]]})
+    simulation._from_peer(simulation.peers["pub"], update)
+    simulation.apply({"op": "wait", "seconds": 20})
+    return simulation, update
+
+
+def test_a_repeat_of_a_version_still_owed_a_copy_is_acknowledged_alone():
+    """Rule 8 for repeats: an update acknowledged alone, sent again while the origin still owes
+    its copy, is answered ``alone`` again (the publisher keeps it); once the copy is made late,
+    the same repeat is answered without it (the publisher forgets it)."""
+    simulation, update = updated_while_cut_off_alone()
+    peer, origin = simulation.peers["pub"], simulation.nodes[simulation.ids[0]]
+    assert peer.answers[-1] == m.Ack(request=request_label(update), alone=True)
+    assert origin.copies_owed() == 1 and len(peer.kept) == 1
+    simulation._from_peer(peer, update)
+    simulation.apply({"op": "wait", "seconds": 20})
+    assert peer.answers[-1] == m.Ack(request=request_label(update), alone=True), "still owed"
+    simulation.apply({"op": "heal"})
+    simulation.apply({"op": "wait", "seconds": 30})
+    assert origin.copies_owed() == 0
+    simulation._from_peer(peer, update)
+    simulation.apply({"op": "wait", "seconds": 20})
+    assert peer.answers[-1] == m.Ack(request=request_label(update)), "copied late since"
+    assert len(peer.kept) == 0
+
+
+def test_a_repeat_of_an_entry_whose_late_copy_is_in_flight_is_answered_at_once(monkeypatch):
+    """A copy made late releases no answer (rule 6): a repeat of one of its entries, sent while
+    it is in flight, is answered at once, ``alone`` (rule 8). It waited for that copy before,
+    and with it every later answer on the connection, for as long as the connection lasted."""
+    simulation, update = updated_while_cut_off_alone()
+    peer, origin = simulation.peers["pub"], simulation.nodes[simulation.ids[0]]
+    assert origin.copies_owed() == 1
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    simulation.apply({"op": "heal"})
+    simulation.apply({"op": "wait", "seconds": 5})
+    origin = simulation.nodes[simulation.ids[0]]
+    assert origin._copy_owed_in_flight is not None, "the late copy is unanswered"
+    assert peer.connection is not None
+    before = len(peer.answers)
+    simulation._from_peer(peer, update)
+    simulation._advance(simulation.now + 1.0)
+    assert peer.answers[before:] == [m.Ack(request=request_label(update), alone=True)]
+
+
+def test_a_kept_publication_sent_again_to_its_origin_keeps_its_place_in_the_log(monkeypatch):
+    """Rule 8, ``Publish.again``: the publisher sends a publication kept for its ``alone`` back
+    to the origin that logged it (it reconnected during the cut). Answered as a repeat, it is
+    not published again: published again, its log entry moved past the cut, the catch-up after
+    the heal no longer found it, and a subscription withdrawn after it was published and
+    before the heal never had it (stop 62's chaos run, seed 621: one lost)."""
+    ops = [
+        *publisher_and_subscriber(4, 0, 1),
+        publish(0),
+        {"op": "partition", "groups": [[0], [1, 2, 3]]},
+        {"op": "wait", "seconds": 20},
+        publish(1),
+        {"op": "wait", "seconds": 2},
+        {"op": "unsubscribe", "peer": "sub", "id": "s1"},
+        {"op": "detach", "peer": "pub"},
+        {"op": "attach", "peer": "pub"},
+        {"op": "wait", "seconds": 5},
+        {"op": "heal"},
+        {"op": "wait", "seconds": 60},
+    ]
+    simulation = played(ops)
+    publisher = simulation.peers["pub"]
+    alone = [a.alone for a in publisher.answers if a.request == "publish n1"]
+    assert alone[:2] == [True, True] and not alone[-1] and len(publisher.kept) == 0
+    assert simulation.deliveries() == expected_deliveries(4, ops)
+    assert sorted(simulation.deliveries()["sub"]) == ["n0", "n1"]

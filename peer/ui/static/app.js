@@ -768,6 +768,10 @@ function renderStatus() {
     ),
   );
   fact("Inbox", `${status.inbox.records} notification(s); ${status.inbox.duplicates_ignored} repeat(s) ignored`);
+  const kept = status.kept;
+  if (kept && (kept.publications || kept.forgotten)) {
+    fact("Held by one super-peer alone", `${kept.publications} publication(s) sent again until a second copy is made; ${kept.forgotten} forgotten unconfirmed`);
+  }
   const c = status.counters;
   fact("Requests", `${c.requests} sent, ${c.acknowledged} acknowledged, ${c.refused} refused, ${c.failed} failed; ${c.connections} connection(s)`);
   if (status.problems.length) fact("Problems", el("ul", {}, status.problems.map((p) => el("li", { class: "error" }, p))));
