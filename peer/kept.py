@@ -23,12 +23,12 @@ extension, a retraction: the later version stands for the resource, and keeping 
 one would bring it back); a later change answered ``alone`` is kept instead of it. A refusal
 ends it too (logged: an update whose earlier versions went with an access point lost for good
 cannot be accepted elsewhere). A retraction answered ``alone`` is not kept: sent again to an
-access point that never had the resource, it would be refused. Bounded by ``max_kept`` (the oldest beyond it are forgotten,
-logged) and ``kept_seconds`` (an access point's log keeps an hour by default; a partition
-longer than that is told as a gap, not repaired from here).
+access point that never had the resource, it would be refused. Bounded by ``max_kept`` (the
+oldest beyond it are forgotten, logged) and ``kept_seconds`` (an access point's log keeps an
+hour by default; a partition longer than that is told as a gap, not repaired from here).
 
-The rules are pure (``answered``, ``due``, ``resend``); ``directory=None`` keeps them in memory
-(the simulator's peers, ``superpeer.sim``).
+The rules are pure (``answered``, ``due``, ``probe``: time passed in); ``directory=None`` keeps
+them in memory (the simulator's peers, ``superpeer.sim``).
 """
 
 from __future__ import annotations
