@@ -34,7 +34,6 @@ them in memory (the simulator's peers, ``superpeer.sim``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from typing import Final
 
 import wire
 from peer.files import remove_temporary_files, write_atomically
+from peer.published import file_name
 from wire import messages as m
 from wire.codec import WireError
 
@@ -93,7 +93,7 @@ class Kept:
         self, request: m.Publish | m.Withdraw, answer: m.Ack | m.Refused, now: float
     ) -> None:
         """The access point answered ``request`` (first sent, or sent again from here)."""
-        if isinstance(request, m.Publish):
+        if isinstance(request, m.Publish) and request.again:
             request = dataclasses.replace(request, again=False)  # (as it was first sent)
         resource = request.id if isinstance(request, m.Withdraw) else request.publication.id
         held = self._kept.get(resource)
@@ -163,17 +163,13 @@ class Kept:
                 "kept_at": kept.kept_at,
                 "request": wire.encode(kept.request).hex(),
             }
-            write_atomically(self.directory / _file_name(resource), json.dumps(record).encode())
+            write_atomically(self.directory / file_name(resource), json.dumps(record).encode())
         self._kept.pop(resource, None)  # (the latest kept goes last)
         self._kept[resource] = kept
 
     def _drop(self, resource: str) -> None:
         if self._kept.pop(resource, None) is not None and self.directory is not None:
-            (self.directory / _file_name(resource)).unlink(missing_ok=True)
-
-
-def _file_name(resource: str) -> str:
-    return hashlib.sha256(resource.encode()).hexdigest()[:32] + ".json"
+            (self.directory / file_name(resource)).unlink(missing_ok=True)
 
 
 def _read(path: Path) -> KeptPublication | None:

@@ -38,7 +38,9 @@ RECORD_FORMAT: Final = 1
 log = logging.getLogger("peer.published")
 
 
-def _file_name(publication_id: str) -> str:
+def file_name(publication_id: str) -> str:
+    """The file of a resource's record: a hash of its id, so any id is a safe name (also
+    ``peer.kept``'s)."""
     return hashlib.sha256(publication_id.encode()).hexdigest()[:32] + ".json"
 
 
@@ -56,7 +58,7 @@ class Published:
 
     def get(self, publication_id: str) -> dict[str, Any] | None:
         try:
-            record = json.loads((self.directory / _file_name(publication_id)).read_bytes())
+            record = json.loads((self.directory / file_name(publication_id)).read_bytes())
         except (OSError, ValueError):
             return None
         return record if isinstance(record, dict) and record.get("id") == publication_id else None
@@ -79,7 +81,7 @@ class Published:
         for publication in publications:
             record = self._changed(publication, "publish", expires, now)
             if record is not None:
-                files[_file_name(record["id"])] = _encoded(record)
+                files[file_name(record["id"])] = _encoded(record)
         if files:
             write_all_atomically(self.directory, files)
 
@@ -143,7 +145,7 @@ class Published:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _write(self, record: dict[str, Any]) -> None:
-        write_atomically(self.directory / _file_name(record["id"]), _encoded(record))
+        write_atomically(self.directory / file_name(record["id"]), _encoded(record))
 
 
 def _encoded(record: dict[str, Any]) -> bytes:
