@@ -35,6 +35,7 @@ from deploy.cluster import Cluster, free_ports
 from deploy.driver import RemotePeer, peer_key, wait_quiet
 from deploy.proxy import Proxies
 from peer.resources import Resources
+from peer.session import plan_resend
 from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
 from superpeer.sim.report import RunReport
 from superpeer.sim.workload import (
@@ -206,7 +207,17 @@ class Replay:
         arrived = peer.arrival_clock
         await peer.connect(nursery, address)
         if step.moved_from is not None:
-            for message in step.resend:
+            assert step.resend is not None  # planned with every move
+            state = step.resend
+            plan = plan_resend(
+                state.advertisement,
+                state.subscriptions,
+                (),
+                expires=state.expires,
+                axioms=state.axioms,
+                on_change=state.on_change,
+            )
+            for message in plan:
                 await peer.request(message)
             since = arrived or self._last_contact.get(step.peer, time.time())
             previous = self.cluster.addresses[step.moved_from]

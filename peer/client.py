@@ -887,15 +887,13 @@ class PeerClient:
             on_change=state.on_change,
             active_since=state.active_since,
             withdrawn=parsed.withdrawn,
+            kept=self.kept.due(self._wall_clock()),
         )
         for message in resend:
             try:
                 self.submit(PeerRequest(message=message, on_answer=self._resend_answered(message)))
             except RequestTooLarge as error:
                 problems[request_label(message)] = str(error)
-        # publications held by one super-peer alone: a repeat there, the second copy anywhere
-        # else (``peer.kept``)
-        self._resend_kept(self.kept.due(self._wall_clock()))
         if self.resources is not None:
             # unfinished fetches, again: idempotent, and how a rendezvous follows a peer that
             # moved to another access point

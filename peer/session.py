@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
@@ -670,6 +670,7 @@ def plan_resend(
     on_change: frozenset[str] = frozenset(),
     active_since: Mapping[str, float] | None = None,
     withdrawn: Mapping[str, tuple[qel.Subscription, float, float]] | None = None,
+    kept: Sequence[m.Publish] = (),
 ) -> list[Request]:
     """What to send after every (re)connection, in order: the advertisement first (an empty one if
     the peer never advertised, which also withdraws one whose ``Advertise`` was left in doubt),
@@ -679,7 +680,10 @@ def plan_resend(
     extension (``on_change``, the ids made with ``--on change``) and from when an access point
     had it active (``active_since``: ``Subscribe.active_since``). The recent withdrawals
     (``withdrawn``: subscription, active since, withdrawn at) are told again with their windows
-    before the subscriptions (an id subscribed again is not: ``Unsubscribe.subscription``)."""
+    before the subscriptions (an id subscribed again is not: ``Unsubscribe.subscription``).
+    Last, the publications one super-peer alone acknowledged (``kept``: ``peer.kept``), once the
+    access point has the subscriptions they may match: a repeat at their origin, the second copy
+    anywhere else (a move statement, if any, comes after the whole plan)."""
     deadlines = expires or {}
     activations = active_since or {}
     withdraw = set(withdraw)
@@ -687,7 +691,7 @@ def plan_resend(
     if axioms:
         plan.append(m.PublishSchema(axioms=tuple(sorted(axioms, key=repr))))
     plan += [m.Unsubscribe(id=name) for name in sorted(withdraw - set(subscriptions))]
-    plan += withdrawals_told_again(withdrawn or {}, set(subscriptions) | withdraw)
+    plan += _withdrawals_told_again(withdrawn or {}, set(subscriptions) | withdraw)
     plan += [
         m.Subscribe(
             id=name,
@@ -698,10 +702,11 @@ def plan_resend(
         )
         for name, s in sorted(subscriptions.items())
     ]
+    plan += kept
     return plan
 
 
-def withdrawals_told_again(
+def _withdrawals_told_again(
     withdrawn: Mapping[str, tuple[qel.Subscription, float, float]], excluded: set[str]
 ) -> list[m.Unsubscribe]:
     """The recent withdrawals (subscription, active since, withdrawn at), by id, as told again

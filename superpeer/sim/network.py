@@ -58,7 +58,7 @@ import qel
 import wire
 from peer.kept import Kept
 from peer.resources import Resources
-from peer.session import arrival_of, withdrawals_told_again
+from peer.session import arrival_of, plan_resend
 from superpeer import versions
 from superpeer.actions import (
     CloseConnection,
@@ -652,22 +652,28 @@ class Simulation:
             clock=peer.carried_clock,
         )
         self._from_peer(peer, hello)
-        if step.moved_from is not None:
-            # as the peer daemon does: its state first (its recent withdrawals with their
-            # windows among it), then where it comes from
-            subscribed = {r.id for r in step.resend if isinstance(r, m.Subscribe)}
-            for told in withdrawals_told_again(peer.withdrawals, subscribed):
-                self._from_peer(peer, told)
-            for message in step.resend:
-                if isinstance(message, m.Subscribe):
-                    since = peer.active_since.get(message.id, 0.0)
-                    self._from_peer(peer, replace(message, active_since=since))
-                else:
-                    self._from_peer(peer, message)
-        # its publications held by one super-peer alone, before where it comes from, as the
-        # peer daemon sends them (``peer.kept``)
-        for kept in peer.kept.due(self.now):
-            self._from_peer(peer, kept)
+        # as the peer daemon does (``peer.session.plan_resend``): after a move its whole state
+        # (its recent withdrawals with their windows among it), and on every connection its
+        # publications held by one super-peer alone; then where it comes from
+        kept = peer.kept.due(self.now)
+        plan: list[object] = list(kept)
+        if step.resend is not None:
+            state = step.resend
+            plan = list(
+                plan_resend(
+                    state.advertisement,
+                    state.subscriptions,
+                    (),
+                    expires=state.expires,
+                    axioms=state.axioms,
+                    on_change=state.on_change,
+                    active_since=peer.active_since,
+                    withdrawn=peer.withdrawals,
+                    kept=kept,
+                )
+            )
+        for message in plan:
+            self._from_peer(peer, message)
         if step.moved_from is not None:
             # as the peer daemon says it: when it arrived at the previous access point, in that
             # one's hybrid time (``clocks``, rule 6)

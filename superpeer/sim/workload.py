@@ -302,7 +302,20 @@ class Connect:
     peer: str
     superpeer: int
     moved_from: int | None = None
-    resend: tuple[object, ...] = ()
+    resend: PlannedState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedState:
+    """What a peer has told its access points, as the planner knows it: the arguments of
+    ``peer.session.plan_resend`` that do not depend on how the run went (a runner adds when its
+    subscriptions became active, its recent withdrawals and its kept publications)."""
+
+    advertisement: qel.Advertisement
+    subscriptions: dict[str, qel.Subscription]
+    expires: dict[str, float]
+    axioms: frozenset[qel.Axiom]
+    on_change: frozenset[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,25 +555,23 @@ class Planner:
     def _moved(self, name: str, previous: int) -> Connect:
         """``name`` connects to its current access point coming from ``previous``."""
         peer = self.peers[name]
-        return Connect(name, peer.superpeer, previous, tuple(self.resend(name)))
+        return Connect(name, peer.superpeer, previous, self.resend(name))
 
-    def resend(self, name: str) -> list[object]:
-        """What a peer that moved sends again: its advertisement, its schemas, then its
-        subscriptions."""
+    def resend(self, name: str) -> PlannedState:
+        """What a peer that moved sends again (``peer.session.plan_resend``): its advertisement
+        (an empty one if it never advertised, as the peer daemon sends), its schemas, its
+        subscriptions with their absolute expiries."""
         peer = self.peers[name]
-        messages: list[object] = []
-        if peer.advertisement is not None:
-            messages += peer_requests({"op": "advertise", "peer": name, **peer.advertisement})
-        if peer.schema:
-            messages.append(m.PublishSchema(axioms=tuple(sorted(peer.schema, key=repr))))
         self._expire(peer)
-        for sid, query in sorted(peer.subscriptions.items()):
-            op = {"op": "subscribe", "peer": name, "id": sid, "query": query}
-            if sid in peer.on_change:
-                op["on"] = ON_CHANGE
-            # the expiry is absolute already: carried as it is
-            messages += peer_requests({**op, "expires": peer.expires.get(sid)}, now=0.0)
-        return messages
+        return PlannedState(
+            advertisement=qel.parse_advertisement(peer.advertisement or {}),
+            subscriptions={
+                sid: qel.parse_subscription(query) for sid, query in peer.subscriptions.items()
+            },
+            expires=dict(peer.expires),
+            axioms=peer.schema,
+            on_change=frozenset(peer.on_change),
+        )
 
     def _expire(self, peer: PlannedPeer) -> None:
         """Subscriptions whose expiry passed are gone (their ids free again)."""

@@ -253,6 +253,24 @@ def test_the_resend_plan_never_withdraws_a_subscription_it_sends_again():
     ]
 
 
+def test_the_resend_plan_sends_kept_publications_last_after_the_subscriptions_they_may_match():
+    empty = qel.parse_advertisement({})
+    [publication] = qel.parse_publications(
+        '<http://example.org/r> <http://purl.org/dc/elements/1.1/title> "T" .',
+        "nt",
+        publisher="p",
+        id="r",
+    )
+    kept = m.Publish(publication=publication, again=True)
+    withdrawn = {"old": (QUERY, 1.0, 2.0)}
+    assert plan_resend(empty, {"s1": QUERY}, [], withdrawn=withdrawn, kept=[kept]) == [
+        m.Advertise(advertisement=empty),
+        m.Unsubscribe(id="old", subscription=QUERY, active_since=1.0, withdrawn_at=2.0),
+        m.Subscribe(id="s1", subscription=QUERY),
+        kept,
+    ]
+
+
 def test_backoff_doubles_up_to_the_cap_with_jitter_and_resets():
     low = Backoff(1.0, 8.0, lambda: 0.0)
     assert [low.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
