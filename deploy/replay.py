@@ -35,7 +35,6 @@ from deploy.cluster import Cluster, free_ports
 from deploy.driver import RemotePeer, peer_key, wait_quiet
 from deploy.proxy import Proxies
 from peer.resources import Resources
-from peer.session import plan_resend
 from superpeer.sim.fetching import fetch_request, offer, open_resources, sent, unfinished
 from superpeer.sim.report import RunReport
 from superpeer.sim.workload import (
@@ -208,16 +207,7 @@ class Replay:
         await peer.connect(nursery, address)
         if step.moved_from is not None:
             assert step.resend is not None  # planned with every move
-            state = step.resend
-            plan = plan_resend(
-                state.advertisement,
-                state.subscriptions,
-                (),
-                expires=state.expires,
-                axioms=state.axioms,
-                on_change=state.on_change,
-            )
-            for message in plan:
+            for message in step.resend.plan():
                 await peer.request(message)
             since = arrived or self._last_contact.get(step.peer, time.time())
             previous = self.cluster.addresses[step.moved_from]

@@ -58,7 +58,7 @@ import qel
 import wire
 from peer.kept import Kept
 from peer.resources import Resources
-from peer.session import arrival_of, plan_resend
+from peer.session import arrival_of
 from superpeer import versions
 from superpeer.actions import (
     CloseConnection,
@@ -658,18 +658,9 @@ class Simulation:
         kept = peer.kept.due(self.now)
         plan: list[object] = list(kept)
         if step.resend is not None:
-            state = step.resend
             plan = list(
-                plan_resend(
-                    state.advertisement,
-                    state.subscriptions,
-                    (),
-                    expires=state.expires,
-                    axioms=state.axioms,
-                    on_change=state.on_change,
-                    active_since=peer.active_since,
-                    withdrawn=peer.withdrawals,
-                    kept=kept,
+                step.resend.plan(
+                    active_since=peer.active_since, withdrawn=peer.withdrawals, kept=kept
                 )
             )
         for message in plan:

@@ -76,14 +76,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import qel
+from peer.session import plan_resend
 from qel.resources import Resource, with_resource
 from wire import messages as m
+from wire.requests import Request
 
 OPERATIONS: Final = {
     "join": {"peer", "superpeer"},
@@ -316,6 +318,26 @@ class PlannedState:
     expires: dict[str, float]
     axioms: frozenset[qel.Axiom]
     on_change: frozenset[str]
+
+    def plan(
+        self,
+        *,
+        active_since: Mapping[str, float] | None = None,
+        withdrawn: Mapping[str, tuple[qel.Subscription, float, float]] | None = None,
+        kept: Sequence[m.Publish] = (),
+    ) -> list[Request]:
+        """The requests the peer sends, in the peer daemon's order (``plan_resend``)."""
+        return plan_resend(
+            self.advertisement,
+            self.subscriptions,
+            (),
+            expires=self.expires,
+            axioms=self.axioms,
+            on_change=self.on_change,
+            active_since=active_since,
+            withdrawn=withdrawn,
+            kept=kept,
+        )
 
 
 @dataclass(frozen=True, slots=True)
