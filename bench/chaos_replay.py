@@ -20,7 +20,10 @@ Per fault, the simulated seconds from its heal to one cube of every live member:
 
 Each ``--wedged`` value (the watchdog, ``wedged_seconds``) runs the same schedules; the first is
 the baseline the others' ratios are to. A fault still not followed by one cube 90 s after its
-heal counts as ``never`` (and as 90 s in the mean).
+heal counts as ``never`` (and as 90 s in the mean). With faults overlapping, another fault may
+hold the cube apart after one heals: each row says too how long one cube took from the last
+heal of any fault, and how many of the ``never`` s had another fault still active at the end of
+their wait (``held apart``: the cube could not be one; left out of that mean).
 
 ``--cut-only HOLD`` replays no schedule: each seed cuts a quiet cube once per shape (halves, two
 sides of a drawn size, two sides and a bridge) for ``HOLD`` seconds, alone: the heal of a long
@@ -60,6 +63,11 @@ class Record:
     heal_at: float = 0.0
     healed: float | None = None
     one_cube: float | None = None
+    after_last_heal: float | None = None
+    """Seconds from the last heal of any fault to that one cube (another fault may have held
+    the cube apart after this one healed)."""
+    held_apart: bool = False
+    """Not followed by one cube, and another fault was still active at the end of the wait."""
     node: str | None = None
     held: list[str] = field(default_factory=list)
 
@@ -84,6 +92,7 @@ class Replay:
         self.cuts: dict[int, list[set[str]]] = {}
         self.held: set[str] = set()
         self.crashed: set[str] = set()
+        self.last_heal = self.start
 
     def _regroup(self) -> None:
         """Who reaches whom, every cut at once: a pair reaches each other if every cut lets it."""
@@ -178,7 +187,7 @@ class Replay:
         if self.cuts.pop(number, None) is not None:
             self._regroup()
         self.held.difference_update(record.held)
-        record.healed = simulation.now
+        record.healed = self.last_heal = simulation.now
 
     def run(self) -> list[Record]:
         simulation = self.simulation
@@ -202,6 +211,10 @@ class Replay:
                     continue
                 if whole or simulation.now - record.healed >= WAIT_SECONDS:
                     record.one_cube = simulation.now - record.healed if whole else None
+                    if whole:
+                        record.after_last_heal = simulation.now - self.last_heal
+                    else:
+                        record.held_apart = any(r.healed is None for r in active.values())
                     del active[number]
                     slots += 1
             simulation._advance(simulation.now + STEP_SECONDS)
@@ -243,7 +256,8 @@ def measure(
     config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=failure, wedged_seconds=wedged)
     kinds = [k for k in FAULTS if k != "slow"]
     times: list[float] = []
-    over = never = 0
+    quiet: list[float] = []  # from the last heal of any fault, the faults held apart left out
+    over = never = quiet_over = held_apart = 0
     worst: dict[str, float] = {}
     slow: list[dict[str, object]] = []
     runs: list[tuple[int, dict]] = []
@@ -263,6 +277,11 @@ def measure(
             times.append(seconds)
             never += record.one_cube is None
             over += record.one_cube is not None and record.one_cube > 30.0
+            held_apart += record.held_apart
+            if not record.held_apart:
+                after = record.after_last_heal
+                quiet.append(WAIT_SECONDS if after is None else after)
+                quiet_over += after is not None and after > 30.0
             worst[record.kind] = max(worst.get(record.kind, 0.0), seconds)
             if record.one_cube is None or record.one_cube > 30.0:
                 healed = (record.healed or record.heal_at) - replay.start
@@ -277,6 +296,12 @@ def measure(
         "median": statistics.median(times),
         "over_30": over,
         "never": never,
+        "after_last_heal": {
+            "mean": statistics.fmean(quiet) if quiet else 0.0,
+            "over_30": quiet_over,
+            "never": never - held_apart,
+            "held_apart": held_apart,
+        },
         "worst": dict(sorted(worst.items())),
         "slow_faults": slow,
     }
@@ -335,6 +360,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         print(
             "         worst per kind: " + ", ".join(f"{k} {v:.0f}" for k, v in row["worst"].items())
+        )
+        quiet = row["after_last_heal"]
+        print(
+            f"         from the last heal of any fault: mean {quiet['mean']:.1f} s, "
+            f"{quiet['over_30']} over 30 s, {quiet['never']} never "
+            f"({quiet['held_apart']} more held apart by a fault still active at the end)"
         )
         for fault in row.get("slow_faults", []):
             seconds = "never" if fault["seconds"] is None else f"{fault['seconds']:.1f} s"
