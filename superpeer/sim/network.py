@@ -563,7 +563,9 @@ class Simulation:
         self._advance(self.now + seconds)
         held = self._cut.pop(node_id)
         self._connected = {link for link in self._connected if node_id not in link}
-        self._release(held, incarnations)
+        self._release(
+            held + self._in_flight(lambda p: node_id in (p.sender, p.receiver)), incarnations
+        )
         self.run_until_quiet()
 
     def _partition(self, groups: list[list[int]]) -> None:
@@ -586,7 +588,24 @@ class Simulation:
         groups, self._groups = self._groups, None
         self._connected = {link for link in self._connected if any(set(link) <= g for g in groups)}
         held, self._partitioned = self._partitioned, []
-        self._release(held, self._partition_incarnations)
+        crossed = self._in_flight(
+            lambda p: not any(p.sender in g and p.receiver in g for g in groups)
+        )
+        self._release(held + crossed, self._partition_incarnations)
+
+    def _in_flight(self, crossed: Callable[[_Pending], bool]) -> list[_Pending]:
+        """Taken out of the queue, in their order: what is still on its way on the links a cut
+        that ends now broke (``crossed``). It goes on the new connections, after their Hello
+        (``_release``), as a channel sends again what the old connection did not deliver: let
+        through as it was, a frame sent just before a heal reached a receiver that had never
+        heard the link's Hello, which knew no address to answer it at (a rejoined super-peer
+        evicted, the eviction dropped: ``Unaddressed``)."""
+        taken = [p for p in self._queue if p.kind in ("sp", "hello", "welcomed") and crossed(p)]
+        if taken:
+            kept = set(map(id, taken))
+            self._queue = [p for p in self._queue if id(p) not in kept]
+            heapq.heapify(self._queue)
+        return sorted(taken, key=lambda p: (p.at, p.sequence))
 
     def _release(self, held: list[_Pending], incarnations: dict[str, int]) -> None:
         """Messages a cut held, sent again on new connections as the channels do: dropped if
