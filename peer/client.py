@@ -803,15 +803,13 @@ class PeerClient:
         ticket._resolve(answer)
 
     def _resend_kept(self, requests: list[m.Publish]) -> None:
-        """Sends ``requests`` (kept: ``peer.kept``) again; their answers reach ``kept`` as any
-        publication's do. A refused re-send is a problem the user sees (``status``)."""
-
-        def answered(answer: Answer) -> None:
-            if isinstance(answer, m.Refused):
-                self._resend_problems[answer.request] = answer.reason
-
+        """Sends ``requests`` (kept: ``peer.kept``) again between connections' plans (the
+        probe, and the others once it is copied); their answers reach ``kept`` as any
+        publication's do, and mean what a re-sent request's do (``_resend_answered``)."""
         try:
-            self.submit_all([PeerRequest(message=r, on_answer=answered) for r in requests])
+            self.submit_all(
+                [PeerRequest(message=r, on_answer=self._resend_answered(r)) for r in requests]
+            )
         except (RequestFailed, RequestTooLarge) as error:
             log.warning("event=kept_not_sent count=%d reason=%r", len(requests), str(error))
 

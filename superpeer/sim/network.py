@@ -675,13 +675,13 @@ class Simulation:
         # (its recent withdrawals with their windows among it), and on every connection its
         # publications held by one super-peer alone; then where it comes from
         kept = peer.kept.due(self.now)
-        plan: list[object] = list(kept)
-        if step.resend is not None:
-            plan = list(
-                step.resend.plan(
-                    active_since=peer.active_since, withdrawn=peer.withdrawals, kept=kept
-                )
+        plan = (
+            kept
+            if step.resend is None
+            else step.resend.plan(
+                active_since=peer.active_since, withdrawn=peer.withdrawals, kept=kept
             )
+        )
         for message in plan:
             self._from_peer(peer, message)
         if step.moved_from is not None:
