@@ -24,6 +24,8 @@ from hypercup.errors import (
 from hypercup.events import Departed, Joined, JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
     MESSAGE_TYPES,
+    Census,
+    CensusReply,
     ChangeRequest,
     Grow,
     JoinDone,
@@ -62,6 +64,8 @@ from hypercup.view import LocalView
 
 __all__ = [
     "MESSAGE_TYPES",
+    "Census",
+    "CensusReply",
     "ChangeRequest",
     "Departed",
     "Grow",

@@ -25,6 +25,8 @@ from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
 from hypercup.errors import LocalProtocolError, RemoteProtocolError
 from hypercup.events import Departed, JoinFailed, Left, Output, Send, TopologyChanged
 from hypercup.messages import (
+    Census,
+    CensusReply,
     ChangeRequest,
     Grow,
     JoinDone,
@@ -298,6 +300,11 @@ class NodeCore:
 
     def _deliver(self, sender: str, message: Message) -> None:
         state = self._state
+        if isinstance(message, Census | CensusReply):
+            # answered in any state and epoch: a parent waits for the answer
+            # (``hypercup._census``)
+            self._handle(sender, message)
+            return
         if isinstance(message, JoinRefused):
             if state is NodeState.JOINING:
                 self._state = NodeState.IDLE

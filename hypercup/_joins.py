@@ -17,13 +17,21 @@ each interested node along one path of FIFO links, in order, and tables stay con
 takes next to each other interleave. Every update is acknowledged, end to end through the relays;
 K then reports ``JoinDone`` to the anchor, and the anchor only grows the cube when no admitted join
 is in flight, so no message of the old epoch is on its way when the dimension changes.
+
+The prefix order is the joins' own: overlapping departures can break it (a doubled column below
+a split one), and a cube whose anchor's column is split is full only as far as the anchor can
+tell. So the anchor grows only after a census of its tree (``hypercup._census``) found no column
+doubled; the joins that wait go straight to the doubled columns it found (``_census_taken``:
+``SEARCH`` with ``bit`` -1, routed one dimension per hop), and one that finds its column split
+meanwhile retries from the anchor, as a search does.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from hypercup._core import Admitted, NodeCore, NodeState, PendingTake
+from hypercup._census import CensusTaking
+from hypercup._core import Admitted, NodeState, PendingTake
 from hypercup._neighbourhood import Neighbourhood, peers_from_wire
 from hypercup.errors import RemoteProtocolError
 from hypercup.events import Joined
@@ -40,10 +48,10 @@ from hypercup.messages import (
     UpdateAck,
     Welcome,
 )
-from hypercup.positions import adjacent, next_hop_position, top_bit
+from hypercup.positions import adjacent, hamming, next_hop_position, top_bit
 
 
-class Joins(NodeCore):
+class Joins(CensusTaking):
     def _on_welcome(self, message: Welcome) -> None:
         self._hood = Neighbourhood(
             node_id=self.node_id,
@@ -132,7 +140,12 @@ class Joins(NodeCore):
         while True:
             hood = self._member_hood()
             if walk.position not in hood.positions:
-                holder = hood.holder(walk.position)
+                hop = walk.position
+                if hop not in hood.holders:
+                    # a column the anchor's census found doubled: one dimension per hop
+                    nearest = min(hood.positions, key=lambda p: hamming(p, walk.position))
+                    hop = next_hop_position(nearest, walk.position)
+                holder = hood.holder(hop)
                 self._send(holder, hood.address_of(holder), walk)
                 return
             if walk.phase == ROUTE:
@@ -185,12 +198,11 @@ class Joins(NodeCore):
             self._refuse_old_incarnation(walk.newcomer, walk.newcomer_address)
             return None
         if full:
-            if self._admitted or self._changing_tables():
-                self._queued = [w for w in self._queued if w.newcomer != walk.newcomer]
-                self._queued.append(self._restart(walk))
-                return None
-            self._grow()
-            return self._restart(walk)
+            # it waits for the census and, if the cube is full indeed, the grow
+            self._queued = [w for w in self._queued if w.newcomer != walk.newcomer]
+            self._queued.append(self._restart(walk))
+            self._grow_when_ready()
+            return None
         self._admitted[walk.newcomer] = Admitted(walk.newcomer_incarnation)
         return replace(
             walk,
@@ -380,10 +392,58 @@ class Joins(NodeCore):
         self._grow_when_ready()
 
     def _grow_when_ready(self) -> None:
-        """Grows a full cube for the joins waiting here once no join is in flight and no take
-        or relay of this node is unfinished."""
-        if self._queued and not self._admitted and not self._changing_tables():
+        """Takes a census of a full cube for the joins waiting here (``hypercup._census``) once
+        no join is in flight, no take or relay of this node is unfinished, and no census is
+        under way or found the cube busy since the last tick."""
+        if (
+            self._queued
+            and not self._admitted
+            and not self._changing_tables()
+            and not self._census.paused
+            and not self._census.asked_by(self.node_id)
+        ):
+            self._start_census(len(self._queued))
+
+    def _census_taken(self, doubled: list[int], ready: bool, epoch: int) -> None:
+        """The anchor's census of ``epoch`` is in: the waiting joins go to the doubled columns
+        it found, one each; with none, the cube grows if nothing stood in the way; else the
+        census is taken again at the next tick. The cube may have changed meanwhile: the joins
+        that waited for a grow start over where it is no longer full."""
+        if self._state is not NodeState.MEMBER or epoch != self._epoch or not self._queued:
+            return
+        hood = self._member_hood()
+        anchor = self._anchor_position(hood)
+        full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
+        if anchor not in hood.positions or not full:
+            queued, self._queued = self._queued, []
+            for walk in queued:
+                self._restart_join(walk)
+            return
+        if self._admitted or self._changing_tables():
+            return  # asked again when they are done
+        columns = [column for column in doubled if column not in hood.positions]
+        if columns:
+            placed, self._queued = self._queued[: len(columns)], self._queued[len(columns) :]
+            for column, walk in zip(columns, placed, strict=False):
+                self._admitted[walk.newcomer] = Admitted(walk.newcomer_incarnation)
+                self._advance_join(
+                    replace(
+                        walk,
+                        phase=SEARCH,
+                        position=column,
+                        bit=-1,
+                        admitted=True,
+                        anchor=self.node_id,
+                        anchor_address=self.address,
+                    )
+                )
+            return
+        if ready and self._census_of_self(hood)[2]:
+            # (this node's own part again: a departure may have reached it while the census
+            # was out)
             self._grow()
+            return
+        self._census.paused = True
 
     def _grow(self) -> None:
         """At the anchor of a full cube with no join in flight: broadcast ``Grow``, then restart

@@ -170,8 +170,9 @@ class JoinWalk(_Validated):
 
     ``route``: toward the anchor position ``TOP - 1``, one dimension per hop. ``search``: a binary
     search from the anchor over the bits of the column, highest first (``bit`` is the next bit to
-    test; -1 when done). ``admitted`` once the anchor counted it as in flight; ``anchor`` is then
-    who to report to."""
+    test; -1 when done), or, for a walk the anchor of a full cube sent to a column its census
+    found doubled, straight to that column (``position``; ``bit`` -1), one dimension per hop.
+    ``admitted`` once the anchor counted it as in flight; ``anchor`` is then who to report to."""
 
     KIND: ClassVar[str] = "hypercup.join_walk"
     epoch: int
@@ -273,6 +274,56 @@ class Grow(_Validated):
     root: int
     resent: bool = False
     """Sent again to a node that missed it (``ChangeRequest``), outside the tree."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Census(_Validated):
+    """Down the tree of position ``root``, before the anchor of a full cube grows it: which
+    columns are doubled still, and may the cube grow? (A departure can leave a column below
+    the anchor's doubled while the anchor's is split; a grow then meets a super-peer holding
+    two positions.) Each receiver answers its parent (at ``address``) once its children have."""
+
+    KIND: ClassVar[str] = "hypercup.census"
+    epoch: int
+    origin: str
+    """The anchor that asked (with ``census``, the census's name)."""
+    census: int
+    root: int
+    address: str
+    """The sender's, for the answer (the receiver may be out of the cube by now)."""
+    wanted: int
+    """The joins waiting at the anchor: at most this many doubled columns are reported."""
+
+    def _validate(self) -> None:
+        _check_str(self, "origin", self.origin)
+        _check_int(self, "census", self.census, 1)
+        _check_int(self, "wanted", self.wanted, 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CensusReply(_Validated):
+    """Child -> parent: the lowest doubled columns in its subtree (at most ``wanted``), and
+    whether nothing else there stands in a grow's way (a super-peer in another epoch or out
+    of the cube, holding positions other than one or a doubled column, taking part in a take
+    or a departure, or with a neighbour failed and unrepaired; a child that did not answer)."""
+
+    KIND: ClassVar[str] = "hypercup.census_reply"
+    epoch: int
+    origin: str
+    census: int
+    doubled: tuple[int, ...]
+    ready: bool
+
+    def _validate(self) -> None:
+        _check_str(self, "origin", self.origin)
+        _check_int(self, "census", self.census, 1)
+        if not isinstance(self.doubled, list | tuple):
+            raise MessageError(f"CensusReply.doubled must be a list of columns: {self.doubled!r}")
+        for column in self.doubled:
+            _check_int(self, "doubled", column, 0)
+        _normalise(self, doubled=tuple(sorted(set(self.doubled))))
+        if not isinstance(self.ready, bool):
+            raise MessageError(f"CensusReply.ready must be a bool: {self.ready!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -460,6 +511,8 @@ Message = (
     | UpdateAck
     | JoinDone
     | Grow
+    | Census
+    | CensusReply
     | Shrink
     | LeaveWalk
     | Reclaim
@@ -480,6 +533,8 @@ MESSAGE_TYPES: Final[Mapping[str, type[Message]]] = {
         UpdateAck,
         JoinDone,
         Grow,
+        Census,
+        CensusReply,
         Shrink,
         ChangeRequest,
         LeaveWalk,

@@ -18,11 +18,15 @@ Its holder K hands the mirror ``TOP | k`` to A (``Welcome``, with the holders ar
 the base holders of the d - 1 neighbouring columns (``NeighbourUpdate``), each of which relays the
 update to the newcomer of its own column, if there is one. Every update is acknowledged, and K
 reports ``JoinDone`` to the anchor.
-Grow: when the anchor finds its own column split, the cube is full (``N = 2**d``). Once no admitted
-join is in flight it broadcasts ``Grow`` along its tree (N - 1 messages): every position ``x`` is
-mirrored into ``2**d | x``, physically nothing moves, every node now holds a doubled column, and
-waiting joins restart in the new cube. This is the worst case of a join, N - 1 messages, once every
-N/2 joins: amortised O(1).
+Grow: when the anchor finds its own column split, the cube is full (``N = 2**d``) as far as the
+anchor can tell. Once no admitted join is in flight it takes a census down its tree (``Census``,
+answered back up it: ``hypercup._census``), because overlapping departures can leave a column
+below the anchor's doubled (a search that passed over a failed column); the joins waiting go to
+the doubled columns it finds, one each. With none, and nothing else in a grow's way, it
+broadcasts ``Grow`` along its tree (N - 1 messages): every position ``x`` is mirrored into
+``2**d | x``, physically nothing moves, every node now holds a doubled column, and waiting joins
+restart in the new cube. This is the worst case of a join, 3(N - 1) messages (the census down
+and up, the grow), once every N/2 joins: amortised O(1).
 
 Leave (announced) or failure: a ``LeaveWalk`` carrying the departing node L's positions and peer
 table is routed to position 0 and searches up for the last split column ``x = k - 1``; any node can
@@ -51,8 +55,8 @@ Costs, with d the dimension (``ceil(log2 N)``, or ``log2 N + 1`` right after lea
 * leave: at most 2d - 1 walk hops, ``Reclaim``, ``ReturnTop``, ``Released``, and two
   announcements to at most 2d neighbours each: under 7d + 3 messages, changing at most 4d tables.
   A failure adds at most 2d lookups (a few hops and a reply each).
-* worst case: an operation that grows or shrinks the cube adds N - 1 messages and changes every
-  super-peer's table. Joins alone grow the cube once every N/2 joins (amortised O(1) per join);
+* worst case: an operation that grows the cube adds 3(N - 1) messages (its census and the
+  ``Grow``), one that shrinks it N - 1; either changes every super-peer's table. Joins alone grow the cube once every N/2 joins (amortised O(1) per join);
   joins and leaves alternating one for one never grow and shrink repeatedly. But the bound of two
   positions per node forces a full cube to grow on the next join and a cube of doubled columns to
   shrink on the next leave, so the adversarial sequence join, leave, leave, join, repeated around
@@ -147,6 +151,8 @@ from hypercup._neighbourhood import Neighbourhood
 from hypercup.errors import LocalProtocolError
 from hypercup.events import Joined, Left, Output
 from hypercup.messages import (
+    Census,
+    CensusReply,
     ChangeRequest,
     Grow,
     JoinDone,
@@ -263,6 +269,7 @@ class HypercupNode(Joins, Departures):
             if node_id not in hood.peers:
                 raise LocalProtocolError(f"{node_id} is not a neighbour of {self.node_id}")
             self._release_joins_waiting_on(node_id)
+            self._census_child_failed(node_id)
             if self._reclaiming == node_id:
                 # it died taking a departed node's place: its own repair hands on what it
                 # took, our mirror included
@@ -354,6 +361,8 @@ class HypercupNode(Joins, Departures):
             self._ask_lookups_again()
             self._expire_reclaiming()
             self._expire_repairers()
+            self._expire_censuses()
+            self._grow_when_ready()
 
         return self._run(action)
 
@@ -385,6 +394,10 @@ class HypercupNode(Joins, Departures):
                 self._on_reclaim(sender, message)
             case ReturnTop():
                 self._on_return_top(sender, message)
+            case Census():
+                self._on_census(sender, message)
+            case CensusReply():
+                self._on_census_reply(sender, message)
             case ChangeRequest():
                 self._on_change_request(sender, message)
             case Lookup():

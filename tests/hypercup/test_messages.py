@@ -7,6 +7,8 @@ import pytest
 
 from hypercup import (
     MESSAGE_TYPES,
+    Census,
+    CensusReply,
     ChangeRequest,
     Grow,
     JoinDone,
@@ -65,6 +67,8 @@ EXAMPLES: list[Message] = [
     Grow(epoch=3, dimension=4, root=7),
     Shrink(epoch=4, dimension=3, root=0, absent="z"),
     Grow(epoch=3, dimension=4, root=7, resent=True),
+    Census(epoch=3, origin="a", census=2, root=7, address="a.sim:4000", wanted=3),
+    CensusReply(epoch=3, origin="a", census=2, doubled=(1, 4), ready=False),
     Shrink(epoch=4, dimension=3, root=0, absent="z", resent=True),
     ChangeRequest(since=2, address="n.sim:4000"),
     LeaveWalk(
@@ -195,6 +199,26 @@ def test_messages_are_frozen_and_normalised() -> None:
         ),
         (lambda: replace(ROUTED, phase="search"), "only an admitted walk searches"),
         (lambda: replace(ROUTED, phase="fly"), "phase must be one of"),
+        (
+            lambda: Census(epoch=1, origin="a", census=0, root=1, address="a:1", wanted=1),
+            "Census.census must be an int >= 1",
+        ),
+        (
+            lambda: Census(epoch=1, origin="a", census=1, root=1, address="a:1", wanted=0),
+            "Census.wanted must be an int >= 1",
+        ),
+        (
+            lambda: CensusReply(epoch=1, origin="", census=1, doubled=(), ready=True),
+            "CensusReply.origin must be a non-empty string",
+        ),
+        (
+            lambda: CensusReply(epoch=1, origin="a", census=1, doubled=(-1,), ready=True),
+            "CensusReply.doubled must be an int >= 0",
+        ),
+        (
+            lambda: CensusReply(epoch=1, origin="a", census=1, doubled=3, ready=True),
+            "CensusReply.doubled must be a list of columns",
+        ),
     ],
 )
 def test_malformed_messages_are_refused(build, message: str) -> None:

@@ -100,6 +100,10 @@ def test_joins_and_leaves_cost_O_log_N_and_a_grow_or_shrink_N_minus_1() -> None:
         grow = kinds.pop("hypercup.grow", 0)
         assert grow in (0, n - 1)
         assert grow == (n - 1 if n & (n - 1) == 0 and n > 1 else 0)
+        # the census before a grow: down the tree and back, N - 1 messages each way
+        assert kinds.pop("hypercup.census", 0) == grow
+        assert kinds.pop("hypercup.census_reply", 0) == grow
+        grow *= 3
         d = ceil_log2(n + 1)
         assert messages - grow <= 6 * d + 3
     choices = random.Random(8)

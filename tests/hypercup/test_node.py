@@ -6,6 +6,8 @@ from dataclasses import replace
 import pytest
 
 from hypercup import (
+    Census,
+    CensusReply,
     ChangeRequest,
     Grow,
     HypercupNode,
@@ -34,7 +36,7 @@ from hypercup import (
 )
 from hypercup._core import Admitted
 from hypercup._departures import DEFERRED_TICKS
-from hypercup._neighbourhood import Peer
+from hypercup._neighbourhood import KnowledgeError, Peer
 from hypercup.events import Departed
 from hypercup.node import STALE_TICKS
 from hypercup.testing import Network, address_of
@@ -258,11 +260,15 @@ def messages(outputs: list, to: str) -> list:
 
 
 def c_joining() -> tuple[HypercupNode, HypercupNode, Grow, JoinWalk]:
-    """A cube of two (a, b), full: c asks a to join; a grows it and sends the walk on to the new
-    anchor, b. Returns a, b, the Grow and the walk, both on their way to b."""
+    """A cube of two (a, b), full: c asks a to join; a takes its census (b holds one position),
+    grows the cube and sends the walk on to the new anchor, b. Returns a, b, the Grow and the
+    walk, both on their way to b."""
     a, b = pair()
     (request,) = node("c").join_via("a", address_of("a"))
-    grow, walk = messages(a.receive("c", request.message), "b")
+    (census,) = messages(a.receive("c", request.message), "b")
+    (reply,) = messages(b.receive("a", census), "a")
+    assert reply == CensusReply(epoch=1, origin="a", census=1, doubled=(), ready=True)
+    grow, walk = messages(a.receive("b", reply), "b")
     return a, b, grow, walk
 
 
@@ -474,20 +480,42 @@ def test_an_admitted_join_whose_walk_was_lost_is_forgotten_after_some_ticks() ->
     assert not b.busy()
 
 
-def test_knowledge_that_does_not_fit_together_at_a_tick_breaks_the_node_not_its_runtime() -> None:
-    """A tick that finds the node's own knowledge contradicting itself (an admitted join given
-    up lets a queued one grow a cube whose table is not full: a replay of the chaos schedule
-    in the simulator) breaks the node as a message breaking the protocol does, and says so as
-    a ``HypercupError``: a ``ValueError`` out of ``tick`` used to end the daemon's timer."""
+def test_a_queued_join_freed_by_a_lost_walk_finds_the_cube_not_full_and_goes_on() -> None:
+    """An admitted join given up lets a queued one go on in a cube that is not full (a replay
+    of the chaos schedule in the simulator): it used to grow it there and break the anchor.
+    The anchor takes its census first, finds its own column doubled, and starts the queued
+    walk over: it searches, as any walk in a cube that is not full, for the lowest doubled
+    column (a's)."""
     _, b, grow, walk = c_joining()
     b.receive("a", grow)
     (lost,) = messages(b.receive("a", walk), "a")  # admitted by b; lost on its way to a
     b._queued.append(replace(lost, newcomer="d", newcomer_address=address_of("d")))
     for _ in range(STALE_TICKS - 1):
-        b.tick()
-    with pytest.raises(RemoteProtocolError, match="a full cube grows"):
-        b.tick()
-    assert b.state is NodeState.BROKEN
+        assert messages(b.tick(), "a") == []
+    (census,) = messages(b.tick(), "a")
+    assert isinstance(census, Census) and b.state is NodeState.MEMBER
+    reply = CensusReply(epoch=b.epoch, origin="b", census=census.census, doubled=(), ready=True)
+    (search,) = messages(b.receive("a", reply), "a")
+    assert isinstance(search, JoinWalk) and search.newcomer == "d" and search.position == 0
+    assert not b._queued and b.state is NodeState.MEMBER
+
+
+def test_knowledge_that_does_not_fit_together_at_a_tick_breaks_the_node_not_its_runtime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tick that finds the node's own knowledge contradicting itself (a ``KnowledgeError``
+    raised by what a tick does: once, a grow of a cube whose table was not full, which the
+    census now prevents) breaks the node as a message breaking the protocol does, and says so
+    as a ``HypercupError``: a ``ValueError`` out of ``tick`` used to end the daemon's timer."""
+    a, _ = pair()
+
+    def contradiction() -> None:
+        raise KnowledgeError("a: position 1 is claimed by both b and x")
+
+    monkeypatch.setattr(a, "_expire_censuses", contradiction)
+    with pytest.raises(RemoteProtocolError, match="claimed by both"):
+        a.tick()
+    assert a.state is NodeState.BROKEN
 
 
 def test_the_welcome_names_the_incarnation_that_asked_to_join() -> None:
@@ -497,7 +525,8 @@ def test_the_welcome_names_the_incarnation_that_asked_to_join() -> None:
     before (chaos seed 43)."""
     a, b = pair()
     (request,) = node("c").join_via("a", address_of("a"))
-    grow, walk = messages(a.receive("c", replace(request.message, incarnation=5)), "b")
+    (census,) = messages(a.receive("c", replace(request.message, incarnation=5)), "b")
+    grow, walk = messages(a.receive("b", *messages(b.receive("a", census), "a")), "b")
     b.receive("a", grow)
     (walk,) = messages(b.receive("a", walk), "a")
     assert walk.newcomer_incarnation == 5
