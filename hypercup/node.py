@@ -56,10 +56,11 @@ Costs, with d the dimension (``ceil(log2 N)``, or ``log2 N + 1`` right after lea
   announcements to at most 2d neighbours each: under 7d + 3 messages, changing at most 4d tables.
   A failure adds at most 2d lookups (a few hops and a reply each).
 * worst case: an operation that grows the cube adds 3(N - 1) messages (its census and the
-  ``Grow``), one that shrinks it N - 1; either changes every super-peer's table. Joins alone grow the cube once every N/2 joins (amortised O(1) per join);
-  joins and leaves alternating one for one never grow and shrink repeatedly. But the bound of two
-  positions per node forces a full cube to grow on the next join and a cube of doubled columns to
-  shrink on the next leave, so the adversarial sequence join, leave, leave, join, repeated around
+  ``Grow``), one that shrinks it N - 1; either changes every super-peer's table. Joins alone
+  grow the cube once every N/2 joins (amortised O(1) per join); joins and leaves alternating
+  one for one never grow and shrink repeatedly. But the bound of two positions per node forces
+  a full cube to grow on the next join and a cube of doubled columns to shrink on the next
+  leave, so the adversarial sequence join, leave, leave, join, repeated around
   N = 2**m, pays a grow and a shrink every four operations.
 
 Bound on positions: every node always holds one position or two (a doubled column), after any
@@ -348,7 +349,9 @@ class HypercupNode(Joins, Departures):
         (its newcomer asks again, through another contact): it is forgotten, so that the cube
         can grow again. A departure waiting for a failed neighbour's replacement is dropped
         after ``DEFERRED_TICKS`` (``Departures._expire_deferred``), and a repair's lookups not
-        all answered by then are sent again (``Departures._ask_lookups_again``)."""
+        all answered by then are sent again (``Departures._ask_lookups_again``). A census whose
+        answers are ``CENSUS_TICKS`` late is answered as not ready, and the anchor of a full
+        cube whose joins wait takes one again (``hypercup._census``)."""
 
         def action() -> None:
             if self._state is not NodeState.MEMBER:

@@ -21,15 +21,7 @@ from hypercup import (
 from hypercup._census import CENSUS_TICKS
 from hypercup._neighbourhood import Neighbourhood, Peer
 from hypercup.testing import Network, address_of
-
-
-def full_cube(size: int, seed: int = 1) -> Network:
-    network = Network(seed=seed)
-    network.create("n0")
-    for i in range(1, size):
-        network.join(f"n{i}")
-    network.check()
-    return network
+from tests.hypercup.test_node import cube
 
 
 def pass_over(network: Network, gone_position: int, to_position: int) -> tuple[str, str]:
@@ -59,7 +51,7 @@ def pass_over(network: Network, gone_position: int, to_position: int) -> tuple[s
 
 
 def test_a_doubled_column_below_a_split_anchor_takes_the_join_and_the_cube_does_not_grow() -> None:
-    network = full_cube(8)
+    network = cube(8)
     dimension = network.topology().dimension
     _, keeper = pass_over(network, gone_position=5, to_position=1)
     stats = network.join("newcomer")
@@ -72,7 +64,7 @@ def test_a_doubled_column_below_a_split_anchor_takes_the_join_and_the_cube_does_
 
 
 def test_several_doubled_columns_take_the_joins_waiting_one_each_then_the_cube_grows() -> None:
-    network = full_cube(16, seed=3)
+    network = cube(16)
     pass_over(network, gone_position=9, to_position=1)
     pass_over(network, gone_position=12, to_position=4)
     stats = network.join_concurrently(["x", "y", "z"])
@@ -102,7 +94,7 @@ def test_a_census_a_child_never_answers_is_given_up_and_taken_again_at_a_later_t
     """A child that does not answer (its link cut) holds no grow for ever: after
     ``CENSUS_TICKS`` its parent answers with what it has, as not ready, and the anchor asks
     again at its next tick."""
-    network = full_cube(4)
+    network = cube(4)
     anchor_id, outputs = waiting_join(network)
     anchor = network.node(anchor_id)
     assert len(sends(outputs, Census)) == 2, "one to each child in the anchor's tree of 4"
@@ -114,7 +106,7 @@ def test_a_census_a_child_never_answers_is_given_up_and_taken_again_at_a_later_t
 
 
 def test_a_child_that_fails_counts_as_not_ready_and_no_grow_follows() -> None:
-    network = full_cube(4)
+    network = cube(4)
     anchor_id, outputs = waiting_join(network)
     anchor = network.node(anchor_id)
     (census,) = {s.message for s in sends(outputs, Census)}
@@ -131,7 +123,7 @@ def test_a_child_that_fails_counts_as_not_ready_and_no_grow_follows() -> None:
 def test_a_census_reaching_a_node_out_of_the_cube_or_of_another_epoch_is_answered_not_ready() -> (
     None
 ):
-    network = full_cube(4)
+    network = cube(4)
     member = network.node("n1")
     census = Census(
         epoch=member.epoch + 1, origin="a", census=1, root=0, address=address_of("a"), wanted=1
@@ -145,7 +137,7 @@ def test_a_census_reaching_a_node_out_of_the_cube_or_of_another_epoch_is_answere
 
 @pytest.mark.parametrize("size", [2, 3, 4, 7, 8, 9, 16, 17, 33])
 def test_joins_from_a_cube_of_any_size_cost_a_census_per_grow_and_keep_the_shape(size: int) -> None:
-    network = full_cube(size, seed=size)
+    network = cube(size)
     for i in range(size, 2 * size + 1):
         stats = network.join(f"m{i}")
         grows = stats.kinds.get("hypercup.grow", 0)
