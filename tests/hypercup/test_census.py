@@ -8,6 +8,8 @@ column, took the cube for full and grew it: every super-peer holding a doubled c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hypercup import (
@@ -15,6 +17,7 @@ from hypercup import (
     CensusReply,
     Grow,
     JoinRequest,
+    Lookup,
     NodeState,
     Send,
 )
@@ -143,3 +146,24 @@ def test_joins_from_a_cube_of_any_size_cost_a_census_per_grow_and_keep_the_shape
         grows = stats.kinds.get("hypercup.grow", 0)
         assert stats.kinds.get("hypercup.census", 0) == grows
         network.check()
+
+
+def test_a_stray_message_of_a_later_epoch_held_back_does_not_stand_in_a_grows_way() -> None:
+    """A ``Lookup`` of a cube gone by, from a later epoch, is held back for good: counted as
+    standing in a grow's way, a cube of sixteen did not grow for sixteen joins until the
+    watchdog (32 super-peers, seed 18, a cut alone)."""
+    network = cube(4)
+    anchor_id, outputs = waiting_join(network)
+    (census,) = {s.message for s in sends(outputs, Census)}
+    leaf = next(s.to for s in sends(outputs, Census) if not sends(
+        network.node(s.to).receive(anchor_id, census), Census
+    ))  # fmt: skip
+    member = network.node(leaf)
+    stray = Lookup(
+        epoch=member.epoch + 3, target=0, avoid="gone", requester="gone",
+        requester_address=address_of("gone"),
+    )  # fmt: skip
+    assert member.receive("gone", stray) == [] and member.busy(), "held back"
+    again = replace(census, census=census.census + 1)
+    (answer,) = [s.message for s in sends(member.receive(anchor_id, again), CensusReply)]
+    assert answer.ready
