@@ -173,15 +173,24 @@ class CensusTaking(NodeCore):
         self._ask_children(key, wait, list(dict.fromkeys(view.children(message.root))), forwarded)
 
     def _answer(self, to: str, message: Census, doubled: list[int], ready: bool) -> None:
-        self._census.answered.append((message.origin, message.census))
+        key = (message.origin, message.census)
+        self._census.answered.append(key)
+        self._reply(to, message.address, key, epoch=message.epoch, doubled=doubled, ready=ready)
+
+    def _reply(
+        self,
+        to: str,
+        address: str,
+        key: tuple[str, int],
+        *,
+        epoch: int,
+        doubled: list[int],
+        ready: bool,
+    ) -> None:
         reply = CensusReply(
-            epoch=message.epoch,
-            origin=message.origin,
-            census=message.census,
-            doubled=tuple(doubled),
-            ready=ready,
+            epoch=epoch, origin=key[0], census=key[1], doubled=tuple(doubled), ready=ready
         )
-        self._send(to, message.address, reply)
+        self._send(to, address, reply)
 
     def _on_census_reply(self, sender: str, message: CensusReply) -> None:
         """An answer for no census waiting here (given up at a tick, or this node's earlier
@@ -202,14 +211,14 @@ class CensusTaking(NodeCore):
         if wait.parent is None:
             self._census_taken(wait.doubled, wait.ready, wait.epoch)
             return
-        reply = CensusReply(
+        self._reply(
+            wait.parent,
+            wait.parent_address,
+            key,
             epoch=wait.epoch,
-            origin=key[0],
-            census=key[1],
-            doubled=tuple(wait.doubled),
+            doubled=wait.doubled,
             ready=wait.ready,
         )
-        self._send(wait.parent, wait.parent_address, reply)
 
     def _census_child_failed(self, failed: str) -> None:
         """A failed child answers nothing: it counts as standing in a grow's way."""

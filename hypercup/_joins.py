@@ -118,6 +118,12 @@ class Joins(CensusTaking):
         self._advance_join(walk if walk.epoch == self._epoch else self._restart(walk))
 
     @staticmethod
+    def _full(hood: Neighbourhood) -> bool:
+        """Whether the cube is full as far as its anchor can tell: the anchor's own column, the
+        last that joins split, is split (a census tells the rest: ``hypercup._census``)."""
+        return hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
+
+    @staticmethod
     def _anchor_position(hood: Neighbourhood) -> int:
         return 0 if hood.dimension == 0 else top_bit(hood.dimension) - 1
 
@@ -191,7 +197,7 @@ class Joins(CensusTaking):
         if self._duplicate(walk):
             return None
         self._admitted.pop(walk.newcomer, None)
-        full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
+        full = self._full(hood)
         if full and walk.newcomer in hood.peers:
             # its old incarnation holds a place next to the anchor still (a repair not done
             # yet): a grow now would cross that repair, and count the place as taken
@@ -413,7 +419,7 @@ class Joins(CensusTaking):
             return
         hood = self._member_hood()
         anchor = self._anchor_position(hood)
-        full = hood.dimension == 0 or top_bit(hood.dimension) * 2 - 1 not in hood.positions
+        full = self._full(hood)
         if anchor not in hood.positions or not full:
             queued, self._queued = self._queued, []
             for walk in queued:
