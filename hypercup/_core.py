@@ -146,6 +146,8 @@ class NodeCore:
         """Neighbours the runtime reported failed and still in this node's table, with the
         incarnation and last-heard time it gave (for their ``Departed`` if this node ends up
         the last one standing: ``Departures._stand_alone``)."""
+        self._restarted: set[str] = set()
+        """Failed neighbours the runtime saw alive as a later incarnation (out of the cube)."""
         self._reclaiming: str | None = None
         """The newcomer this base holder sent a ``Reclaim`` (it takes a departing node's place
         and gives our mirror back with ``ReturnTop``): other departures wait until it has,
@@ -235,6 +237,7 @@ class NodeCore:
             peers = self._hood.peers
             self._repairs_started = {n: k for n, k in self._repairs_started.items() if n in peers}
             self._failed = {n: f for n, f in self._failed.items() if n in peers}
+            self._restarted &= set(self._failed)
         after = self._snapshot()
         if after is not None and after != before:
             assert self._hood is not None

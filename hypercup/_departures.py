@@ -905,12 +905,19 @@ class Departures(NodeCore):
     def _last_one_standing(self) -> bool:
         """Whether every other position of the cube is held, as far as this node knows, by a
         neighbour the runtime reported failed (a small cube cut apart, or two failures that
-        overlap in it): no repair can finish, since each one waits on a failed node (a lookup
-        routed through it, a ``Reclaim`` sent to it), and one departure at a time would leave
-        this node wedged until the runtime's watchdog gives up on it."""
+        overlap in it), or every neighbour was reported failed and seen restarted since (each
+        is out of this cube: a member the others' watchdogs left behind, which every rejoining
+        super-peer asked in vain, chaos replays at 16 super-peers): no repair can finish, since
+        each one waits on a failed node (a lookup routed through it, a ``Reclaim`` sent to it),
+        and one departure at a time would leave this node wedged until the runtime's watchdog
+        gives up on it. (Every neighbour failed but not all restarted is not enough: standing
+        alone whenever a member's neighbours fail at once made more cubes to merge, and
+        more heals over 30 s, in the same replays.)"""
         hood = self._member_hood()
         if not hood.peers or not set(hood.peers) <= set(self._failed):
             return False
+        if set(hood.peers) <= self._restarted:
+            return True
         known = set(hood.positions).union(*(peer.positions for peer in hood.peers.values()))
         return known >= set(range(1 << hood.dimension))
 

@@ -113,8 +113,12 @@ link); nothing else is assumed about timing.
   ``LeaveWalk`` of the node whose place it repairs already, so that place is taken once.
 * The last one standing. A member whose every neighbour was reported failed, and whose
   neighbours held every other position of the cube as far as it knows (a small cube cut apart,
-  or two failures overlapping in it), cannot finish any repair: each waits on a failed node (a
-  lookup routed through one, a ``Reclaim`` sent to one). It takes the cube alone at once:
+  or two failures overlapping in it), or whose every neighbour the runtime has seen alive as a
+  later incarnation since (``restarted``: each rejoins, out of this cube; after a heal whose
+  repairs wedged, the watchdog rejoins every member but one, which the others then wait on),
+  cannot finish any repair: each waits on a failed node (a lookup routed through one, a
+  ``Reclaim`` sent to one), and every message it sends goes to one. It takes the cube alone
+  at once:
   position 0 of dimension 0, in a new epoch (what the old cube still has in flight is dropped
   or refused), what it was in the middle of dropped, and a ``Departed`` for each of them.
 * Overlapping failures (two neighbours crashing at once, a failure during a departure): nothing
@@ -254,7 +258,13 @@ class HypercupNode(Joins, Departures):
         return self._run(action)
 
     def neighbour_failed(
-        self, node_id: str, *, fallback: int = 0, incarnation: int = 0, last_heard: float = 0.0
+        self,
+        node_id: str,
+        *,
+        fallback: int = 0,
+        incarnation: int = 0,
+        last_heard: float = 0.0,
+        restarted: bool = False,
     ) -> list[Output]:
         """The runtime saw neighbour ``node_id`` (one of ``view().neighbours()``) stop answering.
         Only the neighbour designated in the module docstring repairs; for the others this changes
@@ -263,7 +273,9 @@ class HypercupNode(Joins, Departures):
         later asks again with ``fallback`` k, and the holders of the next k positions around the
         failed node's (in the same order) repair too. ``incarnation``: the failed node's, as the
         runtime knows it (0: not known), and ``last_heard``, when the runtime last heard from
-        it (in its own terms, opaque here), for the ``Departed`` of whoever takes its place."""
+        it (in its own terms, opaque here), for the ``Departed`` of whoever takes its place.
+        ``restarted``: the runtime has heard from a later incarnation of ``node_id`` (it is
+        alive, and out of this cube: "The last one standing")."""
 
         def action() -> None:
             hood = self._member_hood("neighbour_failed")
@@ -276,6 +288,8 @@ class HypercupNode(Joins, Departures):
                 # took, our mirror included
                 self._reclaiming = None
             self._failed[node_id] = (incarnation, last_heard)
+            if restarted:
+                self._restarted.add(node_id)
             if self._last_one_standing():
                 # whatever it was waiting for (a repair's lookups, another departure's steps)
                 # can only come from a failed node

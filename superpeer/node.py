@@ -1159,6 +1159,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 fallback=fallback,
                 incarnation=incarnation,
                 last_heard=self._heard_clock.get(node, 0.0),
+                restarted=self.incarnations.get(node, 0) > incarnation,
             )
             self._topology(failed, now, out)
         except LocalProtocolError as error:

@@ -595,6 +595,31 @@ def test_a_member_with_a_live_neighbour_does_not_stand_alone() -> None:
     assert survivor.view().dimension == 2
 
 
+@pytest.mark.parametrize("all_restarted", [True, False])
+def test_a_member_whose_every_neighbour_restarted_stands_alone(all_restarted: bool) -> None:
+    """(Issue 33) a heal whose repairs wedged: the watchdog rejoined every member but one, whose
+    every neighbour is a later incarnation now, out of the cube. It cannot repair anything
+    (every message it sends goes to a failed neighbour) and refused the rejoining super-peers
+    for the watchdog's 30 s more (chaos replays, 16 super-peers, seed 6). Seen restarted, each
+    of them counts as out of the cube: the member takes it alone, and they can join it. With
+    one neighbour only failed (it may be repaired by others), it waits as before."""
+    network = cube(16)
+    topology = network.check()
+    survivor = network.node(topology.holder(5))
+    neighbours = sorted(topology.neighbours(survivor.node_id))
+    departed: list[Departed] = []
+    for n, failed in enumerate(neighbours):
+        restarted = all_restarted or n > 0
+        with contextlib.suppress(LocalProtocolError):  # busy with the first repair
+            outputs = survivor.neighbour_failed(failed, fallback=3, restarted=restarted)
+            departed += [o for o in outputs if isinstance(o, Departed)]
+    if all_restarted:
+        assert sorted(d.node for d in departed) == neighbours
+        assert survivor.view().dimension == 0 and not survivor.busy()
+    else:
+        assert departed == [] and survivor.view().dimension == 4
+
+
 @pytest.mark.parametrize("kind", ["grow", "shrink"])
 def test_a_change_of_dimension_from_a_cube_of_another_size_is_the_senders_error(kind) -> None:
     """(Issue 33) two cubes whose epochs happen to match (the sides of a healed cut, one that

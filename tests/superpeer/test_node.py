@@ -382,6 +382,24 @@ def test_a_link_welcomed_by_a_newer_incarnation_is_a_restart_and_its_acks_no_sig
     assert suspected in node.waiting_for(), "not a sign of life of the incarnation that died"
 
 
+def test_a_member_whose_every_neighbour_restarted_takes_the_cube_alone():
+    """(Issue 33) the watchdog rejoined every member around this one: each of its neighbours
+    is a later incarnation now, out of the cube, and every rejoining super-peer asked it in
+    vain for the watchdog's 30 s more (16-super-peer chaos replays). Seen restarted, they
+    count as out of the cube (``HypercupNode.neighbour_failed(restarted=True)``): it takes
+    the cube alone at once, and they can join it."""
+    simulation = Simulation(8)
+    node = simulation.nodes["sp0"]
+    assert node.core is not None
+    neighbours = sorted(node.core.view.neighbours())
+    assert len(neighbours) == 3, "a cube of 8: the neighbours hold 4 of its positions"
+    now = simulation.now
+    for n, neighbour in enumerate(neighbours):
+        node.superpeer_welcomed(neighbour, simulation.nodes[neighbour].incarnation + 1, now)
+        assert node.topology.view().dimension == (3 if n < len(neighbours) - 1 else 0)
+    assert not node.topology.busy()
+
+
 def test_a_node_not_started_answers_no_super_peer():
     """Before ``start`` a restarting process has no incarnation: whatever it answered would
     say incarnation 0, which members drop as replaced (a handover asked of it went back and
