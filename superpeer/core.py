@@ -59,6 +59,14 @@ break*, so that no route is missing while the new ones are built:
   member announces a newer one), and the subscriptions travelling toward it are narrowed at once.
   The departed incarnation is remembered: its elements, still spread on new edges by members
   that have not heard yet, are refused.
+* An origin that crashed for good while the cube was rebuilt by rejoins (every repair wedged,
+  and the watchdogs rejoined the members one by one) is named in no ``Departed``. Two rules keep
+  its elements from living on: a super-peer alone in its cube (dimension 0: it stood alone, or
+  its cube shrank to it) forgets every other origin, as departed; and what a super-peer that is
+  no neighbour sends (advertisements included) is held ``settle_seconds``, taken if the sender
+  enters the view by then (a ``Welcome`` racing a member's first messages), else dropped: one
+  relayed from a cube its sender has left since would reach the next cube after the sender
+  itself forgot the origin.
 * A broadcast (``sp.departed``, ``sp.returned``) relayed on a view about to change misses the
   subtree the new view gives the relay: each node keeps the broadcasts of the last
   ``settle_seconds`` and sends them on the edges a change adds to their trees (repeats dropped).
@@ -829,11 +837,11 @@ class SuperPeerCore:
             self._departed(sender, message, now, out)
         elif isinstance(message, m.Returned | m.Merge | m.Reconnected):
             self._relay(sender, message, now, out)
-        elif isinstance(message, m.Elements):
-            self._elements(sender, message, now, out)
         elif not known:
             self._early.append((sender, message, received, now + self.config.settle_seconds))
             self._schedule_settle(now)
+        elif isinstance(message, m.Elements):
+            self._elements(sender, message, now, out)
         elif isinstance(message, m.Forward):
             self._forwarded(sender, message, now, out)
         elif isinstance(message, m.Retract):
@@ -1124,6 +1132,11 @@ class SuperPeerCore:
         settle = now + self.config.settle_seconds
         self._recent.append((old, settle))
         self.view = view
+        if view.dimension == 0:
+            # alone in a cube: every other origin is out of it, its departure announced here
+            # or not (see "When the cube changes")
+            for origin in sorted(set(self.origin_versions) - {self.node_id}):
+                self.forget_origin(origin, 0, now, out)
         for departed in sorted(old.neighbours() - view.neighbours()):
             self._ghosts[departed] = settle
             self._lookups_lost(departed, now, out)

@@ -484,7 +484,11 @@ HEAL_BOUND = 30.0
         "partition_counterexample_adoption_across_cut.json",
         # the lost-for-good property under xdist (stop 56; its examples draw on the constants
         # of the modules loaded): sp1 rejoined with handovers pending, planned a moved peer's
-        # catch-up while joining, due at once, and its timer fired at that instant for ever
+        # catch-up while joining, due at once, and its timer fired at that instant for ever.
+        # With the restarted rule of hypercup (stop 65), sp0 crashed for good while the cube
+        # was rebuilt by rejoins (no Departed ever named it), and sp3, cut off alone with a
+        # stale view, relayed its elements to sp7, which was no neighbour of it: sp7 alone held
+        # them for good (``test_stale_advertisements``)
         "partition_counterexample_catchup_planned_while_joining.json",
         # (random examples, hypothesis seed 632, stop 63) sp1, cut off alone, sent sp6 a
         # handover a moment before the heal; the simulator let that frame through on the link
