@@ -465,8 +465,14 @@ class Simulation:
         successor = node.successor(self._clock(node_id))
         self._execute(node_id, node.leave(self._clock(node_id)))
         self.run_until_quiet()
-        if successor is not None:
+        if successor in self.nodes:
             for step in self.planner.after_leave(index, self.ids.index(successor)):
+                self._connect(step)
+        elif successor is not None:
+            # it named one that crashed for good, unrepaired yet in its view: as the peer
+            # daemon does, its peers find the successor unreachable and go on down their
+            # lists of super-peers (a move, as when their access point fails)
+            for step in self.planner.after_failure(index):
                 self._connect(step)
 
     def _superpeer_fail(self, index: int) -> None:
