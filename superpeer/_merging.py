@@ -48,7 +48,9 @@ rules:
   (``Heartbeat.positions``); a member that is not the sender's neighbour in its own view, whose
   table gives one of those positions to another neighbour, alive and not suspected, for
   ``failure_seconds`` on end while its own protocol is idle, answers ``Evicted`` (naming the
-  holder); the stale member, evicted by a neighbour of its own view, rejoins. Likewise when
+  holder, unless the holder's own heartbeat of the last ``failure_seconds`` no longer claims
+  it: it handed the place over and the update has not come yet); the stale member, evicted by
+  a neighbour of its own view, rejoins. Likewise when
   none of those positions is next to one the receiver holds: the sender's table gives it a
   place it holds no more (it moved on, say rejoined elsewhere, while the departure walk that
   gave the sender its own place carried the older table), and the sender, hearing from it,
@@ -123,6 +125,8 @@ class Merges(NodeBase):
         lags (it missed a change of dimension) judges no other cube by its stale identity."""
         if self.core is None:
             return
+        if heartbeat.positions and self._is_neighbour(sender):
+            self._neighbour_claims[sender] = (frozenset(heartbeat.positions), now)
         if not heartbeat.root:
             if heartbeat.positions and not self._is_neighbour(sender) and self.cube_identity():
                 self._check_claim(sender, incarnation, heartbeat.positions, now, out)
@@ -170,7 +174,9 @@ class Merges(NodeBase):
             {
                 table[p]
                 for p in claimed
-                if table.get(p, sender) != sender and table[p] not in self._suspected
+                if table.get(p, sender) != sender
+                and table[p] not in self._suspected
+                and self._still_claims(table[p], p, now)
             }
         )
         beside = any(_adjacent(p, q) for p in claimed for q in view.positions)
@@ -197,6 +203,17 @@ class Merges(NodeBase):
             else f"{self.node_id} holds {sorted(view.positions)}, next to none of {list(claimed)}"
         )
         self._evict(sender, incarnation, now, out, reason=reason)
+
+    def _still_claims(self, holder: str, position: int, now: float) -> bool:
+        """Whether ``holder``, which this node's table gives ``position``, may still hold it:
+        not if its own heartbeat of the last ``failure_seconds`` claims other positions only.
+        It handed that place over, and the update saying so has not reached this node (a take
+        waiting on the acks of a member that was evicted meanwhile: 16 super-peers, seed 8,
+        where the newcomer holding it was evicted and refused everywhere as still a member)."""
+        heard = self._neighbour_claims.get(holder)
+        if heard is None or now - heard[1] > self.config.failure_seconds:
+            return True
+        return position in heard[0]
 
     # == meetings ===================================================================================
     def _evict(

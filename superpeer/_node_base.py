@@ -381,6 +381,10 @@ class NodeBase:
         """Members whose heartbeats claim a place this node's table gives to another live
         neighbour: the incarnation that claims it, and since when (``superpeer._merging``,
         "Stale holders")."""
+        self._neighbour_claims: dict[str, tuple[frozenset[int], float]] = {}
+        """Per neighbour, the positions its last heartbeat claimed, and when: a holder that
+        claims a place no more is not taken for its holder (``superpeer._merging``, "Stale
+        holders")."""
         self._merging: tuple[float, list[tuple[str, str]], str, tuple[int, str]] | None = None
         """This node's cube is the weaker of two that met: when to rejoin, through whom, the
         root of the cube it leaves, and the identity of the one it joins."""

@@ -1248,6 +1248,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._last_heard.clear()
         self._suspected.clear()
         self._stale_claims.clear()
+        self._neighbour_claims.clear()
         self._neighbour_incarnations.clear()  # the next cube's neighbours are new acquaintances
         self._busy_since = None
         self._lagging_since = None

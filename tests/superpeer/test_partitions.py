@@ -13,7 +13,7 @@ from hypercup import NeighbourUpdate
 from hypercup.errors import RemoteProtocolError
 from superpeer.actions import Stopped
 from superpeer.core import broadcast_key
-from superpeer.node import NodeConfig
+from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
 from tests.superpeer.invariants import check_routing
 from tests.superpeer.oracle import expected_deliveries
@@ -396,6 +396,21 @@ def test_a_node_evicted_a_moment_after_its_welcome_keeps_its_contacts():
     assert len(cubes) == 1 and set(next(iter(cubes.values()))) == set(simulation.nodes)
 
 
+def a_claim_across_the_cube() -> tuple[Simulation, SuperPeerNode, int, str, str]:
+    """A quiet cube of 8; sp0, a position its table gives to a neighbour (the holder), and a
+    member that is no neighbour of sp0 (to claim that position)."""
+    simulation = Simulation(8, seed=1)
+    simulation.run_until_quiet()
+    receiver = simulation.nodes["sp0"]
+    position, holder = min(receiver.topology.view().table.items())
+    claimer = next(
+        k
+        for k in sorted(simulation.nodes)
+        if k not in (receiver.node_id, holder) and not receiver.topology.is_neighbour(k)
+    )
+    return simulation, receiver, position, holder, claimer
+
+
 @pytest.mark.parametrize("kind", ["taken", "beside-none", "taken-rootless", "taken-reborn"])
 def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and_rejoins(kind):
     """Two overlapping repairs can leave a member holding a place the cube gave to another,
@@ -411,16 +426,7 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
     neighbour, and its earlier incarnation's claims say nothing of it (a kill and a leave
     together, 9 super-peers: the new process evicted a moment after its welcome, again and
     again, for a minute)."""
-    simulation = Simulation(8, seed=1)
-    simulation.run_until_quiet()
-    receiver = simulation.nodes["sp0"]
-    view = receiver.topology.view()
-    position, holder = min(view.table.items())
-    claimer = next(
-        k
-        for k in sorted(simulation.nodes)
-        if k not in (receiver.node_id, holder) and not receiver.topology.is_neighbour(k)
-    )
+    simulation, receiver, position, holder, claimer = a_claim_across_the_cube()
     dimension, root = receiver.cube_identity()
     incarnation = simulation.nodes[claimer].incarnation
 
@@ -458,6 +464,38 @@ def test_a_member_claiming_a_place_its_neighbours_give_to_another_is_evicted_and
     simulation.run_until_quiet()
     cubes = simulation.cubes()
     assert len(cubes) == 1 and set(next(iter(cubes.values()))) == set(simulation.nodes)
+
+
+@pytest.mark.parametrize("handed_over", [True, False])
+def test_a_place_its_holder_no_longer_claims_is_not_taken_from_the_member_claiming_it(
+    handed_over,
+):
+    """(Issue 33, 16 super-peers, seed 8) sp15 handed position 15 to the newcomer sp19, and its
+    take waited on the acks of a member evicted meanwhile, so sp11's table still gave 15 to
+    sp15: after ``failure_seconds`` sp11 evicted sp19, which every member then refused as
+    "still a member here" until sp15's watchdog fired, and one cube never came. The holder's
+    own heartbeats claimed 15 no more: a place its holder no longer claims is not a stale
+    claim. (Still claiming it, it is: two members hold one place.)"""
+    simulation, receiver, position, holder, claimer = a_claim_across_the_cube()
+    dimension, root = receiver.cube_identity()
+    kept = tuple(p for p in range(1 << dimension) if p != position)[:1]
+
+    def heartbeat(sender: str, positions: tuple[int, ...], at: float) -> list:
+        claim = m.Heartbeat(wall=at, root=root, dimension=dimension, positions=positions)
+        incarnation = simulation.nodes[sender].incarnation
+        return receiver.superpeer_message(sender, incarnation, Received(claim, "h"), at)
+
+    def evicted(outputs: list) -> bool:
+        return any(isinstance(getattr(o, "message", None), m.Evicted) for o in outputs)
+
+    now = simulation._clock("sp0")
+    failure = receiver.config.failure_seconds
+    outputs: list = []
+    for step in range(3):
+        at = now + step * failure
+        heartbeat(holder, kept if handed_over else (position,), at)
+        outputs += heartbeat(claimer, (position,), at)
+    assert evicted(outputs) is not handed_over
 
 
 @pytest.mark.parametrize("lagging", [False, True])
