@@ -18,7 +18,7 @@ input becomes a list of outputs, and when a message may be processed.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from hypercup._neighbourhood import KnowledgeError, Neighbourhood, Peer
@@ -456,9 +456,13 @@ class NodeCore:
             for _, message in self._held_back
         )
 
-    def ask_for_missed_changes(self, addresses: Mapping[str, str]) -> list[Output]:
+    def ask_for_missed_changes(
+        self, addresses: Mapping[str, str], also: Iterable[str] = ()
+    ) -> list[Output]:
         """Asks the senders of messages of a later epoch for the changes this node missed
-        (``addresses``: the runtime's, for senders that are no neighbours in this epoch)."""
+        (``addresses``: the runtime's, for senders that are no neighbours in this epoch), and
+        the members ``also`` names (the runtime's: neighbours that say the cube has another
+        dimension, where no message of theirs was held here)."""
 
         def action() -> None:
             hood = self._member_hood("ask_for_missed_changes")
@@ -467,7 +471,7 @@ class NodeCore:
                 for sender, message in self._held_back
                 if (required := self._required_epoch(message)) is not None
                 and required > self._epoch
-            }
+            } | set(also)
             request = ChangeRequest(since=self._epoch, address=self.address)
             for sender in sorted(senders):
                 address = hood.address_of(sender) if sender in hood.peers else addresses.get(sender)

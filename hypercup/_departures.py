@@ -31,8 +31,8 @@ with it. So nothing that a departure needs is sent to a member known to have fai
 * *Routing around.* Toward position 0 a walk clears any set bit of its position whose holder is
   not known failed (the lowest one first, as before); lookups are passed on only to neighbours not
   known failed (when there is one closer to the target), else through the live neighbour
-  nearest the target, away from it (a detour: at most the cube's dimension of them, never
-  back where the lookup came from), so that a member next to the target answers; a lookup
+  nearest the target, away from it (a detour: at most the cube's dimension of them), never to
+  a member it passed (``Lookup.visited``), so that a member next to the target answers; a lookup
   with no way left, or one that reaches a leaver, is dropped and asked again.
 * *Standing in.* The search's step at the column of a failed member is taken by the node that
   would have sent it there, from what it and the walk know of the columns above (``StandIn``);
@@ -1015,7 +1015,7 @@ class Departures(NodeCore):
 
     def _route_lookup(self, lookup: Lookup) -> None:
         """Answers if we know who holds the target, else passes the lookup one hop closer to it,
-        never through the failed node, nor back where it came from (``Lookup.via``). With no
+        never through the failed node, nor to a member it passed (``Lookup.visited``). With no
         live hop closer (every one failed too), it takes a detour through the live neighbour
         nearest the target, at most ``dimension`` times: a member next to the target answers,
         failed or not, where the closer hops would lose it (a repairer at 0 whose lookup of 3
@@ -1043,6 +1043,7 @@ class Departures(NodeCore):
                 return
             self._send(lookup.requester, lookup.requester_address, reply)
             return
+        visited = set(lookup.visited)
         closer = sorted(
             (hamming(q, target), q)
             for p in hood.positions
@@ -1050,19 +1051,17 @@ class Departures(NodeCore):
             if q not in hood.positions
             and hamming(q, target) < hamming(p, target)
             and hood.holder(q) != lookup.avoid
+            and hood.holder(q) not in visited
         )
-        live = [
-            hop
-            for hop in closer
-            if hood.holder(hop[1]) not in self._failed and hood.holder(hop[1]) != lookup.via
-        ]
+        live = [hop for hop in closer if hood.holder(hop[1]) not in self._failed]
         if not live and lookup.detours < hood.dimension:
             live = sorted(
                 (hamming(q, target), q)
                 for p in hood.positions
                 for q in neighbour_positions(p, hood.dimension)
                 if q not in hood.positions
-                and hood.holder(q) not in (lookup.avoid, lookup.via)
+                and hood.holder(q) != lookup.avoid
+                and hood.holder(q) not in visited
                 and hood.holder(q) not in self._failed
             )
             lookup = replace(lookup, detours=lookup.detours + 1)
@@ -1070,13 +1069,14 @@ class Departures(NodeCore):
         # repair asks again
         hops = live or closer
         if not hops:
-            # every way is the failed node's, or back where it came from, or used up its
+            # every way is the failed node's, or a member it passed, or it used up its
             # detours: dropped, and the repair asks again after ``DEFERRED_TICKS`` (raised, it
             # broke a relay, or came out of the repairer's tick: bench.overlapping crash-cut
             # at 32, seed 15)
             return
         holder = hood.holder(hops[0][1])
-        self._send(holder, hood.address_of(holder), replace(lookup, via=self.node_id))
+        passed = replace(lookup, visited=(*lookup.visited, self.node_id))
+        self._send(holder, hood.address_of(holder), passed)
 
     def _ask_lookups_again(self) -> None:
         """A repair whose lookups are not all answered after ``DEFERRED_TICKS`` ticks sends the

@@ -132,8 +132,20 @@ class Merges(NodeBase):
                 self._check_claim(sender, incarnation, heartbeat.positions, now, out)
             return
         if self._is_neighbour(sender):
-            if heartbeat.dimension == self.core.view.dimension:
+            mine = self.core.view.dimension
+            if heartbeat.dimension == mine:
                 self._reported_roots[sender] = heartbeat.root
+                self._other_dimension.pop(sender, None)
+            else:
+                # (recorded once per dimension of this node's: since its last change)
+                identity = self.cube_identity()
+                known = self._other_dimension.get(sender)
+                if (
+                    identity is not None
+                    and heartbeat.root == identity[1]
+                    and (known is None or known[0] != mine)
+                ):
+                    self._other_dimension[sender] = (mine, now)
             self._found(sender, now)
             if heartbeat.positions:
                 self._member_heartbeats[sender] = max(

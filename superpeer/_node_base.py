@@ -377,6 +377,12 @@ class NodeBase:
         """When an offset beyond ``max_clock_offset_seconds`` was last logged, per clock."""
         self._reported_roots: dict[str, str] = {}
         """Per neighbour, the holder of position 0 it last reported (``superpeer._merging``)."""
+        self._other_dimension: dict[str, tuple[int, float]] = {}
+        """Per neighbour whose heartbeats name this node's root and another dimension than its
+        view's: this node's dimension then, and since when (``_catch_up_dimension``)."""
+        self._asked_dimension: float | None = None
+        """The start of the disagreement on the dimension this node asked its neighbours
+        about (``_catch_up_dimension``)."""
         self._stale_claims: dict[str, tuple[int, float]] = {}
         """Members whose heartbeats claim a place this node's table gives to another live
         neighbour: the incarnation that claims it, and since when (``superpeer._merging``,

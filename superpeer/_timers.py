@@ -250,6 +250,8 @@ class Timers(Backlog):
             self._rejoin(f"the topology protocol is wedged: {wedged}", now, out)
             return
         self._catch_up_epochs(now, out)
+        if self._catch_up_dimension(now, out):
+            return
         if now >= self._tick_at:
             self._tick_at = now + self.config.failure_seconds
             try:
@@ -323,6 +325,43 @@ class Timers(Backlog):
             log.warning("event=missed_change node=%s epoch=%d", self.node_id, self.topology.epoch)
             self._lagging_since = now
             self._topology(self.topology.ask_for_missed_changes(self.addresses), now, out)
+
+    def _catch_up_dimension(self, now: float, out: list[Output]) -> bool:
+        """Every neighbour's heartbeats name this node's root and another dimension than its
+        view's, for ``failure_seconds`` while it was neither busy nor lagging: it missed a
+        change of dimension, and no message of the new epoch reached it to say so (the
+        ``Grow`` or ``Shrink`` came down a tree through a member that failed, and only
+        heartbeats followed). It asks them for the changes, as a lagging node asks the senders
+        of what it holds back; if that does not help in ``failure_seconds`` more, it rejoins
+        (returns True). Left alone, a member stayed in a cube of dimension 5 beside its
+        neighbours' of 4 for the rest of the run, taken for a second cube (``python -m
+        bench.chaos_replay --superpeers 16 --first-seed 28``). Every neighbour, because one
+        that says another dimension may be the one that missed the change."""
+        core = self.core
+        assert core is not None
+        mine = core.view.dimension
+        neighbours = core.view.neighbours()
+        known = [self._other_dimension.get(node) for node in neighbours]
+        if (
+            not neighbours
+            or self.topology.busy()
+            or self.topology.lagging()
+            or any(entry is None or entry[0] != mine for entry in known)
+        ):
+            self._asked_dimension = None
+            return False
+        since = max(entry[1] for entry in known if entry is not None)
+        if now - since >= 2 * self.config.failure_seconds:
+            self._rejoin(
+                "its neighbours say the cube changed dimension, and it missed it", now, out
+            )
+            return True
+        if now - since >= self.config.failure_seconds and self._asked_dimension != since:
+            self._asked_dimension = since
+            log.warning("event=missed_dimension node=%s dimension=%d", self.node_id, mine)
+            asked = self.topology.ask_for_missed_changes(self.addresses, also=sorted(neighbours))
+            self._topology(asked, now, out)
+        return False
 
     def _wedged(self, now: float) -> str | None:
         """Why the topology protocol is wedged (None if it is not): busy, or a failed neighbour

@@ -36,7 +36,10 @@ Rules, beyond the routing core's:
   by more than half of ``failure_seconds``: a paused process), everyone gets a fresh
   ``failure_seconds`` first.
 * **Failures in the middle of topology operations.** Messages of a later epoch held back for
-  ``failure_seconds``: the node asks for the change of dimension it missed. The topology
+  ``failure_seconds``: the node asks for the change of dimension it missed. So does a node
+  whose every neighbour's heartbeats name its root and another dimension for
+  ``failure_seconds`` (nothing of the new epoch reached it: only heartbeats came); if that
+  did not help ``failure_seconds`` later, it rejoins. The topology
   protocol ticks every ``failure_seconds`` (lost join admissions expire). A protocol busy for
   ``wedged_seconds`` without a break is wedged: the node rejoins, as after a protocol error; so
   is a join unanswered that long (its ``Welcome`` lost), however lively its contact.
@@ -546,6 +549,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         # that cube (dissolved by then) for a stronger one and left (16 super-peers, seed 8:
         # never one cube again)
         self._reported_roots.clear()
+        self._other_dimension.clear()
         view = self.topology.view()
         # the core's first messages (the restore below) go to neighbours this node may never
         # have met, before the ``TopologyChanged`` that follows ``Joined`` names their addresses

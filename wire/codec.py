@@ -27,8 +27,8 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 8
-READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8})
+PROTOCOL_VERSION: Final = 9
+READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8, 9})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
 frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
@@ -40,7 +40,10 @@ to its hand-over, ``AdoptLog.floor``, the origins an asker knows lost to a catch
 each with a default; 7 added whether a publication was acknowledged with its access point's
 copy alone, ``Ack.alone``, and whether one is sent again for that, ``Publish.again``, each
 with a default; 8 added the census a full cube's anchor takes before it grows,
-``hypercup.census`` and ``hypercup.census_reply``: a daemon of 7 would not know them). A connection speaks the one version: both ends check it at ``Hello``."""
+``hypercup.census`` and ``hypercup.census_reply``: a daemon of 7 would not know them; 9
+replaced a lookup's last hop, ``Lookup.via``, by every member it passed, ``Lookup.visited``:
+a daemon of 8 would refuse it. Lookups are never stored). A connection speaks the one
+version: both ends check it at ``Hello``."""
 
 
 class WireError(ValueError):

@@ -129,6 +129,15 @@ EXAMPLES: list[Message] = [
     ReturnTop(epoch=1, column=0, leaver="z", peers=PEERS),
     Released(),
     Lookup(epoch=1, target=5, avoid="z", requester="r", requester_address="r.sim:4000"),
+    Lookup(
+        epoch=1,
+        target=5,
+        avoid="z",
+        requester="r",
+        requester_address="r.sim:4000",
+        visited=("r", "s"),
+        detours=1,
+    ),
     LookupReply(epoch=1, target=5, holder="h", address="h.sim:4000", positions=(5,)),
     LookupReply(
         epoch=1,
@@ -218,6 +227,18 @@ def test_messages_are_frozen_and_normalised() -> None:
         (
             lambda: CensusReply(epoch=1, origin="a", census=1, doubled=3, ready=True),
             "CensusReply.doubled must be a list of columns",
+        ),
+        (
+            lambda: Lookup(
+                epoch=1, target=5, avoid="z", requester="r", requester_address="r:1", visited="r"
+            ),
+            "Lookup.visited must be a list of node ids",
+        ),
+        (
+            lambda: Lookup(
+                epoch=1, target=5, avoid="z", requester="r", requester_address="r:1", visited=[""]
+            ),
+            "Lookup.visited must be a non-empty string",
         ),
     ],
 )

@@ -884,6 +884,33 @@ def test_a_lookup_with_no_live_hop_closer_takes_a_detour_and_is_answered() -> No
     assert "looked up" not in repairer.activity(), repairer.activity()
 
 
+def test_a_lookup_goes_to_no_member_it_passed_and_is_answered() -> None:
+    """16 super-peers, seed 2 of the chaos schedules replayed: the holder of 1 repairs the
+    holder of 3 and looks 11 up, while the holders of 2, 8, 9 and 13 have failed too (each
+    known failed by its neighbours). The detours went 1, 0, 4, 5 and back to 1: only the member
+    that passed it was excluded, the requester was the nearest hop from 5, and each round of
+    asking again went the same way until the watchdog (30 s). Excluding every member it
+    passed, it goes from 5 to 7, and 15, next to 11, answers."""
+    network = cube(16)
+    topology = network.check()
+    holder = topology.holder
+    dead = [holder(p) for p in (3, 2, 8, 9, 13)]
+    for failed in dead:
+        del network._nodes[failed]
+        network._failed.add(failed)
+    repairer = network.node(holder(1))
+    repairer.neighbour_failed(holder(3), fallback=4)  # whichever neighbour is designated
+    for position, failed in ((0, 2), (0, 8), (5, 13), (1, 9)):
+        # each neighbour learns of its failed neighbours; their own repairs' steps are lost
+        with contextlib.suppress(LocalProtocolError):  # one repair at a time
+            network.node(holder(position)).neighbour_failed(holder(failed))
+    assert "looked up" in repairer.activity()
+    for _ in range(DEFERRED_TICKS):  # its first lookups went where failed members were
+        network._process(holder(1), repairer.tick())
+    network._deliver_all()
+    assert "[11]" not in repairer.activity(), repairer.activity()
+
+
 def repair_walk(network: Network, repairer: str, failed: str, *, fallback: int = 0) -> Send:
     """The walk ``repairer`` starts for ``failed``, its lookups answered."""
     node = network.node(repairer)
@@ -998,7 +1025,7 @@ def test_a_lookup_coming_back_to_its_requester_is_answered_there() -> None:
         avoid="gone",
         requester=member.node_id,
         requester_address=address_of(member.node_id),
-        via=topology.holder(2),
+        visited=(topology.holder(2),),
     )
     assert member.receive(topology.holder(2), lookup) == []
     assert member.state is NodeState.MEMBER

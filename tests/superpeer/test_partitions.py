@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from bench.chaos_replay import Replay, cut_plans
-from hypercup import NeighbourUpdate
+from hypercup import ChangeRequest, NeighbourUpdate
 from hypercup.errors import RemoteProtocolError
 from superpeer.actions import Stopped
 from superpeer.core import broadcast_key
@@ -531,6 +531,42 @@ def test_a_member_that_missed_a_change_of_dimension_takes_no_member_for_another_
     outputs = receiver.superpeer_message(stranger, incarnation, Received(smaller, "h"), now)
     evicted = [o for o in outputs if isinstance(getattr(o, "message", None), m.Evicted)]
     assert bool(evicted) is not lagging
+
+
+@pytest.mark.parametrize("one_agrees", [False, True])
+def test_a_member_whose_neighbours_all_name_another_dimension_asks_then_rejoins(one_agrees):
+    """(Issue 33, 16 super-peers, seed 28 of the replayed schedules) a member missed a shrink
+    and nothing of the new epoch ever reached it after: only heartbeats, which named its own
+    root and a dimension of 4 beside its 5. It stayed in the old view, a second cube of one,
+    for the rest of the run. When every neighbour's heartbeats name another dimension for
+    ``failure_seconds``, it asks them for the changes (``ChangeRequest``, as a lagging node
+    does), and rejoins ``failure_seconds`` later if that did not help. Not if one neighbour
+    names its dimension: that neighbour and it may be right, the others lagging."""
+    simulation = Simulation(8, seed=1)
+    simulation.run_until_quiet()
+    receiver = next(n for _, n in sorted(simulation.nodes.items()) if 3 in n.core.view.positions)
+    dimension, root = receiver.cube_identity()
+    neighbours = sorted(receiver.core.view.neighbours())
+    incarnation = receiver.incarnation
+    failure = receiver.config.failure_seconds
+    start = simulation._clock(receiver.node_id)
+    asked: list[str] = []
+    at = start
+    while at < start + 2.5 * failure and receiver.incarnation == incarnation:
+        at += receiver.config.heartbeat_seconds
+        for neighbour in neighbours:
+            named = dimension if one_agrees and neighbour == neighbours[0] else dimension - 1
+            heartbeat = m.Heartbeat(wall=at, root=root, dimension=named, positions=())
+            node = simulation.nodes[neighbour]
+            receiver.superpeer_message(neighbour, node.incarnation, Received(heartbeat, "h"), at)
+        outputs = receiver.timer(at)
+        asked += [o.node for o in outputs if isinstance(getattr(o, "message", None), ChangeRequest)]
+    if one_agrees:
+        assert not asked and receiver.incarnation == incarnation
+        return
+    assert sorted(asked) == neighbours  # once, after failure_seconds
+    assert receiver.incarnation > incarnation  # and it rejoined after as long again
+    assert start + 2 * failure <= at < start + 2 * failure + 1
 
 
 def test_a_neighbour_declared_failed_that_heartbeats_in_place_keeps_its_place():
