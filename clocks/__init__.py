@@ -3,20 +3,38 @@
 No delivery rule of this network compares two machines' wall clocks. A wall clock is read by one
 process and used by that process alone (its timers, its traces, its display), or it enters a
 *hybrid logical clock* (Kulkarni et al., 2014): every super-peer keeps a ``HybridClock`` whose
-reading is at least its own wall time and more than any hybrid time it received, and every frame
-between super-peers carries the sender's reading (``superpeer.channel``: the sequenced frame's
-header; the simulator's links likewise). Hybrid times taken on different super-peers are therefore
-ordered as causality orders them: an event that could know of another (a chain of messages leads
-from one to the other) has the larger time. Concurrent events are ordered by the hybrid times
-alone, which all run within ``L`` of the fastest clock in the backbone, ``L`` being how long a
-reading takes to reach every super-peer (heartbeats on idle links, ``[limits]
-heartbeat_seconds``, times the cube's dimension). ``L``, not the clocks' offsets, is what
-``[recovery] catchup_margin_seconds`` must cover. A hybrid clock runs on from the latest
-reading it absorbed at the rate of its own clock (``HybridClock``), so the fastest clock's lead
-outlives it: if it stops speaking (restarted slower, set right), hybrid time does not stand
-still until the wall clocks catch up, and an interval of hybrid time stays an interval of real
-time, give or take ``L``, whatever the clocks do.
+reading is at least its *disciplined* wall time (rule 0) and more than any hybrid time it
+received, and every frame between super-peers carries the sender's reading
+(``superpeer.channel``: the sequenced frame's header; the simulator's links likewise). Hybrid
+times taken on different super-peers are therefore ordered as causality orders them: an event
+that could know of another (a chain of messages leads from one to the other) has the larger
+time. Concurrent events are ordered by the hybrid times alone, which all run within ``L`` of the
+fastest disciplined clock in the backbone, ``L`` being how long a reading takes to reach every
+super-peer (heartbeats on idle links, ``[limits] heartbeat_seconds``, times the cube's
+dimension). ``L``, not the clocks' offsets, is what ``[recovery] catchup_margin_seconds`` must
+cover. A hybrid clock runs on from the latest reading it absorbed at the rate of its own clock
+(``HybridClock``), so the fastest clock's lead outlives it: if it stops speaking (restarted
+slower, set right), hybrid time does not stand still until the wall clocks catch up, and an
+interval of hybrid time stays an interval of real time, give or take ``L``, whatever the clocks
+do. That is why no single clock may put a lead into hybrid time (rule 0): a lead taken on one
+side of a partition orders that side's events after the other side's concurrent ones, and
+outlives the heal.
 
+This list is meant to be exhaustive: every interaction whose correctness depends on time passing
+between nodes, the channel its timestamp travels on, and what breaks past the configured bounds.
+
+0. **Discipline** (``HybridClock.discipline``, ``correction_of``): the physical part of a
+   reading is the node's wall time plus a correction, the median of its own clock and its
+   neighbours' measured offsets (rule 9's ``OffsetEstimator``; of an even count the lower,
+   the slower clock), renewed with every measurement and every change of neighbours. A clock
+   set far off among correct neighbours follows them; theirs do not follow it. A restarted
+   node trusts its wall clock in nothing until it has measured a neighbour
+   (``HybridClock.unmeasured``): its hybrid time runs on from the last reading it kept (behind
+   by how long it was down) and is brought up by the first reading it absorbs; a node alone in
+   its cube has nobody to measure and takes its wall clock as it is. HAZARD: a majority of a
+   node's neighbours off the same way moves it with them; a node restarted under a wrong
+   clock that finds nobody and founds a cube alone gives readings off by its clock's error.
+   ``[limits] max_clock_offset_seconds`` reports both.
 This list is meant to be exhaustive: every interaction whose correctness depends on time passing
 between nodes, the channel its timestamp travels on, and what breaks past the configured bounds.
 
@@ -95,13 +113,14 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
     at start, then advanced by the monotonic clock, slewing toward the wall clock by at most
     500 ppm): a wall clock stepped while it runs moves no timer; a restart takes the new wall
     time (and ``alive_at`` keeps the hybrid time from going back). A window that bounds how far
-    back something is kept or read counts back on the local clock, never on hybrid time: a
-    reading is never below the wall time it was taken at, so such a window holds at least what
-    it must, however far a fast clock pushed hybrid time.
+    back hybrid times are kept or read counts back from the earlier of the wall time and the
+    hybrid time (``HybridClock.earlier``): hybrid time may run ahead of the wall clock (a
+    faster neighbour's reading) or behind it (this node's clock disciplined back, rule 0), and
+    such a window holds at least what it must either way.
 """
 
 from clocks._hybrid import TICK, HybridClock
-from clocks._offsets import OffsetEstimator, Sample, sample_of
+from clocks._offsets import OffsetEstimator, Sample, correction_of, sample_of
 from clocks._steady import MAX_SLEW, SteadyWallClock
 
 __all__ = [
@@ -111,5 +130,6 @@ __all__ = [
     "OffsetEstimator",
     "Sample",
     "SteadyWallClock",
+    "correction_of",
     "sample_of",
 ]

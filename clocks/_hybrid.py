@@ -26,6 +26,13 @@ class HybridClock:
     real time (at the local clock's rate), and hybrid times of different super-peers differ by
     at most how long a reading takes to reach them (``L``), whatever the clocks did.
 
+    The physical part of a reading is the wall time *corrected* by what this node measured of
+    its neighbours' clocks (``discipline``, ``clocks.correction_of``), and a restarted node
+    takes no physical part at all until it has measured them (``unmeasured``): a clock that
+    leads the others would otherwise put its lead into every reading it gives, and the lead of
+    one side of a partition orders that side's events after the other side's concurrent ones
+    (a publication made during a cut judged later than a withdrawal made after it elsewhere).
+
     Readings are seconds since the epoch, like wall times, so that records written before hybrid
     times existed (wall times) compare with them.
     """
@@ -39,6 +46,9 @@ class HybridClock:
         then runs from the next event on)."""
         self._wall = 0.0
         """The latest wall time given (what ``lead`` is measured from by default)."""
+        self._correction: float | None = 0.0
+        """Added to the wall time for the physical part of a reading (``discipline``); None
+        while unmeasured after a restart (``unmeasured``)."""
         self.refused = 0
         """Readings not absorbed because they were too far ahead."""
         self.largest_refused_lead = 0.0
@@ -60,11 +70,41 @@ class HybridClock:
             return self._last
         return self._last + (wall - self._since)
 
+    @property
+    def correction(self) -> float | None:
+        """What the physical part adds to this node's wall time (None: not measured yet)."""
+        return self._correction
+
+    def _physical(self, wall: float) -> float:
+        """The physical part of a reading at ``wall``: the corrected wall time; while
+        unmeasured, none (readings run on from the latest kept or absorbed), unless there is
+        none either (a node that never gave a reading has only its wall clock)."""
+        if self._correction is not None:
+            return wall + self._correction
+        return -math.inf if self._last > 0.0 else wall
+
+    def discipline(self, correction: float) -> None:
+        """From now on the physical part is the wall time plus ``correction`` (seconds): what
+        this node's neighbours' clocks say of its own (``clocks.correction_of``). Readings
+        already given stay given: a correction that sets the clock back leaves hybrid time
+        running on from the latest reading, never back."""
+        self._correction = correction
+
+    def unmeasured(self, wall: float) -> None:
+        """A restart: the wall clock is not trusted until ``discipline`` (it may have been set
+        anywhere meanwhile). Hybrid time runs on from the latest reading kept, at the rate of
+        the wall clock from ``wall`` (behind the backbone's by how long the node was down,
+        until the first reading absorbed brings it up)."""
+        self._correction = None
+        if self._last > 0.0 and self._since is None:
+            self._since = wall
+        self._wall = wall
+
     def now(self, wall: float) -> float:
         """A new reading: for an event of this node (a publication accepted, a subscription
         accepted, ...), after every reading before it."""
         before = self._running(wall)
-        reading = max(wall, before + TICK)
+        reading = max(self._physical(wall), before + TICK)
         if reading <= before:  # the step vanished in rounding, far from today's times
             reading = math.nextafter(before, math.inf)
         self._last = reading
@@ -75,16 +115,23 @@ class HybridClock:
     def read(self, wall: float) -> float:
         """Hybrid time now, to judge by (is an expiry past?), not to stamp an event with."""
         self._wall = wall
-        return max(wall, self._running(wall))
+        return max(self._physical(wall), self._running(wall))
+
+    def earlier(self, wall: float) -> float:
+        """The earlier of ``wall`` and hybrid time now: where a window of hybrid times that must
+        hold at least so many seconds starts counting back from (``clocks``, rule 11)."""
+        return min(wall, self.read(wall))
 
     def observe(self, remote: float, wall: float) -> bool:
         """A reading that came with a message: every later reading of this node exceeds it.
-        False (and nothing changes) when it is more than ``max_lead`` ahead of ``wall``."""
+        False (and nothing changes) when it is more than ``max_lead`` ahead of the physical
+        part (of ``wall`` while unmeasured)."""
         if remote <= self._running(wall):
             return True
-        if remote - wall > self.max_lead:
+        ahead = remote - (wall if self._correction is None else wall + self._correction)
+        if ahead > self.max_lead:
             self.refused += 1
-            self.largest_refused_lead = max(self.largest_refused_lead, remote - wall)
+            self.largest_refused_lead = max(self.largest_refused_lead, ahead)
             return False
         self._last = remote
         self._since = wall if self._since is None else max(self._since, wall)
@@ -100,9 +147,9 @@ class HybridClock:
             self._since = None
 
     def lead(self, wall: float | None = None) -> float:
-        """How far hybrid time runs ahead of this node's wall time (0 when it does not): the
-        fastest clock's lead over this one, as far as it reached here (``wall``: the wall time
-        now; by default the last one this clock was given). A deadline in hybrid time falls
-        this much earlier on the wall clock."""
+        """How far hybrid time runs ahead of this node's wall time (negative: behind it, the
+        node's own clock leading its neighbours'; ``wall``: the wall time now, by default the
+        last one this clock was given). A deadline in hybrid time falls this much earlier on
+        the wall clock."""
         wall = self._wall if wall is None else wall
-        return max(0.0, self._running(wall) - wall)
+        return max(self._physical(wall), self._running(wall)) - wall

@@ -70,3 +70,14 @@ class OffsetEstimator:
     @property
     def samples(self) -> int:
         return len(self._samples)
+
+
+def correction_of(offsets: list[float]) -> float:
+    """How far a node sets the physical part of its hybrid time from its wall clock
+    (``HybridClock.discipline``): the median of its own clock (offset 0) and its neighbours'
+    measured offsets, the lower one of an even count. One clock far off among its neighbours
+    moves neither itself (it follows them) nor them (they outvote it); of two clocks, both
+    follow the slower, which never puts a lead into hybrid time (a lagging physical part is
+    carried up by the readings absorbed)."""
+    values = sorted([0.0, *offsets])
+    return values[(len(values) - 1) // 2]

@@ -73,7 +73,7 @@ class Adoptions(Backlog):
         successor's, does not lose what this node accepted (``superpeer._replication``).
         Each part says what the log lacks (``AdoptLog.floor``, rule 7), an empty log too: what
         it held was pruned, and its holders' copies vouch for nothing before."""
-        since = now - self.config.log_seconds
+        since = self.clock.earlier(now) - self.config.log_seconds
         logged = [
             n
             for data in self.store.logged_since(since)

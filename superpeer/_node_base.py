@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import qel
 import wire
-from clocks import HybridClock, OffsetEstimator, sample_of
+from clocks import HybridClock, OffsetEstimator, correction_of, sample_of
 from hypercup import HypercupNode
 from hypercup.positions import tree_parent_position
 from superpeer.access import AccessPointSession, Request
@@ -680,6 +680,24 @@ class NodeBase:
                     found.append(f"{kind} {name}'s clock is off by {estimator.offset:+.3f} s")
         return found
 
+    def _discipline_clock(self) -> None:
+        """The physical part of this node's hybrid time from its neighbours' clocks (``clocks``,
+        rule 0): the median of those measured and its own; its own wall clock as it is when it
+        is a member with no neighbour (nobody to measure). Unchanged while none is measured."""
+        core = self.core
+        neighbours = core.view.neighbours() if core is not None else set(self.offsets)
+        if core is not None and not neighbours:
+            if self.clock.correction is None:
+                self.clock.discipline(0.0)
+            return
+        measured = [
+            offset
+            for n in sorted(neighbours)
+            if (e := self.offsets.get(n)) is not None and (offset := e.offset) is not None
+        ]
+        if measured:
+            self.clock.discipline(correction_of(measured))
+
     def _clock_sample(
         self, kind: str, name: str, estimators: dict[str, OffsetEstimator], sample, now: float
     ) -> None:
@@ -688,6 +706,8 @@ class NodeBase:
             return
         estimator = estimators.setdefault(name, OffsetEstimator())
         estimator.add(sample)
+        if estimators is self.offsets:
+            self._discipline_clock()
         if estimator.beyond(self.config.max_clock_offset_seconds):
             offset = estimator.offset
             self._clock_problem(

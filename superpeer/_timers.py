@@ -397,9 +397,10 @@ class Timers(Backlog):
 
     def _housekeeping(self, now: float, out: list[Output]) -> None:
         self._housekeeping_at = now + self.config.housekeeping_seconds
-        # a retention window counts back on this node's own clock: hybrid times are never below
-        # the wall time they were taken at, so it keeps at least what it must (``clocks``, 11)
-        horizon = now - self.config.log_seconds  # older withdrawals are past any catch-up
+        # a retention window of hybrid times keeps at least what it must (``clocks``, 11)
+        horizon = (
+            self.clock.earlier(now) - self.config.log_seconds
+        )  # older ones are past any catch-up
         self._prune_unanswered(now)
         self.rates.prune(now)
         for peer, withdrawn in list(self._withdrawn.items()):

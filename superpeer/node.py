@@ -234,7 +234,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         # the last reading kept and the log's latest publication (``clocks``, rule 1)
         self.clock.restore(float(alive or 0.0))
         self.clock.restore(self.store.latest_logged() or 0.0)
-        self.clock.now(now)
+        self.clock.unmeasured(now)  # its wall clock may have been set anywhere (``clocks``, 0)
         if alive is not None and (self.store.local_peers() or self.store.registered()):
             self._restored_since = float(alive) - self.config.catchup_margin_seconds
             apart = self.store.get_meta("apart_since")
@@ -582,6 +582,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             sorted(view.positions),
         )
         self._trace_event(out, now, "member", kind="hypercup.joined")
+        self._discipline_clock()
         # alive from now on (housekeeping renews it): a crash before the first renewal must
         # still catch up from here when it restarts, not skip the catch-up for want of a time
         self.store.set_meta("alive_at", repr(self.clock.now(now)))
@@ -606,6 +607,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             del self.offsets[gone]
             self._heartbeat_echo.pop(gone, None)
             self._clock_sampled.pop(gone, None)
+        self._discipline_clock()
         self._suspected = {n: t for n, t in self._suspected.items() if n in neighbours}
         self.store.set_meta(
             "neighbours", ",".join(f"{n}={change.addresses[n]}" for n in sorted(neighbours))

@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clocks import MAX_SLEW, TICK, HybridClock, OffsetEstimator, SteadyWallClock, sample_of
+from clocks import (
+    MAX_SLEW,
+    TICK,
+    HybridClock,
+    OffsetEstimator,
+    SteadyWallClock,
+    correction_of,
+    sample_of,
+)
 
 
 def test_readings_increase_strictly_whatever_the_wall_clock_does():
@@ -168,3 +176,75 @@ def test_a_steady_clock_does_not_step_with_the_wall_clock_and_slews_toward_it():
 
 def test_tick_is_seen_at_todays_times():
     assert 1_800_000_000.0 + TICK > 1_800_000_000.0
+
+
+def test_a_disciplined_clock_takes_its_physical_part_from_the_correction():
+    """A clock 400 s ahead of its neighbours, corrected: its readings are theirs, not its own
+    (``clocks``, rule 0), and a deadline in hybrid time falls later on its wall clock."""
+    clock = HybridClock()
+    clock.discipline(-400.0)
+    assert clock.now(1400.0) == pytest.approx(1000.0)
+    assert clock.read(1410.0) == pytest.approx(1010.0)
+    assert clock.lead(1410.0) == pytest.approx(-400.0)
+    assert clock.earlier(1410.0) == pytest.approx(1010.0)
+
+
+def test_a_correction_that_sets_the_clock_back_never_takes_hybrid_time_back():
+    clock = HybridClock()
+    first = clock.now(1000.0)
+    clock.discipline(-60.0)
+    second = clock.now(1001.0)
+    assert second > first
+    assert second == pytest.approx(1001.0, abs=1e-5)  # runs on from the reading, not from 941
+
+
+def test_a_restarted_clock_trusts_its_wall_clock_in_nothing_until_measured():
+    """Restarted 400 s ahead after 10 s down: hybrid time runs on from what it kept (behind by
+    the 10 s), the first reading absorbed brings it up, and the measurement disciplines it."""
+    clock = HybridClock()
+    clock.restore(1000.0)
+    clock.unmeasured(1410.0)  # true time 1010: the wall clock is 400 s ahead
+    assert clock.now(1412.0) == pytest.approx(1002.0, abs=1e-5)
+    assert clock.observe(1012.5, 1412.5)
+    assert clock.now(1413.0) == pytest.approx(1013.0, abs=1e-5)
+    clock.discipline(-400.0)
+    assert clock.now(1420.0) == pytest.approx(1020.0, abs=1e-5)
+    assert clock.correction == -400.0
+
+
+def test_a_fresh_unmeasured_clock_has_only_its_wall_clock():
+    clock = HybridClock()
+    clock.unmeasured(50.0)
+    assert clock.correction is None
+    assert clock.now(100.0) == 100.0
+
+
+def test_readings_are_judged_too_far_ahead_against_the_corrected_wall_time():
+    clock = HybridClock(max_lead=60.0)
+    clock.discipline(-400.0)
+    assert not clock.observe(1400.0 + 1.0, 1400.0)  # 401 s ahead of what it takes as now
+    assert clock.observe(1030.0, 1400.0)
+
+
+@pytest.mark.parametrize(
+    ("offsets", "correction"),
+    [
+        ([], 0.0),
+        ([400.0], 0.0),  # of two, the slower
+        ([-400.0], -400.0),
+        ([-400.0, -400.0], -400.0),  # its two neighbours outvote it
+        ([400.0, 0.0, 0.0], 0.0),  # one neighbour far off moves nobody
+        ([-400.0, -400.0, -400.0], -400.0),
+        ([0.5, -0.25, 0.1], 0.0),  # the lower of the middle two
+    ],
+)
+def test_the_correction_is_the_median_of_the_node_and_its_neighbours(offsets, correction):
+    assert correction_of(offsets) == correction
+
+
+@given(st.lists(st.floats(-3600.0, 3600.0), min_size=2, max_size=11), st.data())
+def test_a_minority_of_wrong_clocks_moves_no_node_of_a_correct_majority(wrong, data):
+    """However far off, fewer than half of a node's clocks (itself among them) never move its
+    correction beyond the spread of the correct ones."""
+    correct = data.draw(st.lists(st.floats(-0.5, 0.5), min_size=len(wrong), max_size=len(wrong)))
+    assert -0.5 <= correction_of([*correct, *wrong[: len(correct) - 1]]) <= 0.5

@@ -2,6 +2,8 @@
 examples beside the properties (``test_completeness.py`` draws skews for every process)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from superpeer.sim import Simulation
 from tests.superpeer.oracle import expected_deliveries
@@ -99,3 +101,71 @@ def test_the_offsets_measured_are_the_offsets_given():
     assert abs(report["peers"]["sub"]["offset"] - 75.0) < 0.01  # its clock minus sp0's
     assert "super-peer sp1's clock is off by -645.000 s" in report["beyond_bound"]
     assert report["largest_peer_offset"]["peer"] == "sub"
+
+
+def clock_in_a_cut(skewed: int, skew: float, groups: list[list[int]], late: str) -> list[dict]:
+    """Eight super-peers cut in two; during the cut, super-peer ``skewed`` restarts under a clock
+    ``skew`` seconds off, the publisher on its side (at another super-peer of it: one that
+    restarts in a cut may stay out of the cube until the heal, and accepts nothing meanwhile)
+    publishes, and then the subscriber on the other side withdraws its subscription
+    (``late="unsubscribe"``) or makes a second one (``late="subscribe"``); the cut heals."""
+    side, other = groups
+    pub, sub = next(k for k in side if k != skewed), other[-1]
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": sub},
+        {"op": "join", "peer": "pub", "superpeer": pub},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": "X : t(X, dc:title, T)"},
+        publish(0),
+        {"op": "wait", "seconds": 2},
+        {"op": "partition", "groups": groups},
+        {"op": "wait", "seconds": 5},
+        {"op": "skew", "superpeer": skewed, "seconds": skew},
+        {"op": "wait", "seconds": 5},
+        *[publish(n) for n in range(1, 6)],
+        {"op": "wait", "seconds": 5},
+    ]
+    if late == "unsubscribe":
+        ops.append({"op": "unsubscribe", "peer": "sub", "id": "s1"})
+    else:
+        ops.append({"op": "subscribe", "peer": "sub", "id": "s2", "query": "X : t(X, dc:date, D)"})
+        ops += [publish(n) for n in range(6, 9)]
+    return [*ops, {"op": "wait", "seconds": 5}, {"op": "heal"}, {"op": "wait", "seconds": 60}]
+
+
+def test_a_clock_stepped_ahead_on_one_side_of_a_cut_orders_nothing_after_the_other_side():
+    """Found on hosts: a super-peer restarted with its clock 400 s ahead on one side of a cut
+    dragged that side's hybrid time with it, and a subscription withdrawn on the other side
+    after that side's publications was judged withdrawn before them: all lost. Its neighbours'
+    clocks now discipline it (``clocks``, rule 0)."""
+    ops = clock_in_a_cut(5, 400.0, [[4, 5, 6, 7], [0, 1, 2, 3]], "unsubscribe")
+    assert ops[1] == {"op": "join", "peer": "pub", "superpeer": 4}
+    simulation = Simulation(8, seed=1)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries()["sub"] == ["n0", "n1", "n2", "n3", "n4", "n5"]
+    assert simulation.deliveries() == expected_deliveries(8, ops)
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    st.integers(0, 7),
+    st.sampled_from([-3600.0, -400.0, -45.0, 45.0, 400.0, 3600.0]) | st.floats(-3600.0, 3600.0),
+    st.permutations(range(8)),
+    st.integers(1, 6),
+    st.sampled_from(["unsubscribe", "subscribe"]),
+    st.integers(0, 3),
+)
+def test_a_clock_set_anywhere_during_a_cut_moves_no_publication_across_a_withdrawal(
+    skewed, skew, order, cut, late, seed
+):
+    """Any cut, any super-peer restarted under any clock during it: what was published before
+    a withdrawal on the other side is owed, what a subscription made after it matches is not."""
+    members = [k for k in order if k != skewed]
+    side, other = sorted([skewed, *members[:cut]]), sorted(members[cut:])
+    ops = clock_in_a_cut(skewed, skew, [side, other], late)
+    simulation = Simulation(8, seed=seed)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries() == expected_deliveries(8, ops)
