@@ -494,7 +494,9 @@ class CatchUps(NodeBase):
     def _recover(
         self, peer: str, notify: m.Notify, now: float, out: list[Output], *, kept: bool = False
     ) -> None:
-        known = self.core is not None and peer in self.core.peers
+        # a peer with nothing left here but a withdrawn subscription's window (detached, or
+        # not reconnected yet after a rejoin) is owed what that window catches up on
+        known = (self.core is not None and peer in self.core.peers) or peer in self._withdrawn
         if not known and peer not in self.store.local_peers() and peer not in self._moved_away:
             return
         if notify.kind == m.GAP:  # said to the peer as it is: it matches no subscription
