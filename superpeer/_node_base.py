@@ -645,8 +645,9 @@ class NodeBase:
 
     # -- clocks (``clocks``) ------------------------------------------------------------------
     def clock_report(self, now: float) -> dict[str, object]:
-        """The clocks as this node sees them: hybrid time's lead over its own wall clock, the
-        measured offsets (the other clock minus this one) of its neighbours and peers, and what
+        """The clocks as this node sees them: hybrid time's lead over its own wall clock (signed),
+        the correction its neighbours' clocks give its own (None: not measured since it
+        started), the measured offsets (the other clock minus this one) of its neighbours and peers, and what
         exceeds ``max_clock_offset_seconds``."""
 
         def offsets(estimators: dict[str, OffsetEstimator]) -> dict[str, dict[str, float]]:
@@ -657,9 +658,11 @@ class NodeBase:
             }
 
         peers = offsets(self.peer_offsets)
+        correction = self.clock.correction
         largest = max(peers.items(), key=lambda item: abs(item[1]["offset"]), default=None)
         return {
             "hybrid_lead_seconds": round(self.clock.lead(now), 6),
+            "correction_seconds": None if correction is None else round(correction, 6),
             "refused_readings": self.clock.refused,
             "neighbours": offsets(self.offsets),
             "peers": peers,

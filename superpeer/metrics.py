@@ -16,6 +16,7 @@ and ``_seconds`` units, states as labels.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
@@ -417,7 +418,8 @@ def _gauges(status: Mapping[str, Any]) -> Iterator[Metric]:
 
 def _clock_gauges(clock: Mapping[str, Any]) -> Iterator[Metric]:
     """The clocks the node measured (``clocks``): each neighbour's offset, the largest of the
-    attached peers', hybrid time's lead over this node's wall clock."""
+    attached peers', hybrid time's lead over this node's wall clock, the correction its
+    neighbours' clocks give its own (rule 0)."""
     offsets = GaugeMetricFamily(
         "superpeer_clock_offset_seconds",
         "The neighbour's wall clock minus this super-peer's, measured over heartbeats",
@@ -434,8 +436,14 @@ def _clock_gauges(clock: Mapping[str, Any]) -> Iterator[Metric]:
     )
     yield _gauge(
         "superpeer_hybrid_clock_lead_seconds",
-        "How far hybrid time runs ahead of this super-peer's wall clock (the fastest clock's lead)",
+        "How far hybrid time runs ahead of this super-peer's wall clock (negative: behind it)",
         clock.get("hybrid_lead_seconds", 0.0),
+    )
+    correction = clock.get("correction_seconds")
+    yield _gauge(
+        "superpeer_clock_correction_seconds",
+        "What this super-peer adds to its wall clock, from its neighbours' (NaN: not measured yet)",
+        math.nan if correction is None else correction,
     )
     yield _gauge(
         "superpeer_clocks_beyond_bound",

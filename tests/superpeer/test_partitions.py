@@ -17,7 +17,7 @@ from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
 from tests.superpeer.invariants import check_routing
 from tests.superpeer.oracle import expected_deliveries
-from tests.superpeer.test_clocks import BROAD, publish
+from tests.superpeer.test_clocks import BROAD, clock_in_a_cut, publish
 from wire import messages as m
 from wire.framing import Received
 
@@ -196,6 +196,20 @@ def test_what_a_partition_held_up_goes_to_no_subscription_made_meanwhile():
     sub = simulation.peers["sub"]
     assert sub.filtered == sub.early == 0
     assert [(n.publication.id, n.subscriptions) for n in sub.notifications] == [("n5", ("new",))]
+    assert simulation.deliveries() == expected_deliveries(8, ops)
+
+
+def test_a_subscriber_that_withdrew_during_a_cut_gets_what_the_other_side_published_before():
+    """The subscriber's access point is evicted at the heal and rejoins; the catch-up for the
+    window of the subscription withdrawn during the cut is answered before the subscriber
+    reconnects, and it has nothing else left there (no subscription, no advertisement): the
+    answer was dropped as for a peer unknown (found by the clocks-in-a-cut property, with no
+    clock off at all)."""
+    ops = clock_in_a_cut(0, 0.0, [[0, 1, 2, 3], [4, 5, 6, 7]], "unsubscribe")
+    simulation = Simulation(8, seed=0)
+    for op in ops:
+        simulation.apply(dict(op))
+    assert simulation.deliveries()["sub"] == ["n0", "n1", "n2", "n3", "n4", "n5"]
     assert simulation.deliveries() == expected_deliveries(8, ops)
 
 
