@@ -31,12 +31,15 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
    node trusts its wall clock in nothing until it has measured a neighbour
    (``HybridClock.unmeasured``): its hybrid time runs on from the last reading it kept (behind
    by how long it was down) and is brought up by the first reading it absorbs; a node alone in
-   its cube has nobody to measure and takes its wall clock as it is. HAZARD: a majority of a
-   node's neighbours off the same way moves it with them; a node restarted under a wrong
-   clock that finds nobody and founds a cube alone gives readings off by its clock's error.
-   ``[limits] max_clock_offset_seconds`` reports both.
-This list is meant to be exhaustive: every interaction whose correctness depends on time passing
-between nodes, the channel its timestamp travels on, and what breaks past the configured bounds.
+   its cube has nobody to measure and takes its wall clock as it is, and so does a node's
+   first start (it kept no reading to run on from). HAZARD: a majority of a node's neighbours
+   off the same way moves it with them; a node restarted under a wrong clock that finds nobody
+   and founds a cube alone, or started for the first time under one, gives readings off by
+   its clock's error (one lead for the whole cube, harmless to order while it is whole). A
+   restarted node's readings lag until the first reading it absorbs (normally its old
+   neighbours' answer to the heartbeat it sends them as it starts): an event it accepts
+   before that may be ordered before a concurrent one elsewhere by up to its downtime.
+   ``[limits] max_clock_offset_seconds`` reports the offsets behind the first two.
 
 1. **A publication's time** (``Notification.published_at``): the origin's hybrid time when it
    accepted the change, strictly increasing per origin (across restarts too: the reading is
@@ -96,10 +99,10 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
    peer's skewed clock moves an absolute expiry ("until 12:00") by the peer's own error, never
    by the access point's.
 9. **Absorbing a reading** (``HybridClock.observe``): a reading more than
-   ``max_clock_lead_seconds`` ahead of the receiver's wall time is not absorbed (and is counted):
-   one clock set a year ahead must not drag every hybrid clock with it (what would expire every
-   resource). HAZARD: the messages of a super-peer whose clock leads by more than that are then
-   ordered by its own clock: rules 2 to 6 may misjudge them. ``[limits]
+   ``max_clock_lead_seconds`` ahead of the receiver's disciplined wall time is not absorbed (and
+   is counted): one clock set a year ahead must not drag every hybrid clock with it (what would
+   expire every resource). HAZARD: the messages of a super-peer whose clock leads by more than
+   that are then ordered by its own clock: rules 2 to 6 may misjudge them. ``[limits]
    max_clock_offset_seconds`` is the alarm below that bound: every super-peer measures its
    neighbours' and its peers' offsets (``OffsetEstimator``, NTP's on-wire calculation over
    heartbeats and the peer session's ``Clock`` messages), exports them, logs and reports

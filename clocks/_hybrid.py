@@ -77,11 +77,12 @@ class HybridClock:
 
     def _physical(self, wall: float) -> float:
         """The physical part of a reading at ``wall``: the corrected wall time; while
-        unmeasured, none (readings run on from the latest kept or absorbed), unless there is
-        none either (a node that never gave a reading has only its wall clock)."""
-        if self._correction is not None:
-            return wall + self._correction
-        return -math.inf if self._last > 0.0 else wall
+        unmeasured, none (readings run on from the latest kept or absorbed)."""
+        return -math.inf if self._correction is None else wall + self._correction
+
+    def _corrected(self, wall: float) -> float:
+        """``wall`` corrected (as it is while unmeasured)."""
+        return wall if self._correction is None else wall + self._correction
 
     def discipline(self, correction: float) -> None:
         """From now on the physical part is the wall time plus ``correction`` (seconds): what
@@ -94,9 +95,12 @@ class HybridClock:
         """A restart: the wall clock is not trusted until ``discipline`` (it may have been set
         anywhere meanwhile). Hybrid time runs on from the latest reading kept, at the rate of
         the wall clock from ``wall`` (behind the backbone's by how long the node was down,
-        until the first reading absorbed brings it up)."""
+        until the first reading absorbed brings it up). A clock that kept no reading (a node's
+        first start) has nothing else than its wall clock, and stays on it."""
+        if self._last <= 0.0:
+            return
         self._correction = None
-        if self._last > 0.0 and self._since is None:
+        if self._since is None:
             self._since = wall
         self._wall = wall
 
@@ -128,7 +132,7 @@ class HybridClock:
         part (of ``wall`` while unmeasured)."""
         if remote <= self._running(wall):
             return True
-        ahead = remote - (wall if self._correction is None else wall + self._correction)
+        ahead = remote - self._corrected(wall)
         if ahead > self.max_lead:
             self.refused += 1
             self.largest_refused_lead = max(self.largest_refused_lead, ahead)

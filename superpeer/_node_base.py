@@ -613,6 +613,12 @@ class NodeBase:
             "ended": ended,
         }
         self.store.set_pending(WITHDRAWN, withdrawal_key(peer, sid), entry)
+        self._keep_reading()
+
+    def _keep_reading(self) -> None:
+        """Keep the latest reading given as ``alive_at`` with a subscription's time kept in the
+        store: a restart runs on from there (``clocks``, rule 0), never below that time."""
+        self.store.set_meta("alive_at", repr(self.clock.last))
 
     def _forget_withdrawal(self, peer: str, sid: str) -> None:
         kept = self._withdrawn.get(peer, {})
@@ -645,10 +651,10 @@ class NodeBase:
 
     # -- clocks (``clocks``) ------------------------------------------------------------------
     def clock_report(self, now: float) -> dict[str, object]:
-        """The clocks as this node sees them: hybrid time's lead over its own wall clock (signed),
-        the correction its neighbours' clocks give its own (None: not measured since it
-        started), the measured offsets (the other clock minus this one) of its neighbours and peers, and what
-        exceeds ``max_clock_offset_seconds``."""
+        """The clocks as this node sees them: hybrid time's lead over its own wall clock
+        (signed), the correction its neighbours' clocks give its own (None: not measured since
+        it started), the measured offsets (the other clock minus this one) of its neighbours
+        and peers, and what exceeds ``max_clock_offset_seconds``."""
 
         def offsets(estimators: dict[str, OffsetEstimator]) -> dict[str, dict[str, float]]:
             return {

@@ -1904,6 +1904,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 )
                 made = self._subscribed_at.setdefault((peer, message.id), active_since)
                 self.store.set_subscription(peer, message.id, wire.encode(kept), made)
+                self._keep_reading()
         elif isinstance(message, m.Unsubscribe) and (
             withdrawn is not None or message.subscription is None
         ):

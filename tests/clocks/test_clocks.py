@@ -212,10 +212,10 @@ def test_a_restarted_clock_trusts_its_wall_clock_in_nothing_until_measured():
     assert clock.correction == -400.0
 
 
-def test_a_fresh_unmeasured_clock_has_only_its_wall_clock():
+def test_a_clock_that_kept_no_reading_has_only_its_wall_clock():
     clock = HybridClock()
     clock.unmeasured(50.0)
-    assert clock.correction is None
+    assert clock.correction == 0.0
     assert clock.now(100.0) == 100.0
 
 
