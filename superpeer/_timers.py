@@ -397,10 +397,9 @@ class Timers(Backlog):
 
     def _housekeeping(self, now: float, out: list[Output]) -> None:
         self._housekeeping_at = now + self.config.housekeeping_seconds
-        # a retention window of hybrid times keeps at least what it must (``clocks``, 11)
-        horizon = (
-            self.clock.earlier(now) - self.config.log_seconds
-        )  # older ones are past any catch-up
+        # older withdrawals and log entries are past any catch-up; counted back so that the
+        # window keeps at least what it must, whichever way the clock is corrected (``clocks``, 11)
+        horizon = self.clock.earlier(now) - self.config.log_seconds
         self._prune_unanswered(now)
         self.rates.prune(now)
         for peer, withdrawn in list(self._withdrawn.items()):
