@@ -3,6 +3,7 @@ small clock filter, sans-IO."""
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from dataclasses import dataclass
 
@@ -79,5 +80,4 @@ def correction_of(offsets: list[float]) -> float:
     moves neither itself (it follows them) nor them (they outvote it); of two clocks, both
     follow the slower, which never puts a lead into hybrid time (a lagging physical part is
     carried up by the readings absorbed)."""
-    values = sorted([0.0, *offsets])
-    return values[(len(values) - 1) // 2]
+    return statistics.median_low([0.0, *offsets])
