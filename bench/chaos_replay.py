@@ -1,6 +1,6 @@
 """The chaos harness's fault schedules, replayed in the simulator:
 ``python -m bench.chaos_replay [--superpeers 8] [--seeds 10] [--first-seed 0] [--duration 150]
-[--overlap 2] [--wedged 60,30] [--failure 3] [--slow-faults] [--json]``.
+[--overlap 2] [--wedged 60,30] [--failure 3] [--reform 9] [--slow-faults] [--json]``.
 
 ``deploy.chaos --overlap N`` on hosts of their own takes some ten minutes a run and no two runs
 time alike. This replays the same schedules (``deploy.chaos.make_plan``: every kind but
@@ -19,7 +19,8 @@ Per fault, the simulated seconds from its heal to one cube of every live member:
   super-peer; ``skew`` is left out (the clocks issue's own checks cover it).
 
 Each ``--wedged`` value (the watchdog, ``wedged_seconds``) runs the same schedules; the first is
-the baseline the others' ratios are to. A fault still not followed by one cube 90 s after its
+the baseline the others' ratios are to; ``--reform`` is ``reform_seconds`` (the harness's, three
+failure timeouts, by default). A fault still not followed by one cube 90 s after its
 heal counts as ``never`` (and as 90 s in the mean). With faults overlapping, another fault may
 hold the cube apart after one heals: each row says too how long one cube took from the last
 heal of any fault, and how many of the ``never`` s had another fault still active at the end of
@@ -252,8 +253,14 @@ def measure(
     failure: float,
     cut_hold: float | None = None,
     first_seed: int = 0,
+    reform: float = 9.0,
 ) -> dict[str, object]:
-    config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=failure, wedged_seconds=wedged)
+    config = NodeConfig(
+        heartbeat_seconds=0.5,
+        failure_seconds=failure,
+        wedged_seconds=wedged,
+        reform_seconds=reform,
+    )
     kinds = [k for k in FAULTS if k != "slow"]
     times: list[float] = []
     quiet: list[float] = []  # from the last heal of any fault, the faults held apart left out
@@ -318,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--overlap", type=int, default=2)
     parser.add_argument("--wedged", default="60,30", help="watchdog values; the first: baseline")
     parser.add_argument("--failure", type=float, default=3.0, help="failure_seconds")
+    parser.add_argument("--reform", type=float, default=9.0, help="reform_seconds")
     parser.add_argument("--cut-only", type=float, metavar="HOLD",
                         help="no schedule: one cut of each shape per seed, HOLD seconds long")  # fmt: skip
     parser.add_argument("--slow-faults", action="store_true",
@@ -329,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for wedged in args.wedged.split(","):
         row = measure(
             args.superpeers, args.seeds, args.duration, args.overlap, float(wedged),
-            args.failure, args.cut_only, args.first_seed,
+            args.failure, args.cut_only, args.first_seed, args.reform,
         )  # fmt: skip
         if not args.slow_faults:
             del row["slow_faults"]

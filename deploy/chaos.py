@@ -125,6 +125,7 @@ SUPERPEER_SETTINGS: Final = """[limits]
 heartbeat_seconds = 0.5
 failure_seconds = 3.0
 wedged_seconds = 30.0
+reform_seconds = 9.0
 clock_sample_seconds = 2.0
 [recovery]
 handover_seconds = 3.0
@@ -134,7 +135,8 @@ peers hear from their access point every 2 s. The wedge watchdog scales with the
 timeouts (the defaults give it 6). At 60 s, 20 of them, it left super-peers that no repair
 could reach out of the cube for a minute after each heal; at 30 s a replay of the harness's
 schedules in the simulator had one fault in 30 (against one in 4) not followed by one cube
-within 90 s, and at 20 s more rejoins than it saved (``BENCHMARKS.md``, stop 53)."""
+within 90 s, and at 20 s more rejoins than it saved (``BENCHMARKS.md``, stop 53). A side of a
+cut re-forms after three failure timeouts, as with the defaults (``BENCHMARKS.md``, stop 68)."""
 PEER_SETTINGS: Final = "silence_seconds = 8.0\n"
 """A peer takes its access point for gone after 8 s without a word (the default 45 s would let
 few faults fit)."""

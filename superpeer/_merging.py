@@ -6,6 +6,19 @@ repairs without them, or re-forms (its members rejoin, and find the other side s
 on delivering inside itself. When the cut heals nothing in the topology protocol notices. The
 rules:
 
+* **Re-forming.** HyperCuP repairs route through the cube (a walk to position 0, lookups
+  to members next to a position), so a side without position 0, or whose members are
+  neighbours of none of its other members, repairs nothing. A neighbour declared failed and
+  still unrepaired after ``reform_seconds`` is taken for that (``Timers._cut_off``): a member
+  whose every neighbour failed stands alone (``HypercupNode.stand_alone``) and every other
+  super-peer it knows is lost, to be probed; any other rejoins, its failed neighbours and
+  the super-peers it lost left aside as contacts for ``wedged_seconds``, and takes a contact
+  silent for ``reform_seconds`` for out of reach (``SuperPeerNode._nobody_in_the_cube``).
+* **Directory.** A rejoining member finds its side through the super-peers it knows, and
+  its neighbours may all be across the cut: every heartbeat names up to
+  ``KNOWN_PER_HEARTBEAT`` super-peers its sender knows, neither end of the link nor one it
+  lost or saw leave (``Heartbeat.known``), each link in turn through the sender's list; a
+  node keeps the addresses it did not have, ``MAX_KNOWN`` at most.
 * **Who is which cube.** Every member knows its cube's *identity*: the holder of position 0
   (the *root*) and the dimension. The root's holder knows itself; every other member learns it
   from its parent in the tree rooted at position 0 (``Heartbeat.root``, ``.dimension``), so it
@@ -83,6 +96,11 @@ MEETING_SECONDS: Final = 60.0
 """How long a meeting with a member of another cube counts toward leaving for it."""
 MEMBERS_NAMED: Final = 3
 """How many of its neighbours a member names in an ``Evicted`` to a member of a weaker cube."""
+KNOWN_PER_HEARTBEAT: Final = 4
+"""How many super-peers a heartbeat names (``Heartbeat.known``); more in one are not read."""
+MAX_KNOWN: Final = 4096
+"""The most super-peers a node learns of from heartbeats: a directory that reached it stops
+growing (what it learnt stays; addresses learnt otherwise are not counted)."""
 
 
 class Merges(NodeBase):
@@ -108,6 +126,36 @@ class Merges(NodeBase):
             return {}
         return {"dimension": identity[0], "root": identity[1]}
 
+    # == the directory ===============================================================================
+    def _known_fields(self, neighbour: str) -> dict[str, object]:
+        """The next super-peers this node knows, for a heartbeat to ``neighbour`` (each link has
+        its own turn through them, so every neighbour hears of all): neither the two ends nor
+        one that left or that this node lost (a side of a cut names only its own)."""
+        names = sorted(
+            node
+            for node, address in self.addresses.items()
+            if address
+            and node not in (self.node_id, neighbour)
+            and node not in self._lost
+            and not self._has_left(node)
+        )
+        if not names:
+            return {}
+        start = self._known_turn.get(neighbour, 0) % len(names)
+        chosen = (names + names)[start : start + min(KNOWN_PER_HEARTBEAT, len(names))]
+        self._known_turn[neighbour] = start + len(chosen)
+        return {"known": tuple((node, self.addresses[node]) for node in chosen)}
+
+    def _heard_known(self, heartbeat: m.Heartbeat) -> None:
+        """Super-peers a heartbeat names: addresses this node did not have (one it has is
+        its own evidence, fresher or as good)."""
+        for node, address in heartbeat.known[:KNOWN_PER_HEARTBEAT]:
+            if len(self._learnt) >= MAX_KNOWN:
+                return
+            if node != self.node_id and address and node not in self.addresses:
+                self.addresses[node] = address
+                self._learnt.add(node)
+
     def _heard_identity(
         self,
         sender: str,
@@ -132,6 +180,21 @@ class Merges(NodeBase):
                 self._check_claim(sender, incarnation, heartbeat.positions, now, out)
             return
         if self._is_neighbour(sender):
+            identity = self.cube_identity()
+            if not heartbeat.positions and identity is not None and heartbeat.root != identity[1]:
+                # a probe: the sender is in another cube and takes this node for lost (it
+                # stood alone, or re-formed, while this node still heard from it): out of this
+                # cube, failed at once (two members of a cube cut apart, one re-formed alone,
+                # the other kept it in its table for good, each waiting on the other: a replay
+                # at 8 super-peers, seed 13)
+                log.warning(
+                    "event=neighbour_elsewhere node=%s neighbour=%s cube=%s",
+                    self.node_id,
+                    sender,
+                    heartbeat.root,
+                )
+                self._fail(sender, now, out)
+                return
             mine = self.core.view.dimension
             if heartbeat.dimension == mine:
                 self._reported_roots[sender] = heartbeat.root
@@ -554,6 +617,21 @@ class Merges(NodeBase):
         if not due:
             return
         _, node = min(due)
+        self._probe(node, now, out)
+
+    def _probe_every_lost(self, now: float, out: list[Output]) -> None:
+        """Every lost super-peer at once: a member that just stood alone, or started a cube,
+        looks for the rest of its side in one round trip, not one super-peer every
+        ``merge_probe_seconds`` (16 super-peers cut 4 | 12: three of the four stood alone, with
+        fifteen lost each, and met some 20 s later)."""
+        if self.core is None:
+            return
+        neighbours = self.core.view.neighbours()
+        for node in sorted(self._probes):
+            if node not in neighbours and self.addresses.get(node):
+                self._probe(node, now, out)
+
+    def _probe(self, node: str, now: float, out: list[Output]) -> None:
         tries = self._probe_tries.get(node, 0) + 1
         self._probe_tries[node] = tries
         wait = min(self.config.merge_probe_seconds * 2**tries, MAX_PROBE_SECONDS)

@@ -115,6 +115,11 @@ class NodeConfig:
     wedged_seconds: float = 60.0
     """A topology operation still unfinished after this long is wedged (what HyperCuP cannot
     untangle: a grow or shrink overtaking a repair): this node rejoins."""
+    reform_seconds: float = 30.0
+    """A neighbour declared failed and still unrepaired after this long cannot be repaired from
+    this side (a cut left it without the members the repair needs): this node stands alone or
+    rejoins, and its side re-forms as a cube of its own (``superpeer._merging``,
+    "Re-forming"); a rejoining node's contact silent this long is taken for out of reach."""
     admission_seconds: float = 10.0
     """TLS, ``Hello`` and identification of a peer connection, all of it."""
     max_unidentified_per_address: int = 32
@@ -363,6 +368,16 @@ class NodeBase:
         """Per attached peer, its clock offset (``Clock``)."""
         self._heartbeat_echo: dict[str, tuple[float, float]] = {}
         """Per neighbour, the ``wall`` of the last heartbeat it sent here and when it came."""
+        self._alive_at: dict[str, float] = {}
+        """Per super-peer, when anything last came from it (a frame, an acknowledgement): a
+        rejoining node asks those first (``SuperPeerNode._join``)."""
+        self._hailed_at: float | None = None
+        """When this node, rejoining cut off (``Timers._cut_off``), sent every contact a word:
+        one that did not acknowledge it within ``failure_seconds`` is silent since then."""
+        self._known_turn: dict[str, int] = {}
+        """Per neighbour, where its heartbeats' next ``Heartbeat.known`` begins."""
+        self._learnt: set[str] = set()
+        """The super-peers whose addresses this node learnt from heartbeats (``MAX_KNOWN``)."""
         self._clock_sampled: dict[str, float] = {}
         """Per neighbour, when this node last sent it a heartbeat (the next one, busy link or
         not, is due ``clock_sample_seconds`` later)."""

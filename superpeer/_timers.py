@@ -12,6 +12,7 @@ from superpeer._node_base import (
     Output,
     log,
 )
+from superpeer.actions import Forgotten
 from wire import messages as m
 
 
@@ -245,6 +246,8 @@ class Timers(Backlog):
                 return
             for neighbour in self._last_heard:
                 self._last_heard[neighbour] = now
+        if self._cut_off(now, out):
+            return
         wedged = self._wedged(now)
         if wedged is not None:
             self._rejoin(f"the topology protocol is wedged: {wedged}", now, out)
@@ -302,6 +305,7 @@ class Timers(Backlog):
             held=max(0.0, now - received),
             positions=positions,
             **self._identity_fields(),  # type: ignore[arg-type]
+            **self._known_fields(neighbour),  # type: ignore[arg-type]
         )
 
     def _heartbeat_in(self, sender: str, heartbeat: m.Heartbeat, now: float) -> None:
@@ -363,18 +367,59 @@ class Timers(Backlog):
             self._topology(asked, now, out)
         return False
 
+    def _cut_off(self, now: float, out: list[Output]) -> bool:
+        """Whether this node re-formed (``superpeer._merging``, "Re-forming"): a neighbour
+        declared failed is still unrepaired after ``reform_seconds``, which a repair on this
+        side cannot finish (a cut left it without the members it needs: position 0, the only
+        links between two of its members). Every neighbour failed, this member stands alone
+        and goes on serving its peers; else it rejoins, the failed neighbours and the
+        super-peers it lost left aside as contacts (they are where it cannot reach), and its
+        side forms a cube of its own."""
+        if not self._suspected:
+            return False
+        unrepaired, since = min(self._suspected.items(), key=lambda item: item[1])
+        if now - since <= self.config.reform_seconds:
+            return False
+        reason = f"{unrepaired} unrepaired for {now - since:.0f} s"
+        if self.core is not None and set(self.core.view.neighbours()) <= set(self._suspected):
+            try:
+                alone = self.topology.stand_alone()
+            except HypercupError as error:
+                log.warning("event=stand_alone_refused node=%s error=%r", self.node_id, str(error))
+            else:
+                log.error("event=stand_alone node=%s reason=%r", self.node_id, reason)
+                self._topology(alone, now, out)
+                # every other super-peer it knows is in another cube now: probed, as a node
+                # that starts a cube of its own does (two members of a cube of three, cut apart
+                # as the third died, each stood alone and never met: their only lost one was
+                # the dead one)
+                for node in sorted(self.addresses):
+                    if node != self.node_id and node not in self._lost and not self._has_left(node):
+                        self._lose_silent(node, now)
+                self._probe_every_lost(now, out)
+                return True
+        for node in set(self._suspected) | set(self._lost):
+            self._unusable[node] = now + self.config.wedged_seconds
+        self._rejoin(f"cut off: {reason}", now, out)
+        # a word to every other contact: those on this side acknowledge it at once, and are
+        # asked first (``SuperPeerNode._join``)
+        asked = self._join_contact[0] if self._join_contact is not None else None
+        for node in sorted(self.addresses):
+            if node in (self.node_id, asked) or self._unusable_until(node, now):
+                continue
+            self._send(node, m.Heartbeat(wall=now), now, out)
+            out.append(Forgotten(node))
+        self._hailed_at = now
+        return True
+
     def _wedged(self, now: float) -> str | None:
-        """Why the topology protocol is wedged (None if it is not): busy, or a failed neighbour
-        unrepaired, for longer than any operation takes: what HyperCuP cannot untangle (two
-        neighbouring members failing at once, a grow or shrink overtaking a repair) leaves it
-        so. A crash-recovery is the way out: this node rejoins (as after a stall), its
-        neighbours repair its place, or, if every member is wedged, they start a new cube. The
-        reason names what it waited on (``HypercupNode.activity``), for the log."""
+        """Why the topology protocol is wedged (None if it is not): busy for longer than any
+        operation takes: what HyperCuP cannot untangle (two neighbouring members failing at
+        once, a grow or shrink overtaking a repair) leaves it so. A crash-recovery is the way
+        out: this node rejoins (as after a stall), its neighbours repair its place, or, if
+        every member is wedged, they start a new cube. The reason names what it waited on
+        (``HypercupNode.activity``), for the log."""
         wedged = self.config.wedged_seconds
-        if self._suspected:
-            unrepaired, since = min(self._suspected.items(), key=lambda item: item[1])
-            if now - since > wedged:
-                return f"{unrepaired} unrepaired for {now - since:.0f} s"
         if not self.topology.busy():
             self._busy_since = None
             return None

@@ -31,6 +31,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     failure_seconds = 10.0             # a neighbour silent this long has failed
     wedged_seconds = 60.0              # a topology operation unfinished this long is wedged:
                                        # the super-peer rejoins
+    reform_seconds = 30.0              # a failed neighbour unrepaired this long: this side of a
+                                       # cut cannot repair it, and re-forms as a cube of its own
     admission_seconds = 10.0           # TLS + Hello + identification of a connection, in all
     join_contact_seconds = 60.0        # at start, the join addresses are asked again this long
                                        # while none answers (a cube busy repairing, a cut)
@@ -179,6 +181,7 @@ class Limits:
     heartbeat_seconds: float = 1.0
     failure_seconds: float = 10.0
     wedged_seconds: float = 60.0
+    reform_seconds: float = 30.0
     admission_seconds: float = 10.0
     join_contact_seconds: float = 60.0
     max_unidentified_per_address: int = 32
@@ -351,6 +354,7 @@ class SuperPeerConfig:
             heartbeat_seconds=limits.heartbeat_seconds,
             failure_seconds=limits.failure_seconds,
             wedged_seconds=limits.wedged_seconds,
+            reform_seconds=limits.reform_seconds,
             admission_seconds=limits.admission_seconds,
             max_unidentified_per_address=limits.max_unidentified_per_address,
             placements_per_step=limits.placements_per_step,
@@ -488,6 +492,12 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
             f"({config.collector.long_full_pass_seconds}) must be less than "
             f"limits.failure_seconds ({config.limits.failure_seconds}): a full pass that long "
             "holds the loop until the neighbours declare the super-peer failed"
+        )
+    if config.limits.reform_seconds <= config.limits.failure_seconds:
+        raise ConfigError(
+            f"{source}: limits.reform_seconds ({config.limits.reform_seconds}) must be more "
+            f"than limits.failure_seconds ({config.limits.failure_seconds}): a failed "
+            "neighbour's repair takes a while, and every failure would re-form the cube"
         )
     return config
 

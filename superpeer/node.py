@@ -44,14 +44,16 @@ Rules, beyond the routing core's:
   ``wedged_seconds`` without a break is wedged: the node rejoins, as after a protocol error; so
   is a join unanswered that long (its ``Welcome`` lost), however lively its contact.
   A rejoining node that finds every super-peer it knows out of the cube (refusing as
-  non-members, or silent for ``wedged_seconds``: a busy member can be silent that long, and a
-  new cube beside a live one splits the network for good), and has the smallest id among those
-  that answered, creates a new cube; the others join it. A refusal from a contact that is no
-  member sends the next request at once (each contact once a round; then ``rejoin_seconds``);
-  so does a contact heard of as a new incarnation that has not answered since (the request
-  went with the old one): ``rejoin_seconds`` later, as the same incarnation, if it had said it
-  was no member in this round; else ``failure_seconds`` later, as a new one, as for a silent
-  contact (``_contact_restarted_due``). A node that joins knows no root until its tree parent reports
+  non-members, or silent for ``reform_seconds``: a busy member can be silent a while, and a
+  new cube beside a live one splits the network until the two meet, ``superpeer._merging``),
+  and has the smallest id among those that answered, creates a new cube; the others join it.
+  A failed neighbour unrepaired for ``reform_seconds`` means this side of a cut cannot repair
+  it: the node stands alone or rejoins (``superpeer._merging``, "Re-forming"). A refusal from
+  a contact that is no member sends the next request at once (each contact once a round;
+  then ``rejoin_seconds``); so does a contact heard of as a new incarnation that has not
+  answered since (the request went with the old one): ``rejoin_seconds`` later, as the same
+  incarnation, if it had said it was no member in this round; else ``failure_seconds``
+  later, as a new one, as for a silent contact (``_contact_restarted_due``). A node that joins knows no root until its tree parent reports
   one (what its neighbours reported before is forgotten).
 * **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
@@ -284,6 +286,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 # time then, or the contact would seem silent since before the request left
                 self._join_at = now
                 return
+        self._silent_unhailed(now)
         if self._nobody_in_the_cube(now):
             # every super-peer this node knows is out of the cube (a failure in the middle of a
             # join or a grow broke them all): the smallest live one starts a new cube, the
@@ -300,11 +303,30 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             self._asked_this_round.clear()
             self._silent_since.clear()
             self._topology(self.topology.create(), now, out)
+            self._probe_every_lost(now, out)
             return
         if now < self._old_neighbours_until and self._old_neighbours:
             # a restart: only the old neighbours, while they may still be repairing its place
             while self._contacts[0][0] not in self._old_neighbours:
                 self._contacts.append(self._contacts.pop(0))
+        elif self._hailed_at is not None:
+            # cut off: first a contact that acknowledged the word this node sent every one
+            # (``Timers._cut_off``) and was not found out of the cube or silent to a join yet;
+            # the others may be across the cut, a failure timeout each (``superpeer._merging``,
+            # "Re-forming"). (Not one heard from otherwise: two rejoining nodes whose requests
+            # to each other kept them both lively asked each other for good, a replay at 16
+            # super-peers, seed 29.)
+            lively = [
+                contact
+                for contact in self._contacts
+                if contact[0] not in self._asked_this_round
+                and contact[0] not in self._outside
+                and self._alive_at.get(contact[0], -math.inf) >= self._hailed_at
+                and not self._unusable_until(contact[0], now)
+            ]
+            if lively:
+                self._contacts.remove(lively[0])
+                self._contacts.insert(0, lively[0])
         usable = [c for c in self._contacts if not self._unusable_until(c[0], now)]
         while usable and self._unusable_until(self._contacts[0][0], now):
             self._contacts.append(self._contacts.pop(0))
@@ -327,6 +349,19 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             log.warning("event=join_error node=%s error=%r", self.node_id, str(error))
             self._join_at = now + self.config.rejoin_seconds
 
+    def _silent_unhailed(self, now: float) -> None:
+        """The contacts that did not acknowledge the word this node sent them as it rejoined cut
+        off (``_hailed_at``) are silent since then, asked or not: across the cut, each would
+        otherwise cost a failure timeout, and its side's cube would wait for all of them (a
+        side of ten of 16 super-peers out of the cube for 25 s)."""
+        hailed = self._hailed_at
+        if hailed is None or now < hailed + self.config.failure_seconds:
+            return
+        for node, _ in self._contacts:
+            if node not in self._outside and self._alive_at.get(node, -math.inf) < hailed:
+                self._outside[node] = False
+                self._silent_since.setdefault(node, hailed)
+
     def _nobody_in_the_cube(self, now: float) -> bool:
         # the members of a cube this node could not stay in (a bridge across a cut) count
         # for nothing: they neither admit it usefully nor start a cube of its side
@@ -335,7 +370,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             return not contacts and bool(self._contacts)
         alive = [node for node in contacts if self._outside[node]]
         if any(
-            now - self._silent_since.get(node, now) < self.config.wedged_seconds
+            now - self._silent_since.get(node, now) < self.config.reform_seconds
             for node in contacts
             if not self._outside[node]
         ):
@@ -537,6 +572,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
 
     def _joined(self, now: float, out: list[Output]) -> None:
         self._merging = None
+        self._hailed_at = None
         self._joined_at = now
         self._joined_clock = self.clock.now(now)
         self._heard_as_member = set()
@@ -730,6 +766,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._heard(node, now)
 
     def _heard(self, node: str, now: float) -> None:
+        self._alive_at[node] = now
         if self._join_contact is not None and self._join_contact[0] == node:
             self._join_contact = (node, now)
         known = self._neighbour_incarnations.get(node)
@@ -887,6 +924,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             self._hypercup(sender, message, now, out)
         elif isinstance(message, m.Heartbeat):
             self._heartbeat_in(sender, message, now)  # a sign of life, noted above
+            self._heard_known(message)
             self._heard_identity(sender, incarnation, message, now, out)
         elif isinstance(message, m.CatchUp):
             self._serve_catchup(sender, message, now, out)
@@ -1264,6 +1302,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._before_member.clear()
         self._restored_since = since
         self._contacts = contacts
+        self._hailed_at = None
         # as after a restart: through the old neighbours first, for a while, if the cube may
         # not have replaced this incarnation yet: they refuse until its place is repaired, where
         # a member that never knew it would admit it into a cube still repairing its old place,

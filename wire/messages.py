@@ -533,6 +533,11 @@ class Heartbeat:
     """The positions the sender holds, in a heartbeat to a neighbour (empty in a probe): a
     member whose table gives one of them to another live member tells the sender it holds that
     place no more (``superpeer._merging``, "Stale holders")."""
+    known: tuple[tuple[str, str], ...] = ()
+    """Super-peers the sender knows, as ``(id, address)``, a few per heartbeat in turn
+    (``superpeer._merging``, "Directory"): every member comes to know every other one's
+    address, which a side of a cut needs to re-form when no member of it is a neighbour of
+    another in the cube."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -256,7 +256,9 @@ class Simulation:
     ) -> None:
         if superpeers < 1:
             raise ValueError("a network needs at least one super-peer")
-        base = node_config or NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0)
+        base = node_config or NodeConfig(
+            heartbeat_seconds=0.5, failure_seconds=2.0, reform_seconds=6.0
+        )
         routing = config or base.routing
         self.node_config = replace(base, routing=replace(routing, tracing=trace_dir is not None))
         self.now = START
@@ -335,6 +337,11 @@ class Simulation:
         self._waiting_since: dict[str, int] = {}
         """Per peer with requests waiting for a connection, the operation that made the first."""
         self._reconnecting: set[str] = set()
+        self._leaving: dict[str, SimPeer] = {}
+        """Peers that left while their access point was out of the cube, with requests made
+        meanwhile (publications among them): they leave once they reach it, those sent first,
+        as the peer daemon's outbox does (what it never sent is not owed, and the oracle
+        counts every publication made)."""
         """Peers whose access point closed their connection, to come back (``_reconnect``)."""
         self._op_label = ""
         self.skews: dict[str, float] = {f"sp{k}": s for k, s in (skews or {}).items()}
@@ -412,6 +419,7 @@ class Simulation:
 
     def _step(self, step: object) -> None:
         if isinstance(step, Connect):
+            self._leaving.pop(step.peer, None)  # back under its name: a new start
             self._connect(step)
         elif isinstance(step, Disconnect):
             self._disconnect(self.peers[step.peer])
@@ -423,7 +431,12 @@ class Simulation:
         elif isinstance(step, Want):
             self._want(self.peers[step.peer], step.publication)
         elif isinstance(step, Forget):
-            self._disconnect(self.peers.pop(step.peer))
+            peer = self.peers.pop(step.peer)
+            if peer.connection is None and peer.waiting:
+                self._leaving[step.peer] = peer
+                self._reconnecting.add(step.peer)
+            else:
+                self._disconnect(peer)
         elif isinstance(step, SuperPeerJoin):
             self._superpeer_join()
         elif isinstance(step, SuperPeerLeave):
@@ -1036,14 +1049,19 @@ class Simulation:
 
     def _reconnect(self) -> None:
         for name in sorted(self._reconnecting):
-            peer = self.peers.get(name)
+            leaving = self._leaving.get(name)
+            peer = self.peers.get(name, leaving)
             if peer is None or peer.connection is not None:
                 self._reconnecting.discard(name)
                 continue
             node = self.nodes.get(peer.access_point)
             if node is not None and node.core is not None:
                 self._reconnecting.discard(name)
+                if leaving is not None:  # what it asked meanwhile goes, its Leave last
+                    self.peers[name] = self._leaving.pop(name)
                 self._connect(Connect(name, self.ids.index(peer.access_point)))
+                if leaving is not None:
+                    self._disconnect(self.peers.pop(name))
 
     def _decode(self, pending: _Pending) -> object:
         if self.verify_wire:

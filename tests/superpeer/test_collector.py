@@ -80,8 +80,11 @@ def test_what_survived_a_full_pass_is_not_walked_again():
     assert freezing["freezes"][0] >= 2
     frozen = freezing["frozen"]
     assert frozen == sorted(frozen) and frozen[-1] >= (WAVES - 2) * wave
+    # the first pass walks everything (nothing is frozen before it): the imports' objects, and
+    # as many waves as Python's own counters let go by, which shifts with what the imports
+    # allocated (two waves once protocol 10's heartbeat field was added: 194,644 walked)
     walked = freezing["walked"]
-    assert len(walked) >= 3 and max(walked) < 3 * wave, freezing
+    assert len(walked) >= 3 and max(walked[1:]) < 3 * wave, freezing
 
     plain = _alone("grow_in_waves", "long passes only")
     assert plain["freezes"] == [0] and plain["frozen"][-1] == 0

@@ -485,7 +485,11 @@ HEAL_BOUND = 30.0
         # restarted after the heal: its catch-up began when it had last been alive, after n5,
         # so detached p1 never had it. The earliest time a lost super-peer, or a neighbour
         # declared failed, was heard from is on disk: a restart catches up from there.
-        # (Its heal is slow, 88 s: repairs of a cut overlapping two failures still wedge)
+        # (Its heal is slow, 88 s: repairs of a cut overlapping two failures still wedge.)
+        # With re-forming (stop 68) a side's super-peer was out of the cube for 18 s,
+        # rejoining again and again: its publisher made four publications meanwhile and
+        # left, and the simulated peer dropped them unsent, where the peer daemon's outbox
+        # keeps them (``Simulation._leaving``)
         "partition_counterexample_crash_while_cut_off.json",
         # (random examples, hypothesis seed 15, minimised) a cut shorter than the failure
         # timeout held p5's subscription on its way to p0's access point, which published n15

@@ -11,7 +11,9 @@ import pytest
 from bench.chaos_replay import Replay, cut_plans
 from hypercup import ChangeRequest, NeighbourUpdate
 from hypercup.errors import RemoteProtocolError
+from superpeer import _merging
 from superpeer.actions import Stopped
+from superpeer.config import ConfigError, config_from_mapping
 from superpeer.core import broadcast_key
 from superpeer.node import NodeConfig, SuperPeerNode
 from superpeer.sim import Simulation
@@ -104,7 +106,9 @@ def test_a_long_cut_of_32_super_peers_heals_into_one_cube_within_the_bound(seed,
     newcomers' walks asked again meanwhile were all queued, and the grow restarted the
     duplicates with them (``hypercup._joins``)."""
     plan = next(p for p in cut_plans(32, seed, 60.0) if p["faults"][0]["shape"] == shape)
-    config = NodeConfig(heartbeat_seconds=0.5, failure_seconds=3.0, wedged_seconds=30.0)
+    config = NodeConfig(
+        heartbeat_seconds=0.5, failure_seconds=3.0, wedged_seconds=30.0, reform_seconds=9.0
+    )
     (record,) = Replay(plan, config, seed).run()
     assert record.one_cube is not None and record.one_cube < HEAL_BOUND
 
@@ -690,3 +694,150 @@ def test_a_contact_that_said_it_was_out_of_the_cube_and_fell_silent_counts_as_si
 
     simulation.run_until_quiet(until=one_cube)
     assert simulation.now - started < 2 * NodeConfig().wedged_seconds
+
+
+def parity_sides(simulation: Simulation) -> list[list[int]]:
+    """The super-peers at even positions and those at odd ones: every link of a full cube joins
+    one of each, so a cut between them leaves no member a neighbour of another on its side."""
+    sides: list[list[int]] = [[], []]
+    for index, node_id in enumerate(simulation.ids):
+        (position,) = simulation.nodes[node_id].core.view.positions
+        sides[bin(position).count("1") % 2].append(index)
+    return sides
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_a_side_whose_every_cube_link_crossed_the_cut_delivers_inside_itself(side):
+    """Found by the stop-68 probe of deliveries inside a side during a cut: no repair can
+    finish on such a side (position 0 and every member a lookup needs are across), and what
+    its publisher published reached its subscriber only after the heal, by catch-up. Its
+    members re-form (``reform_seconds``, found through the addresses heartbeats spread) and
+    deliver inside the side before the heal; after it, one cube and every inbox the oracle's."""
+    simulation = Simulation(8, seed=3)
+    groups = parity_sides(simulation)
+    sub, pub = groups[side][0], groups[side][-1]
+    before = [
+        {"op": "join", "peer": "sub", "superpeer": sub},
+        {"op": "join", "peer": "pub", "superpeer": pub},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "wait", "seconds": 2},
+        {"op": "partition", "groups": groups},
+        {"op": "wait", "seconds": 20},  # declared failed, then re-formed
+    ]
+    cut = [op for n in range(10) for op in (publish(n), {"op": "wait", "seconds": 1})]
+    for op in before + cut:
+        simulation.apply(dict(op))
+    assert simulation.deliveries()["sub"] == [f"n{n}" for n in range(10)]
+    assert len(simulation.cubes()) == 2
+    seconds = heal_time(simulation, [], {"op": "heal"})
+    assert seconds < HEAL_BOUND
+    after = [publish(10), {"op": "wait", "seconds": 30}]
+    for op in after:
+        simulation.apply(dict(op))
+    ops = [*before, *cut, {"op": "heal"}, *after]
+    assert simulation.deliveries() == expected_deliveries(8, ops)
+
+
+def test_a_super_peer_cut_off_from_everyone_stands_alone_and_serves_its_peers():
+    """Isolated, it can repair none of its neighbours: after ``reform_seconds`` it takes a cube
+    of its own rather than rejoin (which would drop its peers for as long as its contacts,
+    all out of reach, take to time out), and its peers go on publishing to each other. At the
+    heal the two cubes meet (it probes every super-peer it knew) and become one."""
+    simulation = Simulation(8, seed=1)
+    lone = 5
+    before = [
+        {"op": "join", "peer": "sub", "superpeer": lone},
+        {"op": "join", "peer": "pub", "superpeer": lone},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "wait", "seconds": 2},
+        {"op": "partition", "groups": [[lone]]},
+        {"op": "wait", "seconds": 12},
+    ]
+    cut = [op for n in range(5) for op in (publish(n), {"op": "wait", "seconds": 1})]
+    for op in before + cut:
+        simulation.apply(dict(op))
+    node = simulation.nodes[simulation.ids[lone]]
+    assert node.cube_identity() == (0, simulation.ids[lone])
+    assert node.statistics.rejoins == 0
+    assert simulation.deliveries()["sub"] == [f"n{n}" for n in range(5)]
+    assert heal_time(simulation, [], {"op": "heal"}) < HEAL_BOUND
+
+
+def test_every_member_learns_every_super_peer_from_heartbeats():
+    """A member knows its neighbours' addresses from its table; heartbeats name the others
+    (``Heartbeat.known``), a few at a time, so that a member whose neighbours are all across a
+    cut can still rejoin through the members of its own side."""
+    simulation = Simulation(16, seed=2)
+    simulation.apply({"op": "wait", "seconds": 10})
+    for node_id, node in simulation.nodes.items():
+        assert set(node.addresses) >= set(simulation.ids) - {node_id}, node_id
+
+
+def test_a_heartbeat_names_a_few_super_peers_and_a_node_learns_a_bounded_number(monkeypatch):
+    """``KNOWN_PER_HEARTBEAT`` of a heartbeat's names are read, the rest ignored; addresses a
+    node has already are kept (its own evidence); past ``MAX_KNOWN`` learnt, no more."""
+    simulation = Simulation(4, seed=1)
+    receiver = simulation.nodes["sp0"]
+    sender = next(iter(sorted(receiver.core.view.neighbours())))
+    incarnation = simulation.nodes[sender].incarnation
+    known = receiver.addresses[sender]
+    names = ((sender, "elsewhere:1"), *((f"x{n}", f"x{n}.sim:7400") for n in range(10)))
+    at = simulation._clock("sp0")
+    heartbeat = m.Heartbeat(wall=at, known=names)
+    receiver.superpeer_message(sender, incarnation, Received(heartbeat, "h"), at)
+    assert receiver.addresses[sender] == known
+    assert {n for n in receiver.addresses if n.startswith("x")} == {"x0", "x1", "x2"}
+    monkeypatch.setattr(_merging, "MAX_KNOWN", len(receiver._learnt) + 1)
+    later = m.Heartbeat(wall=at, known=names[4:])
+    receiver.superpeer_message(sender, incarnation, Received(later, "h"), at)
+    assert {n for n in receiver.addresses if n.startswith("x")} == {"x0", "x1", "x2", "x3"}
+
+
+def test_a_heartbeat_names_the_super_peers_in_turn_and_never_a_lost_one():
+    """Each link goes through the sender's list in turn (every neighbour hears of all), names
+    neither end of the link, nor a super-peer the sender lost (a side of a cut names its own)."""
+    simulation = Simulation(2, seed=1)
+    node = simulation.nodes["sp0"]
+    for n in range(6):
+        node.addresses[f"x{n}"] = f"x{n}.sim:7400"
+    node._lost["x5"] = (0.0, 0.0)
+    now = simulation._clock("sp0")
+    heard = [name for _ in range(3) for name, _ in node._heartbeat("sp1", now).known]
+    assert heard == ["x0", "x1", "x2", "x3", "x4", "x0", "x1", "x2", "x3", "x4", "x0", "x1"]
+
+
+def test_a_neighbour_that_probes_from_another_cube_is_failed_at_once():
+    """A neighbour whose heartbeat is a probe (no positions) naming another cube has left this
+    one (it stood alone, or re-formed, while this node still heard from it): failed at once,
+    not kept in the table for as long as it answers (found in a replay at 8 super-peers, seed
+    13: each of two members waited on the other for good). A probe naming this very cube, or a
+    heartbeat that claims positions, changes nothing (nor one naming this cube's root in
+    another dimension: a change of dimension it missed, ``superpeer.node``)."""
+    simulation = Simulation(4, seed=1)
+    receiver = simulation.nodes["sp0"]
+    sender = sorted(receiver.core.view.neighbours())[0]
+    incarnation = simulation.nodes[sender].incarnation
+    dimension, root = receiver.cube_identity()
+    at = simulation._clock("sp0")
+    for same in (
+        m.Heartbeat(wall=at, root=root, dimension=dimension),
+        m.Heartbeat(wall=at, root=root, dimension=dimension - 1),
+        m.Heartbeat(wall=at, root=sender, dimension=0, positions=(1,)),
+    ):
+        receiver.superpeer_message(sender, incarnation, Received(same, "h"), at)
+        assert sender not in receiver._suspected
+    probe = m.Heartbeat(wall=at, root=sender, dimension=0)
+    receiver.superpeer_message(sender, incarnation, Received(probe, "h"), at)
+    assert sender in receiver._suspected
+
+
+def test_reform_seconds_is_configured_and_must_outlast_the_failure_timeout():
+    assert config_from_mapping({"limits": {"reform_seconds": 12.5}}).limits.reform_seconds == 12.5
+    node_config = config_from_mapping({"limits": {"reform_seconds": 12.5}}).node_config(
+        tracing=False
+    )
+    assert node_config.reform_seconds == 12.5
+    with pytest.raises(ConfigError, match=r"reform_seconds \(10.0\) must be more than"):
+        config_from_mapping({"limits": {"reform_seconds": 10.0}})
