@@ -236,24 +236,6 @@ class HypercupNode(Joins, Departures):
 
         return self._run(action)
 
-    def stand_alone(self) -> list[Output]:
-        """Every neighbour of this member was reported failed (``neighbour_failed``) and the
-        runtime gave up waiting for their repairs: it is cut off from the cube (isolated by a
-        partition), where nothing it sends arrives. It takes a cube of its own, as the last one
-        standing does, and the two cubes merge when the cut heals (``superpeer._merging``)."""
-
-        def action() -> None:
-            hood = self._member_hood("stand_alone")
-            unreported = sorted(set(hood.peers) - set(self._failed))
-            if unreported:
-                raise LocalProtocolError(
-                    f"{self.node_id} cannot stand alone: its neighbours {unreported} were not "
-                    "reported failed"
-                )
-            self._stand_alone()
-
-        return self._run(action)
-
     def leave(self, *, incarnation: int = 0, last_heard: float = 0.0) -> list[Output]:
         """Announce this node's departure; ``Left`` comes once its positions have a successor
         (at once if it is the last member). ``incarnation`` and ``last_heard`` (the runtime's

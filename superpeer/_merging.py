@@ -9,11 +9,12 @@ rules:
 * **Re-forming.** HyperCuP repairs route through the cube (a walk to position 0, lookups
   to members next to a position), so a side without position 0, or whose members are
   neighbours of none of its other members, repairs nothing. A neighbour declared failed and
-  still unrepaired after ``reform_seconds`` is taken for that (``Timers._cut_off``): a member
-  whose every neighbour failed stands alone (``HypercupNode.stand_alone``) and every other
-  super-peer it knows is lost, to be probed; any other rejoins, its failed neighbours and
-  the super-peers it lost left aside as contacts for ``wedged_seconds``, and takes a contact
-  silent for ``reform_seconds`` for out of reach (``SuperPeerNode._nobody_in_the_cube``).
+  still unrepaired after ``reform_seconds`` is taken for that (``Timers._cut_off``): the
+  member rejoins, its failed neighbours and the super-peers it lost left aside as contacts
+  for ``wedged_seconds``; it sends every other contact a word, asks first those that
+  acknowledge it, takes the others for silent since then, and a contact silent for
+  ``reform_seconds`` for out of reach (``SuperPeerNode._nobody_in_the_cube``). The smallest
+  of its side starts a cube, and probes every super-peer it lost at once.
 * **Directory.** A rejoining member finds its side through the super-peers it knows, and
   its neighbours may all be across the cut: every heartbeat names up to
   ``KNOWN_PER_HEARTBEAT`` super-peers its sender knows, neither end of the link nor one it
@@ -183,10 +184,10 @@ class Merges(NodeBase):
             identity = self.cube_identity()
             if not heartbeat.positions and identity is not None and heartbeat.root != identity[1]:
                 # a probe: the sender is in another cube and takes this node for lost (it
-                # stood alone, or re-formed, while this node still heard from it): out of this
-                # cube, failed at once (two members of a cube cut apart, one re-formed alone,
-                # the other kept it in its table for good, each waiting on the other: a replay
-                # at 8 super-peers, seed 13)
+                # re-formed, or was the last one standing, while this node still heard from
+                # it): out of this cube, failed at once (two members of a cube cut apart, one
+                # in a cube of its own, the other kept it in its table for good, each waiting
+                # on the other: a replay at 8 super-peers, seed 13)
                 log.warning(
                     "event=neighbour_elsewhere node=%s neighbour=%s cube=%s",
                     self.node_id,
@@ -620,10 +621,10 @@ class Merges(NodeBase):
         self._probe(node, now, out)
 
     def _probe_every_lost(self, now: float, out: list[Output]) -> None:
-        """Every lost super-peer at once: a member that just stood alone, or started a cube,
-        looks for the rest of its side in one round trip, not one super-peer every
-        ``merge_probe_seconds`` (16 super-peers cut 4 | 12: three of the four stood alone, with
-        fifteen lost each, and met some 20 s later)."""
+        """Every lost super-peer at once: a member that just started a cube looks for the rest
+        of its side in one round trip, not one super-peer every ``merge_probe_seconds`` (16
+        super-peers cut 4 | 12: three of the four made cubes of their own, with fifteen lost
+        each, and met some 20 s later)."""
         if self.core is None:
             return
         neighbours = self.core.view.neighbours()

@@ -117,9 +117,9 @@ class NodeConfig:
     untangle: a grow or shrink overtaking a repair): this node rejoins."""
     reform_seconds: float = 30.0
     """A neighbour declared failed and still unrepaired after this long cannot be repaired from
-    this side (a cut left it without the members the repair needs): this node stands alone or
-    rejoins, and its side re-forms as a cube of its own (``superpeer._merging``,
-    "Re-forming"); a rejoining node's contact silent this long is taken for out of reach."""
+    this side (a cut left it without the members the repair needs): this node rejoins, and
+    its side re-forms as a cube of its own (``superpeer._merging``, "Re-forming"); a
+    rejoining node's contact silent this long is taken for out of reach."""
     admission_seconds: float = 10.0
     """TLS, ``Hello`` and identification of a peer connection, all of it."""
     max_unidentified_per_address: int = 32

@@ -371,8 +371,7 @@ class Timers(Backlog):
         """Whether this node re-formed (``superpeer._merging``, "Re-forming"): a neighbour
         declared failed is still unrepaired after ``reform_seconds``, which a repair on this
         side cannot finish (a cut left it without the members it needs: position 0, the only
-        links between two of its members). Every neighbour failed, this member stands alone
-        and goes on serving its peers; else it rejoins, the failed neighbours and the
+        links between two of its members). It rejoins, the failed neighbours and the
         super-peers it lost left aside as contacts (they are where it cannot reach), and its
         side forms a cube of its own."""
         if not self._suspected:
@@ -381,24 +380,7 @@ class Timers(Backlog):
         if now - since <= self.config.reform_seconds:
             return False
         reason = f"{unrepaired} unrepaired for {now - since:.0f} s"
-        if self.core is not None and set(self.core.view.neighbours()) <= set(self._suspected):
-            try:
-                alone = self.topology.stand_alone()
-            except HypercupError as error:
-                log.warning("event=stand_alone_refused node=%s error=%r", self.node_id, str(error))
-            else:
-                log.error("event=stand_alone node=%s reason=%r", self.node_id, reason)
-                self._topology(alone, now, out)
-                # every other super-peer it knows is in another cube now: probed, as a node
-                # that starts a cube of its own does (two members of a cube of three, cut apart
-                # as the third died, each stood alone and never met: their only lost one was
-                # the dead one)
-                for node in sorted(self.addresses):
-                    if node != self.node_id and node not in self._lost and not self._has_left(node):
-                        self._lose_silent(node, now)
-                self._probe_every_lost(now, out)
-                return True
-        for node in set(self._suspected) | set(self._lost):
+        for node in sorted(set(self._suspected) | set(self._lost)):
             self._unusable[node] = now + self.config.wedged_seconds
         self._rejoin(f"cut off: {reason}", now, out)
         # a word to every other contact: those on this side acknowledge it at once, and are

@@ -48,13 +48,14 @@ Rules, beyond the routing core's:
   new cube beside a live one splits the network until the two meet, ``superpeer._merging``),
   and has the smallest id among those that answered, creates a new cube; the others join it.
   A failed neighbour unrepaired for ``reform_seconds`` means this side of a cut cannot repair
-  it: the node stands alone or rejoins (``superpeer._merging``, "Re-forming"). A refusal from
-  a contact that is no member sends the next request at once (each contact once a round;
-  then ``rejoin_seconds``); so does a contact heard of as a new incarnation that has not
-  answered since (the request went with the old one): ``rejoin_seconds`` later, as the same
+  it: the node rejoins (``superpeer._merging``, "Re-forming"). A refusal from a contact that
+  is no member sends the next request at once (each contact once a round; then
+  ``rejoin_seconds``); so does a contact heard of as a new incarnation that has not answered
+  since (the request went with the old one): ``rejoin_seconds`` later, as the same
   incarnation, if it had said it was no member in this round; else ``failure_seconds``
-  later, as a new one, as for a silent contact (``_contact_restarted_due``). A node that joins knows no root until its tree parent reports
-  one (what its neighbours reported before is forgotten).
+  later, as a new one, as for a silent contact (``_contact_restarted_due``). A node that
+  joins knows no root until its tree parent reports one (what its neighbours reported before
+  is forgotten).
 * **Eviction.** A member that hears from an incarnation that departed answers ``Evicted``; the
   evicted node (and one whose topology protocol broke) *rejoins*: a new incarnation, its durable
   state restored, its peers asked to reconnect.

@@ -256,9 +256,7 @@ class Simulation:
     ) -> None:
         if superpeers < 1:
             raise ValueError("a network needs at least one super-peer")
-        base = node_config or NodeConfig(
-            heartbeat_seconds=0.5, failure_seconds=2.0, reform_seconds=6.0
-        )
+        base = node_config or NodeConfig(heartbeat_seconds=0.5, failure_seconds=2.0)
         routing = config or base.routing
         self.node_config = replace(base, routing=replace(routing, tracing=trace_dir is not None))
         self.now = START

@@ -582,31 +582,6 @@ def test_the_last_one_standing_keeps_the_cube_alone(position: int) -> None:
     assert survivor.epoch == epoch + 1 and not survivor.busy()
 
 
-def test_a_member_cut_off_from_every_neighbour_stands_alone_when_told() -> None:
-    """(Issue 33) isolated by a cut in a cube of 8: its neighbours did not hold the rest of the
-    cube, so it is not the last one standing, and no repair of theirs can finish. The runtime
-    gives up after ``reform_seconds`` (``stand_alone``): a cube of its own, a new epoch, each
-    neighbour ``Departed``. Not while a neighbour was not reported failed."""
-    network = cube(8)
-    topology = network.check()
-    lone = network.node(topology.holder(5))
-    neighbours = sorted(topology.neighbours(lone.node_id))
-    for failed in neighbours[:-1]:
-        with contextlib.suppress(LocalProtocolError):  # busy with the first repair
-            lone.neighbour_failed(failed, incarnation=1, last_heard=3.0, fallback=3)
-    with pytest.raises(LocalProtocolError, match=rf"\['{neighbours[-1]}'\] were not"):
-        lone.stand_alone()
-    assert lone.view().dimension == 3
-    with contextlib.suppress(LocalProtocolError):
-        lone.neighbour_failed(neighbours[-1], incarnation=1, last_heard=3.0, fallback=3)
-    epoch = lone.epoch
-    departed = [o for o in lone.stand_alone() if isinstance(o, Departed)]
-    assert sorted(d.node for d in departed) == neighbours
-    assert all(d.failed and d.incarnation == 1 for d in departed)
-    assert lone.view().dimension == 0 and lone.view().positions == {0}
-    assert lone.epoch == epoch + 1 and not lone.busy()
-
-
 def test_a_member_with_a_live_neighbour_does_not_stand_alone() -> None:
     """Every neighbour failed, but the cube has a position none of them held: someone else may
     be alive there, so the usual repairs go on (and the runtime's watchdog, if they wedge)."""
