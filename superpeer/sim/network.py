@@ -335,12 +335,12 @@ class Simulation:
         self._waiting_since: dict[str, int] = {}
         """Per peer with requests waiting for a connection, the operation that made the first."""
         self._reconnecting: set[str] = set()
+        """Peers whose access point closed their connection, to come back (``_reconnect``)."""
         self._leaving: dict[str, SimPeer] = {}
         """Peers that left while their access point was out of the cube, with requests made
         meanwhile (publications among them): they leave once they reach it, those sent first,
         as the peer daemon's outbox does (what it never sent is not owed, and the oracle
         counts every publication made)."""
-        """Peers whose access point closed their connection, to come back (``_reconnect``)."""
         self._op_label = ""
         self.skews: dict[str, float] = {f"sp{k}": s for k, s in (skews or {}).items()}
         """Per super-peer, how far its wall clock is from simulated time (``skew``)."""
