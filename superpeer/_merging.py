@@ -82,6 +82,7 @@ rules:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Final
 
 from hypercup import NodeState
@@ -613,7 +614,7 @@ class Merges(NodeBase):
         due = [
             (at, node)
             for node, at in self._probes.items()
-            if at <= now and node not in neighbours and self.addresses.get(node)
+            if at <= now and self._probeable(node, neighbours)
         ]
         if not due:
             return
@@ -629,8 +630,12 @@ class Merges(NodeBase):
             return
         neighbours = self.core.view.neighbours()
         for node in sorted(self._probes):
-            if node not in neighbours and self.addresses.get(node):
+            if self._probeable(node, neighbours):
                 self._probe(node, now, out)
+
+    def _probeable(self, node: str, neighbours: Collection[str]) -> bool:
+        """A lost super-peer is probed unless it is a neighbour again, or its address unknown."""
+        return node not in neighbours and bool(self.addresses.get(node))
 
     def _probe(self, node: str, now: float, out: list[Output]) -> None:
         tries = self._probe_tries.get(node, 0) + 1
