@@ -254,8 +254,9 @@ class Cluster:
             raise ClusterError(f"super-peer {k} is running")
         self._start(k)
 
-    def leave(self, k: int, grace: float = 30.0) -> None:
-        """Stop super-peer ``k`` cleanly (SIGTERM: it hands its peers over and leaves)."""
+    def leave(self, k: int, grace: float = 60.0) -> None:
+        """Stop super-peer ``k`` cleanly (SIGTERM: it hands its peers over and leaves; cut off from
+        every super-peer, it waits up to ``reform_seconds`` for one, as systemd's 60 s allow)."""
         process = self.processes[k]
         if process is not None:
             terminate(process, grace)

@@ -497,6 +497,11 @@ class NodeBase:
         self.stopped = False
         self._leaving_since: float | None = None
         """When this node's leave walk started (``SuperPeerNode._left_anyway``)."""
+        self._leave_asked_at: float | None = None
+        """When this node was asked to leave (a leaver that hears from nobody waits at most
+        ``reform_seconds`` for a successor: ``SuperPeerNode._hand_over_due``)."""
+        self.adopter: str | None = None
+        """The super-peer this leaver handed its peers and log to, once it has ("": none)."""
         self._contacts: list[tuple[str, str]] = []
         self._outside: dict[str, bool] = {}
         """Contacts found out of the cube in this round of attempts to join: True if one

@@ -34,6 +34,8 @@ class Timers(Backlog):
                 due = at
         if self._leaving_since is not None and self.topology.state is NodeState.LEAVING:
             due = min(due, self._leaving_since + self.config.wedged_seconds)
+        if self.stopping and self.adopter is None and self._leave_asked_at is not None:
+            due = min(due, self._leave_asked_at + self.config.reform_seconds)
         if self._join_contact is not None and self.topology.state is NodeState.JOINING:
             # (only while joining, as ``timer`` handles it: a deadline the timer does nothing
             # about would be asked for again at once, for ever)
@@ -168,6 +170,7 @@ class Timers(Backlog):
 
     def timer(self, now: float) -> list[Output]:
         out: list[Output] = []
+        self._hand_over_due(now, out)
         self._handle_backlog(now, out)
         if (
             self._leaving_since is not None
@@ -383,16 +386,27 @@ class Timers(Backlog):
         for node in sorted(set(self._suspected) | set(self._lost)):
             self._unusable[node] = now + self.config.wedged_seconds
         self._rejoin(f"cut off: {reason}", now, out)
+        if self.stopping:
+            return True  # a leaver stopped instead
         # a word to every other contact: those on this side acknowledge it at once, and are
         # asked first (``SuperPeerNode._join``)
         asked = self._join_contact[0] if self._join_contact is not None else None
-        for node in sorted(self.addresses):
-            if node in (self.node_id, asked) or self._unusable_until(node, now):
-                continue
-            self._send(node, m.Heartbeat(wall=now), now, out)
+        for node in self._hail(now, out, besides=asked):
             out.append(Forgotten(node))
         self._hailed_at = now
         return True
+
+    def _hail(self, now: float, out: list[Output], *, besides: str | None = None) -> list[str]:
+        """A word (a heartbeat) to every super-peer this node knows but itself, ``besides`` and
+        those out of reach: those that can answer acknowledge it at once (``_alive_at``), so a
+        node cut off learns who is on its side. Returns whom it hailed."""
+        hailed = []
+        for node in sorted(self.addresses):
+            if node in (self.node_id, besides) or self._unusable_until(node, now):
+                continue
+            self._send(node, m.Heartbeat(wall=now), now, out)
+            hailed.append(node)
+        return hailed
 
     def _wedged(self, now: float) -> str | None:
         """Why the topology protocol is wedged (None if it is not): busy for longer than any

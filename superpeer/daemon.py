@@ -471,13 +471,24 @@ class SuperPeerDaemon:
         self._stopping = True
         log.info("event=stopping node=%s", self.node_id)
         self._run(self.node.leave)
-        with trio.move_on_after(max(10.0, self.config.limits.failure_seconds)):
+        limits = self.config.limits
+        # heard from nobody, the node waits up to ``reform_seconds`` for a successor first
+        with trio.move_on_after(max(10.0, limits.failure_seconds) + limits.reform_seconds):
             while not self.node.stopped:
                 await trio.sleep(0.02)
         self._commits.flush()
-        with trio.move_on_after(2.0):
+        # the hand-over (the peers' mail, the log) is the last copy of what it holds: it waits
+        # for the acknowledgements as long as a neighbour is given to answer
+        with trio.move_on_after(limits.failure_seconds):
             while self._links is not None and self._links.in_flight():
                 await trio.sleep(0.01)
+        if self._links is not None and self._links.in_flight():
+            log.error(
+                "event=left_unacknowledged node=%s adopter=%s frames=%d",
+                self.node_id,
+                self.node.adopter,
+                self._links.in_flight(),
+            )
         with trio.move_on_after(1.0):
             while any(c.send.statistics().current_buffer_used for c in self._peers.values()):
                 await trio.sleep(0.01)

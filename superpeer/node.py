@@ -135,12 +135,21 @@ Rules, beyond the routing core's:
   committed: the peer sends its subscriptions again when it connects); a node that leaves
   handles its whole backlog first.
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
-  advertisement and mail) to a neighbour (``Adopt``), tells its attached peers where they went
-  (``Goodbye.successor``), withdraws its advertisement and leaves the cube. A leaver cut off while
-  its walk is held may be declared failed and its place repaired meanwhile: the members answer it
-  ``Evicted`` (which still reaches a node that left), and it stops, as it would at its
-  ``Released``; a leave still unreleased after ``wedged_seconds`` (its walk lost) ends anyway, and
-  what is left of its place is repaired as a failure's.
+  advertisement and mail) and its log to a super-peer that answers (``Adopt``, ``AdoptLog``:
+  a live neighbour, else any super-peer heard from within ``failure_seconds``), tells its
+  attached peers where they went (``Goodbye.successor``), withdraws its advertisement and leaves
+  the cube. A leaver that hears from none (a cut keeps it from all of them) hails every
+  super-peer it knows and hands over to the first that answers, or, after ``reform_seconds``, to
+  its first neighbour by name (its channel keeps what it hands over until the cut heals, and
+  the daemon waits ``failure_seconds`` for the acknowledgements, logging what is left): handed
+  to a neighbour not heard from, and dropped by a re-forming rule that fired during the leave,
+  a leaver's mail and log went to nowhere (issue 33: 5 publications lost in the 300-s hosts
+  run). A leaver never rejoins: a rule that would make it (cut off, evicted, wedged) hands over
+  if it has not yet and stops. A leaver cut off while its walk is held may be declared failed
+  and its place repaired meanwhile: the members answer it ``Evicted`` (which still reaches a
+  node that left), and it stops, as it would at its ``Released``; a leave still unreleased after
+  ``wedged_seconds`` (its walk lost) ends anyway, and what is left of its place is repaired as
+  a failure's.
 """
 
 from __future__ import annotations
@@ -440,18 +449,54 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._join(now, out)
 
     def leave(self, now: float) -> list[Output]:
-        """Leave cleanly: hand the peers to a neighbour, tell them, withdraw what this origin
-        announced, leave the cube (``Stopped`` follows ``hypercup.Left``)."""
+        """Leave cleanly: hand the peers to a super-peer that answers, tell them, withdraw what
+        this origin announced, leave the cube (``Stopped`` follows ``hypercup.Left``). Heard from
+        none, it hails them all first and waits (``_hand_over_due``)."""
         out: list[Output] = []
         if self.stopping:
             return out
-        self._handle_backlog(now, out, everything=True)  # what it holds goes with its peers
         self.stopping = True
+        self._leave_asked_at = now
+        if self._waits_for_successor(now):
+            hailed = self._hail(now, out)
+            log.warning("event=leave_waits node=%s hailed=%s", self.node_id, ",".join(hailed))
+            return out
+        self._hand_over(now, out)
+        return out
+
+    def _waits_for_successor(self, now: float) -> bool:
+        """A supervised member with neighbours that has heard from no super-peer it could hand
+        its peers to: what it would hand over now would go where nothing answers."""
+        return (
+            self.core is not None
+            and self.topology.state is NodeState.MEMBER
+            and self.config.heartbeat_seconds is not None
+            and bool(self.core.view.neighbours())
+            and self.successor(now) is None
+        )
+
+    def _hand_over_due(self, now: float, out: list[Output]) -> None:
+        """A leaver that waits for a successor: one answered, or ``reform_seconds`` passed."""
+        asked = self._leave_asked_at
+        if not self.stopping or self.adopter is not None or asked is None:
+            return
+        if self.successor(now) is not None or now >= asked + self.config.reform_seconds:
+            self._hand_over(now, out)
+
+    def _hand_over(self, now: float, out: list[Output]) -> None:
+        """The leave itself: the peers and the log to the successor (its first neighbour by
+        name if none answers), a goodbye to each peer, the departure announced, the cube left."""
+        self._handle_backlog(now, out, everything=True)  # what it holds goes with its peers
         core = self.core
         successor = None
         if core is not None and self.topology.state is NodeState.MEMBER:
             successor = self.successor(now)
+            if successor is None:
+                neighbours = sorted(core.view.neighbours())
+                successor = neighbours[0] if neighbours else None
+        self.adopter = successor or ""
         if successor is not None:
+            log.info("event=hand_over node=%s adopter=%s", self.node_id, successor)
             for peer in sorted(set(self.store.local_peers()) | set(self._peer_connection)):
                 self._adopt_out(peer, successor, now, out)
             second = self._live_neighbour([successor], now)
@@ -481,7 +526,6 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         if core is not None:
             out += core.retire(now)
         self._leave_cube(now, out)
-        return out
 
     def _leave_cube(self, now: float, out: list[Output]) -> None:
         if self.topology.state is not NodeState.MEMBER:
@@ -512,14 +556,29 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         out.append(Stopped(f"left the cube ({reason})"))
 
     def successor(self, now: float) -> str | None:
-        """The neighbour that adopts this node's peers when it leaves: a live one
+        """The super-peer that adopts this node's peers and log when it leaves: a live neighbour
         (``_live_neighbour``: one that crashed and is not yet repaired would take the peers and
-        their mail to nowhere), else the first by name (cut off from all of them, what it hands
-        over reaches it after the heal: its channel keeps it)."""
+        their mail to nowhere), else any super-peer heard from within ``failure_seconds`` that
+        is not lost, failed, left or out of reach (first by name: cut off from its neighbours,
+        a leaver reaches the rest of its side), else None (``leave`` hails and waits)."""
         if self.core is None:
             return None
-        neighbours = sorted(self.core.view.neighbours())
-        return self._live_neighbour([], now) or (neighbours[0] if neighbours else None)
+        live = self._live_neighbour([], now)
+        if live is not None:
+            return live
+        recent = now - self.config.failure_seconds
+        for node in sorted(self._alive_at):
+            if (
+                node != self.node_id
+                and self._alive_at[node] > recent
+                and node in self.addresses
+                and node not in self._lost
+                and node not in self._suspected
+                and not self._has_left(node)
+                and not self._unusable_until(node, now)
+            ):
+                return node
+        return None
 
     # == the topology ==============================================================================
     def _topology(self, outputs: list, now: float, out: list[Output]) -> None:
@@ -1234,6 +1293,13 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         ``still_held``: the cube has likely not replaced this incarnation yet (it stalled past
         ``failure_seconds``): it joins through its old neighbours first, as a restarted node
         does."""
+        if self.stopping:
+            # a leaver never rejoins (a new incarnation would drop the hand-over still queued
+            # on its links: issue 33): it hands over if it has not yet, and stops
+            if self.adopter is None:
+                self._hand_over(now, out)
+            self._left_anyway(reason, now, out)
+            return
         log.error("event=rejoin node=%s reason=%r", self.node_id, reason)
         self.statistics.rejoins += 1
         self._could_not_stay(now)

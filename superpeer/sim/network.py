@@ -473,9 +473,11 @@ class Simulation:
     def _superpeer_leave(self, index: int) -> None:
         node_id = self.ids[index]
         node = self.nodes[node_id]
-        successor = node.successor(self._clock(node_id))
         self._execute(node_id, node.leave(self._clock(node_id)))
+        # heard from nobody, it hails and waits for a successor (``SuperPeerNode.leave``)
+        self.run_until_quiet(until=lambda: node.adopter is not None)
         self.run_until_quiet()
+        successor = node.adopter or None
         if successor in self.nodes:
             for step in self.planner.after_leave(index, self.ids.index(successor)):
                 self._connect(step)

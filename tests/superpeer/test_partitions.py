@@ -850,3 +850,91 @@ def test_reform_seconds_is_configured_and_must_outlast_the_failure_timeout():
     assert node_config.reform_seconds == 12.5
     with pytest.raises(ConfigError, match=r"reform_seconds \(10.0\) must be more than"):
         config_from_mapping({"limits": {"reform_seconds": 10.0}})
+
+
+def leaving_across_a_cut(simulation: Simulation, wait: float) -> tuple[SuperPeerNode, str]:
+    """sp0 holds an offline subscriber's mail (ten publications of its own publisher) and is
+    cut off with ``beside``, a super-peer that is not its neighbour; the neighbour that holds
+    the copies of its log crashes for good; ``wait`` seconds later sp0 leaves, and the cut
+    heals after. The 300-s chaos run on hosts of their own lost five publications so
+    (issue 33): the leaver handed over to a neighbour it had not heard from, and its
+    re-forming rule, fired during the leave, dropped the hand-over still queued."""
+    simulation.run_until_quiet()
+    leaver = simulation.nodes["sp0"]
+    neighbours = sorted(leaver.core.view.neighbours())
+    beside = next(n for n in simulation.ids if n != "sp0" and n not in neighbours)
+    ops = [
+        {"op": "join", "peer": "sub", "superpeer": 0},
+        {"op": "join", "peer": "pub", "superpeer": 0},
+        {"op": "advertise", "peer": "pub", **BROAD},
+        {"op": "subscribe", "peer": "sub", "id": "s1", "query": QUERY},
+        {"op": "detach", "peer": "sub"},
+        *[publish(n) for n in range(10)],
+        {"op": "partition", "groups": [[0, simulation.ids.index(beside)]]},
+        {"op": "superpeer_fail", "superpeer": simulation.ids.index(neighbours[0])},
+        {"op": "wait", "seconds": wait},
+        {"op": "superpeer_leave", "superpeer": 0},
+        {"op": "wait", "seconds": 10},
+        {"op": "heal"},
+        {"op": "wait", "seconds": 40},
+        {"op": "attach", "peer": "sub"},
+        {"op": "wait", "seconds": 10},
+    ]
+    for op in ops:
+        simulation.apply(dict(op))
+    return leaver, beside
+
+
+@pytest.mark.parametrize("wait", [3.0, 5.0])
+def test_a_leaver_cut_from_its_neighbours_hands_over_to_one_it_reaches(wait):
+    """Its neighbours silent (one crashed, the others across the cut), the leaver hails the
+    super-peers it knows and hands its peers and log to the one that answers: the subscriber
+    gets all ten after the heal (none before the fix)."""
+    simulation = Simulation(8, seed=1, node_config=REFORMING)
+    leaver, beside = leaving_across_a_cut(simulation, wait)
+    assert simulation.deliveries()["sub"] == sorted(f"n{n}" for n in range(10))
+    assert leaver.adopter == beside
+    assert leaver.stopped and leaver.statistics.rejoins == 0
+
+
+def isolated_leaver(simulation: Simulation) -> SuperPeerNode:
+    """sp5, with a peer, cut off from everyone until its neighbours are declared failed, then
+    asked to leave (as the daemon's SIGTERM asks)."""
+    simulation.run_until_quiet()
+    for op in [
+        {"op": "join", "peer": "p", "superpeer": 5},
+        {"op": "partition", "groups": [[5]]},
+        {"op": "wait", "seconds": 3},
+    ]:
+        simulation.apply(dict(op))
+    leaver = simulation.nodes["sp5"]
+    assert leaver.successor(simulation._clock("sp5")) is None
+    simulation._execute("sp5", leaver.leave(simulation._clock("sp5")))
+    return leaver
+
+
+def test_a_leaver_that_hears_from_nobody_waits_for_one_that_answers():
+    """Heard from nobody, it hands nothing over yet: once the cut heals, the first super-peer
+    that answers its hail adopts its peer, and it stops without rejoining."""
+    simulation = Simulation(8, seed=1, node_config=REFORMING)
+    leaver = isolated_leaver(simulation)
+    simulation.apply({"op": "wait", "seconds": 1})
+    assert leaver.adopter is None and not leaver.stopped
+    simulation.apply({"op": "heal"})
+    simulation.apply({"op": "wait", "seconds": 10})
+    assert leaver.adopter in simulation.ids and leaver.adopter != "sp5"
+    assert leaver.stopped and leaver.statistics.rejoins == 0
+
+
+def test_a_leaver_that_a_cut_keeps_from_everyone_stops_instead_of_rejoining():
+    """Still cut off when its re-forming rule fires (or ``reform_seconds`` after it was asked
+    to leave), it hands over to its first neighbour by name (the link keeps the hand-over until
+    the cut heals) and stops: a new incarnation would have dropped what was queued."""
+    simulation = Simulation(8, seed=1, node_config=REFORMING)
+    leaver = isolated_leaver(simulation)
+    incarnation = leaver.incarnation
+    first = sorted(leaver.core.view.neighbours())[0]
+    simulation.apply({"op": "wait", "seconds": REFORMING.reform_seconds + 1})
+    assert leaver.adopter == first
+    assert leaver.stopped and leaver.incarnation == incarnation
+    assert leaver.statistics.rejoins == 0
