@@ -134,6 +134,10 @@ class Links:
     def in_flight(self) -> int:
         return sum(link.channel.waiting for link in self.links.values())
 
+    def waiting(self) -> dict[str, int]:
+        """Per super-peer, the frames sent to it and not yet acknowledged (those with any)."""
+        return {n: link.channel.waiting for n, link in self.links.items() if link.channel.waiting}
+
     def forget(self, node: str, *, drain: bool = True) -> None:
         """``node`` is out of the cube, or restarted: a later message to it opens a new link.
         With ``drain``, what waits on the old one still goes out (bounded by the handshake

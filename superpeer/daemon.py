@@ -482,12 +482,15 @@ class SuperPeerDaemon:
         with trio.move_on_after(limits.failure_seconds):
             while self._links is not None and self._links.in_flight():
                 await trio.sleep(0.01)
-        if self._links is not None and self._links.in_flight():
+        waiting = self._links.waiting() if self._links is not None else {}
+        if waiting:
+            # what the adopter did not acknowledge is what its peers may miss until the origins'
+            # logs replay it (a move's catch-up); other links carry copies and heartbeats
             log.error(
-                "event=left_unacknowledged node=%s adopter=%s frames=%d",
+                "event=left_unacknowledged node=%s adopter=%s frames=%s",
                 self.node_id,
                 self.node.adopter,
-                self._links.in_flight(),
+                ",".join(f"{node}:{count}" for node, count in sorted(waiting.items())),
             )
         with trio.move_on_after(1.0):
             while any(c.send.statistics().current_buffer_used for c in self._peers.values()):
