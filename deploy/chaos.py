@@ -74,7 +74,9 @@ the publication's time. Any daemon that exited on its own or wrote a traceback i
 The exit code is 1 on any loss, duplicate, unexpected notification or crash. The report (JSON) holds
 the plan (faults and operations with their times), every operation's outcome, per-peer and
 per-fault figures; ``--plan`` runs a report's plan again exactly (same faults, same operations at
-the same offsets).
+the same offsets). The daemons run on short timeouts (``SUPERPEER_SETTINGS``) so that many faults
+fit in a run; ``--default-timeouts`` runs them on their own defaults, as deployed (the plan keeps
+it).
 """
 
 from __future__ import annotations
@@ -785,7 +787,8 @@ def run_plan(plan: dict[str, Any], *, settle: float, directory: Path) -> dict[st
         clocks = plan.get("clocks", {})
         cluster = Cluster(
             plan["superpeers"], directory=directory, peers=plan["peers"], front=front,
-            settings=SUPERPEER_SETTINGS, trace=True, hosts=hosts, peer_settings=PEER_SETTINGS,
+            settings=plan.get("settings", SUPERPEER_SETTINGS), trace=True, hosts=hosts,
+            peer_settings=plan.get("peer_settings", PEER_SETTINGS),
             skews={int(k): s for k, s in clocks.get("superpeers", {}).items()},
             peer_skews={int(j): s for j, s in clocks.get("peers", {}).items()},
             peer_fallbacks=True,
@@ -933,6 +936,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="netns: every daemon on a host of its own (root only)")  # fmt: skip
     parser.add_argument("--settle", type=float, default=2.0,
                         help="seconds a subscription or withdrawal takes to reach everywhere")  # fmt: skip
+    parser.add_argument("--default-timeouts", action="store_true",
+                        help="the daemons' own timeouts (failure 10 s, re-forming 30 s), not the "
+                        "harness's short ones: as a deployment runs")  # fmt: skip
     parser.add_argument("--report", default="chaos-report.json")
     parser.add_argument("--plan", help="run the plan of an earlier report again")
     parser.add_argument("--keep", help="keep the daemons' data here (default: a temp dir)")
@@ -964,6 +970,8 @@ def main(argv: list[str] | None = None) -> int:
             peers=args.peers, faults=faults, rate=args.rate, skews=args.skews,
             overlap=args.overlap, hosts=args.hosts,
         )  # fmt: skip
+    if args.default_timeouts:
+        plan["settings"] = plan["peer_settings"] = ""  # kept in the report: ``--plan`` repeats it
     directory = Path(args.keep or tempfile.mkdtemp(prefix="chaos-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     report = run_plan(plan, settle=args.settle, directory=directory)
