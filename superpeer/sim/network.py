@@ -474,8 +474,12 @@ class Simulation:
         node_id = self.ids[index]
         node = self.nodes[node_id]
         self._execute(node_id, node.leave(self._clock(node_id)))
-        # heard from nobody, it hails and waits for a successor (``SuperPeerNode.leave``)
-        self.run_until_quiet(until=lambda: node.adopter is not None)
+        # heard from nobody, it hails and waits for a successor, ``reform_seconds`` at most
+        # (``SuperPeerNode.leave``): as the daemon's shutdown does, the operation waits until it
+        # handed over, across the one-second steps of a partition
+        bound = self.now + node.config.reform_seconds + PARTITIONED_STEP_SECONDS
+        while node.adopter is None and not node.stopped and self.now < bound:
+            self.run_until_quiet(until=lambda: node.adopter is not None)
         self.run_until_quiet()
         successor = node.adopter or None
         if successor in self.nodes:
