@@ -132,7 +132,7 @@ class Links:
         )
 
     def in_flight(self) -> int:
-        return sum(link.channel.waiting for link in self.links.values())
+        return sum(self.waiting().values())
 
     def waiting(self) -> dict[str, int]:
         """Per super-peer, the frames sent to it and not yet acknowledged (those with any)."""

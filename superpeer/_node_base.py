@@ -498,8 +498,8 @@ class NodeBase:
         self._leaving_since: float | None = None
         """When this node's leave walk started (``SuperPeerNode._left_anyway``)."""
         self._leave_asked_at: float | None = None
-        """When this node was asked to leave (a leaver that hears from nobody waits at most
-        ``reform_seconds`` for a successor: ``SuperPeerNode._hand_over_due``)."""
+        """When this node was asked to leave, None before (a leaver that hears from nobody waits
+        at most ``reform_seconds`` for a successor: ``SuperPeerNode._hand_over_due``)."""
         self.adopter: str | None = None
         """The super-peer this leaver handed its peers and log to, once it has ("": none)."""
         self._contacts: list[tuple[str, str]] = []

@@ -34,7 +34,7 @@ class Timers(Backlog):
                 due = at
         if self._leaving_since is not None and self.topology.state is NodeState.LEAVING:
             due = min(due, self._leaving_since + self.config.wedged_seconds)
-        if self.stopping and self.adopter is None and self._leave_asked_at is not None:
+        if self._leave_asked_at is not None and self.adopter is None:
             due = min(due, self._leave_asked_at + self.config.reform_seconds)
         if self._join_contact is not None and self.topology.state is NodeState.JOINING:
             # (only while joining, as ``timer`` handles it: a deadline the timer does nothing

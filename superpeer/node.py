@@ -478,7 +478,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
     def _hand_over_due(self, now: float, out: list[Output]) -> None:
         """A leaver that waits for a successor: one answered, or ``reform_seconds`` passed."""
         asked = self._leave_asked_at
-        if not self.stopping or self.adopter is not None or asked is None:
+        if asked is None or self.adopter is not None:
             return
         if self.successor(now) is not None or now >= asked + self.config.reform_seconds:
             self._hand_over(now, out)
