@@ -4,8 +4,6 @@ ancestor of another) while their ancestors are few, else decided by tests; brute
 any bound on the ancestors walked, and so does the whole diagram after placements made with the
 bound at 0 (every decision by tests) or at 1 (a walk given up on as it starts)."""
 
-from contextlib import contextmanager
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,24 +11,13 @@ import qel
 from poset import poset as poset_module
 from poset.chains import Probe
 from poset.poset import SubscriptionPoset, _covers_signed, _minimal
-from tests.poset.test_placement import _TOPS, _ranged, placed_then_removed
+from tests.poset.test_placement import _TOPS, _patched, _ranged, placed_then_removed
 from tests.poset.test_poset import check_invariants
-from workloads.shapes import Shapes
-
-_POSETS = st.one_of(
-    st.lists(st.tuples(_TOPS, st.booleans()), min_size=1, max_size=20),
-    st.lists(st.tuples(_ranged(), st.booleans()), min_size=1, max_size=30),
-)
+from tests.poset.test_successors import _POSETS, shapes_poset
 
 
-@contextmanager
 def _walking_at_most(walked: int):
-    kept = poset_module._UP_SET_WALKED
-    poset_module._UP_SET_WALKED = walked
-    try:
-        yield
-    finally:
-        poset_module._UP_SET_WALKED = kept
+    return _patched(poset_module, "_UP_SET_WALKED", walked)
 
 
 def _minimal_covering(nodes: list, probe: qel.Subscription) -> list[int]:
@@ -67,13 +54,10 @@ def test_the_diagram_is_the_same_when_every_predecessor_is_decided_by_tests(entr
 def test_predecessors_on_shapes_where_ancestors_run_deep():
     """On 1,500 shapes subscriptions, for 60 more (broad ones stack up: a probe's lowest
     covering nodes have ancestors of their own among them), at the default bound."""
-    shapes = Shapes(seed=5)
-    subscriptions = [qel.parse_subscription(shapes.subscription()) for _ in range(1_560)]
-    poset = SubscriptionPoset()
-    poset.insert_many((s, "peer", str(n)) for n, s in enumerate(subscriptions[:1_500]))
+    poset, probes = shapes_poset(seed=5, size=1_500, probes=60)
     nodes = list(poset)
     pruned = 0
-    for probe in subscriptions[1_500:]:
+    for probe in probes:
         placed = Probe(probe, _covers_signed)
         lowest = [chain.nodes[i] for chain, i in poset._chains.lowest_covering(placed)]
         found = sorted(n.id for n in _minimal(lowest, placed, None))

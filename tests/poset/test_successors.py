@@ -78,16 +78,24 @@ def test_a_walk_finishes_only_after_visiting_every_child_of_its_start(entries, p
         assert {n.id for n in start.child_nodes} <= walk.seen
 
 
+def shapes_poset(
+    seed: int, size: int, probes: int
+) -> tuple[SubscriptionPoset, list[qel.Subscription]]:
+    """A poset of ``size`` shapes subscriptions (``insert_many``) and ``probes`` more, unplaced."""
+    shapes = Shapes(seed=seed)
+    drawn = [qel.parse_subscription(shapes.subscription()) for _ in range(size + probes)]
+    poset = SubscriptionPoset()
+    poset.insert_many((s, "peer", str(n)) for n, s in enumerate(drawn[:size]))
+    return poset, drawn[size:]
+
+
 def test_successors_on_shapes_with_walks_not_taken():
     """On 1,000 shapes subscriptions (broad ones have many children), for 60 more: the maximal
     nodes covered (brute force), the walks not taken for some of them."""
-    shapes = Shapes(seed=4)
-    subscriptions = [qel.parse_subscription(shapes.subscription()) for _ in range(1_060)]
-    poset = SubscriptionPoset()
-    poset.insert_many((s, "peer", str(n)) for n, s in enumerate(subscriptions[:1_000]))
+    poset, probes = shapes_poset(seed=4, size=1_000, probes=60)
     nodes = list(poset)
     skipped = 0
-    for probe in subscriptions[1_000:]:
+    for probe in probes:
         covering = [n for n in nodes if qel.covers(n.subscription, probe)]
         predecessors = [
             n for n in covering if not any(c in covering for c in n.child_nodes)
