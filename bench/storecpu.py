@@ -10,17 +10,24 @@ The encodings are the node's own (``wire.encode`` of the ``Notification`` and th
 Timed: the process's CPU (``time.process_time``) per notification (one subscriber's mail), best
 of ``--runs``, each run
 on a new store, for every write-ahead log bound in ``--log-bytes`` in turn (alternating, so that
-the machine's load falls on each alike). No fsync (``sync="normal"``): what the commits and the
-checkpoints cost the process, not the disk.
+the machine's load falls on each alike). No fsync by default (``--sync normal``): what the
+commits and the checkpoints cost the process, not the disk; ``--sync full`` fsyncs at every
+commit, as the daemon does (the CPU of the calls, not the wait).
 
     python -m bench.storecpu --log-bytes 4194304,16777216 --notifications 5000,20000
     python -m bench.storecpu --subscribers 10 --notifications 20000
+    python -m bench.storecpu --baseline /path/to/main --sync full --notifications 20000
 
-Run it from a checkout's directory to measure that checkout's store."""
+Run it from a checkout's directory to measure that checkout's store; ``--baseline`` measures
+another checkout's store beside it, each run in a process of its own (this script, with the
+other checkout's packages first on its path), alternating, with the ratio of the best runs."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,13 +40,13 @@ from superpeer.store import SqliteStore
 from wire import messages as m
 
 
-def run(notifications: int, group: int, log_bytes: int, subscribers: int = 1) -> float:
+def run(
+    notifications: int, group: int, log_bytes: int, subscribers: int = 1, sync: str = "normal"
+) -> float:
     """CPU seconds per notification of one run on a new store (``notifications`` to each of
     ``subscribers``: that many divided among them as publications)."""
     with tempfile.TemporaryDirectory() as directory:
-        store = SqliteStore(
-            Path(directory) / "state.sqlite", sync="normal", max_log_bytes=log_bytes
-        )
+        store = SqliteStore(Path(directory) / "state.sqlite", sync=sync, max_log_bytes=log_bytes)
         made = []
         for number in range(max(1, notifications // subscribers)):
             notification = m.Notification(
@@ -86,22 +93,70 @@ def run(notifications: int, group: int, log_bytes: int, subscribers: int = 1) ->
     return spent / (len(made) * subscribers)
 
 
+def run_in(
+    root: Path, notifications: int, group: int, log_bytes: int, subscribers: int, sync: str
+) -> float:
+    """``run`` in a process of its own on the checkout at ``root``'s packages."""
+    arguments = [str(a) for a in (notifications, group, log_bytes, subscribers, sync)]
+    done = subprocess.run(
+        [sys.executable, "-P", __file__, "--one", *arguments],  # -P: not bench/ first
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.split()[-1])
+
+
+def compare(args: argparse.Namespace, bound: int) -> None:
+    """This checkout's store beside ``--baseline``'s, run after run."""
+    here = Path(__file__).resolve().parent.parent
+    sides = {"this": here, "baseline": Path(args.baseline).resolve()}
+    print(f"| notifications | store | µs CPU / notification (best) | runs | sync {args.sync} |")
+    print("| ---: | --- | ---: | --- | ---: |")
+    for count in (int(n) for n in args.notifications.split(",")):
+        times: dict[str, list[float]] = {side: [] for side in sides}
+        for turn in range(args.runs):
+            for side in sorted(sides, reverse=turn % 2 == 1):  # each first in turn
+                times[side].append(
+                    run_in(sides[side], count, args.group, bound, args.subscribers, args.sync) * 1e6
+                )
+        base = min(times["baseline"])
+        for side, root in sides.items():
+            runs = ", ".join(f"{t:.1f}" for t in times[side])
+            print(
+                f"| {count:,} | {side} ({root}) | {min(times[side]):.1f} | {runs} "
+                f"| {min(times[side]) / base:.2f}x |"
+            )
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--one"]:  # one run, for ``run_in``
+        count, group, bound, subscribers, sync = sys.argv[2:]
+        print(run(int(count), int(group), int(bound), int(subscribers), sync))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--log-bytes", default="4194304,16777216")
     parser.add_argument("--notifications", default="5000")
     parser.add_argument("--group", type=int, default=12, help="publications per commit")
     parser.add_argument("--subscribers", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sync", choices=("normal", "full"), default="normal")
+    parser.add_argument("--baseline", help="another checkout whose store is measured beside")
     args = parser.parse_args()
     bounds = [int(b) for b in args.log_bytes.split(",")]
+    if args.baseline:
+        compare(args, bounds[-1])
+        return
     print("| notifications | log bound | µs CPU / notification (best) | runs | vs first bound |")
     print("| ---: | ---: | ---: | --- | ---: |")
     for count in (int(n) for n in args.notifications.split(",")):
         times: dict[int, list[float]] = {b: [] for b in bounds}
         for _ in range(args.runs):
             for bound in bounds:
-                times[bound].append(run(count, args.group, bound, args.subscribers) * 1e6)
+                times[bound].append(
+                    run(count, args.group, bound, args.subscribers, args.sync) * 1e6
+                )
         base = min(times[bounds[0]])
         for bound in bounds:
             runs = ", ".join(f"{t:.1f}" for t in times[bound])

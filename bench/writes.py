@@ -6,8 +6,10 @@ daemon's group commit does at its smallest group), a publisher and ``--subscribe
 attached to it, ``--publications`` publications of about a kilobyte each, every one matching
 every subscription and acknowledged by every subscriber. Counted, per publication: the
 statements that wrote (``SqliteStore._write``), the bytes their arguments carried (blobs and
-texts), and the pages the write-ahead log received (each commit appends every page it changed).
-The store's files are measured at the end too (what is still held after the acknowledgements).
+texts), the bytes of the redo journal's frames (a commit is one: ``superpeer.redo``), and the
+pages sqlite's write-ahead log received by the end, the store folded once more then (each fold
+appends every page its commits changed, once). The store's files are measured at the end too
+(what is still held after the acknowledgements).
 
     python -m bench.writes --subscribers 1,10
 
@@ -39,7 +41,13 @@ class CountingStore(SqliteStore):
         self.path = path
         self.statements = 0
         self.argument_bytes = 0
-        self.wal_pages = 0
+        self.journal_bytes = 0
+
+    def commit(self, *, synced: bool = True) -> None:
+        start, generation = self._redo.offset, self._redo.generation
+        super().commit(synced=synced)
+        if self._redo.generation == generation:  # a fold took the frame instead
+            self.journal_bytes += self._redo.offset - start
 
     def _write(self, sql: str, arguments: object = ()) -> sqlite3.Cursor:  # type: ignore[override]
         self.statements += 1
@@ -80,8 +88,10 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
             simulation.apply(op)
         store = stores[-1]
         store.commit()
+        store._fold()
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         statements, argument_bytes = store.statements, store.argument_bytes
+        journal_bytes = store.journal_bytes
         for number in range(publications):
             simulation.apply(
                 {
@@ -95,6 +105,8 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
         delivered = simulation.deliveries()
         assert all(len(delivered[f"sub{k}"]) == publications for k in range(subscribers))
         store.commit()
+        journal_bytes = store.journal_bytes - journal_bytes
+        store._fold()
         (page,) = store._db.execute("PRAGMA page_size").fetchone()
         frames = wal_frames(store.path, page)
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -102,6 +114,7 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
         return {
             "statements": (store.statements - statements) / publications,
             "argument_bytes": (store.argument_bytes - argument_bytes) / publications,
+            "journal_kib": journal_bytes / publications / 1024,
             "wal_kib": frames * page / publications / 1024,
             "file_kib": held / 1024,
         }
@@ -114,14 +127,15 @@ def main() -> None:
     args = parser.parse_args()
     print(
         "| subscribers | statements / notification | argument bytes / notification "
-        "| WAL KiB / notification | database KiB after |"
+        "| journal KiB / notification | WAL KiB / notification | database KiB after |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for subscribers in (int(s) for s in args.subscribers.split(",")):
         figures = run(subscribers, args.publications)
         print(
             f"| {subscribers} | {figures['statements']:.2f} | {figures['argument_bytes']:,.0f} "
-            f"| {figures['wal_kib']:.1f} | {figures['file_kib']:,.0f} |"
+            f"| {figures['journal_kib']:.1f} | {figures['wal_kib']:.1f} "
+            f"| {figures['file_kib']:,.0f} |"
         )
 
 

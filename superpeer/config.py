@@ -92,6 +92,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     disk_check_seconds = 1.0           # free space looked at this often (and after each commit)
     max_log_bytes = 16777216           # the write-ahead log is copied into the database (and
                                        # truncated) at this size, at most min_free_bytes / 4
+    fold_bytes = 4194304               # the redo journal (a commit is a frame of it): sqlite
+                                       # commits once it is full; at most max_log_bytes / 2
 
     [trace]
     enabled = true
@@ -254,6 +256,14 @@ class StoreSettings:
     pages at random keys that the next commits touch again: a log four times longer copies the
     same hot pages a quarter as often (16 MiB, the reserve's quarter: 8 to 14% less of the
     store's CPU per notification than 4 MiB; BENCHMARKS.md, issue 37, stop 52)."""
+
+    fold_bytes: int = 4 * 1024 * 1024
+    """The size of the redo journal (``<data>/state.sqlite-redo``, ``superpeer.redo``): a commit
+    is a frame of it, the statements the commit's inputs ran, and sqlite commits its own
+    transaction (the fold: every page those commits changed, written once) when the next frame
+    would not fit. Larger folds write a hot page less often and stall the trio thread longer
+    when they come; at most half the log's bound (``log_bound``), since a fold's pages go to
+    the write-ahead log."""
 
     @property
     def log_bound(self) -> int:
@@ -462,6 +472,10 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         if store.max_log_bytes < 64 * 1024:
             raise ConfigError(
                 f"{source}: store.max_log_bytes ({store.max_log_bytes}) must be at least 65536"
+            )
+        if store.fold_bytes < 4096:
+            raise ConfigError(
+                f"{source}: store.fold_bytes ({store.fold_bytes}) must be at least 4096"
             )
         changes["store"] = store
     if "trace" in data:

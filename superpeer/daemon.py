@@ -222,7 +222,12 @@ class SuperPeerDaemon:
             self.directory / "state.sqlite",
             sync=config.store.sync,
             max_log_bytes=config.store.log_bound,
+            fold_bytes=config.store.fold_bytes,
         )
+        if self.store.replayed:  # the commits a crash left in the redo journal only
+            log.info(
+                "event=store_replayed node=%s statements=%d", self.node_id, self.store.replayed
+            )
         self.disk.reclaim = self.store.reclaim
         self.trace = (
             TraceLog(

@@ -4,8 +4,9 @@
 runtime calls ``commit`` after the inputs that arrived together (``superpeer._commits``), *before*
 it sends any byte they produced: an ``Ack`` to a publisher, a ``Delivered`` answered by dropping
 mail, a handover accepted, all go out only once what they promise is on disk. ``SqliteStore``
-serves the daemon (one database, ``<data>/state.sqlite``, WAL; ``sync="full"``, the default, is
-``synchronous=FULL``: one fsync per commit, so a burst of inputs read together costs one);
+serves the daemon (one database, ``<data>/state.sqlite``, WAL, and its redo journal
+``<data>/state.sqlite-redo``, of which a commit is one frame: ``superpeer.redo``; with
+``sync="full"``, the default, one fsync per commit, so a burst of inputs read together costs one);
 ``MemoryStore`` serves the simulator and the tests, and survives a simulated restart because the
 simulator keeps the object.
 
@@ -58,6 +59,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from crypto import PeerRecord
+from superpeer import redo
 
 
 def json_key(*parts: str | int) -> str:
@@ -631,6 +633,8 @@ _COUNTING: Final = (
 HELD_BODIES: Final = 4096
 """Body keys ``SqliteStore`` remembers putting in (``_held``): a notification is mail for each
 of its subscribers, and each asks."""
+_FOLDED: Final = "redo_folded"
+"""The meta key of the last generation of the redo journal the database holds."""
 _ADVERTISEMENT = "advertisement"
 _PEER_SCHEMA = "schema"
 _PUBLIC_KEY = "public_key"
@@ -660,6 +664,10 @@ def _fsync_path(path: Path) -> None:
         os.close(descriptor)
 
 
+FOLD_BYTES: Final = 4 * 1024 * 1024
+"""``SqliteStore``'s redo journal's size (``fold_bytes``): sqlite commits its transaction (the
+fold) when the next commit's frame would not fit in it."""
+
 SYNC_MODES: Final = ("full", "normal")
 """``SqliteStore``'s ``sync``: ``full`` (the log is fsync'd before a commit counts) survives a
 power loss or an operating-system crash; ``normal`` (no fsync but when sqlite checkpoints the
@@ -671,15 +679,27 @@ class SqliteStore:
     """The daemon's store in one sqlite database (created if missing). Writes join one
     transaction, made durable by ``commit`` (how durable: ``sync``, one of ``SYNC_MODES``).
 
-    The database runs in WAL mode with ``synchronous=NORMAL``, and with ``sync="full"`` the store
-    fsyncs the log itself: that is what sqlite's ``synchronous=FULL`` does in WAL mode (it differs
-    from NORMAL only by that fsync after each commit), split in two so that group commit
-    (``superpeer._commits``) can run the fsync on another thread while the trio thread goes on:
-    ``commit(synced=False)`` writes the transaction to the log, ``sync`` (which touches only a
-    file descriptor, never the sqlite connection) makes every transaction written so far durable."""
+    A commit is one frame of the redo journal (``superpeer.redo``, ``<path>-redo``): the
+    statements run since the last one, a few kilobytes, while sqlite's own transaction stays
+    open; sqlite commits it (the *fold*, its log fsync'd) only when the next frame would not fit
+    in the journal's ``fold_bytes``, so each page thousands of commits changed is written once
+    (BENCHMARKS.md, issue 37, stop 71). Opening the store runs the frames of the generation the
+    database does not hold yet again, then folds (``replayed`` says how many statements ran).
+
+    The database runs in WAL mode with ``synchronous=NORMAL``. With ``sync="full"`` a commit
+    counts once the journal is fsync'd, split in two so that group commit (``superpeer._commits``)
+    can run the fsync on another thread while the trio thread goes on: ``commit(synced=False)``
+    writes the frame, ``sync`` (which touches only file descriptors, never the sqlite
+    connection) makes every frame written so far durable. A fold fsyncs sqlite's log in both
+    modes before the journal starts again over the frames it holds."""
 
     def __init__(
-        self, path: str | Path, *, sync: str = "full", max_log_bytes: int = 16 * 1024 * 1024
+        self,
+        path: str | Path,
+        *,
+        sync: str = "full",
+        max_log_bytes: int = 16 * 1024 * 1024,
+        fold_bytes: int = FOLD_BYTES,
     ) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
@@ -721,29 +741,56 @@ class SqliteStore:
         chunk, so it is opened once per transfer, not once per chunk (one kept: a node
         receiving several files at once opens each again when it switches)."""
         self._open = False
+        """Whether sqlite's transaction is open (it stays open across commits, to the fold)."""
+        self._lost = False
+        """A fold's ``COMMIT`` failed and sqlite undid the transaction: the database is back at
+        the last fold, and only the journal, run again at the next open, holds the rest."""
         self._committed = self._synced = 0
-        """Transactions committed, and of those the ones a finished ``sync`` covers."""
-        self._log: int | None = None
-        if self.syncs:
-            # the log exists while the connection is open (a checkpoint rewrites it in place);
-            # its directory entry is made durable once
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("COMMIT")
-            log = Path(f"{path}-wal")
-            self._log = os.open(log, os.O_RDONLY)
-            directory = os.open(log.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
-            self.sync()
+        """Commits made, and of those the ones a finished ``sync`` covers."""
+        # the log exists while the connection is open (a checkpoint rewrites it in place); its
+        # directory entry is made durable once
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("COMMIT")
+        log = Path(f"{path}-wal")
+        self._wal = os.open(log, os.O_RDONLY)
+        _fsync_path(log.parent)
+        # a fold's transaction adds the pages it changed to the log: half the log's bound at most
+        folded = self.get_meta(_FOLDED)
+        self._redo = redo.RedoJournal(
+            Path(f"{path}-redo"),
+            size=max(4096, min(fold_bytes, max_log_bytes // 2)),
+            generation=int(folded or 0) + 1,
+        )
+        self.replayed = 0
+        """Statements the journal ran again when the store opened (what a crash left there)."""
+        if folded is None:
+            self._redo.discard()
+        else:
+            frames = redo.frames(self._redo.path)
+            if frames and frames[0].generation == self._redo.generation:
+                self._begin()
+                self.replayed = redo.replay(self._db, frames)
+        self._fold()  # so that a generation is never written twice
+        self.sync()
         self._move_chunk_rows()
 
-    def _write(self, sql: str, arguments: Iterable[object] = ()) -> sqlite3.Cursor:
+    def _begin(self) -> None:
+        if self._lost:
+            raise sqlite3.OperationalError(
+                "the store's transaction was undone by a failed fold: open the store again"
+            )
         if not self._open:
             self._db.execute("BEGIN")
             self._open = True
-        return self._db.execute(sql, tuple(arguments))
+
+    def _write(self, sql: str, arguments: Iterable[object] = ()) -> sqlite3.Cursor:
+        """Runs a write, and records it for the next commit's frame once it ran (a statement
+        that failed changed nothing)."""
+        self._begin()
+        values = tuple(arguments)
+        cursor = self._db.execute(sql, values)
+        self._redo.record(sql, values)
+        return cursor
 
     def _read(self, sql: str, arguments: Iterable[object] = ()) -> list[tuple]:
         return self._db.execute(sql, tuple(arguments)).fetchall()
@@ -751,56 +798,81 @@ class SqliteStore:
     @property
     def uncommitted(self) -> bool:
         """Whether anything was written since the last commit."""
-        return self._open
+        return self._redo.pending
 
     def commit(self, *, synced: bool = True) -> None:
-        """Ends the open transaction. Unless ``synced`` is False, every transaction committed
-        so far is durable on return; else only once a ``sync`` begun after this returned."""
-        if self._open:
+        """Writes what was written since the last commit as a frame of the journal (or folds,
+        when the frame does not fit). Unless ``synced`` is False, every commit made so far is
+        durable on return; else only once a ``sync`` begun after this returned."""
+        if self._redo.pending:
             self._count()
-            self._db.execute("COMMIT")
-            self._open = False
+            if not self._redo.write():
+                self._fold()
             self._committed += 1
         if synced and self._synced < self._committed:
             self.sync()
+
+    def _fold(self) -> None:
+        """Commits sqlite's transaction with the generation it completes, makes sqlite's log
+        durable, and starts the journal's next generation over the frames the fold holds."""
+        generation = self._redo.generation
+        self._begin()
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_FOLDED, str(generation)))
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error:
+            # a full disk: sqlite may have undone the transaction, what the journal still holds
+            self._lost = not self._db.in_transaction
+            raise
+        self._open = False
+        os.fsync(self._wal)
+        self._redo.restart(generation + 1)
 
     def sync(self) -> None:
         """Makes every transaction committed so far durable (with ``sync="normal"``: nothing),
         and the rendezvous files written before it first. Safe on any thread: it fsyncs file
         descriptors, never the connection."""
         through = self._committed
-        if self._log is not None:
+        if self.syncs:
             with self._written_lock:
                 written, self._written = self._written, set()
             for key in written:
                 _fsync_path(self._files / key)
             if written:  # and their names, for the files created since
                 _fsync_path(self._files)
-            os.fsync(self._log)
+            self._redo.sync()
         self._synced = max(self._synced, through)
 
     def reclaim(self) -> bool:
-        """Gives the write-ahead log's space back to the file system: a checkpoint copies the
-        log into the database (sqlite fsyncs the log before and the database after, so every
-        committed transaction stays durable, a ``sync`` still to come included) and truncates
+        """Gives the write-ahead log's space back to the file system: a fold, then a checkpoint
+        that copies the log into the database (sqlite fsyncs the log before and the database
+        after, so every commit stays durable, a ``sync`` still to come included) and truncates
         the log to nothing. What a nearly full disk asks first (``superpeer.diskspace``). False
-        when it did not: a transaction is open, or the checkpoint could not finish (no room for
-        the pages it copies: the log stays whole, and the store as it was)."""
-        if self._open:
+        when it did not: something was written since the last commit, or the fold or the
+        checkpoint could not finish (no room for the pages they write: the store as it was)."""
+        if self._redo.pending:
             return False
         try:
+            self._fold()
             busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.Error:
+            if self._lost:
+                raise
             return False
         return busy == 0
 
     def close(self) -> None:
-        self.commit()
-        self._stop_writing()
-        self._db.close()
-        if self._log is not None:
-            os.close(self._log)
-            self._log = None
+        """Commits and folds (the journal is then empty of anything to run again), and closes.
+        After a failed fold only the files are closed: the next open runs the journal again."""
+        try:
+            if not self._lost:
+                self.commit()
+                self._fold()
+        finally:
+            self._stop_writing()
+            self._db.close()
+            self._redo.close()
+            os.close(self._wal)
 
     # -- the node ------------------------------------------------------------------------------
     def next_incarnation(self) -> int:
@@ -922,11 +994,14 @@ class SqliteStore:
         """Adds what rows did to their bodies' counts since the last time."""
         if self._refs:
             changes, self._refs = self._refs, {}
-            self._db.executemany(
+            sql = (
                 "INSERT INTO body_refs VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET refs = refs + excluded.refs",
-                changes.items(),
+                "ON CONFLICT (key) DO UPDATE SET refs = refs + excluded.refs"
             )
+            rows = list(changes.items())
+            self._begin()
+            self._db.executemany(sql, rows)
+            self._redo.record_many(sql, rows)
 
     def _refer(self, key: str | None, delta: int = 1) -> None:
         if key is not None:

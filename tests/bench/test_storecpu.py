@@ -1,10 +1,18 @@
 """bench.storecpu times the store's calls for a stream of notifications (a smoke test: the
 node's sequence of calls still runs on the store, every mail acknowledged at the end)."""
 
-from bench.storecpu import run
+from pathlib import Path
+
+from bench.storecpu import run, run_in
 
 
 def test_the_store_takes_a_stream_of_notifications_and_their_acknowledgements() -> None:
     for subscribers in (1, 3):
         per_notification = run(72, 12, 2**20, subscribers)
         assert 0 < per_notification < 0.05
+
+
+def test_a_run_in_a_process_of_its_own_on_a_checkout_with_fsync() -> None:
+    """``--baseline``'s runs: this script in a new process on a checkout's packages."""
+    root = Path(__file__).resolve().parents[2]
+    assert 0 < run_in(root, 24, 12, 2**20, 1, "full") < 0.05

@@ -45,9 +45,9 @@ class CountedStore(SqliteStore):
 
     def synced_copy(self, to: Path) -> Path:
         """The store's files as a power loss now would leave them, had the last commit been
-        the last sync: every committed transaction, nothing after."""
+        the last sync: every commit, nothing after (sqlite's files and the redo journal)."""
         self.commit()
-        for suffix in ("", "-wal"):
+        for suffix in ("", "-wal", "-redo"):
             source = Path(f"{self.path}{suffix}")
             if source.exists():
                 shutil.copyfile(source, f"{to}{suffix}")

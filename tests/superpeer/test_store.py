@@ -156,7 +156,8 @@ def test_a_stream_of_small_commits_keeps_the_write_ahead_log_within_its_bound(tm
     """Each commit appends every page it touched to sqlite's log: 300 notifications kept and
     acknowledged one commit each grew it past 4 MB on a 2 MB disk (the full-disk test's
     paused super-peer died of it after it went on). Checkpointed at ``max_log_bytes``, the
-    log stays within that and one commit's pages."""
+    log stays within that and one fold's pages (a fold carries at most half that bound of
+    the redo journal's frames: ``superpeer.redo``)."""
     bound = 96 * 1024
     store = SqliteStore(tmp_path / "state.sqlite", max_log_bytes=bound)
     log = tmp_path / "state.sqlite-wal"
@@ -165,7 +166,7 @@ def test_a_stream_of_small_commits_keeps_the_write_ahead_log_within_its_bound(tm
         store.put_mail("p", f"k{n}", bytes(4000), float(n))
         store.commit()
         largest = max(largest, log.stat().st_size)
-    assert largest <= bound + 64 * 1024
+    assert largest <= bound + bound // 2 + 64 * 1024
     store.close()
 
 
