@@ -55,9 +55,10 @@ _ZEROS: Final = 1024 * 1024
 """Bytes of zeros written at a time when the file is made."""
 
 
-class RedoError(Exception):
+class RedoError(sqlite3.DatabaseError):
     """The journal holds a frame the database cannot run again (written by another database,
-    or damaged in a way its CRC did not catch)."""
+    or damaged in a way its CRC did not catch). A ``sqlite3.Error``: the daemon's command line
+    reports it as it reports a store it cannot open (``superpeer: the store ...``), exit 2."""
 
 
 def _crc(generation: int, payload: bytes) -> int:
