@@ -5,7 +5,7 @@ One super-peer in the simulator on a real ``SqliteStore`` (committed after each 
 daemon's group commit does at its smallest group), a publisher and ``--subscribers`` peers
 attached to it, ``--publications`` publications of about a kilobyte each, every one matching
 every subscription and acknowledged by every subscriber. Counted, per publication: the
-statements that wrote (``SqliteStore._write``), the bytes their arguments carried (blobs and
+statements that wrote (``SqliteStore._write``), the queries that read (``SqliteStore._read``), the bytes their arguments carried (blobs and
 texts), the bytes of the redo journal's frames (a commit is one: ``superpeer.redo``), and the
 pages sqlite's write-ahead log received by the end, the store folded once more then (each fold
 appends every page its commits changed, once). The store's files are measured at the end too
@@ -34,14 +34,12 @@ FILLER = "x" * 900
 
 
 class CountingStore(SqliteStore):
-    """A real store that counts what it is asked to write."""
+    """A real store that counts what it is asked to write and to read."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, sync="normal")
         self.path = path
-        self.statements = 0
-        self.argument_bytes = 0
-        self.journal_bytes = 0
+        self.statements = self.reads = self.argument_bytes = self.journal_bytes = 0
+        super().__init__(path, sync="normal")  # which reads already
 
     def commit(self, *, synced: bool = True) -> None:
         start, generation = self._redo.offset, self._redo.generation
@@ -57,6 +55,10 @@ class CountingStore(SqliteStore):
             if isinstance(a, bytes | str)  # type: ignore[attr-defined]
         )
         return super()._write(sql, arguments)  # type: ignore[arg-type]
+
+    def _read(self, sql: str, arguments: object = ()) -> list[tuple]:  # type: ignore[override]
+        self.reads += 1
+        return super()._read(sql, arguments)  # type: ignore[arg-type]
 
 
 def wal_frames(path: Path, page: int) -> int:
@@ -91,6 +93,7 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
         store._fold()
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         statements, argument_bytes = store.statements, store.argument_bytes
+        reads = store.reads
         journal_bytes = store.journal_bytes
         for number in range(publications):
             simulation.apply(
@@ -113,6 +116,7 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
         held = os.path.getsize(store.path)
         return {
             "statements": (store.statements - statements) / publications,
+            "reads": (store.reads - reads) / publications,
             "argument_bytes": (store.argument_bytes - argument_bytes) / publications,
             "journal_kib": journal_bytes / publications / 1024,
             "wal_kib": frames * page / publications / 1024,
@@ -126,14 +130,16 @@ def main() -> None:
     parser.add_argument("--publications", type=int, default=200)
     args = parser.parse_args()
     print(
-        "| subscribers | statements / notification | argument bytes / notification "
+        "| subscribers | statements / notification | reads / notification "
+        "| argument bytes / notification "
         "| journal KiB / notification | WAL KiB / notification | database KiB after |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for subscribers in (int(s) for s in args.subscribers.split(",")):
         figures = run(subscribers, args.publications)
         print(
-            f"| {subscribers} | {figures['statements']:.2f} | {figures['argument_bytes']:,.0f} "
+            f"| {subscribers} | {figures['statements']:.2f} | {figures['reads']:.2f} "
+            f"| {figures['argument_bytes']:,.0f} "
             f"| {figures['journal_kib']:.1f} | {figures['wal_kib']:.1f} "
             f"| {figures['file_kib']:,.0f} |"
         )

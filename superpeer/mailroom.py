@@ -182,7 +182,10 @@ class Mailroom:
         done = self.store.acknowledge(peer, min(through, window.sent_through), now)
         self.statistics.acknowledged += done
         window.unacknowledged = max(0, window.unacknowledged - done)
-        self._refill(peer, now, out)
+        if window.backlog:
+            # else every mail kept since the window was last refilled was sent as it came
+            # (``deliver``): the store holds nothing more to send, and is not asked
+            self._refill(peer, now, out)
         return out
 
     def handed_over(self, peer: str) -> tuple[list[m.Notify], int]:
