@@ -743,8 +743,9 @@ class SqliteStore:
         self._open = False
         """Whether sqlite's transaction is open (it stays open across commits, to the fold)."""
         self._lost = False
-        """A fold's ``COMMIT`` failed and sqlite undid the transaction: the database is back at
-        the last fold, and only the journal, run again at the next open, holds the rest."""
+        """sqlite undid its transaction (a statement or a fold's ``COMMIT`` that found the disk
+        full may): the database is back at the last fold, and only the journal, run again at
+        the next open, holds the commits since. Nothing more is written, nor folded."""
         self._committed = self._synced = 0
         """Commits made, and of those the ones a finished ``sync`` covers."""
         # the log exists while the connection is open (a checkpoint rewrites it in place); its
@@ -774,11 +775,20 @@ class SqliteStore:
         self.sync()
         self._move_chunk_rows()
 
-    def _begin(self) -> None:
+    def _check_transaction(self) -> None:
+        """Raises once sqlite's transaction is gone from under the store: a write would then
+        run outside it, on the database of the last fold, and a fold would name a generation
+        whose commits the database does not hold."""
+        if self._open and not self._db.in_transaction:
+            self._lost = True
         if self._lost:
             raise sqlite3.OperationalError(
-                "the store's transaction was undone by a failed fold: open the store again"
+                "sqlite undid the store's transaction (a full disk?): the commits since the "
+                "last fold are in the redo journal; open the store again to run them"
             )
+
+    def _begin(self) -> None:
+        self._check_transaction()
         if not self._open:
             self._db.execute("BEGIN")
             self._open = True
@@ -805,6 +815,7 @@ class SqliteStore:
         when the frame does not fit). Unless ``synced`` is False, every commit made so far is
         durable on return; else only once a ``sync`` begun after this returned."""
         if self._redo.pending:
+            self._check_transaction()  # else the frame would hold writes the database no longer has
             self._count()
             if not self._redo.write():
                 self._fold()
@@ -863,7 +874,8 @@ class SqliteStore:
 
     def close(self) -> None:
         """Commits and folds (the journal is then empty of anything to run again), and closes.
-        After a failed fold only the files are closed: the next open runs the journal again."""
+        Once sqlite undid its transaction only the files are closed: the next open runs the
+        journal again."""
         try:
             if not self._lost:
                 self.commit()

@@ -9,6 +9,7 @@ journal) while the store is open, and opening the copy: what a killed process le
 write went to the kernel. A power loss is made by copying them at chosen moments apart."""
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,24 @@ def test_fold_bytes_is_configured_in_the_store_section():
     assert config_from_mapping({"store": {"fold_bytes": 65536}}).store.fold_bytes == 65536
     with pytest.raises(ConfigError, match=r"store\.fold_bytes \(100\) must be at least 4096"):
         config_from_mapping({"store": {"fold_bytes": 100}})
+
+
+def test_a_transaction_sqlite_undid_writes_nothing_more_and_the_journal_brings_it_back(tmp_path):
+    """sqlite may roll its whole transaction back when a statement or a ``COMMIT`` finds the
+    disk full: every commit since the last fold is then in the journal alone. The store must
+    not go on writing outside a transaction (on the database of the last fold), nor fold (which
+    would name a generation whose commits the database does not hold)."""
+    path = tmp_path / "state.sqlite"
+    store = SqliteStore(path, sync="normal")
+    commits(store, range(5))
+    expected = state(store)
+    store.put_mail("p", "in the group that failed", encoded("x"), 9.0)
+    store._db.execute("ROLLBACK")  # as sqlite does on SQLITE_FULL, at its choice
+    with pytest.raises(sqlite3.OperationalError, match="sqlite undid the store's transaction"):
+        store.put_mail("p", "after", encoded("y"), 10.0)
+    with pytest.raises(sqlite3.OperationalError, match="sqlite undid the store's transaction"):
+        store.commit()
+    store.close()  # closes the files only
+    again = SqliteStore(path, sync="normal")
+    assert again.replayed > 0 and state(again) == expected
+    again.close()
