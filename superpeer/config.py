@@ -268,10 +268,10 @@ class StoreSettings:
     @property
     def log_bound(self) -> int:
         """The size at which the store checkpoints its write-ahead log: ``max_log_bytes``, but
-        at most a quarter of ``min_free_bytes``. Every commit appends the pages it touched to the
-        log, so a stream of small commits grows it about four times faster than the data it
-        writes (16 KB per 4 KB notification kept), and the free space the pause keeps in reserve
-        must hold it (``superpeer.diskspace``)."""
+        at most a quarter of ``min_free_bytes``. Every fold of the redo journal appends the pages
+        its commits touched to the log, which may pass this bound by one fold's pages before
+        its checkpoint (``fold_bytes`` is at most half of it), and the free space the pause
+        keeps in reserve must hold that (``superpeer.diskspace``)."""
         return min(self.max_log_bytes, self.min_free_bytes // 4)
 
 
