@@ -40,6 +40,30 @@ from superpeer.store import SqliteStore
 from wire import messages as m
 
 
+def stream_messages(number: int) -> tuple[m.Notification, m.Notify]:
+    """Notification ``number`` of the brokers' stream as the origin logs it, and the mail the
+    access point keeps of it for one subscriber."""
+    notification = m.Notification(
+        origin="sp0",
+        origin_position=0,
+        publication=publication(number),
+        owner="publisher",
+        access_point="127.0.0.1:1",
+        hops=0,
+        published_at=1e9 + number,
+    )
+    notify = m.Notify(
+        publication=notification.publication,
+        subscriptions=("s",),
+        owner="publisher",
+        access_point="127.0.0.1:1",
+        origin="sp0",
+        hops=0,
+        published_at=notification.published_at,
+    )
+    return notification, notify
+
+
 def run(
     notifications: int, group: int, log_bytes: int, subscribers: int = 1, sync: str = "normal"
 ) -> float:
@@ -49,24 +73,7 @@ def run(
         store = SqliteStore(Path(directory) / "state.sqlite", sync=sync, max_log_bytes=log_bytes)
         made = []
         for number in range(max(1, notifications // subscribers)):
-            notification = m.Notification(
-                origin="sp0",
-                origin_position=0,
-                publication=publication(number),
-                owner="publisher",
-                access_point="127.0.0.1:1",
-                hops=0,
-                published_at=1e9 + number,
-            )
-            notify = m.Notify(
-                publication=notification.publication,
-                subscriptions=("s",),
-                owner="publisher",
-                access_point="127.0.0.1:1",
-                origin="sp0",
-                hops=0,
-                published_at=notification.published_at,
-            )
+            notification, notify = stream_messages(number)
             made.append((notification, wire.encode(notification), wire.encode(notify)))
         peers = [f"subscriber{k}" for k in range(subscribers)]
         start = time.process_time()
