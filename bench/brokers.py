@@ -3,7 +3,7 @@
     python -m bench.brokers [--systems mosquitto,amqtt,superpeer-1,superpeer-8]
                             [--subscribers 1,10,100] [--tls on,off] [--offered 1000]
                             [--seconds 3] [--burst-seconds 3] [--drain 30] [--data-dir DIR]
-                            [--sync full|normal] [--json]
+                            [--sync full|normal] [--log-copy on|off] [--per-server] [--json]
 
 Every system runs on 127.0.0.1 and is driven the same way, from this process: one publisher and
 1 / 10 / 100 subscribers, each subscriber with its own connection, every publication 1 KB and
@@ -40,6 +40,8 @@ Per row, two phases on a freshly started system:
   delivery, and the share of deliveries that arrived within ``--drain`` seconds after the last send.
 
 The machine's 1-minute load average is printed before and after each row.
+With ``--per-server``, each server process's CPU per notification is printed under its row, for
+each phase (for 8 super-peers: which daemon on the path pays what).
 """
 
 from __future__ import annotations
@@ -194,23 +196,27 @@ async def measure(
     gc.collect()
     gc.disable()  # the driver's own pauses must not count against the system measured
     try:
-        servers_before = sum(cpu_seconds(p) for p in server_pids)
+        each_before = [cpu_seconds(p) for p in server_pids]
         client_before = time.process_time()
         start = time.perf_counter()
         await run_plan(burst_plan(recorder, options.burst_seconds, max(2, 1000 // n)))
         await run_plan(drain_plan(recorder, options.drain))
         burst_delivered = recorder.delivered
         elapsed = max(recorder.last - start, 1e-9)
-        servers = sum(cpu_seconds(p) for p in server_pids) - servers_before
+        each_burst = [cpu_seconds(p) - b for p, b in zip(server_pids, each_before, strict=True)]
+        servers = sum(each_burst)
         client = time.process_time() - client_before
         complete = min(recorder.counts) == recorder.published
         timed_expected = 0
+        each_paced: list[float] = []
         if complete:
             before = recorder.delivered
+            each_before = [cpu_seconds(p) for p in server_pids]
             await run_plan(paced_plan(recorder, options.offered / n, options.seconds))
             timed_expected = (recorder.published - recorder.timed_from) * n
             await run_plan(drain_plan(recorder, options.drain))
             timed_delivered = recorder.delivered - before
+            each_paced = [cpu_seconds(p) - b for p, b in zip(server_pids, each_before, strict=True)]
     finally:
         gc.enable()
     per = 10_000 / max(1, burst_delivered)
@@ -224,6 +230,9 @@ async def measure(
         "server_cpu_s_per_10k": round(servers * per, 3),
         "client_cpu_s_per_10k": round(client * per, 3),
         "offered_notifications_per_s": options.offered,
+        "server_cpu_us_each": {
+            "sustained": [round(c * 1e6 / max(1, burst_delivered)) for c in each_burst]
+        },
     }
     if not complete:
         row["latency"] = None
@@ -231,6 +240,9 @@ async def measure(
     else:
         row["latency"] = percentiles(recorder.latencies) if recorder.latencies else None
         row["arrived"] = round(timed_delivered / max(1, timed_expected), 4)
+        row["server_cpu_us_each"]["latency"] = [  # type: ignore[index]
+            round(c * 1e6 / max(1, timed_delivered)) for c in each_paced
+        ]
     return row
 
 
@@ -540,6 +552,16 @@ def _format(row: dict[str, object]) -> str:
     )
 
 
+def per_server_line(row: dict[str, object]) -> str:
+    """Each server process's CPU per notification delivered (us), in each phase: for our
+    daemons in the order of their node ids (``sp0``: the publisher's, the last: the
+    subscribers'). The latency phase's includes its drain and, at a low rate, the timers of
+    an idle daemon."""
+    each: dict[str, list[int]] = row["server_cpu_us_each"]  # type: ignore[assignment]
+    parts = [f"{phase} " + " ".join(str(us) for us in values) for phase, values in each.items()]
+    return "    CPU us / notification, each server: " + "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--systems", default=",".join(SYSTEMS))
@@ -567,6 +589,12 @@ def main(argv: list[str] | None = None) -> None:
         default="on",
         help="on, off or on,off: the super-peers' [recovery] log_copy (off: the origin's log "
         "alone, no neighbour's copy before the Ack), alternated per row",
+    )
+    parser.add_argument(
+        "--per-server",
+        action="store_true",
+        help="also print each server process's CPU per notification in each phase (for "
+        "superpeer-8: which daemon of the path pays what)",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -610,6 +638,8 @@ def main(argv: list[str] | None = None) -> None:
                     rows.append(row)
                     if not args.json:
                         print(_format(row), flush=True)
+                        if args.per_server and "server_cpu_us_each" in row:
+                            print(per_server_line(row), flush=True)
     if args.json:
         print(json.dumps({"rows": rows, "options": vars(args)}, indent=2))
 

@@ -5,7 +5,7 @@ import importlib.util
 
 import pytest
 
-from bench.brokers import Setup, Skipped, measure_row, mosquitto_binary
+from bench.brokers import Setup, Skipped, measure_row, mosquitto_binary, per_server_line
 
 pytestmark = pytest.mark.process
 
@@ -22,6 +22,12 @@ def check(row: dict[str, object], subscribers: int) -> None:
     assert row["arrived"] == 1.0
     assert row["latency"]["p50_ms"] > 0
     assert row["server_cpu_s_per_10k"] >= 0
+    each = row["server_cpu_us_each"]  # the same CPU, per server process and phase
+    assert len(each["sustained"]) == len(each["latency"]) == row["server_processes"]
+    assert abs(sum(each["sustained"]) / 100 - row["server_cpu_s_per_10k"]) <= 0.01 * len(
+        each["sustained"]
+    )
+    assert per_server_line(row).count(" ") > len(each["sustained"])
 
 
 def test_one_superpeer_plaintext() -> None:
