@@ -13,7 +13,8 @@ transaction) and its outputs are *held*. The committer task
 3. fsyncs the log on a worker thread (``sync``, which touches a file descriptor, never the
    sqlite connection), while the trio thread reads, decrypts and applies further inputs: their
    writes go to the next transaction, their outputs wait for the next sync. A group that wrote
-   nothing skips both: what was committed before it is synced already;
+   nothing skips both: what was committed before it is synced already. When the last sync took
+   less than ``inline_sync_seconds``, this one runs on the trio thread instead (below);
 4. hands the outputs of every group committed before that sync to the runtime, oldest input
    first, and starts again with what arrived meanwhile.
 
@@ -31,6 +32,17 @@ A group is bounded (``max_inputs``): the input that reaches the bound commits an
 trio thread and sends at once (``flush``), so a burst cannot hold the first outputs of a group
 back for longer than that many inputs take.
 
+A sync on the trio thread: handing a job to a worker thread and its result back to trio costs
+more than a fast disk's fsync (here 85 us of CPU per hand-off, against 52 us for the
+``fdatasync`` itself and 130 us of wall; BENCHMARKS.md, issue 37, stop 72), and a daemon at a
+thousand commits a second (a paced stream, one input per group) pays it at every commit, on the
+origin, the neighbour that keeps the copy and the access point alike. What the worker thread
+bought, the inputs applied during the sync, is worth less than that when the sync is that
+short: they are applied right after it instead, and leave after the next sync as before. Each
+sync is timed; one that took ``inline_sync_seconds`` or more (a slow or busy disk) sends the
+next to the worker thread, so the trio thread is never held longer than one slow sync, and a
+fast one brings the syncs back. 0: always the worker thread.
+
 Some outputs promise nothing the store must keep first (``unsynced``: the daemon's rule is
 ``superpeer.actions.leaves_unsynced``, a notification from another origin handed to an attached
 peer, which that origin's log covers). They leave as soon as their input is applied, without
@@ -41,6 +53,8 @@ its notifications cumulatively: one that overtook a held one would acknowledge t
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -78,6 +92,8 @@ class GroupStatistics:
     """Groups that reached ``max_inputs`` and were committed at once."""
     unsynced: int
     """Outputs that left before their input's commit (``GroupCommit``'s ``unsynced``)."""
+    inline: int
+    """Syncs run on the trio thread (the one before took under ``inline_sync_seconds``)."""
 
 
 @dataclass(slots=True)
@@ -105,9 +121,12 @@ class GroupCommit(Generic[T]):
         committed: Callable[[], None] = lambda: None,
         unsynced: Callable[[T], bool] = lambda _: False,
         lane: Callable[[T], Hashable | None] = lambda _: None,
+        inline_sync_seconds: float = 0.0,
     ) -> None:
         if max_inputs < 1:
             raise ValueError("a group holds at least one input")
+        if inline_sync_seconds < 0:
+            raise ValueError("inline_sync_seconds cannot be negative")
         self._store = store
         self._dispatch = dispatch
         self._committed = committed
@@ -118,6 +137,9 @@ class GroupCommit(Generic[T]):
         self._lane = lane
         """The connection an output is written to, in order (None: it keeps no order)."""
         self.max_inputs = max_inputs
+        self.inline_sync_seconds = inline_sync_seconds
+        self._last_sync = math.inf
+        """Seconds the last sync took (none yet: the first runs on the worker thread)."""
         self._lanes: Counter[Hashable] = Counter()
         """Per lane, the outputs held (not yet dispatched): an unsynced output waits behind them."""
         self._held: list[tuple[float, list[T]]] = []
@@ -131,7 +153,7 @@ class GroupCommit(Generic[T]):
         """Inputs applied, and of those the ones known durable (in order: a prefix)."""
         self._due = trio.Event()
         self._dispatching = False
-        self._groups = self._largest = self._bounded = self._early = 0
+        self._groups = self._largest = self._bounded = self._early = self._inline = 0
 
     def add(self, now: float, outputs: list[T]) -> None:
         """An input was applied at ``now`` and produced ``outputs``: they leave once it is
@@ -231,7 +253,8 @@ class GroupCommit(Generic[T]):
     async def run(self) -> None:
         """The committer: once inputs are held, one scheduling pass (every task whose read
         completed applies its inputs), then one commit for all, and its fsync on a worker
-        thread, while the trio thread applies the inputs that make the next group."""
+        thread, while the trio thread applies the inputs that make the next group (or on the
+        trio thread, when the last sync took under ``inline_sync_seconds``)."""
         while True:
             await self._due.wait()
             await trio.sleep(0)  # the tasks whose reads completed with this one's apply theirs
@@ -244,7 +267,11 @@ class GroupCommit(Generic[T]):
             self._commit(synced=False)
             through = self._applied
             if written and self._store.syncs:
-                await trio.to_thread.run_sync(self._store.sync)
+                if self._last_sync < self.inline_sync_seconds:
+                    self._inline += 1
+                    self._last_sync = _timed(self._store.sync)
+                else:
+                    self._last_sync = await trio.to_thread.run_sync(_timed, self._store.sync)
             self._release(through)
 
     def statistics(self) -> GroupStatistics:
@@ -254,4 +281,12 @@ class GroupCommit(Generic[T]):
             largest=self._largest,
             bounded=self._bounded,
             unsynced=self._early,
+            inline=self._inline,
         )
+
+
+def _timed(sync: Callable[[], None]) -> float:
+    """Seconds ``sync`` took."""
+    start = time.perf_counter()
+    sync()
+    return time.perf_counter() - start

@@ -86,6 +86,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     sync = "full"                      # fsync every commit: what was acknowledged survives a
                                        # power loss; "normal": only a killed process
     max_inputs_per_commit = 256        # inputs (messages, timers) that share one commit at most
+    inline_sync_seconds = 0.001        # a commit's fsync runs on the event loop's thread when the
+                                       # last took less than this (0: always a worker thread)
     min_free_bytes = 67108864          # below this free on the data directory's file system:
                                        # paused, takes nothing (superpeer.diskspace); no start
     resume_free_bytes = 134217728      # a paused super-peer goes on once this much is free
@@ -242,6 +244,10 @@ class StoreSettings:
     max_inputs_per_commit: int = 256
     """The inputs that arrive together share one commit (``superpeer._commits``), at most this
     many: more per fsync, against the first output of a group waiting for the rest."""
+    inline_sync_seconds: float = 0.001
+    """A commit's fsync runs on the trio thread when the last one took less than this, else on
+    a worker thread (``superpeer._commits``): the hand-off to a thread costs more CPU than a
+    fast disk's fsync, and the thread is held at most one slow sync. 0: always the worker."""
     min_free_bytes: int = 64 * 1024 * 1024
     """Below this many bytes free on the data directory's file system the daemon pauses, and
     it does not start (``superpeer.diskspace``): room for what it has let in to be written."""
@@ -604,13 +610,22 @@ def _section(cls: type, value: object, name: str, source: str) -> Any:
     defaults = cls()
     _no_unknown(value, set(defaults.__dataclass_fields__), f"{source} [{name}]")
     checked = {
-        key: _typed(item, type(getattr(defaults, key)), f"{source}: {name}.{key}")
+        key: _typed(
+            item,
+            type(getattr(defaults, key)),
+            f"{source}: {name}.{key}",
+            zero=f"{name}.{key}" in _ZERO_ALLOWED,
+        )
         for key, item in value.items()
     }
     return replace(defaults, **checked)
 
 
-def _typed(item: object, expected: type, where: str) -> object:
+_ZERO_ALLOWED: Final = frozenset({"store.inline_sync_seconds"})
+"""The numbers for which 0 means something (never), and so may be 0; every other is positive."""
+
+
+def _typed(item: object, expected: type, where: str, *, zero: bool = False) -> object:
     """``item`` as the type of the default it replaces (an integer is fine for a float)."""
     if isinstance(item, bool) != (expected is bool):
         raise ConfigError(f"{where} must be a {expected.__name__}")
@@ -618,6 +633,6 @@ def _typed(item: object, expected: type, where: str) -> object:
         item = float(item)
     if not isinstance(item, expected):
         raise ConfigError(f"{where} must be a {expected.__name__}")
-    if expected in (int, float) and item <= 0:  # type: ignore[operator]
-        raise ConfigError(f"{where} must be positive")
+    if expected in (int, float) and (item < 0 if zero else item <= 0):  # type: ignore[operator]
+        raise ConfigError(f"{where} must be {'0 or more' if zero else 'positive'}")
     return item

@@ -259,6 +259,7 @@ class SuperPeerDaemon:
             self.store,
             self._carry_out,
             max_inputs=config.store.max_inputs_per_commit,
+            inline_sync_seconds=config.store.inline_sync_seconds,
             committed=self._committed,
             unsynced=lambda output: leaves_unsynced(output, self.node_id),
             lane=lane_of,

@@ -4,6 +4,7 @@ fsync, and no output leaves before a sync that followed the commit of the input 
 
 import contextlib
 import threading
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +12,7 @@ import trio
 import trio.testing
 
 from superpeer._commits import GroupCommit
+from superpeer.config import ConfigError, config_from_mapping
 from superpeer.store import SqliteStore
 
 
@@ -270,6 +272,56 @@ async def test_a_flush_while_the_worker_syncs_syncs_again_before_it_sends():
         await trio.testing.wait_all_tasks_blocked()
         await wait_until(lambda: journal.count("sync") == 2)
     assert sent == ["first"]
+
+
+class TimedJournal(Journal):
+    """A journal whose syncs say which thread ran them and take ``delay`` seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delay = 0.0
+        self.on_trio_thread: list[bool] = []
+
+    def sync(self) -> None:
+        self.on_trio_thread.append(threading.current_thread() is threading.main_thread())
+        time.sleep(self.delay)
+        super().sync()
+
+
+async def test_a_fast_sync_brings_the_next_onto_the_trio_thread_and_a_slow_one_sends_it_back():
+    journal, sent = TimedJournal(), []
+    group = GroupCommit(journal, recorder(journal, sent), max_inputs=100, inline_sync_seconds=0.05)
+    delays = [0.0, 0.0, 0.08, 0.0, 0.0]  # the third sync is slow
+    async with committing(group):
+        for k, delay in enumerate(delays):
+            journal.delay = delay
+            apply(journal, group, f"a{k}")  # the recorder checks each left after its sync
+            await wait_until(lambda k=k: len(sent) == k + 1)
+    # the first on the worker (nothing timed yet); after a fast one, the trio thread; after
+    # the slow one, the worker again, until a fast one brings the syncs back
+    assert journal.on_trio_thread == [False, True, True, False, True]
+    assert group.statistics().inline == 3
+    assert sent == [f"a{k}" for k in range(5)]
+
+
+async def test_every_sync_runs_on_a_worker_thread_when_inline_sync_seconds_is_zero():
+    journal, sent = TimedJournal(), []
+    group = GroupCommit(journal, recorder(journal, sent), max_inputs=100)
+    async with committing(group):
+        for k in range(3):
+            apply(journal, group, f"a{k}")
+            await wait_until(lambda k=k: len(sent) == k + 1)
+    assert journal.on_trio_thread == [False, False, False]
+    assert group.statistics().inline == 0
+
+
+def test_inline_sync_seconds_is_configured_in_the_store_section_and_never_negative():
+    assert config_from_mapping({}).store.inline_sync_seconds == 0.001
+    assert config_from_mapping({"store": {"inline_sync_seconds": 0}}).store.inline_sync_seconds == 0
+    with pytest.raises(ConfigError, match="inline_sync_seconds"):
+        config_from_mapping({"store": {"inline_sync_seconds": -1}})
+    with pytest.raises(ValueError, match="negative"):
+        GroupCommit(Journal(), lambda _now, _outputs: None, max_inputs=1, inline_sync_seconds=-1)
 
 
 def test_a_group_holds_at_least_one_input():
