@@ -13,8 +13,12 @@ transaction) and its outputs are *held*. The committer task
 3. fsyncs the log on a worker thread (``sync``, which touches a file descriptor, never the
    sqlite connection), while the trio thread reads, decrypts and applies further inputs: their
    writes go to the next transaction, their outputs wait for the next sync. A group that wrote
-   nothing skips both: what was committed before it is synced already. When the last sync took
-   less than ``inline_sync_seconds``, this one runs on the trio thread instead (below);
+   nothing skips both: what was committed before it is synced already. A group that wrote but
+   holds no output (acknowledgements of mail, a timer's housekeeping) is committed and not
+   synced: nothing waits on it, what it wrote may be lost to a power loss at no cost (mail sent
+   again, which the inbox keeps once; an older ``alive_at``, a longer catch-up), and the next
+   sync makes it durable with the group that needs it. When the last sync took less than
+   ``inline_sync_seconds``, this one runs on the trio thread instead (below);
 4. hands the outputs of every group committed before that sync to the runtime, oldest input
    first, and starts again with what arrived meanwhile.
 
@@ -74,6 +78,13 @@ class Durable(Protocol):
     @property
     def uncommitted(self) -> bool: ...
 
+    @property
+    def deferrable(self) -> bool:
+        """Whether what was committed since the last sync may wait for a later one: nothing was
+        written beside the store's own files (a file's bytes must be on disk before the commit
+        that names them may be, and only a sync orders them)."""
+        ...
+
     def commit(self, *, synced: bool = True) -> None: ...
     def sync(self) -> None: ...
 
@@ -94,6 +105,8 @@ class GroupStatistics:
     """Outputs that left before their input's commit (``GroupCommit``'s ``unsynced``)."""
     inline: int
     """Syncs run on the trio thread (the one before took under ``inline_sync_seconds``)."""
+    deferred: int
+    """Groups that wrote and held no output: committed, synced with a later group."""
 
 
 @dataclass(slots=True)
@@ -154,6 +167,11 @@ class GroupCommit(Generic[T]):
         self._due = trio.Event()
         self._dispatching = False
         self._groups = self._largest = self._bounded = self._early = self._inline = 0
+        self._deferred = 0
+        self._unsynced_commit = False
+        """A group was committed and not synced (it held no output): the next that holds
+        outputs syncs, whether or not it wrote, so that every output still leaves after a sync
+        that followed the commit of every input before its own."""
 
     def add(self, now: float, outputs: list[T]) -> None:
         """An input was applied at ``now`` and produced ``outputs``: they leave once it is
@@ -246,6 +264,7 @@ class GroupCommit(Generic[T]):
             return  # from a dispatch: that release's caller commits next
         while True:
             self._commit(synced=True)
+            self._unsynced_commit = False
             self._release(self._applied)
             if not self._held:
                 return
@@ -262,11 +281,16 @@ class GroupCommit(Generic[T]):
             if not self._inputs:
                 continue  # the bound committed it all
             # a group that wrote nothing (a relay forwarding, a heartbeat) has nothing to make
-            # durable, and what was committed before it is synced already: it leaves at once
-            written = self._store.uncommitted
+            # durable, and if what was committed before it is synced already, it leaves at once
+            written = self._store.uncommitted or self._unsynced_commit
+            owed = bool(self._held)  # outputs wait on this sync; none: the next one covers it
             self._commit(synced=False)
             through = self._applied
-            if written and self._store.syncs:
+            if written and not owed and self._store.deferrable:
+                self._deferred += 1
+                self._unsynced_commit = True
+            elif written and self._store.syncs:
+                self._unsynced_commit = False
                 if self._last_sync < self.inline_sync_seconds:
                     self._inline += 1
                     self._last_sync = _timed(self._store.sync)
@@ -282,6 +306,7 @@ class GroupCommit(Generic[T]):
             bounded=self._bounded,
             unsynced=self._early,
             inline=self._inline,
+            deferred=self._deferred,
         )
 
 

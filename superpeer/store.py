@@ -810,6 +810,14 @@ class SqliteStore:
         """Whether anything was written since the last commit."""
         return self._redo.pending
 
+    @property
+    def deferrable(self) -> bool:
+        """Whether the commits since the last ``sync`` may wait for a later one: no rendezvous
+        file was written since (``superpeer._commits``: a sync fsyncs those files before the
+        journal, so that a commit naming a file's bytes is never durable without them)."""
+        with self._written_lock:
+            return not self._written
+
     def commit(self, *, synced: bool = True) -> None:
         """Writes what was written since the last commit as a frame of the journal (or folds,
         when the frame does not fit). Unless ``synced`` is False, every commit made so far is

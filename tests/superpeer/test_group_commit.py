@@ -31,6 +31,8 @@ class Journal:
     def uncommitted(self) -> bool:
         return self.written > self.committed
 
+    deferrable = True
+
     def write(self) -> int:
         self.written += 1
         self.events.append(("write", self.written))
@@ -272,6 +274,51 @@ async def test_a_flush_while_the_worker_syncs_syncs_again_before_it_sends():
         await trio.testing.wait_all_tasks_blocked()
         await wait_until(lambda: journal.count("sync") == 2)
     assert sent == ["first"]
+
+
+async def test_a_group_that_wrote_and_holds_no_output_is_synced_with_the_next_that_holds_one():
+    # a peer's acknowledgement deletes its mail and answers nothing: nothing waits on it
+    journal, sent = Journal(), []
+    group = GroupCommit(journal, recorder(journal, sent), max_inputs=100)
+    async with committing(group):
+        journal.write()
+        group.add(0.0, [])
+        await wait_until(lambda: journal.count("commit") == 1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert journal.count("sync") == 0 and journal.durable == 0
+        assert group.statistics().deferred == 1
+        # an input that writes nothing but answers: its output leaves after a sync that
+        # covers the commit before it (the recorder checks it)
+        group.add(0.0, [("answer", journal.written)])
+        await wait_until(lambda: sent == ["answer"])
+        assert journal.count("sync") == 1 and journal.durable == 1
+        apply(journal, group, "next")  # and the rule goes on as before
+        await wait_until(lambda: sent == ["answer", "next"])
+        assert journal.count("sync") == 2
+    assert group.statistics().deferred == 1
+
+
+async def test_a_group_that_wrote_a_file_beside_the_store_is_synced_even_without_an_output():
+    journal, sent = Journal(), []
+    journal.deferrable = False  # a rendezvous chunk: its bytes before the commit that names them
+    group = GroupCommit(journal, recorder(journal, sent), max_inputs=100)
+    async with committing(group):
+        journal.write()
+        group.add(0.0, [])
+        await wait_until(lambda: journal.count("sync") == 1)
+    assert group.statistics().deferred == 0
+
+
+def test_a_store_may_defer_its_sync_until_a_rendezvous_file_is_written(tmp_path):
+    store = SqliteStore(tmp_path / "state.sqlite")
+    store.set_meta("k", "v")
+    store.commit(synced=False)
+    assert store.deferrable
+    store.put_chunk("key", 0, b"bytes")
+    assert not store.deferrable
+    store.commit()
+    assert store.deferrable
+    store.close()
 
 
 class TimedJournal(Journal):
