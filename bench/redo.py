@@ -48,11 +48,11 @@ def folds(fold_bytes: int, notifications: int) -> tuple[list[float], list[float]
         store = SqliteStore(Path(directory) / "state.sqlite", fold_bytes=fold_bytes)
         for number in range(notifications):
             notify(store, number)
-            generation = store._redo.generation
+            generation = store.journal.generation
             start = time.perf_counter()
             store.commit(synced=False)
             spent = (time.perf_counter() - start) * 1e3
-            (folded if store._redo.generation != generation else plain).append(spent)
+            (folded if store.journal.generation != generation else plain).append(spent)
             store.sync()
         store.close()
     return plain, folded
@@ -65,11 +65,11 @@ def replay(fold_bytes: int) -> tuple[int, int, float, float]:
         path = Path(directory) / "state.sqlite"
         store = SqliteStore(path, fold_bytes=fold_bytes)
         number = last = 0
-        while store._redo.offset + 2 * last < fold_bytes:  # stops before the fold
-            before = store._redo.offset
+        while store.journal.offset + 2 * last < fold_bytes:  # stops before the fold
+            before = store.journal.offset
             notify(store, number)
             store.commit()
-            last = store._redo.offset - before
+            last = store.journal.offset - before
             number += 1
         crashed = Path(directory) / "crashed"
         crashed.mkdir()

@@ -5,10 +5,10 @@ One super-peer in the simulator on a real ``SqliteStore`` (committed after each 
 daemon's group commit does at its smallest group), a publisher and ``--subscribers`` peers
 attached to it, ``--publications`` publications of about a kilobyte each, every one matching
 every subscription and acknowledged by every subscriber. Counted, per publication: the
-statements that wrote (``SqliteStore._write``), the queries that read (``SqliteStore._read``), the bytes their arguments carried (blobs and
-texts), the bytes of the redo journal's frames (a commit is one: ``superpeer.redo``), and the
-pages sqlite's write-ahead log received by the end, the store folded once more then (each fold
-appends every page its commits changed, once). The store's files are measured at the end too
+statements that wrote (``SqliteStore._write``), the queries that read (``SqliteStore._read``),
+the bytes their arguments carried (blobs and texts), the bytes of the redo journal's frames (a
+commit is one: ``superpeer.redo``), and the pages sqlite's write-ahead log received by the end,
+the store folded once more then (each fold appends every page its commits changed, once). The store's files are measured at the end too
 (what is still held after the acknowledgements).
 
     python -m bench.writes --subscribers 1,10
@@ -42,10 +42,10 @@ class CountingStore(SqliteStore):
         super().__init__(path, sync="normal")  # which reads already
 
     def commit(self, *, synced: bool = True) -> None:
-        start, generation = self._redo.offset, self._redo.generation
+        start, generation = self.journal.offset, self.journal.generation
         super().commit(synced=synced)
-        if self._redo.generation == generation:  # a fold took the frame instead
-            self.journal_bytes += self._redo.offset - start
+        if self.journal.generation == generation:  # a fold took the frame instead
+            self.journal_bytes += self.journal.offset - start
 
     def _write(self, sql: str, arguments: object = ()) -> sqlite3.Cursor:  # type: ignore[override]
         self.statements += 1
@@ -90,7 +90,7 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
             simulation.apply(op)
         store = stores[-1]
         store.commit()
-        store._fold()
+        store.fold()
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         statements, argument_bytes = store.statements, store.argument_bytes
         reads = store.reads
@@ -109,7 +109,7 @@ def run(subscribers: int, publications: int) -> dict[str, float]:
         assert all(len(delivered[f"sub{k}"]) == publications for k in range(subscribers))
         store.commit()
         journal_bytes = store.journal_bytes - journal_bytes
-        store._fold()
+        store.fold()
         (page,) = store._db.execute("PRAGMA page_size").fetchone()
         frames = wal_frames(store.path, page)
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -76,7 +76,9 @@ class Durable(Protocol):
     """Whether a commit counts only once ``sync`` ran after it."""
 
     @property
-    def uncommitted(self) -> bool: ...
+    def unsynced(self) -> bool:
+        """Whether a commit was made that no finished sync covers yet."""
+        ...
 
     @property
     def deferrable(self) -> bool:
@@ -106,7 +108,8 @@ class GroupStatistics:
     inline: int
     """Syncs run on the trio thread (the one before took under ``inline_sync_seconds``)."""
     deferred: int
-    """Groups that wrote and held no output: committed, synced with a later group."""
+    """Groups that held no output after commits no sync covered (their own or earlier ones):
+    not synced, left to the next group that holds one."""
 
 
 @dataclass(slots=True)
@@ -168,10 +171,6 @@ class GroupCommit(Generic[T]):
         self._dispatching = False
         self._groups = self._largest = self._bounded = self._early = self._inline = 0
         self._deferred = 0
-        self._unsynced_commit = False
-        """A group was committed and not synced (it held no output): the next that holds
-        outputs syncs, whether or not it wrote, so that every output still leaves after a sync
-        that followed the commit of every input before its own."""
 
     def add(self, now: float, outputs: list[T]) -> None:
         """An input was applied at ``now`` and produced ``outputs``: they leave once it is
@@ -264,7 +263,6 @@ class GroupCommit(Generic[T]):
             return  # from a dispatch: that release's caller commits next
         while True:
             self._commit(synced=True)
-            self._unsynced_commit = False
             self._release(self._applied)
             if not self._held:
                 return
@@ -280,23 +278,27 @@ class GroupCommit(Generic[T]):
             self._due = trio.Event()  # what is added from now on is the next group's
             if not self._inputs:
                 continue  # the bound committed it all
-            # a group that wrote nothing (a relay forwarding, a heartbeat) has nothing to make
-            # durable, and if what was committed before it is synced already, it leaves at once
-            written = self._store.uncommitted or self._unsynced_commit
             owed = bool(self._held)  # outputs wait on this sync; none: the next one covers it
             self._commit(synced=False)
             through = self._applied
-            if written and not owed and self._store.deferrable:
-                self._deferred += 1
-                self._unsynced_commit = True
-            elif written and self._store.syncs:
-                self._unsynced_commit = False
-                if self._last_sync < self.inline_sync_seconds:
-                    self._inline += 1
-                    self._last_sync = _timed(self._store.sync)
+            # a group that wrote nothing (a relay forwarding, a heartbeat) after commits all
+            # synced leaves at once; one that holds outputs syncs what this and any group before
+            # it (not synced, as it held none) committed, whether or not it wrote itself
+            if self._store.syncs and self._store.unsynced:
+                if owed or not self._store.deferrable:
+                    await self._sync()
                 else:
-                    self._last_sync = await trio.to_thread.run_sync(_timed, self._store.sync)
+                    self._deferred += 1
             self._release(through)
+
+    async def _sync(self) -> None:
+        """The store's sync, on the trio thread if the last one took under
+        ``inline_sync_seconds``, else on a worker thread; timed either way."""
+        if self._last_sync < self.inline_sync_seconds:
+            self._inline += 1
+            self._last_sync = _timed(self._store.sync)
+        else:
+            self._last_sync = await trio.to_thread.run_sync(_timed, self._store.sync)
 
     def statistics(self) -> GroupStatistics:
         return GroupStatistics(

@@ -153,7 +153,7 @@ from superpeer.ratelimit import Rate, RateLimits
 from superpeer.rendezvous import RendezvousConfig
 from superpeer.schemas import SchemaLimits
 from superpeer.security import SecuritySettings
-from superpeer.store import SYNC_MODES
+from superpeer.store import FOLD_BYTES, SYNC_MODES
 from superpeer.versions import VersionLimits
 from wire.codec import WireLimits
 
@@ -263,7 +263,7 @@ class StoreSettings:
     same hot pages a quarter as often (16 MiB, the reserve's quarter: 8 to 14% less of the
     store's CPU per notification than 4 MiB; BENCHMARKS.md, issue 37, stop 52)."""
 
-    fold_bytes: int = 4 * 1024 * 1024
+    fold_bytes: int = FOLD_BYTES
     """The size of the redo journal (``<data>/state.sqlite-redo``, ``superpeer.redo``): a commit
     is a frame of it, the statements the commit's inputs ran, and sqlite commits its own
     transaction (the fold: every page those commits changed, written once) when the next frame

@@ -172,11 +172,11 @@ class RedoJournal:
 
     def record(self, sql: str, arguments: Sequence[object]) -> None:
         """``sql`` ran once with ``arguments``."""
-        self._entries.append([_EXECUTE, self._number(sql), list(arguments)])
+        self._entries.append([_EXECUTE, self._number(sql), arguments])  # packed as an array
 
-    def record_many(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+    def record_many(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         """``sql`` ran once per row of ``rows``."""
-        self._entries.append([_EXECUTE_MANY, self._number(sql), [list(row) for row in rows]])
+        self._entries.append([_EXECUTE_MANY, self._number(sql), rows])
 
     def write(self) -> bool:
         """Writes what was recorded as one frame (not yet durable: ``sync``). False, writing

@@ -757,21 +757,23 @@ class SqliteStore:
         _fsync_path(log.parent)
         # a fold's transaction adds the pages it changed to the log: half the log's bound at most
         folded = self.get_meta(_FOLDED)
-        self._redo = redo.RedoJournal(
+        self.journal = redo.RedoJournal(
             Path(f"{path}-redo"),
             size=max(4096, min(fold_bytes, max_log_bytes // 2)),
             generation=int(folded or 0) + 1,
         )
+        """The redo journal (``superpeer.redo``): read, not written, outside the store (its
+        ``offset`` and ``generation`` say where the commits and the folds are)."""
         self.replayed = 0
         """Statements the journal ran again when the store opened (what a crash left there)."""
         if folded is None:
-            self._redo.discard()
+            self.journal.discard()
         else:
-            frames = redo.frames(self._redo.path)
-            if frames and frames[0].generation == self._redo.generation:
+            frames = redo.frames(self.journal.path)
+            if frames and frames[0].generation == self.journal.generation:
                 self._begin()
                 self.replayed = redo.replay(self._db, frames)
-        self._fold()  # so that a generation is never written twice
+        self.fold()  # so that a generation is never written twice
         self.sync()
         self._move_chunk_rows()
 
@@ -799,8 +801,14 @@ class SqliteStore:
         self._begin()
         values = tuple(arguments)
         cursor = self._db.execute(sql, values)
-        self._redo.record(sql, values)
+        self.journal.record(sql, values)
         return cursor
+
+    def _write_many(self, sql: str, rows: list[tuple]) -> None:
+        """Runs a write once per row, and records it for the next commit's frame."""
+        self._begin()
+        self._db.executemany(sql, rows)
+        self.journal.record_many(sql, rows)
 
     def _read(self, sql: str, arguments: Iterable[object] = ()) -> list[tuple]:
         return self._db.execute(sql, tuple(arguments)).fetchall()
@@ -808,7 +816,12 @@ class SqliteStore:
     @property
     def uncommitted(self) -> bool:
         """Whether anything was written since the last commit."""
-        return self._redo.pending
+        return self.journal.pending
+
+    @property
+    def unsynced(self) -> bool:
+        """Whether a commit was made that no finished ``sync`` covers yet."""
+        return self._synced < self._committed
 
     @property
     def deferrable(self) -> bool:
@@ -822,19 +835,19 @@ class SqliteStore:
         """Writes what was written since the last commit as a frame of the journal (or folds,
         when the frame does not fit). Unless ``synced`` is False, every commit made so far is
         durable on return; else only once a ``sync`` begun after this returned."""
-        if self._redo.pending:
+        if self.journal.pending:
             self._check_transaction()  # else the frame would hold writes the database no longer has
             self._count()
-            if not self._redo.write():
-                self._fold()
+            if not self.journal.write():
+                self.fold()
             self._committed += 1
         if synced and self._synced < self._committed:
             self.sync()
 
-    def _fold(self) -> None:
+    def fold(self) -> None:
         """Commits sqlite's transaction with the generation it completes, makes sqlite's log
         durable, and starts the journal's next generation over the frames the fold holds."""
-        generation = self._redo.generation
+        generation = self.journal.generation
         self._begin()
         self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_FOLDED, str(generation)))
         try:
@@ -845,7 +858,7 @@ class SqliteStore:
             raise
         self._open = False
         os.fsync(self._wal)
-        self._redo.restart(generation + 1)
+        self.journal.restart(generation + 1)
 
     def sync(self) -> None:
         """Makes every transaction committed so far durable (with ``sync="normal"``: nothing),
@@ -859,7 +872,7 @@ class SqliteStore:
                 _fsync_path(self._files / key)
             if written:  # and their names, for the files created since
                 _fsync_path(self._files)
-            self._redo.sync()
+            self.journal.sync()
         self._synced = max(self._synced, through)
 
     def reclaim(self) -> bool:
@@ -869,10 +882,10 @@ class SqliteStore:
         the log to nothing. What a nearly full disk asks first (``superpeer.diskspace``). False
         when it did not: something was written since the last commit, or the fold or the
         checkpoint could not finish (no room for the pages they write: the store as it was)."""
-        if self._redo.pending:
+        if self.journal.pending:
             return False
         try:
-            self._fold()
+            self.fold()
             busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.Error:
             if self._lost:
@@ -887,11 +900,11 @@ class SqliteStore:
         try:
             if not self._lost:
                 self.commit()
-                self._fold()
+                self.fold()
         finally:
             self._stop_writing()
             self._db.close()
-            self._redo.close()
+            self.journal.close()
             os.close(self._wal)
 
     # -- the node ------------------------------------------------------------------------------
@@ -1018,10 +1031,7 @@ class SqliteStore:
                 "INSERT INTO body_refs VALUES (?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET refs = refs + excluded.refs"
             )
-            rows = list(changes.items())
-            self._begin()
-            self._db.executemany(sql, rows)
-            self._redo.record_many(sql, rows)
+            self._write_many(sql, list(changes.items()))
 
     def _refer(self, key: str | None, delta: int = 1) -> None:
         if key is not None:

@@ -33,6 +33,10 @@ class Journal:
 
     deferrable = True
 
+    @property
+    def unsynced(self) -> bool:
+        return self.durable < self.committed
+
     def write(self) -> int:
         self.written += 1
         self.events.append(("write", self.written))

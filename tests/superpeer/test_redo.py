@@ -153,9 +153,9 @@ def test_a_torn_last_frame_ends_what_is_run_again(tmp_path):
     store = SqliteStore(tmp_path / "state.sqlite", sync="normal")
     commits(store, range(4))
     before_last = state(store)
-    start = store._redo.offset
+    start = store.journal.offset
     commits(store, range(4, 5))
-    end = store._redo.offset
+    end = store.journal.offset
     copy = crash_copy(tmp_path / "state.sqlite", tmp_path / "crashed")
     store.close()
     journal = Path(f"{copy}-redo")
@@ -171,12 +171,12 @@ def test_a_torn_last_frame_ends_what_is_run_again(tmp_path):
 def test_a_crash_just_after_a_fold_runs_nothing_again(tmp_path):
     path = tmp_path / "state.sqlite"
     store = SqliteStore(path, sync="normal", fold_bytes=SMALL)
-    generation = store._redo.generation
+    generation = store.journal.generation
     n = 0
-    while store._redo.generation == generation:
+    while store.journal.generation == generation:
         commits(store, range(n, n + 1))
         n += 1
-    assert store._redo.offset == 0, "folded, no frame of the next generation yet"
+    assert store.journal.offset == 0, "folded, no frame of the next generation yet"
     expected = state(store)
     copy = crash_copy(path, tmp_path / "crashed")
     store.close()
@@ -190,11 +190,11 @@ def test_a_fold_the_power_took_back_is_made_again_from_its_frames(tmp_path):
     frames the fold was made of: they run again on the database of the fold before."""
     path = tmp_path / "state.sqlite"
     store = SqliteStore(path, sync="normal", fold_bytes=SMALL)
-    generation = store._redo.generation
+    generation = store.journal.generation
     commits(store, range(3))
     before_fold = crash_copy(path, tmp_path / "before")
     n = 3
-    while store._redo.generation == generation:
+    while store.journal.generation == generation:
         shutil.copyfile(f"{path}-redo", tmp_path / "journal")  # the frames, before the fold
         expected = state(store)  # what the frames hold; the fold comes in the next commit
         commits(store, range(n, n + 1))
@@ -216,9 +216,9 @@ def test_frames_of_a_generation_the_database_does_not_reach_are_never_run(tmp_pa
     store = SqliteStore(path, sync="normal", fold_bytes=SMALL)
     old = crash_copy(path, tmp_path / "old")  # a database at the first fold
     expected = state(store)
-    generation = store._redo.generation
+    generation = store.journal.generation
     n = 0
-    while store._redo.generation < generation + 2:
+    while store.journal.generation < generation + 2:
         commits(store, range(n, n + 1))
         n += 1
     commits(store, range(n, n + 2))  # frames of generation + 2
@@ -249,11 +249,11 @@ def test_a_journal_beside_a_database_that_does_not_name_it_is_not_run(tmp_path):
 
 def test_a_commit_larger_than_the_journal_is_a_fold(tmp_path):
     store = SqliteStore(tmp_path / "state.sqlite", sync="normal", fold_bytes=8192)
-    generation = store._redo.generation
+    generation = store.journal.generation
     for n in range(20):  # 20 kilobytes in one commit
         store.put_mail("p", f"k{n}", encoded(f"k{n}"), float(n))
     store.commit()
-    assert store._redo.generation == generation + 1 and store._redo.offset == 0
+    assert store.journal.generation == generation + 1 and store.journal.offset == 0
     expected = state(store)
     copy = crash_copy(tmp_path / "state.sqlite", tmp_path / "crashed")
     store.close()
@@ -270,7 +270,7 @@ def test_reclaim_folds_then_gives_the_log_back_and_never_inside_a_commit(tmp_pat
     store.commit()
     assert not store.uncommitted and store.reclaim()
     assert Path(f"{tmp_path / 'state.sqlite'}-wal").stat().st_size == 0
-    assert store._redo.offset == 0
+    assert store.journal.offset == 0
     store.close()
     again = SqliteStore(tmp_path / "state.sqlite")
     assert again.replayed == 0 and again.mail_counts() == {"p": 6}
@@ -283,7 +283,7 @@ def test_the_journal_is_made_whole_with_zeros_and_its_frames_read_back(tmp_path)
     assert journal.stat().st_size == 65536
     commits(store, range(3))
     frames = redo.frames(journal)
-    assert len(frames) == 3 and {f.generation for f in frames} == {store._redo.generation}
+    assert len(frames) == 3 and {f.generation for f in frames} == {store.journal.generation}
     first = frames[0].entries
     assert first[0][0] == 0 and first[0][1].startswith("INSERT OR IGNORE INTO bodies")
     defined = [entry[1] for frame in frames for entry in frame.entries if entry[0] == 0]
