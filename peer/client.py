@@ -91,7 +91,6 @@ from peer.session import (
     Session,
     StaleLookupAnswer,
     Store,
-    arrival_of,
     new_lookup_id,
     plan_resend,
 )
@@ -226,6 +225,10 @@ class _Connection:
         self.superpeer_id: str | None = None
         self.arrival_clock = 0.0
         """The access point's hybrid time in its ``Welcome`` (``clocks``, rule 6)."""
+        self.missing_since = 0.0
+        """From when the access point said, in its latest ``Welcome`` or ``Clock``, that what
+        it delivers may be incomplete (0: it did not): the next move statement's
+        ``missing_since``."""
         self.retry_in, self.retry_out = trio.open_memory_channel[tuple[float, Ticket]](math.inf)
         """Requests to send again (at a trio time), in order: refused for the peer's rate, and
         those submitted after them, which wait their turn (the user's order is kept)."""
@@ -518,7 +521,9 @@ class PeerClient:
         are in doubt. Notes the access point's latest hybrid time the peer heard (its last
         ``Clock`` or ``Welcome``): the next move statement's ``since``. Never the peer's own
         wall time of that contact, which would move the catch-up by this machine's clock error
-        (issue 39)."""
+        (issue 39). And from when the latest of them said what it delivers may be incomplete:
+        a cut that began while the peer was attached (a chaos run lost five publications
+        that reached the access point late, after the peer had left it, and died with it)."""
         if self._connection is connection:
             self._connection = None
         last = self.store.current.access_point
@@ -527,9 +532,12 @@ class PeerClient:
             and last is not None
             and last.get("node") == connection.superpeer_id
             and connection.arrival_clock > 0
-            and self._carried_clock > float(last["since"])  # type: ignore[arg-type]
         ):
-            self.store.set_access_point(connection.superpeer_id, self.address, self._carried_clock)
+            since = max(self._carried_clock, float(last["since"]))  # type: ignore[arg-type]
+            if since != last["since"] or connection.missing_since != last.get("missing", 0.0):
+                self.store.set_access_point(
+                    connection.superpeer_id, self.address, since, connection.missing_since
+                )
         reason = connection.reason or "the peer daemon is stopping"
         connection.queue_in.close()
         unanswered = connection.session.close()
@@ -695,8 +703,9 @@ class PeerClient:
             self.clock_offset.add(sample)
         if message.clock:
             self._carried_clock = max(self._carried_clock, message.clock)
+            connection.missing_since = message.missing_since
             if isinstance(message, m.Welcome):
-                connection.arrival_clock = arrival_of(message)
+                connection.arrival_clock = message.clock
         if isinstance(message, m.Clock):
             answer = connection.session.clock_answer(message, self._wall_clock())
             if answer:
@@ -897,22 +906,22 @@ class PeerClient:
             # moved to another access point
             for _, record in self.resources.waiting():
                 self.submit(PeerRequest(message=self.resources.fetch_message(record)))
-        self._arrived(event.superpeer_id, connection.arrival_clock)
+        self._arrived(event.superpeer_id, connection.arrival_clock, connection.missing_since)
         for what, problem in problems.items():
             log.error("event=resend_problem what=%r problem=%r", what, problem)
         self._resend_problems = problems
 
-    def _arrived(self, superpeer_id: str, arrival: float) -> None:
+    def _arrived(self, superpeer_id: str, arrival: float, missing: float) -> None:
         """Connected to ``superpeer_id``: if the peer was attached to another one, say so, after
         its state was sent again (the new access point then knows what the peer subscribed to
         when it left, and fetches what it missed); the new access point is remembered once it
         acknowledged the move, with its hybrid time ``arrival`` (``Welcome.clock``; the next
         move statement's ``since``: ``clocks``, rule 6; the peer's own wall time from an
-        access point that gave none)."""
+        access point that gave none) and its ``missing`` (``Welcome.missing_since``)."""
         arrival = arrival or self._wall_clock()
         previous = self.store.current.access_point
         if previous is None or previous.get("node") == superpeer_id:
-            self.store.set_access_point(superpeer_id, self.address, arrival)
+            self.store.set_access_point(superpeer_id, self.address, arrival, missing)
             return
         since = float(previous["since"])  # type: ignore[arg-type]
         signature = b""
@@ -929,12 +938,13 @@ class PeerClient:
             previous_address=str(previous["address"]),
             since=since,
             signature=signature,
+            missing_since=float(previous.get("missing", 0.0)),  # type: ignore[arg-type]
         )
         address = self.address
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
-                self.store.set_access_point(superpeer_id, address, arrival)
+                self.store.set_access_point(superpeer_id, address, arrival, missing)
                 self._moves.append(
                     {"from": str(previous["node"]), "to": superpeer_id, "at": self._wall_clock()}
                 )

@@ -277,16 +277,6 @@ class Outgoing:
     data: bytes
 
 
-def arrival_of(welcome: m.Welcome) -> float:
-    """The ``since`` of a peer's next move statement, from its access point's ``Welcome``: the
-    access point's hybrid time, or earlier, from when that access point says what it delivers
-    may be incomplete (``Welcome.missing_since``): the access point moved to catches up from
-    there."""
-    if welcome.missing_since and welcome.clock:
-        return min(welcome.clock, welcome.missing_since)
-    return welcome.clock
-
-
 def new_lookup_id() -> str:
     """A fresh look-up id: random rather than a counter, so that an answer to a look-up of an
     earlier connection (or of a daemon that was restarted) can never be taken for the answer to

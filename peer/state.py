@@ -10,14 +10,17 @@ super-peer that lost its state is repaired by the next connection::
      "subscriptions": {"s1": "X : t(X, dc:title, T)"},  # id -> query text as given
      "on_change": ["s1"],                                # ids that hear of every extension
      "in_doubt": ["s2"],
-     "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5},
+     "access_point": {"node": "sp3", "address": "10.0.0.3:7400", "since": 1764108000.5,
+                      "missing": 1764107990.0},
      "alternates": ["10.0.0.4:7400", "10.0.0.7:7400"],
      "expired": 0}
 
 ``access_point`` is the super-peer the peer was last attached to and the latest hybrid time it
 gave the peer (``Welcome.clock``, ``Clock.clock``; the peer's own wall time only from an access
 point that gave none): connected to another one, the peer says so (``Moved``, from that time), and its new access
-point fetches what the old one kept and what was published meanwhile (``superpeer.node``). ``expired`` counts the
+point fetches what the old one kept and what was published meanwhile (``superpeer.node``);
+``missing`` (absent: none) is from when the old one last said what it delivers may be
+incomplete (``Clock.missing_since``): if it never answers, the new one catches up from there. ``expired`` counts the
 notifications the network dropped while the peer was away (it says so, ``Expired``).
 
 Texts are kept as the user gave them (not re-serialised), so what is re-sent is exactly what was
@@ -182,8 +185,9 @@ class PeerState:
             and isinstance(access_point.get("node"), str)
             and isinstance(access_point.get("address"), str)
             and isinstance(access_point.get("since"), int | float)
+            and isinstance(access_point.get("missing", 0.0), int | float)
         ):
-            raise ValueError("access_point must be {node, address, since} or null")
+            raise ValueError("access_point must be {node, address, since[, missing]} or null")
         expired = document.get("expired", 0)
         if not isinstance(expired, int) or isinstance(expired, bool) or expired < 0:
             raise ValueError("expired must be a count")
@@ -378,11 +382,13 @@ class StateStore:
         if subscription_id in self._state.in_doubt:
             self._save(replace(self._state, in_doubt=self._state.in_doubt - {subscription_id}))
 
-    def set_access_point(self, node: str, address: str, since: float) -> None:
-        """The super-peer the peer is attached to, and when it last heard from it."""
-        self._save(
-            replace(self._state, access_point={"node": node, "address": address, "since": since})
-        )
+    def set_access_point(self, node: str, address: str, since: float, missing: float = 0.0) -> None:
+        """The super-peer the peer is attached to, the latest hybrid time it gave, and from
+        when it last said what it delivers may be incomplete (0: it did not)."""
+        point = {"node": node, "address": address, "since": since}
+        if missing:
+            point["missing"] = missing
+        self._save(replace(self._state, access_point=point))
 
     def set_alternates(self, addresses: tuple[str, ...]) -> None:
         """The other super-peers the access point named (``PeerState.alternates``)."""

@@ -54,6 +54,7 @@ class Migrations(NodeBase):
             "previous": message.previous,
             "address": message.previous_address,
             "since": message.since,
+            "missing": message.missing_since,
             "signature": message.signature.hex(),
             "caught_up": False,
             "asked_at": now,
@@ -205,7 +206,7 @@ class Migrations(NodeBase):
         settled = self.config.routing.settle_seconds + self.config.catchup_margin_seconds
         arrived_here = entry.get("asked_clock", entry["asked_at"])
         if since is None:
-            since = entry["since"] - self.config.catchup_margin_seconds
+            since = self._unvouched_before(entry)
         return PlannedCatchUp(
             now,
             since,
@@ -344,16 +345,24 @@ class Migrations(NodeBase):
         this node skips it in its catch-ups (``_ask_catchups``), so the next access point asks
         the origins from then. A catch-up already asked needs nothing: its answer reaches this
         node and follows the peer (``_mail_in``)."""
-        margin = self.config.catchup_margin_seconds
         times = [c.since for c in self._catchups if c.peers is None or peer in c.peers]
         if self._restored_since is not None:
             times.append(self._restored_since)
         times += [
-            entry["since"] - margin
+            self._unvouched_before(entry)
             for entry in self.store.pending(HANDOVERS).values()
             if entry["peer"] == peer and not entry["caught_up"]
         ]
         return min(times, default=0.0)
+
+    def _unvouched_before(self, entry: dict) -> float:
+        """From when a moved peer may lack what it was owed, as its move statement says (the
+        ``HANDOVERS`` entry): from when it arrived at its previous access point, less the
+        margin, or from when that one said it may have missed things, if earlier
+        (``Moved.missing_since``: what reached it late is lost if it is)."""
+        since = entry["since"] - self.config.catchup_margin_seconds
+        missing = entry.get("missing")
+        return min(since, missing) if missing else since
 
     def _check_handover(self, sender: str, message: m.Handover) -> str | None:
         peer = message.peer

@@ -747,10 +747,16 @@ class NodeBase:
             )
 
     def _clock_to_peer(self, peer: str, connection: int, now: float, out: list[Output]) -> None:
-        """A ``Clock`` for an attached peer, echoing its last one (``clocks.sample_of``)."""
+        """A ``Clock`` for an attached peer, echoing its last one (``clocks.sample_of``), with
+        this node's hybrid time and from when what it delivers may be incomplete (a cut, a
+        catch-up, begun since the peer's ``Welcome``: ``Clock.missing_since``)."""
         echo, received = self._peer_clock_echo.get(peer, (0.0, now))
         clock = m.Clock(
-            wall=now, echo=echo, held=max(0.0, now - received), clock=self.clock.now(now)
+            wall=now,
+            echo=echo,
+            held=max(0.0, now - received),
+            clock=self.clock.now(now),
+            missing_since=self.missing_since() or 0.0,
         )
         data = wire.encode(clock)
         out.append(ToConnection(connection, clock, data))

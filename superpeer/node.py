@@ -99,7 +99,10 @@ Rules, beyond the routing core's:
   refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups
   (``superpeer.locating``) and rendezvous requests that reach the previous one follow them too.
   If the previous one does not answer within ``handover_seconds``, the node asks the origins for
-  what was published since the peer last heard from it, and keeps asking the previous one
+  what was published since the peer last heard from it, or since the previous one last told
+  the peer (``Welcome``, ``Clock``) it may be missing things, if that is earlier
+  (``Moved.missing_since``: what reached the previous one late, after the peer left, is lost
+  if it is), and keeps asking the previous one
   (durably) until it answers: when it comes back, what it kept is handed over. A previous one
   that holds the peer attached refuses for now (``HandoverDone.retry``): its connection may be
   dead without its knowing yet (a partition cut it from the peer; a final refusal once left it

@@ -27,8 +27,8 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 10
-READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10})
+PROTOCOL_VERSION: Final = 11
+READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
 frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
@@ -43,7 +43,10 @@ with a default; 8 added the census a full cube's anchor takes before it grows,
 ``hypercup.census`` and ``hypercup.census_reply``: a daemon of 7 would not know them; 9
 replaced a lookup's last hop, ``Lookup.via``, by every member it passed, ``Lookup.visited``:
 a daemon of 8 would refuse it. Lookups are never stored; 10 added the super-peers a heartbeat
-names, ``Heartbeat.known``, with a default). A connection speaks the one
+names, ``Heartbeat.known``, with a default; 11 added from when an access point may miss
+things to its ``Clock`` s and a peer's move statement, ``Clock.missing_since`` and
+``Moved.missing_since``, each with a default: a peer of 10 would refuse such a ``Clock``). A
+connection speaks the one
 version: both ends check it at ``Hello``."""
 
 

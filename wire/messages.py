@@ -170,6 +170,13 @@ class Moved:
     previous_address: str
     since: float
     signature: bytes
+    missing_since: float = 0.0
+    """From when ``previous`` said, in the last ``Welcome`` or ``Clock`` the peer heard from
+    it, that what it delivered may be incomplete (0: it did not). If ``previous`` never
+    answers (lost for good), the catch-up starts there when that is earlier than ``since``:
+    what reached ``previous`` late (a healed partition's publications, a catch-up's answer)
+    after the peer left it is lost with it. Not part of the signed statement: ``since`` orders
+    the peer's moves; this only widens what the new access point asks the origins for."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1084,6 +1091,11 @@ class Clock:
     echo: float = 0.0
     held: float = 0.0
     clock: float = 0.0
+    missing_since: float = 0.0
+    """From an access point, as in its ``Welcome``: from when what it delivers may be
+    incomplete, now (0: nothing says so). A cut or a catch-up that begins while the peer is
+    attached is told by the next ``Clock``; the peer's next move statement carries the latest
+    (``Moved.missing_since``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

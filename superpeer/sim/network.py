@@ -58,7 +58,6 @@ import qel
 import wire
 from peer.kept import Kept
 from peer.resources import Resources
-from peer.session import arrival_of
 from superpeer import versions
 from superpeer.actions import (
     CloseConnection,
@@ -150,7 +149,11 @@ class SimPeer:
     resources: Resources | None = None
     """Its offered and fetched files (made when first needed)."""
     arrival_clock: float = 0.0
-    """Its access point's hybrid time in the last ``Welcome`` (a move statement's ``since``)."""
+    """Its access point's latest hybrid time, from its ``Welcome`` and ``Clock`` s (a move
+    statement's ``since``, as the peer daemon notes it when the connection ends)."""
+    missing: float = 0.0
+    """From when its access point said, in the latest of them, that what it delivers may be
+    incomplete (a move statement's ``missing_since``)."""
     carried_clock: float = 0.0
     """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
     waiting: list[object] = field(default_factory=list)
@@ -715,6 +718,7 @@ class Simulation:
                 previous_address=address_of(self.ids[step.moved_from]),
                 since=peer.arrival_clock or peer.last_contact,
                 signature=b"",
+                missing_since=peer.missing,
             )
             self._from_peer(peer, moved)
         if peer.resources is not None:
@@ -800,8 +804,11 @@ class Simulation:
         peer.last_contact = self.now
         if isinstance(message, m.Welcome | m.Clock) and message.clock:
             peer.carried_clock = max(peer.carried_clock, message.clock)
+            peer.missing = message.missing_since
             if isinstance(message, m.Welcome):
-                peer.arrival_clock = arrival_of(message)
+                peer.arrival_clock = message.clock
+            else:
+                peer.arrival_clock = max(peer.arrival_clock, message.clock)
         if isinstance(message, m.Clock):  # answered, as the peer daemon does
             clock = m.Clock(wall=self._peer_clock(peer.name), echo=message.wall)
             self._from_peer(peer, clock)

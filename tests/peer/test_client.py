@@ -13,7 +13,7 @@ import trio.testing
 import qel
 from peer.client import PeerClient, PeerRequest, RequestFailed, _Connection
 from peer.kept import Kept, KeptLimits
-from peer.session import Session
+from peer.session import Session, request_label
 from peer.state import STATE_FILE
 from tests.peer.fake_access_point import FakeAccessPoint, FakePeer
 from tests.peer.helpers import (
@@ -405,9 +405,9 @@ async def test_the_access_points_since_is_its_latest_hybrid_time_never_the_peers
     noted: list[float] = []
     keep = client.store.set_access_point
 
-    def set_access_point(node: str, address: str, since: float) -> None:
+    def set_access_point(node: str, address: str, since: float, missing: float = 0.0) -> None:
         noted.append(since)
-        keep(node, address, since)
+        keep(node, address, since, missing)
 
     client.store.set_access_point = set_access_point  # type: ignore[method-assign]
     nursery.start_soon(client.serve)
@@ -419,6 +419,37 @@ async def test_the_access_points_since_is_its_latest_hybrid_time_never_the_peers
     await attached(access_point, times=2)
     await barrier(client)
     assert noted == [1000.0, 1500.0, 1000.0]
+
+
+async def test_a_move_statement_says_from_when_the_last_clock_said_things_may_be_missing(
+    tmp_path, autojump_clock, nursery
+):
+    """Found by chaos seed 723: the peer was attached to an access point when that one was
+    cut off; its ``Clock`` s went on, the peer left with the latest one's hybrid time, the
+    publications the access point missed reached it after the peer had left, and it died
+    for good with them. The move statement orders the move from the latest hybrid time
+    (``Moved.since``) and says from when the latest ``Clock`` said things may be missing
+    (``Moved.missing_since``), where the next access point's catch-up starts."""
+    access_point, client = serve_hand_played(tmp_path, nursery)
+    first = await access_point.accept()
+    await first.send(m.Welcome(node_id="sp-a", address="127.0.0.1:1", clock=1000.0))
+    assert isinstance(await first.receive(), m.Advertise)
+    await first.send(m.Ack(request="advertise"))
+    await first.send(m.Clock(wall=1.0, clock=1500.0, missing_since=1200.0))
+    assert isinstance(await first.receive(), m.Clock), "answered"
+    await trio.aclose_forcefully(first.stream)
+    second = await access_point.accept()
+    await second.send(m.Welcome(node_id="sp-b", address="127.0.0.1:2", clock=2000.0))
+    while not isinstance(message := await second.receive(), m.Moved):
+        await second.send(m.Ack(request=request_label(message)))
+    assert (message.previous, message.since, message.missing_since) == ("sp-a", 1500.0, 1200.0)
+    await second.send(m.Ack(request="moved"))
+    await trio.testing.wait_all_tasks_blocked()
+    assert client.store.current.access_point == {
+        "node": "sp-b",
+        "address": "127.0.0.1:1",
+        "since": 2000.0,
+    }, "nothing said to be missing there"
 
 
 async def test_a_request_refused_for_the_rate_is_sent_again_after_retry_after_in_order(

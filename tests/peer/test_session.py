@@ -3,7 +3,6 @@
 matched by id whenever their answers come, protocol violations, timers, the re-send plan and the
 backoff."""
 
-import dataclasses
 import struct
 
 import pytest
@@ -31,7 +30,6 @@ from peer.session import (
     SessionError,
     StaleLookupAnswer,
     Store,
-    arrival_of,
     new_lookup_id,
     plan_resend,
 )
@@ -708,12 +706,3 @@ def test_the_private_identifier_never_shows_in_an_event(tls_world):
     assert secret.reveal_text() not in shown
     assert secret.reveal().hex() not in shown
     assert "<hidden>" in shown
-
-
-def test_a_move_statement_starts_where_the_access_point_said_it_may_miss_things() -> None:
-    """``Welcome.missing_since``: the access point is apart from part of the cube (or owes a
-    catch-up) since then, so the next move statement starts there, not at the arrival."""
-    here = m.Welcome(node_id="sp1", address="sp1:7400", clock=500.0)
-    assert arrival_of(here) == 500.0
-    assert arrival_of(dataclasses.replace(here, missing_since=420.0)) == 420.0
-    assert arrival_of(dataclasses.replace(here, missing_since=600.0)) == 500.0

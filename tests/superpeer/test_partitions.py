@@ -320,6 +320,32 @@ def test_a_subscriber_moving_from_an_access_point_that_died_cut_off_loses_nothin
     assert len(deliveries_as_the_oracle_says(ops)["sub"]) == 13
 
 
+@pytest.mark.parametrize("healed_first", [False, True])
+def test_a_subscriber_attached_through_a_cut_moves_from_its_dead_access_point_losing_nothing(
+    healed_first,
+):
+    """The subscriber stays attached to its access point through the cut, long enough for
+    ``Clock`` s to carry the access point's hybrid time past the publications it missed; it
+    detaches, (``healed_first``: the cut heals and the missed publications reach the access
+    point late, as mail), the access point dies for good, and the subscriber moves on. Its
+    move statement says from when that access point was missing things
+    (``Moved.missing_since``, from the latest ``Clock``), and the access point it moves to
+    catches up from there, not from the last ``Clock``'s time (seed 723 of the chaos run on
+    hosts of their own lost five such publications)."""
+    ops = cut_while_publishing(2, 13)
+    ops += [{"op": "wait", "seconds": 30}, {"op": "detach", "peer": "sub"}]
+    if healed_first:
+        ops += [{"op": "heal"}, {"op": "wait", "seconds": 30}]
+    ops += [
+        {"op": "superpeer_fail", "superpeer": 2},
+        {"op": "move", "peer": "sub", "superpeer": 3},
+    ]
+    if not healed_first:
+        ops += [{"op": "heal"}]
+    ops += [{"op": "wait", "seconds": 60}]
+    assert len(deliveries_as_the_oracle_says(ops)["sub"]) == 13
+
+
 def test_a_leaver_whose_table_does_not_fit_together_stops_and_is_repaired(monkeypatch):
     """A member asked to leave whose knowledge of its neighbourhood does not fit together
     cannot start a leave walk: it stops, and its place is repaired as a failure's. The
