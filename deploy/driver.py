@@ -131,8 +131,11 @@ class RemotePeer:
     _seen: set[tuple[str, str, int]] = field(default_factory=set)
     _ended: str | None = None
     arrival_clock: float = 0.0
-    """Its access point's hybrid time in the last ``Welcome`` (a move statement's ``since``:
-    ``clocks``, rule 6)."""
+    """Its access point's latest hybrid time, from its ``Welcome`` and ``Clock`` s (a move
+    statement's ``since``: ``clocks``, rule 6, as the peer daemon notes it)."""
+    missing: float = 0.0
+    """From when its access point said, in the latest of them, that what it delivers may be
+    incomplete (a move statement's ``missing_since``)."""
     carried_clock: float = 0.0
     """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
     clock_lead: float = 0.0
@@ -276,8 +279,11 @@ class RemotePeer:
             if message.clock:
                 self.carried_clock = max(self.carried_clock, message.clock)
                 self.clock_lead = message.clock - time.time()
+                self.missing = message.missing_since
                 if isinstance(message, m.Welcome):
                     self.arrival_clock = message.clock
+                else:
+                    self.arrival_clock = max(self.arrival_clock, message.clock)
             if isinstance(message, m.Clock):
                 connection.write(session.clock_answer(message, time.time()))
         elif isinstance(event, ResourceTraffic):

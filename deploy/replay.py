@@ -203,7 +203,7 @@ class Replay:
             await self._disconnect(peer)
         # when it arrived at the access point it leaves, in that one's hybrid time (as the
         # peer daemon says it: ``clocks``, rule 6)
-        arrived = peer.arrival_clock
+        arrived, missing = peer.arrival_clock, peer.missing
         await peer.connect(nursery, address)
         if step.moved_from is not None:
             assert step.resend is not None  # planned with every move
@@ -216,6 +216,7 @@ class Replay:
                 previous_address=previous,
                 since=since,
                 signature=self._signature(peer, f"sp{step.moved_from}", since),
+                missing_since=missing,
             )
             await peer.request(moved)
         for fetch in unfinished(self._resources(peer)):
