@@ -229,6 +229,12 @@ class _Connection:
         """From when the access point said, in its latest ``Welcome`` or ``Clock``, that what
         it delivers may be incomplete (0: it did not): the next move statement's
         ``missing_since``."""
+        self.recorded = False
+        """The access point is the one the peer's state names (its move acknowledged)."""
+        self.told_since = False
+        """A ``Clock`` came after that: its ``missing_since`` replaces what was recorded (an
+        access point the peer moved to tells the handover it still owes only once it has the
+        move statement, and the acknowledgement comes first)."""
         self.retry_in, self.retry_out = trio.open_memory_channel[tuple[float, Ticket]](math.inf)
         """Requests to send again (at a trio time), in order: refused for the peer's rate, and
         those submitted after them, which wait their turn (the user's order is kept)."""
@@ -534,9 +540,15 @@ class PeerClient:
             and connection.arrival_clock > 0
         ):
             since = max(self._carried_clock, float(last["since"]))  # type: ignore[arg-type]
-            if since != last["since"] or connection.missing_since != last.get("missing", 0.0):
+            missing = last.get("missing", 0.0)
+            if connection.told_since:
+                missing = connection.missing_since
+            if since != last["since"] or missing != last.get("missing", 0.0):
                 self.store.set_access_point(
-                    connection.superpeer_id, self.address, since, connection.missing_since
+                    connection.superpeer_id,
+                    self.address,
+                    since,
+                    float(missing),  # type: ignore[arg-type]
                 )
         reason = connection.reason or "the peer daemon is stopping"
         connection.queue_in.close()
@@ -704,6 +716,8 @@ class PeerClient:
         if message.clock:
             self._carried_clock = max(self._carried_clock, message.clock)
             connection.missing_since = message.missing_since
+            if isinstance(message, m.Clock) and connection.recorded:
+                connection.told_since = True
             if isinstance(message, m.Welcome):
                 connection.arrival_clock = message.clock
         if isinstance(message, m.Clock):
@@ -906,24 +920,33 @@ class PeerClient:
             # moved to another access point
             for _, record in self.resources.waiting():
                 self.submit(PeerRequest(message=self.resources.fetch_message(record)))
-        self._arrived(event.superpeer_id, connection.arrival_clock, connection.missing_since)
+        self._arrived(event.superpeer_id, connection)
         for what, problem in problems.items():
             log.error("event=resend_problem what=%r problem=%r", what, problem)
         self._resend_problems = problems
 
-    def _arrived(self, superpeer_id: str, arrival: float, missing: float) -> None:
+    def _arrived(self, superpeer_id: str, connection: _Connection) -> None:
         """Connected to ``superpeer_id``: if the peer was attached to another one, say so, after
         its state was sent again (the new access point then knows what the peer subscribed to
         when it left, and fetches what it missed); the new access point is remembered once it
         acknowledged the move, with its hybrid time ``arrival`` (``Welcome.clock``; the next
         move statement's ``since``: ``clocks``, rule 6; the peer's own wall time from an
-        access point that gave none) and its ``missing`` (``Welcome.missing_since``)."""
-        arrival = arrival or self._wall_clock()
+        access point that gave none) and its ``missing`` (``Welcome.missing_since``), or, after
+        a move, the previous statement's start if earlier: what the previous access point kept
+        for the peer is handed over to this one, and if this one is lost for good before the
+        peer has it, the next one must catch up on it too (until a later ``Clock`` from this
+        one says what it still owes)."""
+        arrival = connection.arrival_clock or self._wall_clock()
         previous = self.store.current.access_point
         if previous is None or previous.get("node") == superpeer_id:
-            self.store.set_access_point(superpeer_id, self.address, arrival, missing)
+            self.store.set_access_point(
+                superpeer_id, self.address, arrival, connection.missing_since
+            )
+            connection.recorded = True
             return
         since = float(previous["since"])  # type: ignore[arg-type]
+        previous_missing = float(previous.get("missing", 0.0))  # type: ignore[arg-type]
+        start = min(since, previous_missing) if previous_missing else since
         signature = b""
         if self.identity is not None:
             signature = crypto.sign_move(
@@ -938,13 +961,16 @@ class PeerClient:
             previous_address=str(previous["address"]),
             since=since,
             signature=signature,
-            missing_since=float(previous.get("missing", 0.0)),  # type: ignore[arg-type]
+            missing_since=previous_missing,
         )
         address = self.address
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
+                told = connection.missing_since
+                missing = min(start, told) if told else start
                 self.store.set_access_point(superpeer_id, address, arrival, missing)
+                connection.recorded = True
                 self._moves.append(
                     {"from": str(previous["node"]), "to": superpeer_id, "at": self._wall_clock()}
                 )

@@ -563,6 +563,19 @@ class Merges(NodeBase):
         earliest = min((t for t in starts if t is not None), default=None)
         return None if earliest is None else earliest - self.config.catchup_margin_seconds
 
+    def missing_for(self, peer: str) -> float | None:
+        """From when what this access point delivers to ``peer`` may be incomplete, as far as
+        the peer's next move statement is concerned (None: nothing says so): ``missing_since``,
+        a catch-up or a handover still owed for the peer (``_unvouched_since``), and the mail
+        held for it and not acknowledged, from its earliest publication (``Mailroom.floor``):
+        an access point lost for good takes what it held with it, and the next one catches up
+        from here. Told in every ``Welcome`` and ``Clock`` to the peer."""
+        starts = [self.missing_since(), self._unvouched_since(peer) or None]
+        held = self.mail.floor(peer)
+        if held is not None:
+            starts.append(held - self.config.catchup_margin_seconds)
+        return min((t for t in starts if t is not None), default=None)
+
     def _keep_apart_since(self) -> None:
         """The earliest time a super-peer still lost, or a neighbour declared failed, was last
         heard from, on disk: a restart catches up from there (a node that crashes while cut off

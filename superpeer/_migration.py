@@ -360,9 +360,9 @@ class Migrations(NodeBase):
         ``HANDOVERS`` entry): from when it arrived at its previous access point, less the
         margin, or from when that one said it may have missed things, if earlier
         (``Moved.missing_since``: what reached it late is lost if it is)."""
-        since = entry["since"] - self.config.catchup_margin_seconds
+        since = entry["since"]
         missing = entry.get("missing")
-        return min(since, missing) if missing else since
+        return (min(since, missing) if missing else since) - self.config.catchup_margin_seconds
 
     def _check_handover(self, sender: str, message: m.Handover) -> str | None:
         peer = message.peer

@@ -756,7 +756,7 @@ class NodeBase:
             echo=echo,
             held=max(0.0, now - received),
             clock=self.clock.now(now),
-            missing_since=self.missing_since() or 0.0,
+            missing_since=self.missing_for(peer) or 0.0,
         )
         data = wire.encode(clock)
         out.append(ToConnection(connection, clock, data))

@@ -97,7 +97,7 @@ class AccessPointSession:
         verifier: Callable[[], crypto.Verifier] | None,
         admit: Callable[[m.Hello], str | None],
         clock: HybridClock | None = None,
-        missing_since: Callable[[], float | None] = lambda: None,
+        missing_since: Callable[[str], float | None] = lambda _: None,
         alternates: Callable[[], tuple[str, ...]] = tuple,
     ) -> None:
         self.connection = connection
@@ -188,7 +188,7 @@ class AccessPointSession:
                 wall=now,
                 echo=hello.wall,
                 clock=self._clock.now(now),
-                missing_since=self._missing_since() or 0.0,
+                missing_since=self._missing_since(hello.node_id) or 0.0,
                 alternates=self._alternates(),
             )
         )

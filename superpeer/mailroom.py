@@ -106,10 +106,38 @@ class Mailroom:
         self._windows: dict[str, _Window] = {}
         self._highest_sent: dict[str, int] = {}
         self._last_number = store.last_delivery()
+        self._floors: dict[str, float] = {}
+        """Per peer, the earliest publication time (``Notify.published_at``) among the mail put
+        for it since its mail was last found empty: no later than that of anything held for it
+        (``floor``)."""
+        self._floors_read: set[str] = set()
+        """The peers whose floor includes the mail the store held when this mail room began
+        (read once, when first asked: after a restart the store holds mail put before)."""
         self._waiting: dict[int, m.Notify] = {}
         """Mail put while its peer's window was full, by number, as it was before encoding
         (the store's copy is its encoding): the refill that sends it spares a decode. At most
         ``WAITING``, oldest dropped first (then read back from the store)."""
+
+    def floor(self, peer: str) -> float | None:
+        """The earliest publication time among what is held for ``peer`` and not acknowledged
+        (None: nothing is held), or earlier: an access point lost for good with it leaves the
+        peer's next access point to catch up on it from the origins (``Clock.missing_since``)."""
+        if peer not in self._floors_read:
+            self._floors_read.add(peer)
+            for _, data in self.store.mail_after(peer, 0, ALL):
+                self._lower_floor(peer, _decoded(data).published_at)
+        return self._floors.get(peer)
+
+    def _lower_floor(self, peer: str, published_at: float) -> None:
+        floor = self._floors.get(peer)
+        if floor is None or published_at < floor:
+            self._floors[peer] = published_at
+
+    def _maybe_empty(self, peer: str) -> None:
+        """The peer's mail may be empty now: if the store says so, its floor goes."""
+        if peer in self._floors and not self.store.mail_after(peer, 0, 1):
+            del self._floors[peer]
+            self._floors_read.add(peer)
 
     def attached(self, peer: str) -> bool:
         return peer in self._windows
@@ -150,6 +178,7 @@ class Mailroom:
         if number is None:
             self.statistics.repeats += 1
             if peer not in self._windows:
+                self._lower_floor(peer, notify.published_at)
                 # kept here already, and perhaps handed over: it came back with the peer's mail
                 # from elsewhere, so it is held here anew. A new number keeps it out of the
                 # range that the earlier handover's ``HandoverReceived`` deletes (``drop``).
@@ -158,6 +187,7 @@ class Mailroom:
                     self._last_number = max(self._last_number, renewed)
             return out
         self._last_number = max(self._last_number, number)
+        self._lower_floor(peer, notify.published_at)
         window = self._windows.get(peer)
         if window is None:
             self.statistics.kept += 1
@@ -182,6 +212,12 @@ class Mailroom:
         done = self.store.acknowledge(peer, min(through, window.sent_through), now)
         self.statistics.acknowledged += done
         window.unacknowledged = max(0, window.unacknowledged - done)
+        if not window.unacknowledged and not window.backlog:
+            # every mail sent on this connection is acknowledged and the store holds none
+            # after it (the window's refill found the end): the peer's mail is empty, as known
+            # without reading (an acknowledgement with nothing waiting reads nothing)
+            self._floors.pop(peer, None)
+            self._floors_read.add(peer)
         if window.backlog:
             # else every mail kept since the window was last refilled was sent as it came
             # (``deliver``): the store holds nothing more to send, and is not asked
@@ -197,7 +233,9 @@ class Mailroom:
 
     def drop(self, peer: str, through: int) -> int:
         """Mail handed over up to ``through`` reached the new access point: forget it."""
-        return self.store.drop_mail(peer, through)
+        dropped = self.store.drop_mail(peer, through)
+        self._maybe_empty(peer)
+        return dropped
 
     def take(self, peer: str, now: float) -> list[m.Notify]:
         """Everything kept for ``peer`` (it moved away): the store forgets it. All of it, however

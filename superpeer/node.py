@@ -102,7 +102,12 @@ Rules, beyond the routing core's:
   what was published since the peer last heard from it, or since the previous one last told
   the peer (``Welcome``, ``Clock``) it may be missing things, if that is earlier
   (``Moved.missing_since``: what reached the previous one late, after the peer left, is lost
-  if it is), and keeps asking the previous one
+  if it is). An access point tells each peer, in its ``Welcome`` and every ``Clock``, that
+  time for the peer (``missing_for``): what it may lack, a catch-up or handover it still owes
+  the peer, and the earliest publication among the mail it holds for the peer and has not had
+  acknowledged (``Mailroom.floor``: a backlog or a handed-over mailbox, lost with it). A
+  peer that moved keeps its move statement's start until a ``Clock`` after the move's ``Ack``
+  replaces it. The node keeps asking the previous one
   (durably) until it answers: when it comes back, what it kept is handed over. A previous one
   that holds the peer attached refuses for now (``HandoverDone.retry``): its connection may be
   dead without its knowing yet (a partition cut it from the peer; a final refusal once left it
@@ -1701,7 +1706,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             verifier=verifier,
             admit=self._admit,
             clock=self.clock,
-            missing_since=self.missing_since,
+            missing_since=self.missing_for,
             alternates=self.alternates,
         )
         self._connections[connection] = PeerConnection(session, host)

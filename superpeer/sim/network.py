@@ -152,8 +152,16 @@ class SimPeer:
     """Its access point's latest hybrid time, from its ``Welcome`` and ``Clock`` s (a move
     statement's ``since``, as the peer daemon notes it when the connection ends)."""
     missing: float = 0.0
-    """From when its access point said, in the latest of them, that what it delivers may be
-    incomplete (a move statement's ``missing_since``)."""
+    """A move statement's ``missing_since``, as the peer daemon keeps it: from when its access
+    point said, in the latest of them, that what it delivers may be incomplete; after a move,
+    until a ``Clock`` that came after the move's ``Ack``, the previous statement's start if
+    earlier."""
+    heard_missing: float = 0.0
+    """The latest ``missing_since`` its access point gave."""
+    recorded: bool = True
+    """Its access point is the one its state names (no move waits for an ``Ack``)."""
+    carry: float = 0.0
+    """The start of its last move statement (kept by the access point moved to's record)."""
     carried_clock: float = 0.0
     """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
     waiting: list[object] = field(default_factory=list)
@@ -720,6 +728,8 @@ class Simulation:
                 signature=b"",
                 missing_since=peer.missing,
             )
+            peer.carry = min(moved.since, peer.missing) if peer.missing else moved.since
+            peer.recorded = False
             self._from_peer(peer, moved)
         if peer.resources is not None:
             for fetch in unfinished(peer.resources):
@@ -804,7 +814,9 @@ class Simulation:
         peer.last_contact = self.now
         if isinstance(message, m.Welcome | m.Clock) and message.clock:
             peer.carried_clock = max(peer.carried_clock, message.clock)
-            peer.missing = message.missing_since
+            peer.heard_missing = message.missing_since
+            if peer.recorded:
+                peer.missing = message.missing_since
             if isinstance(message, m.Welcome):
                 peer.arrival_clock = message.clock
             else:
@@ -833,6 +845,11 @@ class Simulation:
                 if self.keep_notifications:
                     peer.notifications.append(message)
             self._from_peer(peer, m.Delivered(through=message.delivery))
+        if isinstance(message, m.Ack) and message.request == "moved" and not peer.recorded:
+            # the peer daemon's record of its new access point (``PeerClient._arrived``)
+            heard = peer.heard_missing
+            peer.missing = min(peer.carry, heard) if heard else peer.carry
+            peer.recorded = True
         if isinstance(message, m.Ack | m.Refused | m.Located):
             peer.answers.append(message)
             if answered_in_order(message) and peer.unanswered:

@@ -421,6 +421,15 @@ async def test_the_access_points_since_is_its_latest_hybrid_time_never_the_peers
     assert noted == [1000.0, 1500.0, 1000.0]
 
 
+async def moved_to(conversation: "Conversation", node_id: str, clock: float) -> m.Moved:
+    """Welcomes the client as ``node_id`` at hybrid time ``clock``, acknowledges what it sends
+    again, and returns its move statement."""
+    await conversation.send(m.Welcome(node_id=node_id, address="127.0.0.1:2", clock=clock))
+    while not isinstance(message := await conversation.receive(), m.Moved):
+        await conversation.send(m.Ack(request=request_label(message)))
+    return message
+
+
 async def test_a_move_statement_says_from_when_the_last_clock_said_things_may_be_missing(
     tmp_path, autojump_clock, nursery
 ):
@@ -429,7 +438,10 @@ async def test_a_move_statement_says_from_when_the_last_clock_said_things_may_be
     publications the access point missed reached it after the peer had left, and it died
     for good with them. The move statement orders the move from the latest hybrid time
     (``Moved.since``) and says from when the latest ``Clock`` said things may be missing
-    (``Moved.missing_since``), where the next access point's catch-up starts."""
+    (``Moved.missing_since``), where the next access point's catch-up starts. At the access
+    point moved to, the statement's start is kept until a ``Clock`` after the move's ``Ack``
+    says what that one still owes (what the previous one handed over, if it is lost for good
+    before the peer has it)."""
     access_point, client = serve_hand_played(tmp_path, nursery)
     first = await access_point.accept()
     await first.send(m.Welcome(node_id="sp-a", address="127.0.0.1:1", clock=1000.0))
@@ -439,9 +451,7 @@ async def test_a_move_statement_says_from_when_the_last_clock_said_things_may_be
     assert isinstance(await first.receive(), m.Clock), "answered"
     await trio.aclose_forcefully(first.stream)
     second = await access_point.accept()
-    await second.send(m.Welcome(node_id="sp-b", address="127.0.0.1:2", clock=2000.0))
-    while not isinstance(message := await second.receive(), m.Moved):
-        await second.send(m.Ack(request=request_label(message)))
+    message = await moved_to(second, "sp-b", 2000.0)
     assert (message.previous, message.since, message.missing_since) == ("sp-a", 1500.0, 1200.0)
     await second.send(m.Ack(request="moved"))
     await trio.testing.wait_all_tasks_blocked()
@@ -449,7 +459,15 @@ async def test_a_move_statement_says_from_when_the_last_clock_said_things_may_be
         "node": "sp-b",
         "address": "127.0.0.1:1",
         "since": 2000.0,
-    }, "nothing said to be missing there"
+        "missing": 1200.0,
+    }, "what sp-a kept, handed over to sp-b, is owed until sp-b says otherwise"
+    await second.send(m.Clock(wall=2.0, clock=2100.0, missing_since=0.0))
+    assert isinstance(await second.receive(), m.Clock), "answered"
+    await trio.aclose_forcefully(second.stream)
+    message = await moved_to(await access_point.accept(), "sp-c", 2200.0)
+    assert (message.previous, message.since, message.missing_since) == ("sp-b", 2100.0, 0.0), (
+        "a Clock after the move's acknowledgement says what sp-b still owes: nothing"
+    )
 
 
 async def test_a_request_refused_for_the_rate_is_sent_again_after_retry_after_in_order(
