@@ -122,7 +122,7 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
     such a window holds at least what it must either way.
 """
 
-from clocks._hybrid import TICK, HybridClock
+from clocks._hybrid import TICK, HybridClock, earliest
 from clocks._offsets import OffsetEstimator, Sample, correction_of, sample_of
 from clocks._steady import MAX_SLEW, SteadyWallClock
 
@@ -134,5 +134,6 @@ __all__ = [
     "Sample",
     "SteadyWallClock",
     "correction_of",
+    "earliest",
     "sample_of",
 ]

@@ -157,3 +157,10 @@ class HybridClock:
         the wall clock."""
         wall = self._wall if wall is None else wall
         return max(self._physical(wall), self._running(wall)) - wall
+
+
+def earliest(*times: float) -> float:
+    """The earliest of ``times`` that are set (0: unset, as in ``Moved.missing_since``); 0 if
+    none is: where a catch-up starts, from a move statement's times (``Moved.since``,
+    ``Moved.missing_since``) and what an access point said since (``Clock.missing_since``)."""
+    return min((t for t in times if t), default=0.0)

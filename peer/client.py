@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import trio
 
 import crypto
-from clocks import OffsetEstimator, sample_of
+from clocks import OffsetEstimator, earliest, sample_of
 from peer.config import ConfigError, format_address, parse_address
 from peer.identity import IdentityError, PeerIdentity
 from peer.inbox import Inbox
@@ -946,7 +946,7 @@ class PeerClient:
             return
         since = float(previous["since"])  # type: ignore[arg-type]
         previous_missing = float(previous.get("missing", 0.0))  # type: ignore[arg-type]
-        start = min(since, previous_missing) if previous_missing else since
+        start = earliest(since, previous_missing)
         signature = b""
         if self.identity is not None:
             signature = crypto.sign_move(
@@ -967,8 +967,7 @@ class PeerClient:
 
         def answered(answer: Answer) -> None:
             if isinstance(answer, m.Ack):
-                told = connection.missing_since
-                missing = min(start, told) if told else start
+                missing = earliest(start, connection.missing_since)
                 self.store.set_access_point(superpeer_id, address, arrival, missing)
                 connection.recorded = True
                 self._moves.append(

@@ -8,6 +8,7 @@ import logging
 
 import crypto
 import wire
+from clocks import earliest
 from superpeer import versions
 from superpeer._batches import fitting
 from superpeer._node_base import (
@@ -360,9 +361,8 @@ class Migrations(NodeBase):
         ``HANDOVERS`` entry): from when it arrived at its previous access point, less the
         margin, or from when that one said it may have missed things, if earlier
         (``Moved.missing_since``: what reached it late is lost if it is)."""
-        since = entry["since"]
-        missing = entry.get("missing")
-        return (min(since, missing) if missing else since) - self.config.catchup_margin_seconds
+        start = earliest(entry["since"], entry.get("missing", 0.0))
+        return start - self.config.catchup_margin_seconds
 
     def _check_handover(self, sender: str, message: m.Handover) -> str | None:
         peer = message.peer

@@ -56,6 +56,7 @@ from typing import IO, Final
 
 import qel
 import wire
+from clocks import earliest
 from peer.kept import Kept
 from peer.resources import Resources
 from superpeer import versions
@@ -728,7 +729,7 @@ class Simulation:
                 signature=b"",
                 missing_since=peer.missing,
             )
-            peer.carry = min(moved.since, peer.missing) if peer.missing else moved.since
+            peer.carry = earliest(moved.since, peer.missing)
             peer.recorded = False
             self._from_peer(peer, moved)
         if peer.resources is not None:
@@ -847,8 +848,7 @@ class Simulation:
             self._from_peer(peer, m.Delivered(through=message.delivery))
         if isinstance(message, m.Ack) and message.request == "moved" and not peer.recorded:
             # the peer daemon's record of its new access point (``PeerClient._arrived``)
-            heard = peer.heard_missing
-            peer.missing = min(peer.carry, heard) if heard else peer.carry
+            peer.missing = earliest(peer.carry, peer.heard_missing)
             peer.recorded = True
         if isinstance(message, m.Ack | m.Refused | m.Located):
             peer.answers.append(message)
