@@ -2,14 +2,17 @@
 
     python -m bench.poset_interleaved --baseline /path/to/other/checkout
                                       [--workload shapes] [--size 10000] [--placed 1000]
-                                      [--rounds 6] [--seed 1]
+                                      [--rounds 6] [--seed 1] [--unsent]
 
 Single runs of ``bench.poset_scale`` move with the machine by 10% and more, more than most cuts of
 a placement: this puts both trees in one process. The other checkout's ``poset`` package is
 copied under another name (``poset_baseline_copy``, its imports rewritten), both posets are
-bulk-built on the same ``--size`` subscriptions of ``--workload``, then each round places the same
-``--placed`` subscriptions one at a time into each tree and removes them, the tree that goes first
-alternating, the collector off. Printed: insertions and removals per CPU second of each, and the
+bulk-built on the same ``--size`` subscriptions of ``--workload`` and marked sent as a super-peer
+with one neighbour would have sent them (``bench.poset_scale.mark_uncovered``; ``--unsent``: not,
+as before the poset kept no Hasse diagram), then each round places the same ``--placed``
+subscriptions one at a time into each tree and removes them, with that routing bookkeeping
+(``bench.poset_scale.place``, ``unplace``), the tree that goes first alternating, the collector
+off. Printed: insertions and removals per CPU second of each, and the
 median over the rounds of this checkout's speed over the baseline's, with the rounds it was ahead
 in. Run against this same checkout, it shows the noise (stop 70: 0.99 and 1.04).
 """
@@ -28,7 +31,7 @@ import time
 from pathlib import Path
 
 import poset
-from bench.poset_scale import WORKLOADS, _items
+from bench.poset_scale import WORKLOADS, _items, mark_uncovered, place, unplace
 
 COPY = "poset_baseline_copy"
 
@@ -54,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--placed", type=int, default=1_000)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--unsent", action="store_true", help="no routing bookkeeping")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as directory:
         baseline = load_baseline(args.baseline.resolve(), Path(directory))
@@ -62,6 +66,10 @@ def main(argv: list[str] | None = None) -> None:
         trees = {"this": poset.SubscriptionPoset(), "baseline": baseline.SubscriptionPoset()}
         for tree in trees.values():
             tree.insert_many(built)
+            if not args.unsent:
+                mark_uncovered(tree)
+        add = (lambda tree, item: tree.insert(*item)) if args.unsent else place
+        take = (lambda tree, *key: tree.remove(*key)) if args.unsent else unplace
         gc.collect()
         gc.freeze()
         gc.disable()
@@ -71,12 +79,12 @@ def main(argv: list[str] | None = None) -> None:
             for name in list(trees) if round_ % 2 == 0 else list(reversed(trees)):
                 tree = trees[name]
                 start = time.process_time()
-                for subscription, source, number in placed:
-                    tree.insert(subscription, source, number)
+                for item in placed:
+                    add(tree, item)
                 inserting[name].append(time.process_time() - start)
                 start = time.process_time()
                 for _, source, number in placed:
-                    tree.remove(source, number)
+                    take(tree, source, number)
                 removing[name].append(time.process_time() - start)
         gc.enable()
     count = len(placed)

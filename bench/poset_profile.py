@@ -1,12 +1,13 @@
 """Where a poset's time goes (issue 34): cProfile of one-at-a-time insertions, then removals, into
-a bulk-built poset whose roots are marked sent to two neighbours (as ``bench.poset_scale``'s
-figures "at N"), with the counts the profile does not give.
+a bulk-built poset whose routing bookkeeping is a super-peer's with one neighbour (as
+``bench.poset_scale``'s figures "at N": ``mark_uncovered``, then ``place`` and ``unplace``),
+with the counts the profile does not give.
 
     python -m bench.poset_profile [--workload shapes] [--size 10000] [--operations 1000]
 
-Counts per insertion: covering tests (``Probe`` keeps each answer once), chains searched from the
-index of chain tops, chains whose bottom may be covered (each time that search runs), and the
-number of chains against the number of nodes (a chain decomposition helps only if chains are long).
+Counts per insertion and per removal: complete covering tests (those past the predicate
+pre-check of ``poset.poset.covers``, and ``covered_by``'s), ``sent_labels`` look-ups and
+``covered_by`` calls with the nodes they return; per removal of a sent node, the nodes resent.
 """
 
 from __future__ import annotations
@@ -18,51 +19,50 @@ import pstats
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from bench.poset_scale import DESTINATIONS, WORKLOADS, Item, _items
-from poset import SubscriptionPoset, chains
+from bench.poset_scale import WORKLOADS, Item, _items, mark_uncovered, place, unplace
+from poset import SubscriptionPoset
+from poset import poset as poset_module
 
 
 @contextmanager
-def _counted(counts: Counter[str], probes: list[chains.Probe]) -> Iterator[None]:
-    """Counts what each placement asks of the chain decomposition, for the block's duration."""
-    tops, bottoms, made = (
-        chains.ChainDecomposition._top_candidates,
-        chains.ChainDecomposition.bottom_candidates,
-        chains.Probe.__init__,
-    )
+def counted(counts: Counter[str]) -> Iterator[None]:
+    """Counts complete covering tests, ``sent_labels`` look-ups and ``covered_by`` calls (with
+    the nodes found), for the block's duration."""
+    tests: Callable[..., bool] = poset_module._covers_compiled
+    labels = SubscriptionPoset.sent_labels
+    below = SubscriptionPoset.covered_by
 
-    def top(self, probe, skip):  # type: ignore[no-untyped-def]
-        found = tops(self, probe, skip)
-        counts["top_candidates"] += len(found)
+    def test(*arguments: Any) -> bool:
+        counts["covering_tests"] += 1
+        return tests(*arguments)
+
+    def sent_labels(self, node, destination):  # type: ignore[no-untyped-def]
+        counts["sent_labels"] += 1
+        return labels(self, node, destination)
+
+    def covered_by(self, node):  # type: ignore[no-untyped-def]
+        found = below(self, node)
+        counts["covered_by"] += 1
+        counts["covered_by_nodes"] += len(found)
         return found
 
-    def bottom(self, probe, family=None):  # type: ignore[no-untyped-def]
-        found = bottoms(self, probe, family)
-        counts["bottom_candidates"] += len(found)
-        counts["bottom_searches"] += 1
-        return found
-
-    def init(self, *args):  # type: ignore[no-untyped-def]
-        made(self, *args)
-        probes.append(self)
-
-    chains.ChainDecomposition._top_candidates = top  # type: ignore[method-assign]
-    chains.ChainDecomposition.bottom_candidates = bottom  # type: ignore[method-assign]
-    chains.Probe.__init__ = init  # type: ignore[method-assign]
+    poset_module._covers_compiled = test  # type: ignore[assignment]
+    SubscriptionPoset.sent_labels = sent_labels  # type: ignore[method-assign]
+    SubscriptionPoset.covered_by = covered_by  # type: ignore[method-assign]
     try:
         yield
     finally:
-        chains.ChainDecomposition._top_candidates = tops  # type: ignore[method-assign]
-        chains.ChainDecomposition.bottom_candidates = bottoms  # type: ignore[method-assign]
-        chains.Probe.__init__ = made  # type: ignore[method-assign]
+        poset_module._covers_compiled = tests
+        SubscriptionPoset.sent_labels = labels  # type: ignore[method-assign]
+        SubscriptionPoset.covered_by = below  # type: ignore[method-assign]
 
 
 def placement_arguments(description: str) -> argparse.ArgumentParser:
-    """The options of a bench of placements into a bulk-built poset (this one's and
-    ``bench.covering_replay``'s)."""
+    """The options of a bench of placements into a bulk-built poset."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="shapes")
     parser.add_argument("--size", type=int, default=10_000)
@@ -74,52 +74,65 @@ def placement_arguments(description: str) -> argparse.ArgumentParser:
 def bulk_built(
     workload: str, size: int, operations: int, seed: int
 ) -> tuple[SubscriptionPoset, list[Item], list[Item]]:
-    """A poset of ``size`` subscriptions of ``workload`` built in bulk, its roots marked sent to
-    two neighbours; the subscriptions, and ``operations`` more to place."""
+    """A poset of ``size`` subscriptions of ``workload`` built in bulk, marked sent as a
+    super-peer with one neighbour would have sent them (``mark_uncovered``); the subscriptions,
+    and ``operations`` more to place."""
     generator = WORKLOADS[workload](seed=seed)
     items = _items(generator, size, 0)
     extra = _items(generator, operations, size)
     poset = SubscriptionPoset()
     poset.insert_many(items)
-    for node in poset.roots():
-        for destination in DESTINATIONS:
-            poset.mark_sent(node, destination, {"origin"})
+    mark_uncovered(poset)
     return poset, items, extra
+
+
+def _per(counts: Counter[str], operations: int) -> str:
+    found = counts["covered_by_nodes"] / counts["covered_by"] if counts["covered_by"] else 0
+    return (
+        f"{counts['covering_tests'] / operations:.1f} covering tests, "
+        f"{counts['sent_labels'] / operations:.1f} sent_labels look-ups, "
+        f"{counts['covered_by'] / operations:.2f} covered_by calls ({found:.1f} nodes each)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = placement_arguments(__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=40)
     args = parser.parse_args(argv)
-    poset, items, extra = bulk_built(args.workload, args.size, args.operations, args.seed)
-    print(f"load average {os.getloadavg()[0]:.1f}")
-    counts: Counter[str] = Counter()
-    probes: list[chains.Probe] = []
-    profile = cProfile.Profile()
-    with _counted(counts, probes):
-        start = time.process_time()
-        profile.enable()
-        for item in extra:
-            poset.insert(*item)
-        profile.disable()
-        cpu = time.process_time() - start
     operations = args.operations
-    print(f"{operations} insertions into {args.size}: {operations / cpu:.0f}/CPU s (profiled)")
-    covered_by = sum(len(probe._covered_by) for probe in probes) / operations
-    covers = sum(len(probe._covers) for probe in probes) / operations
-    print(
-        f"per insertion: {covered_by:.1f} tests 'covers the new one', {covers:.1f} 'covered by "
-        f"it'; {counts['top_candidates'] / operations:.1f} chains from the tops; bottoms searched "
-        f"{counts['bottom_searches']} times, {counts['bottom_candidates'] / operations:.1f} chains"
-    )
-    print(f"{len(poset._chains)} chains for {len(poset)} nodes")
-    pstats.Stats(profile).sort_stats("cumulative").print_stats(args.lines)
+    poset, items, extra = bulk_built(args.workload, args.size, operations, args.seed)
     gone = random.Random(args.seed).sample(items, operations)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{len(poset)} nodes, {poset.statistics().sent_nodes} sent")
+    inserting: Counter[str] = Counter()
+    with counted(inserting):
+        for item in extra:
+            place(poset, item)
+    print(f"per insertion (a first pass, counted): {_per(inserting, operations)}")
+    removing: Counter[str] = Counter()
+    with counted(removing):
+        resends = [unplace(poset, source, subscription_id) for _, source, subscription_id in gone]
+    sent = [count for count in resends if count >= 0]
+    print(
+        f"per removal (counted): {_per(removing, operations)}; {len(sent)} of {operations} took a sent "
+        f"node away, resending {sum(sent) / max(1, len(sent)):.2f} nodes each (at most "
+        f"{max(sent, default=0)})"
+    )
+    poset, items, extra = bulk_built(args.workload, args.size, operations, args.seed)
+    profile = cProfile.Profile()
+    start = time.process_time()
+    profile.enable()
+    for item in extra:
+        place(poset, item)
+    profile.disable()
+    cpu = time.process_time() - start
+    print(f"{operations} insertions into {args.size}: {operations / cpu:.0f}/CPU s (profiled)")
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(args.lines)
     profile = cProfile.Profile()
     start = time.process_time()
     profile.enable()
     for _, source, subscription_id in gone:
-        poset.remove(source, subscription_id)
+        unplace(poset, source, subscription_id)
     profile.disable()
     cpu = time.process_time() - start
     print(f"{operations} removals: {operations / cpu:.0f}/CPU s (profiled)")

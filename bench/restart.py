@@ -52,6 +52,7 @@ def fill(directory: Path, count: int) -> None:
     store.set_meta("alive_at", "1.0")
     store.commit(synced=False)
     store.sync()
+    store.close()  # the store keeps its transaction open to the fold: the daemon found it locked
 
 
 def daemon(directory: Path, port: int, node: str, join: int | None) -> subprocess.Popen:

@@ -1,5 +1,6 @@
-"""Subscription posets (covering DAGs with per-destination bookkeeping) and the predicate index
-that answers which subscriptions match a publication."""
+"""The subscriptions a super-peer holds, with what was sent where, kept as indexes of the covering
+order (``poset.poset``), and the predicate index that answers which subscriptions match a
+publication."""
 
 from poset.poset import (
     Inserted,

@@ -23,7 +23,7 @@ from qel.domains import AnyDomain, Domain, PointDomain, RangeDomain
 from qel.filters import Filter, witness
 from qel.matching import filter_matches
 from qel.model import Publication
-from qel.terms import KIND_DATE, KIND_NUMBER, KIND_STRING, URI, Term
+from qel.terms import KIND_DATE, KIND_NUMBER, KIND_STRING, URI
 
 
 @dataclass
@@ -31,12 +31,12 @@ class _PredicateWitnesses:
     """Witness objects of every stored subscription on one predicate.
 
     ``ordered`` holds the numbers' and dates' ``(rounded, value, key)`` entries (``_rounded``),
-    keys being integers: entries of equal value (every chain bottom of a busy city) then still
+    keys being integers: entries of equal value (the alerts of a busy city, alike) then still
     have a total order, so removing one is a bisection, not a scan of its equals (which made
     removal linear in the busiest value: 15% of a bulk build at 10^5).
 
     ``by_value`` holds the keys of one string or URI as a tuple while they are few (most values
-    are one chain bottom's: a set of one key takes 216 bytes), a set beyond ``_FEW_KEYS``:
+    are one subscription's: a set of one key takes 216 bytes), a set beyond ``_FEW_KEYS``:
     what a fixed value or ``contains`` looks up. A number's or a date's keys are the entries
     between two bisections instead (``_equal``): with ranges, nearly every witness has a value
     of its own there (a range's middle), and a dictionary entry each beside the entries took
@@ -49,11 +49,13 @@ class _PredicateWitnesses:
         default_factory=dict
     )
     ordered: dict[str, SortedList] = field(default_factory=dict)
-    holders: set[Hashable] = field(default_factory=set)
+    keys: int = 0
+    """How many keys have a witness object on the predicate (the caller counts each once):
+    what an unconstrained pattern's candidates number. A set of them took 246 bytes per
+    subscription on shapes, for the rare look-up where such a pattern is the most selective."""
     strings: int = 0
 
     def add(self, key: int, kind: str, value: object) -> None:
-        self.holders.add(key)
         if kind in _ORDERED_ONLY:
             self.ordered.setdefault(kind, SortedList()).add((_rounded(value), value, key))
             return
@@ -87,7 +89,7 @@ class _PredicateWitnesses:
         """How many ``candidates(domain)`` would give, without building them (a ``contains``
         counts every string: its candidates need a scan)."""
         if isinstance(domain, AnyDomain):
-            return len(self.holders)
+            return self.keys
         if isinstance(domain, PointDomain):
             if domain.kind in _ORDERED_ONLY:
                 start, stop = self._equal(domain)
@@ -103,7 +105,12 @@ class _PredicateWitnesses:
 
     def candidates(self, domain: Domain) -> Iterable[Hashable]:
         if isinstance(domain, AnyDomain):
-            return self.holders
+            found: set[Hashable] = set()
+            for bucket in self.by_value.values():
+                found.update(bucket)
+            for entries in self.ordered.values():
+                found.update(map(_KEY, entries))
+            return found
         if isinstance(domain, PointDomain):
             if domain.kind in _ORDERED_ONLY:
                 start, stop = self._equal(domain)
@@ -201,47 +208,10 @@ def _span(entries: SortedList, domain: RangeDomain) -> tuple[int, int]:
     return start, stop
 
 
-def _keys_of(groups: Iterable[_Group], compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
-    """The keys of each of ``groups``, not tagged ``skip`` (if any), whose witnesses
-    ``compiled`` may match."""
-    return [
-        group.keys
-        for group in groups
-        if (skip is None or group.tag is not skip) and group.may_hold(compiled)
-    ]
-
-
-class _Group:
-    """The keys whose witness has the same predicates and the same ``tag`` (``WitnessIndex.add``),
-    and, for a tag, the witness terms its members share: those of every pattern not a range."""
-
-    __slots__ = ("fixed", "keys", "predicates", "tag")
-
-    def __init__(self, predicates: frozenset[URI], tag: Hashable, fixed: dict[URI, Term]) -> None:
-        self.predicates = predicates
-        self.tag = tag
-        self.fixed = fixed
-        self.keys: set[Hashable] = set()
-
-    def may_hold(self, compiled: Filter) -> bool:
-        """Whether ``compiled`` may match some member's witness: it has every predicate the
-        filter needs, and each of the filter's patterns that is not a range admits the shared
-        term, if any, on its predicate (a range of the filter: its bounds vary, so yes)."""
-        if not compiled.predicates <= self.predicates:
-            return False
-        fixed = self.fixed
-        return all(
-            type(domain) is RangeDomain
-            or (term := fixed.get(predicate)) is None
-            or domain.admits(term.kind, term.value)
-            for predicate, domain in compiled.patterns
-        )
-
-
 class Sample:
     """What the index keeps of a witness: its subject and its objects by predicate, which is all
     that matching it (``qel.matching.filter_matches``) reads; the publication's statements and
-    terms took as much again (a chain bottom each: thousands on a workload of many shapes).
+    terms took as much again (one per subscription: thousands on a workload of many shapes).
     The objects of a predicate that are neither numbers nor dates are kept once for all samples
     (``_shared_objects``)."""
 
@@ -260,7 +230,7 @@ SHARED_OBJECTS_KEPT = 16_384
 _SHARED_OBJECTS: dict[tuple[tuple[str, object], ...], tuple[tuple[str, object], ...]] = {}
 """A sample's objects on one predicate, ``((kind, value), ...)``, once each when none is a
 number or a date: a class, a maker, a fuel, a ``contains`` witness, the fresh URI of an
-unconstrained object recur in thousands of chain bottoms' witnesses (on shapes at 10^4, 3.4
+unconstrained object recur in thousands of subscriptions' witnesses (on shapes at 10^4, 3.4
 such tuples per sample, each with its pairs, some 300 bytes per subscription), while a range's
 middle is a value of its own (not kept: it would fill the table). Bounded: past
 ``SHARED_OBJECTS_KEPT`` a new tuple is simply not shared; nothing depends on it but memory."""
@@ -283,116 +253,48 @@ def _shared_objects(objects: tuple[tuple[str, object], ...]) -> tuple[tuple[str,
 class WitnessIndex:
     """Maps integer keys to their subscriptions' witnesses; ``covered_candidates(q)`` is a
     superset of the keys whose subscription ``q`` covers (exactly the keys whose first witness
-    ``q`` matches).
-
-    Keys are also grouped by the predicates of their witness and a *tag* given with them: the
-    poset tags a chain of an indexed family with its family, whose members share every witness
-    term but their ranges'. A caller that places a family member asks ``groups`` once per family
-    for the groups its filter may match (``_Group.may_hold``: not a price range of another city
-    or kind, not a family whose filters have a predicate a price range lacks), and the candidates
-    come from those groups only, its own family's left out: they were most of the candidates a
-    value look-up gives (the chain bottoms of its own city) and all of them are skipped."""
+    ``q`` matches). ``witness(key)`` is what every subscription covering the key's matches: the
+    poset asks its sent nodes and its plans with it (``poset.sent_index``, ``poset.plans``)."""
 
     def __init__(self) -> None:
         self._predicates: dict[URI, _PredicateWitnesses] = {}
         self._witnesses: dict[int, Sample] = {}
-        self._groups: dict[tuple[frozenset[URI], Hashable], _Group] = {}
-        self.version = 0
-        """Changes whenever a group appears: what a caller learnt from ``groups`` holds while
-        it is the same (the groups' keys change, their sets are the same; a group that went is
-        an empty set, which a caller may go on holding, and comes back as a new one)."""
-        self._appeared: list[_Group] = []
-        """The groups that appeared after version ``_appeared_after``, in order: a caller
-        whose ``groups`` are of a version since then adds what ``groups_since`` gives instead
-        of asking ``groups`` again (on the listings at 10^4 a group appeared for one placement
-        of a family member in five, and ``groups`` tested every group, 150 of them, each time:
-        a tenth of such a placement). Emptied once longer than the groups there are."""
-        self._appeared_after = 0
 
     def __len__(self) -> int:
         return len(self._witnesses)
 
-    def add(self, key: int, subscription: Subscription, tag: Hashable = None) -> None:
-        """Indexes the witness of the subscription's first filter under ``key``; ``tag`` (not
-        None) promises that every key of that tag with the same predicates has the same witness
-        terms but on the filter's ranges."""
+    def add(self, key: int, subscription: Subscription) -> None:
+        """Indexes the witness of the subscription's first filter under ``key``."""
         if key in self._witnesses:
             raise KeyError(f"{key!r} is already indexed")
-        first = subscription.filters[0]
-        sample = witness(first)
+        sample = witness(subscription.filters[0])
         for predicate, kind, value in _values(sample):
             self._predicates.setdefault(predicate, _PredicateWitnesses()).add(key, kind, value)
-        group = self._groups.get((first.predicates, tag))
-        if group is None:
-            fixed: dict[URI, Term] = {}
-            if tag is not None:
-                ranges = {p for p, domain in first.patterns if type(domain) is RangeDomain}
-                fixed = {p: term for p, term in sample.statements if p not in ranges}
-            group = self._groups[first.predicates, tag] = _Group(first.predicates, tag, fixed)
-            self.version += 1
-            if len(self._appeared) >= len(self._groups):
-                self._appeared.clear()
-                self._appeared_after = self.version - 1
-            self._appeared.append(group)
-        group.keys.add(key)
+        for predicate in sample.values:
+            self._predicates[predicate].keys += 1
         self._witnesses[key] = Sample(sample)
 
-    def remove(self, key: int, tag: Hashable = None) -> None:
-        """Forgets ``key``, added with ``tag``."""
+    def remove(self, key: int) -> None:
+        """Forgets ``key``."""
         sample = self._witnesses.pop(key)
-        predicates = frozenset(sample.values)
         for predicate, kind, value in _values(sample):
             self._predicates[predicate].remove(key, kind, value)
-        for predicate in predicates:
+        for predicate in sample.values:
             entry = self._predicates[predicate]
-            entry.holders.discard(key)
-            if not entry.holders:
+            entry.keys -= 1
+            if not entry.keys:
                 del self._predicates[predicate]
-        group = self._groups[predicates, tag]
-        group.keys.discard(key)
-        if not group.keys:
-            del self._groups[predicates, tag]
 
     def witness(self, key: int) -> Sample:
         """The witness indexed under ``key``."""
         return self._witnesses[key]
 
-    def groups(self, compiled: Filter, skip: Hashable) -> list[set[Hashable]]:
-        """The keys of each group, not tagged ``skip`` (if any), whose witnesses ``compiled``
-        may match (``_Group.may_hold``; with no range of ``compiled`` looked at, the same for
-        every filter that differs from it only in the bounds of ranges)."""
-        return _keys_of(self._groups.values(), compiled, skip)
-
-    def groups_since(
-        self, version: int, compiled: Filter, skip: Hashable
-    ) -> list[set[Hashable]] | None:
-        """What ``groups`` gives now and did not at ``version``: the keys of each group that
-        appeared since, as there (a group that appeared and went is an empty set); None if
-        that is no longer known (ask ``groups``)."""
-        if version < self._appeared_after:
-            return None
-        return _keys_of(self._appeared[version - self._appeared_after :], compiled, skip)
-
-    def group_count(self) -> int:
-        """How many groups there are (what bounds the sets a caller of ``groups_since`` holds)."""
-        return len(self._groups)
-
     def covered_candidates(self, subscription: Subscription) -> set[Hashable]:
+        """The keys whose witness some filter of ``subscription`` matches: every key whose
+        subscription it covers, and others (the caller confirms each with ``covers``)."""
         found: set[Hashable] = set()
         for compiled in subscription.filters:
             found |= self._filter_candidates(compiled)
-        return found
-
-    def rough_candidates(
-        self, subscription: Subscription, among: list[list[set[Hashable]]] | None = None
-    ) -> set[Hashable]:
-        """A superset of ``covered_candidates``, without checking whole witnesses: per filter, the
-        keys whose witness its most selective patterns admit (``_intersected``), among the keys
-        of ``among[i]`` (``groups`` of the ``i``-th filter) if given. For a caller that tests
-        each key with ``covers`` anyway (often a comparison of bounds: ``poset.families``)."""
-        found: set[Hashable] = set()
-        for position, compiled in enumerate(subscription.filters):
-            found |= self._intersected(compiled, None if among is None else among[position])
         return found
 
     def _sized(self, compiled: Filter) -> list[tuple[int, _PredicateWitnesses, Domain]] | None:
@@ -421,43 +323,8 @@ class WitnessIndex:
         witnesses = self._witnesses
         return {key for key in candidates if filter_matches(compiled, witnesses[key])}  # type: ignore[arg-type]
 
-    def _intersected(self, compiled: Filter, groups: list[set[Hashable]] | None) -> set[Hashable]:
-        """The candidates of the filter's most selective pattern, or the keys of ``groups`` if
-        given and fewer (then the pattern's candidates are kept to those), intersected with
-        those of the next patterns while that is cheaper than the caller's tests it spares (a
-        price range of one city and kind: the kind's witnesses alone are every other city's
-        too). A fixed value's or a predicate's candidates are a set already (intersecting costs
-        the smaller side, in C); a range's are built from a slice, which pays only while the
-        slice is at most ``_WORTH`` times what is left. A range not looked up still keeps the
-        keys with an object on its predicate (``holders``, unless every witness has one): the
-        filter matches no witness without one, and the intersection, in C, costs the smaller
-        side. On shapes at 10^4, 54% of the candidates lacked a predicate of the probe's
-        filter, each a filter match in ``highest_covered`` to reject."""
-        if groups is not None and not groups:
-            return set()
-        sized = self._sized(compiled)
-        if not sized:
-            return set()
-        if groups is not None and sum(map(len, groups)) <= sized[0][0]:
-            found = set().union(*groups)
-        else:
-            _, entry, domain = sized.pop(0)
-            found = set(entry.candidates(domain))
-            if groups is not None:
-                found = set().union(*(found & keys for keys in groups))
-        for size, entry, domain in sized:
-            if len(found) <= _FEW:
-                break
-            if isinstance(domain, (AnyDomain, PointDomain)) or size <= _WORTH * len(found):
-                found.intersection_update(entry.candidates(domain))
-            elif len(entry.holders) < len(self._witnesses):
-                found.intersection_update(entry.holders)
-        return found
 
-
-_FEW = 4
 _FEW_KEYS = 8
-_WORTH = 4
 
 
 def _count(sized: tuple[int, _PredicateWitnesses, Domain]) -> int:

@@ -153,7 +153,7 @@ class Reports(NodeBase):
             report["subscriptions"] = {
                 "distinct": poset.nodes,
                 "held": poset.sources,
-                "roots": poset.roots,
+                "sent": poset.sent_nodes,
             }
             report["advertisements"] = {
                 "origins": len(core.ads.origins()),

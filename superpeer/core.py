@@ -18,7 +18,10 @@ Routing (ARCHITECTURE.md, "Routing that never loses a notification"):
    (``Forward.toward``, the complete list for that subscription on that link) and a super-peer
    relays a subscription only toward the origins it was sent toward. A subscription goes to a
    neighbour for an origin only if no subscription covering it was already sent there for that
-   origin (the poset's per destination and per origin bookkeeping).
+   origin (the poset's per destination and per origin bookkeeping). Subscriptions routed together
+   (a restart, a change of the cube, a trigger, what a withdrawn one covered) are planned per
+   neighbour (``poset.plans``): none goes for origins that one going with it and covering it
+   carries, whatever order they were taken in.
 3. **Notifications** go down the origin's tree: Y passes a notification to a child M only if a
    subscription that M sent toward that origin matches; every local peer with a matching
    subscription gets it once.
@@ -102,6 +105,7 @@ import qel
 import wire
 from clocks import HybridClock
 from indices.routing import AdvertisementIndex
+from poset.plans import Plan
 from poset.poset import PosetNode, Removed, SubscriptionPoset
 from qel.advertisements import Element, element_allows_triple, summarise
 from superpeer.actions import (
@@ -583,10 +587,9 @@ class SuperPeerCore:
         self, subscriptions: list[PeerSubscription], now: float, out: list[Output]
     ) -> None:
         """``subscribe`` for a batch, as a restart restores its peers' whole state: one bulk
-        insertion (``SubscriptionPoset.insert_many``), then each node routed once, those
-        covering it first (``SubscriptionPoset.top_down``), so that what they carry is not sent
-        again. An id already taken by another subscription is refused as ``subscribe`` refuses
-        it."""
+        insertion (``SubscriptionPoset.insert_many``), then the new nodes routed together
+        (``_route_many``), so that none is sent for what one covering it carries. An id already
+        taken by another subscription is refused as ``subscribe`` refuses it."""
         batch: list[tuple[qel.Subscription, str, str]] = []
         taken: dict[tuple[str, str], qel.Subscription] = {}
         for peer, subscription_id, subscription, on_change in subscriptions:
@@ -604,9 +607,9 @@ class SuperPeerCore:
             else:
                 self._on_change.discard((peer, subscription_id))
         placed = {inserted.node.id for inserted in self.poset.insert_many(batch)}
-        for node in self.poset.top_down():
-            if node.id in placed:
-                self._route(node, now, out)
+        self._route_many(
+            [node for node in self.poset.general_first() if node.id in placed], now, out
+        )
 
     def subscribe_placed(
         self, subscriptions: list[PeerSubscription], now: float, out: list[Output]
@@ -617,8 +620,7 @@ class SuperPeerCore:
         for peer, subscription_id, _, on_change in subscriptions:
             if on_change:
                 self._on_change.add((peer, subscription_id))
-        for node in self.poset.top_down():
-            self._route(node, now, out)
+        self._route_many(self.poset.general_first(), now, out)
 
     def _refuse_taken(
         self,
@@ -978,8 +980,7 @@ class SuperPeerCore:
         if self.schemas.set_origin(origin, frozenset(message.axioms)):
             self._announce(now, out)  # this origin's elements, closed under the new schema
         if moved or gone:
-            for node in self._targeting(origin):
-                self._route(node, now, out)
+            self._route_many(self._targeting(origin), now, out)
             self._schedule_settle(now)
         if fresh or moved:
             self._trigger(origin, now, out)
@@ -1099,8 +1100,7 @@ class SuperPeerCore:
         if neighbour:
             self._lookups_lost(node, now, out)
             self._advertise_to(node, now, out)
-        for held in self.poset:
-            self._route(held, now, out)
+        self._route_many(self.poset.general_first(), now, out)
         return out
 
     def _advertise_to(self, node: str, now: float, out: list[Output]) -> None:
@@ -1162,8 +1162,7 @@ class SuperPeerCore:
         self._announce(now, out)
         self._spread_elements(old, now, out)
         self._spread_broadcasts(old, now, out)
-        for node in self.poset.top_down():
-            self._route(node, now, out)
+        self._route_many(self.poset.general_first(), now, out)
         for neighbour in sorted(view.neighbours() - old.neighbours()):
             self._pay_owed_retracts(neighbour, now, out)
         self._schedule_settle(now)
@@ -1477,7 +1476,7 @@ class SuperPeerCore:
         return {t for t in targets if t in self.origin_positions}
 
     def _targeting(self, origin: str) -> list[PosetNode]:
-        return [node for node in self.poset.top_down() if origin in self._targets(node)]
+        return [node for node in self.poset.general_first() if origin in self._targets(node)]
 
     def _destinations(self, node: PosetNode) -> dict[str, set[str]]:
         """Per neighbour, the origins ``node`` must be sent toward through it (current view)."""
@@ -1495,10 +1494,26 @@ class SuperPeerCore:
         self, node: PosetNode, now: float, out: list[Output], *, since: float | None = None
     ) -> None:
         """Send ``node`` where it is missing (additions only: removals wait for ``_reconcile``)."""
-        for destination, origins in sorted(self._destinations(node).items()):
-            missing = origins - self.poset.sent_labels(node, destination)
-            if missing:
-                self._forward(node, destination, missing, now, out, since=since)
+        missing = self.poset.missing(node, self._destinations(node))
+        for destination, origins in sorted(missing.items()):
+            self._forward(node, destination, origins, now, out, since=since)
+
+    def _route_many(self, nodes: list[PosetNode], now: float, out: list[Output]) -> None:
+        """``_route`` of each of ``nodes`` (given most general first, ``general_first``), planned
+        per destination (``poset.plans``): none is sent for labels that another of them, sent
+        now and covering it, carries there, whatever the order guessed."""
+        plans: dict[str, Plan] = {}
+        for node in nodes:
+            for destination, needed in self.poset.missing(node, self._destinations(node)).items():
+                plan = plans.get(destination)
+                if plan is None:
+                    plan = plans[destination] = self.poset.plan()
+                missing = plan.missing(node, needed)
+                if missing:
+                    plan.choose(node, missing)
+        for destination in sorted(plans):
+            for node, labels in plans[destination].thinned():
+                self._forward(node, destination, set(labels), now, out)  # type: ignore[arg-type]
 
     def _reconcile(self, node: PosetNode, now: float, out: list[Output]) -> None:
         """Keep exactly what the current view needs of ``node``: narrow or withdraw it where it
@@ -1610,28 +1625,24 @@ class SuperPeerCore:
             self._send(neighbour, m.Retract(id=wire_id), now, out, sub=wire_id)
 
     def _trigger(self, origin: str, now: float, out: list[Output]) -> None:
-        """Send toward ``origin`` the local subscriptions its elements now cover and that nothing
-        covering them already took that way for it (walking down from the roots: what the origin
-        does not cover, nothing below it is covered either)."""
+        """Send toward ``origin`` the local peers' subscriptions its elements now cover and that
+        nothing covering them already took that way for it (planned as ``_route_many``: the
+        most general first, none for what another sent now carries)."""
         position = self.origin_positions.get(origin)
         hop = None if position is None else tree_parent(self.view, position)
         if hop is None:
             return
-        seen: set[int] = set()
-        stack = list(reversed(self.poset.roots()))
-        while stack:
-            node = stack.pop()
-            if node.id in seen:
+        plan = self.poset.plan()
+        for node in self.poset.general_first():
+            if not any(source.kind == PEER for source in node.origins[0::2]):
                 continue
-            seen.add(node.id)
             if not self.ads.covers(origin, node.subscription):
                 continue
-            if origin in self.poset.sent_labels(node, hop):
+            if not plan.missing(node, {origin}) or not self.poset.missing(node, {hop: {origin}}):
                 continue
-            if any(source.kind == PEER for source in node.sources):
-                self._forward(node, hop, {origin}, now, out)
-                continue
-            stack.extend(sorted(node.children.values(), key=lambda n: n.id, reverse=True))
+            plan.choose(node, {origin})
+        for node, labels in plan.thinned():
+            self._forward(node, hop, set(labels), now, out)  # type: ignore[arg-type]
 
     def _announcement(self) -> tuple[frozenset[Element], frozenset[qel.Axiom]]:
         """What this origin stands for: its peers' elements closed under every schema axiom it

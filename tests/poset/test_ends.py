@@ -4,6 +4,7 @@ filter held along one dimension at most proves covering only where ``qel.covers`
 and whenever one filter of the general side holds it all; the gaps read from the alternatives
 (``has_gap``) are those of the columns (``poset.gaps``)."""
 
+import pytest
 from hypothesis import event, given, settings
 
 import qel
@@ -21,6 +22,7 @@ def _refuted(general: qel.Subscription, specific: qel.Subscription) -> bool:
     return any(refutes(compiled, part) for part in specific.filters)
 
 
+@pytest.mark.slow  # some 10 s of CPU: the fast tier has the shapes workload's pairs below
 @settings(max_examples=3000)
 @given(
     subscriptions(max_patterns=3, repeat_predicates=True),
@@ -92,6 +94,7 @@ def test_on_the_shapes_workload_the_ends_refute_only_what_is_not_covered():
     assert beyond_gaps > 1_000  # the test exercises what the gaps leave
 
 
+@pytest.mark.slow  # some 10 s of CPU: the fast tier has the shapes workload's pairs below
 @settings(max_examples=3000)
 @given(
     subscriptions(max_patterns=3, repeat_predicates=True),
@@ -148,6 +151,7 @@ def test_on_the_shapes_workload_what_is_held_along_one_dimension_is_covered():
     assert beyond_within >= 5  # 7 of these pairs need the union along one dimension
 
 
+@pytest.mark.slow  # some 10 s of CPU: the fast tier has the shapes workload's pairs below
 @settings(max_examples=3000)
 @given(
     subscriptions(max_patterns=3, repeat_predicates=True),

@@ -5,6 +5,7 @@ every bound, and the domains' own ``admits`` and ``subset``, decide it."""
 import itertools
 from fractions import Fraction
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,7 @@ def test_a_column_holds_what_one_of_its_domains_holds_or_their_ranges_together(i
             )
 
 
+@pytest.mark.slow  # some 5 s of CPU: the fast tier has the shapes workload's pairs below
 @settings(max_examples=1500)
 @given(
     subscriptions(max_patterns=3, repeat_predicates=True),

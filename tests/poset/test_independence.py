@@ -1,7 +1,7 @@
-"""Posets in one process are independent: the covering tests one does to place a burst do not
-depend on other posets alive beside it, although they share the module-level caches (families,
-their projections and the bound on those kept, interned predicates and range parts, recent
-witnesses).
+"""Posets in one process are independent: the covering tests one does to place, send and remove a
+burst, and what it answers, do not depend on other posets alive beside it, although they share
+module-level caches (the witness index's shared objects and its bound, the recent witnesses,
+interned predicates).
 
 Why it matters: the simulator's nodes, and a test worker's modules, share one process. A burst
 there once took four times the covering tests of the same burst alone; the cause was time, not
@@ -12,8 +12,8 @@ and the hand-over was placed again). This pins the work: counted, not timed."""
 import itertools
 
 import qel
-from poset import families
 from poset import poset as poset_module
+from poset import witness_index
 from poset.poset import SubscriptionPoset
 from workloads.digital_library import DigitalLibrary
 from workloads.shapes import Shapes
@@ -26,43 +26,69 @@ def _items(workload, count: int, prefix: str) -> list[tuple[qel.Subscription, st
     ]
 
 
-def _tests_to_place(items, monkeypatch, beside=None, others=()) -> tuple[int, set]:
-    """Covering tests a fresh poset does to place ``items`` one at a time (then to remove a
-    third of them), and its Hasse diagram; ``beside``, another poset, is given one of
+def _burst(items, monkeypatch, beside=None, others=()) -> tuple[int, list]:
+    """Covering tests (the predicates compared, the filters compared) a fresh poset does to place ``items`` one at a time (each sent to a
+    destination for its source's label, unless something covering it was), then to remove a third of them (resending
+    what each asks), and what it answered; ``beside``, another poset, is given one of
     ``others`` after each (its tests not counted)."""
     done = [0]
     counting = [False]
-    real = poset_module._covers_signed
+    real, real_compiled = poset_module.covers, poset_module._covers_compiled
 
     def counted(general, specific) -> bool:
         done[0] += counting[0]
         return real(general, specific)
 
+    def counted_compiled(general, specific, compiled) -> bool:
+        done[0] += counting[0]
+        return real_compiled(general, specific, compiled)
+
+    answers: list = []
     more = iter(others)
     with monkeypatch.context() as patched:
-        patched.setattr(poset_module, "_covers_signed", counted)
+        patched.setattr(poset_module, "covers", counted)
+        patched.setattr(poset_module, "_covers_compiled", counted_compiled)
         poset = SubscriptionPoset()
-        for item in items:
+        for number, item in enumerate(items):
             counting[0] = True
-            poset.insert(*item)
+            inserted = poset.insert(*item)
+            destination = f"sp{number % 3}"
+            missing = poset.missing(inserted.node, {destination: {item[1]}})
+            if missing:
+                poset.mark_sent(inserted.node, destination, missing[destination])
             counting[0] = False
+            answers.append((inserted.node.id, missing))
             for other in itertools.islice(more, 1):
-                beside.insert(*other)
+                node = beside.insert(*other).node
+                beside.mark_sent(node, f"sp{node.id % 3}", {"x"})
         counting[0] = True
         for _, source, subscription_id in items[::3]:
-            poset.remove(source, subscription_id)
-    return done[0], {(node.id, child) for node in poset for child in node.children}
+            removed = poset.remove(source, subscription_id)
+            resend = {
+                d: [(n.id, set(labels)) for n, labels in entries]
+                for d, entries in removed.resend.items()
+            }
+            answers.append((removed.node.id, removed.deleted, resend))
+            for destination, entries in removed.resend.items():
+                for node, labels in entries:
+                    poset.mark_sent(node, destination, labels)
+    return done[0], answers
 
 
 def test_a_burst_takes_the_same_covering_tests_with_another_poset_alive(monkeypatch):
-    # few projections kept, so that the other poset's placements make every family forget
-    # its own several times during the burst (the bound is shared by all families)
-    monkeypatch.setattr(families, "PROJECTIONS_KEPT", 64)
+    # few witness objects shared, so that the other poset's placements fill the table during
+    # the burst (the bound is shared by all posets)
+    monkeypatch.setattr(
+        witness_index, "SHARED_OBJECTS_KEPT", len(witness_index._SHARED_OBJECTS) + 64
+    )
     burst = _items(DigitalLibrary(seed=3), 150, "reader") + _items(Shapes(seed=3), 150, "car")
-    alone = _tests_to_place(burst, monkeypatch)
-    other = SubscriptionPoset()  # the same shapes and families, drawn again, and others
+    alone = _burst(burst, monkeypatch)
+    other = SubscriptionPoset()  # the same shapes drawn again, and others
     other.insert_many(_items(Shapes(seed=4), 300, "other") + _items(Shapes(seed=3), 150, "x"))
-    beside = _tests_to_place(burst, monkeypatch, other, _items(Shapes(seed=5), 300, "more"))
+    for node in other.general_first()[:50]:
+        other.mark_sent(node, "sp0", {"x"})
+    beside = _burst(burst, monkeypatch, other, _items(Shapes(seed=5), 300, "more"))
     assert len(other) > 600
-    assert alone[0] > 400, "too few tests to show anything"
+    assert alone[0] > 50, "too few tests to show anything"
+    assert any(len(answer) == 3 and answer[2] for answer in alone[1]), "nothing resent"
     assert beside == alone

@@ -105,8 +105,8 @@ def traced(superpeers: int, ops: list[dict], trace_dir: Path, *, seed: int):
 
 def test_a_restarted_access_point_sends_a_covered_subscription_no_more():
     """One at a time, a subscription made before a broader one goes and stays. A restart sends
-    the broader one first (``SubscriptionPoset.top_down``) and the narrower not at all, and the
-    peer still hears of what the narrower one matches."""
+    the broader one only (``SuperPeerCore._route_many`` plans both and drops the narrower, which
+    the broader one covers), and the peer still hears of what the narrower one matches."""
     simulation = Simulation(8)
     simulation.apply({"op": "join", "peer": "pub", "superpeer": 7})
     simulation.apply({"op": "advertise", "peer": "pub", "schemas": ["dc"]})

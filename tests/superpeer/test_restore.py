@@ -38,7 +38,7 @@ def core() -> SuperPeerCore:
 
 def shape(core: SuperPeerCore) -> list[tuple]:
     return [
-        (node.id, node.subscription.key, sorted(node.sources.items()), sorted(node.parents))
+        (node.id, node.subscription.key, sorted(node.sources.items()), sorted(node.sent.items()))
         for node in core.poset
     ]
 

@@ -104,7 +104,7 @@ def held(core: SuperPeerCore) -> set[tuple[str, str]]:
     """The (source, id) of every subscription ``core`` holds."""
     return {
         (str(source), sid)
-        for node in core.poset.top_down()
+        for node in core.poset
         for source, ids in node.sources.items()
         for sid in ids
     }
