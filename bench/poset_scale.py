@@ -18,9 +18,9 @@ at 2 x 10^4). Per size N:
 * one-at-a-time build: ``insert`` of each of the N in turn (sizes up to ``--whole-builds``, with
   its insertions/s; the same nodes as the bulk build, checked), and the same with the previous
   poset (sizes up to ``--baseline``, which it finishes);
-* routing bookkeeping, as a super-peer with one neighbour keeps it: every node taken in
-  ``general_first`` order is marked sent to ``d`` for the label ``o`` unless something covering
-  it already was (``sent_labels``): the seconds of that pass and the nodes it marks;
+* routing bookkeeping, as a super-peer with one neighbour keeps it: the whole poset routed to
+  ``d`` for the label ``o`` as ``SuperPeerCore._route_many`` routes it (``general_first``, planned
+  and thinned: ``poset.plans``): the seconds of that pass and the nodes it marks;
 * at size N: insertions/s of ``--churn`` (2,000) further subscriptions one at a time, each marked
   sent where nothing covering it was (``missing``), then removals/s of as many
   random ones of the N with the default ``wants`` (SIENA unsubscription included), the nodes each
