@@ -261,8 +261,10 @@ class Shapes:
             return [f"{variable} {rng.choice(('>=', '>=', '>'))} {draw()}"]
         if shape < 0.9:
             low, high = sorted((draw(), draw()), key=_order)
-            if _order(low) == _order(high):  # one point: closed at both ends
-                return [f"{variable} >= {low}", f"{variable} <= {high}"]
+            if _order(low) == _order(high):  # one point: closed at both ends, written once
+                # (``8.56E0`` and ``8.56`` order alike here, but the double is not the decimal:
+                # ``>= 8.56E0, <= 8.56`` is empty, and the parser refuses it: 1 in 271,606)
+                return [f"{variable} >= {low}", f"{variable} <= {low}"]
             return [
                 f"{variable} {rng.choice(('>=', '>'))} {low}",
                 f"{variable} {rng.choice(('<=', '<'))} {high}",

@@ -104,3 +104,23 @@ def test_a_realistic_share_of_subscriptions_match_each_vehicle(drawn):
     shares = [sum(qel.matches(s, p) for s in subscriptions) / COUNT for p in publications]
     assert all(share > 0 for share in shares)
     assert 0.01 <= sum(shares) / len(shares) <= 0.3
+
+
+def test_a_one_point_range_is_written_with_one_constant():
+    """Two draws that order alike (a consumption written as a double and as a decimal) make a
+    range closed at both ends on one constant: ``>= 8.56E0, <= 8.56`` would be empty (the
+    double is not the decimal), and the parser refuses it (seed 1 drew one in 271,606)."""
+    shapes = Shapes(seed=1)
+
+    class Fixed:
+        def random(self) -> float:
+            return 0.7  # a two-sided range
+
+    shapes.rng = Fixed()  # type: ignore[assignment]
+    constants = iter(["8.56E0", "8.56"])
+    atoms = shapes._bounds("V", lambda: next(constants), False)
+    assert atoms == ["V >= 8.56E0", "V <= 8.56E0"] or atoms == ["V >= 8.56", "V <= 8.56"]
+    qel.parse_subscription(
+        "@prefix car: <http://cars.example.org/> .\n"
+        f"X : t(X, car:consumption, V), {', '.join(atoms)}"
+    )
