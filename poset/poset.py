@@ -479,14 +479,8 @@ def general_order(node: PosetNode) -> tuple[int, int]:
 
 
 def covers(general: PosetNode, specific: PosetNode) -> bool:
-    """Whether ``general``'s subscription covers ``specific``'s. First what refutes most pairs:
-    a subscription covers another only if it uses no predicate the other lacks (a publication of
-    the other need carry no more), one C-level subset test of two interned frozensets."""
-    first = general.subscription
-    second = specific.subscription
-    if not first.filters[0].predicates <= second.filters[0].predicates:
-        return False
-    return _covers_compiled(first, second, None)
+    """Whether ``general``'s subscription covers ``specific``'s (``_covers_compiled``)."""
+    return _covers_compiled(general.subscription, specific.subscription, None)
 
 
 def _labels_of(removed: PosetNode) -> Wants:
@@ -525,8 +519,15 @@ def _covers_compiled(
     ``H``'s and each pattern of ``H`` holds some pattern of ``F`` on its predicate. If one does
     not, a publication of ``F`` with one object per pattern of ``F`` (its patterns name distinct
     variables: the objects are chosen apart), each outside that pattern of ``H`` wherever the
-    pattern of ``F`` is not within it, matches ``F`` and not ``H``."""
+    pattern of ``F`` is not within it, matches ``F`` and not ``H``.
+
+    First what refutes most pairs: a subscription covers another only if it uses no predicate
+    the other lacks (every filter of a subscription has the predicates of its triple patterns,
+    and a publication of the other need carry no more), one C-level subset test of two interned
+    frozensets."""
     candidates = general.filters
+    if not candidates[0].predicates <= specific.filters[0].predicates:
+        return False
     if len(candidates) > 1:
         if compiled is None:
             ends = alternatives(candidates)

@@ -4,8 +4,7 @@ or one covering it, sent to that destination" without testing every node.
 Why. Only a few nodes are ever sent: a super-peer forwards a subscription only where nothing
 covering it went already, so the sent nodes are about the most general ones. Those covering a node
 all match the node's witness, so a ``PredicateIndex`` over the sent nodes, asked with the witness,
-yields a small superset of them; ``covers`` confirms each (first whether the sent node uses a
-predicate the node lacks: then it cannot cover it).
+yields a small superset of them; ``covers`` confirms each.
 """
 
 from __future__ import annotations
@@ -101,11 +100,7 @@ class SentIndex:
         return wanted
 
     def _holds(self, node: Sendable, target: Sendable) -> bool:
-        """Whether sent ``node`` covers ``target`` (first whether it uses a predicate the
-        target lacks: then it cannot)."""
-        general = node.subscription
-        specific = target.subscription
-        return node is target or (
-            general.filters[0].predicates <= specific.filters[0].predicates
-            and self._covers(general, specific, self._compiled[node.id])
+        """Whether sent ``node`` covers ``target``."""
+        return node is target or self._covers(
+            node.subscription, target.subscription, self._compiled[node.id]
         )
