@@ -36,9 +36,9 @@ from superpeer.actions import ToSuperPeer
 from superpeer.core import CoreConfig, peer_source, superpeer_source
 from superpeer.sim import Simulation
 from wire import messages as m
-from workloads.digital_library import LIB, DigitalLibrary
-from workloads.listings import Listings
-from workloads.shapes import Shapes
+from workloads.digital_library import DC, LIB, DigitalLibrary
+from workloads.listings import HOME, Listings
+from workloads.shapes import CAR, Shapes
 
 T = TypeVar("T")
 
@@ -164,6 +164,10 @@ language (since the poset keeps no Hasse diagram, stop 74, placing any of them i
 insertions: 10,000 library subscriptions in 0.48 s, where they took some 2 s before)."""
 
 
+ADVERTISED = {"library": [DC, LIB], "listings": [HOME], "shapes": [CAR]}
+"""The schemas a publisher of each workload advertises (``restart``)."""
+
+
 def subscriptions(count: int, workload: str = "library", seed: int = 0) -> list[qel.Subscription]:
     """``count`` distinct subscriptions of ``workload``."""
     generator = WORKLOADS[workload](seed)
@@ -272,37 +276,109 @@ def burst(
     )
 
 
+def restart(
+    count: int,
+    *,
+    routings_per_step: int,
+    failure_seconds: float = 10.0,
+    workload: str = "shapes",
+    seed: int = 0,
+) -> BurstResult:
+    """``sp1`` holds ``count`` distinct subscriptions of one local peer, all going toward
+    ``sp0`` (its peer advertises what they ask); ``sp0`` is killed and started again at once,
+    so ``sp1`` must send every route again (``SuperPeerCore.neighbour_restarted``, then the
+    change of the cube and the settle window's end: ``superpeer.rerouting``). ``placed_after``
+    is the time until ``sp1`` has none left to route again; ``declared_failed`` counts the
+    failures ``sp0`` detected and the rejoins of either (``sp1`` detecting the restart is the
+    rule, not counted); ``waited``, the slices the routes took."""
+    config = NodeConfig(
+        routing=CoreConfig(max_subscriptions_per_peer=count, routings_per_step=routings_per_step),
+        heartbeat_seconds=failure_seconds / 10,
+        failure_seconds=failure_seconds,
+    )
+    simulation = TimedSimulation(2, node_config=config, verify_wire=False)
+    simulation.apply({"op": "join", "peer": "seller", "superpeer": 0})
+    simulation.apply({"op": "advertise", "peer": "seller", "schemas": ADVERTISED[workload]})
+    simulation.apply({"op": "join", "peer": "buyer", "superpeer": 1})
+    core = simulation.cores["sp1"]
+    queries = subscriptions(count, workload, seed)
+    batch = [("buyer", f"s{number}", query, False) for number, query in enumerate(queries)]
+    placing: list = []
+    core.subscribe_many(batch, simulation.now, placing)  # as a restart of sp1 restores them
+    simulation.run_until_quiet()
+    slices = core.statistics.rerouted
+    gc.collect()
+    gc.freeze()
+    simulation.watch("sp1")
+    started = simulation.now
+    try:
+        simulation.apply({"op": "superpeer_bounce", "superpeer": 0})
+    finally:
+        gc.unfreeze()
+    simulation.watch_ends("sp1")
+    restarted, holder = simulation.nodes["sp0"], simulation.nodes["sp1"]
+    after = simulation.cores["sp1"]  # a new one if it rejoined
+    return BurstResult(
+        subscriptions=count,
+        longest_call=simulation.longest.get("sp1", 0.0),
+        longest_silence=simulation.silence["sp1"],
+        placed_after=simulation.now - started,
+        declared_failed=restarted.statistics.failures_detected
+        + restarted.statistics.rejoins
+        + holder.statistics.rejoins,
+        waited=after.statistics.rerouted - (slices if after is core else 0),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--subscriptions", type=int, default=20_000)
     parser.add_argument("--placements-per-step", type=int, default=NodeConfig().placements_per_step)
+    parser.add_argument("--routings-per-step", type=int, default=CoreConfig().routings_per_step)
     parser.add_argument("--failure-seconds", type=float, default=10.0)
-    parser.add_argument("--kind", choices=("adopt", "forward"), default="adopt")
+    parser.add_argument("--kind", choices=("adopt", "forward", "restart"), default="adopt")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="library")
     arguments = parser.parse_args()
     print(f"load average: {os.getloadavg()}")
     count = arguments.subscriptions
-    runs = {
-        "in one go (baseline)": burst(
-            count,
-            arguments.kind,
-            placements_per_step=count + 1,
-            failure_seconds=arguments.failure_seconds,
-            workload=arguments.workload,
-        ),
-        f"in slices of {arguments.placements_per_step}": burst(
-            count,
-            arguments.kind,
-            placements_per_step=arguments.placements_per_step,
-            failure_seconds=arguments.failure_seconds,
-            workload=arguments.workload,
-        ),
-    }
+    failure = arguments.failure_seconds
+    workload = arguments.workload
+    if arguments.kind == "restart":
+        step = arguments.routings_per_step
+        runs = {
+            "in one go (baseline)": restart(
+                count, routings_per_step=count + 1, failure_seconds=failure, workload=workload
+            ),
+            f"in slices of {step}": restart(
+                count, routings_per_step=step, failure_seconds=failure, workload=workload
+            ),
+        }
+        done, waited = "all routed again after", "slices"
+    else:
+        step = arguments.placements_per_step
+        runs = {
+            "in one go (baseline)": burst(
+                count,
+                arguments.kind,
+                placements_per_step=count + 1,
+                failure_seconds=failure,
+                workload=workload,
+            ),
+            f"in slices of {step}": burst(
+                count,
+                arguments.kind,
+                placements_per_step=step,
+                failure_seconds=failure,
+                workload=workload,
+            ),
+        }
+        done, waited = "all placed after", "inputs waited"
     for name, result in runs.items():
         print(
-            f"{name:22} {count} {arguments.workload} subscriptions ({arguments.kind}): silent at most {result.longest_silence:.2f} s, "
+            f"{name:22} {count} {workload} subscriptions ({arguments.kind}): "
+            f"silent at most {result.longest_silence:.2f} s, "
             f"longest call {result.longest_call:.3f} s, "
-            f"all placed after {result.placed_after:.1f} s, inputs waited {result.waited}, "
+            f"{done} {result.placed_after:.1f} s, {waited} {result.waited}, "
             f"neighbour declared it failed {result.declared_failed} times"
         )
     baseline, sliced = runs.values()

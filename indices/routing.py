@@ -101,6 +101,9 @@ class AdvertisementIndex:
         a remote origin holding its own element, is one shared set (``_shared``)."""
         self._broad = _Broad()
         self._values: dict[URI, _Values] = {}
+        self.generation = 0
+        """Counts the changes of the index: a covering look-up remembered at one generation
+        holds until the next."""
 
     # -- updates ------------------------------------------------------------------------------
     def add(self, origin: str, holder: str, elements: Iterable[Element]) -> list[Element]:
@@ -227,6 +230,7 @@ class AdvertisementIndex:
         return found
 
     def _index(self, origin: str, element: Element) -> None:
+        self.generation += 1
         if isinstance(element, SchemaElement | PropertyElement):
             table = (
                 self._broad.schemas.setdefault(element.namespace, {})
@@ -246,6 +250,7 @@ class AdvertisementIndex:
                 values.others[element] = _with(values.others.get(element), origin)
 
     def _unindex(self, origin: str, element: Element) -> None:
+        self.generation += 1
         if isinstance(element, SchemaElement | PropertyElement):
             table = (
                 self._broad.schemas

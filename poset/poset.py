@@ -214,6 +214,10 @@ class SubscriptionPoset:
     def node(self, node_id: int) -> PosetNode:
         return self._nodes[node_id]
 
+    def holds(self, node: PosetNode) -> bool:
+        """Whether ``node`` is still one of this poset's (not removed since)."""
+        return self._nodes.get(node.id) is node
+
     def node_of(self, source: str, subscription_id: str) -> PosetNode | None:
         return self._by_source.get(source, _NONE).get(subscription_id)  # type: ignore[return-value]
 

@@ -77,6 +77,7 @@ class Reports(NodeBase):
             "state": self.topology.state.name.lower(),
             "topology_busy": self.topology.state is NodeState.MEMBER and self.topology.busy(),
             "settling": self.core is not None and self.core.settling(),
+            "rerouting": 0 if self.core is None else self.core.rerouting(),
             "waiting": self.waiting_for(),
             "violations": self.statistics.violations,
             "auth_failures": self.statistics.auth_failures,

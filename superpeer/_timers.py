@@ -96,7 +96,7 @@ class Timers(Backlog):
         return (
             self._join_at is not None
             or bool(self._backlog)
-            or (self.core is not None and self.core.settling())
+            or (self.core is not None and (self.core.settling() or self.core.rerouting() > 0))
             or bool(self._catchups)
             or bool(self._replay)
             or bool(self._awaiting)
@@ -121,6 +121,8 @@ class Timers(Backlog):
             reasons.append("a join to retry")
         if self.core is not None and self.core.settling():
             reasons.append("routes to settle")
+        if self.core is not None and self.core.rerouting():
+            reasons.append(f"subscriptions to route again: {self.core.rerouting()}")
         if self._catchups:
             reasons.append("catch-ups to ask")
         if self._replay:

@@ -39,6 +39,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_unidentified_per_address = 32  # connections from one address not identified yet
     placements_per_step = 50           # subscriptions placed in one go at most: a burst is
                                        # placed in slices, heartbeats handled between them
+    routings_per_step = 500            # subscriptions routed again in one go at most (a change
+                                       # of the cube, a neighbour restarted): the rest in slices
     max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
     locate_direct_seconds = 3.0        # a look-up sent to the super-peer the peer named falls
                                        # back to asking the whole network after this long
@@ -190,6 +192,7 @@ class Limits:
     join_contact_seconds: float = 60.0
     max_unidentified_per_address: int = 32
     placements_per_step: int = 50
+    routings_per_step: int = 500
     max_lookups_per_peer: int = 16
     locate_direct_seconds: float = 3.0
     max_clock_offset_seconds: float = 1.0
@@ -360,6 +363,7 @@ class SuperPeerConfig:
                 max_elements_bytes=limits.max_elements_bytes,
                 max_subscriptions_per_peer=limits.max_subscriptions_per_peer,
                 max_subscription_id_bytes=limits.max_subscription_id_bytes,
+                routings_per_step=limits.routings_per_step,
                 versions=VersionLimits(
                     max_resources_per_peer=limits.max_resources_per_peer,
                     max_cached_versions=limits.max_cached_versions,

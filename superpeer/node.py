@@ -141,7 +141,11 @@ Rules, beyond the routing core's:
   code, in the same order). An ``Adopt``'s subscriptions are kept and placed in slices, ahead
   of the inputs after it (a crash in between loses the rest, as it lost a whole input not yet
   committed: the peer sends its subscriptions again when it connects); a node that leaves
-  handles its whole backlog first.
+  handles its whole backlog first. Routing every subscription held again (a change of
+  the cube, a restarted neighbour, the settle window's end, an origin's departure or new
+  elements) is sliced by the core itself (``superpeer.rerouting``, ``routings_per_step``): its
+  timer is due at once while any is left, and inputs are handled between its slices, not
+  behind them (each slice routes against the state as it is then).
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
   advertisement and mail) and its log to a super-peer that answers (``Adopt``, ``AdoptLog``:
   a live neighbour, else any super-peer heard from within ``failure_seconds``), tells its

@@ -125,21 +125,22 @@ def test_with_one_placement_per_step_every_peer_receives_what_the_oracle_says(
     check_routing(simulation)
 
 
-def burst_alone(count: int, **options: object) -> BurstResult:
-    """``bench.slicing.burst`` in a Python process of its own. A node's calls are timed by the
-    CPU they take, and in a test worker that keeps other modules' objects alive the collector's
-    full passes over them were charged to the node's calls: the sliced burst took 70 times its
-    CPU there, in CI, and its neighbour declared it failed (the burst now also freezes what was
-    alive before it: ``bench.slicing.burst``)."""
+def burst_alone(count: int, *, bench: str = "burst", **options: object) -> BurstResult:
+    """``bench.slicing.burst`` (or another of its runs, ``bench``) in a Python process of its
+    own. A node's calls are timed by the CPU they take, and in a test worker that keeps other
+    modules' objects alive the collector's full passes over them were charged to the node's
+    calls: the sliced burst took 70 times its CPU there, in CI, and its neighbour declared it
+    failed (the burst now also freezes what was alive before it: ``bench.slicing.burst``)."""
     code = (
         "import dataclasses, json, logging, sys\n"
         "logging.disable(logging.CRITICAL)\n"
-        "from bench.slicing import burst\n"
-        "options = json.loads(sys.argv[2])\n"
-        "print(json.dumps(dataclasses.asdict(burst(int(sys.argv[1]), **options))))\n"
+        "import bench.slicing\n"
+        "options = json.loads(sys.argv[3])\n"
+        "run = getattr(bench.slicing, sys.argv[1])\n"
+        "print(json.dumps(dataclasses.asdict(run(int(sys.argv[2]), **options))))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(count), json.dumps(options)],
+        [sys.executable, "-c", code, bench, str(count), json.dumps(options)],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True,
     )  # fmt: skip
     return BurstResult(**json.loads(done.stdout.splitlines()[-1]))
