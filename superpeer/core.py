@@ -1517,6 +1517,20 @@ class SuperPeerCore:
         targets.discard(self.node_id)
         return {t for t in targets if t in self.origin_positions}
 
+    def _goes_toward(self, node: PosetNode, origin: str) -> bool:
+        """Whether ``origin`` is among ``_targets(node)``: asked of every node each time an
+        origin's elements change, so one origin's elements are looked at, not every origin's
+        (``ads.covers`` decides as ``ads.covering_origins`` does)."""
+        if origin == self.node_id or origin not in self.origin_positions:
+            return False
+        for source, ids in node.sources.items():
+            if source.kind == PEER:
+                if self.ads.covers(origin, node.subscription):
+                    return True
+            elif any(origin in self._toward.get((source, sid), ()) for sid in ids):
+                return True
+        return False
+
     def _covering_origins(self, node: PosetNode) -> frozenset[str]:
         """``ads.covering_origins`` of ``node``'s subscription, remembered until the
         advertisements change (at most ``_COVERING_MEMO`` nodes)."""
@@ -1568,7 +1582,7 @@ class SuperPeerCore:
                 node = entry.node
                 if not self.poset.holds(node):
                     continue  # removed since it was queued
-                if entry.origin is not None and entry.origin not in self._targets(node):
+                if entry.origin is not None and not self._goes_toward(node, entry.origin):
                     continue
                 if entry.reconcile:
                     self._narrow(node, now, out)
