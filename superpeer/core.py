@@ -631,7 +631,7 @@ class SuperPeerCore:
                 self._on_change.discard((peer, subscription_id))
         placed = {inserted.node.id for inserted in self.poset.insert_many(batch)}
         nodes = [node for node in self.poset.general_first() if node.id in placed]
-        self._rerouting.some(nodes, self.clock.now(now), now)
+        self._rerouting.ask(self.clock.now(now), now, only=nodes)
         self._continue_rerouting(now, out)
 
     def subscribe_placed(
@@ -1007,8 +1007,7 @@ class SuperPeerCore:
         if moved or gone or fresh:
             # what goes toward it now (rule 4, triggering: the local subscriptions its new
             # elements cover) is sent where it is missing
-            stamp = self.clock.now(now)
-            self._rerouting.some(self.poset.general_first(), stamp, now, origin=origin)
+            self._rerouting.ask(self.clock.now(now), now, toward=origin)
             self._continue_rerouting(now, out)
 
     def has_seen(self, key: tuple[object, ...], now: float) -> bool:
@@ -1070,11 +1069,9 @@ class SuperPeerCore:
         # only what was sent toward it changes: narrowed (what such a node covered and still
         # needs is sent where it went, ``_narrow``); nothing goes anywhere new
         sent_toward = [
-            node
-            for node in self.poset.general_first()
-            if any(origin in labels for labels in node.sent.values())
+            node for node in self.poset if any(origin in labels for labels in node.sent.values())
         ]
-        self._rerouting.some(sent_toward, self.clock.now(now), now, reconcile=True)
+        self._rerouting.ask(self.clock.now(now), now, only=sent_toward, reconcile=True)
         self._continue_rerouting(now, out)
 
     def announce_departure(
@@ -1282,7 +1279,8 @@ class SuperPeerCore:
         return self._settle_at is not None
 
     def rerouting(self) -> int:
-        """Subscriptions still to route again (``superpeer.rerouting``): the timer is due."""
+        """Subscriptions still to route again in the running pass, plus one for a next pass
+        (``superpeer.rerouting``): while any is left, the timer is due at once."""
         return len(self._rerouting)
 
     def timer(self, now: float) -> list[Output]:
@@ -1311,7 +1309,7 @@ class SuperPeerCore:
             for sid in self.poset.ids_of(source):
                 self._toward.pop((source, sid), None)
                 self._after_removal(self.poset.remove(source, sid, self._wants), now, out)
-        self._rerouting.every(self.poset.general_first(), self.clock.now(now), now, reconcile=True)
+        self._rerouting.ask(self.clock.now(now), now, reconcile=True)
         later = [at for _, at in self._recent] + list(self._ghosts.values())
         later += [entry[3] for entry in self._early]
         if later:
@@ -1565,26 +1563,29 @@ class SuperPeerCore:
 
     def _reroute_all(self, now: float, out: list[Output]) -> None:
         """Every subscription routed again (``_route``), in slices (``superpeer.rerouting``)."""
-        self._rerouting.every(self.poset.general_first(), self.clock.now(now), now, reconcile=False)
+        self._rerouting.ask(self.clock.now(now), now)
         self._continue_rerouting(now, out)
 
     def _continue_rerouting(self, now: float, out: list[Output]) -> None:
-        """The next ``routings_per_step`` entries of the rerouting (``superpeer.rerouting``):
-        each reconciled (``_narrow``) if asked, then all routed together (``_route_many``),
-        as routes needed since the oldest entry was queued. Once it is over, what is owed to
-        neighbours back in the view is retracted, less what it sent them again."""
+        """The next ``routings_per_step`` subscriptions of the rerouting's pass
+        (``superpeer.rerouting``): each reconciled (``_narrow``) if asked, then all routed
+        together (``_route_many``), as routes needed since the pass was asked for. Once no
+        pass is left, what is owed to neighbours back in the view is retracted, less what was
+        sent to them again."""
         queue = self._rerouting
         if queue:
-            since = queue.since
-            nodes = []
             self.statistics.rerouted += 1
-            for entry in queue.take(self.config.routings_per_step):
-                node = entry.node
+            since, steps = queue.take(self.config.routings_per_step, self.poset.general_first)
+            nodes = []
+            for step in steps:
+                node = step.node
                 if not self.poset.holds(node):
-                    continue  # removed since it was queued
-                if entry.origin is not None and not self._goes_toward(node, entry.origin):
+                    continue  # removed since the pass began
+                if step.toward is not None and not any(
+                    self._goes_toward(node, origin) for origin in step.toward
+                ):
                     continue
-                if entry.reconcile:
+                if step.reconcile:
                     self._narrow(node, now, out)
                 nodes.append(node)
             self._route_many(nodes, now, out, since=since)

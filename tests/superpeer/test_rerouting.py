@@ -110,33 +110,60 @@ def _poset(count: int) -> SubscriptionPoset:
     return poset
 
 
-def test_a_subscription_removed_while_queued_is_no_longer_held():
-    """An entry is state-based: ``_continue_rerouting`` skips a node the poset no longer holds
-    when its turn comes (it would route a subscription nobody holds)."""
+def test_a_pass_goes_over_the_poset_as_it_is_when_it_starts():
+    """A pass asked for takes the nodes held when it starts, most general first; a node
+    removed after that is still listed (``_continue_rerouting`` skips what the poset no longer
+    holds: it would route a subscription nobody holds)."""
     poset = _poset(3)
-    nodes = poset.general_first()
     queue = Rerouting()
-    queue.every(nodes, 5.0, 0.0, reconcile=False)
+    queue.ask(5.0, 0.0)
+    since, first = queue.take(1, poset.general_first)
+    assert since == 5.0 and [step.node for step in first] == poset.general_first()[:1]
     poset.remove("peer:p", "s1")
-    held = [entry.node for entry in queue.take(10) if poset.holds(entry.node)]
-    assert held == [nodes[0], nodes[2]]
+    _, rest = queue.take(10, poset.general_first)
+    assert [poset.holds(step.node) for step in rest] == [False, True]
+    assert not queue and queue.due_at is None
 
 
-def test_every_keeps_what_was_to_be_reconciled_and_the_oldest_time():
-    first, second, third = _poset(3).general_first()
+def test_what_is_asked_while_a_pass_runs_is_merged_into_the_next_pass():
+    """However many origins announce while a pass runs, one next pass serves them all: the
+    union of what each asked, since the oldest; the running pass goes on."""
+    poset = _poset(4)
+    first, second, third, fourth = poset.general_first()
     queue = Rerouting()
-    queue.some([second], 1.0, 10.0, reconcile=True)
-    queue.every([first, second, third], 2.0, 11.0, reconcile=False)
-    assert (queue.since, queue.due_at) == (1.0, 10.0)
-    entries = queue.take(3)
-    assert [(e.node, e.reconcile) for e in entries] == [
-        (first, False),
-        (second, True),
-        (third, False),
+    queue.ask(1.0, 10.0, only=[first, second, third])
+    queue.take(1, poset.general_first)  # the pass runs
+    for number, origin in enumerate(["sp1", "sp2", "sp3"]):
+        queue.ask(2.0 + number, 11.0 + number, toward=origin)
+    assert queue.since == 1.0 and len(queue) == 2 + 1
+    _, running = queue.take(10, poset.general_first)
+    assert [step.node for step in running] == [second, third]
+    since, steps = queue.take(10, poset.general_first)
+    assert since == 2.0
+    assert [(s.node, s.reconcile, s.toward) for s in steps] == [
+        (node, False, {"sp1", "sp2", "sp3"}) for node in (first, second, third, fourth)
     ]
-    assert not queue and (queue.since, queue.due_at) == (None, None)
-    queue.every([], 3.0, 12.0, reconcile=True)  # nothing held: nothing due
-    assert queue.due_at is None
+    assert not queue
+
+
+def test_a_next_pass_that_does_all_the_running_one_does_replaces_it():
+    poset = _poset(3)
+    queue = Rerouting()
+    queue.ask(1.0, 10.0, toward="sp1")
+    queue.take(1, poset.general_first)
+    queue.ask(2.0, 11.0, reconcile=True)  # every node, any origin, reconciled
+    assert len(queue) == 1  # the running one is gone: only the next is left
+    since, steps = queue.take(10, poset.general_first)
+    assert since == 1.0  # what the replaced one had not sent yet is as late as it was
+    assert [(s.node, s.reconcile, s.toward) for s in steps] == [
+        (node, True, None) for node in poset.general_first()
+    ]
+
+
+def test_nothing_asked_of_no_subscription_is_nothing_due():
+    queue = Rerouting()
+    queue.ask(1.0, 10.0, only=[])
+    assert not queue and queue.due_at is None
 
 
 @pytest.mark.slow
