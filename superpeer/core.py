@@ -631,8 +631,7 @@ class SuperPeerCore:
                 self._on_change.discard((peer, subscription_id))
         placed = {inserted.node.id for inserted in self.poset.insert_many(batch)}
         nodes = [node for node in self.poset.general_first() if node.id in placed]
-        self._rerouting.ask(self.clock.now(now), now, only=nodes)
-        self._continue_rerouting(now, out)
+        self._reroute(now, out, only=nodes)
 
     def subscribe_placed(
         self, subscriptions: list[PeerSubscription], now: float, out: list[Output]
@@ -643,7 +642,7 @@ class SuperPeerCore:
         for peer, subscription_id, _, on_change in subscriptions:
             if on_change:
                 self._on_change.add((peer, subscription_id))
-        self._reroute_all(now, out)
+        self._reroute(now, out)
 
     def _refuse_taken(
         self,
@@ -1007,8 +1006,7 @@ class SuperPeerCore:
         if moved or gone or fresh:
             # what goes toward it now (rule 4, triggering: the local subscriptions its new
             # elements cover) is sent where it is missing
-            self._rerouting.ask(self.clock.now(now), now, toward=origin)
-            self._continue_rerouting(now, out)
+            self._reroute(now, out, toward=origin)
 
     def has_seen(self, key: tuple[object, ...], now: float) -> bool:
         """Whether the broadcast ``key`` came here in the last ``10 * settle_seconds``."""
@@ -1071,8 +1069,7 @@ class SuperPeerCore:
         sent_toward = [
             node for node in self.poset if any(origin in labels for labels in node.sent.values())
         ]
-        self._rerouting.ask(self.clock.now(now), now, only=sent_toward, reconcile=True)
-        self._continue_rerouting(now, out)
+        self._reroute(now, out, only=sent_toward, reconcile=True)
 
     def announce_departure(
         self,
@@ -1130,7 +1127,7 @@ class SuperPeerCore:
         if neighbour:
             self._lookups_lost(node, now, out)
             self._advertise_to(node, now, out)
-        self._reroute_all(now, out)
+        self._reroute(now, out)
         return out
 
     def _advertise_to(self, node: str, now: float, out: list[Output]) -> None:
@@ -1193,7 +1190,7 @@ class SuperPeerCore:
         self._spread_elements(old, now, out)
         self._spread_broadcasts(old, now, out)
         self._owed_after |= view.neighbours() - old.neighbours()
-        self._reroute_all(now, out)
+        self._reroute(now, out)
         self._schedule_settle(now)
         return out
 
@@ -1561,9 +1558,19 @@ class SuperPeerCore:
         for destination, origins in sorted(missing.items()):
             self._forward(node, destination, origins, now, out, since=since)
 
-    def _reroute_all(self, now: float, out: list[Output]) -> None:
-        """Every subscription routed again (``_route``), in slices (``superpeer.rerouting``)."""
-        self._rerouting.ask(self.clock.now(now), now)
+    def _reroute(
+        self,
+        now: float,
+        out: list[Output],
+        *,
+        only: list[PosetNode] | None = None,
+        toward: str | None = None,
+        reconcile: bool = False,
+    ) -> None:
+        """Route again (``_route``) every subscription held, or ``only`` those, those going
+        ``toward`` an origin if given, reconciled first if ``reconcile``: a pass asked of
+        ``superpeer.rerouting``, its first slice now and the rest from the timer."""
+        self._rerouting.ask(self.clock.now(now), now, only=only, toward=toward, reconcile=reconcile)
         self._continue_rerouting(now, out)
 
     def _continue_rerouting(self, now: float, out: list[Output]) -> None:
