@@ -51,6 +51,7 @@ class Adoptions(Backlog):
             subscriptions=tuple((s.id, s.subscription) for s in kept),
             axioms=schema.axioms if schema is not None else (),
             kept=tuple(kept),
+            unvouched_since=self._unvouched_since(peer),
         )
         self._send(successor, adopt, now, out)
         self._send_mail(
@@ -164,8 +165,11 @@ class Adoptions(Backlog):
             placing.append((1, lambda at, s=subscribe: self._adopted(peer, s, at)))
         # what reached the leaver for this peer after it handed it over went nowhere: asked
         # of the origins once every subscription is placed (what is published until then
-        # reaches no route of them), from now
+        # reaches no route of them), from now; from earlier if the leaver's mail lacks what a
+        # catch-up of its own was to bring (its answer would come to a super-peer that is gone)
         since = self.clock.now(now) - self.config.catchup_margin_seconds
+        if message.unvouched_since:
+            since = min(since, message.unvouched_since)
         placing.append((0, lambda at: self._catch_up_adopted(peer, since, at)))
         # kept and placed in slices (``_backlog``): a crash in between loses the rest, as it
         # lost the whole of an input not yet committed; the peer sends its subscriptions again

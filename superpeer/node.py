@@ -91,7 +91,8 @@ Rules, beyond the routing core's:
   releases (``superpeer.rendezvous``); a short count (mail lost with a broken link or a rejoin)
   makes this node ask again. ``HandoverDone.unvouched_since`` says from when the previous one
   cannot vouch for its mail (a catch-up covering the peer was still to come there: a restart's,
-  a broken route's, the peer's earlier move's); this node asks the origins from then, since the
+  a broken route's, the peer's earlier move's, or one asked and not answered, whose answer a
+  previous one that stops meanwhile never gets); this node asks the origins from then, since the
   previous one skips a peer that moved on in its catch-ups. What still reaches the previous one
   for the peer (its tree before the subscriptions go, a late catch-up, mail from further back)
   follows the peer's forwarding address, kept for ``retention_seconds``; a handover that
@@ -147,8 +148,10 @@ Rules, beyond the routing core's:
   timer is due at once while any is left, and inputs are handled between its slices, not
   behind them (each slice routes against the state as it is then).
 * **Leaving.** A super-peer that leaves cleanly hands its peers (their subscriptions,
-  advertisement and mail) and its log to a super-peer that answers (``Adopt``, ``AdoptLog``:
-  a live neighbour, else any super-peer heard from within ``failure_seconds``), tells its
+  advertisement and mail, and from when it cannot vouch for that mail: ``Adopt.unvouched_since``,
+  as for a handover, from which the adopter's catch-up starts) and its log to a super-peer that
+  answers (``Adopt``, ``AdoptLog``: a live neighbour, else any super-peer heard from within
+  ``failure_seconds``), tells its
   attached peers where they went (``Goodbye.successor``), withdraws its advertisement and leaves
   the cube. A leaver that hears from none (a cut keeps it from all of them) hails every
   super-peer it knows and hands over to the first that answers, or, after ``reform_seconds``, to

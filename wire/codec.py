@@ -27,8 +27,8 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 11
-READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+PROTOCOL_VERSION: Final = 12
+READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
 frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
@@ -45,7 +45,9 @@ replaced a lookup's last hop, ``Lookup.via``, by every member it passed, ``Looku
 a daemon of 8 would refuse it. Lookups are never stored; 10 added the super-peers a heartbeat
 names, ``Heartbeat.known``, with a default; 11 added from when an access point may miss
 things to its ``Clock`` s and a peer's move statement, ``Clock.missing_since`` and
-``Moved.missing_since``, each with a default: a peer of 10 would refuse such a ``Clock``). A
+``Moved.missing_since``, each with a default: a peer of 10 would refuse such a ``Clock``; 12
+added from when a leaver cannot vouch for an adopted peer's mail, ``Adopt.unvouched_since``,
+with a default: a daemon of 11 would refuse such an ``Adopt``). A
 connection speaks the one
 version: both ends check it at ``Hello``."""
 

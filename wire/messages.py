@@ -782,6 +782,11 @@ class Adopt:
     kept: tuple[Subscribe, ...] = ()
     """The subscriptions as the leaver kept them, with their expiry and ``on_change`` (the
     adopter restores them so; from an older leaver, only ``subscriptions``)."""
+    unvouched_since: float = 0.0
+    """Hybrid time from which the leaver cannot vouch that the mail it hands over holds
+    everything the peer was owed (a catch-up covering the peer still to be asked, or asked and
+    not answered: its answer would come to a super-peer that is gone): the adopter catches up
+    from the origins from then. 0: it vouches for all of it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -441,6 +441,21 @@ def test_a_withdrawal_told_again_after_a_move_gives_the_new_access_point_its_win
     assert subscription == first._withdrawn["reader"]["s"][0]
 
 
+def _missed_at_sp0(simulation: Simulation) -> tuple[SuperPeerNode, float]:
+    """The publisher publishes ``p`` for the detached reader, and sp0, its access point, is
+    made to have missed it (as if a route was broken): sp0, and its hybrid time before."""
+    first = simulation.nodes["sp0"]
+    behind = first.clock.now(simulation._clock("sp0"))
+    document = '<http://example.org/p> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+    simulation.apply(
+        {"op": "publish", "peer": "publisher", "id": "p", "format": "nt", "data": document}
+    )
+    kept, through = first.mail.handed_over("reader")
+    assert [n.publication.id for n in kept] == ["p"]
+    first.mail.drop("reader", through)
+    return first, behind
+
+
 def test_mail_a_previous_access_point_cannot_vouch_for_is_caught_up_by_the_next():
     """Found by the skewed chaos plan (issue 39): a peer moved away from an access point that
     had restarted and not yet caught up for it; that one handed over only the mail it kept, and
@@ -449,27 +464,70 @@ def test_mail_a_previous_access_point_cannot_vouch_for_is_caught_up_by_the_next(
     (``unvouched_since``: a catch-up covering the peer still to come), and the new access point
     catches up from the origins from then."""
     simulation = subscribed(Simulation(2), publisher_at=1, reader_at=0)
-    ops = [
-        {"op": "detach", "peer": "reader"},
-    ]
-    for op in ops:
-        simulation.apply(op)
-    first = simulation.nodes["sp0"]
-    behind = first.clock.now(simulation._clock("sp0"))
-    document = '<http://example.org/p> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
-    simulation.apply(
-        {"op": "publish", "peer": "publisher", "id": "p", "format": "nt", "data": document}
-    )
-    # the reader's access point is behind: what it was owed never came (a route was broken),
-    # and the catch-up that would bring it is planned, not asked yet (as after a restart)
-    kept, through = first.mail.handed_over("reader")
-    assert [n.publication.id for n in kept] == ["p"]
-    first.mail.drop("reader", through)
+    simulation.apply({"op": "detach", "peer": "reader"})
+    first, behind = _missed_at_sp0(simulation)
+    # the catch-up that would bring it is planned, not asked yet (as after a restart)
     first._catchups.append(PlannedCatchUp(simulation.now + 1.0, behind, None, None))
     simulation.apply({"op": "move", "peer": "reader", "superpeer": 1})
     simulation.apply({"op": "attach", "peer": "reader"})
     assert simulation.errors == []
     assert first.statistics.handovers_out == 1
+    assert simulation.deliveries()["reader"] == ["p"]
+
+
+def _owed_by_an_unanswered_catchup() -> Simulation:
+    """The reader, detached from sp0, is owed a publication that never reached sp0 (a route
+    was broken); sp0 has asked a catch-up for it, whose answer is still on its way. sp1 has a
+    subscriber of its own that covers the reader's: its subscription placed there sends no
+    route with a replay (``Forward.since``), and only a catch-up can bring the publication."""
+    simulation = subscribed(Simulation(4), publisher_at=3, reader_at=0)
+    for op in [
+        {"op": "join", "peer": "other", "superpeer": 1},
+        {"op": "subscribe", "peer": "other", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "detach", "peer": "reader"},
+    ]:
+        simulation.apply(op)
+    first, behind = _missed_at_sp0(simulation)
+    simulation.apply({"op": "wait", "seconds": 60.0})  # beyond every margin
+    assert first.core is not None
+    entries = tuple(
+        ("reader", sid, subscription, behind, float("inf"))
+        for sid, subscription in sorted(first.core.subscriptions_of("reader").items())
+    )
+    first._unanswered["asked"] = AskedCatchUp(
+        target="sp1",
+        origin="",
+        entries=entries,
+        waiting={"reader"},
+        asked_at=simulation.now,
+        due=simulation.now + 3600.0,
+    )
+    return simulation
+
+
+def test_a_catchup_still_unanswered_when_the_peer_moves_on_is_asked_by_the_next_access_point():
+    """Found by the chaos harness (seed 751): a peer's access point had asked the origins for
+    what the peer missed and was still waiting for the answer when the peer moved on; it
+    handed over its mail saying it vouched for all of it, then stopped before the answer came
+    (it was leaving), and the peer lost 24 notifications. An answer still to come is not
+    vouched for (``_unvouched_since``): the next access point asks the origins itself."""
+    simulation = _owed_by_an_unanswered_catchup()
+    simulation.apply({"op": "move", "peer": "reader", "superpeer": 1})
+    assert simulation.nodes["sp0"].statistics.handovers_out == 1
+    simulation.apply({"op": "superpeer_fail", "superpeer": 0})  # the answer comes to nobody
+    simulation.apply({"op": "attach", "peer": "reader"})
+    assert simulation.errors == []
+    assert simulation.deliveries() == {"publisher": [], "reader": ["p"], "other": ["p"]}
+
+
+def test_a_leaver_tells_its_adopter_from_when_it_cannot_vouch_for_a_peers_mail():
+    """The same for a leaver: a catch-up it asked for a peer it hands over is answered to a
+    super-peer that is gone. ``Adopt.unvouched_since`` says from when, and the adopter's
+    catch-up starts there, not at the adoption."""
+    simulation = _owed_by_an_unanswered_catchup()
+    simulation.apply({"op": "superpeer_leave", "superpeer": 0})
+    simulation.apply({"op": "attach", "peer": "reader"})
+    assert simulation.errors == []
     assert simulation.deliveries()["reader"] == ["p"]
 
 
