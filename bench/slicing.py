@@ -283,29 +283,40 @@ def restart(
     failure_seconds: float = 10.0,
     workload: str = "shapes",
     seed: int = 0,
+    forwarded: bool = False,
 ) -> BurstResult:
     """``sp1`` holds ``count`` distinct subscriptions of one local peer, all going toward
     ``sp0`` (its peer advertises what they ask); ``sp0`` is killed and started again at once,
     so ``sp1`` must send every route again (``SuperPeerCore.neighbour_restarted``, then the
-    change of the cube and the settle window's end: ``superpeer.rerouting``). ``placed_after``
-    is the time until ``sp1`` has none left to route again; ``declared_failed`` counts the
-    failures ``sp0`` detected and the rejoins of either (``sp1`` detecting the restart is the
-    rule, not counted); ``waited``, the slices the routes took."""
+    change of the cube and the settle window's end: ``superpeer.rerouting``). With
+    ``forwarded``, the other way round: the peer is at ``sp0``, whose routes ``sp1`` holds, and
+    ``sp1`` must remove every one of them (the restarted ``sp0`` comes back without them).
+    ``placed_after`` is the time until ``sp1`` has none left to route again (or to remove);
+    ``declared_failed`` counts the failures ``sp0`` detected and the rejoins of either (``sp1``
+    detecting the restart is the rule, not counted); ``waited``, the slices the routes took."""
     config = NodeConfig(
         routing=CoreConfig(max_subscriptions_per_peer=count, routings_per_step=routings_per_step),
         heartbeat_seconds=failure_seconds / 10,
         failure_seconds=failure_seconds,
     )
     simulation = TimedSimulation(2, node_config=config, verify_wire=False)
-    simulation.apply({"op": "join", "peer": "seller", "superpeer": 0})
+    seller, buyer = ("sp1", "sp0") if forwarded else ("sp0", "sp1")
+    simulation.apply({"op": "join", "peer": "seller", "superpeer": int(seller[2:])})
     simulation.apply({"op": "advertise", "peer": "seller", "schemas": ADVERTISED[workload]})
-    simulation.apply({"op": "join", "peer": "buyer", "superpeer": 1})
-    core = simulation.cores["sp1"]
+    simulation.apply({"op": "join", "peer": "buyer", "superpeer": int(buyer[2:])})
     queries = subscriptions(count, workload, seed)
     batch = [("buyer", f"s{number}", query, False) for number, query in enumerate(queries)]
     placing: list = []
-    core.subscribe_many(batch, simulation.now, placing)  # as a restart of sp1 restores them
+    # as a restart restores them
+    simulation.cores[buyer].subscribe_many(batch, simulation.now, placing)
+    if forwarded:  # routed to sp1 (a restart of sp1 routes them anyway)
+        node, out = simulation.nodes[buyer], []
+        node._core(placing, simulation.now, out)
+        simulation._execute(buyer, out)
     simulation.run_until_quiet()
+    core = simulation.cores["sp1"]
+    if forwarded:
+        assert core.poset.count_of(superpeer_source("sp0")) > 0
     slices = core.statistics.rerouted
     gc.collect()
     gc.freeze()
@@ -336,21 +347,32 @@ def main() -> None:
     parser.add_argument("--placements-per-step", type=int, default=NodeConfig().placements_per_step)
     parser.add_argument("--routings-per-step", type=int, default=CoreConfig().routings_per_step)
     parser.add_argument("--failure-seconds", type=float, default=10.0)
-    parser.add_argument("--kind", choices=("adopt", "forward", "restart"), default="adopt")
+    parser.add_argument(
+        "--kind", choices=("adopt", "forward", "restart", "removal"), default="adopt"
+    )
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="library")
     arguments = parser.parse_args()
     print(f"load average: {os.getloadavg()}")
     count = arguments.subscriptions
     failure = arguments.failure_seconds
     workload = arguments.workload
-    if arguments.kind == "restart":
+    if arguments.kind in ("restart", "removal"):
         step = arguments.routings_per_step
+        forwarded = arguments.kind == "removal"
         runs = {
             "in one go (baseline)": restart(
-                count, routings_per_step=count + 1, failure_seconds=failure, workload=workload
+                count,
+                routings_per_step=count + 1,
+                failure_seconds=failure,
+                workload=workload,
+                forwarded=forwarded,
             ),
             f"in slices of {step}": restart(
-                count, routings_per_step=step, failure_seconds=failure, workload=workload
+                count,
+                routings_per_step=step,
+                failure_seconds=failure,
+                workload=workload,
+                forwarded=forwarded,
             ),
         }
         done, waited = "all routed again after", "slices"

@@ -67,7 +67,7 @@ import crypto
 from clocks import OffsetEstimator, earliest, sample_of
 from peer.config import ConfigError, format_address, parse_address
 from peer.identity import IdentityError, PeerIdentity
-from peer.inbox import Inbox
+from peer.inbox import Inbox, PendingRecord
 from peer.kept import Kept
 from peer.resources import Resources
 from peer.session import (
@@ -272,6 +272,7 @@ class PeerClient:
         request_timeout: float,
         locate_timeout: float = 10.0,
         max_rate_retries: int = 20,
+        inbox_group: int = 64,
         tls: TlsSettings | None = None,
         identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
@@ -309,6 +310,11 @@ class PeerClient:
         self._max_rate_retries = max_rate_retries
         """A request refused for the peer's rate is sent again this many times at most; then
         the refusal is its answer."""
+        if inbox_group < 1:
+            raise ValueError("inbox_group must be at least 1")
+        self._inbox_group = inbox_group
+        """The notifications of one read are stored with one pair of syncs, this many at most
+        (``peer.inbox``)."""
         self._open_stream = open_stream or self._open_tcp_stream
         self._wall_clock = wall_clock
         self._silence = silence
@@ -627,23 +633,28 @@ class PeerClient:
                     )
                 connection.end(reason)
                 return
-            # the notifications of one read are acknowledged together (``Delivered`` is
-            # cumulative), once each is in the inbox, and before anything that follows them
-            kept: m.Notify | None = None
+            # the notifications of one read are stored and acknowledged together, in groups
+            # (``Delivered`` is cumulative), once each is in the inbox, and before anything
+            # that follows them
+            notified: list[m.Notify] = []
             for event in connection.session.receive_data(data, trio.current_time()):
                 if isinstance(event, Notified):
-                    await self._store(event.notify)
-                    if kept is None or event.notify.delivery > kept.delivery:
-                        kept = event.notify
+                    notified.append(event.notify)
                     continue
-                self._acknowledge(connection, kept)
-                kept = None
+                await self._keep(connection, notified)
+                notified = []
                 await self._handle(connection, event)
-            self._acknowledge(connection, kept)
+            await self._keep(connection, notified)
 
-    def _acknowledge(self, connection: _Connection, kept: m.Notify | None) -> None:
-        if kept is not None:
-            acknowledgement = connection.session.delivered(kept)
+    async def _keep(self, connection: _Connection, notified: list[m.Notify]) -> None:
+        """Store ``notified`` in the inbox in groups of ``inbox_group`` at most, each written
+        with one pair of syncs and then acknowledged (repeats and withdrawn ones too: they
+        need no delivery again)."""
+        size = self._inbox_group
+        for start in range(0, len(notified), size):
+            group = notified[start : start + size]
+            await self._store(group)
+            acknowledgement = connection.session.delivered(max(group, key=_delivery))
             if acknowledgement:
                 connection.queue_in.send_nowait(acknowledgement)
 
@@ -996,40 +1007,49 @@ class PeerClient:
 
         return answered
 
-    async def _store(self, notify: m.Notify) -> None:
-        if notify.kind != m.GAP and withdrawn_before(
-            self.store.current, notify.subscriptions, notify.published_at
-        ):
-            self.inbox.withdrawn += 1
-            log.info(
-                "event=withdrawn_ignored publication=%r owner=%s subscriptions=%s",
-                notify.publication.id,
-                notify.owner,
-                ",".join(notify.subscriptions),
-            )
-            return
-        pending = self.inbox.prepare(notify, self._wall_clock())
-        if pending is None:
-            log.info(
-                "event=duplicate_ignored publication=%r owner=%s",
-                notify.publication.id,
-                notify.owner,
-            )
+    async def _store(self, notified: list[m.Notify]) -> None:
+        """One group of notifications into the inbox (``peer.inbox``): those whose every
+        subscription was withdrawn before they were published and those stored already are
+        counted and left out; the others are written together, then committed in order."""
+        pending: list[tuple[m.Notify, PendingRecord]] = []
+        for notify in notified:
+            if notify.kind != m.GAP and withdrawn_before(
+                self.store.current, notify.subscriptions, notify.published_at
+            ):
+                self.inbox.withdrawn += 1
+                log.info(
+                    "event=withdrawn_ignored publication=%r owner=%s subscriptions=%s",
+                    notify.publication.id,
+                    notify.owner,
+                    ",".join(notify.subscriptions),
+                )
+                continue
+            record = self.inbox.prepare(notify, self._wall_clock())
+            if record is None:
+                log.info(
+                    "event=duplicate_ignored publication=%r owner=%s",
+                    notify.publication.id,
+                    notify.owner,
+                )
+                continue
+            pending.append((notify, record))
+        if not pending:
             return
         # Shielded: a notification read from the socket is kept even if the connection or the
         # daemon is being stopped (the access point counts it as delivered).
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(pending.write)
-        self.inbox.commit(pending)
-        self._notifications += 1
-        log.info(
-            "event=notification publication=%r version=%d kind=%s owner=%s subscriptions=%s",
-            notify.publication.id,
-            notify.version,
-            notify.kind,
-            notify.owner,
-            ",".join(notify.subscriptions),
-        )
+            await trio.to_thread.run_sync(self.inbox.write, [record for _, record in pending])
+        for notify, record in pending:
+            self.inbox.commit(record)
+            self._notifications += 1
+            log.info(
+                "event=notification publication=%r version=%d kind=%s owner=%s subscriptions=%s",
+                notify.publication.id,
+                notify.version,
+                notify.kind,
+                notify.owner,
+                ",".join(notify.subscriptions),
+            )
         self._inbox_changed.set()
         self._inbox_changed = trio.Event()
 
@@ -1254,6 +1274,10 @@ async def _in_thread(function: Callable[..., None], *args: object) -> str | None
     except IdentityError as error:
         return str(error)
     return None
+
+
+def _delivery(notify: m.Notify) -> int:
+    return notify.delivery
 
 
 def _tls_error_text(error: BaseException) -> str:

@@ -26,6 +26,9 @@ A TOML file may set::
                                        # one kept longest goes again this often (``peer.kept``)
     reconnect_initial = 0.5            # first reconnection delay, doubled up to reconnect_max
     reconnect_max = 30.0
+    inbox_group = 64                   # notifications of one read stored with one pair of
+                                       # syncs at most (a group commit), then acknowledged
+                                       # together; 1: each with its own
 
     [advertisement]                    # what this peer publishes, applied at every start
     schemas = ["dc"]                   # (same keys as the JSON advertisement, see README)
@@ -85,6 +88,7 @@ _KEYS: Final = frozenset(
         "kept_resend_seconds",
         "reconnect_initial",
         "reconnect_max",
+        "inbox_group",
         "advertisement",
         "security",
         "ui",
@@ -107,6 +111,7 @@ _NUMBERS: Final = {
     "kept_resend_seconds": float,
     "reconnect_initial": float,
     "reconnect_max": float,
+    "inbox_group": int,
 }
 """The positive numbers a file may set (the defaults are ``PeerConfig``'s)."""
 
@@ -166,6 +171,8 @@ class PeerConfig:
     kept_resend_seconds: float = 30.0
     reconnect_initial: float = 0.5
     reconnect_max: float = 30.0
+    inbox_group: int = 64
+    """Notifications of one read stored with one pair of syncs at most (``peer.inbox``)."""
     advertisement: str | None = None
     """The config file's advertisement as JSON text (validated when the daemon starts)."""
     security: SecurityConfig = field(default_factory=SecurityConfig)

@@ -165,6 +165,7 @@ async def serve_peer(
             silence=config.silence_seconds,
             locate_timeout=config.locate_timeout,
             max_rate_retries=config.max_rate_retries,
+            inbox_group=config.inbox_group,
             tls=tls,
             identity=identity,
         )
@@ -841,6 +842,7 @@ class PeerService:
                 "duplicates_ignored": self.inbox.duplicates,
                 "withdrawn_ignored": self.inbox.withdrawn,
                 "unreadable": self.inbox.unreadable,
+                "writes": self.inbox.writes,
             },
             "counters": {
                 "connections": statistics.connections,

@@ -367,6 +367,51 @@ async def test_a_request_taken_behind_frames_whose_write_breaks_fails_unsent(tmp
         await writing.wait()
 
 
+@pytest.mark.parametrize(
+    ("group", "written", "acknowledged"), [(64, [4], [5]), (2, [2, 1, 1], [2, 4, 5])]
+)
+async def test_the_notifications_of_one_read_are_stored_in_groups_and_acknowledged_per_group(
+    tmp_path, nursery, monkeypatch, group, written, acknowledged
+):
+    """One pair of syncs per group of notifications, not per notification (``peer.inbox``):
+    five notifications written in one go by the access point, one of them a repeat, are
+    written in groups of ``inbox_group`` at most, each group acknowledged once it is in the
+    inbox. A resource changed twice in one group keeps its newer version. Real clock: the
+    inbox write runs in a thread."""
+    access_point, client = serve_hand_played(tmp_path, nursery, inbox_group=group)
+    groups: list[int] = []
+    write = client.inbox.write
+    monkeypatch.setattr(
+        client.inbox, "write", lambda records: (groups.append(len(records)), write(records))
+    )
+    first = await access_point.accept()
+    await first.welcome()
+    notified = [
+        notify(publication(id="n1")),
+        notify(publication(id="n2")),
+        notify(publication(id="n1")),  # a repeat: acknowledged, not stored
+        dataclasses.replace(notify(publication(id="n2", title="changed")), version=1),
+        notify(publication(id="n3")),
+    ]
+    await first.stream.send_all(
+        b"".join(
+            first.link.send(dataclasses.replace(n, delivery=number))
+            for number, n in enumerate(notified, start=1)
+        )
+    )
+    throughs = []
+    while not throughs or throughs[-1] < 5:
+        answer = await first.receive()
+        assert isinstance(answer, m.Delivered), answer
+        throughs.append(answer.through)
+    assert throughs == acknowledged
+    assert groups == written
+    assert (client.inbox.count, client.inbox.duplicates) == (3, 1)
+    records = client.inbox.records_after(0, max_bytes=10**6)
+    assert [(r["publication"], r["version"]) for r in records] == [("n1", 0), ("n2", 1), ("n3", 0)]
+    assert client.statistics().notifications == 4
+
+
 async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(tmp_path, nursery):
     """The goodbye ends the session while the reader still stores a notification read before
     it; the writer, unblocked meanwhile, must not send on the ended session (it used to crash

@@ -49,6 +49,7 @@ request_timeout = 5
 locate_timeout = 2.5
 reconnect_initial = 0.25
 reconnect_max = 4.0
+inbox_group = 8
 
 [advertisement]
 schemas = ["dc"]
@@ -61,6 +62,7 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
     assert config.superpeers == (("127.0.0.1", 7400),)
     assert (config.request_timeout, config.reconnect_initial, config.reconnect_max) == (5, 0.25, 4)
     assert (config.locate_timeout, load_config(None).locate_timeout) == (2.5, 10.0)
+    assert (config.inbox_group, load_config(None).inbox_group) == (8, 64)
     assert config.advertisement is not None
     assert json.loads(config.advertisement)["values"]["dc:date"] == [
         {"min": "2004-01-01", "type": "date"}
@@ -81,6 +83,7 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
         ("request_timeout = 0", "request_timeout must be a positive number"),
         ("locate_timeout = -1", "locate_timeout must be a positive number"),
         ("max_frame_bytes = 1.5", "max_frame_bytes must be a positive integer"),
+        ("inbox_group = 0", "inbox_group must be a positive integer"),
         ("reconnect_initial = 5\nreconnect_max = 1", "reconnect_max must be at least"),
         ("name = 'a b'", "name 'a b' is not a valid peer name"),
         ("advertisement = 'dc'", "advertisement must be a table"),

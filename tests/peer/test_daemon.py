@@ -112,6 +112,7 @@ async def test_the_commands_against_an_access_point(tmp_path, access_point, nurs
         "duplicates_ignored": 0,
         "withdrawn_ignored": 0,
         "unreadable": 0,
+        "writes": 1,
     }
     code, out, _ = await run_cli("status", *a)
     assert code == 0

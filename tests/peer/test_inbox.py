@@ -146,3 +146,32 @@ def test_the_latest_origin_of_each_owner_is_kept_and_read_back_on_reopening(tmp_
     assert inbox.last_origin("peer-owner") == "sp6"
     assert Inbox.open(tmp_path).last_origin("peer-owner") == "sp6"
     assert Inbox.open(tmp_path).last_origin("other") == "sp2"
+
+
+def test_a_group_is_written_together_and_a_resource_twice_in_it_keeps_its_newer_version(
+    tmp_path,
+):
+    """``Inbox.write`` of a group (one pair of syncs for all: ``write_all_atomically``): every
+    record is on disk and read back when the inbox opens again, a resource changed twice in
+    the group as its newer version, under the later sequence number."""
+    inbox = Inbox.open(tmp_path / "notifications")
+    first = inbox.prepare(notify(publication(id="n1")), 1.0)
+    second = inbox.prepare(notify(publication(id="n2")), 1.0)
+    changed = inbox.prepare(
+        dataclasses.replace(notify(publication(id="n1", title="changed")), version=1), 1.0
+    )
+    assert first is not None and second is not None and changed is not None
+    inbox.write([first, second, changed])
+    for record in (first, second, changed):
+        inbox.commit(record)
+    reopened = Inbox.open(tmp_path / "notifications")
+    records = reopened.records_after(0, max_bytes=10**6)
+    assert [(r["publication"], r["version"], r["sequence"]) for r in records] == [
+        ("n2", 0, 2),
+        ("n1", 1, 3),
+    ]
+    assert [(r["publication"], r["version"]) for r in inbox.records_after(0, max_bytes=10**6)] == [
+        ("n2", 0),
+        ("n1", 1),
+    ]
+    assert not list((tmp_path / "notifications").glob(".*")), "no temporary file left"

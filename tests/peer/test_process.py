@@ -510,6 +510,7 @@ async def test_a_daemon_restarted_mid_run_keeps_its_inbox_and_stores_nothing_twi
         "duplicates_ignored": 1,
         "withdrawn_ignored": 0,
         "unreadable": 0,
+        "writes": 1,
     }
     assert status["subscriptions"] == {"s1": TITLE_QUERY}
     subscribe = m.Subscribe(id="s1", subscription=qel.parse_subscription(TITLE_QUERY))
