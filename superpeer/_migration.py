@@ -99,6 +99,11 @@ class Migrations(NodeBase):
         handover = self._handover_request(request, entry["peer"], entry)
         holder, address = self._holder(entry["previous"], entry["address"])
         if holder == self.node_id:  # the peer's state came here with an adoption
+            if entry["peer"] not in self.store.pending(ADOPTED):
+                # or should have, and did not: the leaver named this node its successor while
+                # it was down (``left_unacknowledged``), and what it kept for the peer is lost
+                # with it; the origins have what the peer was owed since its statement's start
+                self._catch_up_meanwhile(request, entry, now)
             self._forget_handover(request)
             self._release_held(now, out)
             return

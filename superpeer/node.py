@@ -119,7 +119,10 @@ Rules, beyond the routing core's:
   (the catch-up, then asking again: the previous one may restart and forget). A peer that
   connects to the previous one again came back (its ``Moved`` follows): the request is forgotten
   there, and this node, asked for the peer in turn, forgets its own; a later copy of it is
-  refused as stale once that connection ends, however it ends.
+  refused as stale once that connection ends, however it ends. A previous one that left names
+  its successor (``Departed.successor``), whom this node asks instead; if that is this node and
+  it holds no adoption of the peer (the leaver handed over while it was down), it catches up
+  from the statement at once, as for a handover not answered (chaos seed 741).
 * **Never hold the loop** (``superpeer._backlog``). Inputs that place subscriptions in the
   poset (``sp.forward``, ``peer.subscribe``, each subscription of an ``sp.adopt``) spend an allowance of
   ``placements_per_step``, renewed by each ``timer`` call; once it is spent, the input and

@@ -531,6 +531,33 @@ def test_a_leaver_tells_its_adopter_from_when_it_cannot_vouch_for_a_peers_mail()
     assert simulation.deliveries()["reader"] == ["p"]
 
 
+def test_a_peer_arriving_at_the_successor_its_adoption_never_reached_is_caught_up_for():
+    """From the chaos harness (seed 741): a super-peer left naming as its successor one that
+    was down (``left_unacknowledged``); that one came back, learnt it was the successor, and
+    took the leaver's peers as they arrived, asking nobody for their handover ("the peer's
+    state came here with an adoption"), and nobody for what they had missed. The adoption never
+    came: the node catches up from the peer's move statement, as for a handover unanswered."""
+    simulation = subscribed(Simulation(3), publisher_at=2, reader_at=1)
+    for op in [
+        {"op": "join", "peer": "other", "superpeer": 0},  # covers the reader's at sp0: no replay
+        {"op": "subscribe", "peer": "other", "id": "s", "query": ': t(?s, dc:subject, "x")'},
+        {"op": "detach", "peer": "reader"},
+        {"op": "superpeer_fail", "superpeer": 1},
+    ]:
+        simulation.apply(op)
+    document = '<http://example.org/p> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+    simulation.apply(
+        {"op": "publish", "peer": "publisher", "id": "p", "format": "nt", "data": document}
+    )
+    successor = simulation.nodes["sp0"]
+    successor.successors["sp1"] = "sp0"  # as its ``Departed`` said; its ``Adopt`` was lost
+    simulation.apply({"op": "move", "peer": "reader", "superpeer": 0})
+    simulation.apply({"op": "attach", "peer": "reader"})
+    assert simulation.errors == []
+    assert successor.statistics.handovers_in == 1
+    assert simulation.deliveries() == {"publisher": [], "reader": ["p"], "other": ["p"]}
+
+
 def test_a_withdrawal_window_outlives_a_restart_of_its_access_point():
     """A withdrawn subscription's window (what a catch-up still owes it for the time it stood) is
     kept in the store: an access point restarted before its catch-up still asks for it."""
