@@ -88,10 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resources", type=int, default=5_000)
     parser.add_argument("--group", type=int, default=64, help="the daemon's inbox_group")
+    parser.add_argument("--settings", default="", help="more of the super-peer's TOML")
     args = parser.parse_args(argv)
     print(f"load average at start {os.getloadavg()}", flush=True)
     root = Path(tempfile.mkdtemp(prefix="bench-inbox-"))
-    cluster = Cluster(1, directory=root / "net", trace=False)
+    cluster = Cluster(1, directory=root / "net", trace=False, settings=args.settings)
     cluster.__enter__()
     try:
         cluster.peer_directories = [root / f"peer{j}" for j in range(3)]
