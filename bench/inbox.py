@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.catalogue import catalogue, peer, publish
@@ -84,6 +85,56 @@ def sync_milliseconds(directory: Path, count: int = 200) -> float:
         path.unlink()
 
 
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """One subscriber's drain: what ``drained`` measured, and how many groups it wrote."""
+
+    group: int
+    seconds: float
+    subscriber_cpu: float
+    access_point_cpu: float
+    writes: int
+
+
+def measure(resources: int, group: int, *, settings: str = "") -> list[Drain]:
+    """The catalogue of ``resources`` published while both subscribers are away, then taken by
+    the baseline (``inbox_group = 1``) and by one with ``group``, each alone."""
+    root = Path(tempfile.mkdtemp(prefix="bench-inbox-"))
+    cluster = Cluster(1, directory=root / "net", trace=False, settings=settings)
+    cluster.__enter__()
+    try:
+        cluster.peer_directories = [root / f"peer{j}" for j in range(3)]
+        groups = {1: 1, 2: group}  # subscriber -> its inbox_group
+        cluster.start_peer(0, 0)
+        for j, size in groups.items():
+            cluster._peer_settings = f"inbox_group = {size}\n"
+            cluster.start_peer(j, 0)
+            answer = peer(cluster, j, "subscribe", EVERY_BOOK)
+            if answer.returncode != 0:
+                raise RuntimeError(f"subscribe failed: {answer.stderr}")
+            cluster.stop_peer(j)
+        advertisement = root / "ad.json"
+        advertisement.write_text(json.dumps({"schemas": ["dc"]}))
+        peer(cluster, 0, "advertise", str(advertisement))
+        document = root / "catalogue.ttl"
+        catalogue(document, resources, "b")
+        seconds, report = publish(cluster, document)
+        published = report.get("published")
+        if published is None:  # a document smaller than a batch goes in one request
+            published = sum(r["outcome"] == "published" for r in report.get("results", ()))
+        if published != resources:
+            raise RuntimeError(f"{published} of {resources} resources were published")
+        print(f"published {resources:,} resources in {seconds:.1f} s", flush=True)
+        drains = []
+        for j, size in groups.items():
+            cluster._peer_settings = f"inbox_group = {size}\n"
+            taken, subscriber, access_point = drained(cluster, j, resources, timeout=1800)
+            drains.append(Drain(size, taken, subscriber, access_point, written(cluster, j)))
+        return drains
+    finally:
+        cluster.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resources", type=int, default=5_000)
@@ -91,68 +142,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default="", help="more of the super-peer's TOML")
     args = parser.parse_args(argv)
     print(f"load average at start {os.getloadavg()}", flush=True)
-    root = Path(tempfile.mkdtemp(prefix="bench-inbox-"))
-    cluster = Cluster(1, directory=root / "net", trace=False, settings=args.settings)
-    cluster.__enter__()
-    try:
-        cluster.peer_directories = [root / f"peer{j}" for j in range(3)]
-        groups = {1: 1, 2: args.group}  # subscriber -> its inbox_group
-        cluster.start_peer(0, 0)
-        for j, group in groups.items():
-            cluster._peer_settings = f"inbox_group = {group}\n"
-            cluster.start_peer(j, 0)
-            answer = peer(cluster, j, "subscribe", EVERY_BOOK)
-            if answer.returncode != 0:
-                raise RuntimeError(f"subscribe failed: {answer.stderr}")
-            cluster.stop_peer(j)
-        cluster._peer_settings = ""
-        advertisement = root / "ad.json"
-        advertisement.write_text(json.dumps({"schemas": ["dc"]}))
-        peer(cluster, 0, "advertise", str(advertisement))
-        document = root / "catalogue.ttl"
-        catalogue(document, args.resources, "b")
-        seconds, report = publish(cluster, document)
-        published = report.get("published")
-        if published is None:  # a document smaller than a batch goes in one request
-            published = sum(r["outcome"] == "published" for r in report.get("results", ()))
-        if published != args.resources:
-            raise RuntimeError(f"{published} of {args.resources} resources were published")
-        print(f"published {args.resources:,} resources in {seconds:.1f} s", flush=True)
-        rows = [
-            [
-                "subscriber",
-                "inbox_group",
-                "seconds, first record to all",
-                "notifications/s",
-                "CPU us each, subscriber",
-                "CPU us each, access point",
-                "notifications per write",
-            ]
+    drains = measure(args.resources, args.group, settings=args.settings)
+    rows = [
+        [
+            "subscriber",
+            "inbox_group",
+            "seconds, first record to all",
+            "notifications/s",
+            "CPU us each, subscriber",
+            "CPU us each, access point",
+            "notifications per write",
         ]
-        rates = {}
-        for j, group in groups.items():
-            cluster._peer_settings = f"inbox_group = {group}\n"
-            taken, subscriber, access_point = drained(cluster, j, args.resources, timeout=1800)
-            rates[group] = args.resources / taken
-            name = "baseline (a pair of syncs each)" if group == 1 else "groups"
-            rows.append(
-                [
-                    name,
-                    str(group),
-                    f"{taken:.1f}",
-                    f"{rates[group]:,.0f}",
-                    f"{subscriber * 1e6 / args.resources:,.0f}",
-                    f"{access_point * 1e6 / args.resources:,.0f}",
-                    f"{args.resources / written(cluster, j):.1f}",
-                ]
-            )
-            print(" | ".join(rows[-1]), flush=True)
-        print(aligned(rows))
-        print(f"ratio groups / baseline (notifications/s): {rates[args.group] / rates[1]:.1f}")
-        print(f"fsync of a 1 KiB write here: {sync_milliseconds(root):.2f} ms")
-        print(f"load average at end {os.getloadavg()}")
-    finally:
-        cluster.stop()
+    ]
+    for drain in drains:
+        count = args.resources
+        rows.append(
+            [
+                "baseline (a pair of syncs each)" if drain.group == 1 else "groups",
+                str(drain.group),
+                f"{drain.seconds:.1f}",
+                f"{count / drain.seconds:,.0f}",
+                f"{drain.subscriber_cpu * 1e6 / count:,.0f}",
+                f"{drain.access_point_cpu * 1e6 / count:,.0f}",
+                f"{count / drain.writes:.1f}",
+            ]
+        )
+    print(aligned(rows))
+    baseline, grouped = drains
+    print(f"ratio groups / baseline (notifications/s): {baseline.seconds / grouped.seconds:.1f}")
+    with tempfile.TemporaryDirectory() as directory:
+        print(f"fsync of a 1 KiB write here: {sync_milliseconds(Path(directory)):.2f} ms")
+    print(f"load average at end {os.getloadavg()}")
     return 0
 
 
