@@ -39,11 +39,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def drained(cluster: Cluster, j: int, count: int, timeout: float) -> tuple[float, float, float]:
-    """Start subscriber ``j``; once its first record is in, the seconds until its inbox holds
-    ``count`` records, with the CPU seconds its daemon and the access point took meanwhile."""
+def drained(
+    cluster: Cluster, j: int, settings: str, count: int, timeout: float
+) -> tuple[float, float, float]:
+    """Start subscriber ``j`` (``settings``: its TOML); once its first record is in, the seconds
+    until its inbox holds ``count`` records, with the CPU seconds its daemon and the access
+    point took meanwhile."""
     started = time.perf_counter()
-    cluster.start_peer(j, 0)
+    cluster.start_peer(j, 0, settings=settings)
     inbox = cluster.peer_directories[j] / "notifications"
     subscriber, access_point = cluster.peer_processes[j], cluster.processes[0]
     assert subscriber is not None and access_point is not None
@@ -107,8 +110,7 @@ def measure(resources: int, group: int, *, settings: str = "") -> list[Drain]:
         groups = {1: 1, 2: group}  # subscriber -> its inbox_group
         cluster.start_peer(0, 0)
         for j, size in groups.items():
-            cluster._peer_settings = f"inbox_group = {size}\n"
-            cluster.start_peer(j, 0)
+            cluster.start_peer(j, 0, settings=f"inbox_group = {size}\n")
             answer = peer(cluster, j, "subscribe", EVERY_BOOK)
             if answer.returncode != 0:
                 raise RuntimeError(f"subscribe failed: {answer.stderr}")
@@ -127,8 +129,8 @@ def measure(resources: int, group: int, *, settings: str = "") -> list[Drain]:
         print(f"published {resources:,} resources in {seconds:.1f} s", flush=True)
         drains = []
         for j, size in groups.items():
-            cluster._peer_settings = f"inbox_group = {size}\n"
-            taken, subscriber, access_point = drained(cluster, j, resources, timeout=1800)
+            settings = f"inbox_group = {size}\n"
+            taken, subscriber, access_point = drained(cluster, j, settings, resources, 1800)
             drains.append(Drain(size, taken, subscriber, access_point, written(cluster, j)))
         return drains
     finally:

@@ -363,12 +363,19 @@ class Cluster:
             raise ClusterError(f"super-peer {k} did not start:\n{tail}")
 
     def start_peer(
-        self, j: int, k: int | None = None, *, wait: bool = True, fallbacks: tuple[int, ...] = ()
+        self,
+        j: int,
+        k: int | None = None,
+        *,
+        wait: bool = True,
+        fallbacks: tuple[int, ...] = (),
+        settings: str | None = None,
     ) -> None:
         """Peer ``j``: its key (with TLS, the first time), then its daemon, attached to
         super-peer ``k`` (default ``j mod N``), with ``fallbacks`` as the super-peers it goes to
-        when that one is down (``--superpeer`` repeated); with ``wait``, returns once the
-        daemon is connected and identified (``peer status``)."""
+        when that one is down (``--superpeer`` repeated), and ``settings`` as its TOML (default:
+        every peer's); with ``wait``, returns once the daemon is connected and identified
+        (``peer status``)."""
         directory = self.peer_directories[j]
         fresh = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
@@ -390,8 +397,9 @@ class Cluster:
             *(a for n in access for a in ("--superpeer", self.addresses[n])),
             "--data-dir", str(directory), *trust,
         ]  # fmt: skip
-        if self._peer_settings:
-            (directory / "peer.toml").write_text(self._peer_settings)
+        settings = self._peer_settings if settings is None else settings
+        if settings:
+            (directory / "peer.toml").write_text(settings)
             command += ["--config", str(directory / "peer.toml")]
         log = directory / "daemon.log"
         environment = skewed_environment(self.peer_skews.get(j, 0.0))

@@ -99,7 +99,7 @@ class Migrations(NodeBase):
         handover = self._handover_request(request, entry["peer"], entry)
         holder, address = self._holder(entry["previous"], entry["address"])
         if holder == self.node_id:  # the peer's state came here with an adoption
-            if entry["peer"] not in self.store.pending(ADOPTED):
+            if self.store.pending_value(ADOPTED, entry["peer"]) is None:
                 # or should have, and did not: the leaver named this node its successor while
                 # it was down (``left_unacknowledged``), and what it kept for the peer is lost
                 # with it; the origins have what the peer was owed since its statement's start
