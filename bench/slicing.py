@@ -16,6 +16,10 @@ comes (the baseline: ``placements_per_step`` beyond the burst) and once in slice
 default)::
 
     python -m bench.slicing --subscriptions 20000 --workload listings
+
+``--kind restart``: a neighbour restarts, and ``sp1`` routes every subscription it holds again
+(in passes of ``--routings-per-step``, ``superpeer.rerouting``); ``--kind removal``: the other
+way round, ``sp1`` removes every route the restarted neighbour had forwarded to it (``restart``).
 """
 
 from __future__ import annotations
