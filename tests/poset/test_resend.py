@@ -12,6 +12,8 @@ import itertools
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+import qel
+from poset.plans import RECENT_COVERING
 from poset.poset import PosetNode, SubscriptionPoset, general_order
 from tests.poset.oracle import (
     DESTINATIONS,
@@ -178,3 +180,25 @@ def test_choosing_a_node_again_adds_to_its_labels():
     assert plan.missing(broad, set(LABELS)) == {"o2"}
     assert plan.missing(broad, set()) == set()
     assert plan.thinned() == ((narrow, frozenset({"o2"})), (broad, frozenset({"o1", "o3"})))
+
+
+def test_a_plan_asks_the_chosen_that_covered_its_latest_look_ups_first_and_keeps_a_few():
+    """``Plan.missing`` tests the chosen ones that covered its latest look-ups before the index,
+    at most ``RECENT_COVERING`` of them: whether they answer a look-up whole or in part, the
+    answer is the one the index alone gives."""
+    poset = SubscriptionPoset()
+    count = RECENT_COVERING + 8
+    broad = [
+        poset.insert(qel.parse_subscription(f"X : t(X, dc:date, D), D > {n}"), "p", f"b{n}").node
+        for n in range(count)
+    ]
+    narrow = poset.insert(qel.parse_subscription("X : t(X, dc:date, D), D > 100"), "p", "n").node
+    plan = poset.plan()
+    for n, node in enumerate(broad):
+        plan.choose(node, {f"o{n}"})
+    labels = {f"o{n}" for n in range(count)}
+    assert plan.missing(narrow, set(labels)) == set()
+    assert len(plan._recent) == RECENT_COVERING
+    assert plan.missing(narrow, labels | {"x"}) == {"x"}, "the remembered ones, then the index"
+    assert plan.missing(narrow, {"o0"}) == set()
+    assert plan.missing(broad[0], {"o1", "o0"}) == {"o1"}, "o1's chosen one does not cover it"
