@@ -28,15 +28,10 @@ from pathlib import Path
 
 from bench.catalogue import catalogue, peer, publish
 from bench.columns import aligned
+from bench.rates import cpu_seconds
 from deploy.cluster import Cluster
 
 EVERY_BOOK = "X : t(X, dc:title, T)"
-
-
-def cpu_seconds(pid: int) -> float:
-    """A process's user and system CPU time so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def drained(
@@ -53,7 +48,7 @@ def drained(
     while not any(inbox.glob("*.json")):
         time.sleep(0.01)
     first = time.perf_counter()
-    cpu = cpu_seconds(subscriber.pid), cpu_seconds(access_point.pid)
+    cpu = cpu_seconds([subscriber.pid]), cpu_seconds([access_point.pid])
     held = 0
     while (held := sum(1 for _ in inbox.glob("*.json"))) < count:
         if time.perf_counter() - started > timeout:
@@ -61,8 +56,8 @@ def drained(
         time.sleep(0.05)
     return (
         time.perf_counter() - first,
-        cpu_seconds(subscriber.pid) - cpu[0],
-        cpu_seconds(access_point.pid) - cpu[1],
+        cpu_seconds([subscriber.pid]) - cpu[0],
+        cpu_seconds([access_point.pid]) - cpu[1],
     )
 
 
