@@ -11,6 +11,12 @@ it cover (``missing`` asks an index of the chosen ones, which stay few: the most
 then ``thinned`` takes from each chosen one the labels that chosen ones covering it carry, so a
 wrong guess costs a look-up and never an extra message. Among subscriptions that cover each
 other, the one with the lower id is the one kept.
+
+Given ``stands_in``, a plan also tells the poset, once thinned, which sent subscription stands in
+for each one it left out (``poset.poset``, "Stand-ins"): a chosen one for what it covered in
+``missing``, and for a chosen one that lost labels to others, those others, or what stands in
+for them in turn when they lost theirs (never a subscription left unsent: what stands in for
+another must carry what that one wants).
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ class Plannable(Protocol):
 Resend = tuple[tuple[Plannable, frozenset[str]], ...]
 """Subscriptions with the labels to send them for, the most general first."""
 
+StandsIn = Callable[[Plannable, Plannable], None]
+"""``stands_in(holder, node)``: ``holder``, sent (or about to be), covers ``node`` and carries
+labels ``node`` was not sent for."""
+
 
 class Plan:
     """The subscriptions chosen for one destination, with their labels, in the order chosen."""
@@ -41,9 +51,13 @@ class Plan:
         self,
         covers: Callable[[Plannable, Plannable], bool],
         sample: Callable[[Plannable], object],
+        stands_in: StandsIn | None = None,
     ) -> None:
         self._covers = covers
         self._sample = sample
+        self._stands_in = stands_in
+        self._covered: dict[int, list[Plannable]] = {}
+        """Per chosen one, what it took labels from in ``missing`` (kept with ``stands_in``)."""
         self._chosen: dict[int, tuple[Plannable, set[str]]] = {}
         self._index = PredicateIndex()
         self._recent: list[tuple[Plannable, set[str]]] = []
@@ -72,6 +86,7 @@ class Plan:
             if left.isdisjoint(carried) or not (other is node or covers(other, node)):
                 continue
             left -= carried
+            self._took(other, node)
             recent.remove(entry)
             recent.insert(0, entry)
             if not left:
@@ -84,11 +99,16 @@ class Plan:
             if left.isdisjoint(carried) or not (other is node or covers(other, node)):
                 continue
             left -= carried
+            self._took(other, node)
             recent.insert(0, chosen[key])  # type: ignore[index]
             del recent[RECENT_COVERING:]
             if not left:
                 break
         return left
+
+    def _took(self, chosen: Plannable, node: Plannable) -> None:
+        if self._stands_in is not None and chosen is not node:
+            self._covered.setdefault(chosen.id, []).append(node)
 
     def choose(self, node: Plannable, labels: set[str]) -> None:
         held = self._chosen.get(node.id)
@@ -105,6 +125,7 @@ class Plan:
         chosen = self._chosen
         covers = self._covers
         kept = []
+        over_by: dict[int, list[int]] = {}
         for key, (node, labels) in chosen.items():
             over: set[str] = set()
             for other_key in self._index.match(self._sample(node)):  # type: ignore[arg-type]
@@ -115,7 +136,59 @@ class Plan:
                     continue
                 if other.id < node.id or not covers(node, other):
                     over |= other_labels
+                    over_by.setdefault(key, []).append(other_key)  # type: ignore[arg-type]
             rest = labels - over
             if rest:
                 kept.append((node, frozenset(rest)))
+        if self._stands_in is not None:
+            self._tell_stand_ins({node.id for node, _ in kept}, over_by)
         return tuple(kept)
+
+    def hold(self) -> None:
+        """Tells ``stands_in`` what each chosen one covered in ``missing``, for a plan whose
+        chosen ones are all sent already (the sent ones met while looking through what a
+        removed subscription stood in for: ``SubscriptionPoset._uncovered``)."""
+        self._tell_stand_ins(set(self._chosen), {})
+
+    def _tell_stand_ins(self, sent: set[int], over_by: dict[int, list[int]]) -> None:
+        """``stands_in`` for each chosen one's covered, under the sent ones that stand in for
+        it: itself if ``sent`` holds it, and those that stand in for the chosen ones it lost
+        labels to (``over_by``: one that covers it and is not covered back, or, among
+        equivalents, one of a lower id: no cycle; one on the path being resolved is not waited
+        for again, should the covering tests ever say otherwise)."""
+        stands_in = self._stands_in
+        assert stands_in is not None
+        chosen = self._chosen
+        holders: dict[int, list[Plannable]] = {}
+
+        def holders_of(key: int) -> list[Plannable]:
+            found = holders.get(key)
+            if found is not None:
+                return found
+            stack = [(key, iter(over_by.get(key, ())))]
+            on_path = {key}
+            while stack:  # depth first without recursion: chosen ones can nest deep
+                top, others = stack[-1]
+                for other_key in others:
+                    if other_key not in holders and other_key not in on_path:
+                        stack.append((other_key, iter(over_by.get(other_key, ()))))
+                        on_path.add(other_key)
+                        break
+                else:
+                    stack.pop()
+                    on_path.discard(top)
+                    mine = [chosen[top][0]] if top in sent else []
+                    for other_key in over_by.get(top, ()):
+                        mine.extend(h for h in holders.get(other_key, ()) if h not in mine)
+                    holders[top] = mine
+            return holders[key]
+
+        for key, covered in self._covered.items():
+            for holder in holders_of(key):
+                for node in covered:
+                    stands_in(holder, node)
+        for key, others in over_by.items():
+            node = chosen[key][0]
+            for other_key in others:
+                for holder in holders_of(other_key):
+                    stands_in(holder, node)

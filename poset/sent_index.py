@@ -71,14 +71,19 @@ class SentIndex:
         ]
 
     def missing(
-        self, target: Sendable, sample: Sample, wanted: dict[str, set[str]]
+        self,
+        target: Sendable,
+        sample: Sample,
+        wanted: dict[str, set[str]],
+        holders: list[Sendable] | None = None,
     ) -> dict[str, set[str]]:
         """``wanted`` (destination -> labels; changed in place and returned) less the labels
         for which ``target``, or a node covering it, was sent to each destination: a
         candidate is tested only if it was sent somewhere for a label still missing, and the
         look-up ends once nothing is. What a router asks ("where must this still go?"): on
         shapes at 6 x 10^4 a node is covered by 11 sent nodes of the 25 that match its
-        witness, and testing them all for the union of their labels cost 0.37 ms."""
+        witness, and testing them all for the union of their labels cost 0.37 ms. The sent
+        nodes other than ``target`` that took labels away are appended to ``holders``."""
         for key in self._index.match(sample):  # type: ignore[arg-type]
             node = self._nodes[key]  # type: ignore[index]
             for destination, labels in node.sent.items():
@@ -89,6 +94,8 @@ class SentIndex:
                 continue  # nothing still missing was sent for it
             if not self._holds(node, target):
                 continue
+            if holders is not None and node is not target:
+                holders.append(node)
             for destination, labels in node.sent.items():
                 left = wanted.get(destination)
                 if left:

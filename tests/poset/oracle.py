@@ -297,7 +297,27 @@ def grow(
         )
     for _ in range(data.draw(st.integers(0, 3))):
         step(data, poset, live, "send")
+    ask_missing(poset, send=True)
     return live
+
+
+def ask_missing(
+    poset: SubscriptionPoset,
+    destinations: Iterable[str] = DESTINATIONS,
+    labels: Iterable[str] = LABELS,
+    *,
+    send: bool = False,
+) -> None:
+    """Asks ``missing`` of every node, most general first, for ``labels`` at every destination,
+    as a router asks before it leaves a node unsent (``poset.poset``, "Stand-ins"); with
+    ``send``, marks sent what is missing, as a router wanting every label everywhere would. The
+    sends and removals drawn here are not a router's, and a removal resends only what a sent
+    node was found to stand in for."""
+    for node in poset.general_first():
+        missing = poset.missing(node, {destination: set(labels) for destination in destinations})
+        if send:
+            for destination, left in missing.items():
+                poset.mark_sent(node, destination, left)
 
 
 def step(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import qel
 from poset.poset import Inserted, PosetNode, SubscriptionPoset
-from tests.poset.oracle import check_invariants, equivalents, q, subscription_lists
+from tests.poset.oracle import ask_missing, check_invariants, equivalents, q, subscription_lists
 from workloads.listings import Listings
 
 # Equivalent with different filters (two ways of saying "any number"): separate nodes.
@@ -160,6 +160,7 @@ def test_removed_nodes_are_freed_by_reference_counting_alone():
         for node in poset.general_first()[:40]:
             poset.mark_sent(node, "north", {"origin"})
         del node  # the loop's variable holds a node
+        ask_missing(poset, ("north",), ("origin",))
         held = sum(isinstance(o, PosetNode) for o in gc.get_objects()) - before
         for _, source, subscription_id in random.Random(1).sample(items, len(items)):
             removed = poset.remove(source, subscription_id)

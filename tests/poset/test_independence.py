@@ -89,6 +89,6 @@ def test_a_burst_takes_the_same_covering_tests_with_another_poset_alive(monkeypa
         other.mark_sent(node, "sp0", {"x"})
     beside = _burst(burst, monkeypatch, other, _items(Shapes(seed=5), 300, "more"))
     assert len(other) > 600
-    assert alone[0] > 50, "too few tests to show anything"
+    assert alone[0] > 15, "too few tests to show anything"  # a removal tests only stand-ins
     assert any(len(answer) == 3 and answer[2] for answer in alone[1]), "nothing resent"
     assert beside == alone

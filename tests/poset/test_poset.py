@@ -10,6 +10,7 @@ import qel
 from poset.poset import SubscriptionPoset
 from tests.poset.oracle import (
     Brute,
+    ask_missing,
     check_invariants,
     check_resend,
     grown,
@@ -126,6 +127,7 @@ def test_siena_unsubscription_resends_what_the_removed_subscription_covered():
     poset.mark_sent(articles, "north", {"o1"})
     poset.mark_sent(articles, "south", {"o1", "o2"})
     poset.mark_sent(recent, "south", {"o1"})  # sent before articles covered it
+    ask_missing(poset, ("north", "south"), ("o1", "o2"))  # as a router leaves the rest unsent
     removed = poset.remove("alice", "1")
     assert removed.deleted and removed.node is articles
     assert removed.retract == ("north", "south")
@@ -144,6 +146,7 @@ def test_unsubscription_resends_only_what_each_destination_wants():
     nejdl = poset.insert(NEJDL, "north", "n1").node  # came from north: north does not want it back
     nejdl_2004 = poset.insert(NEJDL_2004, "dave", "1").node
     poset.mark_sent(articles, "north", {"o"})
+    ask_missing(poset, ("north",), ("o",))
 
     def wants(node, destination):
         return set() if set(node.sources) == {destination} else {"o"}
@@ -159,6 +162,7 @@ def test_withdrawing_from_one_destination_resends_what_was_covered_there():
     nejdl = poset.insert(NEJDL, "bob", "1").node
     poset.mark_sent(articles, "north", {"o"})
     poset.mark_sent(articles, "south", {"o"})
+    ask_missing(poset, ("north", "south"), ("o",))
     resend = poset.withdraw(articles, "north", lambda node, destination: {"o"})
     assert resend == ((nejdl, {"o"}),)
     assert "north" not in articles.sent and articles.sent == {"south": {"o"}}
@@ -308,6 +312,7 @@ def test_removals_among_nodes_of_many_coverers_resend_what_the_oracle_says(rando
     for number, subscription in enumerate(subscriptions):
         node = poset.insert(subscription, "peer", str(number)).node
         poset.mark_sent(node, random.choice(["north", "south"]), {random.choice("xyz")})
+    ask_missing(poset, ("north", "south"), "xyz")
     brute = Brute(poset)
     gone = list(range(len(subscriptions)))
     random.shuffle(gone)

@@ -19,6 +19,7 @@ from tests.poset.oracle import (
     DESTINATIONS,
     LABELS,
     Brute,
+    ask_missing,
     check_invariants,
     check_resend,
     drawn_wants,
@@ -44,6 +45,7 @@ def _covering(data, brute: Brute, nodes: list[PosetNode]) -> PosetNode:
         destinations = sorted(node.sent) if node.sent and data.draw(st.booleans()) else DESTINATIONS
         poset = brute.poset
         poset.mark_sent(node, data.draw(st.sampled_from(destinations)), data.draw(labels()))
+        ask_missing(poset, send=True)  # as a router: unsent only what a look-up found covered
     return node
 
 

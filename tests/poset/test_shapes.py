@@ -9,7 +9,7 @@ import pytest
 
 import qel
 from poset.poset import SubscriptionPoset
-from tests.poset.oracle import Brute, check_invariants, check_resend, match
+from tests.poset.oracle import Brute, ask_missing, check_invariants, check_resend, match
 from workloads.digital_library import DigitalLibrary
 from workloads.listings import Listings
 from workloads.shapes import Shapes
@@ -57,6 +57,7 @@ def test_workload_posets_agree_with_brute_force(name):
     draw = random.Random(seed)
     for node in one_at_a_time.general_first()[:40]:
         one_at_a_time.mark_sent(node, draw.choice(["north", "south"]), {draw.choice("xy")})
+    ask_missing(one_at_a_time, ("north", "south"), "xy")
     brute = Brute(one_at_a_time)
     check_invariants(one_at_a_time, live, brute)
     for publication in publications:
