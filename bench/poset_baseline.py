@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import qel
+from bench.witness_index import WitnessIndex
 from poset.predicate_index import PredicateIndex
-from poset.witness_index import WitnessIndex
 from qel.filters import witness
 
 

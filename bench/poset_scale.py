@@ -25,9 +25,9 @@ at 2 x 10^4). Per size N:
   sent where nothing covering it was (``missing``), then removals/s of as many
   random ones of the N with the default ``wants`` (SIENA unsubscription included), the nodes each
   removal asks to resend marked sent in turn; with the removals that took a sent node away and
-  the resend sizes (nodes per such removal, mean and largest), and, before the churn, the mean
-  and largest ``covered_by`` of 200 sent nodes (what such a removal looks through). The previous
-  poset the same, 200 of each (its roots are the nodes it marks);
+  the resend sizes (nodes per such removal, mean and largest), and, before the churn, the
+  stand-in records per sent node, mean and largest (what such a removal looks through). The
+  previous poset the same, 200 of each (its roots are the nodes it marks);
 * ``match_index`` publications/s and matches per publication, brute force (``qel.matches`` over
   the distinct subscriptions) publications/s;
 * ``--check`` (3 by default): the answers against brute force: ``match`` on that many
@@ -68,8 +68,6 @@ DESTINATION = "d"
 """The one neighbour the routing bookkeeping sends to."""
 LABEL = "o"
 """The one label it sends for."""
-SAMPLED = 200
-"""Sent nodes whose ``covered_by`` is measured."""
 
 
 Item = tuple[qel.Subscription, str, str]
@@ -236,17 +234,13 @@ def check(
     return differences
 
 
-def _covered_by_sizes(poset: SubscriptionPoset, seed: int) -> dict[str, float]:
-    """``covered_by`` of ``SAMPLED`` sent nodes (seeded choice): what the removal of a sent node
-    looks through for what to resend."""
-    sent = [node for node in poset if node.sent]
-    sizes = [
-        len(poset.covered_by(node))
-        for node in random.Random(seed).sample(sent, min(SAMPLED, len(sent)))
-    ]
+def _stand_ins(poset: SubscriptionPoset) -> dict[str, float]:
+    """The stand-in records per sent node, mean and largest: what the removal of a sent node
+    looks through for what to resend (``poset.poset``, "Stand-ins")."""
+    figures = poset.statistics()
     return {
-        "covered_by_per_sent_node": round(sum(sizes) / len(sizes), 1) if sizes else 0,
-        "covered_by_largest": max(sizes, default=0),
+        "stood_in_per_sent_node": round(figures.stood_in / max(figures.sent_nodes, 1), 1),
+        "stood_in_largest": figures.stood_in_largest,
     }
 
 
@@ -311,7 +305,7 @@ def measure(
         result["sent_nodes"] = mark_uncovered(poset)
     result["marking_s"] = round(clock.wall, 2)
     result["marking_cpu_s"] = round(clock.cpu, 2)
-    result.update(_covered_by_sizes(poset, seed))
+    result.update(_stand_ins(poset))
     if previous is not None:
         result["baseline_nodes"] = len(previous)
         result["baseline_sent_nodes"] = mark_uncovered(previous)

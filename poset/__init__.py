@@ -11,7 +11,6 @@ from poset.poset import (
     fan_out,
 )
 from poset.predicate_index import PredicateIndex, PredicateIndexStatistics
-from poset.witness_index import WitnessIndex
 
 __all__ = [
     "Inserted",
@@ -21,6 +20,5 @@ __all__ = [
     "PredicateIndexStatistics",
     "Removed",
     "SubscriptionPoset",
-    "WitnessIndex",
     "fan_out",
 ]

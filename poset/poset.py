@@ -74,10 +74,11 @@ from poset.ends import Alternatives, alternatives, has_gap, proves, refutes
 from poset.gaps import Columns, columns, escapes
 from poset.plans import Plan, Resend
 from poset.predicate_index import Held, PredicateIndex
+from poset.samples import Sample
 from poset.sent_index import SentIndex
-from poset.witness_index import Sample, WitnessIndex
 from qel.covering import filter_covered
-from qel.filters import filter_within
+from qel.filters import filter_within, witness
+from qel.matching import filter_matches
 
 STOOD_IN_PURGED_FROM = 64
 """Smallest set of stand-in records purged of removed nodes (``SubscriptionPoset._stands_in``)."""
@@ -180,6 +181,11 @@ class PosetStatistics:
     """Nodes sent to some destination."""
     sent: int
     """(destination, label) pairs sent, over every node."""
+    stood_in: int
+    """Stand-in records (module docstring, "Stand-ins"), some of removed nodes: what the
+    removals of sent nodes look through."""
+    stood_in_largest: int
+    """The most records under one node."""
     memory_bytes: int
     """Approximate: the nodes and the poset's own dictionaries, not the shared subscription
     objects nor the indexes."""
@@ -213,7 +219,8 @@ class SubscriptionPoset:
         (a peer leaving, a catch-up), which over a flat index by ``(source, id)`` scanned every
         subscription, once per peer."""
         self._index = PredicateIndex()
-        self._witnesses = WitnessIndex()
+        self._samples: dict[int, Sample] = {}
+        """Per node, the witness of its first filter (``poset.samples``)."""
         self._sent = SentIndex(_covers_compiled, _compiled)
         self._stood_in: dict[int, set[int]] = {}
         """Per sent node (by id), the ids of the nodes it was found standing in for (module
@@ -245,18 +252,27 @@ class SubscriptionPoset:
     def sample(self, node: PosetNode) -> Sample:
         """The witness of the node's first filter: what every subscription covering it
         matches."""
-        return self._witnesses.witness(node.id)
+        return self._samples[node.id]
 
     def covered_by(self, node: PosetNode) -> list[PosetNode]:
-        """Every other node whose subscription ``node``'s covers, by ``general_order``: those
-        whose witness it matches (``WitnessIndex.covered_candidates``), each confirmed."""
+        """Every other node whose subscription ``node``'s covers, by ``general_order``: a scan
+        of every node's witness, each matched one confirmed. Routing never asks it (a removal
+        looks at what the node stood in for: module docstring, "Stand-ins"); the benches and
+        tests compare with it. An index of the witnesses by predicate answered it in
+        proportion to the candidates until stop 77 (``bench.witness_index``): 140 to 230 bytes
+        per subscription, a fifth of a placement's time, for this question alone."""
         general = node.subscription
         compiled = _compiled(general)
-        nodes = self._nodes
+        filters = general.filters
         found = []
-        for key in self._witnesses.covered_candidates(general):
-            other = nodes[key]  # type: ignore[index]
-            if other is not node and _covers_compiled(general, other.subscription, compiled):
+        for key, sample in self._samples.items():
+            if key == node.id or not any(
+                filter_matches(part, sample)  # type: ignore[arg-type]
+                for part in filters
+            ):
+                continue
+            other = self._nodes[key]
+            if _covers_compiled(general, other.subscription, compiled):
                 found.append(other)
         found.sort(key=general_order)
         return found
@@ -312,7 +328,7 @@ class SubscriptionPoset:
             self._next_id += 1
             self._nodes[node.id] = node
             node.held = self._index.hold(node.id, subscription.filters)
-            self._witnesses.add(node.id, subscription)
+            self._samples[node.id] = Sample(witness(subscription.filters[0]))
         self._add_source(node, source, subscription_id)
         return Inserted(node, created)
 
@@ -412,7 +428,7 @@ class SubscriptionPoset:
         self._sent.discard(node)
         del self._nodes[node.id]
         self._index.release(node.id, node.held)
-        self._witnesses.remove(node.id)
+        del self._samples[node.id]
         resend = {}
         for destination in sorted(node.sent):
             chosen = self._uncovered(below, destination, wants or _labels_of(node))
@@ -506,11 +522,15 @@ class SubscriptionPoset:
         )
         memory += sum(sys.getsizeof(d) for d in (self._nodes, self._by_source))
         memory += sum(map(sys.getsizeof, self._by_source.values()))
+        memory += sys.getsizeof(self._stood_in) + sum(map(sys.getsizeof, self._stood_in.values()))
+        sizes = list(map(len, self._stood_in.values()))
         return PosetStatistics(
             nodes=len(self._nodes),
             sources=sum(map(len, self._by_source.values())),
             sent_nodes=sum(1 for n in self._nodes.values() if n.sent),
             sent=sum(len(labels) for n in self._nodes.values() for labels in n.sent.values()),
+            stood_in=sum(sizes),
+            stood_in_largest=max(sizes, default=0),
             memory_bytes=memory,
         )
 

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import qel
 from poset.predicate_index import PredicateIndex
-from poset.witness_index import Sample
+from poset.samples import Sample
 
 
 class Sendable(Protocol):

@@ -19,7 +19,7 @@ def test_a_small_run_reports_every_figure_and_no_difference(capsys) -> None:
         assert 0 < row["sent_nodes"] <= row["nodes"]
         assert row["inserts_per_s"] > 0 and row["removals_per_s"] > 0
         assert row["sent_removals"] > 0 and row["resent"] >= 0
-        assert row["covered_by_largest"] >= row["covered_by_per_sent_node"]
+        assert row["stood_in_largest"] >= row["stood_in_per_sent_node"]
         assert "load_start" in row and "load_end" in row
     first, second = rows
     assert first["same_fan_out_as_baseline"] is True

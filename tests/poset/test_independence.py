@@ -13,7 +13,7 @@ import itertools
 
 import qel
 from poset import poset as poset_module
-from poset import witness_index
+from poset import samples
 from poset.poset import SubscriptionPoset
 from workloads.digital_library import DigitalLibrary
 from workloads.shapes import Shapes
@@ -78,9 +78,7 @@ def _burst(items, monkeypatch, beside=None, others=()) -> tuple[int, list]:
 def test_a_burst_takes_the_same_covering_tests_with_another_poset_alive(monkeypatch):
     # few witness objects shared, so that the other poset's placements fill the table during
     # the burst (the bound is shared by all posets)
-    monkeypatch.setattr(
-        witness_index, "SHARED_OBJECTS_KEPT", len(witness_index._SHARED_OBJECTS) + 64
-    )
+    monkeypatch.setattr(samples, "SHARED_OBJECTS_KEPT", len(samples._SHARED_OBJECTS) + 64)
     burst = _items(DigitalLibrary(seed=3), 150, "reader") + _items(Shapes(seed=3), 150, "car")
     alone = _burst(burst, monkeypatch)
     other = SubscriptionPoset()  # the same shapes drawn again, and others

@@ -1,11 +1,10 @@
-"""The witness index (``poset.witness_index``) against brute force: its candidates are the keys
+"""The previous poset's witness index (``bench.witness_index``) against brute force: its candidates are the keys
 whose witness the probe matches, through additions and removals; a ``contains`` look-up, ranges
-at the witnesses' own values; what it keeps of a witness matches as the witness does; the sorted
+at the witnesses' own values; the sorted
 entries of numbers and dates, bisected by their values rounded to floats first (``_rounded``)."""
 
 from __future__ import annotations
 
-import itertools
 from fractions import Fraction
 
 import pytest
@@ -13,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qel
-from poset import witness_index as witness_module
-from poset.witness_index import Sample, WitnessIndex, _PredicateWitnesses, _rounded
+from bench import witness_index as witness_module
+from bench.witness_index import WitnessIndex, _PredicateWitnesses, _rounded
 from qel.domains import ContainsDomain, RangeDomain
 from qel.filters import witness
 from qel.matching import filter_matches
 from qel.terms import KIND_DATE, KIND_NUMBER
 from tests.poset.oracle import dnf_ranges
-from tests.strategies import publications, subscriptions
+from tests.strategies import subscriptions
 
 _probes = st.one_of(subscriptions(max_patterns=3, repeat_predicates=True), dnf_ranges())
 
@@ -109,27 +108,6 @@ def test_witness_index_ranges_at_the_witnesses_own_values():
             if qel.matches(probe, witness(sub(text).filters[0]))
         }
         assert index.covered_candidates(probe) == expected, constraint
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(publications(), min_size=1, max_size=6),
-    st.lists(subscriptions(max_patterns=3, repeat_predicates=True), min_size=1, max_size=4),
-)
-def test_a_sample_matches_as_its_publication_does(samples, filters_of):
-    """What the witness index keeps of a witness (``Sample``, its objects of one predicate
-    shared with other samples' when they are neither numbers nor dates) matches every filter
-    as the publication does; equal shared objects are one tuple."""
-    kept = [Sample(publication) for publication in samples]
-    for subscription in filters_of:
-        for compiled in subscription.filters:
-            for publication, sample in zip(samples, kept, strict=True):
-                assert filter_matches(compiled, sample) == filter_matches(compiled, publication)  # type: ignore[arg-type]
-    for first, second in itertools.combinations(kept, 2):
-        for predicate, objects in first.values.items():
-            other = second.values.get(predicate)
-            if other == objects and all(kind not in ("number", "date") for kind, _ in objects):
-                assert other is objects
 
 
 _EDGE = 2**53

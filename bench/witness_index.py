@@ -1,5 +1,8 @@
 """An index of one witness publication per stored subscription, to find the subscriptions that a new
-one covers without testing every stored subscription.
+one covers without testing every stored subscription: the previous poset's (``bench.poset_baseline``,
+the Hasse diagram kept for comparison). ``SubscriptionPoset`` asked it for what a removed sent
+node covered until stop 77; it now looks only at what that node stood in for (``poset.poset``,
+"Stand-ins") and keeps the witnesses alone (``poset.samples``).
 
 If ``q`` covers a stored subscription ``n``, then ``q`` matches every publication that matches ``n``,
 in particular ``n``'s witness (``qel.filters.witness``). So the subscriptions ``q`` covers are among
@@ -18,6 +21,7 @@ from operator import itemgetter
 
 from sortedcontainers import SortedList
 
+from poset.samples import Sample
 from qel import Subscription
 from qel.domains import AnyDomain, Domain, PointDomain, RangeDomain
 from qel.filters import Filter, witness
@@ -206,48 +210,6 @@ def _span(entries: SortedList, domain: RangeDomain) -> tuple[int, int]:
     else:
         stop = entries.bisect_left((_rounded(high), high))
     return start, stop
-
-
-class Sample:
-    """What the index keeps of a witness: its subject and its objects by predicate, which is all
-    that matching it (``qel.matching.filter_matches``) reads; the publication's statements and
-    terms took as much again (one per subscription: thousands on a workload of many shapes).
-    The objects of a predicate that are neither numbers nor dates are kept once for all samples
-    (``_shared_objects``)."""
-
-    __slots__ = ("subject", "values")
-
-    def __init__(self, publication: Publication) -> None:
-        self.subject = publication.subject
-        self.values = {
-            predicate: _shared_objects(objects) for predicate, objects in publication.values.items()
-        }
-
-
-SHARED_OBJECTS_KEPT = 16_384
-"""Most distinct witness objects of one predicate kept once each (``_SHARED_OBJECTS``)."""
-
-_SHARED_OBJECTS: dict[tuple[tuple[str, object], ...], tuple[tuple[str, object], ...]] = {}
-"""A sample's objects on one predicate, ``((kind, value), ...)``, once each when none is a
-number or a date: a class, a maker, a fuel, a ``contains`` witness, the fresh URI of an
-unconstrained object recur in thousands of subscriptions' witnesses (on shapes at 10^4, 3.4
-such tuples per sample, each with its pairs, some 300 bytes per subscription), while a range's
-middle is a value of its own (not kept: it would fill the table). Bounded: past
-``SHARED_OBJECTS_KEPT`` a new tuple is simply not shared; nothing depends on it but memory."""
-
-_UNSHARED_KINDS = frozenset((KIND_NUMBER, KIND_DATE))
-
-
-def _shared_objects(objects: tuple[tuple[str, object], ...]) -> tuple[tuple[str, object], ...]:
-    kept = _SHARED_OBJECTS.get(objects)
-    if kept is not None:
-        return kept
-    if len(_SHARED_OBJECTS) >= SHARED_OBJECTS_KEPT or any(
-        kind in _UNSHARED_KINDS for kind, _ in objects
-    ):
-        return objects
-    _SHARED_OBJECTS[objects] = objects
-    return objects
 
 
 class WitnessIndex:
