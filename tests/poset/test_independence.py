@@ -35,9 +35,9 @@ def _burst(items, monkeypatch, beside=None, others=()) -> tuple[int, list]:
     counting = [False]
     real, real_compiled = poset_module.covers, poset_module._covers_compiled
 
-    def counted(general, specific) -> bool:
+    def counted(general, specific, compiled=None) -> bool:
         done[0] += counting[0]
-        return real(general, specific)
+        return real(general, specific, compiled)
 
     def counted_compiled(general, specific, compiled) -> bool:
         done[0] += counting[0]
