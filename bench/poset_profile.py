@@ -6,8 +6,9 @@ with the counts the profile does not give.
     python -m bench.poset_profile [--workload shapes] [--size 10000] [--operations 1000]
 
 Counts per insertion and per removal: complete covering tests (those past the predicate
-pre-check of ``poset.poset.covers``, and ``covered_by``'s), ``sent_labels`` look-ups and
-``covered_by`` calls with the nodes they return; per removal of a sent node, the nodes resent.
+pre-check of ``poset.poset.covers``), ``sent_labels`` look-ups, and the looks back a removal or
+a withdrawal makes at what the node stood in for (``poset.poset``, "Stand-ins"), with the nodes
+looked at; per removal of a sent node, the nodes resent.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from poset import poset as poset_module
 
 @contextmanager
 def counted(counts: Counter[str]) -> Iterator[None]:
-    """Counts complete covering tests, ``sent_labels`` look-ups and ``covered_by`` calls (with
-    the nodes found), for the block's duration."""
+    """Counts complete covering tests, ``sent_labels`` look-ups and looks back at stand-ins
+    (with the nodes looked at), for the block's duration."""
     tests: Callable[..., bool] = poset_module._covers_compiled
     labels = SubscriptionPoset.sent_labels
-    below = SubscriptionPoset.covered_by
+    below = SubscriptionPoset._below
 
     def test(*arguments: Any) -> bool:
         counts["covering_tests"] += 1
@@ -44,21 +45,21 @@ def counted(counts: Counter[str]) -> Iterator[None]:
         counts["sent_labels"] += 1
         return labels(self, node, destination)
 
-    def covered_by(self, node):  # type: ignore[no-untyped-def]
-        found = below(self, node)
-        counts["covered_by"] += 1
-        counts["covered_by_nodes"] += len(found)
+    def looked_back(self, node, ids):  # type: ignore[no-untyped-def]
+        found = below(self, node, ids)
+        counts["stood_in"] += 1
+        counts["stood_in_nodes"] += len(found)
         return found
 
     poset_module._covers_compiled = test  # type: ignore[assignment]
     SubscriptionPoset.sent_labels = sent_labels  # type: ignore[method-assign]
-    SubscriptionPoset.covered_by = covered_by  # type: ignore[method-assign]
+    SubscriptionPoset._below = looked_back  # type: ignore[method-assign]
     try:
         yield
     finally:
         poset_module._covers_compiled = tests
         SubscriptionPoset.sent_labels = labels  # type: ignore[method-assign]
-        SubscriptionPoset.covered_by = below  # type: ignore[method-assign]
+        SubscriptionPoset._below = below  # type: ignore[method-assign]
 
 
 def placement_arguments(description: str) -> argparse.ArgumentParser:
@@ -87,11 +88,11 @@ def bulk_built(
 
 
 def _per(counts: Counter[str], operations: int) -> str:
-    found = counts["covered_by_nodes"] / counts["covered_by"] if counts["covered_by"] else 0
+    found = counts["stood_in_nodes"] / counts["stood_in"] if counts["stood_in"] else 0
     return (
         f"{counts['covering_tests'] / operations:.1f} covering tests, "
         f"{counts['sent_labels'] / operations:.1f} sent_labels look-ups, "
-        f"{counts['covered_by'] / operations:.2f} covered_by calls ({found:.1f} nodes each)"
+        f"{counts['stood_in'] / operations:.2f} looks back at stand-ins ({found:.1f} nodes each)"
     )
 
 
