@@ -449,7 +449,14 @@ class CatchUps(NodeBase):
                 wait = now + self.config.handover_seconds
                 self._handover_due[message.request] = max(self._handover_due[message.request], wait)
         if message.peer in self._moved_away:
-            self._forward(message.peer, message.notifications, message.hops + 1, now, out)
+            # a catch-up answer names what matched from the start of the window asked for,
+            # not from when each subscription was made: it goes on as one, for the access
+            # point where the peer is to keep the rule of order (chaos seed 771: forwarded as
+            # mail kept here, six notifications older than their subscription were delivered)
+            purpose = "catchup" if message.purpose == "catchup" else "forward"
+            self._forward(
+                message.peer, message.notifications, message.hops + 1, now, out, purpose=purpose
+            )
             return
         # kept by another access point: it matched there while the subscription stood
         kept = message.purpose in ("handover", "forward", "adopt")

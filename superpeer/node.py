@@ -95,7 +95,9 @@ Rules, beyond the routing core's:
   previous one that stops meanwhile never gets); this node asks the origins from then, since the
   previous one skips a peer that moved on in its catch-ups. What still reaches the previous one
   for the peer (its tree before the subscriptions go, a late catch-up, mail from further back)
-  follows the peer's forwarding address, kept for ``retention_seconds``; a handover that
+  follows the peer's forwarding address, kept for ``retention_seconds`` (a late catch-up's
+  answer goes on as a catch-up answer, which the access point where the peer is holds to the
+  rule of order; what the previous one held, as mail it kept, delivered however old); a handover that
   describes a move older than the peer's latest arrival (both times on the peer's clock) is
   refused as stale, so forwarding addresses lead to where the peer is. Direct look-ups
   (``superpeer.locating``) and rendezvous requests that reach the previous one follow them too.
@@ -1526,14 +1528,25 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._trace(out, now, "drop", notify, peer=peer, reason=reason)
 
     def _forward(
-        self, peer: str, notifications: tuple[m.Notify, ...], hops: int, now: float, out: list
+        self,
+        peer: str,
+        notifications: tuple[m.Notify, ...],
+        hops: int,
+        now: float,
+        out: list,
+        *,
+        purpose: str = "forward",
     ) -> None:
         """What reaches this node for a peer that moved away follows it, whatever way it came
         (its tree before the subscriptions here go, a catch-up asked before it moved, mail
         handed over or forwarded to this node before it learned that the peer moved on):
         dropping it here would lose it. Forwarding addresses point to where the peer went
         after its stay here and a stale handover is refused (``_check_handover``), so the
-        chain ends where the peer is; ``MAX_FORWARD_HOPS`` bounds it all the same."""
+        chain ends where the peer is; ``MAX_FORWARD_HOPS`` bounds it all the same.
+
+        ``purpose``: ``forward`` for what held here (kept: delivered there however old), or
+        ``catchup`` for a catch-up answer passing through, which nothing here has held to
+        the rule of order yet (``_mail_in``)."""
         forward = self._moved_away[peer]
         if hops > MAX_FORWARD_HOPS:
             log.error(
@@ -1555,16 +1568,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self.statistics.forwarded += len(notifications)
         chunks = fitting(
             notifications,
-            lambda n: m.Mail(
-                request="", purpose="forward", peer=peer, notifications=(n,), last=True
-            ),
+            lambda n: m.Mail(request="", purpose=purpose, peer=peer, notifications=(n,), last=True),
             count=self.config.mail_batch,
             frame_bytes=self.config.max_frame_bytes,
         )
         for chunk in chunks:
             mail = m.Mail(
                 request="",
-                purpose="forward",
+                purpose=purpose,
                 peer=peer,
                 notifications=tuple(chunk),
                 last=True,

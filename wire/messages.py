@@ -686,7 +686,9 @@ class ReplayRequest:
 class Mail:
     """Notifications for ``peer``, a local peer of the receiver: what an origin found for a
     ``CatchUp``, what the old access point kept (``handover``), what a leaving super-peer kept
-    (``adopt``), or what reached the old access point after the peer moved (``forward``).
+    (``adopt``), or what reached the old access point after the peer moved (``forward``; a
+    catch-up answer that reached it goes on as ``catchup``, its ``request`` empty: the rule of
+    order is kept where the peer is).
     Long answers come in several ``Mail`` of one ``request``; ``last`` ends it. ``hops``: how
     many forwarding addresses it followed (bounded, in case one is wrong)."""
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+import qel
 import wire
 from crypto.identifiers import public_identifier
 from hypercup import JoinRefused, JoinRequest, JoinWalk, LeaveWalk, Send
@@ -971,3 +972,61 @@ def test_a_restarted_neighbour_heartbeating_in_its_old_place_is_the_neighbour_ag
     assert not node.topology.busy()
     node.superpeer_heard(neighbour, now + 0.3)  # its frames are signs of life again
     assert node._last_heard[neighbour] == now + 0.3
+
+
+def test_a_catchup_answer_that_reaches_an_access_point_the_peer_left_keeps_the_time_rule():
+    """Found by the chaos harness (seed 771: 6 unexpected notifications, none lost): an access
+    point asked the origins for what a peer missed; the answer came after the peer moved on
+    and was forwarded to the next access point as mail another access point kept, which is
+    delivered however old. A catch-up answer names the subscriptions a publication matches
+    from the start of the window asked for, not from when each was made: forwarded, it stays
+    a catch-up answer, and the access point where the peer is keeps the rule (nothing
+    published before a subscription was made is owed to it), and delivers what is owed."""
+    simulation = subscribed(Simulation(2), publisher_at=1, reader_at=0)
+    simulation.apply({"op": "detach", "peer": "reader"})
+    first = simulation.nodes["sp0"]
+    old_document = '<http://example.org/old> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+    simulation.apply(
+        {"op": "publish", "peer": "publisher", "id": "old", "format": "nt", "data": old_document}
+    )
+    kept, through = first.mail.handed_over("reader")
+    [old] = kept
+    first.mail.drop("reader", through)  # owed to "s": not what this test is about
+    simulation.apply({"op": "wait", "seconds": 60.0})  # beyond every margin
+    simulation.apply({"op": "attach", "peer": "reader"})
+    query = ': t(?s, dc:subject, "x")'
+    simulation.apply({"op": "subscribe", "peer": "reader", "id": "late", "query": query})
+    simulation.apply({"op": "unsubscribe", "peer": "reader", "id": "s"})
+    simulation.apply({"op": "move", "peer": "reader", "superpeer": 1})
+    simulation.apply({"op": "wait", "seconds": 5.0})
+    assert "reader" in first._moved_away
+    second = simulation.nodes["sp1"]
+
+    def publication(name: str) -> qel.Publication:
+        document = f'<http://example.org/{name}> <http://purl.org/dc/elements/1.1/subject> "x" .\n'
+        return qel.parse_publications(document, "nt", id=name)[0]
+
+    answer = m.Mail(
+        request="asked",
+        purpose="catchup",
+        peer="reader",
+        notifications=(
+            replace(old, publication=publication("older"), subscriptions=("late",)),
+            replace(
+                old,
+                publication=publication("new"),
+                subscriptions=("late",),
+                published_at=second.clock.now(simulation._clock("sp1")),
+            ),
+        ),
+        last=True,
+    )
+    out: list = []
+    first._mail_in(answer, simulation._clock("sp0"), out)
+    simulation._execute("sp0", out)
+    simulation.run_until_quiet()
+    assert simulation.errors == []
+    reader = simulation.peers["reader"]
+    assert reader.filtered == 0, "a notification for no subscription standing at its time"
+    delivered = simulation.deliveries()["reader"]
+    assert "older" not in delivered and "new" in delivered
