@@ -58,8 +58,9 @@ class Plan:
         self._compile = compile_general
         self._compiled: dict[int, object] = {}
         """Per chosen one, what ``covers`` reuses of it as the general side (a DNF's columns
-        and alternatives): a chosen one is tested against many; built per test, they were a
-        third of a sent node's removal (shapes at 3 x 10^4)."""
+        and alternatives): a chosen one is tested against many. Built per test they were a
+        quarter of a profile of removals (shapes at 3 x 10^4); built once, with the flat
+        samples (``poset.samples``), 2,000 removals took 0.27 CPU s instead of 0.31."""
         self._sample = sample
         self._stands_in = stands_in
         self._covered: dict[int, list[Plannable]] = {}

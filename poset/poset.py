@@ -260,7 +260,7 @@ class SubscriptionPoset:
         looks at what the node stood in for: module docstring, "Stand-ins"); the benches and
         tests compare with it. An index of the witnesses by predicate answered it in
         proportion to the candidates until stop 77 (``bench.witness_index``): 140 to 230 bytes
-        per subscription, a fifth of a placement's time, for this question alone."""
+        per subscription, a sixth of a placement's time, for this question alone."""
         general = node.subscription
         compiled = _compiled(general)
         filters = general.filters
