@@ -30,6 +30,7 @@ from bench.catalogue import catalogue, peer, publish
 from bench.columns import aligned
 from bench.rates import cpu_seconds
 from deploy.cluster import Cluster
+from deploy.delivery import wait_for
 
 EVERY_BOOK = "X : t(X, dc:title, T)"
 
@@ -45,15 +46,15 @@ def drained(
     inbox = cluster.peer_directories[j] / "notifications"
     subscriber, access_point = cluster.peer_processes[j], cluster.processes[0]
     assert subscriber is not None and access_point is not None
-    while not any(inbox.glob("*.json")):
-        time.sleep(0.01)
+    wait_for(lambda: any(inbox.glob("*.json")), timeout, f"subscriber {j}'s first record")
     first = time.perf_counter()
     cpu = cpu_seconds([subscriber.pid]), cpu_seconds([access_point.pid])
-    held = 0
-    while (held := sum(1 for _ in inbox.glob("*.json"))) < count:
-        if time.perf_counter() - started > timeout:
-            raise RuntimeError(f"subscriber {j}'s inbox holds {held} of {count} after {timeout} s")
-        time.sleep(0.05)
+    left = timeout - (first - started)
+    wait_for(
+        lambda: sum(1 for _ in inbox.glob("*.json")) >= count,
+        left,
+        f"subscriber {j}'s inbox to hold {count} records",
+    )
     return (
         time.perf_counter() - first,
         cpu_seconds([subscriber.pid]) - cpu[0],

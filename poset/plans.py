@@ -12,7 +12,7 @@ then ``thinned`` takes from each chosen one the labels that chosen ones covering
 wrong guess costs a look-up and never an extra message. Among subscriptions that cover each
 other, the one with the lower id is the one kept.
 
-Given ``stands_in``, a plan also tells the poset, once thinned, which sent subscription stands in
+A plan also tells the poset (``stands_in``), once thinned, which sent subscription stands in
 for each one it left out (``poset.poset``, "Stand-ins"): a chosen one for what it covered in
 ``missing``, and for a chosen one that lost labels to others, those others, or what stands in
 for them in turn when they lost theirs (never a subscription left unsent: what stands in for
@@ -52,7 +52,7 @@ class Plan:
         covers: Callable[[Plannable, Plannable, object], bool],
         compile_general: Callable[[Plannable], object],
         sample: Callable[[Plannable], object],
-        stands_in: StandsIn | None = None,
+        stands_in: StandsIn,
     ) -> None:
         self._covers = covers
         self._compile = compile_general
@@ -64,7 +64,7 @@ class Plan:
         self._sample = sample
         self._stands_in = stands_in
         self._covered: dict[int, list[Plannable]] = {}
-        """Per chosen one, what it took labels from in ``missing`` (kept with ``stands_in``)."""
+        """Per chosen one, what it took labels from in ``missing``."""
         self._chosen: dict[int, tuple[Plannable, set[str]]] = {}
         self._index = PredicateIndex()
         self._recent: list[tuple[Plannable, set[str]]] = []
@@ -127,7 +127,7 @@ class Plan:
             return found
 
     def _took(self, chosen: Plannable, node: Plannable) -> None:
-        if self._stands_in is not None and chosen is not node:
+        if chosen is not node:
             self._covered.setdefault(chosen.id, []).append(node)
 
     def choose(self, node: Plannable, labels: set[str]) -> None:
@@ -161,8 +161,7 @@ class Plan:
             rest = labels - over
             if rest:
                 kept.append((node, frozenset(rest)))
-        if self._stands_in is not None:
-            self._tell_stand_ins({node.id for node, _ in kept}, over_by)
+        self._tell_stand_ins({node.id for node, _ in kept}, over_by)
         return tuple(kept)
 
     def hold(self) -> None:
@@ -178,7 +177,6 @@ class Plan:
         equivalents, one of a lower id: no cycle; one on the path being resolved is not waited
         for again, should the covering tests ever say otherwise)."""
         stands_in = self._stands_in
-        assert stands_in is not None
         chosen = self._chosen
         holders: dict[int, list[Plannable]] = {}
 
