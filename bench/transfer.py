@@ -31,6 +31,7 @@ from pathlib import Path
 
 import crypto
 from bench.columns import aligned
+from bench.rates import cpu_seconds
 from deploy.cluster import Cluster
 from peer.control import ControlClient
 
@@ -107,12 +108,6 @@ class Timing:
     """CPU seconds (user + system, every thread) each daemon spent during the fetch."""
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system time of process ``pid`` so far, every thread (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def daemons(cluster: Cluster) -> dict[str, int]:
     """The process ids of the super-peers and of the two peers (owner, requester)."""
     found = {f"sp{k}": p.pid for k, p in enumerate(cluster.processes) if p is not None}
@@ -138,12 +133,12 @@ def publish_and_fetch(cluster: Cluster, name: str, data: Path) -> Timing:
         time.sleep(0.05)
     control = cluster.peer_directories[1] / "control.sock"
     pids = daemons(cluster)
-    before = {n: cpu_seconds(pid) for n, pid in pids.items()}
+    before = {n: cpu_seconds([pid]) for n, pid in pids.items()}
     started = time.perf_counter()
     with ControlClient(control, timeout=900.0) as client:
         ok, found = client.call("fetch", publication=name, wait="900")
     fetched = time.perf_counter() - started
-    cpu = {n: cpu_seconds(pid) - before[n] for n, pid in pids.items()}
+    cpu = {n: cpu_seconds([pid]) - before[n] for n, pid in pids.items()}
     if not ok or found["state"] != "done":
         raise RuntimeError(f"the fetch did not complete: {found}")
     started = time.perf_counter()
