@@ -21,7 +21,7 @@ from operator import itemgetter
 
 from sortedcontainers import SortedList
 
-from poset.samples import Sample
+from poset.samples import Sample, compact
 from qel import Subscription
 from qel.domains import AnyDomain, Domain, PointDomain, RangeDomain
 from qel.filters import Filter, witness
@@ -234,7 +234,7 @@ class WitnessIndex:
             self._predicates.setdefault(predicate, _PredicateWitnesses()).add(key, kind, value)
         for predicate in sample.values:
             self._predicates[predicate].keys += 1
-        self._witnesses[key] = Sample(sample)
+        self._witnesses[key] = Sample(compact(sample))
 
     def remove(self, key: int) -> None:
         """Forgets ``key``."""

@@ -66,7 +66,7 @@ class Plan:
         self._covered: dict[int, list[Plannable]] = {}
         """Per chosen one, what it took labels from in ``missing``."""
         self._chosen: dict[int, tuple[Plannable, set[str]]] = {}
-        self._index = PredicateIndex()
+        self._index = PredicateIndex(predicates_first=True)
         self._recent: list[tuple[Plannable, set[str]]] = []
         """The chosen ones that covered the latest look-ups, the latest first (at most
         ``RECENT_COVERING``): asked before the index. Taken most general first, subscriptions

@@ -73,8 +73,8 @@ import qel
 from poset.ends import Alternatives, alternatives, has_gap, proves, refutes
 from poset.gaps import Columns, columns, escapes
 from poset.plans import Plan, Resend
-from poset.predicate_index import Held, PredicateIndex
-from poset.samples import Sample
+from poset.predicate_index import PredicateIndex
+from poset.samples import Compact, Sample, compact
 from poset.sent_index import SentIndex
 from qel.covering import filter_covered
 from qel.filters import filter_within, witness
@@ -109,8 +109,9 @@ class PosetNode:
     them): nearly always one pair, where a dictionary of one source would take 184 bytes more."""
     sent: dict[str, set[str]] = field(default_factory=_shared_empty)
     """Destination -> the labels (origins) the subscription was sent there for."""
-    held: Held = field(default=(), repr=False)
-    """Its filters' paths in the poset's predicate index (``PredicateIndex.hold``)."""
+    witness: Compact = field(default=(), repr=False)
+    """The witness of its first filter (``poset.samples``): what every subscription covering
+    it matches."""
     grouped: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
     """``sources`` as last computed, for a node of ``GROUPED_FROM`` pairs or more from several
     sources (None otherwise, and whenever ``origins`` changes)."""
@@ -187,8 +188,8 @@ class PosetStatistics:
     stood_in_largest: int
     """The most records under one node."""
     memory_bytes: int
-    """Approximate: the nodes and the poset's own dictionaries, not the shared subscription
-    objects nor the indexes."""
+    """Approximate: the nodes with their witnesses and the poset's own dictionaries, not the
+    shared subscription objects nor the indexes."""
 
 
 Wants = Callable[[PosetNode, str], set[str]]
@@ -219,8 +220,6 @@ class SubscriptionPoset:
         (a peer leaving, a catch-up), which over a flat index by ``(source, id)`` scanned every
         subscription, once per peer."""
         self._index = PredicateIndex()
-        self._samples: dict[int, Sample] = {}
-        """Per node, the witness of its first filter (``poset.samples``)."""
         self._sent = SentIndex(_covers_compiled, _compiled)
         self._stood_in: dict[int, set[int]] = {}
         """Per sent node (by id), the ids of the nodes it was found standing in for (module
@@ -252,7 +251,7 @@ class SubscriptionPoset:
     def sample(self, node: PosetNode) -> Sample:
         """The witness of the node's first filter: what every subscription covering it
         matches."""
-        return self._samples[node.id]
+        return Sample(node.witness)
 
     def covered_by(self, node: PosetNode) -> list[PosetNode]:
         """Every other node whose subscription ``node``'s covers, by ``general_order``: a scan
@@ -265,13 +264,12 @@ class SubscriptionPoset:
         compiled = _compiled(general)
         filters = general.filters
         found = []
-        for key, sample in self._samples.items():
-            if key == node.id or not any(
-                filter_matches(part, sample)  # type: ignore[arg-type]
-                for part in filters
-            ):
+        for other in self._nodes.values():
+            if other is node:
                 continue
-            other = self._nodes[key]
+            sample = Sample(other.witness)
+            if not any(filter_matches(part, sample) for part in filters):  # type: ignore[arg-type]
+                continue
             if _covers_compiled(general, other.subscription, compiled):
                 found.append(other)
         found.sort(key=general_order)
@@ -327,8 +325,8 @@ class SubscriptionPoset:
             node = PosetNode(self._next_id, subscription)
             self._next_id += 1
             self._nodes[node.id] = node
-            node.held = self._index.hold(node.id, subscription.filters)
-            self._samples[node.id] = Sample(witness(subscription.filters[0]))
+            self._index.hold(node.id, subscription.filters)
+            node.witness = compact(witness(subscription.filters[0]))
         self._add_source(node, source, subscription_id)
         return Inserted(node, created)
 
@@ -427,8 +425,7 @@ class SubscriptionPoset:
         below = self._below(node, stood_in) if node.sent else []
         self._sent.discard(node)
         del self._nodes[node.id]
-        self._index.release(node.id, node.held)
-        del self._samples[node.id]
+        self._index.release(node.id, node.subscription.filters)
         resend = {}
         for destination in sorted(node.sent):
             chosen = self._uncovered(below, destination, wants or _labels_of(node))
@@ -516,6 +513,7 @@ class SubscriptionPoset:
     def statistics(self) -> PosetStatistics:
         memory = sum(
             sys.getsizeof(n)
+            + sys.getsizeof(n.witness)
             + (sys.getsizeof(n.sent) if n.sent else 0)
             + (sys.getsizeof(n.origins) if len(n.origins) > 2 else 0)  # else the key's
             for n in self._nodes.values()

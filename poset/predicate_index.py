@@ -87,24 +87,23 @@ S = TypeVar("S")
 Identity = tuple[object, ...]
 """A pattern as the index stores it: its predicate IRI (None for the subject), a tag and the
 tag's fields; a range is ``(name, "range", kind, low, low inclusive, high, high inclusive)``. One
-tuple is the pattern's key, its entry by id, and a range's entry in its stabbing structure (with
-mostly distinct subscriptions nearly every range is a pattern of its own)."""
+tuple is the pattern's key and a range's entry in its stabbing structure (with mostly distinct
+subscriptions nearly every range is a pattern of its own)."""
 Path = tuple[int, ...]
 Keys = tuple[Hashable, ...] | set[Hashable] | list[Hashable]
-Held = Path | tuple[Path, ...]
-"""The paths of one key's filters (``PredicateIndex.hold``): the path of its only filter (most
-subscriptions have one, and a tuple of one path took 48 bytes), or a tuple of paths."""
 _FEW_KEYS: Final = 8
 
 # Pattern ids are ``rank << _RANK_SHIFT | serial``: sorting ids sorts by rank first, so a filter's
-# trie path starts with its most selective patterns. Ranks, most selective first:
-_RANK_SUBJECT: Final = 0
-_RANK_POINT: Final = 1
-_RANK_CONTAINS: Final = 2
-_RANK_RANGE: Final = 3
-_RANK_HALF_RANGE: Final = 4
-_RANK_KIND: Final = 5
-_RANK_PRESENCE: Final = 6
+# trie path starts with its most selective patterns. Ranks, most selective first (in an index of
+# ``predicates_first``, every presence pattern has the first):
+_RANK_PREDICATES: Final = 0
+_RANK_SUBJECT: Final = 1
+_RANK_POINT: Final = 2
+_RANK_CONTAINS: Final = 3
+_RANK_RANGE: Final = 4
+_RANK_HALF_RANGE: Final = 5
+_RANK_KIND: Final = 6
+_RANK_PRESENCE: Final = 7
 _RANK_SHIFT: Final = 40
 
 
@@ -238,19 +237,19 @@ class _StabTree:
                     nodes.setdefault(stop, []).append(pid)
                 start >>= 1
                 stop >>= 1
-        frozen = {node: tuple(pids) for node, pids in nodes.items()}
-        paths = []
-        for slot in range(slots):
-            node = slot + size
-            parts = []
-            while node:
-                held = frozen.get(node)
-                if held is not None:
-                    parts.append(held)
-                node >>= 1
-            paths.append(tuple(parts))
+        # Each tree node's path from the root, parents before children: one step per node,
+        # where walking up from every slot took one per slot and level (a rebuild of the sent
+        # index's ranges, on shapes at 10^5, was a fifth of a placement).
+        paths: list[tuple[tuple[int, ...], ...]] = [()] * (2 * size)
+        for node, pids in nodes.items():
+            paths[node] = (tuple(pids),)
+        for node in range(2, slots + size):
+            above = paths[node >> 1]
+            if above:
+                held = paths[node]
+                paths[node] = (*held, *above) if held else above
         self.endpoints = endpoints
-        self.paths = paths
+        self.paths = paths[size : size + slots]
 
     def stab(self, value: object, satisfied: set[int]) -> None:
         """Adds the ranges holding ``value`` (not NaN: the caller keeps NaN out of every range)."""
@@ -465,10 +464,14 @@ def _identity(name: str | None, domain: Domain) -> tuple[int, Identity]:
     raise TypeError(f"not a domain the predicate index knows: {domain!r}")
 
 
-def _requirements(compiled: Filter) -> list[tuple[int, Identity]]:
+def _requirements(compiled: Filter, predicates_first: bool = False) -> list[tuple[int, Identity]]:
     """The filter's patterns as ``(rank, identity)``; the subject is predicate None and, when
-    unconstrained, no pattern at all."""
+    unconstrained, no pattern at all. With ``predicates_first``, the presence of each of its
+    predicates too (which every pattern on the predicate implies), of the first rank."""
     found = [_identity(predicate.value, domain) for predicate, domain in compiled.patterns]
+    if predicates_first:
+        found = [requirement for requirement in found if requirement[0] != _RANK_PRESENCE]
+        found += [(_RANK_PREDICATES, (predicate.value, "any")) for predicate in compiled.predicates]
     if not isinstance(compiled.subject, AnyDomain):
         found.append((_RANK_SUBJECT, _identity(None, compiled.subject)[1]))
     return found
@@ -488,13 +491,25 @@ class PredicateIndex:
     ``contains``; ``add``/``remove`` are O(size of the subscription)
     plus, for a distinct range or substring that appears, an amortised O(log² R) share of the level
     rebuilds that the next ``match`` performs (``_Levels``).
+
+    ``predicates_first``: every filter's path starts with the presence of each of its predicates,
+    so that a match walks only below the filters whose predicates the publication all has. For
+    an index asked with the witnesses of subscriptions that may be covered (``poset.sent_index``,
+    ``poset.plans``): a subscription covers another only if it uses no predicate the other lacks,
+    and on shapes at 10^5 a witness's predicates held those of 386 of the 15,638 sent filters,
+    while its values satisfied patterns of nearly every one (a walk went through 298 trie nodes,
+    171 of them to fail there). A publication of many predicates gains nothing from it.
     """
 
-    def __init__(self) -> None:
-        self._subscriptions: dict[Hashable, Held] = {}
+    def __init__(self, *, predicates_first: bool = False) -> None:
+        self._predicates_first = predicates_first
+        self._subscriptions: dict[Hashable, tuple[Filter, ...]] = {}
         """Each key's filters, but for the keys a caller holds itself (``hold``)."""
         self._patterns: dict[Identity, int] = {}
-        self._by_id: dict[int, Identity] = {}
+        """Each pattern's id. Nothing maps an id back to its pattern, nor a key to the ids of its
+        filters' paths: ``release`` finds both again from the filters, as ``keys_with`` does (a
+        few microseconds per removal). Kept, the two took 160 bytes per subscription on shapes
+        at 3 x 10^4 (the paths' tuples 114, the dictionary by id 44)."""
         self._shared: dict[int, int] = {}
         """Per pattern used by several distinct filters, how many beyond the first: a count per
         pattern as an object, or in a dictionary, took some 40 to 70 bytes, and with mostly
@@ -523,17 +538,19 @@ class PredicateIndex:
         widest subscription of a family, which it never parses)."""
         if key in self._subscriptions:
             raise KeyError(f"{key!r} is already in the predicate index; remove it first")
-        self._subscriptions[key] = self.hold(key, filters)
+        filters = tuple(filters)
+        self.hold(key, filters)
+        self._subscriptions[key] = filters
 
-    def hold(self, key: Hashable, filters: Iterable[Filter]) -> Held:
+    def hold(self, key: Hashable, filters: Iterable[Filter]) -> None:
         """Indexes the filters under ``key`` as ``add_filters`` does, but leaves the key to the
-        caller, who keeps what this returns and gives it back to ``release``: for a caller with
-        an object per key anyway (the poset, a node per subscription), where the index's
-        dictionary from key to paths took 52 bytes per subscription at 10^5. ``len``, ``in``,
-        ``remove`` and ``statistics().subscriptions`` do not see such a key, and nothing checks
-        that it is not held twice."""
+        caller, who gives the same filters back to ``release``: for a caller with an object per
+        key anyway (the poset, a node per subscription), where the index's dictionary from key
+        to filters took 52 bytes per subscription at 10^5. ``len``, ``in``, ``remove`` and
+        ``statistics().subscriptions`` do not see such a key, and nothing checks that it is not
+        held twice."""
         # Canonicalise everything before touching the index, so a bad domain leaves it unchanged.
-        described = [_requirements(compiled) for compiled in filters]
+        described = [_requirements(compiled, self._predicates_first) for compiled in filters]
         paths: dict[Path, None] = {}
         fresh: set[int] = set()  # patterns made here, until their first user is counted
         for requirements in described:
@@ -552,7 +569,6 @@ class PredicateIndex:
                         shared[pid] = shared.get(pid, 0) + 1
             _with_key(node, path[-1], key, new)
             paths[path] = None
-        return next(iter(paths)) if len(paths) == 1 else tuple(paths)
 
     def keys_with(self, compiled: Filter) -> tuple[Hashable, ...]:
         """The keys holding ``compiled``, or a filter written differently with the same
@@ -560,7 +576,7 @@ class PredicateIndex:
         repeats, without a dictionary of its own from filters to keys (the poset's took 52
         bytes per subscription at 10^5)."""
         pids = set()
-        for requirement in _requirements(compiled):
+        for requirement in _requirements(compiled, self._predicates_first):
             pid = self._patterns.get(requirement[1])
             if pid is None:
                 return ()
@@ -586,14 +602,22 @@ class PredicateIndex:
             raise KeyError(f"{key!r} is not in the predicate index") from None
         self.release(key, held)
 
-    def release(self, key: Hashable, held: Held) -> None:
-        """Forgets the filters ``hold`` indexed under ``key`` (``held`` is what it returned)."""
-        for path in (held,) if type(held[0]) is int else held:  # type: ignore[union-attr]
+    def release(self, key: Hashable, filters: Iterable[Filter]) -> None:
+        """Forgets the filters ``hold`` indexed under ``key`` (the same filters)."""
+        patterns = self._patterns
+        paths: dict[Path, dict[int, Identity]] = {}
+        for compiled in filters:
+            found = {
+                patterns[identity]: identity
+                for _, identity in _requirements(compiled, self._predicates_first)
+            }
+            paths.setdefault(tuple(sorted(found)), found)
+        for path, found in paths.items():
             if _without_key(self._end(path), path[-1], key):
                 continue
             self._delete(path)
             for pid in path:
-                self._release(pid)
+                self._release(pid, found[pid])
 
     def match(self, publication: Publication) -> set[Hashable]:
         """The keys of the subscriptions that ``publication`` matches."""
@@ -657,12 +681,9 @@ class PredicateIndex:
         containers: list[object] = [
             self._subscriptions,
             self._patterns,
-            self._by_id,
             self._shared,
             self._tables,
-            *self._subscriptions.values(),
             *(keys for node in nodes for keys in node.ends.values()),
-            *self._by_id.values(),
             *tables,
             *(part for table in tables for part in (table.kinds, table.points, table.ranges)),
             *(
@@ -684,7 +705,7 @@ class PredicateIndex:
             filters=sum(
                 len(node.ends) + (1 if type(node.one) is tuple else len(node.one)) for node in nodes
             ),
-            patterns=len(self._by_id),
+            patterns=len(self._patterns),
             predicates=len(self._tables),
             hash_entries=sum(len(table.points) for table in tables),
             ranges=sum(map(len, ranges)),
@@ -713,13 +734,12 @@ class PredicateIndex:
                 table = self._tables[name] = _Table(name)
         pid = rank << _RANK_SHIFT | next(self._serial)
         self._patterns[identity] = pid
-        self._by_id[pid] = identity
         fresh.add(pid)
         table.add(pid, identity)
         self._dirty.add(table)
         return pid
 
-    def _release(self, pid: int) -> None:
+    def _release(self, pid: int, identity: Identity) -> None:
         shared = self._shared
         others = shared.get(pid)
         if others is not None:
@@ -728,7 +748,6 @@ class PredicateIndex:
             else:
                 del shared[pid]
             return
-        identity = self._by_id.pop(pid)
         del self._patterns[identity]
         name: str | None = identity[0]  # type: ignore[assignment]
         table = self._subject if name is None else self._tables[name]

@@ -1,7 +1,6 @@
 """Posets in one process are independent: the covering tests one does to place, send and remove a
 burst, and what it answers, do not depend on other posets alive beside it, although they share
-module-level caches (the witness index's shared objects and its bound, the recent witnesses,
-interned predicates).
+module-level caches (the recent witnesses, interned predicates and witness strings).
 
 Why it matters: the simulator's nodes, and a test worker's modules, share one process. A burst
 there once took four times the covering tests of the same burst alone; the cause was time, not
@@ -13,7 +12,6 @@ import itertools
 
 import qel
 from poset import poset as poset_module
-from poset import samples
 from poset.poset import SubscriptionPoset
 from workloads.digital_library import DigitalLibrary
 from workloads.shapes import Shapes
@@ -76,9 +74,6 @@ def _burst(items, monkeypatch, beside=None, others=()) -> tuple[int, list]:
 
 
 def test_a_burst_takes_the_same_covering_tests_with_another_poset_alive(monkeypatch):
-    # few witness objects shared, so that the other poset's placements fill the table during
-    # the burst (the bound is shared by all posets)
-    monkeypatch.setattr(samples, "SHARED_OBJECTS_KEPT", len(samples._SHARED_OBJECTS) + 64)
     burst = _items(DigitalLibrary(seed=3), 150, "reader") + _items(Shapes(seed=3), 150, "car")
     alone = _burst(burst, monkeypatch)
     other = SubscriptionPoset()  # the same shapes drawn again, and others

@@ -166,17 +166,16 @@ def test_keys_sharing_filters_go_from_one_to_a_tuple_to_a_set_and_back(forms, ch
     pubs = pubs + data.draw(st.lists(boundary_publications(forms), min_size=1, max_size=3))
     index = PredicateIndex()
     subs: dict[object, qel.Subscription] = {}
-    held = {}
     for adding, key in changes:
         if adding and key not in subs:
             subs[key] = forms[key % len(forms)]
             if key % 2:
-                held[key] = index.hold(key, subs[key].filters)
+                index.hold(key, subs[key].filters)
             else:
                 index.add(key, subs[key])
         elif not adding and key in subs:
             if key % 2:
-                index.release(key, held.pop(key))
+                index.release(key, subs[key].filters)
             else:
                 index.remove(key)
             del subs[key]
@@ -185,7 +184,7 @@ def test_keys_sharing_filters_go_from_one_to_a_tuple_to_a_set_and_back(forms, ch
     assert_agrees(index, subs, pubs)
     for key in list(subs):
         if key % 2:
-            index.release(key, held.pop(key))
+            index.release(key, subs[key].filters)
         else:
             index.remove(key)
     assert_empty(index.statistics())
