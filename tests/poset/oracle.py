@@ -12,14 +12,17 @@ and labels marked sent and unmarked at random (``grow``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from fractions import Fraction
+from unittest import mock
 
 from hypothesis import strategies as st
 
 import qel
+from poset import sent_index
 from poset.plans import Resend
 from poset.poset import PosetNode, SubscriptionPoset, general_order
 from qel.filters import witness
@@ -299,6 +302,18 @@ def grow(
         step(data, poset, live, "send")
     ask_missing(poset, send=True)
     return live
+
+
+@contextlib.contextmanager
+def hot_nodes_every_look_up() -> Iterator[None]:
+    """The sent index ranks its hot nodes (``poset.sent_index``, "The broad ones first") at
+    every look-up, and keeps two: the posets drawn here are asked far fewer look-ups than the
+    ``HOT_RANKED_EVERY`` between two rankings, so by default their hot nodes stay none."""
+    with (
+        mock.patch.object(sent_index, "HOT_RANKED_EVERY", 1),
+        mock.patch.object(sent_index, "HOT", 2),
+    ):
+        yield
 
 
 def ask_missing(

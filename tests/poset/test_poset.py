@@ -14,9 +14,11 @@ from tests.poset.oracle import (
     check_invariants,
     check_resend,
     grown,
+    hot_nodes_every_look_up,
     match,
     publications_for,
     q,
+    step,
     subscription_lists,
 )
 
@@ -184,6 +186,20 @@ def test_errors_for_unknown_and_reused_ids():
     with pytest.raises(KeyError, match="alice has no subscription with id '1'"):
         poset.remove("alice", "1")
     assert poset.count_of("alice") == 0 and poset.ids_of("alice") == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(subscription_lists(max_size=12), st.data())
+def test_look_ups_asking_the_hot_nodes_first_answer_as_brute_force(entries, data):
+    """``missing`` and ``sent_labels`` of every node, the sent index ranking its hot nodes at
+    every look-up (some of them removed, unsent or using a predicate the node lacks since)."""
+    with hot_nodes_every_look_up():
+        poset, live, brute = grown(data, entries)
+        check_invariants(poset, live, brute)
+        for action in data.draw(st.lists(st.sampled_from(["remove", "send", "unsend"]))):
+            step(data, poset, live, action)
+            ask_missing(poset)
+            check_invariants(poset, live, brute)
 
 
 @settings(max_examples=100, deadline=None)

@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 import qel
 from poset.poset import PosetNode, SubscriptionPoset
-from tests.poset.oracle import DESTINATIONS, LABELS, Brute, subscription_lists
+from tests.poset.oracle import (
+    DESTINATIONS,
+    LABELS,
+    Brute,
+    hot_nodes_every_look_up,
+    subscription_lists,
+)
 
 _CLASSES = 5
 """Wants are drawn per node id modulo this and destination."""
@@ -89,6 +95,18 @@ _wanted = st.frozensets(st.sampled_from(LABELS))
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.large_base_example])
 @given(subscription_lists(min_size=3, max_size=14), st.data())
 def test_a_router_keeping_the_contract_leaves_no_wanted_label_uncarried(entries, data):
+    _churn(entries, data)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.large_base_example])
+@given(subscription_lists(min_size=3, max_size=14), st.data())
+def test_the_same_with_the_sent_index_asking_its_hot_nodes_first(entries, data):
+    """The hot nodes a look-up tests before the index record stand-ins as the index does."""
+    with hot_nodes_every_look_up():
+        _churn(entries, data)
+
+
+def _churn(entries: list[qel.Subscription], data: st.DataObject) -> None:
     table = {(k, d): data.draw(_wanted) for k in range(_CLASSES) for d in DESTINATIONS}
     poset = SubscriptionPoset()
     router = _Router(poset, table)
