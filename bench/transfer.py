@@ -33,6 +33,7 @@ import crypto
 from bench.columns import aligned
 from bench.rates import cpu_seconds
 from deploy.cluster import Cluster
+from deploy.delivery import wait_for
 from peer.control import ControlClient
 
 PEER = [sys.executable, "-m", "peer.cli"]
@@ -126,11 +127,7 @@ def publish_and_fetch(cluster: Cluster, name: str, data: Path) -> Timing:
     started = time.perf_counter()
     peer(cluster, 0, "publish", str(document), "--id", name, "--file", str(data))
     published = time.perf_counter() - started
-    deadline = time.monotonic() + 60
-    while name not in peer(cluster, 1, "inbox", "--json"):
-        if time.monotonic() > deadline:
-            raise RuntimeError("the notification did not arrive")
-        time.sleep(0.05)
+    wait_for(lambda: name in peer(cluster, 1, "inbox", "--json"), 60, f"{name}'s notification")
     control = cluster.peer_directories[1] / "control.sock"
     pids = daemons(cluster)
     before = {n: cpu_seconds([pid]) for n, pid in pids.items()}

@@ -119,17 +119,13 @@ class SentIndex:
         if self._until_ranked <= 0:
             self._rank()
         self._until_ranked -= 1
-        predicates = target.subscription.filters[0].predicates
         nodes = self._nodes
         for key in self._hot:
             node = nodes.get(key)
             if node is None:
                 continue  # left the index since the ranking
             tested.add(key)
-            # A node with a predicate the target lacks cannot cover it (``poset.poset.covers``).
-            if node.subscription.filters[0].predicates <= predicates and self._took(
-                node, target, wanted, holders
-            ):
+            if self._took(node, target, wanted, holders):
                 return wanted
         for key in self._index.match(sample):  # type: ignore[arg-type]
             if key not in tested and self._took(nodes[key], target, wanted, holders):  # type: ignore[index]
