@@ -394,13 +394,16 @@ def _nested(depth: int, text: str) -> object:
     depth=st.integers(0, 12),
     limit=st.integers(0, 10),
     text=st.text(max_size=40),
-    filler=st.binary(max_size=40),
+    filler=st.one_of(
+        st.binary(max_size=40),
+        st.binary(min_size=codec._COUNTED_BYTES, max_size=codec._COUNTED_BYTES + 64),
+    ),
 )
 def test_the_depth_is_refused_exactly_as_walking_every_container_would(depth, limit, text, filler):
-    # the decoder walks a message only when its bytes could hold more than ``max_depth`` maps
-    # and arrays (``codec._containers_at_most``: strings, binaries and numbers may hold such
-    # bytes too); whatever they hold, a message is refused for its depth exactly when the walk
-    # refuses it
+    # the decoder walks a short message only when its bytes could hold more than ``max_depth``
+    # maps and arrays (``codec._containers_at_most``: strings, binaries and numbers may hold
+    # such bytes too), and a long one (over ``codec._COUNTED_BYTES``: a file chunk) always;
+    # whatever they hold, a message is refused for its depth exactly when the walk refuses it
     request = [_nested(depth, text), filler, 2**40, -(2**20)]
     data = msgpack.packb([V, "peer.ack", "", {"request": request}], use_bin_type=True)
     walked = True
