@@ -34,22 +34,26 @@ def publication(number: int) -> qel.Publication:
     )
 
 
+QUERY = qel.parse_subscription("X : t(X, dc:title, T)")
+
+
+async def _publisher_and_subscriber(
+    cluster: Cluster, nursery: trio.Nursery
+) -> tuple[RemotePeer, RemotePeer]:
+    """A publisher that advertised and a subscriber to all it publishes, both connected."""
+    publisher = RemotePeer("publisher", cluster.addresses[0])
+    subscriber = RemotePeer("subscriber", cluster.addresses[0])
+    for peer in (publisher, subscriber):
+        await peer.connect(nursery)
+    await publisher.request(m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]})))
+    await subscriber.request(m.Subscribe(id="s1", subscription=QUERY))
+    return publisher, subscriber
+
+
 async def test_a_publisher_over_its_rate_is_slowed_and_loses_nothing(tmp_path):
     with Cluster(1, trace=False, tls=False, directory=tmp_path, settings=SETTINGS) as cluster:
         async with trio.open_nursery() as nursery:
-            publisher = RemotePeer("publisher", cluster.addresses[0])
-            subscriber = RemotePeer("subscriber", cluster.addresses[0])
-            for peer in (publisher, subscriber):
-                await peer.connect(nursery)
-            query = qel.parse_subscription("X : t(X, dc:title, T)")
-            for peer, request in (
-                (
-                    publisher,
-                    m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]})),
-                ),
-                (subscriber, m.Subscribe(id="s1", subscription=query)),
-            ):
-                await peer.request(request)
+            publisher, subscriber = await _publisher_and_subscriber(cluster, nursery)
             # another peer publishes (something nobody subscribed to): the publisher is held to
             # its rate only beside others (alone it goes as fast as the daemon takes it)
             statements = {(qel.URI(DC + "creator"), qel.Literal("someone else"))}
@@ -65,7 +69,7 @@ async def test_a_publisher_over_its_rate_is_slowed_and_loses_nothing(tmp_path):
                 while len(subscriber.notifications) < COUNT:
                     await trio.sleep(0.01)
             elapsed = time.perf_counter() - start
-            refused = [await subscriber.request(m.Subscribe(id=f"s{k}", subscription=query))
+            refused = [await subscriber.request(m.Subscribe(id=f"s{k}", subscription=QUERY))
                        for k in (2, 3)]  # fmt: skip
             status = cluster.status(0)
             limited, turns = status["rate_limited"], status["read_turns"]
@@ -89,15 +93,7 @@ async def test_a_peers_read_takes_turns_with_the_other_connections(tmp_path, sli
     settings = f"[limits]\nread_slice_seconds = {slice_seconds}\n"
     with Cluster(1, trace=False, tls=False, directory=tmp_path, settings=settings) as cluster:
         async with trio.open_nursery() as nursery:
-            publisher = RemotePeer("publisher", cluster.addresses[0])
-            subscriber = RemotePeer("subscriber", cluster.addresses[0])
-            for peer in (publisher, subscriber):
-                await peer.connect(nursery)
-            await publisher.request(
-                m.Advertise(advertisement=qel.parse_advertisement({"schemas": ["dc"]}))
-            )
-            query = qel.parse_subscription("X : t(X, dc:title, T)")
-            await subscriber.request(m.Subscribe(id="s1", subscription=query))
+            publisher, subscriber = await _publisher_and_subscriber(cluster, nursery)
             for number in range(COUNT):
                 await publisher.request_nowait(m.Publish(publication=publication(number)))
             with trio.fail_after(30):
