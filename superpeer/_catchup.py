@@ -270,12 +270,12 @@ class CatchUps(NodeBase):
             notification = decoded_as(data, m.Notification)
             if notification is None or (of and notification.origin != of):
                 continue
-            matched: dict[str, dict[str, list[bool]]] = {}
+            matched: dict[str, dict[str, tuple[bool, bool]]] = {}
             for peer, sid, subscription, since, until in entries:
                 if since <= notification.published_at < until:
                     old, new = versions.concerns(subscription, notification)
                     if old or new:
-                        matched.setdefault(peer, {})[sid] = [old, new]
+                        matched.setdefault(peer, {})[sid] = (old, new)
             for peer, sids in matched.items():
                 notify = versions.notify_of(notification, sids)
                 found.setdefault(peer, []).append(dataclasses.replace(notify, hops=0))

@@ -126,6 +126,8 @@ from superpeer.rerouting import Rerouting
 from superpeer.schemas import SchemaBook, SchemaLimits, SchemaRefused
 from superpeer.trace import TraceRecord
 from superpeer.versions import (
+    NEITHER,
+    ONLY,
     Change,
     ResourceVersions,
     VersionError,
@@ -1836,9 +1838,9 @@ class SuperPeerCore:
                 continue
             self.statistics.late += 1
             if source.kind == PEER:
-                sides_matched = matched.setdefault(source.name, {}).setdefault(sid, [False, False])
-                sides_matched[0] |= old
-                sides_matched[1] |= new
+                mine = matched.setdefault(source.name, {})
+                was_old, was_new = mine.get(sid, NEITHER)
+                mine[sid] = (was_old or old, was_new or new)
             elif source.name not in superpeers:
                 superpeers.setdefault(source.name, set()).add(sid)
 
@@ -1858,7 +1860,7 @@ class SuperPeerCore:
         self._relayed[(origin, relay_key(notification), notification.origin_position)] = (
             now + self.config.settle_seconds
         )
-        matched: dict[str, dict[str, list[bool]]] = {}
+        matched: dict[str, dict[str, tuple[bool, bool]]] = {}
         """Per local peer, per subscription, which sides it matches (old, new)."""
         superpeers: dict[str, set[str]] = {}
         toward = self._toward
@@ -1869,11 +1871,12 @@ class SuperPeerCore:
                 for source, ids in node.sources.items():
                     if source.kind == PEER:
                         mine = matched.setdefault(source.name, {})
-                        if not mine:  # the common case, in one pass (a peer may name 1,000)
-                            mine.update({sid: [side == 0, side == 1] for sid in ids})
+                        if not mine:  # the common case, in one pass in C (a peer may name 1,000)
+                            mine.update(dict.fromkeys(ids, ONLY[side]))
                             continue
                         for sid in ids:
-                            mine.setdefault(sid, [False, False])[side] = True
+                            was_old, was_new = mine.get(sid, NEITHER)
+                            mine[sid] = (was_old or side == 0, was_new or side == 1)
                     else:
                         wanted = [sid for sid in ids if origin in toward.get((source, sid), ())]
                         if wanted:

@@ -588,7 +588,13 @@ def kind_of(matched_old: bool, matched_new: bool) -> str:
     return REMOVED
 
 
-def steady(notification: m.Notification, matched: dict[str, list[bool]]) -> tuple[str, ...]:
+NEITHER: Final = (False, False)
+ONLY: Final = ((True, False), (False, True))
+"""Which sides (old, new) a subscription matched, when it matched one only (by its index):
+shared, as a peer's 1,000 subscriptions mostly match alike."""
+
+
+def steady(notification: m.Notification, matched: dict[str, tuple[bool, bool]]) -> tuple[str, ...]:
     """Of one peer's subscriptions, with which sides each ``matched`` (old, new), those an
     extension is no news for: it matched the previous version already."""
     if not notification.extension:
@@ -596,10 +602,11 @@ def steady(notification: m.Notification, matched: dict[str, list[bool]]) -> tupl
     return tuple(sorted(sid for sid, (old, new) in matched.items() if old and new))
 
 
-def notify_of(notification: m.Notification, matched: dict[str, list[bool]]) -> m.Notify:
+def notify_of(notification: m.Notification, matched: dict[str, tuple[bool, bool]]) -> m.Notify:
     """What ``notification`` is for one peer whose subscriptions ``matched`` it (per id, which
     sides: old, new): the routing core's deliveries and the catch-ups' answers alike. The kind
     is MDV's over all of them; ``narrowed`` keeps it when it drops the steady ones."""
+    sides = set(matched.values())  # one or two of them, however many subscriptions
     return m.Notify(
         publication=notification.publication,
         subscriptions=tuple(sorted(matched)),
@@ -609,9 +616,7 @@ def notify_of(notification: m.Notification, matched: dict[str, list[bool]]) -> m
         hops=notification.hops,
         published_at=notification.published_at,
         version=notification.version,
-        kind=kind_of(
-            any(old for old, _ in matched.values()), any(new for _, new in matched.values())
-        ),
+        kind=kind_of(any(old for old, _ in sides), any(new for _, new in sides)),
         expires=notification.expires,
         steady=steady(notification, matched),
     )
