@@ -796,11 +796,11 @@ class SuperPeerDaemon:
             except FrameError as error:
                 self._violation(connection_id, str(error))
                 return
-            # one read of a peer that sends as fast as it can holds a few hundred messages (a
-            # flooder's socket buffer): applied in one go, they held every other connection for
-            # 20 to 40 ms (BENCHMARKS.md, issue 37, stop 79). So the rest of a read waits for
-            # the peer's rate as the next read would, and takes turns with the other
-            # connections once it has run ``read_slice_seconds``
+            # one read of a peer that sends as fast as it can holds up to 64 KiB of messages
+            # (``wire.streams.READ_BYTES``: some 45 publications): applied in one go, they held
+            # every other connection for 20 to 40 ms (BENCHMARKS.md, issue 37, stop 79). So the
+            # rest of a read waits for the peer's rate as the next read would, and takes turns
+            # with the other connections once it has run ``read_slice_seconds``
             turn = trio.current_time()
             for payload in payloads:
                 now = trio.current_time()
