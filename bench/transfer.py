@@ -159,7 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--megabytes", type=int, default=100)
     parser.add_argument("--superpeers", type=int, nargs="+", default=[2])
     args = parser.parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="bench-transfer-"))
+    with tempfile.TemporaryDirectory(prefix="bench-transfer-") as directory:
+        return _run(args, Path(directory))  # the file, its copies and the stores: gone after
+
+
+def _run(args: argparse.Namespace, root: Path) -> int:
     big = root / "big.bin"
     with big.open("wb") as f:
         for _ in range(args.megabytes):
