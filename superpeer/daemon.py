@@ -785,9 +785,6 @@ class SuperPeerDaemon:
         connection = self._peers[connection_id]
         slice_seconds = self.config.limits.read_slice_seconds
         while True:
-            if connection.paused_until > trio.current_time():  # over its rate: backpressure
-                await trio.sleep_until(connection.paused_until)  # (a past deadline still costs
-                # a pass through trio's deadlines and a Cancelled: not on every read)
             data = await receive(stream)
             if not data:
                 return
@@ -796,11 +793,13 @@ class SuperPeerDaemon:
             except FrameError as error:
                 self._violation(connection_id, str(error))
                 return
-            # one read of a peer that sends as fast as it can holds up to 64 KiB of messages
-            # (``wire.streams.READ_BYTES``: some 45 publications): applied in one go, they held
-            # every other connection for 20 to 40 ms (BENCHMARKS.md, issue 37, stop 79). So the
-            # rest of a read waits for the peer's rate as the next read would, and takes turns
-            # with the other connections once it has run ``read_slice_seconds``
+            # a peer over its rate (``PauseReading``) waits for it before each message, not only
+            # before its next read: one read of a peer that sends as fast as it can holds up to
+            # 64 KiB (``wire.streams.READ_BYTES``: some 45 publications), and applied in one go
+            # they held every other connection for 20 to 40 ms (BENCHMARKS.md, issue 37, stop
+            # 79). Within its rate, a read takes turns with the other connections once it has
+            # run ``read_slice_seconds``. (The test comes first: a past deadline still costs a
+            # pass through trio's deadlines and a Cancelled, not to be paid on every message.)
             turn = trio.current_time()
             for payload in payloads:
                 now = trio.current_time()
