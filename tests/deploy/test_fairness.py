@@ -66,8 +66,7 @@ async def test_a_publisher_over_its_rate_is_slowed_and_loses_nothing(tmp_path):
             for number in range(COUNT):
                 await publisher.request_nowait(m.Publish(publication=publication(number)))
             with trio.fail_after(30):
-                while len(subscriber.notifications) < COUNT:
-                    await trio.sleep(0.01)
+                await subscriber.wait_until(lambda: len(subscriber.notifications) >= COUNT)
             elapsed = time.perf_counter() - start
             refused = [await subscriber.request(m.Subscribe(id=f"s{k}", subscription=QUERY))
                        for k in (2, 3)]  # fmt: skip
@@ -97,8 +96,7 @@ async def test_a_peers_read_takes_turns_with_the_other_connections(tmp_path, sli
             for number in range(COUNT):
                 await publisher.request_nowait(m.Publish(publication=publication(number)))
             with trio.fail_after(30):
-                while len(subscriber.notifications) < COUNT:
-                    await trio.sleep(0.01)
+                await subscriber.wait_until(lambda: len(subscriber.notifications) >= COUNT)
             status = cluster.status(0)
             nursery.cancel_scope.cancel()
     assert status["rate_limited"]["publications"] == 0, "alone: not held to its rate"
