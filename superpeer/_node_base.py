@@ -258,6 +258,7 @@ class NodeStatistics:
     unreplicated: int = 0
     """Publications acknowledged with this origin's copy alone (no neighbour answered)."""
     copied_late: int = 0
+    copied_again: int = 0
     """Of those, the entries copied to a neighbour since (``superpeer._replication``, rule 6)."""
     handovers_in: int = 0
     handovers_out: int = 0
@@ -297,6 +298,14 @@ class PendingCopy:
     owed: tuple[str, ...] = ()
     """For a copy made late (rule 6): the keys of the entries it copies in the record of
     copies owed; none for a copy made before an ``Ack``."""
+    remade_through: float | None = None
+    """For a copy made again (rule 9): the time up to which the first span to copy again is
+    copied once it is answered."""
+
+    @property
+    def late(self) -> bool:
+        """Made late (rule 6) or again (rule 9): it releases no answer, and is one at a time."""
+        return bool(self.owed) or self.remade_through is not None
 
 
 @dataclass
@@ -566,7 +575,10 @@ class NodeBase:
         """How many log entries wait for a copy made late (rule 6; counted from the store at
         first need, after a restart too)."""
         self._copy_owed_in_flight: str | None = None
-        """The request of the copy made late now awaited, if any (one at a time)."""
+        """The request of the copy made late, or again, now awaited, if any (one at a time)."""
+        self._copy_spans: dict[str, list] | None = None
+        """Where this origin's entries are copied, and what is to be copied again
+        (``superpeer._replication``, rule 9; read from the store at first need)."""
         self._copied_origins: dict[str, float] | None = None
         """Per origin whose copies this log holds or held, the earliest time of one (rule 7;
         read from the store at first need)."""

@@ -69,6 +69,24 @@ for good: a ten-minute chaos run lost 39 acknowledged publications that way (iss
    there, with the same version number, which a subscriber that had it from here drops: an
    inbox keeps one per owner, id and version). What a super-peer cut off alone accepted is
    then lost only with its publisher too.
+9. **Copies lost with their holder are made again.** An origin records the spans of its
+   entries' times each holder answered for, in order (stored when a span begins; after a
+   restart the last one reaches the latest entry logged). Once a holder is gone (declared
+   failed and not heard of since), its spans are copied again to a live neighbour, a part
+   at a time, one copy in flight, after the copies owed (rule 6): else the origin's own log
+   is the last, and its loss takes them. A chaos run (stop 79, seed 795) lost nine so: the
+   holder crashed for good, then the origin, and a subscriber away meanwhile caught up from
+   neither. A span may hold entries copied elsewhere too (copies that alternate between
+   neighbours): they are copied twice, and kept once. A holder that left handed its log
+   over (``AdoptLog``, to two): its spans are dropped; spans older than the log are too.
+   Copying again costs what the log holds of those spans, and a neighbour declared failed
+   behind a cut counts as gone: after a partition, an origin copies again what it had copied
+   across it, in the background.
+10. **A leaver keeps no copy after its hand-over.** Its log went to its holders when it
+   handed over; a copy kept after that would go with it (the same run lost thirteen so: the
+   leave took three seconds, and the origin kept copying to the leaver). It answers none,
+   so the origin goes on to its next neighbour (rule 3), and an origin that heard of the
+   leave copies to another at once (``_live_neighbour``).
 """
 
 from __future__ import annotations
@@ -97,6 +115,15 @@ COPIED_ORIGINS: Final = "copied_origins"
 object; under ``UNRECORDED``, the latest time in the log when the record began (copies kept
 before, by an older version, are not in it)."""
 UNRECORDED: Final = ""
+COPY_SPANS: Final = "copy_spans"
+"""The store's meta key of where this origin's entries are copied, and what is to be copied
+again (rule 9), a JSON object: ``held``, a ``[holder, first, last]`` per span of entries'
+times one holder answered for, in order; ``again``, a ``[first, last]`` per span to copy
+again."""
+AGAIN_ROWS: Final = 256
+"""Log entries read at a time for a copy made again (rule 9)."""
+AGAIN_READS: Final = 16
+"""Reads of the log per tick for a copy made again that find only other origins' copies."""
 
 
 class Replication(NodeBase):
@@ -184,7 +211,7 @@ class Replication(NodeBase):
             unknown = repeated.again and not self.store.is_logged(key)
             item = _told_alone(item, owed or unknown)
         for batch in (*self._copies.values(), *self._copies_queued.values()):
-            if not batch.owed and any(  # (a copy made late releases no answer: rule 6)
+            if not batch.late and any(  # (a copy made late releases no answer: rule 6)
                 n.owner == ack.peer and n.publication.id == repeated.publication_id
                 for n in batch.notifications
             ):
@@ -229,8 +256,9 @@ class Replication(NodeBase):
 
     def _copy_to_next(self, batch: PendingCopy, now: float, out: list[Output]) -> None:
         """The copy ``batch`` went unanswered (rule 3): to the next neighbour, or none. A copy
-        made late is not passed on: its entries stay owed, for the next tick (rule 6)."""
-        if batch.owed:
+        made late is not passed on: its entries stay owed, for the next tick (rule 6); nor is
+        one made again (rule 9)."""
+        if batch.late:
             self._copy_owed_in_flight = None
             return
         target = self._live_neighbour(batch.tried, now)
@@ -287,9 +315,9 @@ class Replication(NodeBase):
 
     def _live_neighbour(self, besides: list[str], now: float) -> str | None:
         """The first neighbour by name, but ``besides``, heard from within ``failure_seconds``
-        (any, without supervision), not declared failed and not left: where a copy goes next
-        (rule 1), and who adopts a leaver's peers. A neighbour dead and not yet repaired is
-        still in the table."""
+        (any, without supervision), not declared failed and not leaving: where a copy goes
+        next (rule 1, rule 10), and who adopts a leaver's peers. A neighbour dead and not yet
+        repaired is still in the table."""
         core = self.core
         if core is None:
             return None
@@ -301,14 +329,21 @@ class Replication(NodeBase):
                 and node not in besides
                 and node not in self._suspected
                 and (not supervised or self._last_heard.get(node, -1e18) > recent)
-                and not self._has_left(node)
+                and not self._leaving(node)
             ):
                 return node
         return None
 
     def _copy_in(self, sender: str, message: m.LogCopy, now: float, out: list[Output]) -> None:
         """Keep a neighbour's log entries (rule 4) and say so; the answer leaves once they are
-        synced, as every output that promises something (``superpeer._commits``)."""
+        synced, as every output that promises something (``superpeer._commits``). Not after
+        this node handed its log over, leaving (rule 10): it would go with it."""
+        if self.adopter is not None:
+            self._trace(
+                out, now, "drop", message, neighbour=sender,
+                reason="leaving: its log is handed over, a copy kept now would go with it",
+            )  # fmt: skip
+            return
         self._record_copies(message.notifications)
         for notification in message.notifications:
             self._keep_logged(notification)
@@ -319,6 +354,11 @@ class Replication(NodeBase):
         batch = self._copies.pop(message.request, None)
         if batch is None:
             return
+        target = batch.tried[-1]
+        self._copies_held_by(target, batch.notifications)
+        if batch.remade_through is not None:
+            self._copied_again(batch, now, out)
+            return
         if batch.owed:
             self._copied_late(batch, now, out)
             return
@@ -326,7 +366,6 @@ class Replication(NodeBase):
             self._copying = True
             log.warning("event=acks_replicated node=%s", self.node_id)
         self._release_answers(batch, out)
-        target = batch.tried[-1]
         if not self._in_flight_to(target):
             self._copy_freed(target, now, out)
 
@@ -392,6 +431,126 @@ class Replication(NodeBase):
             self._copy_freed(target, now, out)
         self._copy_owed(now, out)
 
+    def _copy_spans_record(self) -> dict[str, list]:
+        """Where this origin's entries are copied, and what is to be copied again (rule 9),
+        read once."""
+        if self._copy_spans is None:
+            kept = self.store.get_meta(COPY_SPANS)
+            spans = {"held": [], "again": []} if kept is None else json.loads(kept)
+            latest = self.store.latest_logged()
+            if spans["held"] and latest is not None:
+                # the last span grew without being stored: to the latest entry at most
+                spans["held"][-1][2] = max(spans["held"][-1][2], latest)
+            self._copy_spans = spans
+        return self._copy_spans
+
+    def _keep_copy_spans(self) -> None:
+        self.store.set_meta(COPY_SPANS, json.dumps(self._copy_spans_record()))
+
+    def _copies_held_by(self, holder: str, notifications: list[m.Notification]) -> None:
+        """``holder`` answered for ``notifications``: the span of this origin's entries it
+        holds grows, or a new one begins (rule 9)."""
+        times = [n.published_at for n in notifications if n.origin == self.node_id]
+        if not times:
+            return
+        first, last = min(times), max(times)
+        held = self._copy_spans_record()["held"]
+        if held and held[-1][0] == holder and first >= held[-1][1]:
+            held[-1][2] = max(held[-1][2], last)
+            return
+        held.append([holder, first, last])
+        self._keep_copy_spans()
+
+    def _copies_lost(self) -> None:
+        """The spans of holders gone are to be copied again; those of holders that left, and
+        those older than the log, are dropped (rule 9)."""
+        spans = self._copy_spans_record()
+        floor = self.store.log_floor()
+        held, again = [], [span for span in spans["again"] if span[1] > floor]
+        lost: dict[str, int] = {}
+        for holder, first, last in spans["held"]:
+            if last <= floor or self._has_left(holder):
+                continue
+            if self._gone(holder):
+                again.append([first, last])
+                lost[holder] = lost.get(holder, 0) + 1
+                continue
+            held.append([holder, first, last])
+        if held == spans["held"] and again == spans["again"]:
+            return
+        for holder, count in sorted(lost.items()):
+            log.warning("event=copies_lost node=%s holder=%s spans=%d", self.node_id, holder, count)
+        spans["held"], spans["again"] = held, again
+        self._keep_copy_spans()
+
+    def _copy_again(self, now: float, out: list[Output]) -> None:
+        """The first span to copy again goes to a live neighbour, a part at a time, once no
+        copy made late is owed or in flight (rule 9)."""
+        if not self.config.log_copy:
+            return
+        spans = self._copy_spans_record()
+        if spans["held"] or spans["again"]:
+            self._copies_lost()
+        if not spans["again"] or self._copy_owed_in_flight is not None or self.copies_owed():
+            return
+        target = self._live_neighbour([], now)
+        if target is None:
+            return
+        for _ in range(AGAIN_READS):
+            if not spans["again"]:
+                return
+            batch = self._part_to_copy_again()
+            if batch.notifications:
+                self._copy_owed_in_flight = batch.request
+                self._copy_to(target, batch, now, out)
+                return
+            self._copied_through(batch)  # (others' copies only, or nothing left)
+
+    def _part_to_copy_again(self) -> PendingCopy:
+        """The next part of the first span to copy again: this origin's entries in up to
+        ``AGAIN_ROWS`` of the log, half a frame at most (rule 2)."""
+        first, last = self._copy_spans_record()["again"][0]
+        rows = self.store.logged_between(first, last, AGAIN_ROWS)
+        batch = PendingCopy(self._next_id(), [], 0, remade_through=last)
+        if len(rows) == AGAIN_ROWS:
+            batch.remade_through = rows[-1][0]
+        for at, data in rows:
+            if batch.notifications and batch.size + len(data) > self.config.max_frame_bytes // 2:
+                batch.remade_through = math.nextafter(at, -math.inf)  # from this one, next
+                break
+            notification = decoded_as(data, m.Notification)
+            if notification is not None and notification.origin == self.node_id:
+                batch.notifications.append(notification)
+                batch.size += len(data)
+        return batch
+
+    def _copied_through(self, batch: PendingCopy) -> None:
+        """The first span to copy again begins after ``batch`` (stored)."""
+        assert batch.remade_through is not None
+        again = self._copy_spans_record()["again"]
+        if not again:
+            return
+        through = math.nextafter(batch.remade_through, math.inf)
+        if through > again[0][1]:
+            again.pop(0)
+        else:
+            again[0][0] = max(again[0][0], through)
+        self._keep_copy_spans()
+
+    def _copied_again(self, batch: PendingCopy, now: float, out: list[Output]) -> None:
+        """A neighbour holds ``batch``, made again: the next part goes at once (rule 9)."""
+        self._copied_through(batch)
+        self.statistics.copied_again += len(batch.notifications)
+        self._copy_owed_in_flight = None
+        target = batch.tried[-1]
+        if not self._in_flight_to(target):
+            self._copy_freed(target, now, out)
+        self._copy_again(now, out)
+
+    def copies_to_remake(self) -> int:
+        """Spans of this origin's entries to copy again, their holder gone (rule 9)."""
+        return len(self._copy_spans_record()["again"])
+
     def copies_owed(self) -> int:
         """Log entries acknowledged with this origin's copy alone and not copied since."""
         if self._owed_copies is None:
@@ -405,7 +564,7 @@ class Replication(NodeBase):
         """Log entries whose ``Ack`` waits for their copy (sent, or queued behind one in
         flight); those owed a copy made late are ``copies_owed``."""
         batches = (*self._copies.values(), *self._copies_queued.values())
-        return sum(len(batch.notifications) for batch in batches if not batch.owed)
+        return sum(len(batch.notifications) for batch in batches if not batch.late)
 
     def _handed_floor(self) -> float:
         """The latest floor of a log a leaver handed to this node (rule 7), read once."""

@@ -103,6 +103,8 @@ class Reports(NodeBase):
                 "unreplicated": self.statistics.unreplicated,
                 "copied_late": self.statistics.copied_late,
                 "owed": self.copies_owed(),
+                "copied_again": self.statistics.copied_again,
+                "spans_to_copy_again": self.copies_to_remake(),
             },
             "handovers": {
                 "asked": self.statistics.handovers_in,

@@ -100,9 +100,9 @@ class Timers(Backlog):
             or bool(self._catchups)
             or bool(self._replay)
             or bool(self._awaiting)
-            # (a copy made late is background work: an origin whose neighbour never answers
-            # would be busy for ever)
-            or any(not batch.owed for batch in self._copies.values())
+            # (a copy made late, or again, is background work: an origin whose neighbour
+            # never answers would be busy for ever)
+            or any(not batch.late for batch in self._copies.values())
             or bool(self._copies_queued)
             or self.locator.next_deadline() is not None
             or any(forward.forget_at is not None for forward in self._moved_away.values())
@@ -220,6 +220,7 @@ class Timers(Backlog):
         self._handover_timer(now, out)
         self._copy_timeouts(now, out)
         self._copy_owed(now, out)
+        self._copy_again(now, out)
         self._forget_moved(now, out)
         self._expire(now, out)
         if self.core is not None:

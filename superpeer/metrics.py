@@ -237,6 +237,8 @@ _STATUS_COUNTERS: Final = (
      "Publications acknowledged with the origin's copy alone (no neighbour answered in time)"),
     ("superpeer_log_copies_made_late", ("log_copies", "copied_late"),
      "Log entries acknowledged with the origin's copy alone, copied to a neighbour since"),
+    ("superpeer_log_copies_made_again", ("log_copies", "copied_again"),
+     "Log entries copied again to a neighbour after the holder of their copy was lost"),
     ("superpeer_notifications_forwarded", ("handovers", "forwarded"),
      "Notifications forwarded to peers that moved to another access point"),
     ("superpeer_rendezvous_completed", ("rendezvous", "statistics", "completed"),
@@ -302,6 +304,11 @@ _STATUS_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "superpeer_log_copies_owed",
         "Log entries acknowledged with the origin's copy alone and not copied since",
         ("log_copies", "owed"),
+    ),
+    (
+        "superpeer_log_copy_spans_to_copy_again",
+        "Spans of this origin's log entries whose copy's holder was lost, not copied again yet",
+        ("log_copies", "spans_to_copy_again"),
     ),
     (
         "superpeer_subscriptions",

@@ -1236,12 +1236,14 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
 
     def _has_left(self, node: str) -> bool:
         """``node`` left cleanly and is out of our view, and no newer incarnation showed up."""
+        return self._leaving(node) and not self._is_neighbour(node)
+
+    def _leaving(self, node: str) -> bool:
+        """``node`` announced its clean departure, and no newer incarnation showed up: it
+        handed its peers and log over already, even while the repair has not taken it out of
+        our view yet (its leave walk takes round trips)."""
         left = self._left.get(node)
-        return (
-            left is not None
-            and self.incarnations.get(node, 0) <= left
-            and not self._is_neighbour(node)
-        )
+        return left is not None and self.incarnations.get(node, 0) <= left
 
     def _dropped(self, target: str, message: object, now: float, out: list[Output]) -> bool:
         """Whether ``message`` is not sent, ``target`` having left (the one place this is

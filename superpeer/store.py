@@ -190,6 +190,11 @@ class Store(Protocol):
         ...
 
     def logged_since(self, since: float) -> Iterator[bytes]: ...
+    def logged_between(self, since: float, until: float, limit: int) -> list[tuple[float, bytes]]:
+        """The first ``limit`` entries logged at ``since`` to ``until`` (both included), in
+        the order of their times, each with its time: a span read a part at a time."""
+        ...
+
     def is_logged(self, key: str) -> bool:
         """Whether the log holds an entry under ``key``."""
         ...
@@ -519,6 +524,14 @@ class MemoryStore:
                 if at >= since
             ]
         )
+
+    def logged_between(self, since: float, until: float, limit: int) -> list[tuple[float, bytes]]:
+        spanned = sorted(
+            (at, key, data, shell)
+            for key, (data, at, shell) in self._log.items()
+            if since <= at <= until
+        )[:limit]
+        return [(at, self._whole(key, data, shell)) for at, key, data, shell in spanned]
 
     def latest_logged(self) -> float | None:
         return max((at for _, at, _ in self._log.values()), default=None)
@@ -1173,6 +1186,14 @@ class SqliteStore:
             (since,),
         )
         return iter([_whole(*row) for row in rows])
+
+    def logged_between(self, since: float, until: float, limit: int) -> list[tuple[float, bytes]]:
+        rows = self._read(
+            "SELECT at, publications.data, body, bodies.data FROM publications LEFT JOIN bodies "
+            "ON bodies.key = publications.body WHERE at BETWEEN ? AND ? ORDER BY at LIMIT ?",
+            (since, until, limit),
+        )
+        return [(float(at), _whole(*rest)) for at, *rest in rows]
 
     def body(self, key: str) -> bytes | None:
         rows = self._read("SELECT data FROM bodies WHERE key = ?", (key,))

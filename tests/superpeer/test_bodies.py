@@ -135,6 +135,7 @@ OPS = st.lists(
         st.tuples(st.just("prune"), st.integers(0, 9), st.integers(0, 2)),
         st.tuples(st.just("forget"), st.sampled_from("pq")),
         st.tuples(st.just("drop")),
+        st.tuples(st.just("between"), st.integers(0, 9), st.integers(0, 9), st.integers(1, 3)),
     ),
     max_size=25,
 )
@@ -176,6 +177,9 @@ def run_ops(store, ops: list[tuple]) -> list[object]:
             answers.append(store.prune_log(float(args[0]), args[1]))
         elif op == "forget":
             store.forget_local(args[0])
+        elif op == "between":
+            since, until, limit = args
+            answers.append(store.logged_between(float(since), float(until), limit))
         else:
             store.drop_bodies()
             held = {key for key in held if store.body(key) is not None}
