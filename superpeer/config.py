@@ -41,6 +41,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
                                        # placed in slices, heartbeats handled between them
     routings_per_step = 500            # subscriptions routed again in one go at most (a change
                                        # of the cube, a neighbour restarted): the rest in slices
+    read_slice_seconds = 0.002         # one peer's messages read together are applied this long
+                                       # at most before the other connections get a turn
     max_lookups_per_peer = 16          # peer look-ups (locate) one peer may have waiting
     locate_direct_seconds = 3.0        # a look-up sent to the super-peer the peer named falls
                                        # back to asking the whole network after this long
@@ -193,6 +195,7 @@ class Limits:
     max_unidentified_per_address: int = 32
     placements_per_step: int = 50
     routings_per_step: int = 500
+    read_slice_seconds: float = 0.002
     max_lookups_per_peer: int = 16
     locate_direct_seconds: float = 3.0
     max_clock_offset_seconds: float = 1.0

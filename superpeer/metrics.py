@@ -215,6 +215,9 @@ _STATUS_COUNTERS: Final = (
      "Malformed, oversized, unknown or out-of-order frames (the connection was closed)"),
     ("superpeer_refused_connections", ("refused_connections",),
      "Connections refused at admission (too many unidentified from one address)"),
+    ("superpeer_read_turns", ("read_turns",),
+     "Times the rest of a peer's read waited: for the other connections (read_slice_seconds) "
+     "or for the peer's publication rate"),
     ("superpeer_failures_detected", ("failures_detected",), "Neighbours found silent"),
     ("superpeer_repairs", ("repairs",), "Places of failed super-peers closed"),
     ("superpeer_catchups_asked", ("catchups", "asked"),

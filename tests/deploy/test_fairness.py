@@ -1,6 +1,7 @@
 """Rate limits on a real daemon (``superpeer.ratelimit``): a publisher over its rate is read more
-slowly (``PauseReading``) and loses nothing; a subscription over its rate is refused on the wire
-with the time to ask again."""
+slowly (``PauseReading``), the rest of a read it sent waiting for the rate too, and loses nothing;
+a subscription over its rate is refused on the wire with the time to ask again. One peer's read
+takes turns with the other connections (``read_slice_seconds``)."""
 
 import time
 
@@ -16,9 +17,6 @@ pytestmark = pytest.mark.process
 
 DC = "http://purl.org/dc/elements/1.1/"
 RATE, BURST, COUNT = 200.0, 10, 300
-READ = 65536
-"""What the daemon reads at once (``wire.streams.READ_BYTES``): what one read brought is
-handled, the pause comes before the next."""
 SIZE = 1000
 SETTINGS = f"""[limits]
 publications_per_second = {RATE}
@@ -72,13 +70,34 @@ async def test_a_publisher_over_its_rate_is_slowed_and_loses_nothing(tmp_path):
             elapsed = time.perf_counter() - start
             refused = [await subscriber.request(m.Subscribe(id=f"s{k}", subscription=QUERY))
                        for k in (2, 3)]  # fmt: skip
-            limited = cluster.status(0)["rate_limited"]
+            status = cluster.status(0)
+            limited, turns = status["rate_limited"], status["read_turns"]
             nursery.cancel_scope.cancel()
     assert publisher.received[m.Refused.KIND] == 0, "a publication is never refused for its rate"
-    slowest_read = READ // SIZE  # publications one read may bring beyond the rate
-    assert elapsed >= 0.8 * (COUNT - BURST - slowest_read) / RATE, elapsed
+    # the rest of one read waits for the rate as the next read does (before, a read's 60 or so
+    # publications went through at once)
+    assert elapsed >= 0.9 * (COUNT - BURST) / RATE, elapsed
+    assert turns > 0
     assert limited["publications"] > 0
     assert isinstance(refused[0], m.Ack), "the bucket refilled while the publisher published"
     assert isinstance(refused[1], m.Refused) and refused[1].retry_after > 0
     assert "more subscriptions than 1 per second" in refused[1].reason
     assert limited["subscriptions"] == 1
+
+
+@pytest.mark.parametrize(("slice_seconds", "sliced"), [(0.000001, True), (60.0, False)])
+async def test_a_peers_read_takes_turns_with_the_other_connections(tmp_path, slice_seconds, sliced):
+    # a publisher alone is not held to its rate: only ``read_slice_seconds`` makes the rest of a
+    # read it sent wait (a pass through the scheduler, the other connections' reads between)
+    settings = f"[limits]\nread_slice_seconds = {slice_seconds}\n"
+    with Cluster(1, trace=False, tls=False, directory=tmp_path, settings=settings) as cluster:
+        async with trio.open_nursery() as nursery:
+            publisher, subscriber = await _publisher_and_subscriber(cluster, nursery)
+            for number in range(COUNT):
+                await publisher.request_nowait(m.Publish(publication=publication(number)))
+            with trio.fail_after(30):
+                await subscriber.wait_until(lambda: len(subscriber.notifications) >= COUNT)
+            status = cluster.status(0)
+            nursery.cancel_scope.cancel()
+    assert status["rate_limited"]["publications"] == 0, "alone: not held to its rate"
+    assert (status["read_turns"] > 0) is sliced, status["read_turns"]
