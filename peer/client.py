@@ -732,6 +732,7 @@ class PeerClient:
             if isinstance(message, m.Welcome):
                 connection.arrival_clock = message.clock
         if isinstance(message, m.Clock):
+            self._learn(message.alternates)
             answer = connection.session.clock_answer(message, self._wall_clock())
             if answer:
                 connection.queue_in.send_nowait(answer)
@@ -782,15 +783,19 @@ class PeerClient:
         log.info("event=follow_successor access_point=%s", successor)
 
     def _learn(self, alternates: tuple[str, ...]) -> None:
-        """The other super-peers an access point named follow the configured ones in the list
-        (replacing those named before: the cube changed since), and are kept for the next
-        start. An access point that names none (alone in its cube) changes nothing."""
+        """The other super-peers an access point named, in its ``Welcome`` and again in each
+        ``Clock``, follow the configured ones in the list (replacing those named before: the
+        cube changed since), and are kept for the next start (written when they change). An
+        access point that names none (alone in its cube) changes nothing."""
         named = self._named(alternates)
         if not named:
             return
-        self.superpeers = [*self._configured, *named]
-        if self.superpeer not in self.superpeers:
-            self.superpeers.append(self.superpeer)  # (a successor it followed)
+        listed = [*self._configured, *named]
+        if self.superpeer not in listed:
+            listed.append(self.superpeer)  # (a successor it followed)
+        if listed == self.superpeers:
+            return
+        self.superpeers = listed
         self.store.set_alternates(tuple(format_address(a) for a in named))
 
     def _named(self, alternates: tuple[str, ...]) -> list[tuple[str, int]]:

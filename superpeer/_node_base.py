@@ -760,8 +760,9 @@ class NodeBase:
 
     def _clock_to_peer(self, peer: str, connection: int, now: float, out: list[Output]) -> None:
         """A ``Clock`` for an attached peer, echoing its last one (``clocks.sample_of``), with
-        this node's hybrid time and from when what it delivers may be incomplete (a cut, a
-        catch-up, begun since the peer's ``Welcome``: ``Clock.missing_since``)."""
+        this node's hybrid time, from when what it delivers may be incomplete (a cut, a
+        catch-up, begun since the peer's ``Welcome``: ``Clock.missing_since``), and the other
+        super-peers it may go to now (``Clock.alternates``)."""
         echo, received = self._peer_clock_echo.get(peer, (0.0, now))
         clock = m.Clock(
             wall=now,
@@ -769,6 +770,7 @@ class NodeBase:
             held=max(0.0, now - received),
             clock=self.clock.now(now),
             missing_since=self.missing_for(peer) or 0.0,
+            alternates=self.alternates(),
         )
         data = wire.encode(clock)
         out.append(ToConnection(connection, clock, data))

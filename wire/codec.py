@@ -27,8 +27,8 @@ from qel.advertisements import Element
 from qel.axioms import Axiom
 from wire import model
 
-PROTOCOL_VERSION: Final = 12
-READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+PROTOCOL_VERSION: Final = 13
+READABLE_VERSIONS: Final = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
 """Versions whose messages decode: a daemon reads the records an earlier version stored (3 added
 hybrid times and clock fields, each with a default, and a hybrid time in every sequenced
 frame's header: ``superpeer.channel``; 4 added the copies of gone origins' logs asked of their
@@ -47,7 +47,9 @@ names, ``Heartbeat.known``, with a default; 11 added from when an access point m
 things to its ``Clock`` s and a peer's move statement, ``Clock.missing_since`` and
 ``Moved.missing_since``, each with a default: a peer of 10 would refuse such a ``Clock``; 12
 added from when a leaver cannot vouch for an adopted peer's mail, ``Adopt.unvouched_since``,
-with a default: a daemon of 11 would refuse such an ``Adopt``). A
+with a default: a daemon of 11 would refuse such an ``Adopt``; 13 added the super-peers an
+access point names now to its ``Clock`` s, ``Clock.alternates``, with a default: a peer of 12
+would refuse such a ``Clock``). A
 connection speaks the one
 version: both ends check it at ``Hello``."""
 

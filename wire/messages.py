@@ -1103,6 +1103,12 @@ class Clock:
     incomplete, now (0: nothing says so). A cut or a catch-up that begins while the peer is
     attached is told by the next ``Clock``; the peer's next move statement carries the latest
     (``Moved.missing_since``)."""
+    alternates: tuple[str, ...] = ()
+    """From an access point, as in its ``Welcome``, now: the other super-peers its peer may go
+    to when it cannot reach this one. The cube changes while a peer stays attached: a chaos run
+    (stop 79, seed 795) had a peer attached for 150 s whose access point left while it was cut
+    off from it, its successor crashed, and every super-peer its ``Welcome`` had named was gone
+    too; it knocked at dead addresses for three minutes while others served."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

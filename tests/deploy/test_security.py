@@ -391,7 +391,7 @@ def test_the_wire_carries_no_secret_and_no_payload_in_clear_and_tampering_is_det
             nursery.cancel_scope.cancel()
 
     trio.run(scenario)
-    assert wire.PROTOCOL_VERSION == 12
+    assert wire.PROTOCOL_VERSION == 13
 
 
 def forget(cluster, public_id: str) -> subprocess.CompletedProcess:

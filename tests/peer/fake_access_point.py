@@ -185,11 +185,14 @@ class FakeAccessPoint:
         assert connection is not None, f"{peer_id} is not connected"
         await trio.aclose_forcefully(connection.stream)
 
-    async def send_clock(self, peer_id: str, clock: float) -> None:
-        """A ``Clock`` carrying hybrid time ``clock`` to ``peer_id``."""
+    async def send_clock(
+        self, peer_id: str, clock: float, alternates: tuple[str, ...] = ()
+    ) -> None:
+        """A ``Clock`` carrying hybrid time ``clock`` (and the super-peers it names) to
+        ``peer_id``."""
         connection = self.peers[peer_id].connection
         assert connection is not None, f"{peer_id} is not connected"
-        await connection.send(m.Clock(wall=time.time(), clock=clock))
+        await connection.send(m.Clock(wall=time.time(), clock=clock, alternates=alternates))
 
     async def restart(self) -> None:
         """Every connection closes and everything about every peer is forgotten."""

@@ -620,6 +620,34 @@ async def test_a_peer_whose_access_point_is_gone_goes_to_another_it_was_told_of(
     assert make_client(restarted, first.port).superpeers == client.superpeers
 
 
+async def test_a_peer_learns_the_super_peers_its_access_point_names_in_each_clock(
+    tmp_path, nursery
+):
+    """``Clock.alternates``: the access point named nobody when the peer arrived (alone in its
+    cube); later its ``Clock`` names another super-peer, and once the access point is gone the
+    peer goes there (a chaos run, stop 79, seed 795: a peer attached for 150 s knew only the
+    super-peers its ``Welcome`` had named, all gone by then, and knocked at them for three
+    minutes). The same list again is not written again."""
+    first, second = FakeAccessPoint(), FakeAccessPoint()
+    await nursery.start(second.serve)
+    async with trio.open_nursery() as gone:
+        await gone.start(first.serve)
+        client = make_client(tmp_path, first.port)
+        nursery.start_soon(client.serve)
+        await attached(first)
+        assert client.superpeers == [("127.0.0.1", first.port)]
+        await first.send_clock("alice", 1500.0, alternates=(second.address,))
+        await barrier(client)
+        assert client.superpeers == [("127.0.0.1", first.port), ("127.0.0.1", second.port)]
+        assert client.store.current.alternates == (second.address,)
+        written = (tmp_path / STATE_FILE).stat().st_mtime_ns
+        await first.send_clock("alice", 1501.0, alternates=(second.address,))
+        await barrier(client)
+        assert (tmp_path / STATE_FILE).stat().st_mtime_ns == written
+        gone.cancel_scope.cancel()
+    await attached(second)
+
+
 async def test_what_arrives_after_the_session_ended_is_not_read(tmp_path):
     """Another task may end the session while a read is under way (the silence timer, a
     failed write): the read stops there and the connection ends, the daemon lives on (a chaos

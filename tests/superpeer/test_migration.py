@@ -841,6 +841,33 @@ def test_a_peer_is_told_of_other_live_super_peers_where_it_may_go(monkeypatch):
     assert len(welcomes) == 2 and address_of(neighbours[0]) not in welcomes[-1].alternates
 
 
+def test_an_attached_peer_is_told_again_in_each_clock_where_it_may_go(monkeypatch):
+    """``Clock.alternates``: the cube changes while the peer stays attached (a neighbour of its
+    access point leaves): the next ``Clock`` names the super-peers as they are now, not as its
+    ``Welcome`` did (a chaos run, stop 79, seed 795: every super-peer a peer attached for 150 s
+    had been told of was gone when its access point left)."""
+    clocks: list[m.Clock] = []
+    received = Simulation._peer_receives
+
+    def recording(self, pending, message):
+        if isinstance(message, m.Clock):
+            clocks.append(message)
+        received(self, pending, message)
+
+    monkeypatch.setattr(Simulation, "_peer_receives", recording)
+    simulation = Simulation(8)
+    simulation.apply({"op": "join", "peer": "p", "superpeer": 0})
+    node = simulation.nodes["sp0"]
+    neighbours = sorted(node.core.view.neighbours())
+    simulation.apply({"op": "wait", "seconds": node.config.clock_sample_seconds + 1})
+    assert clocks and clocks[-1].alternates == node.alternates()
+    assert address_of(neighbours[0]) in clocks[-1].alternates
+    simulation.apply({"op": "superpeer_leave", "superpeer": simulation.ids.index(neighbours[0])})
+    told = len(clocks)
+    simulation.apply({"op": "wait", "seconds": node.config.clock_sample_seconds + 1})
+    assert len(clocks) > told and address_of(neighbours[0]) not in clocks[-1].alternates
+
+
 @pytest.mark.parametrize("search", [False, True])
 def test_only_a_holder_of_the_previous_access_points_state_answers_a_search(search):
     """``Handover.search``: asked because the peer's previous access point is silent, a
