@@ -815,20 +815,26 @@ def test_a_publisher_back_through_a_newcomer_finds_its_state_at_the_successor_it
     assert all(held_versions(simulation, other) == {} for other in ("sp1", "sp2", "sp3"))
 
 
+def received_by_peers(monkeypatch, kind: type) -> list:
+    """Every message of ``kind`` the simulated peers receive from now on, in order."""
+    messages: list = []
+    received = Simulation._peer_receives
+
+    def recording(self, pending, message):  # type: ignore[no-untyped-def]
+        if isinstance(message, kind):
+            messages.append(message)
+        received(self, pending, message)
+
+    monkeypatch.setattr(Simulation, "_peer_receives", recording)
+    return messages
+
+
 def test_a_peer_is_told_of_other_live_super_peers_where_it_may_go(monkeypatch):
     """``Welcome.alternates``: the access point names its neighbours in the cube first, then
     other live super-peers, at most four, itself and any that left never: where the peer goes
     when it cannot reach its access point (``peer.client``), which may have left the cube
     meanwhile without a word to it (a chaos run's peer knocked for 170 s at an address gone)."""
-    welcomes: list[m.Welcome] = []
-    received = Simulation._peer_receives
-
-    def recording(self, pending, message):
-        if isinstance(message, m.Welcome):
-            welcomes.append(message)
-        received(self, pending, message)
-
-    monkeypatch.setattr(Simulation, "_peer_receives", recording)
+    welcomes = received_by_peers(monkeypatch, m.Welcome)
     simulation = Simulation(8)
     simulation.apply({"op": "join", "peer": "p", "superpeer": 0})
     neighbours = sorted(simulation.nodes["sp0"].core.view.neighbours())
@@ -846,15 +852,7 @@ def test_an_attached_peer_is_told_again_in_each_clock_where_it_may_go(monkeypatc
     access point leaves): the next ``Clock`` names the super-peers as they are now, not as its
     ``Welcome`` did (a chaos run, stop 79, seed 795: every super-peer a peer attached for 150 s
     had been told of was gone when its access point left)."""
-    clocks: list[m.Clock] = []
-    received = Simulation._peer_receives
-
-    def recording(self, pending, message):
-        if isinstance(message, m.Clock):
-            clocks.append(message)
-        received(self, pending, message)
-
-    monkeypatch.setattr(Simulation, "_peer_receives", recording)
+    clocks = received_by_peers(monkeypatch, m.Clock)
     simulation = Simulation(8)
     simulation.apply({"op": "join", "peer": "p", "superpeer": 0})
     node = simulation.nodes["sp0"]
