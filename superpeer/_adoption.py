@@ -102,7 +102,7 @@ class Adoptions(Backlog):
         out: list[Output] = []
         made = None
         if subscribe.active_since > 0:  # as the leaver kept it (an older leaver: unknown)
-            made = self._subscribed_at.setdefault((peer, subscribe.id), subscribe.active_since)
+            made = self._made_here(peer, subscribe.id, subscribe.active_since)
         self.store.set_subscription(peer, subscribe.id, wire.encode(subscribe), made)
         self.expiries.set(peer, subscribe.id, subscribe.expires)
         core = self.core

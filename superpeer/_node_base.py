@@ -595,6 +595,11 @@ class NodeBase:
         self._unsubscribed_at: dict[tuple[str, str], float] = {}
         """When each subscription made here in this incarnation was made (catch-up never asks
         for what was published before a subscription existed)."""
+        self._latest_made: dict[str, float] = {}
+        """Per peer, the latest time one of its subscriptions here was made (``_made_here``),
+        never lowered when one goes: a bound, so a notification published after it less the
+        margin is owed to every subscription it names that still stands (``_deliver``: a peer
+        holding a thousand matching subscriptions cost a thousand look-ups per notification)."""
         self._withdrawn: dict[str, dict[str, tuple[qel.Subscription, float, float]]] = {}
         """Subscriptions withdrawn in the last ``log_seconds``, with when they were made and
         withdrawn: a repair catches up for them too, for the time they were active (a route
@@ -808,6 +813,13 @@ class NodeBase:
             wire.packed_publication(notification.publication),
         )
         return key, held
+
+    def _made_here(self, peer: str, sid: str, made: float) -> float:
+        """When ``peer``'s subscription ``sid`` was made here: ``made``, unless known already."""
+        at = self._subscribed_at.setdefault((peer, sid), made)
+        if at > self._latest_made.get(peer, -math.inf):
+            self._latest_made[peer] = at
+        return at
 
     def _next_id(self) -> str:
         self._message_number += 1

@@ -5,6 +5,8 @@ from dataclasses import replace
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import qel
 import wire
@@ -1030,3 +1032,60 @@ def test_a_catchup_answer_that_reaches_an_access_point_the_peer_left_keeps_the_t
     assert reader.filtered == 0, "a notification for no subscription standing at its time"
     delivered = simulation.deliveries()["reader"]
     assert "older" not in delivered and "new" in delivered
+
+
+MADE = st.dictionaries(
+    st.sampled_from([f"s{k}" for k in range(8)]), st.floats(0.0, 30.0), min_size=6
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    made=MADE,
+    withdrawn=st.sets(st.sampled_from([f"s{k}" for k in range(8)]), max_size=3),
+    named=st.lists(st.sampled_from([f"s{k}" for k in range(9)]), min_size=1, unique=True),
+    published=st.floats(0.0, 40.0),
+    kept=st.booleans(),
+)
+def test_the_one_pass_check_of_a_notifications_subscriptions_decides_as_each_one_would(
+    made, withdrawn, named, published, kept
+):
+    """``_deliver``'s fast path (every subscription named made here, the peer's latest one
+    before the publication less the margin: all stand) keeps exactly the subscriptions the
+    rule asked of each one keeps (``_latest_made`` unknown: the one-by-one path)."""
+    simulation = Simulation(1)
+    simulation.apply({"op": "join", "peer": "reader", "superpeer": 0})
+    node = simulation.nodes["sp0"]
+    for sid, at in made.items():
+        node._made_here("reader", sid, at)
+    for sid in withdrawn:
+        if sid in made:
+            node._subscribed_at.pop(("reader", sid))
+            node._unsubscribed_at[("reader", sid)] = made[sid] + 1.0
+    (publication,) = qel.parse_publications(
+        '<http://example.org/n1> <http://purl.org/dc/elements/1.1/title> "t" .',
+        "nt",
+        publisher="writer",
+        id="n1",
+    )
+    notify = m.Notify(
+        publication=publication,
+        subscriptions=tuple(named),
+        owner="writer",
+        access_point="",
+        origin="sp1",
+        hops=1,
+        published_at=published,
+    )
+
+    def delivered(fast: bool) -> list:
+        taken: list = []
+        node.mail.deliver = lambda peer, news, now: taken.append(news.subscriptions) or []
+        latest = dict(node._latest_made)
+        if not fast:
+            node._latest_made.clear()
+        node._deliver("reader", notify, simulation.now, [], kept=kept)
+        node._latest_made.update(latest)
+        return taken
+
+    assert delivered(fast=True) == delivered(fast=False)
