@@ -100,6 +100,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
                                        # truncated) at this size, at most min_free_bytes / 4
     fold_bytes = 4194304               # the redo journal (a commit is a frame of it): sqlite
                                        # commits once it is full; at most max_log_bytes / 2
+    cache_bytes = 67108864             # sqlite's page cache (memory): the indexes' pages a
+                                       # store of an hour's log reads again and again
 
     [trace]
     enabled = true
@@ -157,7 +159,7 @@ from superpeer.ratelimit import Rate, RateLimits
 from superpeer.rendezvous import RendezvousConfig
 from superpeer.schemas import SchemaLimits
 from superpeer.security import SecuritySettings
-from superpeer.store import FOLD_BYTES, SYNC_MODES
+from superpeer.store import CACHE_BYTES, FOLD_BYTES, SYNC_MODES
 from superpeer.versions import VersionLimits
 from wire.codec import WireLimits
 
@@ -276,6 +278,13 @@ class StoreSettings:
     would not fit. Larger folds write a hot page less often and stall the trio thread longer
     when they come; at most half the log's bound (``log_bound``), since a fold's pages go to
     the write-ahead log."""
+
+    cache_bytes: int = CACHE_BYTES
+    """sqlite's page cache, at most this much memory: a notification reads and writes index
+    pages at random keys (the log's, the bodies', the deliveries'), and once the store holds
+    the log of an hour those indexes outgrow sqlite's default 2 MiB, and each of their pages is
+    read from the operating system again and again (``bench.storecpu``: 101 to 112 us of CPU
+    per notification at 150,000 against 94.5 with 64 MiB; BENCHMARKS.md, issue 37, stop 80)."""
 
     @property
     def log_bound(self) -> int:
@@ -489,6 +498,10 @@ def config_from_mapping(data: dict[str, Any], *, source: str = "configuration") 
         if store.fold_bytes < 4096:
             raise ConfigError(
                 f"{source}: store.fold_bytes ({store.fold_bytes}) must be at least 4096"
+            )
+        if store.cache_bytes < 1024 * 1024:
+            raise ConfigError(
+                f"{source}: store.cache_bytes ({store.cache_bytes}) must be at least 1048576"
             )
         changes["store"] = store
     if "trace" in data:

@@ -224,6 +224,7 @@ class SuperPeerDaemon:
             sync=config.store.sync,
             max_log_bytes=config.store.log_bound,
             fold_bytes=config.store.fold_bytes,
+            cache_bytes=config.store.cache_bytes,
         )
         if self.store.replayed:  # the commits a crash left in the redo journal only
             log.info(

@@ -680,6 +680,8 @@ def _fsync_path(path: Path) -> None:
 FOLD_BYTES: Final = 4 * 1024 * 1024
 """``SqliteStore``'s redo journal's size (``fold_bytes``): sqlite commits its transaction (the
 fold) when the next commit's frame would not fit in it."""
+CACHE_BYTES: Final = 64 * 1024 * 1024
+"""``SqliteStore``'s page cache at most (``cache_bytes``; sqlite's own default is 2 MiB)."""
 
 SYNC_MODES: Final = ("full", "normal")
 """``SqliteStore``'s ``sync``: ``full`` (the log is fsync'd before a commit counts) survives a
@@ -713,6 +715,7 @@ class SqliteStore:
         sync: str = "full",
         max_log_bytes: int = 16 * 1024 * 1024,
         fold_bytes: int = FOLD_BYTES,
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
@@ -727,6 +730,7 @@ class SqliteStore:
         (page_size,) = self._db.execute("PRAGMA page_size").fetchone()
         self._db.execute(f"PRAGMA wal_autocheckpoint={max(1, max_log_bytes // page_size)}")
         self._db.execute(f"PRAGMA journal_size_limit={int(max_log_bytes)}")
+        self._db.execute(f"PRAGMA cache_size={-max(1, int(cache_bytes) // 1024)}")  # (KiB)
         self._db.execute("PRAGMA recursive_triggers=ON")
         for statement in _SCHEMA:
             self._db.execute(statement)

@@ -3,9 +3,11 @@ across a reopen (a restart)."""
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from superpeer.config import ConfigError, config_from_mapping
 from superpeer.store import LocalPeerState, SqliteStore, json_key
 
 
@@ -180,3 +182,17 @@ def test_a_record_key_is_its_parts_in_json(parts):
     # made without json.dumps for strings and integers (every publication has two such keys),
     # the same text: the keys of stores written before are found again
     assert json_key(*parts) == json.dumps(parts)
+
+
+def test_the_page_cache_is_as_configured_and_a_small_one_is_refused(tmp_path):
+    """``[store] cache_bytes``: sqlite's page cache at most (its default 2 MiB made a store of
+    an hour's log read its indexes' pages from the system again and again); below 1 MiB the
+    configuration is refused with a clear error."""
+    store = SqliteStore(tmp_path / "state.sqlite", cache_bytes=8 * 1024 * 1024)
+    try:
+        assert store._read("PRAGMA cache_size") == [(-8192,)]
+    finally:
+        store.close()
+    assert config_from_mapping({}).store.cache_bytes == 64 * 1024 * 1024
+    with pytest.raises(ConfigError, match="cache_bytes"):
+        config_from_mapping({"store": {"cache_bytes": 1000}})
