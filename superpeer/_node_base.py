@@ -258,8 +258,9 @@ class NodeStatistics:
     unreplicated: int = 0
     """Publications acknowledged with this origin's copy alone (no neighbour answered)."""
     copied_late: int = 0
-    copied_again: int = 0
     """Of those, the entries copied to a neighbour since (``superpeer._replication``, rule 6)."""
+    copied_again: int = 0
+    """Entries copied again after the holder of their copy was lost (rule 9)."""
     handovers_in: int = 0
     handovers_out: int = 0
     waited: int = 0

@@ -350,12 +350,14 @@ class Replication(NodeBase):
         self.statistics.copies_kept += len(message.notifications)
         self._send(sender, m.LogCopied(request=message.request), now, out)
 
-    def _copied(self, message: m.LogCopied, now: float, out: list[Output]) -> None:
+    def _copied(self, sender: str, message: m.LogCopied, now: float, out: list[Output]) -> None:
+        """``sender`` holds the copy ``message`` answers: the neighbour asked last, or one
+        asked before that answered late (rule 9 records who holds it)."""
         batch = self._copies.pop(message.request, None)
         if batch is None:
             return
         target = batch.tried[-1]
-        self._copies_held_by(target, batch.notifications)
+        self._copies_held_by(sender, batch.notifications)
         if batch.remade_through is not None:
             self._copied_again(batch, now, out)
             return

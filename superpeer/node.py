@@ -1024,7 +1024,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         elif isinstance(message, m.LogCopy):
             self._copy_in(sender, message, now, out)
         elif isinstance(message, m.LogCopied):
-            self._copied(message, now, out)
+            self._copied(sender, message, now, out)
         elif isinstance(message, RENDEZVOUS_MESSAGES):
             produced: list = []
             self.rendezvous.route(message, now, produced)

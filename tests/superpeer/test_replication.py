@@ -65,7 +65,7 @@ def test_the_publishers_ack_leaves_once_a_neighbour_holds_a_copy():
 def test_an_ack_whose_copy_is_never_confirmed_waits_for_two_neighbours_then_leaves(monkeypatch):
     """No ``LogCopied`` reaches the origin: the ``Ack`` waits ``copy_wait_seconds`` for one
     neighbour, as long for another, then leaves with the origin's copy alone, counted."""
-    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, sender, message, now, out: None)
     simulation = Simulation(8, interleave=True, seed=1)
     for op in publisher_and_subscriber(8, 0, 7):
         simulation.apply(dict(op))
@@ -173,7 +173,7 @@ def test_a_catch_up_restricted_to_an_origin_answers_its_entries_only():
 def test_answers_keep_the_order_of_the_requests_while_an_ack_waits_for_its_copy(monkeypatch):
     """A peer matches answers to requests in order: a subscription's ``Ack``, made at once,
     leaves after the ``Ack`` of the publication before it, which waits for its copy."""
-    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, sender, message, now, out: None)
     simulation = Simulation(4, interleave=True, seed=0)
     for op in publisher_and_subscriber(4, 0, 3):
         simulation.apply(dict(op))
@@ -258,7 +258,7 @@ def test_entries_queued_behind_an_unanswered_copy_go_to_the_next_neighbour_with_
     """Rule 3 for a batch: when the copy in flight is given up on, the entries queued behind
     it go with it to a second neighbour (not to the first, which just failed to answer), then
     are acknowledged with the origin's copy alone, in the order they were asked."""
-    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, sender, message, now, out: None)
     recorded: list = []
     copies_received(simulation := Simulation(8, interleave=True, seed=1), recorded, monkeypatch)
     for op in publisher_and_subscriber(8, 0, 7):
@@ -291,7 +291,7 @@ def test_an_update_sent_again_on_a_new_connection_waits_for_the_copy_of_its_entr
     simulation = Simulation(4, interleave=True, seed=0)
     for op in (*publisher_and_subscriber(4, 0, 3), publish(0)):
         simulation.apply(dict(op))
-    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, sender, message, now, out: None)
     peer, origin = simulation.peers["pub"], simulation.nodes[simulation.ids[0]]
     data = publish(0)["data"].replace('"t0"', '"t0, revised"')
     (publication,) = qel.parse_publications(data, "turtle", publisher="pub", id="n0")
@@ -494,7 +494,7 @@ def test_a_repeat_of_an_entry_whose_late_copy_is_in_flight_is_answered_at_once(m
     simulation, update = updated_while_cut_off_alone()
     peer, origin = simulation.peers["pub"], simulation.nodes[simulation.ids[0]]
     assert origin.copies_owed() == 1
-    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, message, now, out: None)
+    monkeypatch.setattr(SuperPeerNode, "_copied", lambda self, sender, message, now, out: None)
     simulation.apply({"op": "heal"})
     simulation.apply({"op": "wait", "seconds": 5})
     origin = simulation.nodes[simulation.ids[0]]
