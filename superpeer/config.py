@@ -283,8 +283,9 @@ class StoreSettings:
     """sqlite's page cache, at most this much memory: a notification reads and writes index
     pages at random keys (the log's, the bodies', the deliveries'), and once the store holds
     the log of an hour those indexes outgrow sqlite's default 2 MiB, and each of their pages is
-    read from the operating system again and again (``bench.storecpu``: 101 to 112 us of CPU
-    per notification at 150,000 against 94.5 with 64 MiB; BENCHMARKS.md, issue 37, stop 80)."""
+    read from the operating system again and again (``bench.storecpu``, best of three: 111 us
+    of CPU per notification at 150,000 against 99 with 64 MiB; BENCHMARKS.md, issue 37, stop
+    80)."""
 
     @property
     def log_bound(self) -> int:
