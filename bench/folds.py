@@ -2,10 +2,10 @@
 
 ``SqliteStore`` keeps sqlite's transaction open between folds (``superpeer.redo``), so a fold
 writes every page its commits changed, once. The pages of tables appended in order (the
-bodies, the log's rows) are few and new; the pages of indexes on random keys (the log's and the
-bodies' keys, ``body_refs``, the ``delivered`` records) are as many as the inserts touch, up to
-every leaf page of the index. So as the store fills, each fold writes more, and stalls the trio
-thread longer, than a short benchmark shows.
+bodies, the log's rows) are few and new; the pages of indexes on random keys (the hashes of the
+log's and the bodies' keys and of the ``delivered`` records: ``superpeer.storeschema``) are as
+many as the inserts touch, up to every leaf page of the index. So as the store fills, each fold
+writes more, and stalls the trio thread longer, than a short benchmark shows.
 
 The stream is ``bench.storecpu``'s (the brokers' kilobyte publications, the node's own
 encodings, one subscriber's mail acknowledged every ``--group``), with owner and subscriber

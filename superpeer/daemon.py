@@ -42,6 +42,7 @@ import os
 import secrets
 import sqlite3
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -219,6 +220,7 @@ class SuperPeerDaemon:
             self._server_context = self.identity.server_context()
             self._client_context = self.identity.client_context()
         self.limits = config.wire_limits()
+        opened = time.monotonic()
         self.store = SqliteStore(
             self.directory / "state.sqlite",
             sync=config.store.sync,
@@ -229,6 +231,13 @@ class SuperPeerDaemon:
         if self.store.replayed:  # the commits a crash left in the redo journal only
             log.info(
                 "event=store_replayed node=%s statements=%d", self.node_id, self.store.replayed
+            )
+        if self.store.rebuilt:  # an earlier version's store, once
+            log.info(
+                "event=store_rebuilt node=%s tables=%s seconds=%.1f",
+                self.node_id,
+                ",".join(self.store.rebuilt),
+                time.monotonic() - opened,
             )
         self.disk.reclaim = self.store.reclaim
         self.trace = (

@@ -33,6 +33,10 @@ What is kept:
   copy (issue 37, "write once"). A body is counted by what refers to it and dropped by
   ``drop_bodies`` (the node's housekeeping) once nothing does. Rows an earlier version wrote
   whole (no body) are read as they are;
+* the large tables (the log, the bodies and their counts, ``delivered``) appended in the order
+  rows come and indexed by a 64-bit hash of their keys, not by the keys' text, so that a fold
+  writes fewer index pages (``superpeer.storeschema``, which also rebuilds the tables an
+  earlier version keyed by text);
 * pending work that must survive a crash: handovers not yet answered, peers that moved away
   (forwarding addresses);
 * rendezvous files (``superpeer.rendezvous``): ``SqliteStore`` keeps each in a plain file of its
@@ -59,7 +63,8 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from crypto import PeerRecord
-from superpeer import redo
+from superpeer import redo, storeschema
+from superpeer.storeschema import key_hash
 
 
 def json_key(*parts: str | int) -> str:
@@ -595,54 +600,9 @@ class MemoryStore:
 
 # -- sqlite ------------------------------------------------------------------------------------
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS registrations (public_id TEXT PRIMARY KEY,"
-    " public_key BLOB NOT NULL, private_id_hash BLOB NOT NULL, address TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS local_state (peer TEXT NOT NULL, item TEXT NOT NULL,"
-    " data BLOB NOT NULL, PRIMARY KEY (peer, item))",
-    # ``body``: the key of the row's body in ``bodies`` (``data`` is then a shell: ``filled``),
-    # or NULL (``data`` is whole: every row an earlier version wrote)
-    "CREATE TABLE IF NOT EXISTS mail (delivery INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " peer TEXT NOT NULL, key TEXT NOT NULL, data BLOB NOT NULL, at REAL NOT NULL,"
-    " body TEXT, UNIQUE (peer, key))",
-    "CREATE INDEX IF NOT EXISTS mail_at ON mail (at)",
-    # a peer's mail in delivery order: the window's refill and an acknowledgement read a few
-    # rows at the front, not every row the peer has kept (a backlog made each a scan)
-    "CREATE INDEX IF NOT EXISTS mail_peer ON mail (peer, delivery)",
-    "CREATE TABLE IF NOT EXISTS delivered (peer TEXT NOT NULL, key TEXT NOT NULL,"
-    " at REAL NOT NULL, PRIMARY KEY (peer, key))",
-    "CREATE INDEX IF NOT EXISTS delivered_at ON delivered (at)",
-    "CREATE TABLE IF NOT EXISTS expired (peer TEXT PRIMARY KEY, count INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS publications (key TEXT PRIMARY KEY, data BLOB NOT NULL,"
-    " at REAL NOT NULL, body TEXT)",
-    # a body is written once; its count of references is a row of its own, since sqlite
-    # rewrites a whole row to change one column (the kilobyte again with every reference)
-    "CREATE TABLE IF NOT EXISTS bodies (key TEXT PRIMARY KEY, data BLOB NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS body_refs (key TEXT PRIMARY KEY, refs INTEGER NOT NULL)"
-    " WITHOUT ROWID",
-    "CREATE INDEX IF NOT EXISTS publications_at ON publications (at)",
-    "CREATE TABLE IF NOT EXISTS pending (kind TEXT NOT NULL, key TEXT NOT NULL,"
-    " value TEXT NOT NULL, PRIMARY KEY (kind, key))",
-    "CREATE TABLE IF NOT EXISTS rendezvous_chunks (key TEXT NOT NULL, start INTEGER NOT NULL,"
-    " data BLOB NOT NULL, PRIMARY KEY (key, start))",
-)
-_BODIED: Final = ("mail", "publications")
-"""Tables an earlier version made without their ``body`` column (added at open)."""
-_UNREFERRED: Final = f"json_extract(OLD.value, '$.{BODY}')"
-_COUNTING: Final = (
-    # Every reference to a body is counted by the store as it writes the row, a sum per body
-    # added at the commit (``SqliteStore._refs``): sqlite's triggers cost more per row than
-    # the copies they save. The one trigger: the version record a new one replaces, whose
-    # value the store does not read. A body nothing refers to waits in ``bodies_unused`` for
-    # ``drop_bodies``, which is also what makes a body put in once safe to refer to again
-    # until then (``SqliteStore._held``).
-    "CREATE INDEX IF NOT EXISTS bodies_unused ON body_refs (key) WHERE refs <= 0",
-    "CREATE TRIGGER IF NOT EXISTS pending_unrefers AFTER DELETE ON pending "
-    f"WHEN {_UNREFERRED} IS NOT NULL BEGIN "
-    f"INSERT INTO body_refs VALUES ({_UNREFERRED}, -1) "
-    "ON CONFLICT (key) DO UPDATE SET refs = refs - 1; END",
-)
+_BODY: Final = "SELECT id, data FROM bodies WHERE hash = ? AND key = ?"
+_WITH_BODY: Final = "LEFT JOIN bodies ON bodies.id = {0}.body"
+"""The join of a row (of the table named) with the body it refers to, if any."""
 HELD_BODIES: Final = 4096
 """Body keys ``SqliteStore`` remembers putting in (``_held``): a notification is mail for each
 of its subscribers, and each asks."""
@@ -655,13 +615,13 @@ _SUBSCRIPTION = "subscription:"
 _SUBSCRIBED_AT = "subscribed_at:"
 
 
-def _whole(data: bytes, key: str | None, body: bytes | None) -> bytes:
-    """A row's bytes as they were given: ``data`` whole (no ``key``), or a shell filled with
-    the body kept under ``key``."""
-    if key is None:
+def _whole(data: bytes, body_id: int | None, body: bytes | None) -> bytes:
+    """A row's bytes as they were given: ``data`` whole (no ``body_id``), or a shell filled with
+    the body of that id."""
+    if body_id is None:
         return bytes(data)
     if body is None:
-        raise sqlite3.IntegrityError(f"the body {key!r} a row refers to is gone")
+        raise sqlite3.IntegrityError(f"the body {body_id} a row refers to is gone")
     return filled(data, body)
 
 
@@ -732,21 +692,14 @@ class SqliteStore:
         self._db.execute(f"PRAGMA journal_size_limit={int(max_log_bytes)}")
         self._db.execute(f"PRAGMA cache_size={-max(1, int(cache_bytes) // 1024)}")  # (KiB)
         self._db.execute("PRAGMA recursive_triggers=ON")
-        for statement in _SCHEMA:
-            self._db.execute(statement)
-        for table in _BODIED:
-            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-            if "body" not in columns:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN body TEXT")
-        for statement in _COUNTING:
-            self._db.execute(statement)
-        self._refs: dict[str, int] = {}
-        """Per body, the rows that came to refer to it less those that went, since the last
-        ``_count`` (at the commit: within the transaction it adds to); 0 for a body put in
-        (its count begins)."""
-        self._held: OrderedDict[str, bytes] = OrderedDict()
+        keyed_by_text = storeschema.prepare(self._db)
+        self._refs: dict[int, int] = {}
+        """Per body (its ``id``), the rows that came to refer to it less those that went, since
+        the last ``_count`` (at the commit: within the transaction it adds to); 0 for a body put
+        in (its count begins)."""
+        self._held: OrderedDict[str, tuple[int, bytes]] = OrderedDict()
         """Bodies put in since the last ``drop_bodies`` (the most recent ``HELD_BODIES``), by
-        key: in the store, whatever their count."""
+        key, with their ids: in the store, whatever their count."""
         self._files = Path(f"{path}-rendezvous")
         """The rendezvous files, one per key."""
         self._files.mkdir(mode=0o700, exist_ok=True)
@@ -791,6 +744,13 @@ class SqliteStore:
                 self._begin()
                 self.replayed = redo.replay(self._db, frames)
         self.fold()  # so that a generation is never written twice
+        self.rebuilt: list[str] = []
+        """The tables an earlier version keyed by text, rebuilt when the store opened
+        (``storeschema.rehash``), after that version's frames ran on them."""
+        if keyed_by_text:
+            self._begin()
+            self.rebuilt = storeschema.rehash(self._db)
+            self.fold()
         self.sync()
         self._move_chunk_rows()
 
@@ -1019,26 +979,39 @@ class SqliteStore:
         self._write("DELETE FROM expired WHERE peer = ?", (peer,))
 
     # -- mail ----------------------------------------------------------------------------------
-    def _bodied(self, key: str, data: bytes, body: bytes | None) -> tuple[bytes, str | None]:
-        """What a row keeps of ``data``, and the key of its body: a shell and ``key`` if
-        ``body`` is held once under ``key`` (put in now if it is not), else ``data``, whole."""
+    def _bodied(
+        self, key: str, data: bytes, body: bytes | None, hashed: int | None = None
+    ) -> tuple[bytes, int | None]:
+        """What a row keeps of ``data``, and the id of its body: a shell and the id if ``body``
+        is held once under ``key`` (put in now if it is not), else ``data``, whole.
+        ``hashed``: ``key_hash(key)``, if the caller has it."""
         shell = None if body is None else hollowed(data, body)
         if shell is None or body is None:
             return data, None
         held = self._held.get(key)
         if held is None:
-            cursor = self._write(
-                "INSERT OR IGNORE INTO bodies (key, data) VALUES (?, ?)", (key, body)
-            )
-            if cursor.rowcount == 1:
-                held = body
-                self._refs.setdefault(key, 0)
+            hashed = key_hash(key) if hashed is None else hashed
+            found = self._read(_BODY, (hashed, key))
+            if found:
+                held = (found[0][0], bytes(found[0][1]))
             else:
-                held = bytes(self._read("SELECT data FROM bodies WHERE key = ?", (key,))[0][0])
+                cursor = self._write(
+                    "INSERT INTO bodies (key, hash, data) VALUES (?, ?, ?)", (key, hashed, body)
+                )
+                held = (cursor.lastrowid, body)
+                self._refs.setdefault(held[0], 0)
             if len(self._held) >= HELD_BODIES:
                 del self._held[next(iter(self._held))]
             self._held[key] = held
-        return (shell, key) if held == body else (data, None)
+        return (shell, held[0]) if held[1] == body else (data, None)
+
+    def _body_id(self, key: str) -> int | None:
+        """The id of the body kept under ``key`` (None: none)."""
+        held = self._held.get(key)
+        if held is not None:
+            return held[0]
+        found = self._read(_BODY, (key_hash(key), key))
+        return found[0][0] if found else None
 
     def _count(self) -> None:
         """Adds what rows did to their bodies' counts since the last time."""
@@ -1046,21 +1019,21 @@ class SqliteStore:
             changes, self._refs = self._refs, {}
             sql = (
                 "INSERT INTO body_refs VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET refs = refs + excluded.refs"
+                "ON CONFLICT (body) DO UPDATE SET refs = refs + excluded.refs"
             )
             self._write_many(sql, list(changes.items()))
 
-    def _refer(self, key: str | None, delta: int = 1) -> None:
-        if key is not None:
-            self._refs[key] = self._refs.get(key, 0) + delta
+    def _refer(self, body: int | None, delta: int = 1) -> None:
+        if body is not None:
+            self._refs[body] = self._refs.get(body, 0) + delta
 
     def _delete(self, table: str, where: str, arguments: tuple) -> int:
         """Deletes the rows of ``table`` (mail or the log) that ``where`` selects; how many
         (their bodies counted down)."""
         rows = self._write(f"DELETE FROM {table} WHERE {where} RETURNING body", arguments)
         count = 0
-        for (key,) in rows.fetchall():
-            self._refer(key, -1)
+        for (body,) in rows.fetchall():
+            self._refer(body, -1)
             count += 1
         return count
 
@@ -1070,16 +1043,17 @@ class SqliteStore:
     def put_mail(
         self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
     ) -> int | None:
-        kept, body_key = self._bodied(key, data, body)
+        kept, body_id = self._bodied(key, data, body)
+        hashed = key_hash(peer, key)
         # one statement: the check for a repeat of what the peer acknowledged is in it
         cursor = self._write(
-            "INSERT OR IGNORE INTO mail (peer, key, data, at, body) SELECT ?, ?, ?, ?, ? "
-            "WHERE NOT EXISTS (SELECT 1 FROM delivered WHERE peer = ? AND key = ?)",
-            (peer, key, kept, now, body_key, peer, key),
+            "INSERT OR IGNORE INTO mail (peer, key, data, at, body, hash) SELECT ?, ?, ?, ?, ?, ?"
+            " WHERE NOT EXISTS (SELECT 1 FROM delivered WHERE hash = ? AND peer = ? AND key = ?)",
+            (peer, key, kept, now, body_id, hashed, hashed, peer, key),
         )
         if cursor.rowcount != 1:
             return None
-        self._refer(body_key)
+        self._refer(body_id)
         return cursor.lastrowid
 
     def last_delivery(self) -> int:
@@ -1088,15 +1062,15 @@ class SqliteStore:
 
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
         rows = self._read(
-            "SELECT delivery, mail.data, body, bodies.data FROM mail LEFT JOIN bodies "
-            "ON bodies.key = mail.body WHERE peer = ? AND delivery > ? ORDER BY delivery LIMIT ?",
+            f"SELECT delivery, mail.data, body, bodies.data FROM mail {_WITH_BODY.format('mail')} "
+            "WHERE peer = ? AND delivery > ? ORDER BY delivery LIMIT ?",
             (peer, after, limit),
         )
         return [(number, _whole(*row)) for number, *row in rows]
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
         self._write(
-            "INSERT OR REPLACE INTO delivered SELECT peer, key, ? FROM mail "
+            "INSERT INTO delivered SELECT peer, key, ?, hash FROM mail "
             "WHERE peer = ? AND delivery <= ?",
             (now, peer, through),
         )
@@ -1104,7 +1078,7 @@ class SqliteStore:
 
     def take_mail(self, peer: str, now: float) -> list[bytes]:
         rows = self._read(
-            "SELECT mail.data, body, bodies.data FROM mail LEFT JOIN bodies ON bodies.key = mail.body "
+            f"SELECT mail.data, body, bodies.data FROM mail {_WITH_BODY.format('mail')} "
             "WHERE peer = ? ORDER BY delivery",
             (peer,),
         )
@@ -1117,13 +1091,15 @@ class SqliteStore:
         return self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
 
     def renew_mail(self, peer: str, key: str) -> int | None:
-        rows = self._read("SELECT data, at, body FROM mail WHERE peer = ? AND key = ?", (peer, key))
+        rows = self._read(
+            "SELECT data, at, body, hash FROM mail WHERE peer = ? AND key = ?", (peer, key)
+        )
         if not rows:
             return None
         # the same row under a new number: its body's count is as it was
         self._write("DELETE FROM mail WHERE peer = ? AND key = ?", (peer, key))
         cursor = self._write(
-            "INSERT INTO mail (peer, key, data, at, body) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO mail (peer, key, data, at, body, hash) VALUES (?, ?, ?, ?, ?, ?)",
             (peer, key, *rows[0]),
         )
         return cursor.lastrowid
@@ -1171,43 +1147,51 @@ class SqliteStore:
 
     # -- the publication log -------------------------------------------------------------------
     def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
-        kept, body_key = self._bodied(key, data, body)
-        row = (key, kept, at, body_key)
-        if not self._write("INSERT OR IGNORE INTO publications VALUES (?, ?, ?, ?)", row).rowcount:
-            # logged already (an adopted log, a replay): replaced
-            self._delete("publications", "key = ?", (key,))
-            self._write("INSERT INTO publications VALUES (?, ?, ?, ?)", row)
-        self._refer(body_key)
-        return body_key is not None
+        hashed = key_hash(key)
+        kept, body_id = self._bodied(key, data, body, hashed)
+        if self._read("SELECT 1 FROM publications WHERE hash = ? AND key = ?", (hashed, key)):
+            # logged already (an adopted log, a replay): replaced. (Asked apart: an insert
+            # that asked the table it inserts into would copy each row to a temporary table.)
+            self._delete("publications", "hash = ? AND key = ?", (hashed, key))
+        self._write(
+            "INSERT INTO publications (key, data, at, body, hash) VALUES (?, ?, ?, ?, ?)",
+            (key, kept, at, body_id, hashed),
+        )
+        self._refer(body_id)
+        return body_id is not None
 
     def is_logged(self, key: str) -> bool:
-        return bool(self._read("SELECT 1 FROM publications WHERE key = ?", (key,)))
+        return bool(
+            self._read(
+                "SELECT 1 FROM publications WHERE hash = ? AND key = ?", (key_hash(key), key)
+            )
+        )
 
     def logged_since(self, since: float) -> Iterator[bytes]:
         rows = self._read(
-            "SELECT publications.data, body, bodies.data FROM publications LEFT JOIN bodies "
-            "ON bodies.key = publications.body WHERE at >= ? ORDER BY at",
+            "SELECT publications.data, body, bodies.data FROM publications "
+            f"{_WITH_BODY.format('publications')} WHERE at >= ? ORDER BY at",
             (since,),
         )
         return iter([_whole(*row) for row in rows])
 
     def logged_between(self, since: float, until: float, limit: int) -> list[tuple[float, bytes]]:
         rows = self._read(
-            "SELECT at, publications.data, body, bodies.data FROM publications LEFT JOIN bodies "
-            "ON bodies.key = publications.body WHERE at BETWEEN ? AND ? ORDER BY at LIMIT ?",
+            "SELECT at, publications.data, body, bodies.data FROM publications "
+            f"{_WITH_BODY.format('publications')} WHERE at BETWEEN ? AND ? ORDER BY at LIMIT ?",
             (since, until, limit),
         )
         return [(float(at), _whole(*rest)) for at, *rest in rows]
 
     def body(self, key: str) -> bytes | None:
-        rows = self._read("SELECT data FROM bodies WHERE key = ?", (key,))
-        return bytes(rows[0][0]) if rows else None
+        rows = self._read(_BODY, (key_hash(key), key))
+        return bytes(rows[0][1]) if rows else None
 
     def drop_bodies(self) -> int:
         self._held.clear()
         self._count()
         dropped = self._write(
-            "DELETE FROM bodies WHERE key IN (SELECT key FROM body_refs WHERE refs <= 0)"
+            "DELETE FROM bodies WHERE id IN (SELECT body FROM body_refs WHERE refs <= 0)"
         ).rowcount
         self._write("DELETE FROM body_refs WHERE refs <= 0")
         return dropped
@@ -1229,7 +1213,7 @@ class SqliteStore:
             floor = cut if floor is None else max(floor, cut)
             removed += self._delete(
                 "publications",
-                "key IN (SELECT key FROM publications ORDER BY at LIMIT ?)",
+                "rowid IN (SELECT rowid FROM publications ORDER BY at LIMIT ?)",
                 (count - keep,),
             )
         if floor is not None and floor > self.log_floor():
@@ -1253,7 +1237,9 @@ class SqliteStore:
             self._write(
                 "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", (kind, key, json.dumps(value))
             )
-            self._refer(referred_body(value))  # the one it replaced: ``pending_unrefers``
+            named = referred_body(value)
+            if named is not None:  # (the one it replaced: ``pending_unrefers``)
+                self._refer(self._body_id(named))
 
     def pending_value(self, kind: str, key: str) -> dict | None:
         rows = self._read("SELECT value FROM pending WHERE kind = ? AND key = ?", (kind, key))

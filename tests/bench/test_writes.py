@@ -15,5 +15,7 @@ def test_a_notification_writes_its_kilobyte_once_for_every_subscriber() -> None:
     # KiB of write-ahead log per notification when each commit was sqlite's)
     assert 1 < one["journal_kib"] < 4 and one["wal_kib"] < 16
     # an acknowledgement with nothing waiting in the mail reads nothing back (one read per
-    # subscriber and notification when each refilled the window from the store)
-    assert one["reads"] < 0.5 and ten["reads"] < 1
+    # subscriber and notification when each refilled the window from the store); the two reads
+    # are the log's look-ups by hash (is the key logged, is its body in: with the tables keyed
+    # by text, a unique index made both part of the inserts)
+    assert 2 <= one["reads"] < 2.5 and 2 <= ten["reads"] < 3

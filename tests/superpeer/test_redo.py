@@ -285,7 +285,7 @@ def test_the_journal_is_made_whole_with_zeros_and_its_frames_read_back(tmp_path)
     frames = redo.frames(journal)
     assert len(frames) == 3 and {f.generation for f in frames} == {store.journal.generation}
     first = frames[0].entries
-    assert first[0][0] == 0 and first[0][1].startswith("INSERT OR IGNORE INTO bodies")
+    assert first[0][0] == 0 and first[0][1].startswith("INSERT INTO bodies")
     defined = [entry[1] for frame in frames for entry in frame.entries if entry[0] == 0]
     assert len(defined) == len(set(defined)), "a statement is defined once per generation"
     store.close()
