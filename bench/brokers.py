@@ -543,9 +543,12 @@ def _format(row: dict[str, object]) -> str:
     latency = row.get("latency")
     p50 = f"{latency['p50_ms']:.2f}" if latency else "-"  # type: ignore[index]
     p99 = f"{latency['p99_ms']:.2f}" if latency else "-"  # type: ignore[index]
+    p999 = f"{latency['p999_ms']:.1f}" if latency else "-"  # type: ignore[index]
+    top = f"{latency['max_ms']:.1f}" if latency else "-"  # type: ignore[index]
     arrived = f"{row['arrived']:.0%}" if "arrived" in row else "-"
     return (
-        f"{label:<32} {row['notifications_per_s']:>8} {p50:>8} {p99:>8} {arrived:>7} "
+        f"{label:<32} {row['notifications_per_s']:>8} {p50:>8} {p99:>8} {p999:>8} {top:>8} "
+        f"{arrived:>7} "
         f"{row['server_cpu_s_per_10k']:>9} {row['client_cpu_s_per_10k']:>9} "
         f"{row['load_before']:>5.2f} {row['load_after']:>5.2f}"
         + (f"  {row['note']}" if "note" in row else "")
@@ -614,7 +617,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(
             f"{'system, TLS, subscribers':<32} {'notif/s':>8} {'p50 ms':>8} {'p99 ms':>8} "
-            f"{'arrived':>7} {'CPU srv':>9} {'CPU cli':>9} {'load':>5} {'after':>5}",
+            f"{'p99.9 ms':>8} {'max ms':>8} {'arrived':>7} {'CPU srv':>9} {'CPU cli':>9} {'load':>5} {'after':>5}",
             flush=True,
         )
     for system in systems:

@@ -68,6 +68,8 @@ def percentiles(values: list[float]) -> dict[str, float]:
         "p50_ms": round(rank(0.50) * 1000, 3),
         "p90_ms": round(rank(0.90) * 1000, 3),
         "p99_ms": round(rank(0.99) * 1000, 3),
+        "p999_ms": round(rank(0.999) * 1000, 3),
+        "max_ms": round(ordered[-1] * 1000, 3),
         "mean_ms": round(statistics.fmean(ordered) * 1000, 3),
     }
 

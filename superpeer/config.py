@@ -96,8 +96,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
                                        # paused, takes nothing (superpeer.diskspace); no start
     resume_free_bytes = 134217728      # a paused super-peer goes on once this much is free
     disk_check_seconds = 1.0           # free space looked at this often (and after each commit)
-    max_log_bytes = 16777216           # the write-ahead log is copied into the database (and
-                                       # truncated) at this size, at most min_free_bytes / 4
+    max_log_bytes = 16777216           # the write-ahead log (one fold's pages) is truncated back
+                                       # to this size, at most min_free_bytes / 4
     fold_bytes = 4194304               # the redo journal (a commit is a frame of it): sqlite
                                        # commits once it is full; at most max_log_bytes / 2
     cache_bytes = 67108864             # sqlite's page cache (memory): the indexes' pages a
@@ -264,12 +264,10 @@ class StoreSettings:
     disk_check_seconds: float = 1.0
     """How often the free space is looked at, besides after each group commit."""
     max_log_bytes: int = 16 * 1024 * 1024
-    """The write-ahead log is checkpointed (copied into the database, then truncated) once it
-    holds this many bytes, capped by the reserve (``log_bound``). A checkpoint copies each page
-    the log holds once, however many commits wrote it, and a notification's writes touch index
-    pages at random keys that the next commits touch again: a log four times longer copies the
-    same hot pages a quarter as often (16 MiB, the reserve's quarter: 8 to 14% less of the
-    store's CPU per notification than 4 MiB; BENCHMARKS.md, issue 37, stop 52)."""
+    """The size the write-ahead log is truncated back to when it starts over, capped by the
+    reserve (``log_bound``). Every fold checkpoints the log (copies its pages into the
+    database, ``SqliteStore._copy``) and the next fold starts it over, so it holds one fold's
+    pages; a fold larger than this leaves the file larger until it starts over."""
 
     fold_bytes: int = FOLD_BYTES
     """The size of the redo journal (``<data>/state.sqlite-redo``, ``superpeer.redo``): a commit
@@ -289,11 +287,10 @@ class StoreSettings:
 
     @property
     def log_bound(self) -> int:
-        """The size at which the store checkpoints its write-ahead log: ``max_log_bytes``, but
-        at most a quarter of ``min_free_bytes``. Every fold of the redo journal appends the pages
-        its commits touched to the log, which may pass this bound by one fold's pages before
-        its checkpoint (``fold_bytes`` is at most half of it), and the free space the pause
-        keeps in reserve must hold that (``superpeer.diskspace``)."""
+        """The size the store truncates its write-ahead log back to: ``max_log_bytes``, but at
+        most a quarter of ``min_free_bytes``. Every fold of the redo journal writes the pages its
+        commits touched to the log (``fold_bytes`` is at most half of this bound), and the free
+        space the pause keeps in reserve must hold them (``superpeer.diskspace``)."""
         return min(self.max_log_bytes, self.min_free_bytes // 4)
 
 

@@ -23,9 +23,9 @@ every ``disk_check_seconds``) it *pauses* (``DiskGuard``):
 
 **Before it pauses, it gives back what is its own to give**: the store's write-ahead log
 (``SqliteStore.reclaim``: a checkpoint that copies the log into the database and truncates it).
-sqlite checkpoints on its own only every thousand pages and then keeps the log at its largest
-size, so after a burst of writes (a catch-up replayed to it, a neighbour's routes) the log can
-hold megabytes of pages the database already has, or will once checkpointed. A daemon that paused
+The store checkpoints the log at every fold, but keeps the file at its largest size up to
+``log_bound``, so after a burst of writes (a catch-up replayed to it, a neighbour's routes) the
+log can hold megabytes of pages the database already has. A daemon that paused
 with that space in its own hands would wait for an operator to free what it could free itself,
 and run no timer meanwhile (its neighbours evict it; it rejoins only when it goes on).
 

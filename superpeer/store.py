@@ -49,6 +49,7 @@ What is kept:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -645,8 +646,7 @@ CACHE_BYTES: Final = 64 * 1024 * 1024
 
 SYNC_MODES: Final = ("full", "normal")
 """``SqliteStore``'s ``sync``: ``full`` (the log is fsync'd before a commit counts) survives a
-power loss or an operating-system crash; ``normal`` (no fsync but when sqlite checkpoints the
-log) survives the process being killed, since what was committed is in the kernel's cache, but a
+power loss or an operating-system crash; ``normal`` (no fsync but the folds') survives the process being killed, since what was committed is in the kernel's cache, but a
 power loss may take the last commits back, after their acknowledgements left."""
 
 
@@ -666,7 +666,8 @@ class SqliteStore:
     can run the fsync on another thread while the trio thread goes on: ``commit(synced=False)``
     writes the frame, ``sync`` (which touches only file descriptors, never the sqlite
     connection) makes every frame written so far durable. A fold fsyncs sqlite's log in both
-    modes before the journal starts again over the frames it holds."""
+    modes before the journal starts again over the frames it holds, then checkpoints it
+    (``_copy``)."""
 
     def __init__(
         self,
@@ -684,11 +685,13 @@ class SqliteStore:
         self._db = sqlite3.connect(str(path), isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        # the log is checkpointed once it holds ``max_log_bytes`` (sqlite's default is 1,000
-        # pages), and truncated back to that size after, so it never grows past what the disk
-        # guard keeps in reserve (``StoreSettings.log_bound``)
-        (page_size,) = self._db.execute("PRAGMA page_size").fetchone()
-        self._db.execute(f"PRAGMA wal_autocheckpoint={max(1, max_log_bytes // page_size)}")
+        # the log is checkpointed by every fold (``_copy``), not by sqlite as it grows, and
+        # truncated back to ``max_log_bytes`` when it starts over, so it never grows past what
+        # the disk guard keeps in reserve (``StoreSettings.log_bound``). The transaction's
+        # pages are never spilled to the log before its ``COMMIT`` (which could start the log
+        # over before ``_sync_copied``): a fold's pages stay in memory until the fold.
+        self._db.execute("PRAGMA wal_autocheckpoint=0")
+        self._db.execute("PRAGMA cache_spill=OFF")
         self._db.execute(f"PRAGMA journal_size_limit={int(max_log_bytes)}")
         self._db.execute(f"PRAGMA cache_size={-max(1, int(cache_bytes) // 1024)}")  # (KiB)
         self._db.execute("PRAGMA recursive_triggers=ON")
@@ -725,6 +728,15 @@ class SqliteStore:
         log = Path(f"{path}-wal")
         self._wal = os.open(log, os.O_RDONLY)
         _fsync_path(log.parent)
+        self._copier = sqlite3.connect(str(path), isolation_level=None)
+        """The connection the checkpoints run on: with ``synchronous=OFF`` sqlite copies the
+        log's pages into the database without fsyncing either file (``_copy``)."""
+        self._copier.execute("PRAGMA synchronous=OFF")
+        self._database = os.open(path, os.O_RDONLY)
+        self._copied = False
+        """Whether the database file holds pages a checkpoint copied that no fsync covers yet
+        (``_sync_copied``)."""
+        self._copied_lock = threading.Lock()
         # a fold's transaction adds the pages it changed to the log: half the log's bound at most
         folded = self.get_meta(_FOLDED)
         self.journal = redo.RedoJournal(
@@ -748,9 +760,14 @@ class SqliteStore:
         """The tables an earlier version keyed by text, rebuilt when the store opened
         (``storeschema.rehash``), after that version's frames ran on them."""
         if keyed_by_text:
+            # the rebuild's pages outgrow the cache: they may go to the log before its COMMIT,
+            # which may start the log over, so what the last checkpoint copied is synced first
+            self._sync_copied()
+            self._db.execute("PRAGMA cache_spill=ON")
             self._begin()
             self.rebuilt = storeschema.rehash(self._db)
             self.fold()
+            self._db.execute("PRAGMA cache_spill=OFF")
         self.sync()
         self._move_chunk_rows()
 
@@ -827,6 +844,7 @@ class SqliteStore:
         generation = self.journal.generation
         self._begin()
         self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_FOLDED, str(generation)))
+        self._sync_copied()  # this COMMIT may start the log over the frames last copied
         try:
             self._db.execute("COMMIT")
         except sqlite3.Error:
@@ -836,6 +854,32 @@ class SqliteStore:
         self._open = False
         os.fsync(self._wal)
         self.journal.restart(generation + 1)
+        self._copy()
+
+    def _copy(self) -> None:
+        """Checkpoints the log: copies the fold's pages into the database file, without an
+        fsync, so that the next fold's ``COMMIT`` starts the log over (sqlite does once every
+        frame is copied) and the log holds one fold's pages. sqlite's own checkpoint (once the
+        log held ``max_log_bytes``) fsynced the log and the database on the loop's thread, 37
+        to 48 ms every third fold or so (BENCHMARKS.md, issue 37, stop 79); the log is durable
+        here already (the fold fsynced it), and the database's fsync is left to the next
+        ``sync``, on the group commit's thread (``_sync_copied``). A frame is overwritten only
+        by a ``COMMIT`` (no spills), and every ``COMMIT`` is a fold's, after ``_sync_copied``:
+        so the log never starts over frames whose pages the database does not hold durably. A
+        checkpoint that fails (a full disk) copies less and leaves the rest in the log: the log
+        does not start over, and the next fold's checkpoint copies it."""
+        with contextlib.suppress(sqlite3.Error):
+            self._copier.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        with self._copied_lock:
+            self._copied = True
+
+    def _sync_copied(self) -> None:
+        """fsyncs the database file if a checkpoint copied pages into it since the last time;
+        on whichever thread asks first (holding the others until it is done)."""
+        with self._copied_lock:
+            if self._copied:
+                os.fsync(self._database)
+                self._copied = False
 
     def sync(self) -> None:
         """Makes every transaction committed so far durable (with ``sync="normal"``: nothing),
@@ -850,6 +894,7 @@ class SqliteStore:
             if written:  # and their names, for the files created since
                 _fsync_path(self._files)
             self.journal.sync()
+            self._sync_copied()
         self._synced = max(self._synced, through)
 
     def reclaim(self) -> bool:
@@ -880,9 +925,11 @@ class SqliteStore:
                 self.fold()
         finally:
             self._stop_writing()
+            self._copier.close()
             self._db.close()
             self.journal.close()
             os.close(self._wal)
+            os.close(self._database)
 
     # -- the node ------------------------------------------------------------------------------
     def next_incarnation(self) -> int:

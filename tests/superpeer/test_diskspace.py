@@ -179,8 +179,8 @@ def test_the_reserve_is_configured_in_the_store_section():
 
 
 def test_the_log_bound_is_the_configured_size_at_most_a_quarter_of_the_reserve():
-    """The daemon checkpoints the log at ``StoreSettings.log_bound``: the configured size while
-    the reserve holds four times it, a quarter of the reserve when it does not."""
+    """The daemon truncates the log back to ``StoreSettings.log_bound``: the configured size
+    while the reserve holds four times it, a quarter of the reserve when it does not."""
     assert config_from_mapping({}).store.log_bound == 16 * 2**20
     small_reserve = {"store": {"min_free_bytes": 8 * 2**20, "resume_free_bytes": 8 * 2**20}}
     assert config_from_mapping(small_reserve).store.log_bound == 2 * 2**20

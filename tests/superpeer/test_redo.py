@@ -8,6 +8,7 @@ A crash is made by copying the store's files (the database, sqlite's write-ahead
 journal) while the store is open, and opening the copy: what a killed process leaves, since every
 write went to the kernel. A power loss is made by copying them at chosen moments apart."""
 
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -135,6 +136,60 @@ def commits(store: SqliteStore, names: range) -> None:
     for n in names:
         store.put_mail("p", f"k{n}", encoded(f"k{n}"), float(n), BODY_BYTES)
         store.commit()
+
+
+@pytest.mark.parametrize("sync", ["full", "normal"])
+def test_a_power_loss_as_a_fold_starts_the_log_over_keeps_every_commit(tmp_path, monkeypatch, sync):
+    """The worst a power loss can leave as a fold commits: every byte written to sqlite's log
+    and to the journal landed, the database file only as its last fsync left it (the pages a
+    checkpoint copied into it since may not have). A fold's ``COMMIT`` starts the log over the
+    frames the checkpoint before it copied (``SqliteStore._copy``), so those pages must be
+    durable in the database first. Taken at every fold, as its ``COMMIT`` returns, the files
+    open to every commit, the fold's own included."""
+    path = tmp_path / "state.sqlite"
+    durable = {"database": b""}  # (nothing fsync'd yet)
+    images: list[tuple[bytes, bytes, bytes]] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        name = os.readlink(f"/proc/self/fd/{descriptor}")
+        if name == f"{path}-wal":  # the fold's, after its COMMIT
+            log, journal = Path(name).read_bytes(), Path(f"{path}-redo").read_bytes()
+            images.append((durable["database"], log, journal))
+        real_fsync(descriptor)
+        if name == str(path):
+            durable["database"] = path.read_bytes()
+
+    monkeypatch.setattr("superpeer.store.os.fsync", fsync)
+    store = SqliteStore(path, sync=sync, fold_bytes=SMALL)
+    expected = [state(store)] * len(images)
+    for n in range(80):
+        taken = len(images)
+        apply(store, ("log", f"k{n}"), float(n))
+        apply(store, ("mail", "p0", f"k{n}", True), float(n))
+        apply(store, ("version", f"v{n % 3}", f"k{n}"), float(n))
+        if n % 4 == 3:
+            apply(store, ("ack", "p0", 10**6), float(n))
+        if n % 9 == 8:
+            apply(store, ("bodies",), float(n))
+        store.commit()
+        expected.extend([state(store)] * (len(images) - taken))
+    last = state(store)
+    store.close()  # (its fold too)
+    monkeypatch.undo()
+    expected.extend([last] * (len(images) - len(expected)))
+    assert len(images) >= 6, "folds, each after a checkpoint of the one before"
+    for number, (database, log, journal) in enumerate(images):
+        lost = tmp_path / f"lost{number}"
+        lost.mkdir()
+        for suffix, data in (("", database), ("-wal", log), ("-redo", journal)):
+            Path(f"{lost / 'state.sqlite'}{suffix}").write_bytes(data)
+        again = SqliteStore(lost / "state.sqlite", sync="normal", fold_bytes=SMALL)
+        try:
+            assert again._read("PRAGMA integrity_check") == [("ok",)]
+            assert state(again) == expected[number], f"the power lost at fold {number}"
+        finally:
+            again.close()
 
 
 def test_commits_since_the_last_fold_are_run_again_and_the_store_folds_once_opened(tmp_path):

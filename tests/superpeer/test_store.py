@@ -157,9 +157,9 @@ def test_rendezvous_bytes_an_earlier_version_kept_as_rows_move_to_their_file(tmp
 def test_a_stream_of_small_commits_keeps_the_write_ahead_log_within_its_bound(tmp_path):
     """Each commit appends every page it touched to sqlite's log: 300 notifications kept and
     acknowledged one commit each grew it past 4 MB on a 2 MB disk (the full-disk test's
-    paused super-peer died of it after it went on). Checkpointed at ``max_log_bytes``, the
-    log stays within that and one fold's pages (a fold carries at most half that bound of
-    the redo journal's frames: ``superpeer.redo``)."""
+    paused super-peer died of it after it went on). Checkpointed by every fold and started
+    over by the next, the log stays within ``max_log_bytes`` and one fold's pages (a fold
+    carries at most half that bound of the redo journal's frames: ``superpeer.redo``)."""
     bound = 96 * 1024
     store = SqliteStore(tmp_path / "state.sqlite", max_log_bytes=bound)
     log = tmp_path / "state.sqlite-wal"
