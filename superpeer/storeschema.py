@@ -126,6 +126,8 @@ _COPIES: Final = {
 }
 """How each large table's rows come over from the one an earlier version keyed by text, in
 this order (a row's body before the row)."""
+_REFERRING: Final = ("publications", "mail")
+"""The tables whose rows name their body (by its key before, by its id now)."""
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:
@@ -190,6 +192,14 @@ def rehash(db: sqlite3.Connection) -> list[str]:
     for table in _COPIES:
         if table in old:
             db.execute(_COPIES[table].format(old=f"{table}_keyed"))
+    for table in _REFERRING:
+        if table in old:  # (a shell whose body is gone would be read as whole bytes)
+            gone = f"SELECT COUNT(*) FROM {{old}} WHERE body IS NOT NULL AND {_BODY_ID} IS NULL"
+            ((count,),) = db.execute(gone.format(old=f"{table}_keyed")).fetchall()
+            if count:
+                raise sqlite3.IntegrityError(
+                    f"{count} rows of {table} refer to a body the store does not hold"
+                )
     if "mail" in old:  # the next delivery's number goes on from the old table's
         db.execute("DELETE FROM sqlite_sequence WHERE name = 'mail'")
         db.execute(

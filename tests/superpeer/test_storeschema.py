@@ -104,6 +104,25 @@ def test_a_crash_while_the_tables_are_rebuilt_leaves_the_old_ones_and_the_next_o
         store.close()
 
 
+def test_a_row_whose_body_is_gone_stops_the_rebuild_and_leaves_the_store_as_it_was(tmp_path):
+    """Read by an earlier version, such a row was an error; rebuilt without its body it would
+    be a shell read as whole bytes. The open fails with the count, and changes nothing."""
+    path = crashed_store(tmp_path / "first")
+    old = sqlite3.connect(path)
+    old.execute(
+        "UPDATE mail SET body = 'a key of no body' WHERE delivery = (SELECT MAX(delivery) FROM mail)"
+    )
+    old.commit()
+    old.close()
+    with pytest.raises(sqlite3.IntegrityError, match="1 rows of mail refer to a body"):
+        SqliteStore(path, sync="normal")
+    again = tmp_path / "again"
+    shutil.copytree(tmp_path / "first", again)
+    check = sqlite3.connect(again / "state.sqlite")
+    assert "key" in {row[1] for row in check.execute("PRAGMA table_info(body_refs)")}
+    check.close()
+
+
 @settings(max_examples=30, deadline=None)
 @given(OPS)
 def test_keys_of_one_hash_are_told_apart_by_their_text(ops):
