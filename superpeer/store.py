@@ -602,6 +602,7 @@ class MemoryStore:
 # -- sqlite ------------------------------------------------------------------------------------
 
 _BODY: Final = "SELECT id, data FROM bodies WHERE hash = ? AND key = ?"
+_LOGGED: Final = "SELECT 1 FROM publications WHERE hash = ? AND key = ?"
 _WITH_BODY: Final = "LEFT JOIN bodies ON bodies.id = {0}.body"
 """The join of a row (of the table named) with the body it refers to, if any."""
 HELD_BODIES: Final = 4096
@@ -1196,7 +1197,7 @@ class SqliteStore:
     def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
         hashed = key_hash(key)
         kept, body_id = self._bodied(key, data, body, hashed)
-        if self._read("SELECT 1 FROM publications WHERE hash = ? AND key = ?", (hashed, key)):
+        if self._read(_LOGGED, (hashed, key)):
             # logged already (an adopted log, a replay): replaced. (Asked apart: an insert
             # that asked the table it inserts into would copy each row to a temporary table.)
             self._delete("publications", "hash = ? AND key = ?", (hashed, key))
@@ -1208,11 +1209,7 @@ class SqliteStore:
         return body_id is not None
 
     def is_logged(self, key: str) -> bool:
-        return bool(
-            self._read(
-                "SELECT 1 FROM publications WHERE hash = ? AND key = ?", (key_hash(key), key)
-            )
-        )
+        return bool(self._read(_LOGGED, (key_hash(key), key)))
 
     def logged_since(self, since: float) -> Iterator[bytes]:
         rows = self._read(
