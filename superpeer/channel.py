@@ -12,8 +12,9 @@ super-peers is a *channel*:
   the receiver's incarnation and ``resume``: the last number it received from the sender's
   incarnation on earlier connections); the sender then sends again everything after ``resume``;
 * the accepting side (``Inbound``) drops numbers it already has (a frame sent again), and writes
-  ``ChannelAck(received)`` back on the same connection every ``ack_every`` frames or when it goes
-  quiet, so the sender can forget what arrived;
+  ``ChannelAck(received)`` back on the same connection every ``ack_every`` frames, or once it went
+  quiet (the daemon waits ``ack_delay_seconds`` first, so that the frames of a stream share one:
+  ``superpeer.daemon._Acknowledger``), so the sender can forget what arrived;
 * every frame is pushed with the incarnation of the other side its sender knew of (0: none
   yet). When a ``Welcome`` names another incarnation than the channel's previous one, what was
   kept is dropped (its state is gone with the old one; recovering what it took with it is the

@@ -28,6 +28,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_peer_queue = 1000              # frames waiting to be written to one peer connection
     max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
     heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
+    ack_delay_seconds = 0.005          # a backbone frame is acknowledged this much later, with
+                                       # the frames that came meanwhile (at once every 64)
     failure_seconds = 10.0             # a neighbour silent this long has failed
     wedged_seconds = 60.0              # a topology operation unfinished this long is wedged:
                                        # the super-peer rejoins
@@ -189,6 +191,7 @@ class Limits:
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
     heartbeat_seconds: float = 1.0
+    ack_delay_seconds: float = 0.005
     failure_seconds: float = 10.0
     wedged_seconds: float = 60.0
     reform_seconds: float = 30.0
@@ -639,7 +642,7 @@ def _section(cls: type, value: object, name: str, source: str) -> Any:
     return replace(defaults, **checked)
 
 
-_ZERO_ALLOWED: Final = frozenset({"store.inline_sync_seconds"})
+_ZERO_ALLOWED: Final = frozenset({"store.inline_sync_seconds", "limits.ack_delay_seconds"})
 """The numbers for which 0 means something (never), and so may be 0; every other is positive."""
 
 

@@ -43,7 +43,7 @@ import secrets
 import sqlite3
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -156,6 +156,53 @@ class _PeerConnection:
     paused_until: float = 0.0
     """Trio time before which nothing more is read (``PauseReading``: the peer is over its
     publication rate)."""
+
+
+class _Acknowledger:
+    """The ``ChannelAck`` s of one backbone connection this daemon accepted (``superpeer.channel``).
+
+    The reader acknowledges at once every ``ack_every`` frames (a burst); otherwise the frames of
+    a read are acknowledged ``ack_delay_seconds`` later, with those that came meanwhile, as
+    TCP's delayed acknowledgement does. At a thousand frames a second, each alone in its read, an
+    acknowledgement per read was a second message for every notification on every hop: a TLS
+    record written at one end, a read, a decoding and a wake-up at the other (BENCHMARKS.md,
+    issue 37, stop 82). An acknowledgement only lets the sender forget what it keeps for a
+    broken connection, so a later one costs the sender memory for a few milliseconds, never a
+    frame: a frame unacknowledged when the connection breaks is sent again, and dropped here as
+    a repeat. Every write on the connection goes through ``send`` (trio allows one at a time)."""
+
+    def __init__(
+        self, daemon: SuperPeerDaemon, stream: trio.abc.Stream, sender: str, incarnation: int
+    ) -> None:
+        self._daemon = daemon
+        self.stream = stream
+        self.sender = sender
+        self.incarnation = incarnation
+        self._writing = trio.Lock()
+        self._due = trio.Event()
+
+    async def send(self, data: bytes) -> None:
+        async with self._writing:
+            await self.stream.send_all(data)
+
+    async def acknowledge(self, *, idle: bool) -> None:
+        """Sends the acknowledgement due now, if any (``Inbound.ack_due``)."""
+        daemon = self._daemon
+        ack = daemon._inbound.ack_due(self.sender, self.incarnation, idle=idle)
+        if ack is not None:
+            await self.send(frame(wire.encode(m.ChannelAck(received=ack)), daemon.limits))
+
+    def due(self) -> None:
+        """The reader read what it had: what it accepted is acknowledged in a moment."""
+        self._due.set()
+
+    async def run(self) -> None:
+        delay = self._daemon.config.limits.ack_delay_seconds
+        while True:
+            await self._due.wait()
+            self._due = trio.Event()
+            await trio.sleep(delay)
+            await self.acknowledge(idle=True)
 
 
 def _remote_address(stream: trio.abc.Stream) -> str:
@@ -889,7 +936,20 @@ class SuperPeerDaemon:
             return  # a probe asking who we are (``_find_contacts``)
         await self.disk.wait_room()
         self._run(lambda now: self.node.superpeer_hello(sender, incarnation, hello.address, now))
-        payloads = first
+        acks = _Acknowledger(self, stream, sender, incarnation)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(acks.run)
+            try:
+                await self._backbone_frames(decoder, first, acks)
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async def _backbone_frames(
+        self, decoder: FrameDecoder, payloads: list[bytes], acks: _Acknowledger
+    ) -> None:
+        """Reads a welcomed link's frames (``payloads`` read already) and hands them to the
+        node, until the link ends."""
+        stream, sender, incarnation = acks.stream, acks.sender, acks.incarnation
         welcomed_as = self.node.incarnation
         while True:
             if self.disk.paused is not None:  # unread and unacknowledged: the sender keeps it
@@ -911,7 +971,7 @@ class SuperPeerDaemon:
                     number, clock, body = split(payload)
                     message, message_id = wire.decode(body, self.limits)
                 except (FrameError, WireError) as error:
-                    await self._refuse_frame(stream, sender, str(error))
+                    await self._refuse_frame(acks.send, sender, str(error))
                     return
                 if not self._inbound.accept(sender, incarnation, number):
                     continue
@@ -923,14 +983,8 @@ class SuperPeerDaemon:
                 # commit: it promises only that this process has the frame, and a restart is a
                 # new incarnation, for which the sender drops what it kept, acknowledged or not
                 # (``superpeer.channel``); what the node promises goes out as its outputs
-                ack = self._inbound.ack_due(sender, incarnation, idle=False)
-                if ack is not None:
-                    await stream.send_all(
-                        frame(wire.encode(m.ChannelAck(received=ack)), self.limits)
-                    )
-            ack = self._inbound.ack_due(sender, incarnation, idle=True)
-            if ack is not None:
-                await stream.send_all(frame(wire.encode(m.ChannelAck(received=ack)), self.limits))
+                await acks.acknowledge(idle=False)
+            acks.due()
             data = await receive(stream)
             if not data:
                 return
@@ -938,7 +992,7 @@ class SuperPeerDaemon:
             try:
                 payloads = decoder.feed(data)
             except FrameError as error:
-                await self._refuse_frame(stream, sender, str(error))
+                await self._refuse_frame(acks.send, sender, str(error))
                 return
 
     def _check_superpeer(self, stream: trio.abc.Stream, hello: m.Hello, remote: str) -> str | None:
@@ -971,12 +1025,14 @@ class SuperPeerDaemon:
         )
         return reason
 
-    async def _refuse_frame(self, stream: trio.abc.Stream, sender: str, reason: str) -> None:
+    async def _refuse_frame(
+        self, send: Callable[[bytes], Awaitable[None]], sender: str, reason: str
+    ) -> None:
         self.node.statistics.violations += 1
         log.warning("event=violation role=superpeer sender=%s reason=%r", sender, reason)
         self._trace_event("drop", "link.error", neighbour=sender, reason=reason[:200])
         with trio.move_on_after(1):
-            await stream.send_all(frame(wire.encode(m.LinkError(reason=reason)), self.limits))
+            await send(frame(wire.encode(m.LinkError(reason=reason)), self.limits))
 
     # -- control --------------------------------------------------------------------------------
     async def _serve_control(
@@ -1059,6 +1115,7 @@ class SuperPeerDaemon:
         report["read_turns"] = self.read_turns
         report["commits"] = asdict(self._commits.statistics())
         report["disk"] = self.disk.status()
+        report["store"] = {"checkpoints_failed": self.store.checkpoints_failed}
         report["peer_queue_frames"] = sum(
             c.send.statistics().current_buffer_used for c in self._peers.values()
         )

@@ -250,6 +250,9 @@ _STATUS_COUNTERS: Final = (
      "Resource files refused: size or SHA-256 did not match the notification"),
     ("superpeer_rendezvous_expired", ("rendezvous", "statistics", "expired"),
      "Rendezvous dropped after their retention time"),
+    ("superpeer_store_checkpoints_failed", ("store", "checkpoints_failed"),
+     "Folds whose checkpoint could not copy the whole write-ahead log (a full disk, a reader):"
+     " the log grows until one does"),
     ("superpeer_lookups_direct", ("locating", "statistics", "direct"),
      "Look-ups sent to the access point a notification named"),
     ("superpeer_lookups_fallbacks", ("locating", "statistics", "fallbacks"),

@@ -49,7 +49,6 @@ What is kept:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -738,6 +737,8 @@ class SqliteStore:
         """Whether the database file holds pages a checkpoint copied that no fsync covers yet
         (``_sync_copied``)."""
         self._copied_lock = threading.Lock()
+        self.checkpoints_failed = 0
+        """Folds whose checkpoint did not copy the whole log (``_copy``)."""
         # a fold's transaction adds the pages it changed to the log: half the log's bound at most
         folded = self.get_meta(_FOLDED)
         self.journal = redo.RedoJournal(
@@ -868,9 +869,15 @@ class SqliteStore:
         by a ``COMMIT`` (no spills), and every ``COMMIT`` is a fold's, after ``_sync_copied``:
         so the log never starts over frames whose pages the database does not hold durably. A
         checkpoint that fails (a full disk) copies less and leaves the rest in the log: the log
-        does not start over, and the next fold's checkpoint copies it."""
-        with contextlib.suppress(sqlite3.Error):
-            self._copier.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        does not start over, and the next fold's checkpoint copies it; ``checkpoints_failed``
+        counts them (``superpeer_store_checkpoints_failed``: a log that keeps growing)."""
+        try:
+            _, log, copied = self._copier.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            whole = copied == log
+        except sqlite3.Error:
+            whole = False
+        if not whole:
+            self.checkpoints_failed += 1
         with self._copied_lock:
             self._copied = True
 

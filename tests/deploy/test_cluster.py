@@ -266,6 +266,7 @@ def test_malformed_clients_are_answered_and_closed_while_others_carry_on():
             time.sleep(0.05)  # the disconnection reaches the daemon after the client is done
             status = cluster.status(0)
         assert status["violations"] == 4
+        assert status["store"] == {"checkpoints_failed": 0}, "the daemon's own figures"
         assert status["auth_failures"] == 1, "the plaintext client"
         assert status["peers"]["detached"] and status["state"] == "member", "still serving"
 

@@ -390,3 +390,26 @@ def test_a_transaction_sqlite_undid_writes_nothing_more_and_the_journal_brings_i
     again = SqliteStore(path, sync="normal")
     assert again.replayed > 0 and state(again) == expected
     again.close()
+
+
+def test_a_checkpoint_that_cannot_copy_the_whole_log_is_counted_and_the_next_one_copies_it(
+    tmp_path,
+):
+    path = tmp_path / "state.sqlite"
+    store = SqliteStore(path, sync="full")
+    commits(store, range(3))
+    store.fold()
+    assert store.checkpoints_failed == 0
+    reader = sqlite3.connect(str(path), isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM mail").fetchone()  # a snapshot before the next fold
+    commits(store, range(3, 6))
+    store.fold()
+    assert store.checkpoints_failed == 1, "the frames past the reader's snapshot stay in the log"
+    reader.execute("COMMIT")
+    reader.close()
+    commits(store, range(6, 9))
+    store.fold()
+    assert store.checkpoints_failed == 1
+    assert store.mail_counts() == {"p": 9}
+    store.close()

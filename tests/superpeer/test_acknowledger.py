@@ -1,0 +1,106 @@
+"""The ``ChannelAck`` s of a backbone connection the daemon accepted (``daemon._Acknowledger``):
+one for the frames of a stream, ``ack_delay_seconds`` after the first read, at once every
+``ack_every`` frames, and never one the sender was not owed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import trio
+import trio.testing
+
+import wire
+from superpeer.channel import Inbound
+from superpeer.config import Limits
+from superpeer.daemon import _Acknowledger
+from wire import messages as m
+from wire.codec import WireLimits
+from wire.framing import FrameDecoder
+
+DELAY = 0.005
+
+
+def _daemon(delay: float = DELAY, ack_every: int = 64) -> SimpleNamespace:
+    """What the acknowledger asks of its daemon: the inbound channels, the limits."""
+    return SimpleNamespace(
+        _inbound=Inbound(ack_every=ack_every),
+        config=SimpleNamespace(limits=Limits(ack_delay_seconds=delay)),
+        limits=WireLimits(),
+    )
+
+
+class _Sender:
+    """The other end: records each ChannelAck as it arrives."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.acks: list[int] = []
+
+    async def read(self) -> None:
+        decoder = FrameDecoder(WireLimits())
+        while data := await self.stream.receive_some():
+            for payload in decoder.feed(data):
+                message, _ = wire.decode(payload)
+                assert isinstance(message, m.ChannelAck)
+                self.acks.append(message.received)
+
+    async def taken(self) -> list[int]:
+        """The acks that came since the last call."""
+        await trio.testing.wait_all_tasks_blocked()
+        taken, self.acks = self.acks, []
+        return taken
+
+
+async def _started(nursery: trio.Nursery, daemon: SimpleNamespace, incarnation: int):
+    ours, theirs = trio.testing.memory_stream_pair()
+    acks = _Acknowledger(daemon, ours, "sp1", incarnation)  # type: ignore[arg-type]
+    daemon._inbound.resume("sp1", incarnation)
+    sender = _Sender(theirs)
+    nursery.start_soon(acks.run)
+    nursery.start_soon(sender.read)
+    return acks, sender
+
+
+async def test_the_frames_of_a_stream_share_one_acknowledgement_a_delay_later(autojump_clock):
+    daemon = _daemon()
+    async with trio.open_nursery() as nursery:
+        acks, sender = await _started(nursery, daemon, 7)
+        for number in range(1, 4):  # three reads, a millisecond apart
+            assert daemon._inbound.accept("sp1", 7, number)
+            acks.due()
+            await trio.sleep(0.001)
+        assert await sender.taken() == [], "not before the delay"
+        await trio.sleep(DELAY)
+        assert await sender.taken() == [3], "one for the three"
+        await trio.sleep(10 * DELAY)
+        assert await sender.taken() == [], "nothing new, nothing sent"
+        assert not daemon._inbound.accept("sp1", 7, 3), "a repeat is not owed an ack"
+        acks.due()
+        await trio.sleep(2 * DELAY)
+        assert await sender.taken() == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_burst_is_acknowledged_every_ack_every_frames_at_once(autojump_clock):
+    daemon = _daemon(ack_every=4)
+    async with trio.open_nursery() as nursery:
+        acks, sender = await _started(nursery, daemon, 1)
+        for number in range(1, 11):  # one read of ten frames
+            daemon._inbound.accept("sp1", 1, number)
+            await acks.acknowledge(idle=False)
+        acks.due()
+        assert await sender.taken() == [4, 8], "in the read, every fourth"
+        await trio.sleep(DELAY)
+        assert await sender.taken() == [10], "the rest after the delay"
+        nursery.cancel_scope.cancel()
+
+
+async def test_no_delay_acknowledges_each_read_as_it_ends(autojump_clock):
+    daemon = _daemon(delay=0.0)
+    async with trio.open_nursery() as nursery:
+        acks, sender = await _started(nursery, daemon, 1)
+        for number in (1, 2):
+            daemon._inbound.accept("sp1", 1, number)
+            acks.due()
+            assert await sender.taken() == [number]
+        nursery.cancel_scope.cancel()
