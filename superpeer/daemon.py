@@ -78,7 +78,7 @@ from superpeer.store import SqliteStore
 from superpeer.trace import TraceRecord
 from superpeer.tracelog import TraceLog
 from wire import messages as m
-from wire.codec import WireError
+from wire.codec import WireError, WireLimits
 from wire.framing import FrameDecoder, FrameError, Received, frame
 from wire.streams import WideReads, receive
 
@@ -172,12 +172,21 @@ class _Acknowledger:
     a repeat. Every write on the connection goes through ``send`` (trio allows one at a time)."""
 
     def __init__(
-        self, daemon: SuperPeerDaemon, stream: trio.abc.Stream, sender: str, incarnation: int
+        self,
+        stream: trio.abc.Stream,
+        inbound: Inbound,
+        sender: str,
+        incarnation: int,
+        *,
+        delay: float,
+        limits: WireLimits,
     ) -> None:
-        self._daemon = daemon
         self.stream = stream
         self.sender = sender
         self.incarnation = incarnation
+        self._inbound = inbound
+        self._delay = delay
+        self._limits = limits
         self._writing = trio.Lock()
         self._due = trio.Event()
 
@@ -187,21 +196,19 @@ class _Acknowledger:
 
     async def acknowledge(self, *, idle: bool) -> None:
         """Sends the acknowledgement due now, if any (``Inbound.ack_due``)."""
-        daemon = self._daemon
-        ack = daemon._inbound.ack_due(self.sender, self.incarnation, idle=idle)
+        ack = self._inbound.ack_due(self.sender, self.incarnation, idle=idle)
         if ack is not None:
-            await self.send(frame(wire.encode(m.ChannelAck(received=ack)), daemon.limits))
+            await self.send(frame(wire.encode(m.ChannelAck(received=ack)), self._limits))
 
     def due(self) -> None:
         """The reader read what it had: what it accepted is acknowledged in a moment."""
         self._due.set()
 
     async def run(self) -> None:
-        delay = self._daemon.config.limits.ack_delay_seconds
         while True:
             await self._due.wait()
             self._due = trio.Event()
-            await trio.sleep(delay)
+            await trio.sleep(self._delay)
             await self.acknowledge(idle=True)
 
 
@@ -936,7 +943,14 @@ class SuperPeerDaemon:
             return  # a probe asking who we are (``_find_contacts``)
         await self.disk.wait_room()
         self._run(lambda now: self.node.superpeer_hello(sender, incarnation, hello.address, now))
-        acks = _Acknowledger(self, stream, sender, incarnation)
+        acks = _Acknowledger(
+            stream,
+            self._inbound,
+            sender,
+            incarnation,
+            delay=self.config.limits.ack_delay_seconds,
+            limits=self.limits,
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(acks.run)
             try:

@@ -4,29 +4,17 @@ one for the frames of a stream, ``ack_delay_seconds`` after the first read, at o
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import trio
 import trio.testing
 
 import wire
 from superpeer.channel import Inbound
-from superpeer.config import Limits
 from superpeer.daemon import _Acknowledger
 from wire import messages as m
 from wire.codec import WireLimits
 from wire.framing import FrameDecoder
 
 DELAY = 0.005
-
-
-def _daemon(delay: float = DELAY, ack_every: int = 64) -> SimpleNamespace:
-    """What the acknowledger asks of its daemon: the inbound channels, the limits."""
-    return SimpleNamespace(
-        _inbound=Inbound(ack_every=ack_every),
-        config=SimpleNamespace(limits=Limits(ack_delay_seconds=delay)),
-        limits=WireLimits(),
-    )
 
 
 class _Sender:
@@ -51,22 +39,28 @@ class _Sender:
         return taken
 
 
-async def _started(nursery: trio.Nursery, daemon: SimpleNamespace, incarnation: int):
+async def _started(
+    nursery: trio.Nursery,
+    incarnation: int,
+    *,
+    delay: float = DELAY,
+    ack_every: int = 64,
+) -> tuple[_Acknowledger, _Sender, Inbound]:
+    inbound = Inbound(ack_every=ack_every)
+    inbound.resume("sp1", incarnation)
     ours, theirs = trio.testing.memory_stream_pair()
-    acks = _Acknowledger(daemon, ours, "sp1", incarnation)  # type: ignore[arg-type]
-    daemon._inbound.resume("sp1", incarnation)
+    acks = _Acknowledger(ours, inbound, "sp1", incarnation, delay=delay, limits=WireLimits())
     sender = _Sender(theirs)
     nursery.start_soon(acks.run)
     nursery.start_soon(sender.read)
-    return acks, sender
+    return acks, sender, inbound
 
 
 async def test_the_frames_of_a_stream_share_one_acknowledgement_a_delay_later(autojump_clock):
-    daemon = _daemon()
     async with trio.open_nursery() as nursery:
-        acks, sender = await _started(nursery, daemon, 7)
+        acks, sender, inbound = await _started(nursery, 7)
         for number in range(1, 4):  # three reads, a millisecond apart
-            assert daemon._inbound.accept("sp1", 7, number)
+            assert inbound.accept("sp1", 7, number)
             acks.due()
             await trio.sleep(0.001)
         assert await sender.taken() == [], "not before the delay"
@@ -74,7 +68,7 @@ async def test_the_frames_of_a_stream_share_one_acknowledgement_a_delay_later(au
         assert await sender.taken() == [3], "one for the three"
         await trio.sleep(10 * DELAY)
         assert await sender.taken() == [], "nothing new, nothing sent"
-        assert not daemon._inbound.accept("sp1", 7, 3), "a repeat is not owed an ack"
+        assert not inbound.accept("sp1", 7, 3), "a repeat is not owed an ack"
         acks.due()
         await trio.sleep(2 * DELAY)
         assert await sender.taken() == []
@@ -82,11 +76,10 @@ async def test_the_frames_of_a_stream_share_one_acknowledgement_a_delay_later(au
 
 
 async def test_a_burst_is_acknowledged_every_ack_every_frames_at_once(autojump_clock):
-    daemon = _daemon(ack_every=4)
     async with trio.open_nursery() as nursery:
-        acks, sender = await _started(nursery, daemon, 1)
+        acks, sender, inbound = await _started(nursery, 1, ack_every=4)
         for number in range(1, 11):  # one read of ten frames
-            daemon._inbound.accept("sp1", 1, number)
+            inbound.accept("sp1", 1, number)
             await acks.acknowledge(idle=False)
         acks.due()
         assert await sender.taken() == [4, 8], "in the read, every fourth"
@@ -96,11 +89,10 @@ async def test_a_burst_is_acknowledged_every_ack_every_frames_at_once(autojump_c
 
 
 async def test_no_delay_acknowledges_each_read_as_it_ends(autojump_clock):
-    daemon = _daemon(delay=0.0)
     async with trio.open_nursery() as nursery:
-        acks, sender = await _started(nursery, daemon, 1)
+        acks, sender, inbound = await _started(nursery, 1, delay=0.0)
         for number in (1, 2):
-            daemon._inbound.accept("sp1", 1, number)
+            inbound.accept("sp1", 1, number)
             acks.due()
             assert await sender.taken() == [number]
         nursery.cancel_scope.cancel()
