@@ -646,8 +646,9 @@ CACHE_BYTES: Final = 64 * 1024 * 1024
 
 SYNC_MODES: Final = ("full", "normal")
 """``SqliteStore``'s ``sync``: ``full`` (the log is fsync'd before a commit counts) survives a
-power loss or an operating-system crash; ``normal`` (no fsync but the folds') survives the process being killed, since what was committed is in the kernel's cache, but a
-power loss may take the last commits back, after their acknowledgements left."""
+power loss or an operating-system crash; ``normal`` (no fsync but the folds') survives the
+process being killed, since what was committed is in the kernel's cache, but a power loss may
+take the last commits back, after their acknowledgements left."""
 
 
 class SqliteStore:
