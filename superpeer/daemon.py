@@ -159,17 +159,11 @@ class _PeerConnection:
 
 
 class _Acknowledger:
-    """The ``ChannelAck`` s of one backbone connection this daemon accepted (``superpeer.channel``).
-
-    The reader acknowledges at once every ``ack_every`` frames (a burst); otherwise the frames of
-    a read are acknowledged ``ack_delay_seconds`` later, with those that came meanwhile, as
-    TCP's delayed acknowledgement does. At a thousand frames a second, each alone in its read, an
-    acknowledgement per read was a second message for every notification on every hop: a TLS
-    record written at one end, a read, a decoding and a wake-up at the other (BENCHMARKS.md,
-    issue 37, stop 82). An acknowledgement only lets the sender forget what it keeps for a
-    broken connection, so a later one costs the sender memory for a few milliseconds, never a
-    frame: a frame unacknowledged when the connection breaks is sent again, and dropped here as
-    a repeat. Every write on the connection goes through ``send`` (trio allows one at a time)."""
+    """Writes the ``ChannelAck`` s of one backbone connection this daemon accepted, when the
+    ``Inbound`` says they are due (``superpeer.channel``: at once after a read that left
+    ``ack_every`` frames waiting, else ``ack_delay_seconds`` after the first that waits, which
+    ``run`` sleeps until). Every write on the connection goes through ``send`` (trio allows one
+    at a time)."""
 
     def __init__(
         self,
@@ -178,38 +172,40 @@ class _Acknowledger:
         sender: str,
         incarnation: int,
         *,
-        delay: float,
         limits: WireLimits,
     ) -> None:
         self.stream = stream
         self.sender = sender
         self.incarnation = incarnation
         self._inbound = inbound
-        self._delay = delay
         self._limits = limits
         self._writing = trio.Lock()
-        self._due = trio.Event()
+        self._read = trio.Event()
 
     async def send(self, data: bytes) -> None:
         async with self._writing:
             await self.stream.send_all(data)
 
-    async def acknowledge(self, *, idle: bool) -> None:
-        """Sends the acknowledgement due now, if any (``Inbound.ack_due``)."""
-        ack = self._inbound.ack_due(self.sender, self.incarnation, idle=idle)
+    async def acknowledge(self) -> None:
+        """Sends the acknowledgement due now, if any."""
+        ack = self._inbound.ack_due(self.sender, self.incarnation, trio.current_time())
         if ack is not None:
             await self.send(frame(wire.encode(m.ChannelAck(received=ack)), self._limits))
 
-    def due(self) -> None:
-        """The reader read what it had: what it accepted is acknowledged in a moment."""
-        self._due.set()
+    async def read(self) -> None:
+        """The reader accepted a read's frames: what is due now is sent, the rest when due."""
+        await self.acknowledge()
+        self._read.set()
 
     async def run(self) -> None:
         while True:
-            await self._due.wait()
-            self._due = trio.Event()
-            await trio.sleep(self._delay)
-            await self.acknowledge(idle=True)
+            deadline = self._inbound.ack_deadline(self.sender, self.incarnation)
+            if deadline is None:
+                await self._read.wait()
+                self._read = trio.Event()
+                continue
+            await trio.sleep_until(deadline)
+            await self.acknowledge()
 
 
 def _remote_address(stream: trio.abc.Stream) -> str:
@@ -322,7 +318,7 @@ class SuperPeerDaemon:
         self.read_turns = 0
         """Times the rest of a peer's read waited, for the other connections or for the peer's
         rate (``_peer_frames``; ``status``: ``read_turns``)."""
-        self._inbound = Inbound()
+        self._inbound = Inbound(ack_delay=self.config.limits.ack_delay_seconds)
         self._commits = GroupCommit(
             self.store,
             self._carry_out,
@@ -948,7 +944,6 @@ class SuperPeerDaemon:
             self._inbound,
             sender,
             incarnation,
-            delay=self.config.limits.ack_delay_seconds,
             limits=self.limits,
         )
         async with trio.open_nursery() as nursery:
@@ -987,18 +982,17 @@ class SuperPeerDaemon:
                 except (FrameError, WireError) as error:
                     await self._refuse_frame(acks.send, sender, str(error))
                     return
-                if not self._inbound.accept(sender, incarnation, number):
+                if not self._inbound.accept(sender, incarnation, number, trio.current_time()):
                     continue
                 received = Received(message, message_id, len(body), clock)
                 self._run(
                     lambda now, r=received: self.node.superpeer_message(sender, incarnation, r, now)
                 )
-                # a ChannelAck (and a Welcome's ``resume``) does not wait for the group's
-                # commit: it promises only that this process has the frame, and a restart is a
-                # new incarnation, for which the sender drops what it kept, acknowledged or not
-                # (``superpeer.channel``); what the node promises goes out as its outputs
-                await acks.acknowledge(idle=False)
-            acks.due()
+            # a ChannelAck (and a Welcome's ``resume``) does not wait for the group's commit:
+            # it promises only that this process has the frame, and a restart is a new
+            # incarnation, for which the sender drops what it kept, acknowledged or not
+            # (``superpeer.channel``); what the node promises goes out as its outputs
+            await acks.read()
             data = await receive(stream)
             if not data:
                 return

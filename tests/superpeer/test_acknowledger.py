@@ -1,6 +1,7 @@
-"""The ``ChannelAck`` s of a backbone connection the daemon accepted (``daemon._Acknowledger``):
-one for the frames of a stream, ``ack_delay_seconds`` after the first read, at once every
-``ack_every`` frames, and never one the sender was not owed."""
+"""The ``ChannelAck`` s of a backbone connection the daemon accepted (``daemon._Acknowledger``)
+are written when the ``Inbound`` says (its rules are tested in ``test_channel``): one for the
+frames of a stream, ``ack_delay_seconds`` after the first, at once after a read that left
+``ack_every`` waiting, and never one the sender was not owed."""
 
 from __future__ import annotations
 
@@ -46,10 +47,10 @@ async def _started(
     delay: float = DELAY,
     ack_every: int = 64,
 ) -> tuple[_Acknowledger, _Sender, Inbound]:
-    inbound = Inbound(ack_every=ack_every)
+    inbound = Inbound(ack_every=ack_every, ack_delay=delay)
     inbound.resume("sp1", incarnation)
     ours, theirs = trio.testing.memory_stream_pair()
-    acks = _Acknowledger(ours, inbound, "sp1", incarnation, delay=delay, limits=WireLimits())
+    acks = _Acknowledger(ours, inbound, "sp1", incarnation, limits=WireLimits())
     sender = _Sender(theirs)
     nursery.start_soon(acks.run)
     nursery.start_soon(sender.read)
@@ -60,31 +61,36 @@ async def test_the_frames_of_a_stream_share_one_acknowledgement_a_delay_later(au
     async with trio.open_nursery() as nursery:
         acks, sender, inbound = await _started(nursery, 7)
         for number in range(1, 4):  # three reads, a millisecond apart
-            assert inbound.accept("sp1", 7, number)
-            acks.due()
+            assert inbound.accept("sp1", 7, number, trio.current_time())
+            await acks.read()
             await trio.sleep(0.001)
         assert await sender.taken() == [], "not before the delay"
-        await trio.sleep(DELAY)
-        assert await sender.taken() == [3], "one for the three"
+        await trio.sleep(DELAY - 0.003)
+        assert await sender.taken() == [3], "one for the three, the delay after the first"
         await trio.sleep(10 * DELAY)
         assert await sender.taken() == [], "nothing new, nothing sent"
-        assert not inbound.accept("sp1", 7, 3), "a repeat is not owed an ack"
-        acks.due()
+        assert not inbound.accept("sp1", 7, 3, trio.current_time()), "a repeat is owed no ack"
+        await acks.read()
         await trio.sleep(2 * DELAY)
         assert await sender.taken() == []
         nursery.cancel_scope.cancel()
 
 
-async def test_a_burst_is_acknowledged_every_ack_every_frames_at_once(autojump_clock):
+async def test_a_read_that_leaves_ack_every_frames_waiting_is_acknowledged_at_once(
+    autojump_clock,
+):
     async with trio.open_nursery() as nursery:
         acks, sender, inbound = await _started(nursery, 1, ack_every=4)
         for number in range(1, 11):  # one read of ten frames
-            inbound.accept("sp1", 1, number)
-            await acks.acknowledge(idle=False)
-        acks.due()
-        assert await sender.taken() == [4, 8], "in the read, every fourth"
+            inbound.accept("sp1", 1, number, trio.current_time())
+        await acks.read()
+        assert await sender.taken() == [10], "at once, after the read"
+        for number in range(11, 13):  # a read of two
+            inbound.accept("sp1", 1, number, trio.current_time())
+        await acks.read()
+        assert await sender.taken() == []
         await trio.sleep(DELAY)
-        assert await sender.taken() == [10], "the rest after the delay"
+        assert await sender.taken() == [12], "those after the delay"
         nursery.cancel_scope.cancel()
 
 
@@ -92,7 +98,7 @@ async def test_no_delay_acknowledges_each_read_as_it_ends(autojump_clock):
     async with trio.open_nursery() as nursery:
         acks, sender, inbound = await _started(nursery, 1, delay=0.0)
         for number in (1, 2):
-            inbound.accept("sp1", 1, number)
-            acks.due()
+            inbound.accept("sp1", 1, number, trio.current_time())
+            await acks.read()
             assert await sender.taken() == [number]
         nursery.cancel_scope.cancel()

@@ -42,10 +42,10 @@ class Pair:
         for data in self.wire:
             for payload in payloads(data):
                 number, _, body = split(payload)
-                if self.inbound.accept("a", 1, number):
+                if self.inbound.accept("a", 1, number, 0.0):
                     self.received.append(body)
         self.wire = []
-        ack = self.inbound.ack_due("a", 1, idle=True)
+        ack = self.inbound.ack_due("a", 1, 0.0)
         if ack is not None:
             self.outbound.acknowledged(ack)
 
@@ -176,3 +176,71 @@ def test_a_message_no_frame_can_carry_leaves_the_channel_as_it_was() -> None:
     pair.send(b"after")
     pair.read()
     assert pair.received == [b"before", b"after"]
+
+
+def test_the_frames_of_a_stream_are_acknowledged_together_a_delay_after_the_first() -> None:
+    inbound = Inbound(ack_every=64, ack_delay=0.005)
+    inbound.resume("a", 1)
+    for number, now in ((1, 0.0), (2, 0.001), (3, 0.002)):
+        assert inbound.accept("a", 1, number, now)
+    assert inbound.ack_deadline("a", 1) == 0.005, "from the first that waits"
+    assert inbound.ack_due("a", 1, 0.0049) is None
+    assert inbound.ack_due("a", 1, 0.005) == 3
+    assert inbound.ack_deadline("a", 1) is None, "nothing waits"
+    assert inbound.ack_due("a", 1, 1.0) is None, "nothing is acknowledged twice"
+    assert not inbound.accept("a", 1, 3, 1.0), "a repeat"
+    assert inbound.ack_deadline("a", 1) is None, "a repeat is owed nothing"
+    assert inbound.accept("a", 1, 4, 2.0)
+    assert inbound.ack_deadline("a", 1) == 2.005, "the next wait starts with its first frame"
+
+
+def test_a_burst_is_acknowledged_at_once_every_ack_every_frames() -> None:
+    inbound = Inbound(ack_every=4, ack_delay=10.0)
+    inbound.resume("a", 1)
+    for number in range(1, 4):
+        inbound.accept("a", 1, number, 0.0)
+    assert inbound.ack_due("a", 1, 0.0) is None
+    inbound.accept("a", 1, 4, 0.0)
+    assert inbound.ack_due("a", 1, 0.0) == 4
+
+
+def test_a_new_incarnation_of_the_sender_forgets_what_the_old_one_left_waiting() -> None:
+    inbound = Inbound(ack_delay=0.005)
+    inbound.resume("a", 1)
+    inbound.accept("a", 1, 1, 0.0)
+    assert inbound.resume("a", 2) == 0
+    assert inbound.ack_deadline("a", 1) is None
+    assert inbound.ack_due("a", 1, 1.0) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 5),
+    st.sampled_from([0.0, 0.005, 1.0]),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 10)), max_size=60),
+)
+def test_acknowledgements_follow_both_rules(
+    ack_every: int, delay: float, steps: list[tuple[bool, int, int]]
+) -> None:
+    """Against an oracle kept by hand: an acknowledgement names the last frame received, comes
+    exactly when ``ack_every`` frames wait or the oldest has waited ``ack_delay``, and the
+    deadline is when the second rule will hold."""
+    inbound = Inbound(ack_every=ack_every, ack_delay=delay)
+    inbound.resume("a", 1)
+    now, last, waiting, since = 0.0, 0, 0, 0.0
+    for is_frame, back, step in steps:
+        now += step / 1000
+        if is_frame:
+            number = max(1, last + 1 - back)  # back > 0: a repeat
+            new = number > last
+            assert inbound.accept("a", 1, number, now) is new
+            if new:
+                last = number
+                since = now if not waiting else since
+                waiting += 1
+            continue
+        due = waiting and (waiting >= ack_every or now >= since + delay)
+        assert inbound.ack_deadline("a", 1) == (since + delay if waiting else None)
+        assert inbound.ack_due("a", 1, now) == (last if due else None)
+        if due:
+            waiting = 0
