@@ -3,7 +3,8 @@
     python -m bench.brokers [--systems mosquitto,amqtt,superpeer-1,superpeer-8]
                             [--subscribers 1,10,100] [--tls on,off] [--offered 1000]
                             [--seconds 3] [--burst-seconds 3] [--drain 30] [--data-dir DIR]
-                            [--sync full|normal] [--log-copy on|off] [--per-server] [--json]
+                            [--sync full|normal] [--log-copy on|off] [--peer-ack-delay 0.005]
+                            [--per-server] [--json]
 
 Every system runs on 127.0.0.1 and is driven the same way, from this process: one publisher and
 1 / 10 / 100 subscribers, each subscriber with its own connection, every publication 1 KB and
@@ -49,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import os
 import select
@@ -183,6 +185,9 @@ class Setup:
     log_copy: bool = True
     """Ours: each publication's log entry copied to a neighbour before its ``Ack``
     (``[recovery] log_copy``; MQTT brokers have no such thing)."""
+    peer_ack_delay: float = 0.005
+    """Ours: how long a peer's ``Delivered`` may wait for more notifications (the peer
+    daemon's ``ack_delay_seconds``; paho acknowledges each delivery at once)."""
 
 
 async def measure(
@@ -488,9 +493,10 @@ async def _measure_ours(setup: Setup, size: int) -> dict[str, object]:
         try:
             ca = cluster.ca_certificate if setup.tls else None
             recorder = Recorder(setup.subscribers)
-            publisher = _BenchPeer("publisher", cluster.addresses[0], ca=ca)
+            delay = setup.peer_ack_delay
+            publisher = _BenchPeer("publisher", cluster.addresses[0], ca=ca, ack_delay=delay)
             subscribers = [
-                _BenchPeer(f"subscriber{k}", cluster.addresses[size - 1], ca=ca)
+                _BenchPeer(f"subscriber{k}", cluster.addresses[size - 1], ca=ca, ack_delay=delay)
                 for k in range(setup.subscribers)
             ]
             async with trio.open_nursery() as nursery:
@@ -538,6 +544,8 @@ def _format(row: dict[str, object]) -> str:
         label = (
             f"{row['system']}, one copy, {'TLS' if row['tls'] else 'plain'}, {row['subscribers']}"
         )
+    if (delay := row.get("peer_ack_delay")) is not None and delay != Setup.peer_ack_delay:
+        label += f", ack {delay * 1000:g} ms"
     if "skipped" in row:
         return f"{label:<32} skipped: {row['skipped']}"
     latency = row.get("latency")
@@ -594,6 +602,12 @@ def main(argv: list[str] | None = None) -> None:
         "alone, no neighbour's copy before the Ack), alternated per row",
     )
     parser.add_argument(
+        "--peer-ack-delay",
+        default=str(Setup.peer_ack_delay),
+        help="seconds, or a list (0,0.005): how long our peers' Delivered waits for more "
+        "(the peer daemon's ack_delay_seconds; 0: each read's at once), alternated per row",
+    )
+    parser.add_argument(
         "--per-server",
         action="store_true",
         help="also print each server process's CPU per notification in each phase (for "
@@ -607,6 +621,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}")
     tls_choices = [{"on": True, "off": False}[t] for t in args.tls.split(",")]
     copy_choices = [{"on": True, "off": False}[c] for c in args.log_copy.split(",")]
+    delay_choices = [float(d) for d in args.peer_ack_delay.split(",")]
     rows = []
     if not args.json:
         print(
@@ -625,10 +640,12 @@ def main(argv: list[str] | None = None) -> None:
         for tls in tls_choices:
             for n in (int(k) for k in args.subscribers.split(",")):
                 ours = system.startswith("superpeer-")
-                for copy in copy_choices if ours else [True]:
+                for copy, delay in itertools.product(
+                    copy_choices if ours else [True], delay_choices if ours else [0.0]
+                ):
                     before = load_average()
                     try:
-                        row = measure_row(Setup(system, tls, n, args, copy))
+                        row = measure_row(Setup(system, tls, n, args, copy, delay))
                     except Skipped as skipped:
                         row = {
                             "system": system,
@@ -637,7 +654,7 @@ def main(argv: list[str] | None = None) -> None:
                             "skipped": str(skipped),
                         }
                     if ours:
-                        row["log_copy"] = copy
+                        row["log_copy"], row["peer_ack_delay"] = copy, delay
                     row["load_before"], row["load_after"] = before, load_average()
                     rows.append(row)
                     if not args.json:

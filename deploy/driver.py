@@ -95,6 +95,8 @@ class _Connection:
         self.drained = trio.Event()
         """The writer ended: what was queued before ``outgoing`` closed is written (or the
         stream broke)."""
+        self.owing = trio.Event()
+        """A ``Delivered`` began to wait (``RemotePeer._acknowledge`` sends it when due)."""
 
     def write(self, data: bytes) -> None:
         """Queue ``data`` for the writer (dropped once the connection is closing)."""
@@ -138,6 +140,9 @@ class RemotePeer:
     incomplete (a move statement's ``missing_since``)."""
     carried_clock: float = 0.0
     """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
+    ack_delay: float = 0.005
+    ack_every: int = 16
+    """When it acknowledges notifications, as the peer daemon does (``peer.session``)."""
     clock_lead: float = 0.0
     """How far its access point's hybrid time runs ahead of this process's clock (what
     ``owed`` takes off a ``published_at`` to compare it with this process's times)."""
@@ -178,7 +183,12 @@ class RemotePeer:
                     server_node_id=crypto.verified_peer_certificate_node_id(secure),
                     registration=self.registration,
                 )
-            session: Session[_Waiting] = Session(self.network_id, identification=identification)
+            session: Session[_Waiting] = Session(
+                self.network_id,
+                identification=identification,
+                ack_every=self.ack_every,
+                ack_delay=self.ack_delay,
+            )
             connection = self._connection = _Connection(stream, session)
             self._established = trio.Event()
             self._ended = None
@@ -213,7 +223,10 @@ class RemotePeer:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._write_queued, connection)
                     with connection.reading:
-                        await self._read(connection)
+                        async with trio.open_nursery() as reading:
+                            reading.start_soon(self._acknowledge, connection)
+                            await self._read(connection)
+                            reading.cancel_scope.cancel()
                     # the writer sends what is still queued (a goodbye's reply), then stops
                     connection.outgoing.close()
                     nursery.cancel_scope.deadline = trio.current_time() + DRAIN_SECONDS
@@ -244,25 +257,47 @@ class RemotePeer:
         stream, session = connection.stream, connection.session
         try:
             while data := await stream.receive_some(READ_SIZE):
-                # the notifications of one read are acknowledged together, as the peer
-                # daemon does (``Delivered`` is cumulative), before anything after them
-                kept: m.Notify | None = None
+                # the notifications of one read are acknowledged together when the session
+                # says, as the peer daemon does (``Delivered`` is cumulative, may wait a moment
+                # for more, and goes before anything the session sends after them)
+                kept: list[m.Notify] = []
                 for event in session.receive_data(data):
                     if isinstance(event, Notified):
                         self._take(event.notify)
-                        if kept is None or event.notify.delivery > kept.delivery:
-                            kept = event.notify
+                        kept.append(event.notify)
                         continue
-                    if kept is not None:
-                        connection.write(session.delivered(kept))
-                        kept = None
+                    self._delivered(connection, kept)
+                    kept = []
                     await self._event(connection, event)
                     if isinstance(event, Ended):
                         return
-                if kept is not None:
-                    connection.write(session.delivered(kept))
+                self._delivered(connection, kept)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+
+    def _delivered(self, connection: _Connection, kept: list[m.Notify]) -> None:
+        if not kept:
+            return
+        session = connection.session
+        last = max(kept, key=lambda notify: notify.delivery)
+        data = session.delivered(last, trio.current_time(), len(kept))
+        if data:
+            connection.write(data)
+        elif session.delivered_deadline is not None:
+            connection.owing.set()
+
+    async def _acknowledge(self, connection: _Connection) -> None:
+        """Sends each ``Delivered`` that waited, when it falls due (the session's other timers
+        are not run: the driver waits for its answers itself)."""
+        session = connection.session
+        while True:
+            deadline = session.delivered_deadline
+            if deadline is None:
+                await connection.owing.wait()
+                connection.owing = trio.Event()
+                continue
+            await trio.sleep_until(deadline)
+            connection.write(session.delivered_due(trio.current_time()))
 
     async def _event(self, connection: _Connection, event: object) -> None:
         session = connection.session
@@ -400,13 +435,15 @@ class RemotePeer:
 
     async def disconnect(self) -> None:
         """Close the connection once what was queued is written (a ``Leave`` goes out before
-        the connection closes, as when every write was awaited)."""
+        the connection closes, as when every write was awaited), with the ``Delivered`` that
+        waited."""
         connection = self._connection
         if connection is None:
             await trio.lowlevel.checkpoint()
             return
         self._connection = None
         connection.reading.cancel()
+        connection.write(connection.session.delivered_now())
         connection.outgoing.close()
         with trio.move_on_after(DRAIN_SECONDS):
             await connection.drained.wait()

@@ -246,6 +246,10 @@ class _Connection:
         self.transfer_in, self.transfer_out = trio.open_memory_channel[ResourceMessage](math.inf)
         """Transfer steps for the worker thread, in order (``PeerClient._transfer``); what waits
         is at most the windows the access point serves at once."""
+        self.watching_until = math.inf
+        """When ``_watch`` next looks at the session's timer."""
+        self.timer_moved = trio.Event()
+        """The session's timer moved before ``watching_until``: ``_watch`` looks now."""
 
     def end(self, reason: str, reply: bytes = b"") -> None:
         if self.reason is None:
@@ -273,6 +277,8 @@ class PeerClient:
         locate_timeout: float = 10.0,
         max_rate_retries: int = 20,
         inbox_group: int = 64,
+        ack_every: int = 16,
+        ack_delay: float = 0.005,
         tls: TlsSettings | None = None,
         identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,
@@ -315,6 +321,9 @@ class PeerClient:
         self._inbox_group = inbox_group
         """The notifications of one read are stored with one pair of syncs, this many at most
         (``peer.inbox``)."""
+        self._ack_every = ack_every
+        self._ack_delay = ack_delay
+        """When stored notifications are acknowledged (``peer.session``, ``wire.acknowledging``)."""
         self._open_stream = open_stream or self._open_tcp_stream
         self._wall_clock = wall_clock
         self._silence = silence
@@ -499,6 +508,8 @@ class PeerClient:
             locate_timeout=self._locate_timeout,
             identification=identification,
             silence=self._silence,
+            ack_every=self._ack_every,
+            ack_delay=self._ack_delay,
         )
         return stream, session
 
@@ -633,9 +644,9 @@ class PeerClient:
                     )
                 connection.end(reason)
                 return
-            # the notifications of one read are stored and acknowledged together, in groups
-            # (``Delivered`` is cumulative), once each is in the inbox, and before anything
-            # that follows them
+            # the notifications of one read are stored in groups, and acknowledged once each
+            # is in the inbox: when the session says (``Delivered`` is cumulative and may wait
+            # a moment for more), and before anything the session sends after them
             notified: list[m.Notify] = []
             for event in connection.session.receive_data(data, trio.current_time()):
                 if isinstance(event, Notified):
@@ -651,12 +662,18 @@ class PeerClient:
         with one pair of syncs and then acknowledged (repeats and withdrawn ones too: they
         need no delivery again)."""
         size = self._inbox_group
+        session = connection.session
         for start in range(0, len(notified), size):
             group = notified[start : start + size]
             await self._store(group)
-            acknowledgement = connection.session.delivered(max(group, key=_delivery))
+            now = trio.current_time()
+            acknowledgement = session.delivered(max(group, key=_delivery), now, len(group))
             if acknowledgement:
                 connection.queue_in.send_nowait(acknowledgement)
+            elif (deadline := session.get_timer()) is not None and (
+                deadline < connection.watching_until
+            ):
+                connection.timer_moved.set()
 
     async def _handle(self, connection: _Connection, event: Event[Ticket]) -> None:
         if isinstance(event, Reply):
@@ -1146,7 +1163,10 @@ class PeerClient:
             # has a deadline at least that far away (a look-up sent now may be due before the
             # oldest request).
             soonest = trio.current_time() + min(session.timeout, session.locate_timeout)
-            await trio.sleep_until(soonest if deadline is None else min(deadline, soonest))
+            connection.watching_until = soonest if deadline is None else min(deadline, soonest)
+            with trio.move_on_at(connection.watching_until):
+                await connection.timer_moved.wait()
+            connection.timer_moved = trio.Event()
             for event in session.handle_timer(trio.current_time()):
                 await self._handle(connection, event)
 

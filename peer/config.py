@@ -29,6 +29,10 @@ A TOML file may set::
     inbox_group = 64                   # notifications of one read stored with one pair of
                                        # syncs at most (a group commit), then acknowledged
                                        # together; 1: each with its own
+    ack_delay_seconds = 0.005          # stored notifications are acknowledged this much later,
+                                       # with those stored meanwhile (0: at once), or before
+    ack_every = 16                     # anything else is sent, or once this many wait (keep it
+                                       # below the access point's window, 64)
 
     [advertisement]                    # what this peer publishes, applied at every start
     schemas = ["dc"]                   # (same keys as the JSON advertisement, see README)
@@ -89,6 +93,8 @@ _KEYS: Final = frozenset(
         "reconnect_initial",
         "reconnect_max",
         "inbox_group",
+        "ack_delay_seconds",
+        "ack_every",
         "advertisement",
         "security",
         "ui",
@@ -112,8 +118,12 @@ _NUMBERS: Final = {
     "reconnect_initial": float,
     "reconnect_max": float,
     "inbox_group": int,
+    "ack_delay_seconds": float,
+    "ack_every": int,
 }
-"""The positive numbers a file may set (the defaults are ``PeerConfig``'s)."""
+"""The positive numbers a file may set (the defaults are ``PeerConfig``'s), and zero for those
+in ``_ZERO_ALLOWED``."""
+_ZERO_ALLOWED: Final = frozenset({"ack_delay_seconds"})
 
 
 class ConfigError(ValueError):
@@ -173,6 +183,9 @@ class PeerConfig:
     reconnect_max: float = 30.0
     inbox_group: int = 64
     """Notifications of one read stored with one pair of syncs at most (``peer.inbox``)."""
+    ack_delay_seconds: float = 0.005
+    ack_every: int = 16
+    """When stored notifications are acknowledged (``peer.session``, ``wire.acknowledging``)."""
     advertisement: str | None = None
     """The config file's advertisement as JSON text (validated when the daemon starts)."""
     security: SecurityConfig = field(default_factory=SecurityConfig)
@@ -421,10 +434,18 @@ def _optional(table: dict[str, Any], key: str, kind: type) -> Any:
 
 
 def _positive(table: dict[str, Any], key: str, kind: type[float]) -> float:
-    """``table[key]`` as ``kind`` (``int`` or ``float``), which must be positive."""
+    """``table[key]`` as ``kind`` (``int`` or ``float``), which must be positive (or zero,
+    for a key in ``_ZERO_ALLOWED``)."""
     value = table[key]
-    if isinstance(value, bool) or not isinstance(value, kind | int) or value <= 0:
-        raise ConfigError(f"{key} must be a positive {'integer' if kind is int else 'number'}")
+    zero = key in _ZERO_ALLOWED
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kind | int)
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        what = "integer" if kind is int else "number"
+        raise ConfigError(f"{key} must be a {'non-negative' if zero else 'positive'} {what}")
     return kind(value)
 
 

@@ -166,6 +166,8 @@ async def serve_peer(
             locate_timeout=config.locate_timeout,
             max_rate_retries=config.max_rate_retries,
             inbox_group=config.inbox_group,
+            ack_every=config.ack_every,
+            ack_delay=config.ack_delay_seconds,
             tls=tls,
             identity=identity,
         )

@@ -31,7 +31,13 @@ the access point's contract:
   answer (``Ack`` or ``Refused``) per request, in the order the requests were sent. A ``Notify``
   is acknowledged (``delivered``, a ``Delivered`` frame) once the client has it durably in its
   inbox (or found it there already): only then does the access point forget it, and what was not
-  acknowledged comes again on the next connection. ``Expired`` tells how many kept notifications
+  acknowledged comes again on the next connection. ``Delivered`` is cumulative, and owed as
+  ``wire.acknowledging`` says: at once when ``ack_every`` notifications wait for it, else
+  ``ack_delay`` after the first of them (``get_timer``; ``handle_timer`` then gives it as a
+  ``Reply``), so that a paced stream's notifications share one; and before anything else the
+  session sends (every frame it makes carries the owed ``Delivered`` first). A later
+  ``Delivered`` costs the access point memory for a few milliseconds: a notification stored and
+  not acknowledged when the connection ends comes again, and the client finds it in the inbox. ``Expired`` tells how many kept notifications
   the network had to drop while the peer was away (``ExpiredNotice``). The session
   keeps the requests sent and not yet answered in a FIFO and each answer completes the oldest; the
   answer's ``request`` label is only compared with the expected one for the logs (labels are
@@ -79,6 +85,7 @@ import crypto
 import qel
 from wire import codec
 from wire import messages as m
+from wire.acknowledging import DelayedAck
 from wire.codec import DEFAULT_WIRE_LIMITS, WireError, WireLimits
 from wire.framing import Link, Received, frame
 from wire.requests import Request, request_label
@@ -311,6 +318,8 @@ class Session(Generic[T]):
         locate_timeout: float = 10.0,
         identification: Identification | None = None,
         silence: float | None = None,
+        ack_every: int = 16,
+        ack_delay: float = 0.0,
     ) -> None:
         if identification is not None and crypto.public_identifier(identification.key) != peer_id:
             raise ValueError("with identification, the peer id is the key's public identifier")
@@ -335,6 +344,11 @@ class Session(Generic[T]):
         self._identified = False
         self._leaving = False
         self._ended = False
+        self._owed = DelayedAck(ack_every, ack_delay)
+        """Notifications stored and not acknowledged yet (``delivered``); ``ack_every`` must stay
+        below the access point's window (``[delivery] window``, 64), which it refills only on
+        a ``Delivered``."""
+        self._owed_through = 0
 
     @property
     def established(self) -> bool:
@@ -395,7 +409,7 @@ class Session(Generic[T]):
             self._lookups[message.id] = _Lookup(token, message.public_id, deadline)
         else:
             self._pending.append(_Pending(token, outgoing.label, now + self.timeout))
-        return outgoing.data
+        return self.delivered_now() + outgoing.data
 
     @property
     def ended(self) -> bool:
@@ -442,12 +456,16 @@ class Session(Generic[T]):
             return b""
         return self._frame(prover.confirm())
 
-    def delivered(self, notify: m.Notify) -> bytes:
-        """The ``Delivered`` frame for ``notify``, once it is durably in the inbox (empty when
-        the access point does not number its notifications or the session has ended)."""
+    def delivered(self, notify: m.Notify, now: float, count: int = 1) -> bytes:
+        """``notify`` (the last of ``count`` stored together) is durably in the inbox: the
+        ``Delivered`` frame to send if one is owed at ``now``, else empty (it waits: the module
+        docstring; also empty when the access point does not number its notifications or the
+        session has ended)."""
         if notify.delivery <= 0 or self._ended:
             return b""
-        return self._frame(m.Delivered(through=notify.delivery))
+        self._owed_through = max(self._owed_through, notify.delivery)
+        self._owed.note(now, count)
+        return self.delivered_due(now)
 
     def _handle(self, message: object) -> list[Event[T]]:
         if isinstance(message, m.Goodbye):
@@ -590,11 +608,14 @@ class Session(Generic[T]):
         deadlines += (lookup.deadline for lookup in self._lookups.values())
         if self._silent_at is not None:
             deadlines.append(self._silent_at)
+        if self._owed.deadline is not None:
+            deadlines.append(self._owed.deadline)
         return min(deadlines, default=None)
 
     def handle_timer(self, now: float) -> list[Event[T]]:
         """What the deadlines passed at ``now`` mean: ``[Ended]`` when the handshake or the
-        oldest request took too long, else a ``LookupExpired`` per look-up that did."""
+        oldest request took too long, else a ``LookupExpired`` per look-up that did, and a
+        ``Reply`` with the ``Delivered`` owed by now."""
         if self._ended:
             return []
         if self._handshake_deadline is not None and now >= self._handshake_deadline:
@@ -614,7 +635,10 @@ class Session(Generic[T]):
         if self._silent_at is not None and now >= self._silent_at:
             return [self._end(f"the access point has said nothing for {self.silence:g} s")]
         expired = [name for name, lookup in self._lookups.items() if now >= lookup.deadline]
-        return [self._expire(name) for name in expired]
+        events: list[Event[T]] = [self._expire(name) for name in expired]
+        if delivered := self.delivered_due(now):
+            events.append(Reply(delivered))
+        return events
 
     def _expire(self, lookup_id: str) -> LookupExpired[T]:
         lookup = self._lookups.pop(lookup_id)
@@ -639,10 +663,32 @@ class Session(Generic[T]):
         return self._end(f"protocol violation: {reason}", self._frame(m.LinkError(reason=reason)))
 
     def _frame(self, message: object) -> bytes:
-        """What the session sends, framed. Not ``Link.send``: the link closes as soon as it reads
-        a broken frame, and a message read before it in the same chunk is still answered (a
-        handshake ``Reply``, a ``LinkError``) before the session ends."""
-        return frame(codec.encode(message), self.limits)
+        """What the session sends, framed, after the ``Delivered`` owed if any. Not
+        ``Link.send``: the link closes as soon as it reads a broken frame, and a message read
+        before it in the same chunk is still answered (a handshake ``Reply``, a ``LinkError``)
+        before the session ends."""
+        return self.delivered_now() + frame(codec.encode(message), self.limits)
+
+    @property
+    def delivered_deadline(self) -> float | None:
+        """When a ``Delivered`` falls owed by time (None: none waits). ``get_timer`` counts it;
+        a client that runs no other timer watches this one alone."""
+        return self._owed.deadline
+
+    def delivered_due(self, now: float) -> bytes:
+        """The ``Delivered`` frame owed by ``now`` (``handle_timer`` gives it too), or empty."""
+        return self._delivered_frame() if self._owed.take(now) else b""
+
+    def delivered_now(self) -> bytes:
+        """The ``Delivered`` for what waits, ahead of its time (another frame goes: it takes it
+        along first; the connection closes), or empty when nothing waits."""
+        if not self._owed.waiting:
+            return b""
+        self._owed.clear()
+        return self._delivered_frame()
+
+    def _delivered_frame(self) -> bytes:
+        return frame(codec.encode(m.Delivered(through=self._owed_through)), self.limits)
 
     def _end(self, reason: str, reply: bytes = b"", *, refusal: str | None = None) -> Ended:
         self._ended = True

@@ -14,7 +14,7 @@ super-peers is a *channel*:
 * the accepting side (``Inbound``) drops numbers it already has (a frame sent again), and writes
   ``ChannelAck(received)`` back on the same connection once ``ack_every`` frames wait, or
   ``ack_delay`` (``[limits] ack_delay_seconds``) after the first of them, so that the frames of a
-  stream share one, and the sender can forget what arrived;
+  stream share one (``wire.acknowledging``), and the sender can forget what arrived;
 * every frame is pushed with the incarnation of the other side its sender knew of (0: none
   yet). When a ``Welcome`` names another incarnation than the channel's previous one, what was
   kept is dropped (its state is gone with the old one; recovering what it took with it is the
@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
+from wire.acknowledging import DelayedAck
 from wire.codec import DEFAULT_WIRE_LIMITS, WireLimits
 from wire.framing import FrameError, frame
 
@@ -130,60 +131,44 @@ class Outbound:
 
 class Inbound:
     """The receiving half: what was received from each sender incarnation (across connections),
-    and when to acknowledge it. Both rules of when are here, with time passed in: at once when
-    ``ack_every`` frames wait (a burst), else ``ack_delay`` after the first frame that waits (as
-    TCP's delayed acknowledgement), so that the frames of a paced stream share one ``ChannelAck``.
-    At a thousand frames a second, each alone in its read, one acknowledgement per read was a
-    second message for every notification on every hop (BENCHMARKS.md, issue 37, stop 82). A
-    later acknowledgement costs the sender memory for a few milliseconds, never a frame: what
-    is unacknowledged when a connection breaks is sent again and dropped here as a repeat."""
+    and when to acknowledge it (``wire.acknowledging``: at once when ``ack_every`` frames wait,
+    else ``ack_delay`` after the first of them; time is passed in)."""
 
     def __init__(self, ack_every: int = 64, ack_delay: float = 0.0) -> None:
         self.ack_every = ack_every
         self.ack_delay = ack_delay
         self._received: dict[tuple[str, int], int] = {}
-        self._unacknowledged: dict[tuple[str, int], int] = {}
-        self._waiting_since: dict[tuple[str, int], float] = {}
-        """When the oldest frame not yet acknowledged was accepted, per sender incarnation."""
+        self._acks: dict[tuple[str, int], DelayedAck] = {}
 
     def resume(self, sender: str, incarnation: int) -> int:
         """For the ``Welcome`` of a new connection from ``sender``: the last number received.
         Older incarnations of ``sender`` are forgotten."""
         for key in [k for k in self._received if k[0] == sender and k[1] != incarnation]:
             del self._received[key]
-            self._unacknowledged.pop(key, None)
-            self._waiting_since.pop(key, None)
+            self._acks.pop(key, None)
         return self._received.setdefault((sender, incarnation), 0)
 
     def accept(self, sender: str, incarnation: int, number: int, now: float) -> bool:
         """Whether frame ``number``, read at ``now``, is new (False: a repeat sent again after a
         reconnection, which is owed no acknowledgement)."""
         key = (sender, incarnation)
-        last = self._received.get(key, 0)
-        if number <= last:
+        if number <= self._received.get(key, 0):
             return False
         self._received[key] = number
-        waiting = self._unacknowledged.get(key, 0)
-        if not waiting:
-            self._waiting_since[key] = now
-        self._unacknowledged[key] = waiting + 1
+        ack = self._acks.get(key)
+        if ack is None:
+            ack = self._acks[key] = DelayedAck(self.ack_every, self.ack_delay)
+        ack.note(now)
         return True
 
     def ack_due(self, sender: str, incarnation: int, now: float) -> int | None:
         """The number to acknowledge at ``now``, or None when nothing is owed yet."""
         key = (sender, incarnation)
-        waiting = self._unacknowledged.get(key, 0)
-        if not waiting:
-            return None
-        if waiting < self.ack_every and now < self._waiting_since[key] + self.ack_delay:
-            return None
-        self._unacknowledged[key] = 0
-        return self._received[key]
+        ack = self._acks.get(key)
+        return self._received[key] if ack is not None and ack.take(now) else None
 
     def ack_deadline(self, sender: str, incarnation: int) -> float | None:
         """When an acknowledgement falls due by time (``ack_due`` then returns it), or None when
         nothing waits for one."""
-        key = (sender, incarnation)
-        if not self._unacknowledged.get(key, 0):
-            return None
-        return self._waiting_since[key] + self.ack_delay
+        ack = self._acks.get((sender, incarnation))
+        return None if ack is None else ack.deadline

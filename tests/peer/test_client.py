@@ -347,8 +347,8 @@ async def test_a_request_taken_behind_frames_whose_write_breaks_fails_unsent(tmp
     """The writer sends the frames queued together in one write and takes the request behind
     them meanwhile: when that write breaks the connection, the request was not sent and says so
     (it was no longer in the queue the teardown answers). Real clock: the inbox write runs in a
-    thread."""
-    access_point, client = serve_hand_played(tmp_path, nursery, lockstep=True)
+    thread. No delay: the notification's ``Delivered`` is queued as soon as it is stored."""
+    access_point, client = serve_hand_played(tmp_path, nursery, lockstep=True, ack_delay=0.0)
     first = await access_point.accept()
     await first.welcome()
     writing = client.submit(PeerRequest(message=m.Unsubscribe(id="a")))
@@ -377,8 +377,8 @@ async def test_the_notifications_of_one_read_are_stored_in_groups_and_acknowledg
     five notifications written in one go by the access point, one of them a repeat, are
     written in groups of ``inbox_group`` at most, each group acknowledged once it is in the
     inbox. A resource changed twice in one group keeps its newer version. Real clock: the
-    inbox write runs in a thread."""
-    access_point, client = serve_hand_played(tmp_path, nursery, inbox_group=group)
+    inbox write runs in a thread. No delay (``ack_delay``), else the groups share one."""
+    access_point, client = serve_hand_played(tmp_path, nursery, inbox_group=group, ack_delay=0.0)
     groups: list[int] = []
     write = client.inbox.write
     monkeypatch.setattr(
@@ -410,6 +410,36 @@ async def test_the_notifications_of_one_read_are_stored_in_groups_and_acknowledg
     records = client.inbox.records_after(0, max_bytes=10**6)
     assert [(r["publication"], r["version"]) for r in records] == [("n1", 0), ("n2", 1), ("n3", 0)]
     assert client.statistics().notifications == 4
+
+
+async def test_notifications_stored_one_by_one_share_one_delivered_a_delay_later(tmp_path, nursery):
+    """A paced stream, each notification alone in its read: one ``Delivered`` for them all,
+    ``ack_delay`` after the first is stored (``peer.session``). Real clock (the inbox write runs
+    in a thread); the delay is long enough that the three are stored well within it."""
+    access_point, client = serve_hand_played(tmp_path, nursery, ack_delay=1.0)
+    first = await access_point.accept()
+    await first.welcome()
+    started = trio.current_time()
+    for number in range(1, 4):
+        await first.send(dataclasses.replace(notify(publication(id=f"n{number}")), delivery=number))
+        await client.wait_for_record_after(number - 1)
+    with trio.fail_after(5):  # the client's watch wakes for it (its next look is 10 s away)
+        assert await first.receive() == m.Delivered(through=3), "one, for the three"
+    assert trio.current_time() - started >= 1.0, "not before the delay"
+
+
+async def test_a_request_after_stored_notifications_goes_behind_their_delivered(tmp_path, nursery):
+    """``Delivered`` waits for more, but not past anything the peer sends after the
+    notifications it acknowledges: a request takes it along, first."""
+    access_point, client = serve_hand_played(tmp_path, nursery, ack_delay=60.0)
+    first = await access_point.accept()
+    await first.welcome()
+    await first.send(dataclasses.replace(notify(), delivery=1))
+    await client.wait_for_record_after(0)
+    client.submit(PeerRequest(message=m.Unsubscribe(id="a")))
+    with trio.fail_after(5):
+        assert await first.receive() == m.Delivered(through=1)
+        assert await first.receive() == m.Unsubscribe(id="a")
 
 
 async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(tmp_path, nursery):

@@ -50,6 +50,8 @@ locate_timeout = 2.5
 reconnect_initial = 0.25
 reconnect_max = 4.0
 inbox_group = 8
+ack_delay_seconds = 0
+ack_every = 4
 
 [advertisement]
 schemas = ["dc"]
@@ -63,6 +65,8 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
     assert (config.request_timeout, config.reconnect_initial, config.reconnect_max) == (5, 0.25, 4)
     assert (config.locate_timeout, load_config(None).locate_timeout) == (2.5, 10.0)
     assert (config.inbox_group, load_config(None).inbox_group) == (8, 64)
+    assert (config.ack_delay_seconds, config.ack_every) == (0.0, 4), "no delay is allowed"
+    assert (load_config(None).ack_delay_seconds, load_config(None).ack_every) == (0.005, 16)
     assert config.advertisement is not None
     assert json.loads(config.advertisement)["values"]["dc:date"] == [
         {"min": "2004-01-01", "type": "date"}
@@ -84,6 +88,8 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
         ("locate_timeout = -1", "locate_timeout must be a positive number"),
         ("max_frame_bytes = 1.5", "max_frame_bytes must be a positive integer"),
         ("inbox_group = 0", "inbox_group must be a positive integer"),
+        ("ack_every = 0", "ack_every must be a positive integer"),
+        ("ack_delay_seconds = -0.1", "ack_delay_seconds must be a non-negative number"),
         ("reconnect_initial = 5\nreconnect_max = 1", "reconnect_max must be at least"),
         ("name = 'a b'", "name 'a b' is not a valid peer name"),
         ("advertisement = 'dc'", "advertisement must be a table"),

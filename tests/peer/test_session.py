@@ -3,6 +3,7 @@
 matched by id whenever their answers come, protocol violations, timers, the re-send plan and the
 backoff."""
 
+import dataclasses
 import struct
 
 import pytest
@@ -35,7 +36,7 @@ from peer.session import (
 )
 from tests.peer.helpers import TITLE_QUERY, notify, publication
 from wire import messages as m
-from wire.framing import Link, frame
+from wire.framing import FrameDecoder, Link, frame
 from wire.requests import request_label
 
 QUERY = qel.parse_subscription(TITLE_QUERY)
@@ -210,6 +211,96 @@ def test_the_oldest_request_must_be_answered_within_the_timeout():
     assert "no answer to 'unsubscribe b'" in ended.reason
     assert session.close() == ["b"]
     assert session.get_timer() is None
+
+
+def frames_of(data: bytes) -> list[object]:
+    """The messages of what the session sends, in order."""
+    return [wire.decode(payload)[0] for payload in FrameDecoder().feed(data)]
+
+
+def delaying(ack_every: int = 16, ack_delay: float = 0.005) -> Session[str]:
+    session: Session[str] = Session("peer-a", ack_every=ack_every, ack_delay=ack_delay)
+    session.hello(now=0.0)
+    session.receive_data(access_point_frames(WELCOME))
+    return session
+
+
+def numbered(delivery: int) -> m.Notify:
+    return dataclasses.replace(notify(), delivery=delivery)
+
+
+def test_stored_notifications_share_one_delivered_a_delay_after_the_first():
+    session = delaying()
+    assert session.delivered(numbered(1), 1.000) == b"", "it waits"
+    assert session.get_timer() == 1.005, "from the first stored"
+    assert session.delivered(numbered(2), 1.002) == b""
+    assert session.delivered(numbered(3), 1.004) == b""
+    assert session.handle_timer(1.0049) == []
+    [reply] = session.handle_timer(1.005)
+    assert isinstance(reply, Reply)
+    assert frames_of(reply.data) == [m.Delivered(through=3)], "one for the three"
+    assert session.get_timer() is None
+    assert session.handle_timer(2.0) == [], "nothing is acknowledged twice"
+
+
+def test_ack_every_stored_notifications_are_acknowledged_at_once():
+    session = delaying(ack_every=4)
+    assert session.delivered(numbered(2), 0.0, count=2) == b""
+    assert frames_of(session.delivered(numbered(4), 0.0, count=2)) == [m.Delivered(through=4)]
+    assert session.get_timer() is None
+
+
+def test_no_delay_acknowledges_each_group_as_it_is_stored():
+    session = delaying(ack_delay=0.0)
+    assert frames_of(session.delivered(numbered(1), 0.0)) == [m.Delivered(through=1)]
+    assert frames_of(session.delivered(numbered(2), 0.0)) == [m.Delivered(through=2)]
+
+
+@pytest.mark.parametrize("then", ["request", "leave", "clock", "transfer"])
+def test_whatever_the_session_sends_next_carries_the_owed_delivered_first(then):
+    """``Delivered`` precedes anything that follows the notifications it acknowledges (a
+    ``Leave``, a move's requests, a clock answer, a transfer step), as it did when it was sent
+    at once."""
+    session = delaying()
+    session.delivered(numbered(7), 0.0)
+    if then == "request":
+        data = session.send(session.prepare(m.Unsubscribe(id="s1")), "t", 0.001)
+        message: object = m.Unsubscribe(id="s1")
+    elif then == "leave":
+        data, message = session.leave(), m.Leave()
+    elif then == "clock":
+        clock = m.Clock(wall=5.0)
+        data, message = session.clock_answer(clock, 6.0), m.Clock(wall=6.0, echo=5.0)
+    else:
+        data, message = (
+            session.transfer(m.Collected(rendezvous="r", ok=True)),
+            m.Collected(rendezvous="r", ok=True),
+        )
+    assert frames_of(data) == [m.Delivered(through=7), message]
+    assert session.get_timer() != 0.005, "nothing owed any more"
+    assert session.handle_timer(0.005) == []
+
+
+def test_a_repeat_or_an_unnumbered_notification_owes_nothing_more_than_before():
+    session = delaying()
+    assert session.delivered(notify(), 0.0) == b"", (
+        "delivery 0: an access point that does not number"
+    )
+    assert session.get_timer() is None
+    session.delivered(numbered(5), 0.0)
+    session.delivered(numbered(3), 0.001)  # an older one found again in the inbox
+    [reply] = session.handle_timer(0.005)
+    assert frames_of(reply.data) == [m.Delivered(through=5)], "cumulative: the highest"
+
+
+def test_a_closed_session_owes_no_delivered():
+    """What was stored and not acknowledged comes again on the next connection, and the client
+    finds it in its inbox."""
+    session = delaying()
+    session.delivered(numbered(1), 0.0)
+    session.close()
+    assert session.get_timer() is None
+    assert session.handle_timer(1.0) == []
 
 
 def test_the_resend_plan_puts_the_advertisement_first_then_withdrawals_then_subscriptions():
