@@ -670,8 +670,8 @@ class PeerClient:
             acknowledgement = session.delivered(max(group, key=_delivery), now, len(group))
             if acknowledgement:
                 connection.queue_in.send_nowait(acknowledgement)
-            elif (deadline := session.get_timer()) is not None and (
-                deadline < connection.watching_until
+            elif (owed := session.delivered_deadline) is not None and (
+                owed < connection.watching_until
             ):
                 connection.timer_moved.set()
 

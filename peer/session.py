@@ -37,11 +37,12 @@ the access point's contract:
   ``Reply``), so that a paced stream's notifications share one; and before anything else the
   session sends (every frame it makes carries the owed ``Delivered`` first). A later
   ``Delivered`` costs the access point memory for a few milliseconds: a notification stored and
-  not acknowledged when the connection ends comes again, and the client finds it in the inbox. ``Expired`` tells how many kept notifications
-  the network had to drop while the peer was away (``ExpiredNotice``). The session
-  keeps the requests sent and not yet answered in a FIFO and each answer completes the oldest; the
-  answer's ``request`` label is only compared with the expected one for the logs (labels are
-  descriptive, the order is the contract). ``Leave`` has no answer.
+  not acknowledged when the connection ends comes again, and the client finds it in the inbox.
+  ``Expired`` tells how many kept notifications the network had to drop while the peer was away
+  (``ExpiredNotice``). The session keeps the requests sent and not yet answered in a FIFO and
+  each answer completes the oldest; the answer's ``request`` label is only compared with the
+  expected one for the logs (labels are descriptive, the order is the contract). ``Leave`` has
+  no answer.
 * Resource transfers (``peer.resources``): ``UploadWanted``, ``FileReady``, ``FileChunk`` and
   ``FetchFailed`` come at any time (``ResourceTraffic``); the peer's ``Upload``, ``Collect`` and
   ``Collected`` frames (``transfer``) are not answered. ``Fetch`` is an ordinary request.
