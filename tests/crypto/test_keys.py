@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.utils import CryptographyDeprecationWarning
 
 from crypto import (
     InsecurePermissionsWarning,
@@ -67,6 +69,19 @@ def test_the_policy_refuses_other_key_types_small_keys_and_odd_exponents():
         check_key_policy(rsa.generate_private_key(public_exponent=65537, key_size=1024))
     with pytest.raises(KeyPolicyError, match="exponent must be 65537"):
         check_key_policy(rsa.generate_private_key(public_exponent=3, key_size=2048))
+
+
+def test_a_dsa_key_is_refused_by_name_without_the_deprecation_warning_failing_the_check():
+    """cryptography 51 deprecates DSA: making a DSA key warns (allowed here), but refusing one
+    must not, or a user's DSA key would end in a warning instead of the policy's message (the
+    suite turns warnings into errors)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+        from cryptography.hazmat.primitives.asymmetric import dsa
+
+        key = dsa.generate_private_key(key_size=2048)
+    with pytest.raises(KeyPolicyError, match="RSA key is required, not a DSA key"):
+        check_key_policy(key)
 
 
 def test_the_minimum_can_be_raised_but_not_lowered(peer_key):
