@@ -192,7 +192,7 @@ class _Acknowledger:
         if ack is not None:
             await self.send(frame(wire.encode(m.ChannelAck(received=ack)), self._limits))
 
-    async def read(self) -> None:
+    async def after_read(self) -> None:
         """The reader accepted a read's frames: what is due now is sent, the rest when due."""
         await self.acknowledge()
         self._read.set()
@@ -963,6 +963,7 @@ class SuperPeerDaemon:
         while True:
             if self.disk.paused is not None:  # unread and unacknowledged: the sender keeps it
                 await self.disk.wait_room()
+            read_at = trio.current_time()  # the frames of a read came together
             for payload in payloads:
                 if self.node.incarnation != welcomed_as:
                     # this node rejoined since its old incarnation welcomed the link: what
@@ -982,7 +983,7 @@ class SuperPeerDaemon:
                 except (FrameError, WireError) as error:
                     await self._refuse_frame(acks.send, sender, str(error))
                     return
-                if not self._inbound.accept(sender, incarnation, number, trio.current_time()):
+                if not self._inbound.accept(sender, incarnation, number, read_at):
                     continue
                 received = Received(message, message_id, len(body), clock)
                 self._run(
@@ -992,7 +993,7 @@ class SuperPeerDaemon:
             # it promises only that this process has the frame, and a restart is a new
             # incarnation, for which the sender drops what it kept, acknowledged or not
             # (``superpeer.channel``); what the node promises goes out as its outputs
-            await acks.read()
+            await acks.after_read()
             data = await receive(stream)
             if not data:
                 return

@@ -62,7 +62,7 @@ async def test_the_frames_of_a_stream_share_one_acknowledgement_a_delay_later(au
         acks, sender, inbound = await _started(nursery, 7)
         for number in range(1, 4):  # three reads, a millisecond apart
             assert inbound.accept("sp1", 7, number, trio.current_time())
-            await acks.read()
+            await acks.after_read()
             await trio.sleep(0.001)
         assert await sender.taken() == [], "not before the delay"
         await trio.sleep(DELAY - 0.003)
@@ -70,7 +70,7 @@ async def test_the_frames_of_a_stream_share_one_acknowledgement_a_delay_later(au
         await trio.sleep(10 * DELAY)
         assert await sender.taken() == [], "nothing new, nothing sent"
         assert not inbound.accept("sp1", 7, 3, trio.current_time()), "a repeat is owed no ack"
-        await acks.read()
+        await acks.after_read()
         await trio.sleep(2 * DELAY)
         assert await sender.taken() == []
         nursery.cancel_scope.cancel()
@@ -83,11 +83,11 @@ async def test_a_read_that_leaves_ack_every_frames_waiting_is_acknowledged_at_on
         acks, sender, inbound = await _started(nursery, 1, ack_every=4)
         for number in range(1, 11):  # one read of ten frames
             inbound.accept("sp1", 1, number, trio.current_time())
-        await acks.read()
+        await acks.after_read()
         assert await sender.taken() == [10], "at once, after the read"
         for number in range(11, 13):  # a read of two
             inbound.accept("sp1", 1, number, trio.current_time())
-        await acks.read()
+        await acks.after_read()
         assert await sender.taken() == []
         await trio.sleep(DELAY)
         assert await sender.taken() == [12], "those after the delay"
@@ -99,6 +99,6 @@ async def test_no_delay_acknowledges_each_read_as_it_ends(autojump_clock):
         acks, sender, inbound = await _started(nursery, 1, delay=0.0)
         for number in (1, 2):
             inbound.accept("sp1", 1, number, trio.current_time())
-            await acks.read()
+            await acks.after_read()
             assert await sender.taken() == [number]
         nursery.cancel_scope.cancel()
