@@ -54,8 +54,17 @@ def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` durably and atomically, readable by the user only (the
     same write ``crypto`` uses for keys: a reader sees the old file or the whole new one).
     An ``OSError`` names ``path`` (a full disk says which file it could not write)."""
-    try:
+    with _naming(path):
         crypto.write_atomically(path, data, mode=0o600, overwrite=True)
+
+
+@contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Give an ``OSError`` without a file name the name ``path``. A write or sync on a descriptor
+    already open (a full disk's usual way to fail) says only "No space left on device"; the
+    daemon's last words should say which file it could not write."""
+    try:
+        yield
     except OSError as error:
         if error.filename is not None:
             raise
@@ -77,7 +86,7 @@ def write_all_atomically(directory: Path, files: Mapping[str, bytes]) -> None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
             descriptor = os.open(temporary, flags, 0o600)
             temporaries.append((temporary, directory / name))
-            with os.fdopen(descriptor, "wb") as handle:
+            with _naming(directory / name), os.fdopen(descriptor, "wb") as handle:
                 handle.write(data)
                 if not _SYNCFS:
                     handle.flush()
@@ -89,7 +98,8 @@ def write_all_atomically(directory: Path, files: Mapping[str, bytes]) -> None:
                 raise OSError(error, os.strerror(error), str(directory))
             for temporary, target in temporaries:
                 os.replace(temporary, target)
-            os.fsync(descriptor)
+            with _naming(directory):
+                os.fsync(descriptor)
         finally:
             os.close(descriptor)
     finally:
