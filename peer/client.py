@@ -533,7 +533,15 @@ class PeerClient:
                         nursery.start_soon(self._probe_kept, connection)
             finally:
                 self._welcomed_last = session.welcomed
+                # stopped from outside (the daemon stops; nothing ended the connection), with
+                # no write cut short: the access point learns what the inbox holds before the
+                # connection closes, and need not send it again next time
+                stopping = connection.reason is None and not connection.writing
+                farewell = session.farewell() if stopping else b""
                 self._teardown(connection)
+                if farewell:
+                    with trio.CancelScope(deadline=trio.current_time() + 1.0, shield=True):
+                        await self._send_quietly(connection, farewell)
             if connection.reply and not connection.writing:
                 with trio.move_on_after(1.0):
                     await self._send_quietly(connection, connection.reply)

@@ -688,6 +688,18 @@ class Session(Generic[T]):
         self._owed.clear()
         return self._delivered_frame()
 
+    def farewell(self) -> bytes:
+        """The last frame of a peer that stops while connected: a ``Delivered`` for everything
+        stored on this session, whether its own ``Delivered`` waited for more or sat unwritten
+        in the caller's queue (one cumulative frame covers both; the access point ignores what
+        it already had). Without it the access point sends that mail again on the next
+        connection. Empty when nothing was stored, or the session ended (a goodbye, an error:
+        the access point reads no more)."""
+        if self._ended or not self._owed_through:
+            return b""
+        self._owed.clear()
+        return self._delivered_frame()
+
     def _delivered_frame(self) -> bytes:
         return frame(codec.encode(m.Delivered(through=self._owed_through)), self.limits)
 

@@ -442,6 +442,34 @@ async def test_a_request_after_stored_notifications_goes_behind_their_delivered(
         assert await first.receive() == m.Unsubscribe(id="a")
 
 
+@pytest.mark.parametrize("stored", [0, 2])
+async def test_a_peer_that_stops_says_what_its_inbox_holds_before_it_closes(
+    tmp_path, nursery, stored
+):
+    """Stopping is cancellation; the ``Delivered`` that waited goes out first (shielded, the
+    writer was not mid-write), so the access point need not send that mail again next time.
+    With nothing stored the connection just closes."""
+    access_point = HandPlayed()
+    client = make_client(tmp_path, 1, open_stream=access_point.open_stream, ack_delay=60.0)
+    stopping = trio.CancelScope()
+
+    async def serve() -> None:
+        with stopping:
+            await client.serve()
+
+    nursery.start_soon(serve)
+    first = await access_point.accept()
+    await first.welcome()
+    for number in range(1, stored + 1):
+        await first.send(dataclasses.replace(notify(publication(id=f"n{number}")), delivery=number))
+        await client.wait_for_record_after(number - 1)
+    stopping.cancel()
+    with trio.fail_after(5):
+        if stored:
+            assert await first.receive() == m.Delivered(through=stored)
+        assert await first.receive() is None, "then it closes"
+
+
 async def test_a_request_queued_when_the_access_point_says_goodbye_fails_unsent(tmp_path, nursery):
     """The goodbye ends the session while the reader still stores a notification read before
     it; the writer, unblocked meanwhile, must not send on the ended session (it used to crash

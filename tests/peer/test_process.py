@@ -10,6 +10,7 @@ print (read from their pipes), never on sleeps.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -523,6 +524,29 @@ async def test_a_daemon_restarted_mid_run_keeps_its_inbox_and_stores_nothing_twi
     done = await peer(data, "status")
     assert done.returncode == 3
     assert b"no peer daemon is running" in done.stderr
+
+
+@pytest.mark.slow
+async def test_a_daemon_stopped_says_what_its_inbox_holds_before_it_goes(
+    tmp_path, processes, access_point: FakeAccessPoint
+):
+    """SIGTERM with a ``Delivered`` waiting (a delay of a minute here): the daemon sends it
+    before its connection closes, so the access point need not send that mail again."""
+    data = tmp_path / "alice"
+    slow = tmp_path / "peer.toml"
+    slow.write_text("ack_delay_seconds = 60\n")
+    options = ("--name", "alice", "--no-tls", "--config", str(slow))
+    alice = await processes.peer(data, access_point.address, *options)
+    for number in (1, 2):
+        numbered = dataclasses.replace(notify(publication(id=f"n{number}")), delivery=number)
+        await access_point.deliver("alice", numbered)
+        await alice.wait_for(f"event=notification publication='n{number}'")
+    assert m.Delivered(through=2) not in access_point.requests_from("alice"), "it waits"
+    assert await processes.stop(alice) == 0
+    with trio.fail_after(10):
+        await access_point.wait_until(
+            lambda: m.Delivered(through=2) in access_point.requests_from("alice")
+        )
 
 
 @pytest.mark.slow

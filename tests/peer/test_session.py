@@ -293,6 +293,27 @@ def test_a_repeat_or_an_unnumbered_notification_owes_nothing_more_than_before():
     assert frames_of(reply.data) == [m.Delivered(through=5)], "cumulative: the highest"
 
 
+def test_a_farewell_acknowledges_everything_stored_whether_its_delivered_waited_or_went():
+    """A peer that stops says once what its inbox holds: the ``Delivered`` given to the caller
+    (perhaps still in its queue, unwritten) and the one that waits, in one cumulative frame."""
+    session = delaying()
+    assert session.farewell() == b"", "nothing stored: nothing to say"
+    given = session.delivered(numbered(2), 0.0, count=16)
+    assert frames_of(given) == [m.Delivered(through=2)]
+    assert frames_of(session.farewell()) == [m.Delivered(through=2)], "perhaps never written"
+    session.delivered(numbered(3), 0.001)
+    assert frames_of(session.farewell()) == [m.Delivered(through=3)]
+    assert session.get_timer() is None, "nothing waits after it"
+
+
+def test_an_ended_session_says_no_farewell():
+    """After a goodbye or an error the access point reads nothing more."""
+    session = delaying()
+    session.delivered(numbered(1), 0.0)
+    session.close()
+    assert session.farewell() == b""
+
+
 def test_a_closed_session_owes_no_delivered():
     """What was stored and not acknowledged comes again on the next connection, and the client
     finds it in its inbox."""
