@@ -56,6 +56,13 @@ class CountingStore(SqliteStore):
         )
         return super()._write(sql, arguments)  # type: ignore[arg-type]
 
+    def _write_many(self, sql: str, rows: list[tuple]) -> None:
+        self.statements += 1
+        self.argument_bytes += sum(
+            len(a) for row in rows for a in row if isinstance(a, bytes | str)
+        )
+        super()._write_many(sql, rows)
+
     def _read(self, sql: str, arguments: object = ()) -> list[tuple]:  # type: ignore[override]
         self.reads += 1
         return super()._read(sql, arguments)  # type: ignore[arg-type]

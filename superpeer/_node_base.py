@@ -457,6 +457,7 @@ class NodeBase:
             window=self.config.window,
             tracing=self.config.routing.tracing,
             clock=self.clock,
+            covered_seconds=self.config.catchup_margin_seconds / 2,
         )
         self.statistics = NodeStatistics()
         self.rates = PeerRateLimiter(self.config.rates)
@@ -656,7 +657,15 @@ class NodeBase:
     def _keep_reading(self) -> None:
         """Keep the latest reading given as ``alive_at`` with a subscription's time kept in the
         store: a restart runs on from there (``clocks``, rule 0), never below that time."""
-        self.store.set_meta("alive_at", repr(self.clock.last))
+        self._keep_alive_at(self.clock.last)
+
+    def _keep_alive_at(self, reading: float) -> None:
+        """Write ``alive_at``: a restart catches up from there, less the margin. The mail held
+        unwritten is written first, in the same transaction (``superpeer._unwritten``): so the
+        mail not on disk after a crash came after the ``alive_at`` on disk, and the catch-up
+        from it finds that mail again."""
+        self.store.flush_mail()
+        self.store.set_meta("alive_at", repr(reading))
 
     def _forget_withdrawal(self, peer: str, sid: str) -> None:
         kept = self._withdrawn.get(peer, {})

@@ -450,7 +450,7 @@ class Timers(Backlog):
             for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
                 self._forget_withdrawal(peer, sid)
         if self.core is not None:
-            self.store.set_meta("alive_at", repr(self.clock.now(now)))
+            self._keep_alive_at(self.clock.now(now))
         out += self.mail.expire(
             now - self.config.retention_seconds, self.config.max_kept_per_peer, now
         )

@@ -94,6 +94,7 @@ class Mailroom:
         window: int,
         tracing: bool = True,
         clock: HybridClock | None = None,
+        covered_seconds: float = 0.0,
     ) -> None:
         self.node_id = node_id
         self.clock = clock if clock is not None else HybridClock()
@@ -101,6 +102,12 @@ class Mailroom:
         rule 7)."""
         self.store = store
         self.window = window
+        self.covered_seconds = covered_seconds
+        """Mail sent at once whose publication is at most this much older than hybrid time now
+        is *covered* (``Store.put_mail``): written only if it is not acknowledged before its
+        peer's mail is read or ``alive_at`` is written (``superpeer._unwritten``). At most the
+        catch-up's margin, so that a restart's catch-up from the ``alive_at`` on disk finds
+        whatever was not written (0: everything written as it comes)."""
         self.tracing = tracing
         self.statistics = MailStatistics()
         self._windows: dict[str, _Window] = {}
@@ -165,15 +172,23 @@ class Mailroom:
 
     def deliver(self, peer: str, notify: m.Notify, now: float) -> list[MailOutput]:
         out: list[MailOutput] = []
-        if expired(notify, self.clock.read(now)):
+        hybrid = self.clock.read(now)
+        if expired(notify, hybrid):
             self._count_expired(peer, 1, "its publication expired", now, out)
             return out
         key = mail_key(notify.owner, notify.publication.id, notify.version)
         data = wire.encode(notify)
+        window = self._windows.get(peer)
+        covered = (
+            window is not None
+            and not window.backlog
+            and window.unacknowledged < self.window
+            and notify.published_at >= hybrid - self.covered_seconds
+        )
         # the publication is kept once for every peer's mail (and the log's entry, at its
         # origin): each row keeps the rest of the bytes (``superpeer.store``, bodies)
         number = self.store.put_mail(
-            peer, key, data, now, wire.packed_publication(notify.publication)
+            peer, key, data, now, wire.packed_publication(notify.publication), covered=covered
         )
         if number is None:
             self.statistics.repeats += 1
@@ -188,7 +203,6 @@ class Mailroom:
             return out
         self._last_number = max(self._last_number, number)
         self._lower_floor(peer, notify.published_at)
-        window = self._windows.get(peer)
         if window is None:
             self.statistics.kept += 1
             self._trace(out, now, "offline", notify, peer)

@@ -702,7 +702,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         self._discipline_clock()
         # alive from now on (housekeeping renews it): a crash before the first renewal must
         # still catch up from here when it restarts, not skip the catch-up for want of a time
-        self.store.set_meta("alive_at", repr(self.clock.now(now)))
+        self._keep_alive_at(self.clock.now(now))
         self._restore(now, out)
         early, self._before_member = self._before_member, []
         for sender, incarnation, received in early:

@@ -21,7 +21,9 @@ What is kept:
   ``PublishSchema`` / ``Subscribe`` messages (the codec validates them again when they are read
   back);
 * mail: per peer, the notifications not yet acknowledged by the peer, numbered in arrival order
-  (the ``delivery`` number), with a key (owner, publication id) that is unique per peer; and the
+  (the ``delivery`` number), with a key (owner, publication id) that is unique per peer (in
+  ``SqliteStore`` an attached peer's may be held in memory until it is read or ``alive_at`` is
+  written, and never written if acknowledged first: ``superpeer._unwritten``); and the
   keys delivered recently (``delivered``), so that a notification reaching the access point twice
   (catch-up, handover, a repaired route) is kept once;
 * the publication log: every publication this node accepted as origin, for catch-up and for
@@ -64,6 +66,7 @@ from typing import Final, Protocol
 
 from crypto import PeerRecord
 from superpeer import redo, storeschema
+from superpeer._unwritten import Held, UnwrittenMail
 from superpeer.storeschema import key_hash
 
 
@@ -160,10 +163,23 @@ class Store(Protocol):
 
     # -- mail ----------------------------------------------------------------------------------
     def put_mail(
-        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+        self,
+        peer: str,
+        key: str,
+        data: bytes,
+        now: float,
+        body: bytes | None = None,
+        *,
+        covered: bool = False,
     ) -> int | None:
         """Keeps ``data`` as ``peer``'s mail under ``key`` (None: a repeat); ``body``, a part
-        of ``data``, is kept once under ``key`` for every row that has it."""
+        of ``data``, is kept once under ``key`` for every row that has it. ``covered``: it goes
+        to an attached peer now and a restart's catch-up would bring it back, so it may be held
+        unwritten until it is read or ``flush_mail`` (``superpeer._unwritten``)."""
+        ...
+
+    def flush_mail(self) -> None:
+        """Writes the mail held unwritten (``put_mail``'s ``covered``); before ``alive_at``."""
         ...
 
     def last_delivery(self) -> int: ...
@@ -399,8 +415,16 @@ class MemoryStore:
         return len(unused)
 
     def put_mail(
-        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+        self,
+        peer: str,
+        key: str,
+        data: bytes,
+        now: float,
+        body: bytes | None = None,
+        *,
+        covered: bool = False,
     ) -> int | None:
+        # ``covered`` changes nothing here: the simulator keeps this store through a restart
         box = self._mail.setdefault(peer, _Mailbox())
         if key in box.keys or key in self._delivered.get(peer, ()):
             return None
@@ -410,6 +434,9 @@ class MemoryStore:
         box.items[number] = (key, kept, now, shell)
         box.keys[key] = number
         return number
+
+    def flush_mail(self) -> None:
+        """Nothing is held unwritten."""
 
     def last_delivery(self) -> int:
         return self._next_delivery - 1
@@ -602,6 +629,8 @@ class MemoryStore:
 
 _BODY: Final = "SELECT id, data FROM bodies WHERE hash = ? AND key = ?"
 _LOGGED: Final = "SELECT 1 FROM publications WHERE hash = ? AND key = ?"
+_DELIVERED: Final = "SELECT 1 FROM delivered WHERE hash = ? AND peer = ? AND key = ?"
+_MAILED: Final = "SELECT 1 FROM mail WHERE peer = ? AND key = ?"
 _WITH_BODY: Final = "LEFT JOIN bodies ON bodies.id = {0}.body"
 """The join of a row (of the table named) with the body it refers to, if any."""
 HELD_BODIES: Final = 4096
@@ -722,6 +751,16 @@ class SqliteStore:
         the next open, holds the commits since. Nothing more is written, nor folded."""
         self._committed = self._synced = 0
         """Commits made, and of those the ones a finished ``sync`` covers."""
+        self._unwritten = UnwrittenMail()
+        """Mail held, not yet written (``put_mail``'s ``covered``: ``superpeer._unwritten``)."""
+        self._next_delivery: int | None = None
+        """The number the next mail takes (read from the table when first needed): numbered
+        here, not by sqlite, since mail held unwritten takes its number when it comes."""
+        self._numbered = 0
+        """The last number ``_keep_numbering`` gave the table's sequence."""
+        self._tabled: dict[str, int] | None = None
+        """Per peer that may have mail rows, a number no lower than the highest of them: an
+        acknowledgement of mail only held asks the table nothing (read when first needed)."""
         # the log exists while the connection is open (a checkpoint rewrites it in place); its
         # directory entry is made durable once
         self._db.execute("BEGIN IMMEDIATE")
@@ -930,6 +969,7 @@ class SqliteStore:
         journal again."""
         try:
             if not self._lost:
+                self.flush_mail()
                 self.commit()
                 self.fold()
         finally:
@@ -1031,6 +1071,8 @@ class SqliteStore:
     def forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
         self._write("DELETE FROM local_state WHERE peer = ?", (peer,))
         if not keep_mail:
+            self._flush_peer(peer)
+            self._tables().pop(peer, None)
             self._delete_mail("peer = ?", (peer,))
         self._write("DELETE FROM expired WHERE peer = ?", (peer,))
 
@@ -1097,26 +1139,91 @@ class SqliteStore:
         return self._delete("mail", where, arguments)
 
     def put_mail(
-        self, peer: str, key: str, data: bytes, now: float, body: bytes | None = None
+        self,
+        peer: str,
+        key: str,
+        data: bytes,
+        now: float,
+        body: bytes | None = None,
+        *,
+        covered: bool = False,
     ) -> int | None:
-        kept, body_id = self._bodied(key, data, body)
+        if self._unwritten.holds(peer, key):
+            return None
         hashed = key_hash(peer, key)
+        if not covered:
+            return self._insert_mail(peer, Held(key, data, now, body, hashed), self._number())
+        if self._read(_DELIVERED, (hashed, peer, key)):
+            return None
+        if peer in self._tables() and self._read(_MAILED, (peer, key)):
+            return None
+        number = self._number()
+        self._next_delivery = number + 1
+        self._unwritten.hold(peer, number, Held(key, data, now, body, hashed))
+        return number
+
+    def _insert_mail(self, peer: str, held: Held, number: int) -> int | None:
+        """Writes ``held`` as ``peer``'s mail row ``number`` unless it repeats a row or a
+        delivered key (None)."""
+        kept, body_id = self._bodied(held.key, held.data, held.body)
+        row = (number, peer, held.key, kept, held.at, body_id, held.hashed)
         # one statement: the check for a repeat of what the peer acknowledged is in it
         cursor = self._write(
-            "INSERT OR IGNORE INTO mail (peer, key, data, at, body, hash) SELECT ?, ?, ?, ?, ?, ?"
-            " WHERE NOT EXISTS (SELECT 1 FROM delivered WHERE hash = ? AND peer = ? AND key = ?)",
-            (peer, key, kept, now, body_id, hashed, hashed, peer, key),
+            "INSERT OR IGNORE INTO mail (delivery, peer, key, data, at, body, hash)"
+            f" SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS ({_DELIVERED})",
+            (*row, held.hashed, peer, held.key),
         )
         if cursor.rowcount != 1:
             return None
         self._refer(body_id)
-        return cursor.lastrowid
+        self._next_delivery = max(self._number(), number + 1)
+        tables = self._tables()
+        tables[peer] = max(tables.get(peer, 0), number)
+        return number
+
+    def _number(self) -> int:
+        if self._next_delivery is None:
+            rows = self._read("SELECT seq FROM sqlite_sequence WHERE name = 'mail'")
+            self._next_delivery = (int(rows[0][0]) if rows else 0) + 1
+        return self._next_delivery
+
+    def _tables(self) -> dict[str, int]:
+        if self._tabled is None:
+            rows = self._read("SELECT peer, MAX(delivery) FROM mail GROUP BY peer")
+            self._tabled = {peer: int(high) for peer, high in rows}
+        return self._tabled
+
+    def flush_mail(self) -> None:
+        for peer, number, held in self._unwritten.take_all():
+            self._insert_mail(peer, held, number)
+        self._keep_numbering()
+
+    def _flush_peer(self, peer: str) -> None:
+        """Writes ``peer``'s mail held unwritten: its mail is about to be read or changed."""
+        for number, held in self._unwritten.take_peer(peer):
+            self._insert_mail(peer, held, number)
+
+    def _keep_numbering(self) -> None:
+        """Numbers taken by mail acknowledged unwritten are not taken again after a restart
+        (as with sqlite's own numbering): the table's sequence moves on to them."""
+        if self._next_delivery is None or self._next_delivery - 1 <= self._numbered:
+            return
+        self._numbered = last = self._next_delivery - 1
+        cursor = self._write(
+            "UPDATE sqlite_sequence SET seq = ? WHERE name = 'mail' AND seq < ?", (last, last)
+        )
+        if cursor.rowcount == 0:
+            self._write(
+                "INSERT INTO sqlite_sequence (name, seq) SELECT 'mail', ? WHERE NOT EXISTS"
+                " (SELECT 1 FROM sqlite_sequence WHERE name = 'mail')",
+                (last,),
+            )
 
     def last_delivery(self) -> int:
-        rows = self._read("SELECT seq FROM sqlite_sequence WHERE name = 'mail'")
-        return int(rows[0][0]) if rows else 0
+        return self._number() - 1
 
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
+        self._flush_peer(peer)
         rows = self._read(
             f"SELECT delivery, mail.data, body, bodies.data FROM mail {_WITH_BODY.format('mail')} "
             "WHERE peer = ? AND delivery > ? ORDER BY delivery LIMIT ?",
@@ -1125,14 +1232,27 @@ class SqliteStore:
         return [(number, _whole(*row)) for number, *row in rows]
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
+        held = self._unwritten.take_through(peer, through)
+        if held:
+            self._write_many(
+                "INSERT INTO delivered VALUES (?, ?, ?, ?)",
+                [(peer, mail.key, now, mail.hashed) for mail in held],
+            )
+        tables = self._tables()
+        if peer not in tables:
+            return len(held)
         self._write(
             "INSERT INTO delivered SELECT peer, key, ?, hash FROM mail "
             "WHERE peer = ? AND delivery <= ?",
             (now, peer, through),
         )
-        return self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
+        if through >= tables[peer]:
+            del tables[peer]
+        return len(held) + self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
 
     def take_mail(self, peer: str, now: float) -> list[bytes]:
+        self._flush_peer(peer)
+        self._tables().pop(peer, None)
         rows = self._read(
             f"SELECT mail.data, body, bodies.data FROM mail {_WITH_BODY.format('mail')} "
             "WHERE peer = ? ORDER BY delivery",
@@ -1144,9 +1264,14 @@ class SqliteStore:
 
     def drop_mail(self, peer: str, through: int) -> int:
         # not marked delivered (see MemoryStore.take_mail)
+        self._flush_peer(peer)
+        tables = self._tables()
+        if through >= tables.get(peer, through):
+            tables.pop(peer, None)
         return self._delete_mail("peer = ? AND delivery <= ?", (peer, through))
 
     def renew_mail(self, peer: str, key: str) -> int | None:
+        self._flush_peer(peer)
         rows = self._read(
             "SELECT data, at, body, hash FROM mail WHERE peer = ? AND key = ?", (peer, key)
         )
@@ -1154,19 +1279,26 @@ class SqliteStore:
             return None
         # the same row under a new number: its body's count is as it was
         self._write("DELETE FROM mail WHERE peer = ? AND key = ?", (peer, key))
-        cursor = self._write(
-            "INSERT INTO mail (peer, key, data, at, body, hash) VALUES (?, ?, ?, ?, ?, ?)",
-            (peer, key, *rows[0]),
+        number = self._number()
+        self._write(
+            "INSERT INTO mail (delivery, peer, key, data, at, body, hash)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (number, peer, key, *rows[0]),
         )
-        return cursor.lastrowid
+        self._next_delivery = number + 1
+        self._tables()[peer] = number
+        return number
 
     def discard_mail(self, peer: str, number: int) -> None:
+        self._flush_peer(peer)
         self._delete_mail("peer = ? AND delivery = ?", (peer, number))
 
     def mail_counts(self) -> dict[str, int]:
+        self.flush_mail()
         return dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer ORDER BY peer"))
 
     def expire_mail(self, before: float, cap: int) -> dict[str, int]:
+        self.flush_mail()
         dropped: dict[str, int] = {}
         for peer, count in self._read(
             "SELECT peer, COUNT(*) FROM mail WHERE at < ? GROUP BY peer", (before,)

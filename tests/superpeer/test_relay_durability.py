@@ -1,7 +1,9 @@
 """Relays write nothing for what they forward (README, "What is durable where"): a notification
 is durable at its origin (its publication log, before the publisher's ``Ack`` and before it is
 forwarded), at one neighbour of the origin (the log entry's copy, before the ``Ack``:
-``superpeer._replication``) and at the subscriber's access point (its mail); any other
+``superpeer._replication``) and at the subscriber's access point (its mail, which for an
+attached subscriber is written only if the peer has not acknowledged it by the time that mail is
+read or ``alive_at`` is written: ``superpeer._unwritten``; the keys it acknowledged are); any other
 super-peer in between keeps it in memory only, so it makes no commit and no fsync for it, and a
 power loss there (its store back to what was synced, every frame it held gone) loses nothing:
 the origin's log covers it. So does it at the access point, which hands a notification from
@@ -37,6 +39,10 @@ class CountedStore(SqliteStore):
     def _write(self, sql: str, arguments: object = ()):  # type: ignore[no-untyped-def, override]
         self.statements += 1
         return super()._write(sql, arguments)  # type: ignore[arg-type]
+
+    def _write_many(self, sql: str, rows: list[tuple]) -> None:
+        self.statements += 1
+        super()._write_many(sql, rows)
 
     def commit(self, *, synced: bool = True) -> None:
         if self.uncommitted:

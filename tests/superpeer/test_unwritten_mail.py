@@ -1,0 +1,185 @@
+"""Mail held unwritten (``superpeer._unwritten``): the store answers as if it had been written,
+and writes nothing for mail acknowledged before anything reads it."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from superpeer.mailroom import Mailroom
+from superpeer.store import MemoryStore, SqliteStore
+from tests.peer.helpers import notify, publication
+from wire import messages as m
+
+PEERS = ("p", "q")
+KEYS = tuple(f"k{n}" for n in range(5))
+
+_peer = st.sampled_from(PEERS)
+_number = st.integers(min_value=0, max_value=10)
+_put = st.tuples(st.just("put"), _peer, st.sampled_from(KEYS), st.booleans())
+_acknowledge = st.tuples(st.just("acknowledge"), _peer, _number)
+_after = st.tuples(st.just("after"), _peer, st.just(0), st.integers(min_value=1, max_value=4))
+_operation = st.one_of(
+    # mostly what a stream does (mail put, acknowledged, read); the rest write what is held
+    _put,
+    _put,
+    _put,
+    _acknowledge,
+    _acknowledge,
+    _after,
+    st.tuples(st.just("after"), _peer, _number, st.integers(min_value=1, max_value=4)),
+    st.tuples(st.just("forget delivered"), st.integers(min_value=0, max_value=40)),
+    st.one_of(
+        st.tuples(st.just("take"), _peer),
+        st.tuples(st.just("drop"), _peer, _number),
+        st.tuples(st.just("renew"), _peer, st.sampled_from(KEYS)),
+        st.tuples(st.just("discard"), _peer, _number),
+        st.tuples(st.just("counts")),
+        st.tuples(st.just("expire"), st.integers(min_value=0, max_value=40), st.integers(1, 3)),
+        st.tuples(st.just("forget local"), _peer),
+        st.tuples(st.just("flush")),
+        st.tuples(st.just("reopen")),
+    ),
+)
+
+
+def _apply(store, operation: tuple, at: float) -> object:
+    match operation:
+        case ("put", peer, key, covered):
+            return store.put_mail(peer, key, f"{key} for {peer}".encode(), at, covered=covered)
+        case ("acknowledge", peer, through):
+            return store.acknowledge(peer, through, at)
+        case ("after", peer, after, limit):
+            return store.mail_after(peer, after, limit)
+        case ("take", peer):
+            return store.take_mail(peer, at)
+        case ("drop", peer, through):
+            return store.drop_mail(peer, through)
+        case ("renew", peer, key):
+            return store.renew_mail(peer, key)
+        case ("discard", peer, number):
+            return store.discard_mail(peer, number)
+        case ("counts",):
+            return store.mail_counts()
+        case ("expire", before, cap):
+            return store.expire_mail(before, cap)
+        case ("forget delivered", before):
+            return store.forget_delivered(before)
+        case ("forget local", peer):
+            return store.forget_local(peer)
+        case ("flush",):
+            return store.flush_mail()
+    raise AssertionError(operation)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(operations=st.lists(_operation, max_size=40))
+def test_mail_held_unwritten_answers_as_written_mail_does(tmp_path_factory, operations):
+    """Against ``MemoryStore`` (which holds nothing apart): every answer the same, the numbers
+    included, through reopens (a clean restart writes what is held) and every other use of the
+    mail; ``covered`` chosen at random for each put."""
+    path = tmp_path_factory.mktemp("unwritten") / "state.sqlite"
+    oracle, store = MemoryStore(), SqliteStore(path, sync="normal")
+    try:
+        for step, operation in enumerate(operations):
+            at = float(step)
+            if operation == ("reopen",):
+                store.commit()
+                store.close()
+                store = SqliteStore(path, sync="normal")
+                assert store.last_delivery() == oracle.last_delivery(), "numbers go on"
+                continue
+            expected = _apply(oracle, operation, at)
+            assert _apply(store, operation, at) == expected, (step, operation)
+        assert store.mail_counts() == oracle.mail_counts()
+    finally:
+        store.close()
+
+
+class _Writes(SqliteStore):
+    """A store that notes the statements that wrote."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, sync="normal")
+        self.statements: list[str] = []
+
+    def _write(self, sql, arguments=()):  # type: ignore[no-untyped-def, override]
+        self.statements.append(sql)
+        return super()._write(sql, arguments)
+
+    def _write_many(self, sql: str, rows: list[tuple]) -> None:
+        self.statements.append(sql)
+        super()._write_many(sql, rows)
+
+
+def test_covered_mail_acknowledged_before_anything_reads_it_writes_only_its_keys(tmp_path):
+    store = _Writes(tmp_path / "state.sqlite")
+    numbers = [store.put_mail("p", f"k{n}", b"mail", 1.0, covered=True) for n in range(3)]
+    assert numbers == [1, 2, 3]
+    assert store.put_mail("p", "k1", b"mail", 1.5, covered=True) is None, "held: a repeat"
+    assert store.acknowledge("p", 3, 2.0) == 3
+    assert all("INTO mail" not in sql and "FROM mail" not in sql for sql in store.statements)
+    assert sum("INTO delivered" in sql for sql in store.statements) == 1, "one for the three"
+    assert store.put_mail("p", "k2", b"mail", 3.0, covered=True) is None, "delivered: a repeat"
+    assert store.put_mail("p", "k9", b"mail", 3.0) == 4, "numbers go on"
+    assert store.mail_counts() == {"p": 1}
+    store.close()
+
+
+def test_held_mail_is_written_when_its_peers_mail_is_read_or_alive_at_is_kept(tmp_path):
+    store = _Writes(tmp_path / "state.sqlite")
+    store.put_mail("p", "k1", b"one", 1.0, covered=True)
+    store.put_mail("q", "k1", b"one", 1.0, covered=True)
+    assert store.mail_after("p", 0, 10) == [(1, b"one")], "read: written first"
+    assert sum("INTO mail" in sql for sql in store.statements) == 1, "p's alone"
+    store.flush_mail()
+    assert sum("INTO mail" in sql for sql in store.statements) == 2
+    assert store.acknowledge("q", 2, 2.0) == 1, "a written row acknowledged as before"
+    store.close()
+    again = SqliteStore(tmp_path / "state.sqlite", sync="normal")
+    assert again.mail_counts() == {"p": 1}
+    again.close()
+
+
+class _Covered(MemoryStore):
+    """A store that notes which mail the mail room called covered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.covered: dict[str, bool] = {}
+
+    def put_mail(self, peer, key, data, now, body=None, *, covered=False):  # type: ignore[no-untyped-def, override]
+        self.covered[peer] = covered
+        return super().put_mail(peer, key, data, now, body, covered=covered)
+
+
+@pytest.mark.parametrize(
+    ("attached", "window", "age", "covered"),
+    [
+        (True, 4, 0.0, True),
+        (True, 4, 2.0, True),
+        (True, 4, 3.0, False),  # older than covered_seconds: a catch-up might not find it
+        (False, 4, 0.0, False),  # kept for a detached peer: written
+        (True, 0, 0.0, False),  # the window is full: it waits in the store
+    ],
+)
+def test_the_mail_room_calls_covered_only_what_goes_out_now_and_a_catch_up_would_find(
+    attached, window, age, covered
+):
+    store = _Covered()
+    room = Mailroom("sp", store, window=max(window, 1), covered_seconds=2.5)
+    now = 1000.0
+    if attached:
+        room.attach("p", 1, now)
+    if window == 0:
+        room.deliver("p", _notify("first", now), now)  # fills the window of one
+    room.deliver("p", _notify("this", now - age), now)
+    assert store.covered["p"] is covered
+
+
+def _notify(publication_id: str, published_at: float) -> m.Notify:
+    return dataclasses.replace(notify(publication(id=publication_id)), published_at=published_at)
