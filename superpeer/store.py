@@ -633,6 +633,9 @@ _DELIVERED: Final = "SELECT 1 FROM delivered WHERE hash = ? AND peer = ? AND key
 _MAILED: Final = "SELECT 1 FROM mail WHERE peer = ? AND key = ?"
 _WITH_BODY: Final = "LEFT JOIN bodies ON bodies.id = {0}.body"
 """The join of a row (of the table named) with the body it refers to, if any."""
+HELD_MAIL: Final = 4096
+"""Mail ``SqliteStore`` holds unwritten at most (``put_mail``'s ``covered``; about a kilobyte
+each): beyond, covered mail is written as it comes (peers slow to acknowledge, by thousands)."""
 HELD_BODIES: Final = 4096
 """Body keys ``SqliteStore`` remembers putting in (``_held``): a notification is mail for each
 of its subscribers, and each asks."""
@@ -1151,7 +1154,7 @@ class SqliteStore:
         if self._unwritten.holds(peer, key):
             return None
         hashed = key_hash(peer, key)
-        if not covered:
+        if not covered or len(self._unwritten) >= HELD_MAIL:
             return self._insert_mail(peer, Held(key, data, now, body, hashed), self._number())
         if self._read(_DELIVERED, (hashed, peer, key)):
             return None

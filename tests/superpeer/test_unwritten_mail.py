@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from superpeer import store as store_module
 from superpeer.mailroom import Mailroom
 from superpeer.store import MemoryStore, SqliteStore
 from tests.peer.helpers import notify, publication
@@ -127,6 +128,17 @@ def test_covered_mail_acknowledged_before_anything_reads_it_writes_only_its_keys
     assert store.put_mail("p", "k2", b"mail", 3.0, covered=True) is None, "delivered: a repeat"
     assert store.put_mail("p", "k9", b"mail", 3.0) == 4, "numbers go on"
     assert store.mail_counts() == {"p": 1}
+    store.close()
+
+
+def test_no_more_than_held_mail_is_held(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "HELD_MAIL", 2)
+    store = _Writes(tmp_path / "state.sqlite")
+    for n in range(3):
+        store.put_mail("p", f"k{n}", b"mail", 1.0, covered=True)
+    assert sum("INTO mail" in sql for sql in store.statements) == 1, "the third is written"
+    assert store.acknowledge("p", 3, 2.0) == 3
+    assert store.mail_counts() == {}
     store.close()
 
 
