@@ -457,7 +457,7 @@ class NodeBase:
             window=self.config.window,
             tracing=self.config.routing.tracing,
             clock=self.clock,
-            covered_seconds=self.config.catchup_margin_seconds / 2,
+            recoverable_seconds=self.config.catchup_margin_seconds / 2,
         )
         self.statistics = NodeStatistics()
         self.rates = PeerRateLimiter(self.config.rates)

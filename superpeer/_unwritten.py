@@ -2,17 +2,19 @@
 
 Why: a notification to an online subscriber was a mail row written when it came and deleted
 when the peer's ``Delivered`` came, milliseconds later, with the row's share of its body's count,
-its index entries and its bytes in the redo journal both times (``bench.storecpu``: some 15 us
-of the 80 that one notification costs the store). The row bought nothing in that time: a crash
-then loses the open transaction anyway, and the restart's catch-up from the origins' logs (its
-own included) since ``alive_at`` less ``catchup_margin_seconds`` brings the notification back.
+its index entries and its bytes in the redo journal both times (some 15 us of the 80 to 90 that
+a notification costs the store: BENCHMARKS.md, issue 37, stop 84). The row protected little in
+that time: the access point hands another origin's notification to the peer before its commit,
+and a restart's catch-up from the origins' logs (its own included) since ``alive_at`` less
+``catchup_margin_seconds`` brings back what it held unsynced (README, "What is durable where").
 
-So mail the mail room marks *covered* (sent at once to an attached peer, and published recently
-enough that such a catch-up would find it: ``Mailroom``) is held here, numbered like any mail.
-A ``Delivered`` that comes first only adds its keys to ``delivered``. It is written as a row
-(``SqliteStore.flush_mail``) before anything reads its peer's mail (a refill, a handover, the
-counts, an expiry) and whenever ``alive_at`` is written (the same transaction): so what is not
-written at a crash arrived after the last ``alive_at`` on disk, which the catch-up covers.
+So mail the mail room calls *recoverable* (sent at once to an attached peer, and published
+recently enough that such a catch-up would find it: ``Mailroom``) is held here, numbered like
+any mail. A ``Delivered`` that comes first only adds its keys to ``delivered``. Held mail is
+written as a row (``SqliteStore.flush_mail``) before anything reads its peer's mail (a refill, a
+handover, the counts, an expiry) and whenever ``alive_at`` is written (the same transaction):
+so what is not written at a crash arrived after the last ``alive_at`` on disk, which the
+catch-up covers.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ class Mailroom:
         window: int,
         tracing: bool = True,
         clock: HybridClock | None = None,
-        covered_seconds: float = 0.0,
+        recoverable_seconds: float = 0.0,
     ) -> None:
         self.node_id = node_id
         self.clock = clock if clock is not None else HybridClock()
@@ -102,9 +102,9 @@ class Mailroom:
         rule 7)."""
         self.store = store
         self.window = window
-        self.covered_seconds = covered_seconds
+        self.recoverable_seconds = recoverable_seconds
         """Mail sent at once whose publication is at most this much older than hybrid time now
-        is *covered* (``Store.put_mail``): written only if it is not acknowledged before its
+        is *recoverable* (``Store.put_mail``): written only if it is not acknowledged before its
         peer's mail is read or ``alive_at`` is written (``superpeer._unwritten``). At most the
         catch-up's margin, so that a restart's catch-up from the ``alive_at`` on disk finds
         whatever was not written (0: everything written as it comes)."""
@@ -179,16 +179,21 @@ class Mailroom:
         key = mail_key(notify.owner, notify.publication.id, notify.version)
         data = wire.encode(notify)
         window = self._windows.get(peer)
-        covered = (
+        recoverable = (
             window is not None
             and not window.backlog
             and window.unacknowledged < self.window
-            and notify.published_at >= hybrid - self.covered_seconds
+            and notify.published_at >= hybrid - self.recoverable_seconds
         )
         # the publication is kept once for every peer's mail (and the log's entry, at its
         # origin): each row keeps the rest of the bytes (``superpeer.store``, bodies)
         number = self.store.put_mail(
-            peer, key, data, now, wire.packed_publication(notify.publication), covered=covered
+            peer,
+            key,
+            data,
+            now,
+            wire.packed_publication(notify.publication),
+            recoverable=recoverable,
         )
         if number is None:
             self.statistics.repeats += 1

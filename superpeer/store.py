@@ -170,16 +170,16 @@ class Store(Protocol):
         now: float,
         body: bytes | None = None,
         *,
-        covered: bool = False,
+        recoverable: bool = False,
     ) -> int | None:
         """Keeps ``data`` as ``peer``'s mail under ``key`` (None: a repeat); ``body``, a part
-        of ``data``, is kept once under ``key`` for every row that has it. ``covered``: it goes
+        of ``data``, is kept once under ``key`` for every row that has it. ``recoverable``: it goes
         to an attached peer now and a restart's catch-up would bring it back, so it may be held
         unwritten until it is read or ``flush_mail`` (``superpeer._unwritten``)."""
         ...
 
     def flush_mail(self) -> None:
-        """Writes the mail held unwritten (``put_mail``'s ``covered``); before ``alive_at``."""
+        """Writes the mail held unwritten (``put_mail``'s ``recoverable``); before ``alive_at``."""
         ...
 
     def last_delivery(self) -> int: ...
@@ -422,9 +422,9 @@ class MemoryStore:
         now: float,
         body: bytes | None = None,
         *,
-        covered: bool = False,
+        recoverable: bool = False,
     ) -> int | None:
-        # ``covered`` changes nothing here: the simulator keeps this store through a restart
+        # ``recoverable`` changes nothing here: the simulator keeps this store through a restart
         box = self._mail.setdefault(peer, _Mailbox())
         if key in box.keys or key in self._delivered.get(peer, ()):
             return None
@@ -634,8 +634,8 @@ _MAILED: Final = "SELECT 1 FROM mail WHERE peer = ? AND key = ?"
 _WITH_BODY: Final = "LEFT JOIN bodies ON bodies.id = {0}.body"
 """The join of a row (of the table named) with the body it refers to, if any."""
 HELD_MAIL: Final = 4096
-"""Mail ``SqliteStore`` holds unwritten at most (``put_mail``'s ``covered``; about a kilobyte
-each): beyond, covered mail is written as it comes (peers slow to acknowledge, by thousands)."""
+"""Mail ``SqliteStore`` holds unwritten at most (``put_mail``'s ``recoverable``; about a kilobyte
+each): beyond, recoverable mail is written as it comes (peers slow to acknowledge, by thousands)."""
 HELD_BODIES: Final = 4096
 """Body keys ``SqliteStore`` remembers putting in (``_held``): a notification is mail for each
 of its subscribers, and each asks."""
@@ -755,12 +755,10 @@ class SqliteStore:
         self._committed = self._synced = 0
         """Commits made, and of those the ones a finished ``sync`` covers."""
         self._unwritten = UnwrittenMail()
-        """Mail held, not yet written (``put_mail``'s ``covered``: ``superpeer._unwritten``)."""
+        """Mail held, not yet written (``put_mail``'s ``recoverable``: ``superpeer._unwritten``)."""
         self._next_delivery: int | None = None
         """The number the next mail takes (read from the table when first needed): numbered
         here, not by sqlite, since mail held unwritten takes its number when it comes."""
-        self._numbered = 0
-        """The last number ``_keep_numbering`` gave the table's sequence."""
         self._tabled: dict[str, int] | None = None
         """Per peer that may have mail rows, a number no lower than the highest of them: an
         acknowledgement of mail only held asks the table nothing (read when first needed)."""
@@ -1149,12 +1147,12 @@ class SqliteStore:
         now: float,
         body: bytes | None = None,
         *,
-        covered: bool = False,
+        recoverable: bool = False,
     ) -> int | None:
         if self._unwritten.holds(peer, key):
             return None
         hashed = key_hash(peer, key)
-        if not covered or len(self._unwritten) >= HELD_MAIL:
+        if not recoverable or len(self._unwritten) >= HELD_MAIL:
             return self._insert_mail(peer, Held(key, data, now, body, hashed), self._number())
         if self._read(_DELIVERED, (hashed, peer, key)):
             return None
@@ -1207,20 +1205,15 @@ class SqliteStore:
             self._insert_mail(peer, held, number)
 
     def _keep_numbering(self) -> None:
-        """Numbers taken by mail acknowledged unwritten are not taken again after a restart
-        (as with sqlite's own numbering): the table's sequence moves on to them."""
-        if self._next_delivery is None or self._next_delivery - 1 <= self._numbered:
+        """The table's sequence says the last number taken, those of mail acknowledged before it
+        was written included: after a restart the numbers go on from there, as they did when
+        sqlite numbered mail (an insert refused as a repeat moves sqlite's sequence too)."""
+        if self._next_delivery is None:
             return
-        self._numbered = last = self._next_delivery - 1
-        cursor = self._write(
-            "UPDATE sqlite_sequence SET seq = ? WHERE name = 'mail' AND seq < ?", (last, last)
-        )
-        if cursor.rowcount == 0:
-            self._write(
-                "INSERT INTO sqlite_sequence (name, seq) SELECT 'mail', ? WHERE NOT EXISTS"
-                " (SELECT 1 FROM sqlite_sequence WHERE name = 'mail')",
-                (last,),
-            )
+        last = self._next_delivery - 1
+        cursor = self._write("UPDATE sqlite_sequence SET seq = ? WHERE name = 'mail'", (last,))
+        if cursor.rowcount == 0 and last:
+            self._write("INSERT INTO sqlite_sequence (name, seq) VALUES ('mail', ?)", (last,))
 
     def last_delivery(self) -> int:
         return self._number() - 1

@@ -48,8 +48,10 @@ _operation = st.one_of(
 
 def _apply(store, operation: tuple, at: float) -> object:
     match operation:
-        case ("put", peer, key, covered):
-            return store.put_mail(peer, key, f"{key} for {peer}".encode(), at, covered=covered)
+        case ("put", peer, key, recoverable):
+            return store.put_mail(
+                peer, key, f"{key} for {peer}".encode(), at, recoverable=recoverable
+            )
         case ("acknowledge", peer, through):
             return store.acknowledge(peer, through, at)
         case ("after", peer, after, limit):
@@ -82,7 +84,7 @@ def _apply(store, operation: tuple, at: float) -> object:
 def test_mail_held_unwritten_answers_as_written_mail_does(tmp_path_factory, operations):
     """Against ``MemoryStore`` (which holds nothing apart): every answer the same, the numbers
     included, through reopens (a clean restart writes what is held) and every other use of the
-    mail; ``covered`` chosen at random for each put."""
+    mail; ``recoverable`` chosen at random for each put."""
     path = tmp_path_factory.mktemp("unwritten") / "state.sqlite"
     oracle, store = MemoryStore(), SqliteStore(path, sync="normal")
     try:
@@ -117,15 +119,15 @@ class _Writes(SqliteStore):
         super()._write_many(sql, rows)
 
 
-def test_covered_mail_acknowledged_before_anything_reads_it_writes_only_its_keys(tmp_path):
+def test_recoverable_mail_acknowledged_before_anything_reads_it_writes_only_its_keys(tmp_path):
     store = _Writes(tmp_path / "state.sqlite")
-    numbers = [store.put_mail("p", f"k{n}", b"mail", 1.0, covered=True) for n in range(3)]
+    numbers = [store.put_mail("p", f"k{n}", b"mail", 1.0, recoverable=True) for n in range(3)]
     assert numbers == [1, 2, 3]
-    assert store.put_mail("p", "k1", b"mail", 1.5, covered=True) is None, "held: a repeat"
+    assert store.put_mail("p", "k1", b"mail", 1.5, recoverable=True) is None, "held: a repeat"
     assert store.acknowledge("p", 3, 2.0) == 3
     assert all("INTO mail" not in sql and "FROM mail" not in sql for sql in store.statements)
     assert sum("INTO delivered" in sql for sql in store.statements) == 1, "one for the three"
-    assert store.put_mail("p", "k2", b"mail", 3.0, covered=True) is None, "delivered: a repeat"
+    assert store.put_mail("p", "k2", b"mail", 3.0, recoverable=True) is None, "delivered: a repeat"
     assert store.put_mail("p", "k9", b"mail", 3.0) == 4, "numbers go on"
     assert store.mail_counts() == {"p": 1}
     store.close()
@@ -135,7 +137,7 @@ def test_no_more_than_held_mail_is_held(tmp_path, monkeypatch):
     monkeypatch.setattr(store_module, "HELD_MAIL", 2)
     store = _Writes(tmp_path / "state.sqlite")
     for n in range(3):
-        store.put_mail("p", f"k{n}", b"mail", 1.0, covered=True)
+        store.put_mail("p", f"k{n}", b"mail", 1.0, recoverable=True)
     assert sum("INTO mail" in sql for sql in store.statements) == 1, "the third is written"
     assert store.acknowledge("p", 3, 2.0) == 3
     assert store.mail_counts() == {}
@@ -144,8 +146,8 @@ def test_no_more_than_held_mail_is_held(tmp_path, monkeypatch):
 
 def test_held_mail_is_written_when_its_peers_mail_is_read_or_alive_at_is_kept(tmp_path):
     store = _Writes(tmp_path / "state.sqlite")
-    store.put_mail("p", "k1", b"one", 1.0, covered=True)
-    store.put_mail("q", "k1", b"one", 1.0, covered=True)
+    store.put_mail("p", "k1", b"one", 1.0, recoverable=True)
+    store.put_mail("q", "k1", b"one", 1.0, recoverable=True)
     assert store.mail_after("p", 0, 10) == [(1, b"one")], "read: written first"
     assert sum("INTO mail" in sql for sql in store.statements) == 1, "p's alone"
     store.flush_mail()
@@ -158,39 +160,39 @@ def test_held_mail_is_written_when_its_peers_mail_is_read_or_alive_at_is_kept(tm
 
 
 class _Covered(MemoryStore):
-    """A store that notes which mail the mail room called covered."""
+    """A store that notes which mail the mail room called recoverable."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.covered: dict[str, bool] = {}
+        self.recoverable: dict[str, bool] = {}
 
-    def put_mail(self, peer, key, data, now, body=None, *, covered=False):  # type: ignore[no-untyped-def, override]
-        self.covered[peer] = covered
-        return super().put_mail(peer, key, data, now, body, covered=covered)
+    def put_mail(self, peer, key, data, now, body=None, *, recoverable=False):  # type: ignore[no-untyped-def, override]
+        self.recoverable[peer] = recoverable
+        return super().put_mail(peer, key, data, now, body, recoverable=recoverable)
 
 
 @pytest.mark.parametrize(
-    ("attached", "window", "age", "covered"),
+    ("attached", "window", "age", "recoverable"),
     [
         (True, 4, 0.0, True),
         (True, 4, 2.0, True),
-        (True, 4, 3.0, False),  # older than covered_seconds: a catch-up might not find it
+        (True, 4, 3.0, False),  # older than recoverable_seconds: a catch-up might not find it
         (False, 4, 0.0, False),  # kept for a detached peer: written
         (True, 0, 0.0, False),  # the window is full: it waits in the store
     ],
 )
-def test_the_mail_room_calls_covered_only_what_goes_out_now_and_a_catch_up_would_find(
-    attached, window, age, covered
+def test_the_mail_room_calls_recoverable_only_what_goes_out_now_and_a_catch_up_would_find(
+    attached, window, age, recoverable
 ):
     store = _Covered()
-    room = Mailroom("sp", store, window=max(window, 1), covered_seconds=2.5)
+    room = Mailroom("sp", store, window=max(window, 1), recoverable_seconds=2.5)
     now = 1000.0
     if attached:
         room.attach("p", 1, now)
     if window == 0:
         room.deliver("p", _notify("first", now), now)  # fills the window of one
     room.deliver("p", _notify("this", now - age), now)
-    assert store.covered["p"] is covered
+    assert store.recoverable["p"] is recoverable
 
 
 def _notify(publication_id: str, published_at: float) -> m.Notify:
