@@ -57,7 +57,7 @@ import os
 import sqlite3
 import struct
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
@@ -1290,8 +1290,10 @@ class SqliteStore:
         self._delete_mail("peer = ? AND delivery = ?", (peer, number))
 
     def mail_counts(self) -> dict[str, int]:
-        self.flush_mail()
-        return dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer ORDER BY peer"))
+        # held mail counted, not written: a status page's read changes nothing
+        counts = Counter(self._unwritten.counts())
+        counts.update(dict(self._read("SELECT peer, COUNT(*) FROM mail GROUP BY peer")))
+        return dict(sorted(counts.items()))
 
     def expire_mail(self, before: float, cap: int) -> dict[str, int]:
         self.flush_mail()
