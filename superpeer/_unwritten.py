@@ -12,9 +12,9 @@ So mail the mail room calls *recoverable* (sent at once to an attached peer, and
 recently enough that such a catch-up would find it: ``Mailroom``) is held here, numbered like
 any mail. A ``Delivered`` that comes first only adds its keys to ``delivered``. Held mail is
 written as a row (``SqliteStore.flush_mail``) before anything reads its peer's mail (a refill, a
-handover, a renewal, an expiry; the counts count it as it is) and whenever ``alive_at`` is written (the same transaction):
-so what is not written at a crash arrived after the last ``alive_at`` on disk, which the
-catch-up covers.
+handover, a renewal, an expiry; the counts count it as it is) and whenever ``alive_at`` is
+written (the same transaction): so what is not written at a crash arrived after the last
+``alive_at`` on disk, which the catch-up covers.
 """
 
 from __future__ import annotations
