@@ -1072,7 +1072,7 @@ class SqliteStore:
     def forget_local(self, peer: str, *, keep_mail: bool = False) -> None:
         self._write("DELETE FROM local_state WHERE peer = ?", (peer,))
         if not keep_mail:
-            self._flush_peer(peer)
+            self._unwritten.take_peer(peer)  # forgotten with the rest: not written to be deleted
             self._tables().pop(peer, None)
             self._delete_mail("peer = ?", (peer,))
         self._write("DELETE FROM expired WHERE peer = ?", (peer,))
