@@ -11,9 +11,9 @@ and a restart's catch-up from the origins' logs (its own included) since ``alive
 So mail the mail room calls *recoverable* (sent at once to an attached peer, and published
 recently enough that such a catch-up would find it: ``Mailroom``) is held here, numbered like
 any mail. A ``Delivered`` that comes first only adds its keys to ``delivered``. Held mail is
-written as a row (``SqliteStore.flush_mail``) before anything reads its peer's mail (a refill, a
-handover, a renewal, an expiry; the counts count it as it is) and whenever ``alive_at`` is
-written (the same transaction): so what is not written at a crash arrived after the last
+written as a row (``SqliteStore.flush_mail``) before anything changes its peer's mail (a
+handover, a renewal, an expiry; a window's refill reads it as it is, beside the rows, and the
+counts count it) and whenever ``alive_at`` is written (the same transaction): so what is not written at a crash arrived after the last
 ``alive_at`` on disk, which the catch-up covers.
 """
 
@@ -50,6 +50,20 @@ class UnwrittenMail:
 
     def holds(self, peer: str, key: str) -> bool:
         return (peer, key) in self._numbers
+
+    def after(self, peer: str, after: int, limit: int) -> list[tuple[int, Held]]:
+        """The first ``limit`` of ``peer``'s mail numbered above ``after``, with their numbers,
+        in order; still held."""
+        box = self._by_peer.get(peer)
+        if not box or next(reversed(box)) <= after:
+            return []
+        found = []
+        for number, held in box.items():
+            if number > after:
+                found.append((number, held))
+                if len(found) == limit:
+                    break
+        return found
 
     def hold(self, peer: str, number: int, held: Held) -> None:
         """Hold ``held`` for ``peer`` as mail ``number`` (higher than any it holds)."""

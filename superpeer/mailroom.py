@@ -103,9 +103,10 @@ class Mailroom:
         self.store = store
         self.window = window
         self.recoverable_seconds = recoverable_seconds
-        """Mail sent at once whose publication is at most this much older than hybrid time now
-        is *recoverable* (``Store.put_mail``): written only if it is not acknowledged before its
-        peer's mail is read or ``alive_at`` is written (``superpeer._unwritten``). At most the
+        """Mail for an attached peer (sent at once, or waiting for room in its window) whose
+        publication is at most this much older than hybrid time now is *recoverable*
+        (``Store.put_mail``): written only if it is not acknowledged before its peer's mail is
+        changed or ``alive_at`` is written (``superpeer._unwritten``). At most the
         catch-up's margin, so that a restart's catch-up from the ``alive_at`` on disk finds
         whatever was not written (0: everything written as it comes)."""
         self.tracing = tracing
@@ -180,10 +181,7 @@ class Mailroom:
         data = wire.encode(notify)
         window = self._windows.get(peer)
         recoverable = (
-            window is not None
-            and not window.backlog
-            and window.unacknowledged < self.window
-            and notify.published_at >= hybrid - self.recoverable_seconds
+            window is not None and notify.published_at >= hybrid - self.recoverable_seconds
         )
         # the publication is kept once for every peer's mail (and the log's entry, at its
         # origin): each row keeps the rest of the bytes (``superpeer.store``, bodies)

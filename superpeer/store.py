@@ -51,6 +51,8 @@ What is kept:
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import math
 import os
@@ -173,9 +175,9 @@ class Store(Protocol):
         recoverable: bool = False,
     ) -> int | None:
         """Keeps ``data`` as ``peer``'s mail under ``key`` (None: a repeat); ``body``, a part
-        of ``data``, is kept once under ``key`` for every row that has it. ``recoverable``: it goes
-        to an attached peer now and a restart's catch-up would bring it back, so it may be held
-        unwritten until it is read or ``flush_mail`` (``superpeer._unwritten``)."""
+        of ``data``, is kept once under ``key`` for every row that has it. ``recoverable``: it is
+        for an attached peer and a restart's catch-up would bring it back, so it may be held
+        unwritten until its peer's mail changes or ``flush_mail`` (``superpeer._unwritten``)."""
         ...
 
     def flush_mail(self) -> None:
@@ -1200,7 +1202,7 @@ class SqliteStore:
         self._keep_numbering()
 
     def _flush_peer(self, peer: str) -> None:
-        """Writes ``peer``'s mail held unwritten: its mail is about to be read or changed."""
+        """Writes ``peer``'s mail held unwritten: its mail is about to change."""
         for number, held in self._unwritten.take_peer(peer):
             self._insert_mail(peer, held, number)
 
@@ -1219,13 +1221,19 @@ class SqliteStore:
         return self._number() - 1
 
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
-        self._flush_peer(peer)
-        rows = self._read(
-            f"SELECT delivery, mail.data, body, bodies.data FROM mail {_WITH_BODY.format('mail')} "
-            "WHERE peer = ? AND delivery > ? ORDER BY delivery LIMIT ?",
-            (peer, after, limit),
-        )
-        return [(number, _whole(*row)) for number, *row in rows]
+        # held mail is read as it is, not written: a window's refill reads the mail that waits
+        # for room, and a row written now would be deleted at the next ``Delivered``
+        found = [(number, held.data) for number, held in self._unwritten.after(peer, after, limit)]
+        if self._tables().get(peer, 0) > after:
+            rows = self._read(
+                f"SELECT delivery, mail.data, body, bodies.data FROM mail "
+                f"{_WITH_BODY.format('mail')} WHERE peer = ? AND delivery > ? "
+                "ORDER BY delivery LIMIT ?",
+                (peer, after, limit),
+            )
+            found = heapq.merge(found, [(number, _whole(*row)) for number, *row in rows])
+            found = list(itertools.islice(found, limit))
+        return found
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
         held = self._unwritten.take_through(peer, through)

@@ -144,18 +144,26 @@ def test_no_more_than_held_mail_is_held(tmp_path, monkeypatch):
     store.close()
 
 
-def test_held_mail_is_written_when_its_peers_mail_is_read_or_alive_at_is_kept(tmp_path):
+def test_held_mail_is_read_as_it_is_and_written_when_its_peers_mail_changes_or_alive_at_is_kept(
+    tmp_path,
+):
     store = _Writes(tmp_path / "state.sqlite")
     store.put_mail("p", "k1", b"one", 1.0, recoverable=True)
     store.put_mail("q", "k1", b"one", 1.0, recoverable=True)
-    assert store.mail_after("p", 0, 10) == [(1, b"one")], "read: written first"
-    assert sum("INTO mail" in sql for sql in store.statements) == 1, "p's alone"
+    store.put_mail("p", "k2", b"two", 1.0)  # written: numbered between p's held mail
+    store.put_mail("p", "k3", b"three", 1.0, recoverable=True)
+    assert store.mail_after("p", 0, 10) == [(1, b"one"), (3, b"two"), (4, b"three")]
+    assert store.mail_after("p", 1, 1) == [(3, b"two")], "held and written, in number order"
+    assert store.mail_after("p", 3, 10) == [(4, b"three")]
+    assert sum("INTO mail" in sql for sql in store.statements) == 1, "a read writes nothing"
+    store.discard_mail("p", 3)
+    assert sum("INTO mail" in sql for sql in store.statements) == 3, "a change: p's written"
     store.flush_mail()
-    assert sum("INTO mail" in sql for sql in store.statements) == 2
+    assert sum("INTO mail" in sql for sql in store.statements) == 4
     assert store.acknowledge("q", 2, 2.0) == 1, "a written row acknowledged as before"
     store.close()
     again = SqliteStore(tmp_path / "state.sqlite", sync="normal")
-    assert again.mail_counts() == {"p": 1}
+    assert again.mail_counts() == {"p": 2}
     again.close()
 
 
@@ -178,10 +186,11 @@ class _Covered(MemoryStore):
         (True, 4, 2.0, True),
         (True, 4, 3.0, False),  # older than recoverable_seconds: a catch-up might not find it
         (False, 4, 0.0, False),  # kept for a detached peer: written
-        (True, 0, 0.0, False),  # the window is full: it waits in the store
+        (True, 0, 0.0, True),  # the window is full: it waits, held, for room
+        (True, 0, 3.0, False),
     ],
 )
-def test_the_mail_room_calls_recoverable_only_what_goes_out_now_and_a_catch_up_would_find(
+def test_the_mail_room_calls_recoverable_only_mail_for_an_attached_peer_a_catch_up_would_find(
     attached, window, age, recoverable
 ):
     store = _Covered()
@@ -197,3 +206,25 @@ def test_the_mail_room_calls_recoverable_only_what_goes_out_now_and_a_catch_up_w
 
 def _notify(publication_id: str, published_at: float) -> m.Notify:
     return dataclasses.replace(notify(publication(id=publication_id)), published_at=published_at)
+
+
+def test_mail_that_waits_for_room_in_a_window_is_held_sent_and_acknowledged_without_a_row(
+    tmp_path,
+):
+    store = _Writes(tmp_path / "state.sqlite")
+    room = Mailroom("sp", store, window=2, recoverable_seconds=2.5, tracing=False)
+    now = 1000.0
+    room.attach("p", 1, now)
+    sent = [
+        output.message.delivery
+        for n in range(5)
+        for output in room.deliver("p", _notify(f"n{n}", now), now)
+    ]
+    assert sent == [1, 2], "the window holds two; three wait"
+    for through in (2, 4, 5):
+        sent += [output.message.delivery for output in room.acknowledged("p", through, now)]
+    assert sent == [1, 2, 3, 4, 5], "each refill sends what waited, in order"
+    assert not any("INTO mail" in sql for sql in store.statements), "no row written"
+    assert sum("INTO delivered" in sql for sql in store.statements) == 3, "one per Delivered"
+    assert store.mail_counts() == {}
+    store.close()
