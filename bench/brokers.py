@@ -3,7 +3,7 @@
     python -m bench.brokers [--systems mosquitto,amqtt,superpeer-1,superpeer-8]
                             [--subscribers 1,10,100] [--tls on,off] [--offered 1000]
                             [--seconds 3] [--burst-seconds 3] [--drain 30] [--data-dir DIR]
-                            [--sync full|normal] [--log-copy on|off] [--peer-ack-delay 0.005]
+                            [--sync full|normal] [--log-copy on|off] [--peer-ack-delay 0.04]
                             [--per-server] [--json]
 
 Every system runs on 127.0.0.1 and is driven the same way, from this process: one publisher and
@@ -75,6 +75,7 @@ from deploy.cluster import Cluster, free_ports, terminate
 from deploy.driver import RemotePeer, wait_quiet
 from superpeer.store import SYNC_MODES
 from wire import messages as m
+from wire.acknowledging import ACK_DELAY_SECONDS
 
 PAYLOAD_BYTES = 1024
 SUBJECT_VALUE = "publish-subscribe"
@@ -185,7 +186,7 @@ class Setup:
     log_copy: bool = True
     """Ours: each publication's log entry copied to a neighbour before its ``Ack``
     (``[recovery] log_copy``; MQTT brokers have no such thing)."""
-    peer_ack_delay: float = 0.005
+    peer_ack_delay: float = ACK_DELAY_SECONDS
     """Ours: how long a peer's ``Delivered`` may wait for more notifications (the peer
     daemon's ``ack_delay_seconds``; paho acknowledges each delivery at once)."""
 

@@ -53,6 +53,7 @@ from peer.session import (
 )
 from superpeer import versions
 from wire import messages as m
+from wire.acknowledging import ACK_DELAY_SECONDS
 
 READ_SIZE = 65536
 DRAIN_SECONDS = 5.0
@@ -140,7 +141,7 @@ class RemotePeer:
     incomplete (a move statement's ``missing_since``)."""
     carried_clock: float = 0.0
     """The latest hybrid time an access point gave it (its ``Hello`` carries it)."""
-    ack_delay: float = 0.005
+    ack_delay: float = ACK_DELAY_SECONDS
     ack_every: int = 16
     """When it acknowledges notifications, as the peer daemon does (``peer.session``)."""
     clock_lead: float = 0.0

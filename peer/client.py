@@ -96,6 +96,7 @@ from peer.session import (
 )
 from peer.state import StateStore, parse_state, withdrawn_before
 from wire import messages as m
+from wire.acknowledging import ACK_DELAY_SECONDS
 from wire.codec import WireLimits
 from wire.requests import Request, request_label
 from wire.streams import WideReads, receive
@@ -278,7 +279,7 @@ class PeerClient:
         max_rate_retries: int = 20,
         inbox_group: int = 64,
         ack_every: int = 16,
-        ack_delay: float = 0.005,
+        ack_delay: float = ACK_DELAY_SECONDS,
         tls: TlsSettings | None = None,
         identity: PeerIdentity | None = None,
         open_stream: Callable[[], Awaitable[trio.abc.Stream]] | None = None,

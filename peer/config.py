@@ -29,7 +29,7 @@ A TOML file may set::
     inbox_group = 64                   # notifications of one read stored with one pair of
                                        # syncs at most (a group commit), then acknowledged
                                        # together; 1: each with its own
-    ack_delay_seconds = 0.005          # stored notifications are acknowledged this much later,
+    ack_delay_seconds = 0.04           # stored notifications are acknowledged this much later,
                                        # with those stored meanwhile (0: at once), or before
     ack_every = 16                     # anything else is sent, or once this many wait (keep it
                                        # below the access point's window, 64)
@@ -75,6 +75,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import platformdirs
+
+from wire.acknowledging import ACK_DELAY_SECONDS
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEYS: Final = frozenset(
@@ -183,7 +185,7 @@ class PeerConfig:
     reconnect_max: float = 30.0
     inbox_group: int = 64
     """Notifications of one read stored with one pair of syncs at most (``peer.inbox``)."""
-    ack_delay_seconds: float = 0.005
+    ack_delay_seconds: float = ACK_DELAY_SECONDS
     ack_every: int = 16
     """When stored notifications are acknowledged (``peer.session``, ``wire.acknowledging``)."""
     advertisement: str | None = None

@@ -28,7 +28,7 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_peer_queue = 1000              # frames waiting to be written to one peer connection
     max_neighbour_queue = 100000       # frames a super-peer has not acknowledged yet
     heartbeat_seconds = 1.0            # an idle backbone link carries a heartbeat this often
-    ack_delay_seconds = 0.005          # a backbone frame is acknowledged this much later, with
+    ack_delay_seconds = 0.04           # a backbone frame is acknowledged this much later, with
                                        # the frames that came meanwhile (at once every 64)
     failure_seconds = 10.0             # a neighbour silent this long has failed
     wedged_seconds = 60.0              # a topology operation unfinished this long is wedged:
@@ -163,6 +163,7 @@ from superpeer.schemas import SchemaLimits
 from superpeer.security import SecuritySettings
 from superpeer.store import CACHE_BYTES, FOLD_BYTES, SYNC_MODES
 from superpeer.versions import VersionLimits
+from wire.acknowledging import ACK_DELAY_SECONDS
 from wire.codec import WireLimits
 
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -191,7 +192,7 @@ class Limits:
     max_peer_queue: int = 1000
     max_neighbour_queue: int = 100_000
     heartbeat_seconds: float = 1.0
-    ack_delay_seconds: float = 0.005
+    ack_delay_seconds: float = ACK_DELAY_SECONDS
     failure_seconds: float = 10.0
     wedged_seconds: float = 60.0
     reform_seconds: float = 30.0

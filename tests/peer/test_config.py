@@ -66,7 +66,7 @@ values = {"dc:date" = [{min = 2004-01-01, type = "date"}]}
     assert (config.locate_timeout, load_config(None).locate_timeout) == (2.5, 10.0)
     assert (config.inbox_group, load_config(None).inbox_group) == (8, 64)
     assert (config.ack_delay_seconds, config.ack_every) == (0.0, 4), "no delay is allowed"
-    assert (load_config(None).ack_delay_seconds, load_config(None).ack_every) == (0.005, 16)
+    assert (load_config(None).ack_delay_seconds, load_config(None).ack_every) == (0.04, 16)
     assert config.advertisement is not None
     assert json.loads(config.advertisement)["values"]["dc:date"] == [
         {"min": "2004-01-01", "type": "date"}
