@@ -34,14 +34,20 @@ FILLER = "x" * 900
 
 
 class CountingStore(SqliteStore):
-    """A real store that counts what it is asked to write and to read."""
+    """A real store (``sync = "normal"``) that counts what it is asked to write and to read,
+    and the commits that carried writes; the tests that count writes use it too."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.statements = self.reads = self.argument_bytes = self.journal_bytes = 0
+        self.commits = 0
+        self.written: list[str] = []
+        """The statements that wrote, in order (``executemany`` counts as one)."""
         super().__init__(path, sync="normal")  # which reads already
 
     def commit(self, *, synced: bool = True) -> None:
+        if self.uncommitted:
+            self.commits += 1
         start, generation = self.journal.offset, self.journal.generation
         super().commit(synced=synced)
         if self.journal.generation == generation:  # a fold took the frame instead
@@ -49,6 +55,7 @@ class CountingStore(SqliteStore):
 
     def _write(self, sql: str, arguments: object = ()) -> sqlite3.Cursor:  # type: ignore[override]
         self.statements += 1
+        self.written.append(sql)
         self.argument_bytes += sum(
             len(a)
             for a in arguments
@@ -58,6 +65,7 @@ class CountingStore(SqliteStore):
 
     def _write_many(self, sql: str, rows: list[tuple]) -> None:
         self.statements += 1
+        self.written.append(sql)
         self.argument_bytes += sum(
             len(a) for row in rows for a in row if isinstance(a, bytes | str)
         )

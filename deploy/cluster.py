@@ -35,6 +35,7 @@ import glob
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import socket
@@ -43,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -52,10 +53,31 @@ import trio
 import crypto
 from deploy.hosts import NetnsHosts
 from superpeer.cli import ControlUnavailable, control, control_blocking
+from superpeer.config import SuperPeerConfig
 
-READY_TIMEOUT = 30.0
+READY_TIMEOUT = SuperPeerConfig().limits.join_contact_seconds + 30.0
+"""How long a daemon may take to say it is ready: a super-peer that joins asks its contacts
+again for ``join_contact_seconds`` while none answers (a cube busy repairing, a cut), and says
+"listening on" only once it joined. 30 s was less than that: a chaos run (stop 84, seed 842)
+gave up on a join that succeeded a moment later."""
 HOST_PORT = 7400
 """The port every super-peer listens on, on its own host (``hosts``)."""
+
+
+def _lines(descriptor: int, deadline: float) -> Iterator[bytes]:
+    """The lines a process writes to the pipe ``descriptor`` until it closes it or the
+    ``deadline`` (``time.monotonic``) passes, whichever comes first: a read that would block
+    past the deadline is not made (``readline`` on a quiet pipe waits for ever)."""
+    pending = b""
+    while (remaining := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([descriptor], [], [], remaining)
+        if not ready:
+            return
+        chunk = os.read(descriptor, 65536)
+        if not chunk:
+            return
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield from lines
 
 
 class ClusterError(RuntimeError):
@@ -346,18 +368,17 @@ class Cluster:
             self.processes.append(None)
         self.processes[k] = process
         assert process.stdout is not None
-        deadline = time.monotonic() + READY_TIMEOUT
-        line = b""
         while len(self.http_addresses) <= k:
             self.http_addresses.append(None)
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
+        listening = False
+        for line in _lines(process.stdout.fileno(), time.monotonic() + READY_TIMEOUT):
             if b" status page " in line:
                 page = line.split(b" status page ")[1].strip().decode()
                 self.http_addresses[k] = page.rstrip("/")
-            if b"listening on" in line or not line:
+            if b"listening on" in line:
+                listening = True
                 break
-        if b"listening on" not in line:
+        if not listening:
             process.kill()
             tail = (directory / "stderr.log").read_text(errors="replace")[-2000:]
             raise ClusterError(f"super-peer {k} did not start:\n{tail}")

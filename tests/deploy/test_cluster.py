@@ -402,3 +402,22 @@ def test_super_peers_added_at_once_take_distinct_names(tmp_path, monkeypatch):
         assert sorted(added) == [1, 2, 3]
         assert len(set(cluster.listen_addresses)) == 4
         assert all(p is not None and p.poll() is None for p in cluster.processes)
+
+
+def test_a_daemons_lines_are_read_until_the_deadline_even_from_a_quiet_pipe():
+    """``Cluster`` waits for "listening on" at most ``READY_TIMEOUT``: a daemon that says nothing
+    (a join that waits for its contacts) does not hold the harness past it."""
+    script = "import sys, time; print('one'); print('two', flush=True); time.sleep(30)"
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE) as quiet:
+        assert quiet.stdout is not None
+        started = time.monotonic()
+        lines = list(cluster_module._lines(quiet.stdout.fileno(), started + 1.0))
+        waited = time.monotonic() - started
+        quiet.kill()
+    assert lines == [b"one", b"two"]
+    assert 1.0 <= waited < 5.0, "it gave up at the deadline, not when the process ended"
+    with subprocess.Popen([sys.executable, "-c", "print('last')"], stdout=subprocess.PIPE) as ended:
+        assert ended.stdout is not None
+        assert list(cluster_module._lines(ended.stdout.fileno(), time.monotonic() + 30)) == [
+            b"last"
+        ], "the pipe's end ends them"

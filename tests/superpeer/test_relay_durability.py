@@ -15,10 +15,10 @@ call, as the daemon's group commit does)."""
 import shutil
 from pathlib import Path
 
+from bench.writes import CountingStore
 from superpeer.sim import Simulation
 from superpeer.sim.network import BOUNCE_SECONDS
 from superpeer.sim.workload import Connect
-from superpeer.store import SqliteStore
 from wire import messages as m
 
 DC = "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n"
@@ -26,28 +26,10 @@ SUBSCRIPTION = 'SELECT ?x WHERE { ?x dc:creator ?y . FILTER (CONTAINS(?y, "Nejdl
 SUPERPEERS = 8
 
 
-class CountedStore(SqliteStore):
+class CountedStore(CountingStore):
     """A real store that counts the statements that wrote and the commits that carried them
     (each one an fsync with ``[store] sync = "full"``; the tests run with ``normal``: the
     power loss is made explicitly, by reopening a copy taken at a sync)."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, sync="normal")
-        self.path = path
-        self.statements = self.commits = 0
-
-    def _write(self, sql: str, arguments: object = ()):  # type: ignore[no-untyped-def, override]
-        self.statements += 1
-        return super()._write(sql, arguments)  # type: ignore[arg-type]
-
-    def _write_many(self, sql: str, rows: list[tuple]) -> None:
-        self.statements += 1
-        super()._write_many(sql, rows)
-
-    def commit(self, *, synced: bool = True) -> None:
-        if self.uncommitted:
-            self.commits += 1
-        super().commit(synced=synced)
 
     def synced_copy(self, to: Path) -> Path:
         """The store's files as a power loss now would leave them, had the last commit been

@@ -2,12 +2,12 @@
 and writes nothing for mail acknowledged before anything reads it."""
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.writes import CountingStore
 from superpeer import store as store_module
 from superpeer.mailroom import Mailroom
 from superpeer.store import MemoryStore, SqliteStore
@@ -103,30 +103,14 @@ def test_mail_held_unwritten_answers_as_written_mail_does(tmp_path_factory, oper
         store.close()
 
 
-class _Writes(SqliteStore):
-    """A store that notes the statements that wrote."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path, sync="normal")
-        self.statements: list[str] = []
-
-    def _write(self, sql, arguments=()):  # type: ignore[no-untyped-def, override]
-        self.statements.append(sql)
-        return super()._write(sql, arguments)
-
-    def _write_many(self, sql: str, rows: list[tuple]) -> None:
-        self.statements.append(sql)
-        super()._write_many(sql, rows)
-
-
 def test_recoverable_mail_acknowledged_before_anything_reads_it_writes_only_its_keys(tmp_path):
-    store = _Writes(tmp_path / "state.sqlite")
+    store = CountingStore(tmp_path / "state.sqlite")
     numbers = [store.put_mail("p", f"k{n}", b"mail", 1.0, recoverable=True) for n in range(3)]
     assert numbers == [1, 2, 3]
     assert store.put_mail("p", "k1", b"mail", 1.5, recoverable=True) is None, "held: a repeat"
     assert store.acknowledge("p", 3, 2.0) == 3
-    assert all("INTO mail" not in sql and "FROM mail" not in sql for sql in store.statements)
-    assert sum("INTO delivered" in sql for sql in store.statements) == 1, "one for the three"
+    assert all("INTO mail" not in sql and "FROM mail" not in sql for sql in store.written)
+    assert sum("INTO delivered" in sql for sql in store.written) == 1, "one for the three"
     assert store.put_mail("p", "k2", b"mail", 3.0, recoverable=True) is None, "delivered: a repeat"
     assert store.put_mail("p", "k9", b"mail", 3.0) == 4, "numbers go on"
     assert store.mail_counts() == {"p": 1}
@@ -135,10 +119,10 @@ def test_recoverable_mail_acknowledged_before_anything_reads_it_writes_only_its_
 
 def test_no_more_than_held_mail_is_held(tmp_path, monkeypatch):
     monkeypatch.setattr(store_module, "HELD_MAIL", 2)
-    store = _Writes(tmp_path / "state.sqlite")
+    store = CountingStore(tmp_path / "state.sqlite")
     for n in range(3):
         store.put_mail("p", f"k{n}", b"mail", 1.0, recoverable=True)
-    assert sum("INTO mail" in sql for sql in store.statements) == 1, "the third is written"
+    assert sum("INTO mail" in sql for sql in store.written) == 1, "the third is written"
     assert store.acknowledge("p", 3, 2.0) == 3
     assert store.mail_counts() == {}
     store.close()
@@ -147,7 +131,7 @@ def test_no_more_than_held_mail_is_held(tmp_path, monkeypatch):
 def test_held_mail_is_read_as_it_is_and_written_when_its_peers_mail_changes_or_alive_at_is_kept(
     tmp_path,
 ):
-    store = _Writes(tmp_path / "state.sqlite")
+    store = CountingStore(tmp_path / "state.sqlite")
     store.put_mail("p", "k1", b"one", 1.0, recoverable=True)
     store.put_mail("q", "k1", b"one", 1.0, recoverable=True)
     store.put_mail("p", "k2", b"two", 1.0)  # written: numbered between p's held mail
@@ -155,11 +139,11 @@ def test_held_mail_is_read_as_it_is_and_written_when_its_peers_mail_changes_or_a
     assert store.mail_after("p", 0, 10) == [(1, b"one"), (3, b"two"), (4, b"three")]
     assert store.mail_after("p", 1, 1) == [(3, b"two")], "held and written, in number order"
     assert store.mail_after("p", 3, 10) == [(4, b"three")]
-    assert sum("INTO mail" in sql for sql in store.statements) == 1, "a read writes nothing"
+    assert sum("INTO mail" in sql for sql in store.written) == 1, "a read writes nothing"
     store.discard_mail("p", 3)
-    assert sum("INTO mail" in sql for sql in store.statements) == 3, "a change: p's written"
+    assert sum("INTO mail" in sql for sql in store.written) == 3, "a change: p's written"
     store.flush_mail()
-    assert sum("INTO mail" in sql for sql in store.statements) == 4
+    assert sum("INTO mail" in sql for sql in store.written) == 4
     assert store.acknowledge("q", 2, 2.0) == 1, "a written row acknowledged as before"
     store.close()
     again = SqliteStore(tmp_path / "state.sqlite", sync="normal")
@@ -211,7 +195,7 @@ def _notify(publication_id: str, published_at: float) -> m.Notify:
 def test_mail_that_waits_for_room_in_a_window_is_held_sent_and_acknowledged_without_a_row(
     tmp_path,
 ):
-    store = _Writes(tmp_path / "state.sqlite")
+    store = CountingStore(tmp_path / "state.sqlite")
     room = Mailroom("sp", store, window=2, recoverable_seconds=2.5, tracing=False)
     now = 1000.0
     room.attach("p", 1, now)
@@ -224,7 +208,7 @@ def test_mail_that_waits_for_room_in_a_window_is_held_sent_and_acknowledged_with
     for through in (2, 4, 5):
         sent += [output.message.delivery for output in room.acknowledged("p", through, now)]
     assert sent == [1, 2, 3, 4, 5], "each refill sends what waited, in order"
-    assert not any("INTO mail" in sql for sql in store.statements), "no row written"
-    assert sum("INTO delivered" in sql for sql in store.statements) == 3, "one per Delivered"
+    assert not any("INTO mail" in sql for sql in store.written), "no row written"
+    assert sum("INTO delivered" in sql for sql in store.written) == 3, "one per Delivered"
     assert store.mail_counts() == {}
     store.close()
