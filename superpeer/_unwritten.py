@@ -8,13 +8,14 @@ that time: the access point hands another origin's notification to the peer befo
 and a restart's catch-up from the origins' logs (its own included) since ``alive_at`` less
 ``catchup_margin_seconds`` brings back what it held unsynced (README, "What is durable where").
 
-So mail the mail room calls *recoverable* (sent at once to an attached peer, and published
-recently enough that such a catch-up would find it: ``Mailroom``) is held here, numbered like
-any mail. A ``Delivered`` that comes first only adds its keys to ``delivered``. Held mail is
-written as a row (``SqliteStore.flush_mail``) before anything changes its peer's mail (a
-handover, a renewal, an expiry; a window's refill reads it as it is, beside the rows, and the
-counts count it) and whenever ``alive_at`` is written (the same transaction): so what is not written at a crash arrived after the last
-``alive_at`` on disk, which the catch-up covers.
+So mail the mail room calls *recoverable* (for an attached peer, sent at once or waiting for
+room in its window, and published recently enough that such a catch-up would find it:
+``Mailroom``) is held here, numbered like any mail. A ``Delivered`` that comes first only adds
+its keys to ``delivered``. Held mail is written as a row (``SqliteStore.flush_mail``) before
+anything changes its peer's mail (a handover, a renewal, an expiry; a window's refill reads it
+as it is, beside the rows, and the counts count it) and whenever ``alive_at`` is written (the
+same transaction): so what is not written at a crash arrived after the last ``alive_at`` on
+disk, which the catch-up covers.
 """
 
 from __future__ import annotations
