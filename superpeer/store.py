@@ -1223,17 +1223,17 @@ class SqliteStore:
     def mail_after(self, peer: str, after: int, limit: int) -> list[tuple[int, bytes]]:
         # held mail is read as it is, not written: a window's refill reads the mail that waits
         # for room, and a row written now would be deleted at the next ``Delivered``
-        found = [(number, held.data) for number, held in self._unwritten.after(peer, after, limit)]
-        if self._tables().get(peer, 0) > after:
-            rows = self._read(
-                f"SELECT delivery, mail.data, body, bodies.data FROM mail "
-                f"{_WITH_BODY.format('mail')} WHERE peer = ? AND delivery > ? "
-                "ORDER BY delivery LIMIT ?",
-                (peer, after, limit),
-            )
-            found = heapq.merge(found, [(number, _whole(*row)) for number, *row in rows])
-            found = list(itertools.islice(found, limit))
-        return found
+        held = [(number, mail.data) for number, mail in self._unwritten.after(peer, after, limit)]
+        if self._tables().get(peer, 0) <= after:
+            return held  # no row after ``after``: not asked
+        rows = self._read(
+            f"SELECT delivery, mail.data, body, bodies.data FROM mail "
+            f"{_WITH_BODY.format('mail')} WHERE peer = ? AND delivery > ? "
+            "ORDER BY delivery LIMIT ?",
+            (peer, after, limit),
+        )
+        written = [(number, _whole(*row)) for number, *row in rows]
+        return list(itertools.islice(heapq.merge(held, written), limit))
 
     def acknowledge(self, peer: str, through: int, now: float) -> int:
         held = self._unwritten.take_through(peer, through)
