@@ -3,9 +3,12 @@
 What the node asks of its ``SqliteStore`` for each publication of the brokers' benchmark (its
 kilobyte publication, ``bench.brokers.publication``) with ``--subscribers`` attached: the log
 entry and the version record (``Store.log_publication``, ``Store.set_pending``), each subscriber's
-mail (``Store.put_mail``), then each subscriber's ``Delivered`` (``Store.acknowledge``) for its
-group; a commit after every ``--group`` publications, as group commit makes them under that
-stream.
+mail (``Store.put_mail``, held unwritten as the mail room holds an attached peer's recent mail:
+``recoverable``), then each subscriber's ``Delivered`` (``Store.acknowledge``) for its group; a
+commit after every ``--group`` publications, as group commit makes them under that stream.
+``--parts`` times each of these apart (a clock read around every call, which adds its own
+fraction of a microsecond to each): what the durable work of one publication costs, part by
+part.
 The encodings are the node's own (``wire.encode`` of the ``Notification`` and the ``Notify``).
 Timed: the process's CPU (``time.process_time``) per notification (one subscriber's mail), best
 of ``--runs``, each run
@@ -17,6 +20,7 @@ commit, as the daemon does (the CPU of the calls, not the wait).
     python -m bench.storecpu --log-bytes 4194304,16777216 --notifications 5000,20000
     python -m bench.storecpu --subscribers 10 --notifications 20000
     python -m bench.storecpu --baseline /path/to/main --sync full --notifications 20000
+    python -m bench.storecpu --parts --group 18 --sync full --notifications 20000
 
 Run it from a checkout's directory to measure that checkout's store; ``--baseline`` measures
 another checkout's store beside it, each run in a process of its own (this script, with the
@@ -25,12 +29,14 @@ other checkout's packages first on its path), alternating, with the ratio of the
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Final
 
 import wire
 from bench.brokers import publication
@@ -64,11 +70,21 @@ def stream_messages(number: int) -> tuple[m.Notification, m.Notify]:
     return notification, notify
 
 
+PARTS: Final = ("log entry", "version record", "mail", "acknowledgements", "commits")
+"""What ``run`` does for a stream, in the order ``--parts`` prints it."""
+
+
 def run(
-    notifications: int, group: int, log_bytes: int, subscribers: int = 1, sync: str = "normal"
+    notifications: int,
+    group: int,
+    log_bytes: int,
+    subscribers: int = 1,
+    sync: str = "normal",
+    parts: dict[str, float] | None = None,
 ) -> float:
     """CPU seconds per notification of one run on a new store (``notifications`` to each of
-    ``subscribers``: that many divided among them as publications)."""
+    ``subscribers``: that many divided among them as publications). With ``parts``, the CPU
+    seconds of each of ``PARTS`` are added to it (the clock read around every call)."""
     with tempfile.TemporaryDirectory() as directory:
         store = SqliteStore(Path(directory) / "state.sqlite", sync=sync, max_log_bytes=log_bytes)
         made = []
@@ -76,28 +92,50 @@ def run(
             notification, notify = stream_messages(number)
             made.append((notification, wire.encode(notification), wire.encode(notify)))
         peers = [f"subscriber{k}" for k in range(subscribers)]
-        start = time.process_time()
+        clock = time.process_time
+        spent = dict.fromkeys(PARTS, 0.0)
+        timing = parts is not None
+        start = clock()
         last = dict.fromkeys(peers, 0)
         for index, (notification, logged, mail) in enumerate(made):
+            at = notification.published_at
+            steps = [clock()] if timing else []
             key = mail_key(notification.owner, notification.publication.id, 0)
             body = wire.packed_publication(notification.publication)
-            held = store.log_publication(key, logged, notification.published_at, body)
+            held = store.log_publication(key, logged, at, body)
+            if timing:
+                steps.append(clock())
             store.set_pending(
                 versions.RECORDS, *versions.record_of(notification, key if held else None)
             )
+            if timing:
+                steps.append(clock())
             for peer in peers:
-                number = store.put_mail(peer, key, mail, notification.published_at, body)
+                number = store.put_mail(peer, key, mail, at, body, recoverable=True)
                 last[peer] = number or last[peer]
-            if index % group == group - 1:
+            if timing:
+                steps.append(clock())
+            closing = index % group == group - 1
+            if closing:
                 for peer in peers:
-                    store.acknowledge(peer, last[peer], notification.published_at)
+                    store.acknowledge(peer, last[peer], at)
+            if timing:
+                steps.append(clock())
+            if closing:
                 store.commit()
+            if timing:
+                steps.append(clock())
+                for part, (begun, ended) in zip(PARTS, itertools.pairwise(steps), strict=True):
+                    spent[part] += ended - begun
         store.commit()
-        spent = time.process_time() - start
+        total = clock() - start
         # every notification acknowledged (the last group's with it): the stream was the node's
         assert len(made) % group or not store.mail_counts()
         store.close()
-    return spent / (len(made) * subscribers)
+    if timing:
+        for part, seconds in spent.items():
+            parts[part] = parts.get(part, 0.0) + seconds
+    return total / (len(made) * subscribers)
 
 
 def run_in(
@@ -137,6 +175,24 @@ def compare(args: argparse.Namespace, bound: int) -> None:
             )
 
 
+def split(args: argparse.Namespace, bound: int) -> None:
+    """Each part's CPU per notification, from the run whose total was the least."""
+    print(f"| notifications | {' | '.join(PARTS)} | total (µs CPU / notification, best run) |")
+    print("| ---: |" + " ---: |" * (len(PARTS) + 1))
+    for count in (int(n) for n in args.notifications.split(",")):
+        best: tuple[float, dict[str, float]] | None = None
+        for _ in range(args.runs):
+            parts: dict[str, float] = {}
+            total = run(count, args.group, bound, args.subscribers, args.sync, parts)
+            if best is None or total < best[0]:
+                best = (total, parts)
+        assert best is not None
+        total, parts = best
+        share = max(1, count // args.subscribers) * args.subscribers
+        cells = " | ".join(f"{parts[part] / share * 1e6:.1f}" for part in PARTS)
+        print(f"| {count:,} | {cells} | {total * 1e6:.1f} |")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--one"]:  # one run, for ``run_in``
         count, group, bound, subscribers, sync = sys.argv[2:]
@@ -150,10 +206,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sync", choices=("normal", "full"), default="normal")
     parser.add_argument("--baseline", help="another checkout whose store is measured beside")
+    parser.add_argument("--parts", action="store_true", help="the CPU of each part apart")
     args = parser.parse_args()
     bounds = [int(b) for b in args.log_bytes.split(",")]
     if args.baseline:
         compare(args, bounds[-1])
+        return
+    if args.parts:
+        split(args, bounds[-1])
         return
     print("| notifications | log bound | µs CPU / notification (best) | runs | vs first bound |")
     print("| ---: | ---: | ---: | --- | ---: |")
