@@ -42,7 +42,9 @@ Per row, two phases on a freshly started system:
 
 The machine's 1-minute load average is printed before and after each row.
 With ``--per-server``, each server process's CPU per notification is printed under its row, for
-each phase (for 8 super-peers: which daemon on the path pays what).
+each phase (for 8 super-peers: which daemon on the path pays what). Last, for each system
+measured with two or more numbers of subscribers, its sustained server CPU split in a part per
+publication and a part per delivery (``fixed_and_per_delivery``).
 """
 
 from __future__ import annotations
@@ -574,6 +576,49 @@ def per_server_line(row: dict[str, object]) -> str:
     return "    CPU us / notification, each server: " + "; ".join(parts)
 
 
+def fixed_and_per_delivery(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per system (and TLS, log copy, acknowledgement delay), the sustained server CPU split in
+    what a publication costs whoever takes it (``fixed_us``) and what each delivery adds
+    (``per_delivery_us``), from its rows of the fewest and the most subscribers: a publication
+    to n subscribers costs fixed + n x per delivery. One subscriber pays the fixed part alone,
+    many share it, so this says which of the two a gap between systems is in."""
+    measured: dict[tuple, dict[int, float]] = {}
+    for row in rows:
+        if "skipped" in row:
+            continue
+        key = (row["system"], row["tls"], row.get("log_copy"), row.get("peer_ack_delay"))
+        n = int(row["subscribers"])  # type: ignore[call-overload]
+        per_notification = float(row["server_cpu_s_per_10k"]) * 100  # type: ignore[arg-type]
+        measured.setdefault(key, {})[n] = per_notification * n  # us per publication
+    splits = []
+    for (system, tls, copy, delay), costs in measured.items():
+        if len(costs) < 2:
+            continue
+        fewest, most = min(costs), max(costs)
+        per_delivery = (costs[most] - costs[fewest]) / (most - fewest)
+        splits.append(
+            {
+                "system": system,
+                "tls": tls,
+                "log_copy": copy,
+                "peer_ack_delay": delay,
+                "subscribers": [fewest, most],
+                "fixed_us": round(costs[fewest] - fewest * per_delivery),
+                "per_delivery_us": round(per_delivery),
+            }
+        )
+    return splits
+
+
+def split_line(split: dict[str, object]) -> str:
+    fewest, most = split["subscribers"]  # type: ignore[misc]
+    return (
+        f"{split['system']}, TLS {'on' if split['tls'] else 'off'}: server CPU per publication "
+        f"{split['fixed_us']} us + {split['per_delivery_us']} us per delivery (sustained rows of "
+        f"{fewest} and {most} subscribers)"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--systems", default=",".join(SYSTEMS))
@@ -662,8 +707,12 @@ def main(argv: list[str] | None = None) -> None:
                         print(_format(row), flush=True)
                         if args.per_server and "server_cpu_us_each" in row:
                             print(per_server_line(row), flush=True)
+    splits = fixed_and_per_delivery(rows)
     if args.json:
-        print(json.dumps({"rows": rows, "options": vars(args)}, indent=2))
+        print(json.dumps({"rows": rows, "splits": splits, "options": vars(args)}, indent=2))
+    else:
+        for split in splits:
+            print(split_line(split))
 
 
 if __name__ == "__main__":

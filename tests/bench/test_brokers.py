@@ -5,7 +5,15 @@ import importlib.util
 
 import pytest
 
-from bench.brokers import Setup, Skipped, measure_row, mosquitto_binary, per_server_line
+from bench.brokers import (
+    Setup,
+    Skipped,
+    fixed_and_per_delivery,
+    measure_row,
+    mosquitto_binary,
+    per_server_line,
+    split_line,
+)
 
 pytestmark = pytest.mark.process
 
@@ -52,3 +60,21 @@ def test_missing_broker_is_skipped_with_how_to_install(monkeypatch: pytest.Monke
     monkeypatch.setattr("bench.brokers.mosquitto_binary", lambda: None)
     with pytest.raises(Skipped, match="apt-get install mosquitto"):
         measure_row(Setup("mosquitto", False, 1, options()))
+
+
+def test_the_cpu_splits_in_a_part_per_publication_and_a_part_per_delivery() -> None:
+    """From the rows of 1 and 10 subscribers (us per notification: 292 and 75, the stop 86
+    run), what a publication costs whoever takes it and what each delivery adds; a system
+    measured with one number of subscribers, or skipped, gives no split."""
+    rows = [
+        {"system": "superpeer-1", "tls": True, "subscribers": 1, "server_cpu_s_per_10k": 2.92},
+        {"system": "superpeer-1", "tls": True, "subscribers": 10, "server_cpu_s_per_10k": 0.75},
+        {"system": "amqtt", "tls": True, "subscribers": 1, "server_cpu_s_per_10k": 2.2},
+        {"system": "mosquitto", "tls": True, "subscribers": 10, "skipped": "not installed"},
+        {"system": "mosquitto", "tls": True, "subscribers": 1, "server_cpu_s_per_10k": 0.5},
+    ]
+    (split,) = fixed_and_per_delivery(rows)
+    assert split["system"] == "superpeer-1" and split["subscribers"] == [1, 10]
+    # 292 = F + D, 750 = F + 10 D
+    assert (split["fixed_us"], split["per_delivery_us"]) == (241, 51)
+    assert "241 us + 51 us per delivery" in split_line(split)
