@@ -611,6 +611,7 @@ def fixed_and_per_delivery(rows: list[dict[str, object]]) -> list[dict[str, obje
 
 
 def split_line(split: dict[str, object]) -> str:
+    """One ``fixed_and_per_delivery`` split as the text report prints it."""
     fewest, most = split["subscribers"]  # type: ignore[misc]
     return (
         f"{split['system']}, TLS {'on' if split['tls'] else 'off'}: server CPU per publication "

@@ -175,7 +175,7 @@ def compare(args: argparse.Namespace, bound: int) -> None:
             )
 
 
-def split(args: argparse.Namespace, bound: int) -> None:
+def parts_table(args: argparse.Namespace, bound: int) -> None:
     """Each part's CPU per notification, from the run whose total was the least."""
     print(f"| notifications | {' | '.join(PARTS)} | total (µs CPU / notification, best run) |")
     print("| ---: |" + " ---: |" * (len(PARTS) + 1))
@@ -213,7 +213,7 @@ def main() -> None:
         compare(args, bounds[-1])
         return
     if args.parts:
-        split(args, bounds[-1])
+        parts_table(args, bounds[-1])
         return
     print("| notifications | log bound | µs CPU / notification (best) | runs | vs first bound |")
     print("| ---: | ---: | ---: | --- | ---: |")
