@@ -275,12 +275,10 @@ async def measure(
             )
             await wait_quiet(cluster, [*peers, subscriber])
             for round_, (name, flooder) in itertools.product(range(1, rounds + 1), PHASES):
-                rows.append(
-                    await phase(
-                        name, cluster, peers, subscriber, received_at, rate, seconds, flooder,
-                        round_,
-                    )
-                )  # fmt: skip
+                row = await phase(
+                    name, cluster, peers, subscriber, received_at, rate, seconds, flooder, round_
+                )
+                rows.append(row)
                 await wait_quiet(cluster, [*peers, subscriber])
                 await trio.sleep(SETTLE_SECONDS)
                 subscriber.notifications.clear()
@@ -298,8 +296,9 @@ async def measure(
 
 def medians(rows: list[dict[str, object]]) -> dict[str, dict[str, float]]:
     """Per flooded phase, the median over the rounds of the others' p50 and p99 against the
-    quiet phase before it: one quiet phase's p99 moves by several times between runs on a
-    shared machine (BENCHMARKS.md, issue 37, stop 86), so one round's ratio says little."""
+    quiet phase before it (to two places, as the ratios are): one quiet phase's p99 moves by
+    several times between runs on a shared machine (BENCHMARKS.md, issue 37, stop 86), so one
+    round's ratio says little."""
     ratios: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
         if row["flooder"] is not None:
@@ -308,8 +307,8 @@ def medians(rows: list[dict[str, object]]) -> dict[str, dict[str, float]]:
     return {
         phase: {
             "rounds": len(pairs),
-            "p50_vs_alone": statistics.median(p50 for p50, _ in pairs),
-            "p99_vs_alone": statistics.median(p99 for _, p99 in pairs),
+            "p50_vs_alone": round(statistics.median(p50 for p50, _ in pairs), 2),
+            "p99_vs_alone": round(statistics.median(p99 for _, p99 in pairs), 2),
         }
         for phase, pairs in ratios.items()
     }

@@ -29,12 +29,12 @@ other checkout's packages first on its path), alternating, with the ratio of the
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -83,8 +83,9 @@ def run(
     parts: dict[str, float] | None = None,
 ) -> float:
     """CPU seconds per notification of one run on a new store (``notifications`` to each of
-    ``subscribers``: that many divided among them as publications). With ``parts``, the CPU
-    seconds of each of ``PARTS`` are added to it (the clock read around every call)."""
+    ``subscribers``: that many divided among them as publications). With ``parts``, it is also
+    filled with the CPU seconds per notification of each of ``PARTS`` (the clock read after
+    every part)."""
     with tempfile.TemporaryDirectory() as directory:
         store = SqliteStore(Path(directory) / "state.sqlite", sync=sync, max_log_bytes=log_bytes)
         made = []
@@ -94,48 +95,58 @@ def run(
         peers = [f"subscriber{k}" for k in range(subscribers)]
         clock = time.process_time
         spent = dict.fromkeys(PARTS, 0.0)
-        timing = parts is not None
         start = clock()
+        lap = _laps(spent, clock) if parts is not None else _not_timed  # laps within the total
         last = dict.fromkeys(peers, 0)
         for index, (notification, logged, mail) in enumerate(made):
             at = notification.published_at
-            steps = [clock()] if timing else []
             key = mail_key(notification.owner, notification.publication.id, 0)
             body = wire.packed_publication(notification.publication)
             held = store.log_publication(key, logged, at, body)
-            if timing:
-                steps.append(clock())
+            lap("log entry")
             store.set_pending(
                 versions.RECORDS, *versions.record_of(notification, key if held else None)
             )
-            if timing:
-                steps.append(clock())
+            lap("version record")
             for peer in peers:
                 number = store.put_mail(peer, key, mail, at, body, recoverable=True)
                 last[peer] = number or last[peer]
-            if timing:
-                steps.append(clock())
+            lap("mail")
             closing = index % group == group - 1
             if closing:
                 for peer in peers:
                     store.acknowledge(peer, last[peer], at)
-            if timing:
-                steps.append(clock())
+            lap("acknowledgements")
             if closing:
                 store.commit()
-            if timing:
-                steps.append(clock())
-                for part, (begun, ended) in zip(PARTS, itertools.pairwise(steps), strict=True):
-                    spent[part] += ended - begun
+            lap("commits")
         store.commit()
         total = clock() - start
         # every notification acknowledged (the last group's with it): the stream was the node's
         assert len(made) % group or not store.mail_counts()
         store.close()
-    if timing:
-        for part, seconds in spent.items():
-            parts[part] = parts.get(part, 0.0) + seconds
-    return total / (len(made) * subscribers)
+    count = len(made) * subscribers
+    if parts is not None:
+        parts.update((part, spent[part] / count) for part in PARTS)
+    return total / count
+
+
+def _laps(spent: dict[str, float], clock: Callable[[], float]) -> Callable[[str], None]:
+    """``run``'s lap when the parts are asked for: the CPU since the last lap goes to the part
+    named."""
+    lapped = clock()
+
+    def lap(part: str) -> None:
+        nonlocal lapped
+        now = clock()
+        spent[part] += now - lapped
+        lapped = now
+
+    return lap
+
+
+def _not_timed(part: str) -> None:
+    """``run``'s lap when the parts are not asked for: no clock read between the parts."""
 
 
 def run_in(
@@ -188,8 +199,7 @@ def parts_table(args: argparse.Namespace, bound: int) -> None:
                 best = (total, parts)
         assert best is not None
         total, parts = best
-        share = max(1, count // args.subscribers) * args.subscribers
-        cells = " | ".join(f"{parts[part] / share * 1e6:.1f}" for part in PARTS)
+        cells = " | ".join(f"{parts[part] * 1e6:.1f}" for part in PARTS)
         print(f"| {count:,} | {cells} | {total * 1e6:.1f} |")
 
 
