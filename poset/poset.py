@@ -85,8 +85,10 @@ STOOD_IN_PURGED_FROM = 64
 
 GROUPED_FROM = 64
 """A node with this many (source, id) pairs from more than one source keeps ``sources``
-grouped until its pairs change (``PosetNode.grouped``): grouping them anew per notification
-matched costs a Python hash of each source."""
+grouped (``PosetNode.grouped``), kept up to date as its pairs change: grouping them anew per
+notification matched costs a Python hash and comparison of each source, and a peer making and
+withdrawing subscriptions beside a notification stream would make every notification pay it
+(0.3 ms each at 1,000 ids: BENCHMARKS.md, issue 37, stop 87)."""
 
 _NONE: Mapping[object, object] = MappingProxyType({})
 """What a node holds as ``sent`` while that is empty (most nodes were sent nowhere): one shared
@@ -95,6 +97,14 @@ read-only mapping instead of an empty dictionary each."""
 
 def _shared_empty() -> dict:  # type: ignore[type-arg]
     return _NONE  # type: ignore[return-value]
+
+
+def _pair_at(origins: tuple[str, ...], source: str, subscription_id: str) -> int:
+    """Where in ``origins`` the pair's id is (searched in C: a peer may hold 1,000 here)."""
+    at = origins.index(subscription_id, 1)
+    while at % 2 == 0 or origins[at - 1] != source:
+        at = origins.index(subscription_id, at + 1)
+    return at
 
 
 @dataclass(eq=False, slots=True)
@@ -113,8 +123,8 @@ class PosetNode:
     """The witness of its first filter (``poset.samples``): what every subscription covering
     it matches."""
     grouped: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
-    """``sources`` as last computed, for a node of ``GROUPED_FROM`` pairs or more from several
-    sources (None otherwise, and whenever ``origins`` changes)."""
+    """``sources``, for a node of ``GROUPED_FROM`` pairs or more from several sources, kept
+    as pairs come and go (None otherwise: computed per call from ``origins``)."""
 
     def __hash__(self) -> int:
         return self.id
@@ -360,7 +370,9 @@ class SubscriptionPoset:
         caller checked that it did not already)."""
         key = (source, subscription_id)
         node.origins = (*node.origins, *key) if node.origins else key
-        node.grouped = None
+        grouped = node.grouped
+        if grouped is not None:
+            grouped[source] = (*grouped.get(source, ()), subscription_id)
         ids = self._by_source.get(source)
         if ids is None:
             ids = self._by_source[source] = {}
@@ -414,11 +426,10 @@ class SubscriptionPoset:
         if not ids:
             del self._by_source[source]
         origins = node.origins
-        at = origins.index(subscription_id, 1)  # searched in C: a peer may hold 1,000 here
-        while at % 2 == 0 or origins[at - 1] != source:
-            at = origins.index(subscription_id, at + 1)
+        at = _pair_at(origins, source, subscription_id)
         node.origins = origins[: at - 1] + origins[at + 1 :]
-        node.grouped = None
+        if node.grouped is not None:
+            _ungroup(node, source, subscription_id)
         if node.origins:
             return Removed(node, False, {}, ())
         stood_in = self._stood_in.pop(node.id, ())
@@ -641,3 +652,26 @@ def _equivalent(first: qel.Subscription, second: qel.Subscription) -> bool:
 
 def _by_id(node: PosetNode) -> int:
     return node.id
+
+
+def _ungroup(node: PosetNode, source: str, subscription_id: str) -> None:
+    """Takes a removed pair out of ``node.grouped`` (already out of ``origins``), or forgets
+    the grouping below ``GROUPED_FROM`` pairs. The sources stay in the order ``sources`` gives
+    from ``origins``, each where its first pair is: when a source's first pair goes, it may now
+    come after another source (a few look-ups in C, one per source)."""
+    grouped = node.grouped
+    assert grouped is not None
+    if len(node.origins) < 2 * GROUPED_FROM:
+        node.grouped = None
+        return
+    held = grouped[source]
+    place = held.index(subscription_id)
+    if len(held) == 1:
+        del grouped[source]
+        return
+    grouped[source] = held[:place] + held[place + 1 :]
+    if place == 0:
+        first = {s: _pair_at(node.origins, s, ids[0]) for s, ids in grouped.items()}
+        order = sorted(first, key=first.__getitem__)
+        if order != list(grouped):
+            node.grouped = {s: grouped[s] for s in order}

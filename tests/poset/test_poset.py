@@ -2,10 +2,13 @@
 answers against brute force (``tests.poset.oracle``) after random insertions, sends and
 removals, matching included."""
 
+from unittest import mock
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import poset.poset as poset_module
 import qel
 from poset.poset import SubscriptionPoset
 from tests.poset.oracle import (
@@ -252,12 +255,20 @@ def test_a_subscription_with_two_terms_of_one_kind_and_value_on_a_predicate_come
     st.lists(
         st.tuples(st.booleans(), st.sampled_from(["a", "b", "u"]), st.sampled_from("abuvwx")),
         max_size=60,
-    )
+    ),
+    st.sampled_from([poset_module.GROUPED_FROM, 1, 2, 3]),
 )
-def test_a_node_held_under_many_ids_reports_its_sources_as_they_came(steps):
+def test_a_node_held_under_many_ids_reports_its_sources_as_they_came(steps, grouped_from):
     """Ids of one subscription added and removed in any order, the same id under several
-    sources, ids that are also sources' names: ``sources`` lists each source's ids in the order they came (issue 37 made it and
-    the removal linear for a peer holding many ids of one subscription)."""
+    sources, ids that are also sources' names: ``sources`` lists each source's ids in the order
+    they came (issue 37 made it and the removal linear for a peer holding many ids of one
+    subscription), and each source where its first pair is, whether the node keeps its
+    sources grouped as pairs come and go (``GROUPED_FROM`` lowered to reach it here) or not."""
+    with mock.patch.object(poset_module, "GROUPED_FROM", grouped_from):
+        _check_sources_as_they_came(steps)
+
+
+def _check_sources_as_they_came(steps: list[tuple[bool, str, str]]) -> None:
     query = qel.parse_subscription("X : t(X, dc:title, T)")
     poset = SubscriptionPoset()
     model: dict[str, list[str]] = {}
@@ -283,19 +294,36 @@ def test_a_node_held_under_many_ids_reports_its_sources_as_they_came(steps):
 _TITLED = "@prefix dc: <http://purl.org/dc/elements/1.1/> .\n<http://example.org/d> dc:title 'x' ."
 
 
-def test_a_node_of_many_pairs_from_several_sources_keeps_them_grouped_until_they_change():
+def test_a_node_of_many_pairs_from_several_sources_keeps_them_grouped_as_they_change():
     """At ``GROUPED_FROM`` pairs and more from several sources, ``sources`` is kept grouped,
-    and forgotten when a pair comes or goes."""
+    and kept up to date as pairs come and go (a peer making and withdrawing subscriptions
+    beside a notification stream: issue 37, stop 87), until fewer pairs are left."""
     query = qel.parse_subscription("X : t(X, dc:title, T)")
     poset = SubscriptionPoset()
-    for number in range(70):
+    for number in range(66):
         poset.insert(query, f"peer{number % 3}", str(number))
     node = poset.node_of("peer0", "0")
-    expected = {f"peer{k}": tuple(str(n) for n in range(k, 70, 3)) for k in range(3)}
+    expected = {f"peer{k}": tuple(str(n) for n in range(k, 66, 3)) for k in range(3)}
     assert node.sources == expected and node.grouped == expected
     poset.remove("peer1", "1")
-    assert node.grouped is None
     expected["peer1"] = expected["peer1"][1:]
+    assert node.grouped == expected and node.sources == expected
+    poset.remove("peer0", "0")  # now peer2's first pair ("2") comes first, then "3", "4"
+    expected = {
+        "peer2": expected["peer2"],
+        "peer0": expected["peer0"][1:],
+        "peer1": expected["peer1"],
+    }
+    assert list(node.grouped) == ["peer2", "peer0", "peer1"] and node.sources == expected
+    poset.insert(query, "peer0", "0")
+    expected["peer0"] += ("0",)
+    assert node.grouped == expected and node.sources == expected
+    poset.remove("peer2", "2")
+    expected["peer2"] = expected["peer2"][1:]
+    assert node.grouped == expected and node.sources == expected
+    poset.remove("peer0", "3")
+    assert node.grouped is None  # GROUPED_FROM - 1 pairs
+    expected["peer0"] = expected["peer0"][1:]
     assert node.sources == expected
 
 
