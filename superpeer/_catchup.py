@@ -110,7 +110,9 @@ class CatchUps(NodeBase):
                     since, until = catchup.since, catchup.until
                     # never before it was active (a moved peer's: where it came from, as it
                     # said: ``Subscribe.active_since``)
-                    since = max(since, self._subscribed_at.get((peer, sid), -math.inf) - margin)
+                    since = max(
+                        since, self._subscribed_at.get(peer, {}).get(sid, -math.inf) - margin
+                    )
                     if catchup.subscriptions is not None:
                         until = min(until, self._unsubscribed_at.get((peer, sid), math.inf))
                     entry = (peer, sid, subscription, since, until)

@@ -593,10 +593,13 @@ class NodeBase:
         answer (the request or the answer lost with the old incarnation's links) asks again
         from its start (``SuperPeerNode._rejoin``); so does the next catch-up from an origin
         lost again before it answered (``Merges._lose``)."""
-        self._subscribed_at: dict[tuple[str, str], float] = {}
+        self._subscribed_at: dict[str, dict[str, float]] = {}
+        """Per peer, when each of its subscriptions standing here in this incarnation was made
+        (catch-up never asks for what was published before a subscription existed). By peer:
+        a notification naming a peer's thousand subscriptions is checked against its own
+        dictionary, one look-up per id of the strings it holds (``_deliver``)."""
         self._unsubscribed_at: dict[tuple[str, str], float] = {}
-        """When each subscription made here in this incarnation was made (catch-up never asks
-        for what was published before a subscription existed)."""
+        """When each subscription withdrawn here in this incarnation was withdrawn."""
         self._latest_made: dict[str, float] = {}
         """Per peer, the latest time one of its subscriptions here was made (``_made_here``),
         never lowered when one goes: a bound, so a notification published after it less the
@@ -826,7 +829,7 @@ class NodeBase:
 
     def _made_here(self, peer: str, sid: str, made: float) -> float:
         """When ``peer``'s subscription ``sid`` was made here: ``made``, unless known already."""
-        at = self._subscribed_at.setdefault((peer, sid), made)
+        at = self._subscribed_at.setdefault(peer, {}).setdefault(sid, made)
         if at > self._latest_made.get(peer, -math.inf):
             self._latest_made[peer] = at
         return at

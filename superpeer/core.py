@@ -1870,9 +1870,10 @@ class SuperPeerCore:
             for node in self.poset.match_index(version):
                 for source, ids in node.sources.items():
                     if source.kind == PEER:
-                        mine = matched.setdefault(source.name, {})
-                        if not mine:  # the common case, in one pass in C (a peer may name 1,000)
-                            mine.update(dict.fromkeys(ids, ONLY[side]))
+                        mine = matched.get(source.name)
+                        if mine is None:
+                            # the common case, in one pass in C (a peer may name 1,000)
+                            matched[source.name] = dict.fromkeys(ids, ONLY[side])
                             continue
                         for sid in ids:
                             was_old, was_new = mine.get(sid, NEITHER)

@@ -177,7 +177,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from itertools import repeat
 
 import crypto
 import qel
@@ -1469,9 +1468,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         owed however old it is (its time here is when the peer brought it)."""
         margin = self.config.catchup_margin_seconds
         published = notify.published_at
+        made_at = self._subscribed_at.get(peer, {})
 
         def stands(sid: str) -> bool:
-            made = self._subscribed_at.get((peer, sid))
+            made = made_at.get(sid)
             if made is None:
                 ended = self._unsubscribed_at.get((peer, sid))
                 if ended is not None and ended <= published:
@@ -1481,16 +1481,15 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
                 made = self._withdrawn.get(peer, {}).get(sid, (None, -math.inf, None))[1]
             return kept or published >= made - margin
 
-        made_at = self._subscribed_at
         if published >= self._latest_made.get(peer, math.inf) - margin and all(
-            map(made_at.__contains__, zip(repeat(peer), notify.subscriptions))
+            map(made_at.__contains__, notify.subscriptions)
         ):
             # every one it names stands, made here before it (less the margin): checked in
             # one pass, not one call per subscription
             standing = notify.subscriptions
         elif kept:
             # owed to every subscription still held (most of them, however many are named)
-            doubtful = [sid for sid in notify.subscriptions if (peer, sid) not in made_at]
+            doubtful = [sid for sid in notify.subscriptions if sid not in made_at]
             standing = (
                 notify.subscriptions
                 if not doubtful
@@ -2063,7 +2062,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         ended = min(message.withdrawn_at, here)
         made = min(message.active_since, ended)
         known = message.id in self._withdrawn.get(peer, {})
-        if ended > 0 and (peer, message.id) not in self._subscribed_at and not known:
+        if ended > 0 and message.id not in self._subscribed_at.get(peer, {}) and not known:
             self._keep_withdrawal(peer, message.id, message.subscription, made, ended)
 
     def _activation(self, peer: str, message: m.Subscribe, now: float) -> float:
@@ -2071,7 +2070,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         already, from when it was first held; for one the peer brings from another access
         point (``Subscribe.active_since``), from when it was active there, never later than
         now (what a catch-up finds for it is owed from then); for a new one, from now."""
-        held = self._subscribed_at.get((peer, message.id))
+        held = self._subscribed_at.get(peer, {}).get(message.id)
         if held is not None:
             return held
         now_clock = self.clock.now(now)
@@ -2094,7 +2093,10 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         time ``ended``."""
         self.expiries.set(peer, sid, None)
         self.store.set_subscription(peer, sid, None)
-        made = self._subscribed_at.pop((peer, sid), -math.inf)
+        standing = self._subscribed_at.get(peer, {})
+        made = standing.pop(sid, -math.inf)
+        if not standing:
+            self._subscribed_at.pop(peer, None)
         self._unsubscribed_at[(peer, sid)] = ended
         if withdrawn is not None:
             self._keep_withdrawal(peer, sid, withdrawn, made, ended)

@@ -71,7 +71,7 @@ def _local_subscriptions(simulation: Simulation, node_id: str, core: SuperPeerCo
         stored = set(state.subscriptions)
         held = set(core.subscriptions_of(peer))
         assert held == stored, f"{node_id}: {peer} subscribed {stored}, the poset holds {held}"
-        untimed = {sid for sid in held if (peer, sid) not in node._subscribed_at}
+        untimed = {sid for sid in held if sid not in node._subscribed_at.get(peer, {})}
         assert not untimed, f"{node_id}: {peer}'s {sorted(untimed)} have no activation time"
         unstored = held - set(state.subscribed_at)
         assert not unstored, f"{node_id}: {peer}'s {sorted(unstored)} have no stored activation"

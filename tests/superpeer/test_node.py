@@ -278,11 +278,11 @@ def test_an_adopted_subscription_keeps_the_time_it_was_made():
     ]
     for op in ops:
         simulation.apply(op)
-    made = simulation.nodes[simulation.ids[1]]._subscribed_at[("p", "s1")]
+    made = simulation.nodes[simulation.ids[1]]._subscribed_at["p"]["s1"]
     simulation.apply({"op": "superpeer_leave", "superpeer": 1})
     assert simulation.errors == []
     [adopter] = [n for n in simulation.nodes.values() if n.core is not None and "p" in n.core.peers]
-    assert adopter._subscribed_at[("p", "s1")] == made
+    assert adopter._subscribed_at["p"]["s1"] == made
     store = simulation.stores[adopter.node_id]
     assert store.local_state("p").subscribed_at == {"s1": made}
 
@@ -1060,7 +1060,7 @@ def test_the_one_pass_check_of_a_notifications_subscriptions_decides_as_each_one
         node._made_here("reader", sid, at)
     for sid in withdrawn:
         if sid in made:
-            node._subscribed_at.pop(("reader", sid))
+            node._subscribed_at["reader"].pop(sid)
             node._unsubscribed_at[("reader", sid)] = made[sid] + 1.0
     (publication,) = qel.parse_publications(
         '<http://example.org/n1> <http://purl.org/dc/elements/1.1/title> "t" .',
