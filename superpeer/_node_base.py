@@ -664,10 +664,11 @@ class NodeBase:
 
     def _keep_alive_at(self, reading: float) -> None:
         """Write ``alive_at``: a restart catches up from there, less the margin. The mail held
-        unwritten is written first, in the same transaction (``superpeer._unwritten``): so the
-        mail not on disk after a crash came after the ``alive_at`` on disk, and the catch-up
-        from it finds that mail again."""
-        self.store.flush_mail()
+        unwritten that was published before that is written first, in the same transaction
+        (``superpeer._unwritten``): so the mail not on disk after a crash was published no
+        earlier than the ``alive_at`` on disk less the margin, and the catch-up from there
+        finds it again."""
+        self.store.flush_mail(before=reading - self.config.catchup_margin_seconds)
         self.store.set_meta("alive_at", repr(reading))
 
     def _forget_withdrawal(self, peer: str, sid: str) -> None:

@@ -13,13 +13,20 @@ room in its window, and published recently enough that such a catch-up would fin
 ``Mailroom``) is held here, numbered like any mail. A ``Delivered`` that comes first only adds
 its keys to ``delivered``. Held mail is written as a row (``SqliteStore.flush_mail``) before
 anything changes its peer's mail (a handover, a renewal, an expiry; a window's refill reads it
-as it is, beside the rows, and the counts count it) and whenever ``alive_at`` is written (the
-same transaction): so what is not written at a crash arrived after the last ``alive_at`` on
-disk, which the catch-up covers.
+as it is, beside the rows, and the counts count it). Whenever ``alive_at`` is written, the held
+mail published before that reading less the margin is written in the same transaction, the
+rest stays held: so what is not written at a crash was published no earlier than the
+``alive_at`` on disk less the margin, which the catch-up covers. (Every ``alive_at`` written
+before it was lower and flushed the same way; the mail held after it was published at most
+``recoverable_seconds``, half the margin, before a later reading.) Until stop 87 every held
+notification was written at each ``alive_at``: beside a peer withdrawing subscriptions (each
+withdrawal writes ``alive_at``), every notification to it was written and then deleted at its
+``Delivered`` (BENCHMARKS.md, issue 37, stop 87).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -33,6 +40,9 @@ class Held:
     at: float
     body: bytes | None
     hashed: int
+    published: float = -math.inf
+    """Its publication's hybrid time: a restart's catch-up from before it brings it back
+    (unknown: written at the next ``alive_at``)."""
 
 
 class UnwrittenMail:
@@ -93,6 +103,20 @@ class UnwrittenMail:
         for held in box.values():
             del self._numbers[peer, held.key]
         return list(box.items())
+
+    def take_before(self, before: float) -> list[tuple[str, int, Held]]:
+        """The mail published before ``before``, as (peer, number, held), in order of number;
+        no longer held."""
+        taken = []
+        for peer, box in list(self._by_peer.items()):
+            for number in [n for n, held in box.items() if held.published < before]:
+                held = box.pop(number)
+                del self._numbers[peer, held.key]
+                taken.append((peer, number, held))
+            if not box:
+                del self._by_peer[peer]
+        taken.sort(key=lambda item: item[1])
+        return taken
 
     def take_all(self) -> list[tuple[str, int, Held]]:
         """Every peer's mail, as (peer, number, held), in order of number; none held after."""

@@ -192,6 +192,7 @@ class Mailroom:
             now,
             wire.packed_publication(notify.publication),
             recoverable=recoverable,
+            published_at=notify.published_at,
         )
         if number is None:
             self.statistics.repeats += 1

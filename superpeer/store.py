@@ -173,15 +173,19 @@ class Store(Protocol):
         body: bytes | None = None,
         *,
         recoverable: bool = False,
+        published_at: float = -math.inf,
     ) -> int | None:
         """Keeps ``data`` as ``peer``'s mail under ``key`` (None: a repeat); ``body``, a part
         of ``data``, is kept once under ``key`` for every row that has it. ``recoverable``: it is
         for an attached peer and a restart's catch-up would bring it back, so it may be held
-        unwritten until its peer's mail changes or ``flush_mail`` (``superpeer._unwritten``)."""
+        unwritten until its peer's mail changes or ``flush_mail`` (``superpeer._unwritten``);
+        ``published_at``, its publication's hybrid time, tells ``flush_mail`` when."""
         ...
 
-    def flush_mail(self) -> None:
-        """Writes the mail held unwritten (``put_mail``'s ``recoverable``); before ``alive_at``."""
+    def flush_mail(self, before: float = math.inf) -> None:
+        """Writes the mail held unwritten (``put_mail``'s ``recoverable``) that was published
+        before ``before`` (all of it by default); before ``alive_at``, with ``alive_at`` less the
+        catch-up's margin (``superpeer._unwritten``)."""
         ...
 
     def last_delivery(self) -> int: ...
@@ -425,6 +429,7 @@ class MemoryStore:
         body: bytes | None = None,
         *,
         recoverable: bool = False,
+        published_at: float = -math.inf,
     ) -> int | None:
         # ``recoverable`` changes nothing here: the simulator keeps this store through a restart
         box = self._mail.setdefault(peer, _Mailbox())
@@ -437,7 +442,7 @@ class MemoryStore:
         box.keys[key] = number
         return number
 
-    def flush_mail(self) -> None:
+    def flush_mail(self, before: float = math.inf) -> None:
         """Nothing is held unwritten."""
 
     def last_delivery(self) -> int:
@@ -1150,6 +1155,7 @@ class SqliteStore:
         body: bytes | None = None,
         *,
         recoverable: bool = False,
+        published_at: float = -math.inf,
     ) -> int | None:
         if self._unwritten.holds(peer, key):
             return None
@@ -1162,7 +1168,7 @@ class SqliteStore:
             return None
         number = self._number()
         self._next_delivery = number + 1
-        self._unwritten.hold(peer, number, Held(key, data, now, body, hashed))
+        self._unwritten.hold(peer, number, Held(key, data, now, body, hashed, published_at))
         return number
 
     def _insert_mail(self, peer: str, held: Held, number: int) -> int | None:
@@ -1196,8 +1202,13 @@ class SqliteStore:
             self._tabled = {peer: int(high) for peer, high in rows}
         return self._tabled
 
-    def flush_mail(self) -> None:
-        for peer, number, held in self._unwritten.take_all():
+    def flush_mail(self, before: float = math.inf) -> None:
+        held_mail = (
+            self._unwritten.take_all()
+            if before == math.inf
+            else self._unwritten.take_before(before)
+        )
+        for peer, number, held in held_mail:
             self._insert_mail(peer, held, number)
         self._keep_numbering()
 

@@ -12,6 +12,7 @@ from superpeer import store as store_module
 from superpeer.mailroom import Mailroom
 from superpeer.store import MemoryStore, SqliteStore
 from tests.peer.helpers import notify, publication
+from tests.superpeer.test_redo import crash_copy
 from wire import messages as m
 
 PEERS = ("p", "q")
@@ -19,7 +20,8 @@ KEYS = tuple(f"k{n}" for n in range(5))
 
 _peer = st.sampled_from(PEERS)
 _number = st.integers(min_value=0, max_value=10)
-_put = st.tuples(st.just("put"), _peer, st.sampled_from(KEYS), st.booleans())
+_published = st.integers(min_value=0, max_value=40)
+_put = st.tuples(st.just("put"), _peer, st.sampled_from(KEYS), st.booleans(), _published)
 _acknowledge = st.tuples(st.just("acknowledge"), _peer, _number)
 _after = st.tuples(st.just("after"), _peer, st.just(0), st.integers(min_value=1, max_value=4))
 _operation = st.one_of(
@@ -41,6 +43,7 @@ _operation = st.one_of(
         st.tuples(st.just("expire"), st.integers(min_value=0, max_value=40), st.integers(1, 3)),
         st.tuples(st.just("forget local"), _peer),
         st.tuples(st.just("flush")),
+        st.tuples(st.just("flush before"), _published),
         st.tuples(st.just("reopen")),
     ),
 )
@@ -48,9 +51,10 @@ _operation = st.one_of(
 
 def _apply(store, operation: tuple, at: float) -> object:
     match operation:
-        case ("put", peer, key, recoverable):
+        case ("put", peer, key, recoverable, published):
+            data = f"{key} for {peer}".encode()
             return store.put_mail(
-                peer, key, f"{key} for {peer}".encode(), at, recoverable=recoverable
+                peer, key, data, at, recoverable=recoverable, published_at=float(published)
             )
         case ("acknowledge", peer, through):
             return store.acknowledge(peer, through, at)
@@ -74,6 +78,8 @@ def _apply(store, operation: tuple, at: float) -> object:
             return store.forget_local(peer)
         case ("flush",):
             return store.flush_mail()
+        case ("flush before", before):
+            return store.flush_mail(before=float(before))
     raise AssertionError(operation)
 
 
@@ -84,7 +90,8 @@ def _apply(store, operation: tuple, at: float) -> object:
 def test_mail_held_unwritten_answers_as_written_mail_does(tmp_path_factory, operations):
     """Against ``MemoryStore`` (which holds nothing apart): every answer the same, the numbers
     included, through reopens (a clean restart writes what is held) and every other use of the
-    mail; ``recoverable`` chosen at random for each put."""
+    mail; ``recoverable`` and the publication's time chosen at random for each put, and what
+    is written when ``alive_at`` is kept (``flush_mail(before=...)``) too."""
     path = tmp_path_factory.mktemp("unwritten") / "state.sqlite"
     oracle, store = MemoryStore(), SqliteStore(path, sync="normal")
     try:
@@ -114,6 +121,27 @@ def test_recoverable_mail_acknowledged_before_anything_reads_it_writes_only_its_
     assert store.put_mail("p", "k2", b"mail", 3.0, recoverable=True) is None, "delivered: a repeat"
     assert store.put_mail("p", "k9", b"mail", 3.0) == 4, "numbers go on"
     assert store.mail_counts() == {"p": 1}
+    store.close()
+
+
+def test_alive_at_writes_only_the_held_mail_a_catch_up_from_it_would_not_find(tmp_path):
+    """``flush_mail(before=alive_at - margin)``: the mail published before that is written
+    (the catch-up after a crash would start after it), the rest stays held, and only the
+    written mail is there after a crash (held mail is lost with the process: what the
+    catch-up from the ``alive_at`` on disk brings back, ``superpeer._unwritten``)."""
+    path = tmp_path / "state.sqlite"
+    store = CountingStore(path)
+    for n, published in enumerate((10.0, 14.0, 15.0, 20.0)):
+        store.put_mail("p", f"k{n}", b"mail", 30.0, recoverable=True, published_at=published)
+    store.put_mail("q", "old", b"mail", 30.0, recoverable=True)  # no time given: written first
+    store.flush_mail(before=15.0)  # alive_at 20, a margin of 5
+    assert sum("INTO mail" in sql for sql in store.written) == 3, "k0, k1 and q's"
+    assert store.mail_after("p", 0, 10) == [(n, b"mail") for n in (1, 2, 3, 4)], "all of it"
+    store.commit()
+    crashed = SqliteStore(crash_copy(path, tmp_path / "crashed"), sync="normal")
+    assert crashed.mail_after("p", 0, 10) == [(1, b"mail"), (2, b"mail")]
+    assert crashed.mail_counts() == {"p": 2, "q": 1}
+    crashed.close()
     store.close()
 
 
@@ -157,10 +185,12 @@ class _Covered(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.recoverable: dict[str, bool] = {}
+        self.published: dict[str, float] = {}
 
-    def put_mail(self, peer, key, data, now, body=None, *, recoverable=False):  # type: ignore[no-untyped-def, override]
+    def put_mail(self, peer, key, data, now, body=None, *, recoverable=False, **given):  # type: ignore[no-untyped-def, override]
         self.recoverable[peer] = recoverable
-        return super().put_mail(peer, key, data, now, body, recoverable=recoverable)
+        self.published[peer] = given["published_at"]
+        return super().put_mail(peer, key, data, now, body, recoverable=recoverable, **given)
 
 
 @pytest.mark.parametrize(
@@ -186,6 +216,7 @@ def test_the_mail_room_calls_recoverable_only_mail_for_an_attached_peer_a_catch_
         room.deliver("p", _notify("first", now), now)  # fills the window of one
     room.deliver("p", _notify("this", now - age), now)
     assert store.recoverable["p"] is recoverable
+    assert store.published["p"] == now - age, "and when it was published, for flush_mail"
 
 
 def _notify(publication_id: str, published_at: float) -> m.Notify:
