@@ -2146,7 +2146,8 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
     ) -> bool:
         """The peer's rate limits (``superpeer.ratelimit``). A publication over its rate goes
         on, and the connection is not read until the rate caught up; a subscription or
-        look-up over its rate is refused (True), saying why and when to ask again."""
+        look-up over its rate is refused (True), saying why and when to ask again, and the
+        connection is not read until then either."""
         if isinstance(message, m.Publish | m.Withdraw):
             pause = self.rates.pause(peer, PUBLICATIONS, now)
             if pause > 0:
@@ -2171,6 +2172,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
             retry_after=wait,
         )
         self._core([ToPeer(peer, refused, wire.encode(refused))], now, out)
+        out.append(PauseReading(connection, wait))
         return True
 
     def _look_up(self, public_id: str, request: str, now: float, out: list) -> None:

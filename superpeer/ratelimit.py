@@ -18,7 +18,12 @@ bucket cannot pay for depends on its kind (``superpeer.node`` applies it):
   and a rate low enough to keep it under 2x (200/s) capped a lone publisher too.
 * **subscriptions** (``Subscribe``, ``Unsubscribe``) and **look-ups** (``Locate``) are refused
   and change nothing; the refusal says why and after how many seconds the bucket will pay
-  (``Refused.retry_after``), and the peer client sends the request again then.
+  (``Refused.retry_after``), and the peer client sends the request again then. The connection
+  is not read until then either (``PauseReading``): a peer that asks again at once, as fast as
+  it is answered, would otherwise have each request decoded, refused and answered, more than
+  three refusals for each request taken beside a peer churning its 1,000 subscriptions
+  (BENCHMARKS.md, issue 37, stop 87); paused, what it sent meanwhile is read when the bucket
+  pays. A peer that waits as told is never paused longer than it waits.
 """
 
 from __future__ import annotations

@@ -134,12 +134,17 @@ def test_subscriptions_over_the_rate_are_refused_with_the_reason_and_when_to_ask
     node, now = simulation.nodes["sp0"], simulation.now
     connection = simulation.peers["reader"].connection
     query = qel.parse_subscription(QUERY)
-    got = []
+    got, pauses = [], []
     for number in range(1, 5):
         subscribe = m.Subscribe(id=f"s{number}", subscription=query)
-        got += answers(node.peer_message(connection, subscribe, 100, f"r#{number}", now))
+        outputs = node.peer_message(connection, subscribe, 100, f"r#{number}", now)
+        got += answers(outputs)
+        pauses += [(o.connection, o.seconds) for o in outputs if isinstance(o, PauseReading)]
     assert [type(answer) for answer in got] == [m.Ack, m.Ack, m.Refused, m.Refused]
     refused = got[2]
+    assert pauses == [(connection, got[2].retry_after), (connection, got[3].retry_after)], (
+        "the connection is not read until the bucket pays"
+    )
     assert refused.request == "subscribe s3"
     assert "more subscriptions than 10 per second (bursts of 3)" in refused.reason
     assert 0.0 < refused.retry_after <= 0.101, "a tenth of a second per subscription"
