@@ -179,6 +179,7 @@ def _check_config(path: str) -> int:
 
 
 def _serve(config: SuperPeerConfig, suppressed_logs: Callable[[], int]) -> int:
+    sys.setswitchinterval(config.store.switch_interval_seconds)  # the process's, not the daemon's
     try:
         trio.run(_run, config, suppressed_logs)
     except (

@@ -94,6 +94,8 @@ user's data home (``platformdirs``), and starts a new network of its own. A TOML
     max_inputs_per_commit = 256        # inputs (messages, timers) that share one commit at most
     inline_sync_seconds = 0.001        # a commit's fsync runs on the event loop's thread when the
                                        # last took less than this (0: always a worker thread)
+    switch_interval_seconds = 0.0005   # how long a worker thread whose fsync is done waits at
+                                       # most for the busy loop to let it go on (Python's 5 ms)
     min_free_bytes = 67108864          # below this free on the data directory's file system:
                                        # paused, takes nothing (superpeer.diskspace); no start
     resume_free_bytes = 134217728      # a paused super-peer goes on once this much is free
@@ -260,6 +262,15 @@ class StoreSettings:
     """A commit's fsync runs on the trio thread when the last one took less than this, else on
     a worker thread (``superpeer._commits``): the hand-off to a thread costs more CPU than a
     fast disk's fsync, and the thread is held at most one slow sync. 0: always the worker."""
+    switch_interval_seconds: float = 0.0005
+    """The process's ``sys.setswitchinterval``: how long a thread that wants the interpreter
+    waits at most for the one holding it. A worker thread's fsync is done long before its
+    result is: it needs the interpreter back to hand the result to trio, and a busy loop held it
+    for Python's 5 ms, so every output of that group waited 5 ms more (an fsync on the worker
+    thread took 5 to 9 ms beside a peer churning its subscriptions, against 0.3 ms on the loop's
+    thread: BENCHMARKS.md, issue 37, stop 87). Set by the process entry point
+    (``superpeer.cli``), not by the daemon: a daemon run inside another program leaves that
+    program's threads alone."""
     min_free_bytes: int = 64 * 1024 * 1024
     """Below this many bytes free on the data directory's file system the daemon pauses, and
     it does not start (``superpeer.diskspace``): room for what it has let in to be written."""
