@@ -599,7 +599,10 @@ class NodeBase:
         a notification naming a peer's thousand subscriptions is checked against its own
         dictionary, one look-up per id of the strings it holds (``_deliver``)."""
         self._unsubscribed_at: dict[tuple[str, str], float] = {}
-        """When each subscription withdrawn here in this incarnation was withdrawn."""
+        """When each subscription withdrawn here in this incarnation was withdrawn, in the
+        order of the withdrawals; forgotten past the log's horizon, as the withdrawal windows
+        are (``Timers._housekeeping``): a peer making and withdrawing subscriptions under new
+        ids grew it for as long as the daemon ran."""
         self._latest_made: dict[str, float] = {}
         """Per peer, the latest time one of its subscriptions here was made (``_made_here``),
         never lowered when one goes: a bound, so a notification published after it less the

@@ -449,6 +449,9 @@ class Timers(Backlog):
         for peer, withdrawn in list(self._withdrawn.items()):
             for sid in [sid for sid, (_, _, ended) in withdrawn.items() if ended < horizon]:
                 self._forget_withdrawal(peer, sid)
+        withdrawals = self._unsubscribed_at
+        while withdrawals and next(iter(withdrawals.values())) < horizon:
+            del withdrawals[next(iter(withdrawals))]
         if self.core is not None:
             self._keep_alive_at(self.clock.now(now))
         out += self.mail.expire(

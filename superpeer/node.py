@@ -2097,6 +2097,7 @@ class SuperPeerNode(CatchUps, Migrations, Adoptions, Replication, Merges, Timers
         made = standing.pop(sid, -math.inf)
         if not standing:
             self._subscribed_at.pop(peer, None)
+        self._unsubscribed_at.pop((peer, sid), None)  # the latest last: pruned from the front
         self._unsubscribed_at[(peer, sid)] = ended
         if withdrawn is not None:
             self._keep_withdrawal(peer, sid, withdrawn, made, ended)

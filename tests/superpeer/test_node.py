@@ -1089,3 +1089,26 @@ def test_the_one_pass_check_of_a_notifications_subscriptions_decides_as_each_one
         return taken
 
     assert delivered(fast=True) == delivered(fast=False)
+
+
+def test_withdrawals_are_forgotten_past_the_logs_horizon_however_many_ids_a_peer_used():
+    """A peer making and withdrawing subscriptions under new ids: what the access point keeps
+    of each withdrawal (its time, its window) goes once it is older than ``log_seconds`` (no
+    catch-up reaches before that), so memory follows the withdrawals of the last hour, not
+    every one since the daemon started."""
+    simulation = subscribed(Simulation(1), publisher_at=0, reader_at=0)
+    node = simulation.nodes["sp0"]
+    query = ': t(?s, dc:subject, "x")'
+    for number in range(30):
+        simulation.apply(
+            {"op": "subscribe", "peer": "reader", "id": f"old{number}", "query": query}
+        )
+        simulation.apply({"op": "unsubscribe", "peer": "reader", "id": f"old{number}"})
+    assert len(node._unsubscribed_at) == 30 and len(node._withdrawn["reader"]) == 30
+    simulation.apply({"op": "wait", "seconds": node.config.log_seconds / 2})
+    simulation.apply({"op": "subscribe", "peer": "reader", "id": "new", "query": query})
+    simulation.apply({"op": "unsubscribe", "peer": "reader", "id": "new"})
+    simulation.apply({"op": "wait", "seconds": node.config.log_seconds / 2 + 60})
+    assert simulation.errors == []
+    assert list(node._unsubscribed_at) == [("reader", "new")]
+    assert list(node._withdrawn["reader"]) == ["new"]
