@@ -33,7 +33,7 @@ from typing import Final
 
 import qel
 from superpeer import versions
-from superpeer._batches import fitting
+from superpeer._batches import fitting, messages_fitting
 from superpeer._node_base import (
     AskedCatchUp,
     NodeBase,
@@ -203,22 +203,23 @@ class CatchUps(NodeBase):
             lost = tuple(
                 sorted(n for n in {*self.departed, *self._left} if n != target and self._out(n))
             )
-        chunks = fitting(
+        requests = messages_fitting(
             entries,
-            lambda e: m.CatchUp(request="", entries=(e,), origin=of, lost=lost),
+            lambda chunk: m.CatchUp(
+                request=self._next_id(), entries=tuple(chunk), origin=of, lost=lost
+            ),
             count=self.config.catchup_batch,
             frame_bytes=self.config.max_frame_bytes,
         )
         tries = 1 if before is None else before.tries + 1
         wait = self.config.catchup_retry_seconds * 2 ** (tries - 1)
-        for chunk in chunks:
+        for request in requests:
             self.statistics.catchups_asked += 1
-            request = m.CatchUp(request=self._next_id(), entries=tuple(chunk), origin=of, lost=lost)
             self._unanswered[request.request] = AskedCatchUp(
                 target=target,
                 origin=of,
-                entries=tuple(chunk),
-                waiting={entry[0] for entry in chunk},
+                entries=request.entries,
+                waiting={entry[0] for entry in request.entries},
                 asked_at=now if before is None else before.asked_at,
                 due=now + wait,
                 tries=tries,

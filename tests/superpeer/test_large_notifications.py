@@ -9,8 +9,11 @@ was cut into ``Mail`` messages by count alone, so five kept notifications of 300
 message of 1.5 MB: dropped whenever it was sent, and so asked for again forever."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from superpeer._batches import ENVELOPE_BYTES, fitting
+import wire
+from superpeer._batches import ENVELOPE_BYTES, fitting, messages_fitting
 from superpeer.config import FRAME_FIELDS, ConfigError, config_from_mapping
 from superpeer.core import CoreConfig
 from superpeer.sim import Simulation
@@ -119,6 +122,31 @@ def test_an_item_larger_than_a_frame_goes_alone_and_nothing_makes_one_empty_chun
     chunks = fitting([note(1), big, note(1)], lambda n: n, count=10, frame_bytes=4000)
     assert [len(chunk) for chunk in chunks] == [1, 1, 1]
     assert fitting([], lambda n: n, count=10, frame_bytes=4000) == [[]]
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=3000), max_size=30),
+    st.integers(min_value=1, max_value=6),
+)
+def test_messages_made_once_per_chunk_keep_the_order_the_count_and_the_frame(sizes, count):
+    """``messages_fitting``: each message made from a whole chunk when it fits (measured once,
+    and the one returned is the one measured), else its items as ``fitting`` cuts them; every
+    message within ``count`` and the frame unless it holds one item too large alone."""
+    items = [f"{number}:" + "x" * size for number, size in enumerate(sizes)]
+    frame = ENVELOPE_BYTES + 4000
+
+    def make(chunk: list[str]) -> m.CatchUp:
+        return m.CatchUp(request="r", entries=(), lost=tuple(chunk))
+
+    messages = list(messages_fitting(items, make, count=count, frame_bytes=frame))
+    assert [x for message in messages for x in message.lost] == items
+    assert len(messages) >= 1, "no items: one message of none"
+    for message in messages:
+        assert len(message.lost) <= count
+        assert len(message.lost) <= 1 or len(wire.encode(message)) <= frame - ENVELOPE_BYTES
+    if all(len(wire.encode(make(items[k : k + count]))) <= frame - ENVELOPE_BYTES
+           for k in range(0, len(items), count)):  # fmt: skip
+        assert len(messages) == max(1, -(-len(items) // count)), "one message per chunk"
 
 
 def test_the_limits_are_configurable_and_what_they_bound_fits_a_frame():
