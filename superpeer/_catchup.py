@@ -208,6 +208,7 @@ class CatchUps(NodeBase):
             lambda chunk: m.CatchUp(
                 request=self._next_id(), entries=tuple(chunk), origin=of, lost=lost
             ),
+            lambda entry: m.CatchUp(request="", entries=(entry,), origin=of, lost=lost),
             count=self.config.catchup_batch,
             frame_bytes=self.config.max_frame_bytes,
         )

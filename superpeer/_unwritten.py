@@ -104,9 +104,9 @@ class UnwrittenMail:
             del self._numbers[peer, held.key]
         return list(box.items())
 
-    def take_before(self, before: float) -> list[tuple[str, int, Held]]:
-        """The mail published before ``before``, as (peer, number, held), in order of number;
-        no longer held."""
+    def take_before(self, before: float = math.inf) -> list[tuple[str, int, Held]]:
+        """The mail published before ``before`` (all of it by default), as (peer, number,
+        held), in order of number; no longer held."""
         taken = []
         for peer, box in list(self._by_peer.items()):
             for number in [n for n, held in box.items() if held.published < before]:
@@ -115,17 +115,5 @@ class UnwrittenMail:
                 taken.append((peer, number, held))
             if not box:
                 del self._by_peer[peer]
-        taken.sort(key=lambda item: item[1])
-        return taken
-
-    def take_all(self) -> list[tuple[str, int, Held]]:
-        """Every peer's mail, as (peer, number, held), in order of number; none held after."""
-        taken = [
-            (peer, number, held)
-            for peer, box in self._by_peer.items()
-            for number, held in box.items()
-        ]
-        self._by_peer.clear()
-        self._numbers.clear()
         taken.sort(key=lambda item: item[1])
         return taken

@@ -1203,12 +1203,7 @@ class SqliteStore:
         return self._tabled
 
     def flush_mail(self, before: float = math.inf) -> None:
-        held_mail = (
-            self._unwritten.take_all()
-            if before == math.inf
-            else self._unwritten.take_before(before)
-        )
-        for peer, number, held in held_mail:
+        for peer, number, held in self._unwritten.take_before(before):
             self._insert_mail(peer, held, number)
         self._keep_numbering()
 

@@ -138,7 +138,9 @@ def test_messages_made_once_per_chunk_keep_the_order_the_count_and_the_frame(siz
     def make(chunk: list[str]) -> m.CatchUp:
         return m.CatchUp(request="r", entries=(), lost=tuple(chunk))
 
-    messages = list(messages_fitting(items, make, count=count, frame_bytes=frame))
+    messages = list(
+        messages_fitting(items, make, lambda item: make([item]), count=count, frame_bytes=frame)
+    )
     assert [x for message in messages for x in message.lost] == items
     assert len(messages) >= 1, "no items: one message of none"
     for message in messages:
