@@ -44,7 +44,10 @@ between nodes, the channel its timestamp travels on, and what breaks past the co
 1. **A publication's time** (``Notification.published_at``): the origin's hybrid time when it
    accepted the change, strictly increasing per origin (across restarts too: the reading is
    kept in the store with ``alive_at``). It orders the origin's log (catch-ups and replays read
-   it) and is compared with the times below. Travels in the notification.
+   it) and is compared with the times below. Travels in the notification. A version accepted
+   twice (sent again, through another access point, after an ``Ack`` that said ``alone``) has
+   the first acceptance's time: every log keeps the earlier of two entries of one version
+   (``Store.log_publication``), whichever comes last; the later one's live deliveries stand.
 2. **A subscription's activation** at its access point: the access point's hybrid time when it
    accepted the ``Subscribe`` (kept durably with the subscription). A notification is delivered
    for it only if ``published_at >= activation - margin``, whichever way it came: from an

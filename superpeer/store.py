@@ -205,7 +205,16 @@ class Store(Protocol):
     def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
         """Logs ``data`` under ``key``; ``body``, a part of it, kept once under ``key``.
         Whether the store holds ``body`` under ``key`` (a version record may then refer to
-        it: ``pending`` values with ``{"body": key}``)."""
+        it: ``pending`` values with ``{"body": key}``).
+
+        An entry under ``key`` logged at an earlier time ``at`` stays, and ``data`` is not
+        logged: one version accepted twice (its publisher sent again one acknowledged alone,
+        through another access point: ``superpeer._replication``, rule 8) keeps its first
+        acceptance's time in every log, whichever entry comes last (``clocks``, rule 1). The
+        later one, in its place, moved the publication past a withdrawal that followed it, and
+        the catch-up of that subscription's window no longer found it (stop 87's chaos run,
+        seed 871). One logged at the same time or later is replaced (an adopted log, a
+        replay)."""
         ...
 
     def body(self, key: str) -> bytes | None:
@@ -539,6 +548,8 @@ class MemoryStore:
 
     def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
         logged = self._log.get(key)
+        if logged is not None and logged[1] < at:
+            return logged[2]  # its first acceptance stays
         if logged is not None and logged[2]:
             self._unrefer(key)  # replaced in its place, as a row is
         kept, shell = self._hold_body(key, data, body)
@@ -636,6 +647,7 @@ class MemoryStore:
 
 _BODY: Final = "SELECT id, data FROM bodies WHERE hash = ? AND key = ?"
 _LOGGED: Final = "SELECT 1 FROM publications WHERE hash = ? AND key = ?"
+_LOGGED_AT: Final = "SELECT at, body FROM publications WHERE hash = ? AND key = ?"
 _DELIVERED: Final = "SELECT 1 FROM delivered WHERE hash = ? AND peer = ? AND key = ?"
 _MAILED: Final = "SELECT 1 FROM mail WHERE peer = ? AND key = ?"
 _WITH_BODY: Final = "LEFT JOIN bodies ON bodies.id = {0}.body"
@@ -1348,10 +1360,14 @@ class SqliteStore:
     # -- the publication log -------------------------------------------------------------------
     def log_publication(self, key: str, data: bytes, at: float, body: bytes | None = None) -> bool:
         hashed = key_hash(key)
+        logged = self._read(_LOGGED_AT, (hashed, key))
+        if logged and logged[0][0] < at:
+            return logged[0][1] is not None  # its first acceptance stays
         kept, body_id = self._bodied(key, data, body, hashed)
-        if self._read(_LOGGED, (hashed, key)):
-            # logged already (an adopted log, a replay): replaced. (Asked apart: an insert
-            # that asked the table it inserts into would copy each row to a temporary table.)
+        if logged:
+            # logged already at that time or later (an adopted log, a replay): replaced.
+            # (Asked apart: an insert that asked the table it inserts into would copy each row
+            # to a temporary table.)
             self._delete("publications", "hash = ? AND key = ?", (hashed, key))
         self._write(
             "INSERT INTO publications (key, data, at, body, hash) VALUES (?, ?, ?, ?, ?)",

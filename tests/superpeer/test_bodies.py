@@ -92,6 +92,29 @@ def test_a_body_not_in_the_bytes_or_unlike_the_one_kept_leaves_the_row_whole(reo
     assert list(store.logged_since(0.0)) == [encoded("log")]
 
 
+def test_of_two_entries_of_one_version_the_log_keeps_the_earlier_whichever_comes_last(reopen):
+    """A version accepted twice (sent again through another access point after an ``Ack``
+    that said ``alone``) keeps its first acceptance's time in the log (``clocks``, rule 1):
+    a later entry leaves it; an earlier one, or one of the same time (an adopted log, a
+    replay), takes its place. Either way the body stays held for a version record."""
+    store = reopen()
+    first, again, earlier = encoded("first"), encoded("again"), encoded("earlier")
+    assert store.log_publication("k", first, 5.0, BODY_BYTES)
+    assert store.log_publication("k", again, 7.0, BODY_BYTES)
+    store = reopen()
+    assert store.logged_between(0.0, 10.0, 10) == [(5.0, first)]
+    assert store.log_publication("k", earlier, 3.0, BODY_BYTES)
+    assert store.log_publication("k", again, 3.0, BODY_BYTES)
+    store = reopen()
+    assert store.logged_between(0.0, 10.0, 10) == [(3.0, again)]
+    assert not store.log_publication("w", b"whole, no body", 2.0, BODY_BYTES)
+    assert not store.log_publication("w", encoded("w"), 4.0, BODY_BYTES), "the whole one stays"
+    assert store.logged_between(0.0, 10.0, 10) == [(2.0, b"whole, no body"), (3.0, again)]
+    store.set_pending(versions.RECORDS, "r", {BODY: "k"})
+    store.prune_log(4.0, 10)
+    assert store.drop_bodies() == 0 and store.body("k") == BODY_BYTES
+
+
 def test_mail_and_a_log_an_earlier_version_wrote_whole_are_read_and_dropped(tmp_path):
     """The tables as the version before bodies made them, with rows in them: the store opens
     them (adding the ``body`` column), reads the rows as they are, and keeps new rows once."""

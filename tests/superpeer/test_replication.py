@@ -3,6 +3,8 @@ origin and at one neighbour before the publisher's ``Ack``, so that an origin lo
 disk and all, loses nothing it acknowledged; an origin that no neighbour answers (cut off
 alone) still acknowledges, with its own copy, and says so."""
 
+import dataclasses
+
 import pytest
 
 import qel
@@ -38,6 +40,13 @@ def logged(simulation: Simulation, node_id: str) -> set[str]:
     """The publication ids in ``node_id``'s log."""
     entries = simulation.stores[node_id].logged_since(float("-inf"))
     return {decoded_as(data, m.Notification).publication.id for data in entries}
+
+
+def logged_entries(simulation: Simulation, node_id: str, publication: str) -> list[m.Notification]:
+    """The entries of ``publication`` in ``node_id``'s log."""
+    entries = simulation.stores[node_id].logged_since(float("-inf"))
+    notifications = [decoded_as(data, m.Notification) for data in entries]
+    return [n for n in notifications if n is not None and n.publication.id == publication]
 
 
 def acks(simulation: Simulation, peer: str) -> int:
@@ -506,6 +515,19 @@ def test_a_repeat_of_an_entry_whose_late_copy_is_in_flight_is_answered_at_once(m
     assert peer.answers[before:] == [m.Ack(request=request_label(update), alone=True)]
 
 
+WITHDRAWN_AFTER_ALONE = [
+    *publisher_and_subscriber(4, 0, 1),
+    publish(0),
+    {"op": "partition", "groups": [[0], [1, 2, 3]]},
+    {"op": "wait", "seconds": 20},
+    publish(1),
+    {"op": "wait", "seconds": 2},
+    {"op": "unsubscribe", "peer": "sub", "id": "s1"},
+]
+"""A publication acknowledged alone at ``sp0``, cut off alone, and the subscriber's
+withdrawal at ``sp1`` after it."""
+
+
 def test_a_kept_publication_sent_again_to_its_origin_keeps_its_place_in_the_log(monkeypatch):
     """Rule 8, ``Publish.again``: the publisher sends a publication kept for its ``alone`` back
     to the origin that logged it (it reconnected during the cut). Answered as a repeat, it is
@@ -513,13 +535,7 @@ def test_a_kept_publication_sent_again_to_its_origin_keeps_its_place_in_the_log(
     the heal no longer found it, and a subscription withdrawn after it was published and
     before the heal never had it (stop 62's chaos run, seed 621: one lost)."""
     ops = [
-        *publisher_and_subscriber(4, 0, 1),
-        publish(0),
-        {"op": "partition", "groups": [[0], [1, 2, 3]]},
-        {"op": "wait", "seconds": 20},
-        publish(1),
-        {"op": "wait", "seconds": 2},
-        {"op": "unsubscribe", "peer": "sub", "id": "s1"},
+        *WITHDRAWN_AFTER_ALONE,
         {"op": "detach", "peer": "pub"},
         {"op": "attach", "peer": "pub"},
         {"op": "wait", "seconds": 5},
@@ -531,6 +547,27 @@ def test_a_kept_publication_sent_again_to_its_origin_keeps_its_place_in_the_log(
     alone = [a.alone for a in publisher.answers if a.request == "publish n1"]
     assert alone[:2] == [True, True] and not alone[-1] and len(publisher.kept) == 0
     assert simulation.deliveries() == expected_deliveries(4, ops)
+    assert sorted(simulation.deliveries()["sub"]) == ["n0", "n1"]
+
+
+def test_a_later_acceptance_of_a_kept_publication_leaves_its_first_in_every_log():
+    """A publication acknowledged alone at an origin cut off alone, a withdrawal after it on
+    the other side; the publisher sends it again through another access point, which has no
+    version record of it (the origin, its previous access point, is away), accepts it again at
+    a later time and copies that entry to its copy holder: the origin. That copy took the
+    first entry's place in the origin's log, the catch-up after the heal no longer found it
+    in the withdrawn subscription's window, and the subscriber never had it (stop 87's chaos
+    run, seed 871: one lost so). The log keeps a publication's first acceptance."""
+    simulation = played(WITHDRAWN_AFTER_ALONE)
+    origin = simulation.nodes["sp0"]
+    (first,) = logged_entries(simulation, "sp0", "n1")
+    again = dataclasses.replace(first, origin="sp1", published_at=first.published_at + 10.0)
+    out: list = []
+    origin._copy_in("sp1", m.LogCopy(request="sp1~1#1", notifications=(again,)), 0.0, out)
+    (kept,) = logged_entries(simulation, "sp0", "n1")
+    assert (kept.origin, kept.published_at) == ("sp0", first.published_at)
+    for op in ({"op": "heal"}, {"op": "wait", "seconds": 60}):
+        simulation.apply(dict(op))
     assert sorted(simulation.deliveries()["sub"]) == ["n0", "n1"]
 
 
