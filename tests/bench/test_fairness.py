@@ -4,12 +4,11 @@ in the benchmark itself; here, what it makes of their rows)."""
 from bench.fairness import PHASES, medians
 
 
-def rounds(*ratios: tuple[float, float, float, float]) -> list[dict[str, object]]:
-    """The rows of one round per item of ``ratios``: the flood's p50 and p99 ratios, then the
-    holder's; the quiet phases at 1."""
+def rounds(*ratios: dict[str, tuple[float, float]]) -> list[dict[str, object]]:
+    """The rows of one round per item of ``ratios``: per flooder, its p50 and p99 ratios; the
+    quiet phases at 1."""
     rows: list[dict[str, object]] = []
-    for flood_p50, flood_p99, held_p50, held_p99 in ratios:
-        measured = {"publications": (flood_p50, flood_p99), "subscriptions": (held_p50, held_p99)}
+    for measured in ratios:
         for phase, flooder in PHASES:
             p50, p99 = measured.get(flooder or "", (1.0, 1.0))
             rows.append(
@@ -19,9 +18,14 @@ def rounds(*ratios: tuple[float, float, float, float]) -> list[dict[str, object]
 
 
 def test_each_flooded_phase_gets_the_median_of_its_rounds_and_quiet_phases_none() -> None:
-    rows = rounds((1.1, 2.25, 1.2, 2.85), (0.9, 0.72, 1.0, 1.75), (1.0, 1.5, 1.1, 2.51))
+    rows = rounds(
+        {"publications": (1.1, 2.25), "held": (1.2, 1.6), "churn": (1.2, 2.85)},
+        {"publications": (0.9, 0.72), "held": (1.0, 1.1), "churn": (1.0, 1.75)},
+        {"publications": (1.0, 1.5), "held": (1.1, 1.3), "churn": (1.1, 2.51)},
+    )
     found = medians(rows)
-    assert set(found) == {"publication flood", "subscription holder"}
+    assert set(found) == {"publication flood", "subscription holder", "subscription churn"}
     assert found["publication flood"] == {"rounds": 3, "p50_vs_alone": 1.0, "p99_vs_alone": 1.5}
-    assert found["subscription holder"]["p99_vs_alone"] == 2.51
-    assert medians(rows[: len(PHASES)])["subscription holder"]["rounds"] == 1
+    assert found["subscription holder"] == {"rounds": 3, "p50_vs_alone": 1.1, "p99_vs_alone": 1.3}
+    assert found["subscription churn"]["p99_vs_alone"] == 2.51
+    assert medians(rows[: len(PHASES)])["subscription churn"]["rounds"] == 1
