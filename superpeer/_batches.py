@@ -53,15 +53,15 @@ def messages_fitting(
     frame_bytes: int,
 ) -> Iterator[M]:
     """``make`` of ``items`` in order, in chunks of at most ``count`` whose message fits a
-        frame of ``frame_bytes``, made once each: a chunk of ``count`` is made and measured whole,
-        and the message measured is the one the caller sends (the codec keeps the encoding of the
-        last few messages it encoded: send each before taking the next). ``fitting`` measures
-        every item alone and the caller encodes them again: a node that caught up for a peer's
-        10,000 subscriptions converted each twice, half a second in one call, longer than a
-        neighbour's failure timeout of 0.5 s (``tests/superpeer/test_slicing.py``). A chunk too
-        large falls back to ``fitting`` for its items, measured by ``one`` (as there: the message that
-    would carry the item alone; not ``make``, which may number what it makes). No items: one
-    message of none."""
+    frame of ``frame_bytes``, made once each: a chunk of ``count`` is made and measured whole,
+    and the message measured is the one the caller sends (the codec keeps the encoding of the
+    last few messages it encoded: send each before taking the next). ``fitting`` measures
+    every item alone and the caller encodes them again: a node that caught up for a peer's
+    10,000 subscriptions converted each twice, half a second in one call, longer than a
+    neighbour's failure timeout of 0.5 s (``tests/superpeer/test_slicing.py``). A chunk too
+    large falls back to ``fitting`` for its items, measured by ``one`` (as there: the message
+    that would carry the item alone; not ``make``, which may number what it makes). No items:
+    one message of none."""
     budget = frame_bytes - ENVELOPE_BYTES
     for start in range(0, max(len(items), 1), count):
         chunk = list(items[start : start + count])

@@ -36,17 +36,15 @@ def played(ops: list[dict], superpeers: int = 4) -> Simulation:
     return simulation
 
 
+def log_of(simulation: Simulation, node_id: str) -> list[m.Notification]:
+    """The entries of ``node_id``'s log."""
+    entries = simulation.stores[node_id].logged_since(float("-inf"))
+    return [decoded_as(data, m.Notification) for data in entries]
+
+
 def logged(simulation: Simulation, node_id: str) -> set[str]:
     """The publication ids in ``node_id``'s log."""
-    entries = simulation.stores[node_id].logged_since(float("-inf"))
-    return {decoded_as(data, m.Notification).publication.id for data in entries}
-
-
-def logged_entries(simulation: Simulation, node_id: str, publication: str) -> list[m.Notification]:
-    """The entries of ``publication`` in ``node_id``'s log."""
-    entries = simulation.stores[node_id].logged_since(float("-inf"))
-    notifications = [decoded_as(data, m.Notification) for data in entries]
-    return [n for n in notifications if n is not None and n.publication.id == publication]
+    return {entry.publication.id for entry in log_of(simulation, node_id)}
 
 
 def acks(simulation: Simulation, peer: str) -> int:
@@ -560,11 +558,11 @@ def test_a_later_acceptance_of_a_kept_publication_leaves_its_first_in_every_log(
     run, seed 871: one lost so). The log keeps a publication's first acceptance."""
     simulation = played(WITHDRAWN_AFTER_ALONE)
     origin = simulation.nodes["sp0"]
-    (first,) = logged_entries(simulation, "sp0", "n1")
+    (first,) = [n for n in log_of(simulation, "sp0") if n.publication.id == "n1"]
     again = dataclasses.replace(first, origin="sp1", published_at=first.published_at + 10.0)
-    out: list = []
-    origin._copy_in("sp1", m.LogCopy(request="sp1~1#1", notifications=(again,)), 0.0, out)
-    (kept,) = logged_entries(simulation, "sp0", "n1")
+    copy = m.LogCopy(request="sp1~1#1", notifications=(again,))
+    origin._copy_in("sp1", copy, simulation._clock("sp0"), [])  # (its answer goes nowhere: cut)
+    (kept,) = [n for n in log_of(simulation, "sp0") if n.publication.id == "n1"]
     assert (kept.origin, kept.published_at) == ("sp0", first.published_at)
     for op in ({"op": "heal"}, {"op": "wait", "seconds": 60}):
         simulation.apply(dict(op))
